@@ -1,0 +1,3 @@
+from vramtop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""Command-line entry point: parses arguments and hands over to a command module.
+
+Holds no logic of its own. Each subcommand lives in `vramtop/commands/<name>.py` with
+`add_parser(subparsers)` and `run(args) -> int`. With no subcommand, vramtop opens the console
+(or, with `--once`, prints one snapshot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from vramtop import __version__
+
+# Subcommand modules, in the order `--help` lists them.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+vramtop watches a vLLM server on the GPU your desktop also uses: VRAM split between vLLM and
+the desktop, the KV pool, tokens/s, and the silent collapse when a video call squeezes the
+server. It starts, stops and relaunches vLLM with one key.
+
+Try it without a GPU:  vramtop --demo
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vramtop",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"vramtop {__version__}")
+    add_monitor_options(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"vramtop.commands.{name}")
+        module.add_parser(subparsers)
+    return parser
+
+
+def add_monitor_options(parser: argparse.ArgumentParser) -> None:
+    """Options of the console and of `--once` (also accepted by headless commands)."""
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="run against the built-in simulated machine (no GPU or vLLM needed)",
+    )
+    parser.add_argument(
+        "--wsl",
+        action="store_true",
+        help="with --demo: present the simulated GPU the WSL2 way (no per-process memory)",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="print one snapshot and exit instead of the console"
+    )
+    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    parser.add_argument(
+        "--url",
+        help="the vLLM server to watch (default: the profile's, else http://127.0.0.1:8000)",
+    )
+    parser.add_argument("--profile", help="the profile to use (default: the default profile)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help="seconds between samples (default 1.0)",
+    )
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="read the server's API key from this environment variable",
+    )
+
+
+def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
+    """Let a subcommand accept top-level options after its name (`vramtop start --demo`).
+
+    Defaults are suppressed so that a value given before the subcommand is not overwritten.
+    `names` picks among: demo, wsl, json, profile, url.
+    """
+    known = {
+        "demo": (("--demo",), {"action": "store_true", "help": "act on the simulated machine"}),
+        "wsl": (("--wsl",), {"action": "store_true", "help": "with --demo: the WSL2 way"}),
+        "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
+        "profile": (("--profile",), {"help": "the profile to use"}),
+        "url": (("--url",), {"help": "the vLLM server's base URL"}),
+    }
+    for name in names or tuple(known):
+        flags, kwargs = known[name]
+        parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _log_to_file()
+    if args.command:
+        module = importlib.import_module(f"vramtop.commands.{_module_for(args.command)}")
+        return int(module.run(args))
+    from vramtop.commands import monitor
+
+    return monitor.run(args)
+
+
+def _module_for(command: str) -> str:
+    return command.replace("-", "_") if command != "import" else "import_"
+
+
+def _log_to_file() -> None:
+    """Tracebacks and diagnostics go to vramtop's own log file, never to the screen."""
+    from vramtop.locations import own_log_file
+
+    try:
+        logging.basicConfig(
+            filename=own_log_file(),
+            level=logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    except OSError:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING)

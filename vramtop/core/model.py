@@ -1,0 +1,215 @@
+"""The values that cross vramtop's boundaries: what a tick saw, as plain frozen data.
+
+Sources build these, the core derives from them, the console renders them, recordings store
+them. `None` always means "not known"; a failed source is a value with a reason, never an
+exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+class ServerState(StrEnum):
+    """The server's lifecycle as the session format names it."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    CRASHED = "crashed"
+
+
+class SplitMethod(StrEnum):
+    """How the server's share of the card was obtained."""
+
+    PER_PROCESS = "per_process"  # sum over the server's process tree, from the driver
+    DERIVED = "derived"  # from the server's budget and startup log (WSL2: no per-process data)
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    pid: int
+    name: str
+    used_bytes: int
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+    temperature_c: int | None = None
+    sm_clock_mhz: int | None = None
+    # NVML clock-throttle reasons as short names: hw_slowdown, hw_thermal, sw_thermal,
+    # sw_power_cap, hw_power_brake. Empty when none; also empty when unknown.
+    throttle: tuple[str, ...] = ()
+    # None: the driver gives no per-process numbers here (WSL2), not "no processes".
+    processes: tuple[ProcessMemory, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One batched read of every device, or the reason there is none."""
+
+    devices: tuple[GpuDevice, ...] = ()
+    source: str = "nvml"  # "nvml" or "sim"
+    error: str | None = None  # why devices are missing or incomplete
+
+    @property
+    def available(self) -> bool:
+        return self.error is None and bool(self.devices)
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """vLLM's `cache_config_info` labels (all optional: older versions have fewer)."""
+
+    block_size: int | None = None
+    cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = None
+    num_gpu_blocks: int | None = None
+    kv_cache_size_tokens: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    kv_cache_max_concurrency: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    """What one /metrics page says, summed over engines. Counters are cumulative."""
+
+    generation_tokens_total: float | None = None
+    prompt_tokens_total: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    preemptions_total: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    prefix_cache_queries_total: float | None = None
+    prefix_cache_hits_total: float | None = None
+    model_name: str | None = None
+    cache: CacheConfig = field(default_factory=CacheConfig)
+
+
+@dataclass(frozen=True)
+class ServerReading:
+    """One scrape of a vLLM server's HTTP endpoints."""
+
+    url: str
+    reachable: bool = False
+    healthy: bool | None = None
+    metrics: ServerMetrics | None = None
+    version: str | None = None
+    max_model_len: int | None = None
+    served_model: str | None = None
+    # True when this reading could not be refreshed (timeout, error) and older data is shown.
+    stale: bool = False
+    error: str | None = None
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class StartupFacts:
+    """What a vLLM startup log told us. Sizes in GiB as vLLM prints them."""
+
+    version: str | None = None
+    device_kind: str | None = None  # "GPU" or "CPU" (from "GPU KV cache size")
+    weights_gib: float | None = None  # "Model loading took X GiB"
+    load_seconds: float | None = None
+    available_kv_gib: float | None = None  # "Available KV cache memory: X GiB"
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_len: int | None = None  # the "for N tokens per request" of that line
+    # The 0.28+ summary line: free/total at startup, desired util and its GiB, and the terms.
+    startup_free_gib: float | None = None
+    startup_total_gib: float | None = None
+    requested_util: float | None = None
+    requested_gib: float | None = None
+    consumed_gib: float | None = None  # weights + non-torch
+    activation_gib: float | None = None
+    cudagraph_gib: float | None = None
+    # "--gpu-memory-utilization=A is equivalent to --gpu-memory-utilization=B without CUDA
+    # graph memory profiling": both numbers, when that line was printed.
+    cudagraph_equivalent_util: tuple[float, float] | None = None
+    listen: str | None = None  # "Starting vLLM server on http://…"
+    error: str | None = None  # a startup failure vLLM printed (first recognised one)
+    error_kind: str | None = None  # "out_of_memory", "engine_dead", "other"
+
+
+@dataclass(frozen=True)
+class StatsLine:
+    """vLLM's periodic `Engine 000: Avg prompt throughput …` line."""
+
+    engine: str | None
+    prompt_tps: float
+    generation_tps: float
+    running: int
+    waiting: int
+    kv_cache_usage: float | None  # 0..1
+    preemptions: int | None = None
+    prefix_cache_hit_rate: float | None = None  # 0..1
+
+
+@dataclass(frozen=True)
+class Split:
+    """The card divided into the vLLM server's share, everything else's, and free."""
+
+    total_bytes: int
+    server_bytes: int | None
+    desktop_bytes: int | None  # everything that is not the server: desktop, other programs
+    free_bytes: int
+    method: SplitMethod
+    detail: str  # one sentence: how the numbers were obtained
+    budget_bytes: int | None = None  # ceil(total × util), when the util is known
+    # total − budget − the server's footprint outside its budget: what the desktop may use.
+    headroom_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """The supervised (or attached) server as the supervisor knows it."""
+
+    state: ServerState
+    pid: int | None = None
+    pgid: int | None = None
+    port: int | None = None
+    started_at: float | None = None  # wall-clock epoch seconds
+    ready_s: float | None = None  # time to ready of the last start
+    phase: str | None = None  # loading weights, profiling, capturing graphs, ready
+    profile: str | None = None
+    argv: tuple[str, ...] = ()  # secrets masked
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    pids: tuple[int, ...] = ()  # the whole process tree, when known
+    returncode: int | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Derived from two or more counter readings. None when it cannot be known yet."""
+
+    generation_tps: float | None = None
+    prompt_tps: float | None = None
+    preemptions_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Everything one tick saw. `t` is seconds since the session started."""
+
+    t: float
+    gpu: GpuReading
+    server: ServerReading | None = None
+    info: ServerInfo | None = None
+    startup: StartupFacts | None = None
+    split: Split | None = None
+    rates: Rates = field(default_factory=Rates)
+    stats: StatsLine | None = None  # the newest periodic stats line, if any

@@ -1,0 +1,1 @@
+"""Recorded sessions (JSON Lines, see the session format) and their replay."""

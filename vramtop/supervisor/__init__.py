@@ -1,0 +1,1 @@
+"""The supervisor: owns the vLLM process tree, its log file and its state file."""

@@ -1,0 +1,1 @@
+"""The console (Textual). Renders the latest state, turns keys into actions."""
