@@ -1,0 +1,61 @@
+"""What the console (and the headless commands) need from the machine, as one interface.
+
+Two implementations: the real machine (NVML + a supervised or attached vLLM) and the simulated
+machine (`--demo`). Every method may block: the console calls them from thread workers, never
+on the event loop. Methods never raise for outside-world failures; they report them in the
+returned values (`Sample`, `ActionResult`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from vramtop.core.model import Sample
+
+# Progress of a long action, in the user's words: "stopping", "memory released", "loading",
+# "profiling", "capturing graphs", "ready", "failed".
+ProgressCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str  # one sentence for the status bar / CLI
+    detail: str | None = None  # e.g. the startup failure vLLM printed
+
+
+class Backend(Protocol):
+    demo: bool
+    profile_name: str | None
+
+    def tick(self) -> Sample:
+        """Read every source once and return the new sample (also appended to the timeline)."""
+        ...
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult: ...
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult: ...
+
+    def restart(self, progress: ProgressCallback | None = None) -> ActionResult: ...
+
+    def relaunch(
+        self,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ActionResult: ...
+
+    def log_lines(self, limit: int = 500) -> list[str]:
+        """The tail of the server's log (newest last)."""
+        ...
+
+    def toggle_call(self) -> bool:
+        """Demo only: start or end a simulated video call; returns whether a call is now on."""
+        ...
+
+    def close(self, stop_server: bool) -> None:
+        """Leave: stop the server only when asked (the default is to leave it running)."""
+        ...
