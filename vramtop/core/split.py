@@ -1,0 +1,97 @@
+"""Who holds the card: the vLLM server's share versus the desktop / everything else.
+
+Where the driver lists per-process memory (native Linux), the server's share is the sum over
+its process tree. Where it does not (WSL2), the share is derived: vLLM fills its budget
+(ceil(total × util)) with weights, activations and KV cache, and holds a little more outside
+that budget (the CUDA context). Whatever else is in use is counted as the desktop's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+
+from vramtop.core.model import GIB, GpuDevice, Split, SplitMethod
+
+# Memory a vLLM server holds outside its budget (the CUDA context and what the process took
+# before vLLM's baseline snapshot): 0.5–1.3 GB in the field. The low end is used so the derived
+# desktop share is never overstated; the detail sentence says it is an estimate.
+OUTSIDE_BUDGET_ESTIMATE_BYTES = GIB // 2
+
+
+def budget_bytes(total_bytes: int, util: float) -> int:
+    """vLLM's budget: ceil(total device memory × gpu_memory_utilization)."""
+    return math.ceil(total_bytes * util)
+
+
+def split_card(
+    device: GpuDevice,
+    *,
+    server_pids: Collection[int] = (),
+    server_running: bool,
+    util: float | None,
+    outside_budget_bytes: int = OUTSIDE_BUDGET_ESTIMATE_BYTES,
+) -> Split:
+    """Divide `device` into server, desktop and free, saying how the numbers were obtained."""
+    total, used = device.total_bytes, device.used_bytes
+    free = max(0, total - used)
+    budget = budget_bytes(total, util) if util is not None else None
+    headroom = max(0, total - budget - outside_budget_bytes) if budget is not None else None
+
+    if device.processes is not None:
+        pids = set(server_pids)
+        server = sum(p.used_bytes for p in device.processes if p.pid in pids)
+        if pids or not server_running:
+            return Split(
+                total_bytes=total,
+                server_bytes=server,
+                desktop_bytes=max(0, used - server),
+                free_bytes=free,
+                method=SplitMethod.PER_PROCESS,
+                detail="Per-process memory from the driver: vLLM's share is the sum over its "
+                "process tree; everything else in use is the desktop's.",
+                budget_bytes=budget,
+                headroom_bytes=headroom,
+            )
+
+    if not server_running:
+        return Split(
+            total_bytes=total,
+            server_bytes=0,
+            desktop_bytes=used,
+            free_bytes=free,
+            method=SplitMethod.DERIVED,
+            detail="No vLLM server is running: all memory in use is the desktop's.",
+            budget_bytes=budget,
+            headroom_bytes=headroom,
+        )
+
+    if budget is None:
+        return Split(
+            total_bytes=total,
+            server_bytes=None,
+            desktop_bytes=None,
+            free_bytes=free,
+            method=SplitMethod.UNKNOWN,
+            detail="The driver gives no per-process memory here and the server's budget is "
+            "unknown, so vLLM's share cannot be told apart from the desktop's.",
+            budget_bytes=None,
+            headroom_bytes=None,
+        )
+
+    server = min(used, budget + outside_budget_bytes)
+    return Split(
+        total_bytes=total,
+        server_bytes=server,
+        desktop_bytes=max(0, used - server),
+        free_bytes=free,
+        method=SplitMethod.DERIVED,
+        detail=(
+            "Derived: the driver gives no per-process memory here (WSL2). vLLM's share is its "
+            f"budget ({util:.2f} × {total / GIB:.2f} GiB = {budget / GIB:.2f} GiB) plus an "
+            f"estimated {outside_budget_bytes / GIB:.1f} GiB outside it; the rest of the used "
+            "memory is the desktop's."
+        ),
+        budget_bytes=budget,
+        headroom_bytes=headroom,
+    )
