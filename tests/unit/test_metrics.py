@@ -1,0 +1,176 @@
+"""parse_metrics on real captured vLLM text, on older spellings, and on garbage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vramtop.core.metrics import parse_metrics
+from vramtop.core.model import CacheConfig, ServerMetrics
+
+_ROOT = Path(__file__).resolve().parents[2]
+_CANDIDATES = (
+    _ROOT / "tests" / "fixtures" / "vllm-0.32-cpu",
+    _ROOT.parent / "shared" / "fixtures" / "vllm-0.32-cpu",
+)
+
+
+def _fixture_text(name: str) -> str:
+    for folder in _CANDIDATES:
+        if (folder / name).is_file():
+            return (folder / name).read_text()
+    pytest.skip(f"captured vLLM fixture {name} not found")
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    return _fixture_text("metrics.txt")
+
+
+def test_real_page_values(page: str) -> None:
+    m = parse_metrics(page)
+    assert m.generation_tokens_total == 903.0
+    assert m.prompt_tokens_total == 17.0
+    assert m.prefix_cache_queries_total == 17.0
+    assert m.prefix_cache_hits_total == 0.0
+    assert m.preemptions_total == 0.0
+    assert m.requests_running == 0.0
+    assert m.requests_waiting == 0.0
+    assert m.kv_cache_usage == 0.0
+    assert m.model_name == "tiny"
+    assert m.cache == CacheConfig(
+        block_size=128,
+        cache_dtype="auto",
+        gpu_memory_utilization=0.85,
+        num_gpu_blocks=8192,
+        kv_cache_size_tokens=1048576,
+        kv_cache_memory_bytes=1073741824,
+        kv_cache_max_concurrency=2048.0,
+    )
+
+
+def test_by_reason_and_by_source_series_are_not_added_in(page: str) -> None:
+    # vllm:prompt_tokens_by_source_total shares a prefix with prompt_tokens_total.
+    series = (
+        'vllm:prompt_tokens_by_source_total{engine="0",model_name="tiny",source="local_compute"}'
+    )
+    bumped = page.replace(f"{series} 17.0", f"{series} 999.0")
+    assert bumped != page
+    assert parse_metrics(bumped).prompt_tokens_total == 17.0
+
+
+OLD_PAGE = """\
+# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:gpu_cache_usage_perc gauge
+vllm:gpu_cache_usage_perc{model_name="llama"} 0.25
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="llama"} 3.0
+vllm:num_requests_waiting{model_name="llama"} 1.0
+vllm:num_preemptions{model_name="llama"} 4.0
+vllm:prompt_tokens{model_name="llama"} 1200.0
+vllm:generation_tokens{model_name="llama"} 800.0
+vllm:cache_config_info{block_size="16",cache_dtype="fp8",\
+gpu_memory_utilization="0.9",num_gpu_blocks="None"} 1.0
+"""
+
+
+def test_older_names_without_total_and_gpu_cache_usage() -> None:
+    m = parse_metrics(OLD_PAGE)
+    assert m.kv_cache_usage == 0.25
+    assert m.requests_running == 3.0
+    assert m.requests_waiting == 1.0
+    assert m.preemptions_total == 4.0
+    assert m.prompt_tokens_total == 1200.0
+    assert m.generation_tokens_total == 800.0
+    assert m.model_name == "llama"
+    assert m.cache.block_size == 16
+    assert m.cache.cache_dtype == "fp8"
+    assert m.cache.gpu_memory_utilization == 0.9
+    assert m.cache.num_gpu_blocks is None  # "None" in a label means unknown
+    assert m.cache.kv_cache_size_tokens is None  # label absent in older versions
+
+
+def test_counter_typed_without_total_suffix() -> None:
+    # Typed as a counter but exposed without `_total`: the library keeps the sample name.
+    text = '# TYPE vllm:generation_tokens counter\nvllm:generation_tokens{engine="0"} 5.0\n'
+    assert parse_metrics(text).generation_tokens_total == 5.0
+
+
+def test_new_name_wins_over_old_when_both_present() -> None:
+    text = "vllm:kv_cache_usage_perc 0.5\nvllm:gpu_cache_usage_perc 0.9\n"
+    assert parse_metrics(text).kv_cache_usage == 0.5
+
+
+def test_engines_summed_and_kv_usage_averaged() -> None:
+    text = """\
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 100.0
+vllm:generation_tokens_total{engine="1",model_name="m"} 50.0
+vllm:num_requests_running{engine="0",model_name="m"} 2.0
+vllm:num_requests_running{engine="1",model_name="m"} 1.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.4
+"""
+    m = parse_metrics(text)
+    assert m.generation_tokens_total == 150.0
+    assert m.requests_running == 3.0
+    assert m.kv_cache_usage == pytest.approx(0.3)
+
+
+def test_cache_config_numbers_parsed_defensively() -> None:
+    text = (
+        'vllm:cache_config_info{block_size="abc",gpu_memory_utilization="nan",'
+        'kv_cache_memory_bytes="1.5e9",kv_cache_max_concurrency="",cache_dtype="None"} 1.0\n'
+    )
+    c = parse_metrics(text).cache
+    assert c.block_size is None
+    assert c.gpu_memory_utilization is None
+    assert c.kv_cache_memory_bytes == 1_500_000_000
+    assert c.kv_cache_max_concurrency is None
+    assert c.cache_dtype is None
+
+
+def test_a_broken_line_costs_only_itself(page: str) -> None:
+    half = len(page) // 2
+    cut = page.index("\n", half) + 1
+    broken = page[:cut] + 'vllm:oops{engine="0" 1.0\n' + page[cut:]
+    assert parse_metrics(broken) == parse_metrics(page)
+
+
+def test_truncated_page_keeps_what_came_before(page: str) -> None:
+    head = page[: page.index("vllm:cache_config_info")]
+    m = parse_metrics(head + "vllm:cache_config_info{block_si")
+    assert m.generation_tokens_total == 903.0
+    assert m.cache == CacheConfig()
+
+
+def test_empty_and_non_metric_text() -> None:
+    assert parse_metrics("") == ServerMetrics()
+    assert parse_metrics("<html>502 Bad Gateway</html>") == ServerMetrics()
+
+
+def test_non_finite_values_are_unknown() -> None:
+    assert parse_metrics("vllm:kv_cache_usage_perc NaN\n").kv_cache_usage is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_arbitrary_text_never_raises(text: str) -> None:
+    assert isinstance(parse_metrics(text), ServerMetrics)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_truncations_and_mutations_of_the_real_page_never_raise(
+    page: str, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(min_value=0, max_value=len(page)))
+    text = page[:cut]
+    if text:
+        at = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+        junk = data.draw(st.text(max_size=8))
+        text = text[:at] + junk + text[at + 1 :]
+    assert isinstance(parse_metrics(text), ServerMetrics)

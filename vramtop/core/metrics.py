@@ -1,0 +1,159 @@
+"""vLLM's /metrics page (Prometheus text) turned into a `ServerMetrics` value.
+
+Tolerant by design: metric names drift between vLLM releases, pages can arrive truncated, and
+a monitor must show what it could read rather than nothing. `parse_metrics` never raises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from vramtop.core.model import CacheConfig, ServerMetrics
+
+_PREFIX = "vllm:"
+
+# Summed over engines and models: these add up across data-parallel engines.
+_SUMMED = {
+    "vllm:num_requests_running": "requests_running",
+    "vllm:num_requests_waiting": "requests_waiting",
+    "vllm:prompt_tokens": "prompt_tokens_total",
+    "vllm:generation_tokens": "generation_tokens_total",
+    "vllm:num_preemptions": "preemptions_total",
+    "vllm:prefix_cache_queries": "prefix_cache_queries_total",
+    "vllm:prefix_cache_hits": "prefix_cache_hits_total",
+}
+# A fraction per engine: averaged, since a sum of fractions means nothing. The first name wins
+# when a page has both (the old name was kept beside the new one for a few releases).
+_KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+_CACHE_INFO = "vllm:cache_config_info"
+_WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO))
+# A page is ~50 KB of which vramtop reads a dozen lines; handing only those to the parser
+# makes a scrape several times cheaper. TYPE/HELP lines are dropped too: sample names keep
+# their `_total` either way, and a missing TYPE only makes a family "unknown".
+_LINE_PREFIXES = tuple(sorted(_WANTED))
+
+
+class _Collector:
+    """Accumulates the samples vramtop reads, keyed by metric name without `_total`."""
+
+    def __init__(self) -> None:
+        # (base name, exposed with `_total`) -> values. A page could carry both spellings of
+        # one counter; the `_total` one is preferred so they are never added together.
+        self.values: dict[tuple[str, bool], list[float]] = {}
+        self.model_name: str | None = None
+        self.cache_labels: dict[str, str] | None = None
+
+    def add(self, name: str, labels: dict[str, str], value: float) -> None:
+        if not name.startswith(_PREFIX):
+            return
+        with_total = name.endswith("_total")
+        base = name[: -len("_total")] if with_total else name
+        if base not in _WANTED:
+            return
+        if self.model_name is None and labels.get("model_name"):
+            self.model_name = labels["model_name"]
+        if base == _CACHE_INFO:
+            if self.cache_labels is None:
+                self.cache_labels = dict(labels)
+            return
+        if not math.isfinite(value):
+            return
+        self.values.setdefault((base, with_total), []).append(value)
+
+    def get(self, base: str) -> list[float] | None:
+        return self.values.get((base, True)) or self.values.get((base, False))
+
+    def result(self) -> ServerMetrics:
+        summed: dict[str, float | None] = {}
+        for base, field_name in _SUMMED.items():
+            found = self.get(base)
+            summed[field_name] = sum(found) if found else None
+        kv_usage: float | None = None
+        for name in _KV_USAGE_NAMES:
+            found = self.get(name)
+            if found:
+                kv_usage = sum(found) / len(found)
+                break
+        return ServerMetrics(
+            kv_cache_usage=kv_usage,
+            model_name=self.model_name,
+            cache=_cache_config(self.cache_labels or {}),
+            **summed,
+        )
+
+
+def _families(text: str) -> Iterable[object]:
+    # Imported on first use: the parser is pure text handling, but importing any part of
+    # prometheus_client runs its package __init__, which loads its HTTP exporter (socket,
+    # http.server). The core must stay importable without I/O modules.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return text_string_to_metric_families(text)
+
+
+def parse_metrics(text: str) -> ServerMetrics:
+    """Read the figures vramtop uses from a /metrics page; whatever is unreadable is None."""
+    collector = _Collector()
+    try:
+        lines = [line for line in text.splitlines() if line.startswith(_LINE_PREFIXES)]
+        try:
+            _collect(collector, _families("\n".join(lines) + "\n"))
+        except Exception:
+            # The library stops at the first line it cannot read. Start again line by line
+            # so one bad (or cut-off) line costs only itself.
+            collector = _Collector()
+            _collect_line_by_line(collector, lines)
+        return collector.result()
+    except Exception:
+        # Nothing above should raise; a monitor still must not die on a page it cannot read.
+        return ServerMetrics()
+
+
+def _collect(collector: _Collector, families: Iterable[object]) -> None:
+    for family in families:
+        for sample in family.samples:  # type: ignore[attr-defined]
+            collector.add(sample.name, sample.labels, sample.value)
+
+
+def _collect_line_by_line(collector: _Collector, lines: list[str]) -> None:
+    for line in lines:
+        try:
+            _collect(collector, _families(line + "\n"))
+        except Exception:
+            continue
+
+
+def _cache_config(labels: dict[str, str]) -> CacheConfig:
+    return CacheConfig(
+        block_size=_int(labels.get("block_size")),
+        cache_dtype=_text(labels.get("cache_dtype")),
+        gpu_memory_utilization=_float(labels.get("gpu_memory_utilization")),
+        num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
+        kv_cache_size_tokens=_int(labels.get("kv_cache_size_tokens")),
+        kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")),
+        kv_cache_max_concurrency=_float(labels.get("kv_cache_max_concurrency")),
+    )
+
+
+def _text(raw: str | None) -> str | None:
+    # vLLM stringifies Python's None into the label.
+    if raw is None or raw.strip() in ("", "None"):
+        return None
+    return raw.strip()
+
+
+def _float(raw: str | None) -> float | None:
+    text = _text(raw)
+    if text is None:
+        return None
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(raw: str | None) -> int | None:
+    value = _float(raw)
+    return None if value is None else int(value)
