@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from vramtop.core.model import Rates, Sample, ServerMetrics
 
@@ -44,7 +45,7 @@ def counter_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
     if span <= 0:
         return None
     increase = 0.0
-    for (_, before), (_, after) in zip(known, known[1:], strict=False):
+    for (_, before), (_, after) in pairwise(known):
         increase += after - before if after >= before else after
     return increase / span
 
