@@ -1,0 +1,147 @@
+"""The NVML probe against a fake `pynvml` module that replays what the driver returns."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from vramtop.core.model import GIB
+from vramtop.sources.nvml import NvmlProbe
+
+
+class NVMLError(Exception):
+    pass
+
+
+class FakeNvml:
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+
+    def __init__(self, *, compute: list[Any] | None, graphics: list[Any] | None) -> None:
+        self.compute = compute
+        self.graphics = graphics
+        self.fail_on: str | None = None
+        self.calls: list[str] = []
+
+    def _maybe_fail(self, name: str) -> None:
+        self.calls.append(name)
+        if self.fail_on == name:
+            raise NVMLError(f"{name} failed")
+
+    def nvmlInit(self) -> None:
+        self._maybe_fail("nvmlInit")
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._maybe_fail("nvmlDeviceGetCount")
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
+        self._maybe_fail("nvmlDeviceGetHandleByIndex")
+        return f"h{i}"
+
+    def nvmlDeviceGetMemoryInfo(self, h: str) -> Any:
+        self._maybe_fail("nvmlDeviceGetMemoryInfo")
+        return SimpleNamespace(total=32 * GIB, used=30 * GIB, free=2 * GIB)
+
+    def nvmlDeviceGetName(self, h: str) -> str:
+        self._maybe_fail("nvmlDeviceGetName")
+        return "NVIDIA GeForce RTX 5090"
+
+    def nvmlDeviceGetTemperature(self, h: str, sensor: int) -> int:
+        self._maybe_fail("nvmlDeviceGetTemperature")
+        return 61
+
+    def nvmlDeviceGetClockInfo(self, h: str, clock: int) -> int:
+        self._maybe_fail("nvmlDeviceGetClockInfo")
+        return 2610
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: str) -> int:
+        self._maybe_fail("nvmlDeviceGetCurrentClocksEventReasons")
+        return 0x40 | 0x4
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: str) -> list[Any] | None:
+        self._maybe_fail("nvmlDeviceGetComputeRunningProcesses")
+        return self.compute
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: str) -> list[Any] | None:
+        self._maybe_fail("nvmlDeviceGetGraphicsRunningProcesses")
+        return self.graphics
+
+
+def proc(pid: int, used: int | None) -> Any:
+    return SimpleNamespace(pid=pid, usedGpuMemory=used)
+
+
+def test_linux_reading_merges_compute_and_graphics_lists() -> None:
+    me = os.getpid()
+    fake = FakeNvml(compute=[proc(me, 28 * GIB)], graphics=[proc(me, 1 * GIB), proc(4, 2 * GIB)])
+    reading = NvmlProbe(nvml=fake, wsl=False).read()  # type: ignore[arg-type]
+    assert reading.available
+    device = reading.devices[0]
+    assert device.name == "NVIDIA GeForce RTX 5090"
+    assert (device.total_bytes, device.used_bytes, device.free_bytes) == (
+        32 * GIB,
+        30 * GIB,
+        2 * GIB,
+    )
+    assert device.temperature_c == 61 and device.sm_clock_mhz == 2610
+    assert device.throttle == ("sw_power_cap", "hw_thermal")
+    assert device.processes is not None
+    by_pid = {p.pid: p for p in device.processes}
+    assert by_pid[me].used_bytes == 28 * GIB  # the larger of the two lists for one pid
+    assert by_pid[me].name  # named through psutil
+    assert by_pid[4].used_bytes == 2 * GIB
+
+
+def test_wsl_reading_says_per_process_memory_is_not_available() -> None:
+    fake = FakeNvml(compute=[proc(77, None)], graphics=[])
+    device = NvmlProbe(nvml=fake, wsl=True).read().devices[0]  # type: ignore[arg-type]
+    assert device.processes is None
+    assert device.used_bytes == 30 * GIB
+
+
+def test_a_vanished_process_keeps_its_memory_with_a_placeholder_name() -> None:
+    fake = FakeNvml(compute=[proc(2**22 + 12345, GIB)], graphics=None)
+    device = NvmlProbe(nvml=fake, wsl=False).read().devices[0]  # type: ignore[arg-type]
+    assert device.processes is not None
+    assert device.processes[0].name.startswith("pid ")
+
+
+def test_missing_driver_is_a_state_not_a_crash() -> None:
+    fake = FakeNvml(compute=[], graphics=[])
+    fake.fail_on = "nvmlInit"
+    reading = NvmlProbe(nvml=fake, wsl=False).read()  # type: ignore[arg-type]
+    assert not reading.available
+    assert reading.error is not None and "driver" in reading.error
+
+
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "nvmlDeviceGetCount",
+        "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetClockInfo",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetComputeRunningProcesses",
+        "nvmlDeviceGetGraphicsRunningProcesses",
+    ],
+)
+def test_each_nvml_call_failing_in_turn_never_raises(failing: str) -> None:
+    fake = FakeNvml(compute=[proc(5, GIB)], graphics=[])
+    fake.fail_on = failing
+    reading = NvmlProbe(nvml=fake, wsl=False).read()  # type: ignore[arg-type]
+    essential = {"nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMemoryInfo"}
+    if failing in essential:
+        assert not reading.available and reading.error
+    else:
+        assert reading.available
+        assert reading.devices[0].used_bytes == 30 * GIB
