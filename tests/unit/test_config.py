@@ -1,0 +1,113 @@
+"""Settings and profiles: models, TOML round trips, and errors a user can act on."""
+
+from __future__ import annotations
+
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from vramtop import config
+from vramtop.config import ConfigError, Profile, Settings
+
+WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _profile(**kw: object) -> Profile:
+    argv = ["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "8001", "--api-key", "sk-x"]
+    return config.profile_from_argv(kw.pop("name", "p"), argv, **kw)  # type: ignore[arg-type]
+
+
+def test_host_and_port_come_from_argv_and_url_uses_loopback() -> None:
+    p = _profile()
+    assert (p.host, p.port) == ("0.0.0.0", 8001)
+    assert p.url == "http://127.0.0.1:8001"
+    assert config.profile_from_argv("q", ["vllm", "serve", "m"]).url == "http://127.0.0.1:8000"
+    assert p.flag("--port") == "8001"
+
+
+def test_toml_round_trip_masks_the_key(tmp_path: Path) -> None:
+    p = _profile(env={"A": "1"}, prelude="source x", cwd="/srv")
+    path = tmp_path / "p.toml"
+    config.save_profile_file(path, p)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "sk-x" not in path.read_text()
+    back = config.load_profile_file(path)
+    assert back.env == {"A": "1"} and back.prelude == "source x" and back.port == 8001
+
+
+def test_relaunched_changes_flags_and_keeps_history() -> None:
+    p = _profile().relaunched({"--gpu-memory-utilization": "0.85", "--port": "8001"}, WHEN)
+    assert p.flag("--gpu-memory-utilization") == "0.85"
+    assert [(c.flag, c.old, c.new) for c in p.history] == [
+        ("--gpu-memory-utilization", None, "0.85")
+    ]
+    q = p.relaunched({"--gpu-memory-utilization": "0.8"}, WHEN)
+    assert q.history[-1].old == "0.85" and len(q.history) == 2
+
+
+def test_history_survives_toml(tmp_path: Path) -> None:
+    p = _profile().relaunched({"--max-model-len": "4096"}, WHEN)
+    config.save_profile_file(tmp_path / "p.toml", p)
+    assert config.load_profile_file(tmp_path / "p.toml").history[0].at == WHEN
+
+
+def test_broken_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "p"\nargv = ["vllm",\nport = \n')
+    with pytest.raises(ConfigError) as err:
+        config.load_profile_file(path)
+    assert str(path) in str(err.value) and "line 3" in str(err.value)
+
+
+def test_invalid_field_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "p"\nargv = ["vllm", "serve", "m"]\nport = "eighty"\n')
+    with pytest.raises(ConfigError, match=r"bad.toml: field 'port': .*'eighty'"):
+        config.load_profile_file(path)
+
+
+def test_unknown_setting_is_called_a_typo(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("interval = 2\n")
+    with pytest.raises(ConfigError, match=r"field 'interval': unknown field"):
+        config.load_settings(path)
+
+
+def test_missing_required_field(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('name = "p"\n')
+    with pytest.raises(ConfigError, match=r"field 'argv': Field required"):
+        config.load_profile_file(path)
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", ".hidden"])
+def test_profile_names_must_be_file_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        Profile(name=name, argv=["vllm", "serve", "m"])
+
+
+def test_settings_defaults_and_round_trip(tmp_path: Path) -> None:
+    assert config.load_settings(tmp_path / "none.toml") == Settings()
+    s = Settings(default_profile="p", keys={"relaunch": "ctrl+r"}, interval_s=0.5)
+    config.save_settings(s, tmp_path / "c.toml")
+    assert config.load_settings(tmp_path / "c.toml") == s
+
+
+def test_every_field_is_documented() -> None:
+    import ast
+    import inspect
+    import itertools
+
+    for model in (Settings, Profile, config.ProfileChange):
+        tree = ast.parse(inspect.getsource(model))
+        body = tree.body[0].body  # type: ignore[attr-defined]
+        documented = {
+            stmt.target.id
+            for stmt, nxt in itertools.pairwise(body)
+            if isinstance(stmt, ast.AnnAssign)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+        }
+        assert set(model.model_fields) == documented, model.__name__

@@ -1,0 +1,283 @@
+"""Settings (config.toml) and server profiles (profiles/NAME.toml): models, loading, saving.
+
+Every field carries a docstring: they are the user documentation of the files. A broken file
+never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or the field
+(validation), and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vramtop.core import vllm_args
+
+# Profile names become file names: keep them portable and free of path separators.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Where a listening-on-everything host is scraped from this machine.
+_ALL_INTERFACES = {"0.0.0.0", "::", "", "[::]"}
+
+
+class ConfigError(Exception):
+    """A settings or profile file vramtop cannot use; the message is for the user."""
+
+
+class ProfileChange(BaseModel):
+    """One flag changed by a relaunch (kept so the user can see and undo what changed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime
+    """When the relaunch happened."""
+    flag: str
+    """The vLLM flag, e.g. `--gpu-memory-utilization`."""
+    old: str | None = None
+    """Its value before (absent: the flag was not set)."""
+    new: str | None = None
+    """Its value after (absent: the flag was removed)."""
+
+
+class Profile(BaseModel):
+    """How to run one vLLM server: its own command line plus what it needs around it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """The profile's name (also its file name: profiles/NAME.toml)."""
+    argv: list[str]
+    """vLLM's own command line, word by word, e.g. ["vllm", "serve", "MODEL", "--port", "8000"].
+    Never run through a shell."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables set for the server (never the API key)."""
+    cwd: str | None = None
+    """Working directory for the server (absent: vramtop's own)."""
+    prelude: str | None = None
+    """Shell commands run before the server, e.g.
+    `source ~/miniconda3/etc/profile.d/conda.sh && conda activate env_vllm`."""
+    host: str = "127.0.0.1"
+    """Where the server listens (from `--host`); 0.0.0.0 is scraped on 127.0.0.1."""
+    port: int = 8000
+    """The server's port (from `--port`)."""
+    api_key_env: str | None = None
+    """The name of the environment variable holding the API key (never the key itself). vLLM
+    reads VLLM_API_KEY on its own."""
+    stop_timeout_s: float = 15.0
+    """Seconds to wait after SIGTERM before SIGKILL when stopping."""
+    auto_restart: bool = False
+    """Restart the server (with backoff, a limited number of times) when it exits unasked."""
+    history: list[ProfileChange] = Field(default_factory=list)
+    """Flag changes made by relaunches, oldest first."""
+    source: str | None = None
+    """The launch script this profile was imported from."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_file_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(
+                "use letters, digits, '.', '_' or '-' (up to 64, starting with a letter or digit)"
+            )
+        return value
+
+    @field_validator("argv")
+    @classmethod
+    def _argv_not_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("the command line is empty")
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _port_in_range(cls, value: int) -> int:
+        if not 1 <= value <= 65535:
+            raise ValueError("must be between 1 and 65535")
+        return value
+
+    @field_validator("stop_timeout_s")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
+    @property
+    def url(self) -> str:
+        """The base URL to scrape: a server listening everywhere is reached on loopback."""
+        host = "127.0.0.1" if self.host in _ALL_INTERFACES else self.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def flag(self, name: str) -> str | None:
+        """The value vLLM would use for `name` (last occurrence wins), or None."""
+        return vllm_args.get_flag(self.argv, name)
+
+    def relaunched(self, changes: Mapping[str, str | None], at: datetime) -> Profile:
+        """A copy with flags changed (None removes one) and the change kept in `history`.
+
+        A flag whose value does not change is not recorded.
+        """
+        argv = list(self.argv)
+        history = list(self.history)
+        for flag, new in changes.items():
+            flag = vllm_args.canonical_flag(flag)
+            old = vllm_args.get_flag(argv, flag)
+            if old == new:
+                continue
+            if new is None:
+                argv = vllm_args.remove_flag(argv, flag)
+            else:
+                argv = vllm_args.set_flag(argv, flag, new)
+            history.append(ProfileChange(at=at, flag=flag, old=old, new=new))
+        return self.model_copy(update={"argv": argv, "history": history})
+
+    def shown_argv(self) -> list[str]:
+        """The command line with secrets masked: use this for anything shown or written."""
+        return vllm_args.mask_secrets(self.argv)
+
+
+def profile_from_argv(name: str, argv: list[str], **fields: Any) -> Profile:
+    """A profile whose host and port are read from the command line."""
+    host = vllm_args.host(argv) or "127.0.0.1"
+    port_text = vllm_args.get_flag(argv, vllm_args.PORT)
+    port = int(port_text) if port_text and port_text.isdigit() else 8000
+    return Profile(name=name, argv=argv, host=host, port=port, **fields)
+
+
+class Settings(BaseModel):
+    """vramtop's settings (config.toml in the config directory). Every field is optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interval_s: float = 1.0
+    """Seconds between samples of the GPU and the server."""
+    default_profile: str | None = None
+    """The profile used when none is named (set by the first `vramtop import`)."""
+    min_desktop_headroom_gib: float = 3.0
+    """The VRAM (GiB) the budget must leave for the desktop; `vramtop lint` warns below it."""
+    theme: str = "vramtop-dark"
+    """The console's colour theme (bundled, or a file in the themes directory)."""
+    keys: dict[str, str] = Field(default_factory=dict)
+    """Key remapping: action id → key, e.g. {relaunch = "ctrl+r"}."""
+    record_sessions: bool = False
+    """Record every sample to a session file in the state directory."""
+
+    @field_validator("interval_s")
+    @classmethod
+    def _interval_positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be more than 0")
+        return value
+
+    @field_validator("min_desktop_headroom_gib")
+    @classmethod
+    def _headroom_not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must be 0 or more")
+        return value
+
+
+# --- files ---------------------------------------------------------------------------------
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # The message already says "(at line N, column M)".
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def describe_validation_error(path: Path, exc: ValidationError) -> str:
+    """One line per problem: the field (dotted path) and what is wrong with it."""
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "(file)"
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field (a typo?)"
+        elif "input" in error and error["type"] != "missing":
+            message += f" (got {error['input']!r})"
+        lines.append(f"{path}: field '{field}': {message}")
+    return "\n".join(lines)
+
+
+def load_profile_file(path: Path) -> Profile:
+    data = _read_toml(path)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(path, exc)) from None
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """The settings; defaults when the file does not exist."""
+    if path is None:
+        from vramtop.locations import settings_file
+
+        path = settings_file()
+    if not path.exists():
+        return Settings()
+    data = _read_toml(path)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(path, exc)) from None
+
+
+def profile_to_toml(profile: Profile) -> str:
+    """The profile as TOML (absent values left out: TOML has no null). Secrets masked."""
+    data = profile.model_dump(mode="python", exclude_none=True)
+    data["argv"] = profile.shown_argv()
+    for change in data.get("history", []):
+        for key in ("old", "new"):
+            # History values are plain flag values; a key would only get here through a
+            # hand-edited --api-key, which is masked with the argv.
+            if change["flag"] in vllm_args.SECRET_FLAGS and key in change:
+                change[key] = vllm_args.MASK
+    return tomli_w.dumps(data)
+
+
+def settings_to_toml(settings: Settings) -> str:
+    return tomli_w.dumps(settings.model_dump(mode="python", exclude_none=True))
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` atomically to a file only the user can read (mode 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def save_profile_file(path: Path, profile: Profile) -> None:
+    write_private(path, profile_to_toml(profile))
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    if path is None:
+        from vramtop.locations import settings_file
+
+        path = settings_file()
+    write_private(path, settings_to_toml(settings))
