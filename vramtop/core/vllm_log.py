@@ -1,0 +1,296 @@
+"""vLLM's log lines turned into values: startup facts, the periodic stats line, the phase.
+
+vLLM's wording drifts between releases (one line or two for the KV size, `GPU`/`CPU` prefixes,
+thousands separators, process tags such as `(EngineCore_DP0 pid=…)`), so every pattern here
+looks for the words that carry meaning and ignores the rest. Nothing in this module raises on
+unexpected text: an unrecognised line is simply not a fact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from vramtop.core.model import StartupFacts, StatsLine
+
+# `2026-05-01 21:17:44.614 | ` (docker/journald wrappers), then `(EngineCore_DP0 pid=12)`,
+# then `INFO 11-29 16:46:47 [core.py:133] ` or uvicorn's `INFO:     `.
+_PREFIX = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:\|\s*)?)?"
+    r"(?:\([\w.-]+ pid=\d+\)\s*)?"
+    r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    r"(?:\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?|:\s+))?"
+)
+
+_NUM = r"-?[\d,]*\.?\d+"
+
+
+def _split(line: str) -> tuple[str | None, str]:
+    """The log level (when printed) and the message without vLLM's prefixes."""
+    line = line.rstrip("\r\n")
+    match = _PREFIX.match(line)
+    if match is None:  # cannot happen (everything in the pattern is optional); stay safe
+        return None, line
+    return match.group("level"), line[match.end() :]
+
+
+def strip_prefix(line: str) -> str:
+    """The message of a vLLM log line, without process tag, level, time and source file."""
+    return _split(line)[1]
+
+
+def _float(raw: str) -> float | None:
+    try:
+        return float(raw.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _int(raw: str) -> int | None:
+    value = _float(raw)
+    return None if value is None else int(value)
+
+
+# --- startup facts ---------------------------------------------------------------------
+
+_VERSION = (
+    re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)\s*$"),  # the banner art's version line
+    re.compile(r"vLLM API server version (\d+\.\d+[\w.+-]*)"),
+    re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
+)
+_MODEL_LOADING = re.compile(
+    rf"Model loading took ({_NUM}) GiB(?: memory)? and ({_NUM}) s(?:econds?)?"
+)
+_OLD_WEIGHTS = re.compile(rf"Loading model weights took ({_NUM}) GB")
+_AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({_NUM}) GiB")
+_KV_SIZE = re.compile(r"\b([A-Z]+) KV cache size: ([\d,]+) tokens")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({_NUM})x")
+_FREE_ON_DEVICE = re.compile(
+    rf"Free memory on device(?: \S+)? \(({_NUM})/({_NUM}) GiB\) on startup"
+    rf"(?P<short> is less than)?.*?\(({_NUM}), ({_NUM}) GiB\)"
+)
+_TERMS = {
+    "consumed": re.compile(rf"({_NUM}) GiB for consumed memory"),
+    "weights": re.compile(rf"({_NUM}) GiB for weights?\b"),
+    "non_torch": re.compile(rf"({_NUM}) GiB for non-torch memory"),
+    "activation": re.compile(rf"({_NUM}) GiB for peak activation"),
+    "cudagraph": re.compile(rf"({_NUM}) GiB for CUDAGraph memory"),
+}
+_EQUIVALENT = re.compile(
+    rf"(?:--gpu-memory-utilization=)?({_NUM}) is equivalent to "
+    rf"(?:--gpu-memory-utilization=)?({_NUM}) without CUDA graph"
+)
+_LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+?)[.,]?$")
+
+# Errors, most specific first. Each is (kind, pattern); the message is the line's text.
+_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("out_of_memory", re.compile(r"on startup is less than desired GPU memory utilization")),
+    ("out_of_memory", re.compile(r"OutOfMemoryError|CUDA out of memory")),
+    ("out_of_memory", re.compile(r"No available memory for the cache blocks")),
+    ("out_of_memory", re.compile(r"larger than the available KV cache memory")),
+    ("engine_dead", re.compile(r"EngineDeadError|Engine core initialization failed")),
+    ("other", re.compile(r"^(?:[\w.]+\.)?(?:ValueError|RuntimeError): \S")),
+)
+_EXCEPTION_NAME = re.compile(r"^(?:[\w.]+\.)?\w*Error: ")
+
+
+def _error(level: str | None, text: str) -> tuple[str, str] | None:
+    """(kind, message) when the line reports a startup failure."""
+    if level in ("DEBUG", "INFO", "WARNING"):
+        # vLLM logs harmless tracebacks (optional imports) at WARNING; failures come as
+        # ERROR lines or as raw stderr without a level.
+        return None
+    for kind, pattern in _ERRORS:
+        if pattern.search(text):
+            message = _EXCEPTION_NAME.sub("", text.strip(), count=1)
+            return kind, message
+    return None
+
+
+class StartupParser:
+    """Reads startup facts from log lines as they arrive. The first value seen wins, because
+    tensor-parallel workers repeat the same lines."""
+
+    def __init__(self) -> None:
+        self._facts = StartupFacts()
+        self._weights_part: float | None = None
+        self._non_torch_part: float | None = None
+
+    @property
+    def facts(self) -> StartupFacts:
+        return self._facts
+
+    def feed(self, line: str) -> None:
+        try:
+            self._feed(line)
+        except Exception:
+            # A parser bug must not stop the console from reading the rest of the log.
+            return
+
+    def _set(self, **values: Any) -> None:
+        fresh = {
+            k: v for k, v in values.items() if v is not None and getattr(self._facts, k) is None
+        }
+        if fresh:
+            self._facts = replace(self._facts, **fresh)
+
+    def _feed(self, line: str) -> None:
+        level, text = _split(line)
+        if not text.strip():
+            return
+        if self._facts.version is None:
+            for pattern in _VERSION:
+                if match := pattern.search(text):
+                    self._set(version=match.group(1))
+                    break
+        if match := _MODEL_LOADING.search(text):
+            self._set(weights_gib=_float(match.group(1)), load_seconds=_float(match.group(2)))
+        elif match := _OLD_WEIGHTS.search(text):
+            self._set(weights_gib=_float(match.group(1)))
+        if match := _AVAILABLE_KV.search(text):
+            self._set(available_kv_gib=_float(match.group(1)))
+        if match := _KV_SIZE.search(text):
+            self._set(device_kind=match.group(1), kv_cache_tokens=_int(match.group(2)))
+        if match := _CONCURRENCY.search(text):
+            self._set(
+                max_concurrency_len=_int(match.group(1)),
+                max_concurrency=_float(match.group(2)),
+            )
+        if match := _FREE_ON_DEVICE.search(text):
+            self._set(
+                startup_free_gib=_float(match.group(1)),
+                startup_total_gib=_float(match.group(2)),
+                requested_util=_float(match.group(4)),
+                requested_gib=_float(match.group(5)),
+            )
+            if match.group("short") is None:
+                self._read_terms(text)
+        if match := _EQUIVALENT.search(text):
+            current, without = _float(match.group(1)), _float(match.group(2))
+            if current is not None and without is not None:
+                self._set(cudagraph_equivalent_util=(current, without))
+        if match := _LISTEN.search(text):
+            self._set(listen=match.group(1))
+        if self._facts.error is None and (found := _error(level, text)):
+            self._set(error_kind=found[0], error=found[1])
+
+    def _read_terms(self, text: str) -> None:
+        terms = {k: _float(m.group(1)) for k, p in _TERMS.items() if (m := p.search(text))}
+        consumed = terms.get("consumed")
+        if consumed is None and "weights" in terms and "non_torch" in terms:
+            # 0.28-0.30 printed weights and non-torch memory as separate terms.
+            weights, non_torch = terms["weights"], terms["non_torch"]
+            if weights is not None and non_torch is not None:
+                consumed = round(weights + non_torch, 4)
+        self._set(
+            consumed_gib=consumed,
+            activation_gib=terms.get("activation"),
+            cudagraph_gib=terms.get("cudagraph"),
+        )
+
+
+def parse_startup(lines: Iterable[str]) -> StartupFacts:
+    parser = StartupParser()
+    for line in lines:
+        parser.feed(line)
+    return parser.facts
+
+
+# --- the periodic stats line ---------------------------------------------------------------
+
+_STATS_HEAD = re.compile(
+    rf"(?:Engine (\w+): )?Avg prompt throughput: ({_NUM}) tokens/s, "
+    rf"Avg generation throughput: ({_NUM}) tokens/s"
+)
+_RUNNING = re.compile(r"\bRunning: (\d+) reqs?")
+_WAITING = re.compile(r"\b(?:Waiting|Pending): (\d+) reqs?")
+_PREEMPTIONS = re.compile(r"\bPreemptions: (\d+)")
+_KV_USAGE = re.compile(rf"\b(?:(\w+) )?KV cache usage: ({_NUM})%")
+# Case matters: "External prefix cache hit rate" (KV connectors) is a different figure.
+_PREFIX_HIT = re.compile(rf"\bPrefix cache hit rate: (?:GPU: )?({_NUM})%")
+_PREFIX_HIT_V0 = re.compile(rf"\bGPU prefix cache hit rate: ({_NUM})%")
+
+
+def parse_stats_line(line: str) -> StatsLine | None:
+    """The `Avg prompt throughput …` line as a value; None for any other line."""
+    try:
+        return _parse_stats(strip_prefix(line))
+    except Exception:
+        return None
+
+
+def _parse_stats(text: str) -> StatsLine | None:
+    head = _STATS_HEAD.search(text)
+    running = _RUNNING.search(text)
+    waiting = _WAITING.search(text)
+    if head is None or running is None or waiting is None:
+        return None
+    prompt_tps, generation_tps = _float(head.group(2)), _float(head.group(3))
+    if prompt_tps is None or generation_tps is None:
+        return None
+    usage: float | None = None
+    for match in _KV_USAGE.finditer(text):
+        # Older versions print GPU and CPU (swap space) usage; the GPU one is the pool.
+        value = _float(match.group(2))
+        if value is not None and (usage is None or match.group(1) != "CPU"):
+            usage = value / 100
+            if match.group(1) != "CPU":
+                break
+    hit = _PREFIX_HIT.search(text) or _PREFIX_HIT_V0.search(text)
+    hit_rate = _float(hit.group(1)) if hit else None
+    preemptions = _PREEMPTIONS.search(text)
+    return StatsLine(
+        engine=head.group(1),
+        prompt_tps=prompt_tps,
+        generation_tps=generation_tps,
+        running=int(running.group(1)),
+        waiting=int(waiting.group(1)),
+        kv_cache_usage=usage,
+        preemptions=int(preemptions.group(1)) if preemptions else None,
+        prefix_cache_hit_rate=None if hit_rate is None else hit_rate / 100,
+    )
+
+
+# --- the startup phase ---------------------------------------------------------------------
+
+_PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "ready",
+        re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on |Application startup complete"),
+    ),
+    (
+        "capturing graphs",
+        re.compile(r"Capturing CUDA graphs?|Graph capturing|capturing cudagraph", re.IGNORECASE),
+    ),
+    (
+        "profiling",
+        re.compile(
+            r"Model loading took|Memory profiling takes|[Pp]rofiling|Warming up model"
+            r"|Available KV cache memory|KV cache size: "
+        ),
+    ),
+    (
+        "loading weights",
+        re.compile(
+            r"Starting to load model|Loading (?:safetensors|pt) checkpoint shards"
+            r"|Loading model weights|Loading weights took"
+        ),
+    ),
+)
+
+
+def detect_phase(line: str) -> str | None:
+    """The startup phase a line announces: loading weights, profiling, capturing graphs,
+    ready, or failed; None when the line says nothing about the phase."""
+    try:
+        level, text = _split(line)
+        if _error(level, text) is not None:
+            return "failed"
+        for phase, pattern in _PHASES:
+            if pattern.search(text):
+                return phase
+    except Exception:
+        return None
+    return None
