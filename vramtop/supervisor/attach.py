@@ -1,0 +1,109 @@
+"""Find a vLLM server something else started, and describe it for the state file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import psutil
+
+from vramtop.core import vllm_args
+from vramtop.supervisor import launch
+from vramtop.supervisor.state import ServerRecord
+
+_MARKERS = ("vllm", "api_server", "vramtop.sim.server")
+
+
+def looks_like_vllm(cmdline: list[str]) -> bool:
+    if vllm_args.is_vllm_command(cmdline):
+        return True
+    text = " ".join(cmdline[:4])
+    return any(marker in text for marker in _MARKERS)
+
+
+def find_server(port: int | None = None, pid: int | None = None) -> psutil.Process | str:
+    """The API server process, or why none was found (a sentence for the user)."""
+    if pid is None and port is None:
+        port = 8000
+    if pid is None:
+        assert port is not None
+        pid = launch.listening_pid(port)
+        if pid is None:
+            return f"nothing of yours is listening on port {port} (or the system hides its pid)"
+    try:
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except psutil.NoSuchProcess:
+        return f"no process with pid {pid}"
+    except psutil.AccessDenied:
+        return f"pid {pid} belongs to another user; vramtop can only adopt your own processes"
+    if not looks_like_vllm(cmdline):
+        shown = " ".join(vllm_args.mask_secrets(cmdline)[:4]) or proc.name()
+        return f"pid {pid} ({shown}) does not look like a vLLM server"
+    # Given the EngineCore or a worker: climb to the API server that started it.
+    with contextlib.suppress(psutil.Error):
+        parent = proc.parent()
+        while parent is not None and looks_like_vllm(parent.cmdline()):
+            proc, parent = parent, parent.parent()
+    return proc
+
+
+def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRecord:
+    cmdline = proc.cmdline()
+    try:
+        cwd: str | None = proc.cwd()
+    except psutil.Error:
+        cwd = None
+    argv_port = _int(vllm_args.get_flag(cmdline, vllm_args.PORT))
+    try:
+        pgid: int | None = os.getpgid(proc.pid)
+    except OSError:
+        pgid = None
+    return ServerRecord(
+        profile=profile,
+        state="running",
+        pid=proc.pid,
+        pgid=pgid,
+        create_time=proc.create_time(),
+        tree={str(proc.pid): proc.create_time()},
+        argv=vllm_args.mask_secrets(cmdline),
+        cwd=cwd,
+        host=vllm_args.get_flag(cmdline, vllm_args.HOST) or "127.0.0.1",
+        port=port or argv_port or 8000,
+        started_at=proc.create_time(),
+        started_by="attached",
+        gpu_memory_utilization=_float(vllm_args.get_flag(cmdline, "--gpu-memory-utilization")),
+        max_model_len=_int(vllm_args.get_flag(cmdline, vllm_args.MAX_MODEL_LEN)),
+        kv_cache_dtype=vllm_args.get_flag(cmdline, vllm_args.KV_CACHE_DTYPE),
+    )
+
+
+def command_of(pid: int) -> tuple[list[str], str | None, dict[str, str] | None] | None:
+    """Command line, cwd and environment (where readable) of a live process."""
+    try:
+        proc = psutil.Process(pid)
+        argv = proc.cmdline()
+    except psutil.Error:
+        return None
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+    with contextlib.suppress(psutil.Error):
+        cwd = proc.cwd()
+    with contextlib.suppress(psutil.Error):
+        env = dict(proc.environ())
+        env.pop("VRAMTOP_LAUNCH_ID", None)
+    return argv, cwd, env
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return None if text is None else vllm_args.parse_token_count(text)
+    except ValueError:
+        return None
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None

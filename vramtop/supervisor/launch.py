@@ -1,0 +1,128 @@
+"""Launch a server: its own session, its output appended to a log file, no shell string built.
+
+The user's prelude (e.g. `source …/conda.sh && conda activate vllm`) is their own shell text
+and runs as-is; the server's argv is passed to bash as positional arguments and started with
+`exec "$@"`, so no profile value is ever parsed by a shell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+LOG_ROTATE_BYTES = 64 * 1024 * 1024
+LOG_KEEP = 3
+
+
+def build_command(argv: Sequence[str], prelude: str | None) -> list[str]:
+    if not prelude or not prelude.strip():
+        return list(argv)
+    return ["bash", "-c", f'{prelude.strip()}\nexec "$@"', "vllm-launch", *argv]
+
+
+def build_env(
+    profile_env: Mapping[str, str] | None,
+    extra: Mapping[str, str],
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """os.environ + the profile's variables. The API key travels by inheritance: vramtop
+    never copies it into a file or an argv."""
+    env = dict(os.environ if base is None else base)
+    env.update(profile_env or {})
+    env.update(extra)
+    return env
+
+
+def rotate_log(path: Path, max_bytes: int = LOG_ROTATE_BYTES, keep: int = LOG_KEEP) -> None:
+    """Only called when no server writes to `path`: rename log -> log.1 -> log.2 …"""
+    try:
+        if path.stat().st_size <= max_bytes:
+            return
+    except FileNotFoundError:
+        return
+    for i in range(keep - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{i}")
+        if older.exists():
+            os.replace(older, path.with_name(f"{path.name}.{i + 1}"))
+    os.replace(path, path.with_name(f"{path.name}.1"))
+
+
+def open_log(path: Path) -> int:
+    """Append-only descriptor for the server's stdout and stderr, user-only."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+
+def write_marker(path: Path, text: str) -> int:
+    """Append vramtop's own line (already masked); returns the file size after it."""
+    fd = open_log(path)
+    try:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.write(fd, f"=== vramtop: {text} at {stamp} ===\n".encode())
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def spawn(
+    command: Sequence[str], env: Mapping[str, str], cwd: str | None, log_file: Path
+) -> subprocess.Popen[bytes]:
+    """Start `command` in a new session (its own process group), output to `log_file`."""
+    fd = open_log(log_file)
+    try:
+        return subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            env=dict(env),
+            cwd=cwd or None,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)
+
+
+def port_owner(host: str | None, port: int) -> str | None:
+    """Who holds `port` already, in words; None when it is free."""
+    bind_host = host if host and host not in ("localhost",) else "127.0.0.1"
+    if bind_host in ("0.0.0.0", "::"):
+        bind_host = "0.0.0.0"
+    family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # Same option servers use: a port in TIME_WAIT after our own stop is free to reuse.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((bind_host, port))
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                return None
+    pid = listening_pid(port)
+    if pid is None:
+        return "another program"
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        return f"pid {pid} ({' '.join(proc.cmdline()[:3]) or proc.name()})"
+    return f"pid {pid}"
+
+
+def listening_pid(port: int) -> int | None:
+    """The pid listening on `port`, when the OS lets us see it."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        conns = []
+    for conn in conns:
+        listening = conn.status == psutil.CONN_LISTEN and conn.laddr
+        if listening and conn.laddr.port == port and conn.pid:
+            return conn.pid
+    return None

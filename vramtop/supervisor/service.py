@@ -1,0 +1,625 @@
+"""The Supervisor: start, stop, restart, relaunch and adopt one profile's vLLM server.
+
+The console and the headless commands both use it; it never raises for outside-world
+failures (they come back as `ActionResult`s). Every state-changing action holds the profile's
+lock, and everything a later vramtop needs is in the state file, so the server outlives this
+process and is never started twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.config import Profile
+from vramtop.core import vllm_args
+from vramtop.core.model import ServerInfo, ServerState
+from vramtop.supervisor import causes, launch, state, tree
+from vramtop.supervisor.state import LAUNCHING, ServerRecord
+
+log = logging.getLogger(__name__)
+
+# Either `memory_released() -> bool` or `memory_released(pids) -> bool` (pids of the tree
+# that was just stopped).
+MemoryReleased = Callable[..., bool]
+
+MEMORY_RELEASE_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 900.0
+AUTO_RESTART_LIMIT = 3
+LAST_LINES = 40
+_POLL_S = 0.05
+
+
+def _no_progress(_word: str) -> None:
+    pass
+
+
+class Supervisor:
+    """One profile's server. Cheap to create; holds no process of its own between calls."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        memory_released: MemoryReleased | None = None,
+        health_timeout_s: float = 1.0,
+    ) -> None:
+        self.profile = profile
+        self.memory_released = memory_released
+        self.health_timeout_s = health_timeout_s
+        self._child: Any = None  # our own Popen, when this process launched the server
+
+    # --- reading -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def log_path(self) -> Path:
+        return state.log_path(self.name)
+
+    def record(self) -> ServerRecord | None:
+        return state.load(self.name)
+
+    def status(self) -> ServerInfo:
+        """The server as it is now (a crash is noticed here too)."""
+        return self.poll()
+
+    def poll(self) -> ServerInfo:
+        """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
+        rec = self.record()
+        if rec is None:
+            return ServerInfo(state=ServerState.STOPPED, profile=self.name)
+        if rec.state in ("starting", "running") and not self._alive(rec):
+            try:
+                with state.locked(self.name, timeout_s=0.2):
+                    rec = self.record() or rec
+                    if rec.state in ("starting", "running") and not self._alive(rec):
+                        self._mark_crashed(rec)
+            except state.Busy:
+                pass  # someone else is acting on it right now
+        elif rec.state == "crashed":
+            self._maybe_auto_restart(rec)
+        return self._info(self.record() or rec)
+
+    # --- actions -------------------------------------------------------------------------
+
+    def start(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        return self._locked(lambda: self._start(progress or _no_progress, wait_ready, timeout_s))
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return self._locked(lambda: self._stop(progress or _no_progress))
+
+    def restart(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        def act() -> ActionResult:
+            report = progress or _no_progress
+            command = self._command_for_restart()
+            stopped = self._stop(report)
+            if not stopped.ok:
+                return stopped
+            return self._start(report, wait_ready, timeout_s, command)
+
+        return self._locked(act)
+
+    def relaunch(
+        self,
+        util: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        save: bool = False,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        """Stop, then start with changed flags; the change goes into the profile's history
+        (and into its file only when `save`)."""
+        changes: dict[str, str | None] = {}
+        if util is not None:
+            changes[vllm_args.GPU_MEMORY_UTILIZATION] = f"{util:g}"
+        if max_model_len is not None:
+            changes[vllm_args.MAX_MODEL_LEN] = str(max_model_len)
+        if kv_cache_dtype is not None:
+            changes[vllm_args.KV_CACHE_DTYPE] = kv_cache_dtype
+        if not changes:
+            return ActionResult(
+                False, "nothing to change: give a budget, max-model-len or KV dtype"
+            )
+
+        def act() -> ActionResult:
+            report = progress or _no_progress
+            command = self._command_for_restart()
+            if command is not None:
+                argv, cwd, env = command
+                for flag, value in changes.items():
+                    argv = vllm_args.set_flag(argv, flag, value)
+                command = (argv, cwd, env)
+            self.profile = self.profile.relaunched(changes, datetime.now(UTC))
+            if save:
+                saved = _save_profile(self.profile)
+                if saved is not None:
+                    return ActionResult(False, "could not save the profile", saved)
+            stopped = self._stop(report)
+            if not stopped.ok:
+                return stopped
+            return self._start(report, wait_ready, timeout_s, command)
+
+        return self._locked(act)
+
+    def attach(self, port: int | None = None, pid: int | None = None) -> ActionResult:
+        """Adopt a vLLM server something else started (found by its port or its pid)."""
+        return self._locked(lambda: self._attach(port, pid))
+
+    def wait_ready(
+        self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S
+    ) -> ActionResult:
+        """Follow a start already under way (e.g. begun by another vramtop) until ready."""
+        rec = self.record()
+        if rec is None or not self._alive(rec):
+            return ActionResult(False, "no server is running")
+        return self._wait_ready(rec, progress or _no_progress, timeout_s)
+
+    # --- the work, under the lock -------------------------------------------------------
+
+    def _locked(self, act: Callable[[], ActionResult]) -> ActionResult:
+        try:
+            with state.locked(self.name):
+                return act()
+        except state.Busy:
+            return ActionResult(False, "another vramtop is acting on this server; try again")
+        except OSError as exc:
+            log.exception("supervisor action failed")
+            return ActionResult(False, f"could not act on the server: {exc}")
+
+    def _start(
+        self,
+        progress: ProgressCallback,
+        wait_ready: bool,
+        timeout_s: float,
+        command: tuple[list[str], str | None, dict[str, str] | None] | None = None,
+    ) -> ActionResult:
+        rec = self.record()
+        if rec is not None:
+            adopted = self._recover(rec)
+            if adopted is not None:
+                if rec.state == "starting" and wait_ready:
+                    return self._wait_ready(rec, progress, timeout_s)
+                return adopted
+            self._clean_leftovers(rec)
+        profile = self.profile
+        host, port = profile.host, profile.port
+        owner = launch.port_owner(host, port)
+        if owner is not None:
+            return ActionResult(
+                False,
+                f"port {port} is already in use by {owner}; nothing was started",
+                "stop that program, or give this profile another --port",
+            )
+        argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
+        log_file = self.log_path
+        launch.rotate_log(log_file)
+        shown = vllm_args.mask_secrets(argv)
+        offset = launch.write_marker(log_file, f"start {self.name}: {' '.join(shown)}")
+        launch_id = uuid.uuid4().hex
+        rec = ServerRecord(
+            profile=self.name,
+            state=LAUNCHING,
+            launch_id=launch_id,
+            argv=shown,
+            cwd=cwd,
+            host=host,
+            port=port,
+            log_path=str(log_file),
+            log_offset=offset,
+            started_at=time.time(),
+            phase=causes.LOADING,
+            **_flags_of(argv),
+        )
+        # Saved before the launch: a vramtop killed right after it still finds the server
+        # by its launch id.
+        state.save(rec)
+        env = launch.build_env(
+            profile.env if env_base is None else None,
+            {tree.LAUNCH_ID_ENV: launch_id},
+            base=env_base,
+        )
+        prelude = profile.prelude if command is None else None
+        progress("loading")
+        try:
+            child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
+        except OSError as exc:
+            rec.state, rec.last_error = "crashed", f"could not launch: {exc}"
+            state.save(rec)
+            progress("failed")
+            return ActionResult(False, f"could not launch the server: {exc}")
+        self._child = child
+        rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
+        rec.create_time = _create_time(child.pid)
+        rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
+        rec.state = "starting"
+        state.save(rec)
+        if not wait_ready:
+            return ActionResult(True, f"started (pid {child.pid}); loading")
+        return self._wait_ready(rec, progress, timeout_s)
+
+    def _wait_ready(
+        self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
+    ) -> ActionResult:
+        reader = _LogReader(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
+        url = _url(rec.host, rec.port)
+        deadline = time.monotonic() + timeout_s
+        lines: list[str] = []
+        seen_tree_at = 0.0
+        with httpx.Client(timeout=self.health_timeout_s) as client:
+            while True:
+                for line in reader.read_new():
+                    lines.append(line)
+                    phase = causes.phase_of(line)
+                    if phase and phase != rec.phase and phase != causes.READY:
+                        rec.phase = phase
+                        progress(phase)
+                del lines[:-LAST_LINES]
+                if not self._alive(rec):
+                    lines.extend(reader.read_new())
+                    return self._failed_start(rec, lines, progress)
+                if _healthy(client, url):
+                    rec.phase, rec.state = causes.READY, "running"
+                    rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
+                    self._remember_tree(rec)
+                    state.save(rec)
+                    progress("ready")
+                    return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
+                now = time.monotonic()
+                if now - seen_tree_at > 1.0:  # children appear while it loads
+                    self._remember_tree(rec)
+                    state.save(rec)
+                    seen_tree_at = now
+                if now > deadline:
+                    state.save(rec)
+                    return ActionResult(
+                        False, f"not ready after {timeout_s:.0f} s; it is still starting"
+                    )
+                time.sleep(_POLL_S)
+
+    def _failed_start(
+        self, rec: ServerRecord, lines: list[str], progress: ProgressCallback
+    ) -> ActionResult:
+        self._record_exit(rec, lines)
+        # A failed start may leave an EngineCore behind: free what it holds.
+        self._end(rec, progress=None)
+        rec.state = "crashed"
+        state.save(rec)
+        progress("failed")
+        message = rec.last_error or "the server exited during startup"
+        return ActionResult(False, f"start failed: {message}", "\n".join(rec.last_lines[-10:]))
+
+    def _stop(self, progress: ProgressCallback) -> ActionResult:
+        rec = self.record()
+        if rec is None:
+            return ActionResult(True, "not running")
+        was_running = bool(self._tree(rec))
+        if was_running:
+            progress("stopping")
+            rec.state, rec.stop_requested = "stopping", True
+            state.save(rec)
+        survivors = self._end(rec, progress)
+        if survivors:
+            state.save(rec)
+            return ActionResult(
+                False,
+                f"could not stop every process: {tree.describe(survivors)} still running",
+            )
+        rec.state = "stopped"
+        rec.restarts, rec.next_restart_at = 0, None
+        state.save(rec)
+        return ActionResult(True, "stopped" if was_running else "not running")
+
+    def _end(self, rec: ServerRecord, progress: ProgressCallback | None) -> list[psutil.Process]:
+        """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
+        procs = self._tree(rec)
+        pids = frozenset(procs) | {int(p) for p in rec.tree}
+        survivors = tree.end_tree(
+            rec.pid, rec.pgid, rec.tree, rec.launch_id, self.profile.stop_timeout_s
+        )
+        self._reap_child()
+        if survivors:
+            return survivors
+        if pids:
+            released = self._wait_memory_released(pids)
+            if progress is not None:
+                progress("memory released" if released else "memory not yet released")
+        rec.tree = {}
+        return []
+
+    def _wait_memory_released(self, pids: frozenset[int]) -> bool:
+        check = self.memory_released
+        if check is None:
+            return True
+        takes_pids = _takes_argument(check)
+        deadline = time.monotonic() + MEMORY_RELEASE_TIMEOUT_S
+        while True:
+            try:
+                if check(pids) if takes_pids else check():
+                    return True
+            except Exception:  # a probe failing must not wedge a stop
+                log.exception("memory-release check failed")
+                return False
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(_POLL_S)
+
+    def _attach(self, port: int | None, pid: int | None) -> ActionResult:
+        from vramtop.supervisor import attach
+
+        found = attach.find_server(port=port, pid=pid)
+        if isinstance(found, str):
+            return ActionResult(False, found)
+        rec = self.record()
+        if rec is not None and self._alive(rec):
+            if rec.pid == found.pid:
+                return ActionResult(True, f"already attached to pid {found.pid}")
+            return ActionResult(
+                False,
+                f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
+            )
+        new = attach.record_for(self.name, found, port)
+        new.state = "running" if _healthy_once(_url(new.host, new.port)) else "starting"
+        self._remember_tree(new)
+        state.save(new)
+        return ActionResult(True, f"attached to pid {found.pid} on port {new.port}")
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _recover(self, rec: ServerRecord) -> ActionResult | None:
+        """A live server already recorded (or launched by a vramtop that died before it
+        learnt the pid): re-attach to it instead of starting a second one."""
+        if rec.state == LAUNCHING and rec.pid is None and rec.launch_id:
+            procs = tree.find_by_launch_id(rec.launch_id)
+            roots = [p for p in procs if _pgid(p.pid) == p.pid] or procs
+            if roots:
+                root = min(roots, key=lambda p: p.pid)
+                rec.pid, rec.pgid = root.pid, _pgid(root.pid)
+                rec.create_time = _create_time(root.pid)
+                rec.state = "starting"
+                self._remember_tree(rec)
+                state.save(rec)
+        if rec.state in ("stopping", "stopped", "crashed") or not self._alive(rec):
+            return None
+        if rec.state == LAUNCHING:
+            rec.state = "starting"
+            state.save(rec)
+        return ActionResult(True, f"already running (pid {rec.pid}); re-attached")
+
+    def _clean_leftovers(self, rec: ServerRecord) -> None:
+        if self._tree(rec):
+            log.info("ending what is left of the previous server: %s", rec.pid)
+            self._end(rec, progress=None)
+            if rec.state != "crashed":
+                rec.state = "stopped"
+            state.save(rec)
+
+    def _command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
+        """For an adopted server: its own command line, cwd and environment (read from the
+        live process, so no secret ever sits in a file). None: use the profile."""
+        rec = self.record()
+        if rec is None or rec.started_by != "attached":
+            return None
+        from vramtop.supervisor import attach
+
+        if rec.pid and self._alive(rec):
+            return attach.command_of(rec.pid)
+        if rec.argv and vllm_args.MASK not in rec.argv:
+            return list(rec.argv), rec.cwd, None
+        return None
+
+    def _alive(self, rec: ServerRecord) -> bool:
+        ours = self._child is not None and rec.pid == self._child.pid
+        if ours and self._child.poll() is not None:
+            return False
+        return tree.process_alive(rec.pid, rec.create_time)
+
+    def _tree(self, rec: ServerRecord) -> dict[int, psutil.Process]:
+        return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
+
+    def _remember_tree(self, rec: ServerRecord) -> None:
+        for pid, proc in self._tree(rec).items():
+            with contextlib.suppress(psutil.Error):
+                rec.tree[str(pid)] = proc.create_time()
+
+    def _reap_child(self) -> None:
+        if self._child is not None:
+            try:
+                self._child.wait(timeout=0.5)
+            except Exception:  # still running: it is not ours to wait for any longer
+                log.debug("child not reaped")
+
+    def _record_exit(self, rec: ServerRecord, lines: list[str] | None = None) -> None:
+        if self._child is not None and rec.pid == self._child.pid:
+            rec.returncode = self._child.poll()
+        if lines is None:
+            lines = _tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
+        rec.last_lines = vllm_args.mask_secrets(lines[-LAST_LINES:])
+        cause = causes.find_cause(lines)
+        if cause is not None:
+            rec.last_error, rec.error_kind = cause.message, cause.kind
+            rec.largest_fitting_budget = cause.largest_fitting_budget
+        else:
+            code = f" with code {rec.returncode}" if rec.returncode is not None else ""
+            rec.last_error, rec.error_kind = f"the server exited unexpectedly{code}", "other"
+
+    def _mark_crashed(self, rec: ServerRecord) -> None:
+        self._record_exit(rec)
+        self._end(rec, progress=None)  # an EngineCore left behind still holds VRAM
+        rec.state = "crashed"
+        if getattr(self.profile, "auto_restart", False) and rec.restarts < AUTO_RESTART_LIMIT:
+            rec.next_restart_at = time.time() + 2.0**rec.restarts
+        state.save(rec)
+
+    def _maybe_auto_restart(self, rec: ServerRecord) -> None:
+        if rec.next_restart_at is None or time.time() < rec.next_restart_at:
+            return
+        if not getattr(self.profile, "auto_restart", False):
+            return
+
+        def act() -> ActionResult:
+            current = self.record()
+            if current is None or current.state != "crashed" or current.next_restart_at is None:
+                return ActionResult(True, "nothing to do")
+            restarts = current.restarts + 1
+            result = self._start(_no_progress, wait_ready=False, timeout_s=0)
+            new = self.record()
+            if new is not None:
+                new.restarts = restarts
+                state.save(new)
+            return result
+
+        result = self._locked(act)
+        log.info("automatic restart of %s: %s", self.name, result.message)
+
+    def _info(self, rec: ServerRecord) -> ServerInfo:
+        word = "starting" if rec.state == LAUNCHING else rec.state
+        alive = rec.state in ("starting", "running", "stopping", LAUNCHING)
+        pids = tuple(sorted(int(p) for p in rec.tree)) if alive else ()
+        return ServerInfo(
+            state=ServerState(word),
+            pid=rec.pid,
+            pgid=rec.pgid,
+            port=rec.port,
+            started_at=rec.started_at,
+            ready_s=rec.ready_s,
+            phase=rec.phase,
+            profile=rec.profile,
+            argv=tuple(rec.argv),
+            gpu_memory_utilization=rec.gpu_memory_utilization,
+            max_model_len=rec.max_model_len,
+            kv_cache_dtype=rec.kv_cache_dtype,
+            pids=pids,
+            returncode=rec.returncode,
+            last_error=rec.last_error,
+        )
+
+
+# --- small functions ---------------------------------------------------------------------
+
+
+class _LogReader:
+    """New complete lines appended to the log since `offset`."""
+
+    def __init__(self, path: Path | None, offset: int) -> None:
+        self.path, self.offset, self._partial = path, offset, b""
+
+    def read_new(self) -> list[str]:
+        if self.path is None:
+            return []
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        *complete, self._partial = data.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in complete]
+
+
+def _tail(path: Path | None, offset: int, limit: int = 64 * 1024) -> list[str]:
+    if path is None:
+        return []
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(offset, size - limit))
+            return fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+
+
+def _flags_of(argv: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, read in (
+        ("gpu_memory_utilization", vllm_args.gpu_memory_utilization),
+        ("max_model_len", vllm_args.max_model_len),
+        ("kv_cache_dtype", vllm_args.kv_cache_dtype),
+    ):
+        try:
+            out[key] = read(argv)
+        except ValueError:
+            out[key] = None
+    return out
+
+
+def _url(host: str | None, port: int | None) -> str:
+    host = host or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "", "[::]", "localhost"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port or 8000}"
+
+
+def _healthy(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _healthy_once(url: str) -> bool:
+    with httpx.Client(timeout=1.0) as client:
+        return _healthy(client, url)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _takes_argument(func: Callable[..., bool]) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+def _save_profile(profile: Profile) -> str | None:
+    """Write the profile back to its file; returns what went wrong, or None."""
+    try:
+        from vramtop import config, locations
+
+        config.save_profile_file(locations.profiles_dir() / f"{profile.name}.toml", profile)
+    except Exception as exc:  # a write failure is reported, never raised
+        return str(exc)
+    return None

@@ -1,0 +1,144 @@
+"""The state file: what the next vramtop needs to find (and never duplicate) a running server.
+
+One JSON file per profile in the state directory, written atomically (temporary file + rename,
+mode 0600) so a vramtop killed mid-write never leaves half a file. A lock file beside it
+(`fcntl.flock`) serialises every state-changing action, so two vramtops never fight over one
+server; the kernel drops the lock when its holder dies, so a killed vramtop never wedges it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from vramtop import locations
+
+log = logging.getLogger(__name__)
+
+# Lifecycle words stored in the file (the values of vramtop.core.model.ServerState, plus
+# "launching": the launch was decided but the pid is not known yet).
+LAUNCHING = "launching"
+
+
+@dataclass
+class ServerRecord:
+    """Everything the state file holds about one profile's server. Secrets are never in it."""
+
+    profile: str
+    state: str = "stopped"  # launching, starting, running, stopping, stopped, crashed
+    pid: int | None = None
+    pgid: int | None = None
+    create_time: float | None = None  # of `pid`: tells a reused pid from our server
+    # Every process seen in the tree, pid -> create time (the EngineCore outlives its parent).
+    tree: dict[str, float] = field(default_factory=dict)
+    # Put into the server's environment: finds its processes even if vramtop died before it
+    # learnt the pid, and processes that left the process group.
+    launch_id: str | None = None
+    argv: list[str] = field(default_factory=list)  # masked
+    cwd: str | None = None
+    host: str | None = None
+    port: int | None = None
+    log_path: str | None = None
+    log_offset: int = 0  # where this start's output begins in the log file
+    started_at: float | None = None  # epoch seconds
+    ready_s: float | None = None
+    phase: str | None = None
+    started_by: str = "vramtop"  # "vramtop" or "attached"
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    returncode: int | None = None
+    last_error: str | None = None
+    error_kind: str | None = None  # "out_of_memory", "engine_dead", "other"
+    largest_fitting_budget: float | None = None
+    last_lines: list[str] = field(default_factory=list)
+    stop_requested: bool = False
+    restarts: int = 0  # automatic restarts since the last start asked for by a person
+    next_restart_at: float | None = None
+    updated_at: float | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ServerRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _safe_name(profile: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"
+
+
+def state_path(profile: str) -> Path:
+    return locations.state_dir() / f"server-{_safe_name(profile)}.json"
+
+
+def lock_path(profile: str) -> Path:
+    return locations.state_dir() / f"server-{_safe_name(profile)}.lock"
+
+
+def log_path(profile: str) -> Path:
+    return locations.log_dir() / f"server-{_safe_name(profile)}.log"
+
+
+def load(profile: str) -> ServerRecord | None:
+    """The recorded server, or None when there is none (or the file is unreadable)."""
+    path = state_path(profile)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("state file %s unreadable: %s", path, exc)
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return ServerRecord.from_json(data)
+    except TypeError as exc:
+        log.warning("state file %s has unexpected content: %s", path, exc)
+        return None
+
+
+def save(record: ServerRecord) -> None:
+    """Write atomically, readable only by the user."""
+    record.updated_at = time.time()
+    path = state_path(record.profile)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(asdict(record), fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Busy(Exception):
+    """Another vramtop holds the lock for this server for longer than we are willing to wait."""
+
+
+@contextlib.contextmanager
+def locked(profile: str, timeout_s: float = 120.0) -> Iterator[None]:
+    """Hold the profile's lock. The descriptor is not inherited by the server (O_CLOEXEC),
+    otherwise the lock would live as long as the server does."""
+    fd = os.open(lock_path(profile), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Busy(profile) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

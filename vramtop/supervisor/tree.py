@@ -1,0 +1,195 @@
+"""Find every process of a server's tree, and end them all.
+
+A vLLM tree is the API server, its `VLLM::EngineCore` and the workers. SIGKILL of the API
+server leaves the EngineCore running, still holding its VRAM, with no parent to follow — so
+the tree is found four ways, and a process counts if any of them names it:
+- the children of the API server (while it lives);
+- every process in the server's process group (the server runs in its own session, and the
+  EngineCore keeps that group after its parent dies);
+- every pid remembered in the state file whose start time still matches (not a reused pid);
+- every process whose environment carries the launch id vramtop gave the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterable
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+LAUNCH_ID_ENV = "VRAMTOP_LAUNCH_ID"
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _reap(pid: int) -> None:
+    """Collect our own dead child so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def process_alive(pid: int | None, create_time: float | None = None) -> bool:
+    """Whether `pid` runs and is the same process as when it was recorded."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
+            return False
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            _reap(pid)
+            return False
+        return True
+    except psutil.Error:
+        return False
+
+
+def find_tree(
+    pid: int | None,
+    pgid: int | None,
+    remembered: dict[str, float] | None = None,
+    launch_id: str | None = None,
+) -> dict[int, psutil.Process]:
+    """Every live process of the server's tree, by pid."""
+    found: dict[int, psutil.Process] = {}
+    me = os.getpid()
+
+    def add(proc: psutil.Process) -> None:
+        if proc.pid != me and _alive(proc):
+            found[proc.pid] = proc
+
+    if pid and process_alive(pid, (remembered or {}).get(str(pid))):
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            add(root)
+            for child in root.children(recursive=True):
+                add(child)
+    for key, created in (remembered or {}).items():
+        with contextlib.suppress(psutil.Error, ValueError):
+            proc = psutil.Process(int(key))
+            if abs(proc.create_time() - created) <= 0.05:
+                add(proc)
+    if pgid == os.getpgid(0):
+        pgid = None  # never our own group: that would be vramtop and its terminal
+    if pgid or launch_id:
+        for proc in psutil.process_iter():
+            if proc.pid in found or proc.pid == me:
+                continue
+            in_group = pgid is not None and _pgid(proc.pid) == pgid
+            if in_group or (launch_id and _has_launch_id(proc, launch_id)):
+                add(proc)
+    # Children of anything found (a worker whose EngineCore left the group).
+    for proc in list(found.values()):
+        with contextlib.suppress(psutil.Error):
+            for child in proc.children(recursive=True):
+                add(child)
+    return found
+
+
+def find_by_launch_id(launch_id: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter() if _alive(p) and _has_launch_id(p, launch_id)]
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _has_launch_id(proc: psutil.Process, launch_id: str) -> bool:
+    try:
+        return proc.environ().get(LAUNCH_ID_ENV) == launch_id
+    except (psutil.Error, OSError):
+        return False
+
+
+def describe(procs: Iterable[psutil.Process]) -> str:
+    parts = []
+    for proc in procs:
+        try:
+            parts.append(f"{proc.pid} ({proc.name()})")
+        except psutil.Error:
+            parts.append(str(proc.pid))
+    return ", ".join(parts)
+
+
+def signal_tree(procs: dict[int, psutil.Process], pgid: int | None, sig: int) -> None:
+    """Send `sig` to the whole group and to every tree process outside it."""
+    if pgid and pgid > 1 and pgid != os.getpgid(0):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(sig)
+
+
+def end_tree(
+    pid: int | None,
+    pgid: int | None,
+    remembered: dict[str, float] | None,
+    launch_id: str | None,
+    term_timeout_s: float,
+    kill_timeout_s: float = 5.0,
+) -> list[psutil.Process]:
+    """SIGTERM the tree, wait, SIGKILL what is left, wait again. Returns the survivors
+    (empty when the whole tree is gone)."""
+    procs = find_tree(pid, pgid, remembered, launch_id)
+    if not procs and not (pgid and _group_exists(pgid)):
+        return []
+    signal_tree(procs, pgid, signal.SIGTERM)
+    left = _wait_gone(pid, pgid, remembered, launch_id, procs, term_timeout_s)
+    if not left:
+        return []
+    log.info("still running after SIGTERM: %s; sending SIGKILL", describe(left.values()))
+    signal_tree(left, pgid, signal.SIGKILL)
+    left = _wait_gone(pid, pgid, remembered, launch_id, left, kill_timeout_s)
+    return list(left.values())
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _wait_gone(
+    pid: int | None,
+    pgid: int | None,
+    remembered: dict[str, float] | None,
+    launch_id: str | None,
+    procs: dict[int, psutil.Process],
+    timeout_s: float,
+) -> dict[int, psutil.Process]:
+    """Wait until no process of the tree is left, re-scanning (a child may appear late)."""
+    deadline = time.monotonic() + timeout_s
+    step = 0.02
+    while True:
+        for p in procs:
+            _reap(p)
+        # wait_procs reaps our own children and returns as soon as all of them are gone.
+        _gone, alive = psutil.wait_procs(list(procs.values()), timeout=step)
+        if not alive:
+            procs = find_tree(None, pgid, remembered, launch_id)
+            if not procs:
+                return {}
+        else:
+            procs = {p.pid: p for p in alive if _alive(p)}
+            if not procs:
+                continue
+        if time.monotonic() >= deadline:
+            return procs
+        step = min(step * 1.5, 0.2)
