@@ -1,0 +1,159 @@
+"""The two machines the console and `--once` run against: the real one and the simulated one.
+
+Both are the same `MachineBackend`: a `Monitor` (GPU probe + scraper + log) plus, when vramtop
+may act on the server, a `Supervisor`. Only their parts differ: NVML or the simulated GPU, a
+user profile or the demo profile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.config import Profile
+from vramtop.core.model import GpuReading, Sample, ServerInfo
+from vramtop.monitor import GpuProbe, Monitor
+from vramtop.supervisor.service import Supervisor
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+NO_PROFILE = (
+    "vramtop is only watching this server. To let it start and restart vLLM, import your "
+    "launch script: vramtop import launch.sh"
+)
+
+
+@dataclass
+class DemoHooks:
+    """What only the simulated machine can do."""
+
+    toggle_call: Callable[[], bool]
+    call_on: Callable[[], bool]
+    shutdown: Callable[[bool], None]  # stop_server -> None: ends the load, maybe the world
+
+
+class MachineBackend:
+    """A `Backend` (see vramtop/backend.py) over a monitor and an optional supervisor."""
+
+    def __init__(
+        self,
+        *,
+        monitor: Monitor,
+        supervisor: Supervisor | None,
+        demo: DemoHooks | None = None,
+        wsl: bool = False,
+    ) -> None:
+        self.monitor = monitor
+        self.supervisor = supervisor
+        self._demo = demo
+        self.demo = demo is not None
+        self.wsl = wsl
+        self.profile_name = supervisor.name if supervisor else None
+
+    @property
+    def can_act(self) -> bool:
+        return self.supervisor is not None
+
+    @property
+    def call_on(self) -> bool:
+        return bool(self._demo and self._demo.call_on())
+
+    def tick(self) -> Sample:
+        return self.monitor.tick()
+
+    def info(self) -> ServerInfo | None:
+        return self.supervisor.status() if self.supervisor else None
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
+        if self.supervisor is None:
+            return ActionResult(False, NO_PROFILE)
+        return self.supervisor.start(progress=progress)
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        if self.supervisor is None:
+            return ActionResult(False, NO_PROFILE)
+        return self.supervisor.stop(progress=progress)
+
+    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+        if self.supervisor is None:
+            return ActionResult(False, NO_PROFILE)
+        return self.supervisor.restart(progress=progress)
+
+    def relaunch(
+        self,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ActionResult:
+        if self.supervisor is None:
+            return ActionResult(False, NO_PROFILE)
+        return self.supervisor.relaunch(
+            util=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            kv_cache_dtype=kv_cache_dtype,
+            progress=progress,
+        )
+
+    def log_lines(self, limit: int = 500) -> list[str]:
+        return self.monitor.log_lines(limit)
+
+    def toggle_call(self) -> bool:
+        return self._demo.toggle_call() if self._demo else False
+
+    def close(self, stop_server: bool) -> None:
+        if stop_server and self.supervisor is not None:
+            self.supervisor.stop()
+        if self._demo is not None:
+            self._demo.shutdown(stop_server)
+
+
+def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:
+    name = env_var or (profile.api_key_env if profile else None)
+    return os.environ.get(name) if name else None
+
+
+def memory_released_on(probe: GpuProbe) -> Callable[[Collection[int]], bool]:
+    """The supervisor's "has the GPU let go" check, from what this probe can see.
+
+    With per-process numbers: none of the stopped pids holds memory any more. Without them
+    (WSL2) nothing can be checked per process; the stop is then trusted once the tree is gone.
+    """
+
+    def released(pids: Collection[int]) -> bool:
+        reading: GpuReading = probe.read()
+        if not reading.devices:
+            return True
+        stopped = set(pids)
+        for device in reading.devices:
+            if device.processes is None:
+                return True
+            if any(p.pid in stopped for p in device.processes):
+                return False
+        return True
+
+    return released
+
+
+def live_backend(
+    profile: Profile | None, url: str | None, api_key_env: str | None
+) -> MachineBackend:
+    """The real machine: NVML, and the profile's server (or just a URL to watch)."""
+    from vramtop.sources.host import is_wsl
+    from vramtop.sources.nvml import NvmlProbe
+
+    probe = NvmlProbe()
+    supervisor = Supervisor(profile, memory_released=memory_released_on(probe)) if profile else None
+    monitor = Monitor(
+        probe=probe,
+        url=url or (profile.url if profile else DEFAULT_URL),
+        api_key=api_key_from(profile, api_key_env),
+        info=supervisor.status if supervisor else (lambda: None),
+        log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
+    )
+    return MachineBackend(monitor=monitor, supervisor=supervisor, wsl=is_wsl())

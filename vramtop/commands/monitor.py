@@ -1,0 +1,123 @@
+"""`vramtop` with no subcommand: the console, or with `--once` one snapshot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from vramtop.core.model import GIB, Sample
+
+log = logging.getLogger(__name__)
+
+EXIT_USAGE = 2
+# Rates need two readings of vLLM's counters: --once samples this many seconds apart.
+ONCE_GAP_S = 1.0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.wsl and not args.demo:
+        return _usage("--wsl only applies to the simulated machine: use it with --demo.")
+    if args.json and not args.once:
+        return _usage("--json prints a snapshot: use it with --once.")
+    if args.interval is not None and args.interval <= 0:
+        return _usage("--interval must be a positive number of seconds.")
+    if args.url and not args.url.startswith(("http://", "https://")):
+        return _usage(f"--url {args.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+    try:
+        backend, owned = _backend(args)
+    except UsageError as exc:
+        return _usage(str(exc))
+    if args.once:
+        return _once(backend, args, owned)
+    from vramtop.tui.app import run_console
+
+    return run_console(backend)
+
+
+class UsageError(Exception):
+    """Arguments that cannot be used, with the message to show."""
+
+
+def _backend(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The backend, and whether this command started the simulated machine itself."""
+    if args.demo:
+        from vramtop.demo import demo_backend
+
+        return demo_backend(wsl=args.wsl, start_server=True, interval=args.interval)
+    from vramtop.backends import live_backend
+    from vramtop.config import ConfigError
+    from vramtop.profiles import load_default_profile, load_profile
+
+    try:
+        profile = load_profile(args.profile) if args.profile else None
+        if profile is None and not args.url:
+            profile = load_default_profile()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    return live_backend(profile, args.url, args.api_key_env), False
+
+
+def _once(backend: Any, args: argparse.Namespace, owned: bool) -> int:
+    from vramtop.core.snapshot import snapshot
+
+    try:
+        first = backend.tick()
+        time.sleep(args.interval or ONCE_GAP_S)
+        sample = backend.tick()
+        if sample.server is not None and not sample.server.reachable and not args.demo:
+            error = sample.server.error or "no answer"
+            print(
+                f"vramtop: cannot reach the vLLM server at {sample.server.url}: {error}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        del first
+        data = snapshot(sample, wsl=backend.wsl, demo=backend.demo)
+        print(json.dumps(data, indent=2) if args.json else _text(sample, data))
+        return 0
+    finally:
+        if owned:
+            backend.close(stop_server=True)
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / GIB:.2f} GiB"
+
+
+def _text(sample: Sample, data: dict[str, Any]) -> str:
+    lines = []
+    for gpu in data["gpus"]:
+        lines.append(
+            f"GPU {gpu['index']}: {gpu['name']}  {_gib(gpu['used_bytes'])} used of "
+            f"{_gib(gpu['total_bytes'])}"
+        )
+    if data["gpu_error"]:
+        lines.append(f"GPU: {data['gpu_error']}")
+    split = data["split"]
+    if split:
+        lines.append(
+            f"vLLM {_gib(split['server_bytes'])}  desktop/other {_gib(split['desktop_bytes'])}  "
+            f"free {_gib(split['free_bytes'])}  ({split['method']})"
+        )
+    server = data["server"]
+    lines.append(
+        f"server {server['url']}: {server['state'] or ('up' if server['reachable'] else 'down')}"
+        f"  vLLM {server['version'] or '?'}  util {server['gpu_memory_utilization'] or '?'}"
+    )
+    kv = data["kv_pool"]
+    usage = "?" if kv["usage"] is None else f"{kv['usage']:.1%}"
+    kv_gib = "?" if kv["gib"] is None else f"{kv['gib']:.2f}"
+    lines.append(f"KV pool {kv_gib} GiB, {kv['tokens'] or '?'} tokens, usage {usage}")
+    rates = data["rates"]
+    gen = rates["generation_tps"]
+    lines.append(f"generation {'?' if gen is None else f'{gen:.1f}'} tok/s")
+    return "\n".join(lines)
+
+
+def _usage(message: str) -> int:
+    print(f"vramtop: {message}", file=sys.stderr)
+    return EXIT_USAGE

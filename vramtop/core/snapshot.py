@@ -1,0 +1,135 @@
+"""A sample as the JSON of `vramtop --once --json` (a contract: add fields, never rename)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramtop.core.model import GIB, GpuDevice, Sample
+
+
+def kv_pool(sample: Sample) -> dict[str, Any]:
+    """The KV pool as well as it is known: the server's own numbers first, the log second."""
+    metrics = sample.server.metrics if sample.server else None
+    cache = metrics.cache if metrics else None
+    startup = sample.startup
+    kv_bytes = cache.kv_cache_memory_bytes if cache else None
+    source = "metrics" if kv_bytes is not None else None
+    if kv_bytes is None and startup and startup.available_kv_gib is not None:
+        kv_bytes = round(startup.available_kv_gib * GIB)
+        source = "log"
+    tokens = cache.kv_cache_size_tokens if cache else None
+    if tokens is None and cache and cache.num_gpu_blocks and cache.block_size:
+        tokens = cache.num_gpu_blocks * cache.block_size
+    if tokens is None and startup:
+        tokens = startup.kv_cache_tokens
+    max_model_len = (sample.server.max_model_len if sample.server else None) or (
+        sample.info.max_model_len if sample.info else None
+    )
+    concurrency = cache.kv_cache_max_concurrency if cache else None
+    if concurrency is None and tokens and max_model_len:
+        concurrency = tokens / max_model_len
+    return {
+        "bytes": kv_bytes,
+        "gib": None if kv_bytes is None else round(kv_bytes / GIB, 3),
+        "tokens": tokens,
+        "blocks": cache.num_gpu_blocks if cache else None,
+        "block_size": cache.block_size if cache else None,
+        "usage": metrics.kv_cache_usage if metrics else None,
+        "max_concurrency": None if concurrency is None else round(concurrency, 3),
+        "max_model_len": max_model_len,
+        "dtype": (cache.cache_dtype if cache else None)
+        or (sample.info.kv_cache_dtype if sample.info else None),
+        "source": source,
+    }
+
+
+def server_util(sample: Sample) -> float | None:
+    """The server's --gpu-memory-utilization: as the server reports it, else as launched."""
+    metrics = sample.server.metrics if sample.server else None
+    if metrics and metrics.cache.gpu_memory_utilization is not None:
+        return metrics.cache.gpu_memory_utilization
+    if sample.info and sample.info.gpu_memory_utilization is not None:
+        return sample.info.gpu_memory_utilization
+    return sample.startup.requested_util if sample.startup else None
+
+
+def _device(device: GpuDevice) -> dict[str, Any]:
+    return {
+        "index": device.index,
+        "name": device.name,
+        "total_bytes": device.total_bytes,
+        "used_bytes": device.used_bytes,
+        "free_bytes": device.free_bytes,
+        "temperature_c": device.temperature_c,
+        "sm_clock_mhz": device.sm_clock_mhz,
+        "throttle": list(device.throttle),
+        "processes": None
+        if device.processes is None
+        else [{"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes} for p in device.processes],
+    }
+
+
+def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
+    server = sample.server
+    metrics = server.metrics if server else None
+    info = sample.info
+    split = sample.split
+    return {
+        "format": "vramtop-snapshot",
+        "version": 1,
+        "host": {"wsl": wsl, "demo": demo},
+        "gpu_source": sample.gpu.source,
+        "gpu_error": sample.gpu.error,
+        "gpus": [_device(d) for d in sample.gpu.devices],
+        "split": None
+        if split is None
+        else {
+            "method": split.method.value,
+            "detail": split.detail,
+            "total_bytes": split.total_bytes,
+            "server_bytes": split.server_bytes,
+            "desktop_bytes": split.desktop_bytes,
+            "free_bytes": split.free_bytes,
+            "budget_bytes": split.budget_bytes,
+            "headroom_bytes": split.headroom_bytes,
+        },
+        "server": {
+            "url": server.url if server else None,
+            "state": info.state.value if info else None,
+            "phase": info.phase if info else None,
+            "pid": info.pid if info else None,
+            "profile": info.profile if info else None,
+            "ready_s": info.ready_s if info else None,
+            "reachable": server.reachable if server else False,
+            "healthy": server.healthy if server else None,
+            "stale": server.stale if server else False,
+            "error": (server.error if server else None) or (info.last_error if info else None),
+            "version": (server.version if server else None)
+            or (sample.startup.version if sample.startup else None),
+            "model": (server.served_model if server else None)
+            or (metrics.model_name if metrics else None),
+            "max_model_len": server.max_model_len if server else None,
+            "gpu_memory_utilization": server_util(sample),
+        },
+        "kv_pool": kv_pool(sample),
+        "rates": {
+            "generation_tps": sample.rates.generation_tps,
+            "prompt_tps": sample.rates.prompt_tps,
+        },
+        "requests": {
+            "running": metrics.requests_running if metrics else None,
+            "waiting": metrics.requests_waiting if metrics else None,
+            "preemptions_total": metrics.preemptions_total if metrics else None,
+        },
+        "startup": None
+        if sample.startup is None
+        else {
+            "weights_gib": sample.startup.weights_gib,
+            "available_kv_gib": sample.startup.available_kv_gib,
+            "kv_cache_tokens": sample.startup.kv_cache_tokens,
+            "max_concurrency": sample.startup.max_concurrency,
+            "activation_gib": sample.startup.activation_gib,
+            "cudagraph_gib": sample.startup.cudagraph_gib,
+            "error": sample.startup.error,
+        },
+    }

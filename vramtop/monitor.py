@@ -1,0 +1,134 @@
+"""One sampling tick: read every source once and assemble a `Sample`.
+
+The monitor owns no policy: it asks the GPU probe, the scraper, the server's log file and the
+supervisor, and hands the values to the core (split, timeline). It blocks for at most the
+scrape timeout; the console calls it from a thread worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from vramtop.core.model import (
+    GpuReading,
+    Sample,
+    ServerInfo,
+    ServerReading,
+    ServerState,
+    StartupFacts,
+    StatsLine,
+)
+from vramtop.core.snapshot import server_util
+from vramtop.core.split import split_card
+from vramtop.core.timeline import Timeline
+from vramtop.core.vllm_log import StartupParser, parse_stats_line
+from vramtop.sources.logtail import LogTail
+from vramtop.sources.scraper import Scraper
+
+LOG_LINES_KEPT = 2000
+START_MARKER = "=== vramtop: start"
+
+
+class GpuProbe(Protocol):
+    def read(self) -> GpuReading: ...
+
+
+class Monitor:
+    """Sources in, samples out. `info` and `log_path` are asked each tick (they change on
+    restart); `clock` is injectable so tests and replays control time."""
+
+    def __init__(
+        self,
+        *,
+        probe: GpuProbe,
+        url: str | None,
+        api_key: str | None = None,
+        info: Callable[[], ServerInfo | None] = lambda: None,
+        log_path: Callable[[], Path | None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+        timeout_s: float = 2.0,
+    ) -> None:
+        self._probe = probe
+        self._scraper = Scraper(url, api_key=api_key, timeout_s=timeout_s) if url else None
+        self._info = info
+        self._log_path = log_path
+        self._clock = clock
+        self._t0 = clock()
+        self.timeline = Timeline()
+        self._tail: LogTail | None = None
+        self._startup = StartupParser()
+        self._started_at: float | None = None
+        self._stats: StatsLine | None = None
+        self._lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+
+    @property
+    def url(self) -> str | None:
+        return self._scraper.url if self._scraper else None
+
+    def tick(self) -> Sample:
+        gpu = self._probe.read()
+        info = self._info()
+        server = self._scraper.read_sync() if self._scraper else None
+        startup = self._read_log(info)
+        sample = Sample(
+            t=self._clock() - self._t0,
+            gpu=gpu,
+            server=server,
+            info=info,
+            startup=startup,
+            stats=self._stats,
+        )
+        return self.timeline.add(replace(sample, split=self._split(sample)))
+
+    def log_lines(self, limit: int = 500) -> list[str]:
+        lines = list(self._lines)
+        return lines[-limit:] if limit else lines
+
+    def _read_log(self, info: ServerInfo | None) -> StartupFacts | None:
+        path = self._log_path()
+        if path is None:
+            return None
+        if self._tail is None or self._tail.path != path:
+            self._tail = LogTail(path)
+        started_at = info.started_at if info else None
+        if started_at != self._started_at:
+            # A new server start: its startup facts replace the previous server's.
+            self._started_at = started_at
+            self._startup = StartupParser()
+            self._stats = None
+        for line in self._tail.read_new():
+            self._lines.append(line)
+            if line.startswith(START_MARKER):
+                # The supervisor marks each launch in the log: facts before it belong to an
+                # earlier server (an old startup failure must not stick to the new one).
+                self._startup = StartupParser()
+                self._stats = None
+            self._startup.feed(line)
+            stats = parse_stats_line(line)
+            if stats is not None:
+                self._stats = stats
+        return self._startup.facts
+
+    def _split(self, sample: Sample):  # type: ignore[no-untyped-def]
+        if not sample.gpu.devices:
+            return None
+        info = sample.info
+        running = _server_running(info, sample.server)
+        pids = info.pids if info and info.pids else ((info.pid,) if info and info.pid else ())
+        return split_card(
+            sample.gpu.devices[0],
+            server_pids=pids,
+            server_running=running,
+            util=server_util(sample),
+        )
+
+
+def _server_running(info: ServerInfo | None, server: ServerReading | None) -> bool:
+    if info is not None:
+        return info.state in (ServerState.STARTING, ServerState.RUNNING, ServerState.STOPPING)
+    return bool(server and server.reachable)
