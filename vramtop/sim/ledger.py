@@ -1,0 +1,217 @@
+"""The simulated card's memory ledger and its contention model. No I/O: time is passed in.
+
+Contention, as in the field report:
+- The desktop (compositor, browser, video-call app) always gets what it asks for: Windows'
+  memory manager favours the display. When desktop demand + what CUDA processes hold no longer
+  fits on the card, the excess is taken from the CUDA processes (spilled to system memory),
+  shared in proportion to what each holds.
+- A spill is sticky: memory that left the card does not come back when the desktop shrinks
+  again. Only freeing the allocation (the process exits: a restart) clears it.
+- Decode speed. Each decode step streams the whole model once; spilled bytes come over PCIe:
+      step = NOMINAL_STEP_S + spilled_bytes / SPILL_BYTES_PER_S
+      spill_factor = NOMINAL_STEP_S / step
+  A 2–3 GiB spill turns ~80 tok/s into 7–11 tok/s. Separately, when free memory is nearly
+  gone (under PRESSURE_WINDOW_GIB) the driver's paging costs a mild dip:
+      pressure_factor = 1 − PRESSURE_DEPTH × (1 − free / window)
+  The slower of the two wins; a thermal throttle scales the result by the clock ratio.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramtop.sim.card import DEVICE_NAME, GIB, MIB, TOTAL_MIB
+from vramtop.sim.scenario import Scenario
+
+NOMINAL_STEP_S = 1 / 80
+SPILL_BYTES_PER_S = 24 * GIB
+PRESSURE_WINDOW_GIB = 0.5
+PRESSURE_DEPTH = 0.5
+# Desktop processes get pids above any real pid (pid_max is at most 2**22), so code that walks
+# the server's process tree never confuses them with real processes.
+DESKTOP_PID_BASE = 4_194_400
+
+
+@dataclass
+class Allocation:
+    pid: int
+    name: str
+    allocated: int
+    kind: str = "server"
+    spilled: int = 0
+
+    @property
+    def resident(self) -> int:
+        return self.allocated - self.spilled
+
+
+@dataclass
+class Ledger:
+    scenario: Scenario
+    total: int = TOTAL_MIB * MIB
+    seed: int = 0
+    allocations: dict[int, Allocation] = field(default_factory=dict)
+    # Where a call's demand stands, 0 (none) .. 1 (full), and whether a call was asked for.
+    call_level: float = 0.0
+    manual_call: bool | None = None
+    t: float = 0.0
+
+    def __post_init__(self) -> None:
+        rng = random.Random(self.seed)
+        self._phases = [(rng.uniform(0, 2 * math.pi), rng.uniform(20, 60)) for _ in range(16)]
+
+    # -- time ---------------------------------------------------------------------------------
+    def advance(self, t: float) -> None:
+        """Move simulated time forward to `t`: calls ramp, and spills happen."""
+        dt = max(0.0, t - self.t)
+        self.t = max(self.t, t)
+        target = 1.0 if self.call_on else 0.0
+        if self.call_level < target:
+            self.call_level = min(target, self.call_level + dt / self.scenario.call_ramp_up_s)
+        elif self.call_level > target:
+            self.call_level = max(target, self.call_level - dt / self.scenario.call_ramp_down_s)
+        self._spill()
+
+    @property
+    def call_on(self) -> bool:
+        if self.manual_call is not None:
+            return self.manual_call
+        return self.scenario.call_scheduled(self.t)
+
+    def set_call(self, on: bool) -> None:
+        """A call by request; it overrides the scenario's schedule from now on."""
+        self.manual_call = on
+
+    # -- desktop ------------------------------------------------------------------------------
+    def desktop_demand(self) -> list[tuple[int, str, int]]:
+        """(pid, name, bytes) for each desktop process at the current time."""
+        out = []
+        for i, app in enumerate(self.scenario.desktop):
+            phase, period = self._phases[i % len(self._phases)]
+            wobble = self.scenario.jitter_gib * math.sin(2 * math.pi * self.t / period + phase)
+            gib = max(0.0, app.idle_gib + app.call_gib * self.call_level + wobble)
+            out.append((DESKTOP_PID_BASE + i, app.name, int(gib * GIB)))
+        return out
+
+    def desktop_bytes(self) -> int:
+        return min(self.total, sum(b for _, _, b in self.desktop_demand()))
+
+    # -- the card -----------------------------------------------------------------------------
+    def resident_bytes(self) -> int:
+        return sum(a.resident for a in self.allocations.values())
+
+    def free_bytes(self) -> int:
+        return max(0, self.total - self.desktop_bytes() - self.resident_bytes())
+
+    def used_bytes(self) -> int:
+        return self.total - self.free_bytes()
+
+    def _spill(self) -> None:
+        excess = self.desktop_bytes() + self.resident_bytes() - self.total
+        if excess <= 0:
+            return
+        holders = [a for a in self.allocations.values() if a.resident > 0]
+        held = sum(a.resident for a in holders)
+        for a in holders:
+            a.spilled += min(a.resident, math.ceil(excess * a.resident / held))
+
+    def alloc(self, pid: int, name: str, nbytes: int, kind: str = "server") -> dict[str, Any]:
+        free = self.free_bytes()
+        if nbytes > free:
+            return {
+                "ok": False,
+                "error": (
+                    f"CUDA out of memory: tried to allocate {nbytes / GIB:.2f} GiB, "
+                    f"{free / GIB:.2f} GiB free of {self.total / GIB:.2f} GiB"
+                ),
+                "requested_bytes": nbytes,
+                "free_bytes": free,
+                "total_bytes": self.total,
+            }
+        a = self.allocations.setdefault(pid, Allocation(pid, name, 0, kind))
+        a.allocated += nbytes
+        a.name = name
+        return {"ok": True, "pid": pid, "allocated_bytes": a.allocated, "free_bytes": free - nbytes}
+
+    def free(self, pid: int) -> int:
+        """Release everything `pid` holds (spill included); the bytes released."""
+        a = self.allocations.pop(pid, None)
+        return a.allocated if a else 0
+
+    # -- what the hardware shows ---------------------------------------------------------------
+    def thermal(self) -> tuple[int, int, tuple[str, ...]]:
+        spell = self.scenario.hot_spell(self.t)
+        if spell is not None:
+            return spell.temperature_c, spell.sm_clock_mhz, spell.throttle
+        temp = self.scenario.call_temperature_c if self.call_level > 0.5 else None
+        return temp or self.scenario.idle_temperature_c, self.scenario.sm_clock_mhz, ()
+
+    def condition(self, pid: int) -> dict[str, Any]:
+        """How fast the server holding `pid` can decode now, relative to an uncontended card."""
+        a = self.allocations.get(pid)
+        spilled = a.spilled if a else 0
+        fraction = spilled / a.allocated if a and a.allocated else 0.0
+        spill_factor = NOMINAL_STEP_S / (NOMINAL_STEP_S + spilled / SPILL_BYTES_PER_S)
+        window = PRESSURE_WINDOW_GIB * GIB
+        squeeze = max(0.0, 1 - self.free_bytes() / window)
+        pressure_factor = 1 - PRESSURE_DEPTH * squeeze
+        _, clock, _ = self.thermal()
+        clock_factor = min(1.0, clock / self.scenario.sm_clock_mhz)
+        return {
+            "ok": True,
+            "pid": pid,
+            "known": a is not None,
+            "spilled_bytes": spilled,
+            "spill_fraction": fraction,
+            "rate_factor": min(spill_factor, pressure_factor) * clock_factor,
+        }
+
+    def state(self) -> dict[str, Any]:
+        temp, clock, throttle = self.thermal()
+        desktop = self.desktop_demand()
+        processes = [
+            {"pid": pid, "name": name, "used_bytes": b, "kind": "desktop"}
+            for pid, name, b in desktop
+        ]
+        processes += [
+            {"pid": a.pid, "name": a.name, "used_bytes": a.resident, "kind": a.kind}
+            for a in self.allocations.values()
+        ]
+        servers = []
+        for a in self.allocations.values():
+            cond = self.condition(a.pid)
+            servers.append(
+                {
+                    "pid": a.pid,
+                    "name": a.name,
+                    "allocated_bytes": a.allocated,
+                    "resident_bytes": a.resident,
+                    "spilled_bytes": a.spilled,
+                    "spill_fraction": cond["spill_fraction"],
+                    "rate_factor": cond["rate_factor"],
+                }
+            )
+        return {
+            "ok": True,
+            "t": self.t,
+            "scenario": self.scenario.name,
+            "device": {
+                "index": 0,
+                "name": DEVICE_NAME,
+                "total_bytes": self.total,
+                "used_bytes": self.used_bytes(),
+                "free_bytes": self.free_bytes(),
+                "temperature_c": temp,
+                "sm_clock_mhz": clock,
+                "throttle": list(throttle),
+            },
+            "processes": processes,
+            "desktop": [{"pid": p, "name": n, "demand_bytes": b} for p, n, b in desktop],
+            "desktop_bytes": self.desktop_bytes(),
+            "call_on": self.call_on,
+            "call_level": self.call_level,
+            "servers": servers,
+        }

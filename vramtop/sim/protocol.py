@@ -1,0 +1,61 @@
+"""The simulated GPU's wire protocol: one JSON request line in, one JSON response line out.
+
+Every request is an object with an `op` field; every response has `ok` and, when `ok` is
+false, an `error` sentence. A connection may carry several requests in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+SOCKET_ENV = "VRAMTOP_SIM_SOCKET"
+SPEED_ENV = "VRAMTOP_SIM_SPEED"
+STARTUP_ENV = "VRAMTOP_SIM_STARTUP_S"
+
+
+class WorldUnreachable(Exception):
+    """The world daemon's socket is missing, refused the connection or did not answer."""
+
+
+class WorldClient:
+    """A small blocking client; opens one connection per request (robust across restarts)."""
+
+    def __init__(self, socket_path: str | Path, timeout_s: float = 2.0) -> None:
+        self.socket_path = str(socket_path)
+        self.timeout_s = timeout_s
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send one request; raise WorldUnreachable when the daemon cannot be asked."""
+        line = json.dumps({"op": op, **fields}).encode() + b"\n"
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(self.timeout_s)
+                sock.connect(self.socket_path)
+                sock.sendall(line)
+                reply = _read_line(sock)
+        except OSError as exc:
+            raise WorldUnreachable(f"{self.socket_path}: {exc.strerror or exc}") from exc
+        if not reply:
+            raise WorldUnreachable(f"{self.socket_path}: closed without an answer")
+        try:
+            answer = json.loads(reply)
+        except json.JSONDecodeError as exc:
+            raise WorldUnreachable(f"{self.socket_path}: unreadable answer") from exc
+        if not isinstance(answer, dict):
+            raise WorldUnreachable(f"{self.socket_path}: unexpected answer")
+        return answer
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return b"".join(chunks).strip()

@@ -1,0 +1,186 @@
+"""Token generation at the simulated rate, and the counters /metrics and the stats line show.
+
+Rates are in simulated time: a request decodes at BASE_TPS × the world's rate factor for the
+engine's pid (re-asked once per simulated second), slightly less each with two running.
+Real sleeps are simulated durations divided by the speed factor.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from vramtop.sim.protocol import WorldClient, WorldUnreachable
+
+BASE_TPS = 80.0  # one request on an uncontended card (the field report saw 77–83)
+BATCH_EFFICIENCY = 0.92  # per-request speed with two running (aggregate ~1.84×)
+PREFILL_TPS = 4000.0
+PREFIX_HIT_SHARE = 0.6  # an agent resends most of its context: most prompt tokens hit the cache
+WORDS = (
+    " def",
+    " return",
+    " self",
+    " the",
+    " file",
+    " test",
+    " import",
+    " value",
+    " =",
+    "(",
+    ")",
+    ":",
+    "\n",
+    "    ",
+    " if",
+    " not",
+    " None",
+    " for",
+    " in",
+    " path",
+    " error",
+    " fix",
+)
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
+    total: float = 0.0
+    n: int = 0
+
+    def observe(self, v: float) -> None:
+        self.total += v
+        self.n += 1
+        for i, edge in enumerate(self.buckets):
+            if v <= edge:
+                self.counts[i] += 1
+
+
+@dataclass
+class Request:
+    prompt_tokens: int
+    generated: int = 0
+
+
+class Scheduler:
+    """Admits up to `max_num_seqs` requests; the rest wait, as in vLLM."""
+
+    def __init__(
+        self,
+        world: WorldClient,
+        engine_pid: int,
+        *,
+        speed: float,
+        max_num_seqs: int,
+        num_blocks: int,
+        block_size: int,
+        seed: int = 0,
+    ) -> None:
+        self.world = world
+        self.engine_pid = engine_pid
+        self.speed = speed
+        self.max_num_seqs = max_num_seqs
+        self.num_blocks = max(1, num_blocks)
+        self.block_size = block_size
+        self.rng = random.Random(seed)
+        self.lock = threading.Condition()
+        self.running: list[Request] = []
+        self.waiting = 0
+        self.rate_factor = 1.0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.prefix_queries_total = 0
+        self.prefix_hits_total = 0
+        self.requests_total = 0
+        self.ttft = Histogram()
+        self.itl = Histogram()
+        self.e2e = Histogram()
+        self.stop = threading.Event()
+        self._t0 = time.monotonic()
+
+    # -- clock --------------------------------------------------------------------------------
+    def sim_now(self) -> float:
+        return (time.monotonic() - self._t0) * self.speed
+
+    def sleep_sim(self, seconds: float) -> None:
+        self.stop.wait(seconds / self.speed)
+
+    # -- the world ----------------------------------------------------------------------------
+    def watch_world(self) -> None:
+        """Re-ask the world for this engine's condition once per simulated second."""
+        while not self.stop.is_set():
+            try:
+                answer = self.world.request("server_condition", pid=self.engine_pid)
+                if answer.get("ok"):
+                    self.rate_factor = float(answer["rate_factor"])
+            except (WorldUnreachable, KeyError, ValueError):
+                pass  # keep the last factor; the world may be restarting
+            self.stop.wait(max(0.05, 1.0 / self.speed))
+
+    def per_request_tps(self) -> float:
+        wobble = 1 + 0.03 * math.sin(self.sim_now() / 7.0)
+        batch = BATCH_EFFICIENCY if len(self.running) > 1 else 1.0
+        return BASE_TPS * wobble * batch * self.rate_factor
+
+    # -- requests -----------------------------------------------------------------------------
+    def kv_usage(self) -> float:
+        with self.lock:
+            blocks = sum(
+                math.ceil((r.prompt_tokens + r.generated) / self.block_size) for r in self.running
+            )
+        return min(1.0, blocks / self.num_blocks)
+
+    def generate(
+        self, prompt_tokens: int, max_tokens: int, alive: Callable[[], bool] = lambda: True
+    ) -> Iterator[str]:
+        """Yield text chunks (one or more tokens each) at the simulated rate."""
+        started = self.sim_now()
+        req = Request(prompt_tokens)
+        with self.lock:
+            self.waiting += 1
+            while len(self.running) >= self.max_num_seqs and not self.stop.is_set():
+                self.lock.wait(0.2)
+            self.waiting -= 1
+            self.running.append(req)
+            self.requests_total += 1
+            hits = int(prompt_tokens * PREFIX_HIT_SHARE) if self.requests_total > 1 else 0
+            self.prefix_queries_total += prompt_tokens
+            self.prefix_hits_total += hits
+        try:
+            self.sleep_sim((prompt_tokens - hits) / (PREFILL_TPS * max(self.rate_factor, 0.05)))
+            with self.lock:
+                self.prompt_tokens_total += prompt_tokens
+            self.ttft.observe(self.sim_now() - started)
+            owed, last = 0.0, self.sim_now()
+            while req.generated < max_tokens and not self.stop.is_set() and alive():
+                tps = max(self.per_request_tps(), 0.1)
+                self.stop.wait(min(0.25, max(0.02, 1.0 / (tps * self.speed))))
+                now = self.sim_now()
+                owed += (now - last) * tps
+                last = now
+                n = min(int(owed), max_tokens - req.generated)
+                if n <= 0:
+                    continue
+                owed -= n
+                with self.lock:
+                    req.generated += n
+                    self.generation_tokens_total += n
+                for _ in range(n):
+                    self.itl.observe(1.0 / tps)
+                yield "".join(self.rng.choice(WORDS) for _ in range(n))
+        finally:
+            with self.lock:
+                self.running.remove(req)
+                self.lock.notify_all()
+            self.e2e.observe(self.sim_now() - started)
+
+
+def count_tokens(text: str) -> int:
+    """About four characters per token, like most BPE vocabularies on English and code."""
+    return max(1, len(text) // 4)

@@ -1,0 +1,162 @@
+"""The simulated GPU as a daemon: `python -m vramtop.sim.world --socket PATH`.
+
+It holds the ledger (see `ledger.py`) and answers one JSON line per request on a Unix socket:
+  state                              the card, every process, the desktop, spills
+  alloc {pid, name, bytes[, kind]}   take memory for a process (fails with free/total numbers)
+  free {pid}                         release everything a process holds
+  call {on}                          start or end a video call
+  server_condition {pid}             spilled bytes/fraction and the decode-rate factor
+  shutdown                           stop the daemon
+Simulated time is real time × `--speed`. Every tick it reaps allocations of processes that
+have exited, as the driver does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socketserver
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vramtop.sim import scenario as scenarios
+from vramtop.sim.card import MIB, TOTAL_MIB
+from vramtop.sim.ledger import Ledger
+
+TICK_S = 0.1
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie holds no GPU memory)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class World:
+    """The ledger behind a lock, with the clock that drives it."""
+
+    def __init__(self, ledger: Ledger, speed: float = 1.0) -> None:
+        self.ledger = ledger
+        self.speed = speed
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._t0) * self.speed
+
+    def tick(self) -> None:
+        with self._lock:
+            for pid in list(self.ledger.allocations):
+                if not pid_alive(pid):
+                    self.ledger.free(pid)
+            self.ledger.advance(self.now())
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        with self._lock:
+            self.ledger.advance(self.now())
+            if op == "state":
+                return {**self.ledger.state(), "speed": self.speed}
+            if op == "alloc":
+                pid, nbytes = int(request["pid"]), int(request["bytes"])
+                name = str(request.get("name", f"pid {pid}"))
+                answer = self.ledger.alloc(pid, name, nbytes, str(request.get("kind", "server")))
+                self.ledger.advance(self.now())
+                return answer
+            if op == "free":
+                return {"ok": True, "freed_bytes": self.ledger.free(int(request["pid"]))}
+            if op == "call":
+                self.ledger.set_call(bool(request["on"]))
+                return {"ok": True, "call_on": self.ledger.call_on}
+            if op == "server_condition":
+                return self.ledger.condition(int(request["pid"]))
+            if op == "ping":
+                return {"ok": True, "t": self.ledger.t, "speed": self.speed}
+            if op == "shutdown":
+                self.stopping.set()
+                return {"ok": True}
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        for raw in self.rfile:
+            try:
+                request = json.loads(raw)
+                if not isinstance(request, dict):
+                    raise ValueError("request is not an object")
+                answer = self.server.world.handle(request)
+            except (ValueError, KeyError, TypeError) as exc:
+                answer = {"ok": False, "error": f"bad request: {exc}"}
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
+            self.wfile.flush()
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    world: World
+
+
+def serve(socket_path: Path, world: World) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        socket_path.unlink()
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    server = _Server(str(socket_path), _Handler)
+    server.world = world
+    os.chmod(socket_path, 0o600)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        while not world.stopping.wait(TICK_S):
+            world.tick()
+    finally:
+        server.shutdown()
+        server.server_close()
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vramtop.sim.world", description=__doc__)
+    parser.add_argument("--socket", required=True, type=Path, help="Unix socket to listen on")
+    parser.add_argument("--scenario", default="manual", help="bundled name or a JSON file")
+    parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--total-mib", type=int, default=TOTAL_MIB)
+    args = parser.parse_args(argv)
+    try:
+        scenario = scenarios.load(args.scenario)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.speed <= 0:
+        parser.error("--speed must be positive")
+    world = World(Ledger(scenario, args.total_mib * MIB, args.seed), args.speed)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: world.stopping.set())
+    try:
+        serve(args.socket, world)
+    except OSError as exc:
+        print(f"simulated GPU: cannot listen on {args.socket}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

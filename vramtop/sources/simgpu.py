@@ -1,0 +1,51 @@
+"""The simulated GPU read like NVML: one batched `state` request per tick.
+
+Presents itself the Linux way (per-process memory listed) or the WSL2 way (device totals only;
+per-process memory "not available", i.e. `processes=None`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vramtop.core.model import GpuDevice, GpuReading, ProcessMemory
+from vramtop.sim.protocol import WorldClient, WorldUnreachable
+
+
+class SimGpuProbe:
+    """Reads the simulated card; never raises (an unreachable world is a reading with a reason)."""
+
+    def __init__(self, socket_path: Path, wsl: bool = False, timeout_s: float = 1.0) -> None:
+        self.socket_path = Path(socket_path)
+        self.wsl = wsl
+        self._client = WorldClient(self.socket_path, timeout_s)
+
+    def read(self) -> GpuReading:
+        try:
+            state = self._client.request("state")
+            return GpuReading(devices=(self._device(state),), source="sim")
+        except WorldUnreachable as exc:
+            return GpuReading(source="sim", error=f"simulated GPU not reachable: {exc}")
+        except (KeyError, TypeError, ValueError) as exc:
+            return GpuReading(source="sim", error=f"simulated GPU gave an unreadable state: {exc}")
+
+    def _device(self, state: dict[str, Any]) -> GpuDevice:
+        dev = state["device"]
+        processes = None
+        if not self.wsl:
+            processes = tuple(
+                ProcessMemory(int(p["pid"]), str(p["name"]), int(p["used_bytes"]))
+                for p in state["processes"]
+            )
+        return GpuDevice(
+            index=int(dev["index"]),
+            name=str(dev["name"]),
+            total_bytes=int(dev["total_bytes"]),
+            used_bytes=int(dev["used_bytes"]),
+            free_bytes=int(dev["free_bytes"]),
+            temperature_c=int(dev["temperature_c"]),
+            sm_clock_mhz=int(dev["sm_clock_mhz"]),
+            throttle=tuple(str(r) for r in dev["throttle"]),
+            processes=processes,
+        )
