@@ -1,0 +1,44 @@
+"""Helpers shared by the supervisor tests: free ports, the fake server's profile, its ledger."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+
+from vramtop.config import Profile
+
+FAKE_SERVER = Path(__file__).with_name("fake_vllm.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fake_profile(name: str, port: int, ledger: Path, util: float = 0.9, **env: str) -> Profile:
+    return Profile(
+        name=name,
+        argv=[
+            sys.executable,
+            str(FAKE_SERVER),
+            "fake-model",
+            "--port",
+            str(port),
+            "--gpu-memory-utilization",
+            str(util),
+            "--api-key",
+            "sekrit-key-123",
+        ],
+        env={"FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.2", **env},
+        port=port,
+        stop_timeout_s=3,
+    )
+
+
+def ledger_empty(ledger: Path) -> bool:
+    """The fake "GPU" holds nothing: no allocation file of a live process is left."""
+    return all(not psutil.pid_exists(int(entry.name)) for entry in ledger.iterdir())
