@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from vramtop.core.model import Sample
+from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.model import Rates, Sample
 
 # Progress of a long action, in the user's words: "stopping", "memory released", "loading",
 # "profiling", "capturing graphs", "ready", "failed".
@@ -58,4 +59,31 @@ class Backend(Protocol):
 
     def close(self, stop_server: bool) -> None:
         """Leave: stop the server only when asked (the default is to leave it running)."""
+        ...
+
+
+class ConsoleExtras(Protocol):
+    """What a backend may also offer the console; every member is optional.
+
+    The console reads these with `getattr` and shows less when one is missing, so a backend
+    can grow into them one at a time.
+    """
+
+    wsl: bool | None  # None: not known
+    call_on: bool  # demo: a simulated video call is on
+
+    def findings(self) -> list[Any]:
+        """Open findings (core.diagnosis.Finding or mappings with the same fields)."""
+        ...
+
+    def events(self) -> list[Any]:
+        """The session's events, oldest first: mappings {t, event, detail} as recorded."""
+        ...
+
+    def healthy_baseline(self) -> Rates | None:
+        """The healthy token rates learned for the current server start."""
+        ...
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        """The live server's terms for the headroom calculator (calibrated), if known."""
         ...

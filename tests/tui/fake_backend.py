@@ -1,0 +1,442 @@
+"""A deterministic in-process Backend for the console's Pilot tests, snapshots and benches.
+
+It plays the field report's machine (a 32 GB card under WSL2, a 27B model, a 9.26 GiB KV pool
+at 0.93) from a seeded random stream and a fixed clock, so two runs render the same frames.
+Every call is recorded, so tests can assert what the console asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.core.headroom import Architecture, HeadroomInputs
+from vramtop.core.model import (
+    GIB,
+    MIB,
+    CacheConfig,
+    GpuDevice,
+    GpuReading,
+    ProcessMemory,
+    Rates,
+    Sample,
+    ServerInfo,
+    ServerMetrics,
+    ServerReading,
+    ServerState,
+    Split,
+    SplitMethod,
+    StartupFacts,
+)
+
+EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
+TOTAL_BYTES = 32_607 * MIB
+WEIGHTS_GIB = 18.9
+FIXED_GIB = 1.45  # activation + non-torch + graphs, what vLLM carves out of the budget
+OUTSIDE_BUDGET_BYTES = int(0.45 * GIB)  # CUDA context and friends, outside the budget
+BYTES_PER_TOKEN = 65_536
+MAX_MODEL_LEN = 163_840
+DESKTOP_QUIET_BYTES = int(1.3 * GIB)
+CALL_EXTRA_BYTES = int(3.2 * GIB)
+
+
+@dataclass
+class FakeFinding:
+    """Shaped like core.diagnosis.Finding, for the banner and timeline."""
+
+    kind: str
+    severity: str
+    summary: str
+    first_seen_t: float
+    evidence: dict[str, Any] = field(default_factory=dict)
+    ruled_out: dict[str, Any] = field(default_factory=dict)
+    ladder: dict[str, str] = field(default_factory=dict)
+    remedy: dict[str, Any] = field(default_factory=dict)
+    closed_t: float | None = None
+
+
+class FakeBackend:
+    """Scripted samples: `tick()` advances a fixed clock by one second."""
+
+    def __init__(
+        self,
+        *,
+        seed: int = 7,
+        demo: bool = True,
+        wsl: bool = True,
+        util: float = 0.93,
+        profile_name: str | None = "qwen-27b",
+        version: str | None = "0.29.0",
+    ) -> None:
+        self.demo = demo
+        self.wsl = wsl
+        self.profile_name = profile_name
+        self.version = version
+        self.call_on = False
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.t = 0.0
+        self.pid = 4242
+        self.state = ServerState.RUNNING
+        self.util = util
+        self.started_at = EPOCH - 3_725.0
+        self.ready_s: float | None = 94.0
+        self.phase: str | None = "ready"
+        self.last_error: str | None = None
+        self.collapse = 0.0  # 0 healthy … 1 fully collapsed
+        self.gen_counter = 1_000_000.0
+        self.prompt_counter = 4_000_000.0
+        self.preemptions = 0
+        self.nvml_error: str | None = None
+        self.metrics_error: str | None = None
+        self._log: list[str] = list(_STARTUP_LOG)
+        self._events: list[dict[str, Any]] = [
+            {"t": 0.0, "event": "start", "detail": {"gpu_memory_utilization": util}},
+            {"t": 0.0, "event": "ready", "detail": {"ready_s": 94.0}},
+        ]
+        self._findings: list[FakeFinding] = []
+        # What the console asked for, in order: ("restart",), ("relaunch", 0.85), ("close", False)
+        self.calls: list[tuple[Any, ...]] = []
+        self.closed_with: bool | None = None
+
+    # -- the clock the console is given ---------------------------------------------------
+    def clock(self) -> float:
+        return EPOCH + self.t
+
+    # -- Backend ----------------------------------------------------------------------------
+    def tick(self) -> Sample:
+        with self._lock:
+            self.t += 1.0
+            return self._sample()
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
+        with self._lock:
+            self.calls.append(("start",))
+        return self._launch(progress, "started")
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        with self._lock:
+            self.calls.append(("stop",))
+            self.state = ServerState.STOPPED
+            self.pid = self.pid  # kept for the log; the header shows the state
+            self._events.append({"t": self.t, "event": "stop", "detail": {"reason": "key s"}})
+        _say(progress, "stopping")
+        _say(progress, "memory released")
+        return ActionResult(ok=True, message="vLLM stopped.")
+
+    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+        with self._lock:
+            self.calls.append(("restart",))
+            self._events.append({"t": self.t, "event": "restart", "detail": {"reason": "key r"}})
+        return self._launch(progress, "restarted")
+
+    def relaunch(
+        self,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ActionResult:
+        with self._lock:
+            self.calls.append(("relaunch", gpu_memory_utilization))
+            if gpu_memory_utilization is not None:
+                self.util = gpu_memory_utilization
+            self._events.append(
+                {
+                    "t": self.t,
+                    "event": "relaunch",
+                    "detail": {"gpu_memory_utilization": self.util},
+                }
+            )
+        return self._launch(progress, f"relaunched at {self.util:.2f}")
+
+    def log_lines(self, limit: int = 500) -> list[str]:
+        with self._lock:
+            return self._log[-limit:]
+
+    def toggle_call(self) -> bool:
+        with self._lock:
+            self.call_on = not self.call_on
+            self.calls.append(("toggle_call", self.call_on))
+            return self.call_on
+
+    def close(self, stop_server: bool) -> None:
+        with self._lock:
+            self.calls.append(("close", stop_server))
+            self.closed_with = stop_server
+
+    # -- optional console extras ------------------------------------------------------------
+    def findings(self) -> list[FakeFinding]:
+        with self._lock:
+            return [f for f in self._findings if f.closed_t is None]
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows: list[dict[str, Any]] = list(self._events)
+            for f in self._findings:
+                detail = {"kind": f.kind, "summary": f.summary}
+                if f.closed_t is not None:
+                    detail["duration_s"] = f.closed_t - f.first_seen_t
+                rows.append({"t": f.first_seen_t, "event": "finding", "detail": detail})
+            return sorted(rows, key=lambda r: r["t"])
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        return _headroom_inputs(self.util) if self.state is ServerState.RUNNING else None
+
+    def healthy_baseline(self) -> Rates:
+        return Rates(generation_tps=77.0, prompt_tps=410.0)
+
+    # -- scripted trouble, for tests --------------------------------------------------------
+    def crash(self) -> None:
+        with self._lock:
+            self.state = ServerState.CRASHED
+            self.last_error = "EngineCore died unexpectedly (exit code -9)."
+            self._log += [
+                "ERROR 11-14 10:02:11 [core.py:812] EngineCore encountered a fatal error.",
+                "ERROR 11-14 10:02:11 [core.py:812] RuntimeError: CUDA error: an illegal "
+                "memory access was encountered",
+                "vLLM exited with code -9",
+            ]
+            self._events.append({"t": self.t, "event": "exit", "detail": {"returncode": -9}})
+            self._findings.append(
+                FakeFinding(
+                    kind="server_crashed",
+                    severity="critical",
+                    summary="vLLM exited without being asked to (code -9).",
+                    first_seen_t=self.t,
+                    evidence={"returncode": -9},
+                    ladder={
+                        "observed": "the server process exited with code -9",
+                        "inferred": "the engine died; nothing is serving requests",
+                        "hypothesis": "killed for memory, or a CUDA fault (see the log)",
+                    },
+                    remedy={"action": "restart"},
+                )
+            )
+
+    # -- internals ---------------------------------------------------------------------------
+    def _launch(self, progress: ProgressCallback | None, verb: str) -> ActionResult:
+        for step in ("stopping", "memory released", "loading", "profiling", "ready"):
+            _say(progress, step)
+        with self._lock:
+            self.pid += 101
+            self.state = ServerState.RUNNING
+            self.started_at = self.clock()
+            self.ready_s = 91.0
+            self.collapse = 0.0
+            self.last_error = None
+            for f in self._findings:
+                if f.closed_t is None:
+                    f.closed_t = self.t
+            self._events.append({"t": self.t, "event": "ready", "detail": {"ready_s": 91.0}})
+            self._log.append(f"INFO vramtop: server {verb}, pid {self.pid}")
+        return ActionResult(ok=True, message=f"vLLM {verb} (pid {self.pid}).")
+
+    def _budget_bytes(self) -> int:
+        return math.ceil(TOTAL_BYTES * self.util)
+
+    def _kv_bytes(self) -> int:
+        return max(0, self._budget_bytes() - int((WEIGHTS_GIB + FIXED_GIB) * GIB))
+
+    def _sample(self) -> Sample:
+        rng = self._rng
+        budget = self._budget_bytes()
+        server_bytes = budget + OUTSIDE_BUDGET_BYTES if self.state is ServerState.RUNNING else 0
+        headroom = TOTAL_BYTES - budget - OUTSIDE_BUDGET_BYTES
+        desktop = DESKTOP_QUIET_BYTES + (CALL_EXTRA_BYTES if self.call_on else 0)
+        desktop += int(rng.uniform(0, 0.05) * GIB)
+        if self.call_on and desktop > headroom and self.state is ServerState.RUNNING:
+            self.collapse = min(1.0, self.collapse + 0.34)
+            if self.collapse >= 1.0 and not self.findings_open("vram_contention"):
+                self._open_contention()
+        used = min(TOTAL_BYTES, server_bytes + desktop)
+        running = self.state is ServerState.RUNNING
+        gen_tps = (77.0 - 67.0 * self.collapse + rng.uniform(-3, 3)) if running else 0.0
+        prompt_tps = (410.0 + rng.uniform(-40, 40)) if running else 0.0
+        self.gen_counter += gen_tps
+        self.prompt_counter += prompt_tps
+        kv_bytes = self._kv_bytes()
+        kv_tokens = kv_bytes // BYTES_PER_TOKEN
+        gpu = self._gpu(used)
+        server = self._server(running, kv_bytes, kv_tokens, rng)
+        info = ServerInfo(
+            state=self.state,
+            pid=self.pid if self.state is not ServerState.STOPPED else None,
+            port=8000,
+            started_at=self.started_at,
+            ready_s=self.ready_s,
+            phase=self.phase,
+            profile=self.profile_name,
+            gpu_memory_utilization=self.util,
+            max_model_len=MAX_MODEL_LEN,
+            kv_cache_dtype="fp8",
+            returncode=-9 if self.state is ServerState.CRASHED else None,
+            last_error=self.last_error,
+        )
+        startup = StartupFacts(
+            version=self.version,
+            weights_gib=WEIGHTS_GIB,
+            available_kv_gib=round(kv_bytes / GIB, 2),
+            kv_cache_tokens=kv_tokens,
+            max_concurrency=round(kv_tokens / MAX_MODEL_LEN, 2),
+            max_concurrency_len=MAX_MODEL_LEN,
+            requested_util=self.util,
+        )
+        split = self._split(server_bytes, used, budget, headroom, desktop)
+        return Sample(
+            t=self.t,
+            gpu=gpu,
+            server=server,
+            info=info,
+            startup=startup,
+            split=split,
+            rates=Rates(generation_tps=gen_tps if running else None, prompt_tps=prompt_tps),
+        )
+
+    def findings_open(self, kind: str) -> bool:
+        return any(f.kind == kind and f.closed_t is None for f in self._findings)
+
+    def _open_contention(self) -> None:
+        self._findings.append(
+            FakeFinding(
+                kind="vram_contention",
+                severity="critical",
+                summary="Tokens/s collapsed (77 → 10) while the desktop took the card's "
+                "headroom: the desktop is squeezing vLLM.",
+                first_seen_t=self.t,
+                evidence={"generation_tps": 10.0, "baseline_tps": 77.0, "kv_usage": 0.017},
+                ruled_out={"kv_pressure": "KV usage 1.7 %", "gpu_throttling": "no throttle"},
+                ladder={
+                    "observed": "card full (31.9 of 31.8 GiB), desktop share +3.2 GiB, "
+                    "tokens/s 77 → 10, KV usage 1.7 %, no throttling",
+                    "inferred": "contention for physical VRAM with the desktop",
+                    "hypothesis": "serving memory lost residency and is read over PCIe",
+                },
+                remedy={"action": "relaunch", "gpu_memory_utilization": 0.85},
+            )
+        )
+        self._events.append({"t": self.t, "event": "log", "detail": {"line": "collapse onset"}})
+
+    def _gpu(self, used: int) -> GpuReading:
+        if self.nvml_error:
+            return GpuReading(devices=(), error=self.nvml_error)
+        processes = None
+        if not self.wsl:
+            processes = (
+                ProcessMemory(self.pid, "VLLM::EngineCore", used - DESKTOP_QUIET_BYTES),
+                ProcessMemory(1201, "Xorg", int(0.8 * GIB)),
+                ProcessMemory(2210, "firefox", int(0.5 * GIB)),
+            )
+        return GpuReading(
+            devices=(
+                GpuDevice(
+                    index=0,
+                    name="NVIDIA GeForce RTX 5090",
+                    total_bytes=TOTAL_BYTES,
+                    used_bytes=used,
+                    free_bytes=TOTAL_BYTES - used,
+                    temperature_c=61,
+                    sm_clock_mhz=2_610,
+                    processes=processes,
+                ),
+            ),
+            source="sim",
+        )
+
+    def _server(
+        self, running: bool, kv_bytes: int, kv_tokens: int, rng: random.Random
+    ) -> ServerReading:
+        url = "http://127.0.0.1:8000"
+        if not running:
+            return ServerReading(url=url, reachable=False, error="connection refused")
+        metrics = ServerMetrics(
+            generation_tokens_total=self.gen_counter,
+            prompt_tokens_total=self.prompt_counter,
+            requests_running=1.0,
+            requests_waiting=0.0,
+            preemptions_total=float(self.preemptions),
+            kv_cache_usage=0.017 + rng.uniform(0, 0.004),
+            model_name="qwen3.8-27b",
+            cache=CacheConfig(
+                block_size=16,
+                cache_dtype="fp8",
+                gpu_memory_utilization=self.util,
+                num_gpu_blocks=kv_tokens // 16,
+                kv_cache_size_tokens=kv_tokens,
+                kv_cache_memory_bytes=kv_bytes,
+                kv_cache_max_concurrency=round(kv_tokens / MAX_MODEL_LEN, 2),
+            ),
+        )
+        return ServerReading(
+            url=url,
+            reachable=self.metrics_error is None,
+            healthy=self.metrics_error is None,
+            metrics=metrics,
+            version=self.version,
+            max_model_len=MAX_MODEL_LEN,
+            served_model="qwen3.8-27b",
+            stale=self.metrics_error is not None,
+            error=self.metrics_error,
+        )
+
+    def _split(
+        self, server_bytes: int, used: int, budget: int, headroom: int, desktop: int
+    ) -> Split:
+        method = SplitMethod.DERIVED if self.wsl else SplitMethod.PER_PROCESS
+        detail = (
+            "WSL2 gives no per-process numbers: vLLM's share is its budget plus its CUDA "
+            "context; the desktop share is the rest of what the card reports used."
+            if self.wsl
+            else "Per-process numbers from the driver, summed over vLLM's process tree."
+        )
+        return Split(
+            total_bytes=TOTAL_BYTES,
+            server_bytes=server_bytes,
+            desktop_bytes=max(0, used - server_bytes),
+            free_bytes=TOTAL_BYTES - used,
+            method=method,
+            detail=detail,
+            budget_bytes=budget,
+            headroom_bytes=headroom,
+        )
+
+
+def _say(progress: ProgressCallback | None, step: str) -> None:
+    if progress is not None:
+        progress(step)
+
+
+_STARTUP_LOG = [
+    "INFO 11-14 09:00:01 [api_server.py:1351] vLLM API server version 0.29.0",
+    "INFO 11-14 09:00:44 [gpu_model_runner.py:2602] Model loading took 18.90 GiB and 41.2 seconds",
+    "INFO 11-14 09:01:20 [gpu_worker.py:298] Available KV cache memory: 9.26 GiB",
+    "INFO 11-14 09:01:20 [kv_cache_utils.py:1087] GPU KV cache size: 151,715 tokens",
+    "INFO 11-14 09:01:20 [kv_cache_utils.py:1091] Maximum concurrency for 163,840 tokens "
+    "per request: 0.93x",
+    "INFO 11-14 09:01:35 [api_server.py:1990] Starting vLLM API server 0 on http://127.0.0.1:8000",
+    "INFO 11-14 09:02:10 [loggers.py:123] Engine 000: Avg prompt throughput: 412.0 tokens/s, "
+    "Avg generation throughput: 77.1 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+    "GPU KV cache usage: 1.7%, Prefix cache hit rate: 63.2%",
+]
+
+
+def _headroom_inputs(util: float) -> HeadroomInputs:
+    """The fake card's terms, calibrated like a live server's (same sums as `_kv_bytes`)."""
+    arch = Architecture(full_attention_layers=16, kv_heads=8, head_dim=256, dtype="bfloat16")
+    return HeadroomInputs(
+        total_bytes=TOTAL_BYTES,
+        architecture=arch,
+        weights_bytes=int(WEIGHTS_GIB * GIB),
+        non_torch_bytes=int(0.25 * GIB),
+        activation_bytes=int((FIXED_GIB - 0.25) * GIB),
+        cudagraph_bytes=0,
+        outside_budget_bytes=OUTSIDE_BUDGET_BYTES,
+        kv_cache_dtype="fp8",
+        max_model_len=MAX_MODEL_LEN,
+        vllm_version="0.29.0",
+        calibrated_util=util,
+    )

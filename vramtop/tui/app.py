@@ -1,0 +1,523 @@
+"""The console: one screen of live state, keys that act on the server, never a frozen frame.
+
+Flow: a timer *triggers* a tick; a thread worker does the blocking reads through the Backend
+and posts a `SampleArrived`; the handler only renders. Actions (restart, relaunch, …) run in
+their own thread worker and report progress as messages, so a slow server never blocks a key.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.events import Resize
+from textual.widgets import Footer
+
+from vramtop import locations
+from vramtop.backend import ActionResult, Backend
+from vramtop.config import Settings
+from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.model import Rates, Sample, ServerState
+from vramtop.tui.commands import ConsoleCommands
+from vramtop.tui.format import field
+from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal
+from vramtop.tui.screens.help_screen import HelpScreen
+from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog
+from vramtop.tui.screens.timeline_screen import TimelineScreen
+from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.finding_banner import FindingBanner
+from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
+from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel
+from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+log = logging.getLogger(__name__)
+
+HISTORY = 240  # samples kept for the sparklines: four minutes at 1 Hz
+LOG_TAIL = 300
+RESTART_CONFIRM_S = 5.0
+# Below either, panels lose their sparklines and the log: still every number, no crash.
+COMPACT_WIDTH = 70
+COMPACT_HEIGHT = 22
+
+# (binding id, key, action, footer label, palette title, help text)
+ACTIONS: list[tuple[str, str, str, str, str, str]] = [
+    (
+        "restart",
+        "r",
+        "restart",
+        "Restart",
+        "Restart vLLM",
+        "restart now (asks once if requests are running)",
+    ),
+    (
+        "relaunch",
+        "b",
+        "relaunch",
+        "Budget",
+        "Relaunch with another budget",
+        "relaunch with an adjusted --gpu-memory-utilization",
+    ),
+    (
+        "start_stop",
+        "s",
+        "start_stop",
+        "Start/stop",
+        "Start or stop vLLM",
+        "start the server, or stop it",
+    ),
+    (
+        "headroom",
+        "c",
+        "headroom",
+        "Headroom",
+        "Headroom calculator",
+        "what-if: budget vs desktop headroom and KV pool",
+    ),
+    (
+        "timeline",
+        "e",
+        "timeline",
+        "Events",
+        "Event timeline",
+        "starts, restarts, relaunches, findings",
+    ),
+    (
+        "focus_log",
+        "l",
+        "focus_log",
+        "Log",
+        "Focus the server log",
+        "move to the server log (scroll with arrows)",
+    ),
+    (
+        "search_log",
+        "slash",
+        "search_log",
+        "Search",
+        "Search the server log",
+        "filter the server log",
+    ),
+    (
+        "toggle_call",
+        "v",
+        "toggle_call",
+        "Call",
+        "Start or end a simulated call",
+        "demo: start or end a simulated video call",
+    ),
+    ("cycle_theme", "t", "cycle_theme", "Theme", "Next theme", "cycle through the themes"),
+    ("help", "question_mark", "help", "Help", "Help: keys", "this help"),
+    (
+        "quit",
+        "q",
+        "quit_console",
+        "Quit",
+        "Quit vramtop",
+        "quit (asks whether to leave vLLM running)",
+    ),
+]
+KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
+FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log"}
+
+
+class VramtopApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "vramtop"
+    COMMANDS: ClassVar[set[Any]] = App.COMMANDS | {ConsoleCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            key,
+            action,
+            label,
+            id=binding_id,
+            show=binding_id not in FOOTER_HIDDEN,
+            key_display=KEY_DISPLAY.get(key),
+        )
+        for binding_id, key, action, label, _title, _help in ACTIONS
+    ]
+
+    def __init__(
+        self,
+        backend: Backend,
+        settings: Settings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.settings = settings or Settings()
+        self._clock = clock
+        self.sample: Sample | None = None
+        self.findings: list[Any] = []
+        self.events: list[Any] = []
+        self.headroom_inputs: HeadroomInputs | None = None
+        self.baseline: Rates | None = None
+        self.busy: str | None = None  # the action running now, if any
+        self.activity: str | None = None  # one line: progress or the last action's result
+        self.desktop_peak_bytes: int | None = None
+        self._generation: deque[float] = deque(maxlen=HISTORY)
+        self._prompt: deque[float] = deque(maxlen=HISTORY)
+        self._kv_usage: deque[float] = deque(maxlen=HISTORY)
+        self._tick_in_flight = False
+        self._restart_armed = False
+        self._theme_names: list[str] = []
+        self._pending_flags: dict[str, Any] = {}
+
+    # -- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield ConsoleHeader()
+        yield FindingBanner()
+        with Vertical(id="panels"):
+            yield VramSplitPanel(classes="panel")
+            with Horizontal(id="middle"):
+                yield KvPoolPanel(classes="panel")
+                yield ThroughputPanel(classes="panel")
+            yield ServerLog(id="server-log")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._install_themes()
+        if self.settings.keys:
+            self.set_keymap(dict(self.settings.keys))
+        self._render_header()
+        self.set_interval(self.settings.interval_s, self.request_tick)
+        self.request_tick()
+
+    def on_resize(self, event: Resize) -> None:
+        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self.screen.set_class(compact, "-compact")
+
+    def get_css_variables(self) -> dict[str, str]:
+        variables = super().get_css_variables()
+        # A theme without vramtop's own variables still gets a readable VRAM bar.
+        fallback = {
+            "vram-server": variables.get("primary", "blue"),
+            "vram-desktop": variables.get("warning", "yellow"),
+            "vram-free": variables.get("foreground-darken-3", variables.get("panel", "grey")),
+            "vram-budget": variables.get("error", "red"),
+        }
+        return {**{k: fallback[k] for k in VARIABLE_DEFAULTS}, **variables}
+
+    def _install_themes(self) -> None:
+        loaded = load_themes()
+        for theme in loaded.themes:
+            self.register_theme(theme)
+        self._theme_names = sorted(t.name for t in loaded.themes) or [self.theme]
+        for notice in loaded.notices:
+            self.notify(notice, title="Theme", severity="warning", timeout=8)
+        wanted = self.settings.theme
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            if DEFAULT_THEME in self.available_themes:
+                self.theme = DEFAULT_THEME
+            self.notify(
+                f"Theme {wanted!r} was not found or could not be read; using {self.theme}.",
+                title="Theme",
+                severity="warning",
+                timeout=8,
+            )
+
+    # -- ticks ---------------------------------------------------------------------------
+    def request_tick(self) -> None:
+        """Start one read unless one is still running (a hanging source must not pile up)."""
+        if self._tick_in_flight:
+            return
+        self._tick_in_flight = True
+        self._tick_worker()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="tick")
+    def _tick_worker(self) -> None:
+        backend = self.backend
+        try:
+            sample = backend.tick()
+            lines = backend.log_lines(LOG_TAIL)
+            findings = _optional_call(backend, "findings", [])
+            events = _optional_call(backend, "events", [])
+            self.headroom_inputs = _optional_call(backend, "headroom_inputs", None)
+            self.baseline = _optional_call(backend, "healthy_baseline", None)
+        except Exception as error:  # a backend bug must not take the console down
+            log.exception("tick failed")
+            self.post_message(TickFailed(f"{type(error).__name__}: {error}"))
+            return
+        self.post_message(SampleArrived(sample, lines, findings, events))
+
+    def on_tick_failed(self, message: TickFailed) -> None:
+        self._tick_in_flight = False
+        self.activity = (
+            f"reading failed ({message.reason}); details in {locations.own_log_file().name}"
+        )
+        self._render_header()
+
+    def on_sample_arrived(self, message: SampleArrived) -> None:
+        self._tick_in_flight = False
+        sample = message.sample
+        previous_state = self.sample.info.state if self.sample and self.sample.info else None
+        self.sample = sample
+        self.findings = message.findings
+        self.events = message.events
+        self._remember(sample)
+        self._render(sample, message.log_lines)
+        state = sample.info.state if sample.info else None
+        if state != previous_state:
+            self.refresh_bindings()
+
+    def _remember(self, sample: Sample) -> None:
+        rates = sample.rates
+        self._generation.append(rates.generation_tps or 0.0)
+        self._prompt.append(rates.prompt_tps or 0.0)
+        metrics = sample.server.metrics if sample.server else None
+        usage = metrics.kv_cache_usage if metrics else None
+        self._kv_usage.append(usage or 0.0)
+        desktop = sample.split.desktop_bytes if sample.split else None
+        if desktop is not None:
+            self.desktop_peak_bytes = max(desktop, self.desktop_peak_bytes or 0)
+
+    def _render(self, sample: Sample, log_lines: list[str]) -> None:
+        self._render_header()
+        self.query_one(FindingBanner).show(self.findings)
+        self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info)
+        self.query_one(KvPoolPanel).show(sample, tuple(self._kv_usage))
+        self.query_one(ThroughputPanel).show(
+            sample, self.baseline, tuple(self._generation), tuple(self._prompt)
+        )
+        self.query_one(ServerLog).show(log_lines, _log_notice(sample))
+
+    def _render_header(self) -> None:
+        self.query_one(ConsoleHeader).show(
+            self.sample,
+            self._clock(),
+            wsl=getattr(self.backend, "wsl", None),
+            call_on=bool(getattr(self.backend, "call_on", False)),
+            demo=self.backend.demo,
+            profile=self.backend.profile_name,
+            activity=self.activity,
+        )
+
+    # -- which keys make sense now --------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_call":
+            return self.backend.demo  # False hides it: outside the demo there is no call
+        if action in ("restart", "relaunch", "start_stop"):
+            if self.busy is not None:
+                return None  # shown dimmed: wait for the running action
+            state = self.state
+            if action == "restart" and state in (None, ServerState.STOPPED):
+                return None
+        return True
+
+    @property
+    def state(self) -> ServerState | None:
+        return self.sample.info.state if self.sample and self.sample.info else None
+
+    def palette_entries(self) -> Iterable[tuple[str, str, str]]:
+        for _id, _key, action, _label, title, help_text in ACTIONS:
+            if action == "toggle_call" and not self.backend.demo:
+                continue
+            yield title, help_text, action
+
+    # -- actions -------------------------------------------------------------------------
+    def action_restart(self) -> None:
+        metrics = self.sample.server.metrics if self.sample and self.sample.server else None
+        running = int(metrics.requests_running or 0) if metrics else 0
+        if running and not self._restart_armed:
+            self._restart_armed = True
+            self.activity = f"{running} request(s) running: press r again to restart"
+            self._render_header()
+            self.set_timer(RESTART_CONFIRM_S, self._disarm_restart)
+            return
+        self._restart_armed = False
+        self._start_action("restart", lambda progress: self.backend.restart(progress=progress))
+
+    def _disarm_restart(self) -> None:
+        if self._restart_armed:
+            self._restart_armed = False
+            self.activity = None
+            self._render_header()
+
+    def action_relaunch(self, suggested: float | None = None) -> None:
+        current = (
+            self.sample.info.gpu_memory_utilization if self.sample and self.sample.info else None
+        )
+        remedy_util, why = _remedy_util(self.findings)
+        value = suggested or remedy_util or current or 0.9
+        if suggested is not None:
+            why = "proposed in the headroom panel"
+        self.push_screen(
+            BudgetDialog(value, current, self.headroom_inputs, why=why), self._relaunch_chosen
+        )
+
+    def _relaunch_chosen(self, util: float | None) -> None:
+        flags, self._pending_flags = self._pending_flags, {}
+        if util is None:
+            return
+        self._start_action(
+            "relaunch",
+            lambda progress: self.backend.relaunch(
+                gpu_memory_utilization=util, progress=progress, **flags
+            ),
+        )
+
+    def action_start_stop(self) -> None:
+        if self.state in (ServerState.RUNNING, ServerState.STARTING):
+            self._start_action("stop", lambda progress: self.backend.stop(progress=progress))
+        else:
+            self._start_action("start", lambda progress: self.backend.start(progress=progress))
+
+    def action_headroom(self) -> None:
+        current = (
+            self.sample.info.gpu_memory_utilization if self.sample and self.sample.info else None
+        )
+        self.push_screen(
+            HeadroomScreen(
+                self.headroom_inputs,
+                current,
+                self.desktop_peak_bytes,
+                self.settings.min_desktop_headroom_gib,
+            ),
+            self._headroom_chosen,
+        )
+
+    def _headroom_chosen(self, proposal: Proposal | None) -> None:
+        if proposal is None:
+            return
+        self._pending_flags = proposal.extra_flags()
+        self.action_relaunch(suggested=proposal.util)
+
+    def action_timeline(self) -> None:
+        self.push_screen(TimelineScreen(self.events))
+
+    def action_focus_log(self) -> None:
+        self.query_one("#server-log RichLog").focus()
+
+    def action_search_log(self) -> None:
+        self.query_one(ServerLog).start_search()
+
+    def action_toggle_call(self) -> None:
+        self._toggle_call_worker()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="call")
+    def _toggle_call_worker(self) -> None:
+        on = self.backend.toggle_call()
+        self.call_from_thread(self._call_toggled, on)
+
+    def _call_toggled(self, on: bool) -> None:
+        self.activity = "simulated call started" if on else "simulated call ended"
+        self._render_header()
+
+    def action_cycle_theme(self) -> None:
+        names = self._theme_names
+        index = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(index + 1) % len(names)]
+        self.notify(f"Theme: {self.theme}", timeout=2)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_rows()))
+
+    def help_rows(self) -> list[tuple[str, str, str]]:
+        keymap = getattr(self, "_keymap", {})
+        rows = []
+        for binding_id, key, action, _label, _title, help_text in ACTIONS:
+            if action == "toggle_call" and not self.backend.demo:
+                continue
+            shown = keymap.get(binding_id, key)
+            rows.append((KEY_DISPLAY.get(shown, shown), help_text, binding_id))
+        return rows
+
+    def action_quit_console(self) -> None:
+        self.push_screen(QuitDialog(), self._quit_chosen)
+
+    def _quit_chosen(self, choice: QuitChoice | None) -> None:
+        if choice is None:
+            return
+        self.activity = "stopping vLLM, then quitting…" if choice == "stop" else "quitting…"
+        self._render_header()
+        self._close_worker(choice == "stop")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="close")
+    def _close_worker(self, stop_server: bool) -> None:
+        try:
+            self.backend.close(stop_server=stop_server)
+        except Exception:
+            log.exception("close failed")
+        self.call_from_thread(self.exit, 0)
+
+    # -- long actions ---------------------------------------------------------------------
+    def _start_action(
+        self, name: str, call: Callable[[Callable[[str], None]], ActionResult]
+    ) -> None:
+        if self.busy is not None:
+            return
+        self.busy = name
+        self.activity = f"{name}: starting…"
+        self._render_header()
+        self.refresh_bindings()
+        self._action_worker(name, call)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="action")
+    def _action_worker(
+        self, name: str, call: Callable[[Callable[[str], None]], ActionResult]
+    ) -> None:
+        def progress(step: str) -> None:
+            self.post_message(ActionProgress(name, step))
+
+        try:
+            result = call(progress)
+        except Exception as error:
+            log.exception("%s failed", name)
+            result = ActionResult(ok=False, message=f"{name} failed: {error}")
+        self.post_message(ActionFinished(name, result))
+
+    def on_action_progress(self, message: ActionProgress) -> None:
+        self.activity = f"{message.action}: {message.step}…"
+        self._render_header()
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.busy = None
+        result = message.result
+        self.activity = result.message
+        if not result.ok:
+            self.notify(
+                result.detail or result.message, title=message.action, severity="error", timeout=10
+            )
+        self._render_header()
+        self.refresh_bindings()
+        self.request_tick()
+
+
+def _optional_call(backend: object, name: str, default: Any) -> Any:
+    method = getattr(backend, name, None)
+    return method() if callable(method) else default
+
+
+def _remedy_util(findings: list[Any]) -> tuple[float | None, str | None]:
+    for finding in findings:
+        util = field(field(finding, "remedy"), "gpu_memory_utilization")
+        if util is not None:
+            return float(util), f"suggested by the {field(finding, 'kind')} finding"
+    return None, None
+
+
+def _log_notice(sample: Sample) -> str | None:
+    info = sample.info
+    if info and info.state is ServerState.CRASHED:
+        return "vLLM exited: the last lines say why · s starts it again"
+    return None
+
+
+def run_console(backend: Backend, settings: Settings | None = None) -> int:
+    """Open the console on `backend`; returns the process exit code."""
+    app = VramtopApp(backend, settings)
+    result = app.run()
+    return result if isinstance(result, int) else 0

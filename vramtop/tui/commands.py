@@ -1,0 +1,36 @@
+"""The command palette: one entry for every console action (the same ones the keys run)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from vramtop.tui.app import VramtopApp
+
+
+class ConsoleCommands(Provider):
+    def _entries(self) -> list[tuple[str, str, str]]:
+        app = cast("VramtopApp", self.app)
+        return [
+            (title, help_text, action)
+            for title, help_text, action in app.palette_entries()
+            if app.check_action(action, ()) is True
+        ]
+
+    async def discover(self) -> Hits:
+        app = self.app
+        for title, help_text, action in self._entries():
+            yield DiscoveryHit(title, partial(app.run_action, action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        app = self.app
+        for title, help_text, action in self._entries():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(
+                    score, matcher.highlight(title), partial(app.run_action, action), help=help_text
+                )

@@ -1,0 +1,44 @@
+"""Small text helpers shared by the widgets: numbers in the units people read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vramtop.core.model import GIB
+
+
+def gib(value: int | float | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    return f"{value / GIB:.{digits}f}"
+
+
+def tps(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def count(value: float | int | None) -> str:
+    return "—" if value is None else f"{int(value):,}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "—"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """Read `name` from a dataclass-like object or a mapping (findings, events, ladders)."""
+    if obj is None:
+        return default
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)

@@ -1,0 +1,51 @@
+"""Messages that carry results from worker threads back to the event loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from vramtop.backend import ActionResult
+from vramtop.core.model import Sample
+
+
+class SampleArrived(Message):
+    """One tick's worth of everything the console shows."""
+
+    def __init__(
+        self,
+        sample: Sample,
+        log_lines: list[str],
+        findings: list[Any],
+        events: list[Any],
+    ) -> None:
+        super().__init__()
+        self.sample = sample
+        self.log_lines = log_lines
+        self.findings = findings
+        self.events = events
+
+
+class TickFailed(Message):
+    """The backend raised (it should not): say so, keep the console alive."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+class ActionProgress(Message):
+    """A step of a long action: "stopping", "memory released", "loading", … "ready"."""
+
+    def __init__(self, action: str, step: str) -> None:
+        super().__init__()
+        self.action = action
+        self.step = step
+
+
+class ActionFinished(Message):
+    def __init__(self, action: str, result: ActionResult) -> None:
+        super().__init__()
+        self.action = action
+        self.result = result

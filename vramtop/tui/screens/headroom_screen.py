@@ -1,0 +1,204 @@
+"""What-if on the budget, from the live server's terms: now vs a proposal, side by side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label, Static
+
+from vramtop.core.headroom import (
+    GIB,
+    HeadroomError,
+    HeadroomInputs,
+    Prediction,
+    largest_util_for_headroom,
+    predict,
+)
+from vramtop.tui.format import gib
+from vramtop.tui.whatif import STEP, step
+
+
+@dataclass(frozen=True)
+class Proposal:
+    util: float
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+
+    def extra_flags(self) -> dict[str, Any]:
+        flags: dict[str, Any] = {}
+        if self.max_model_len is not None:
+            flags["max_model_len"] = self.max_model_len
+        if self.kv_cache_dtype is not None:
+            flags["kv_cache_dtype"] = self.kv_cache_dtype
+        return flags
+
+
+class HeadroomScreen(ModalScreen[Proposal | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("minus", "step(-1)", "-0.01", priority=True),
+        Binding("plus,equals_sign", "step(1)", "+0.01", priority=True),
+        Binding("b", "propose", "Relaunch with this", priority=True),
+        Binding("escape,c", "close", "Close"),
+    ]
+
+    def __init__(
+        self,
+        inputs: HeadroomInputs | None,
+        current_util: float | None,
+        desktop_peak_bytes: int | None,
+        min_desktop_headroom_gib: float,
+    ) -> None:
+        super().__init__()
+        self._inputs = inputs
+        self._current = current_util
+        self._peak = desktop_peak_bytes
+        self._min_headroom_gib = min_desktop_headroom_gib
+        self.proposed = current_util or 0.9
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="headroom", classes="dialog"):
+            if self._inputs is None:
+                yield Label(
+                    "No live terms yet: the headroom calculator needs the running server's "
+                    "startup log (weights, pool). Start the server, or use `vramtop calc`."
+                )
+                return
+            yield Static(id="headroom-table")
+            with Horizontal(classes="fields"):
+                yield Label("max-model-len ")
+                yield Input(str(self._inputs.max_model_len), id="max-model-len", type="integer")
+                yield Label(" KV dtype ")
+                yield Input(self._inputs.kv_cache_dtype, id="kv-dtype")
+            yield Static(id="headroom-peak")
+            yield Static(
+                Content.styled(
+                    "+/- budget · b hands the proposal to the relaunch dialog · esc closes",
+                    "$text-muted",
+                )
+            )
+
+    def on_mount(self) -> None:
+        self.query_one("#headroom").border_title = "Headroom: what if"
+        self._refresh()
+
+    def _what_if_inputs(self) -> HeadroomInputs | None:
+        if self._inputs is None:
+            return None
+        inputs = self._inputs
+        try:
+            length = int(self.query_one("#max-model-len", Input).value)
+            inputs = replace(inputs, max_model_len=length)
+        except ValueError:
+            pass
+        dtype = self.query_one("#kv-dtype", Input).value.strip()
+        if dtype:
+            inputs = replace(inputs, kv_cache_dtype=dtype)
+        return inputs
+
+    def action_step(self, direction: int) -> None:
+        self.proposed = step(self.proposed, direction * STEP)
+        self._refresh()
+
+    def on_input_changed(self) -> None:
+        self._refresh()
+
+    def action_propose(self) -> None:
+        inputs = self._what_if_inputs()
+        base = self._inputs
+        changed_len = (
+            inputs.max_model_len
+            if inputs and base and inputs.max_model_len != base.max_model_len
+            else None
+        )
+        changed_dtype = (
+            inputs.kv_cache_dtype
+            if inputs and base and inputs.kv_cache_dtype != base.kv_cache_dtype
+            else None
+        )
+        self.dismiss(Proposal(self.proposed, changed_len, changed_dtype))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def _refresh(self) -> None:
+        if self._inputs is None:
+            return
+        inputs = self._what_if_inputs()
+        assert inputs is not None
+        now = _safe_predict(self._inputs, self._current)
+        try:
+            proposed: Prediction | str = predict(inputs, self.proposed)
+        except HeadroomError as error:
+            proposed = str(error)
+        self.query_one("#headroom-table", Static).update(_table(now, proposed))
+        self.query_one("#headroom-peak", Static).update(self._peak_line(inputs))
+
+    def _peak_line(self, inputs: HeadroomInputs) -> Content:
+        wanted = int(self._min_headroom_gib * GIB)
+        parts: list[str | tuple[str, str]] = [
+            f"for {self._min_headroom_gib:g} GiB desktop headroom: budget ",
+            (f"{largest_util_for_headroom(inputs, wanted):.2f}", "bold"),
+        ]
+        if self._peak is not None:
+            fit = largest_util_for_headroom(inputs, self._peak)
+            parts += [
+                f"\ndesktop peak this session {gib(self._peak, 2)} GiB"
+                " → largest budget that fits it ",
+                (f"{fit:.2f}", "bold"),
+            ]
+        return Content.assemble(*parts)
+
+
+def _safe_predict(inputs: HeadroomInputs, util: float | None) -> Prediction | None:
+    if util is None:
+        return None
+    try:
+        return predict(inputs, util)
+    except HeadroomError:
+        return None
+
+
+def _table(now: Prediction | None, proposed: Prediction | str) -> Content:
+    if isinstance(proposed, str):
+        return Content.assemble(("refused: ", "bold $error"), proposed)
+    rows: list[tuple[str, str, str, str]] = [("", "now", "proposed", "change")]
+
+    def row(label: str, value: Any, fmt: Any) -> None:
+        a = fmt(value(now)) if now else "—"
+        b = fmt(value(proposed))
+        diff = fmt(value(proposed) - value(now), signed=True) if now else ""
+        rows.append((label, a, b, diff))
+
+    row("budget", lambda p: p.util, lambda v, signed=False: f"{v:+.2f}" if signed else f"{v:.2f}")
+    row("budget GiB", lambda p: p.budget_bytes, _gib_fmt)
+    row("desktop headroom", lambda p: p.desktop_headroom_bytes, _gib_fmt)
+    row("KV pool GiB", lambda p: p.kv_cache_bytes, _gib_fmt)
+    row(
+        "KV tokens",
+        lambda p: p.kv_cache_tokens,
+        lambda v, signed=False: f"{v:+,}" if signed else f"{v:,}",
+    )
+    row(
+        "concurrency",
+        lambda p: p.max_concurrency,
+        lambda v, signed=False: f"{v:+.2f}×" if signed else f"{v:.2f}×",
+    )
+    lines = [f"{a:<17}{b:>10}{c:>10}{d:>10}" for a, b, c, d in rows]
+    text = "\n".join(lines)
+    if proposed.estimated:
+        text += f"\nestimated terms: {', '.join(proposed.estimated)}"
+    if not proposed.fits:
+        return Content.assemble(
+            text, ("\nthis budget would not start: the pool is too small", "bold $error")
+        )
+    return Content(text)
+
+
+def _gib_fmt(value: int, signed: bool = False) -> str:
+    return f"{value / GIB:+.2f}" if signed else f"{value / GIB:.2f}"

@@ -1,0 +1,45 @@
+"""Quit: leave vLLM running (the default: the agent keeps its model) or stop it."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label
+
+QuitChoice = Literal["leave", "stop"]
+
+
+class QuitDialog(ModalScreen[QuitChoice | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Stay"),
+        Binding("l", "choose('leave')", "Leave running", show=False),
+        Binding("s", "choose('stop')", "Stop vLLM", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit-dialog", classes="dialog"):
+            yield Label("Quit vramtop. Leave vLLM running for your agent, or stop it?")
+            with Horizontal(classes="buttons"):
+                yield Button("Leave running (l)", id="leave", variant="primary")
+                yield Button("Stop vLLM (s)", id="stop", variant="error")
+                yield Button("Stay (esc)", id="stay")
+
+    def on_mount(self) -> None:
+        self.query_one("#quit-dialog").border_title = "Quit"
+        self.query_one("#leave", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id in ("leave", "stop"):
+            self.dismiss("leave" if event.button.id == "leave" else "stop")
+        else:
+            self.dismiss(None)
+
+    def action_choose(self, choice: QuitChoice) -> None:
+        self.dismiss(choice)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

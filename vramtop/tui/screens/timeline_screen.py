@@ -1,0 +1,58 @@
+"""The session's events: starts, restarts, relaunches, findings with their durations."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label
+
+from vramtop.tui.format import duration, field
+
+
+class TimelineScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,e,q", "close", "Close")]
+
+    def __init__(self, events: list[Any]) -> None:
+        super().__init__()
+        self._events = events
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="timeline", classes="dialog"):
+            if not self._events:
+                yield Label("No events yet in this session.")
+            yield DataTable(cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#timeline").border_title = "Event timeline"
+        table = self.query_one(DataTable)
+        table.add_columns("at", "event", "what")
+        for event in self._events:
+            table.add_row(_at(field(event, "t")), str(field(event, "event", "?")), describe(event))
+        table.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _at(t: Any) -> str:
+    return duration(float(t)) if isinstance(t, int | float) else "—"
+
+
+def describe(event: Any) -> str:
+    detail = field(event, "detail") or {}
+    kind = field(event, "event")
+    if kind == "finding":
+        text = f"{field(detail, 'kind', '')}: {field(detail, 'summary', '')}"
+        lasted = field(detail, "duration_s")
+        return text + (f" (lasted {duration(lasted)})" if lasted is not None else " (open)")
+    if kind == "relaunch" and field(detail, "gpu_memory_utilization") is not None:
+        return f"budget {float(field(detail, 'gpu_memory_utilization')):.2f}"
+    if kind == "exit":
+        return f"exit code {field(detail, 'returncode')}"
+    if isinstance(detail, dict):
+        return ", ".join(f"{k} {v}" for k, v in detail.items())
+    return str(detail)

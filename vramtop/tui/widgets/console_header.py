@@ -1,0 +1,104 @@
+"""The two header lines: what card, which server, in what state, and what is happening now."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widgets import Static
+
+from vramtop.core.model import GIB, Sample, ServerState
+from vramtop.tui.format import duration
+
+Part = str | tuple[str, str]
+
+STATE_STYLE = {
+    ServerState.RUNNING: "bold $success",
+    ServerState.STARTING: "bold $warning",
+    ServerState.STOPPING: "bold $warning",
+    ServerState.STOPPED: "bold $text-muted",
+    ServerState.CRASHED: "bold $error",
+}
+
+
+class ConsoleHeader(Static):
+    DEFAULT_CSS = """
+    ConsoleHeader {
+        height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    """
+
+    def show(
+        self,
+        sample: Sample | None,
+        now: float,
+        *,
+        wsl: bool | None,
+        call_on: bool,
+        demo: bool,
+        profile: str | None,
+        activity: str | None,
+    ) -> None:
+        first = _machine_line(sample, wsl, call_on, demo, profile)
+        second = _server_line(sample, now, activity)
+        self.update(Content.assemble(*first, "\n", *second))
+
+
+def _machine_line(
+    sample: Sample | None, wsl: bool | None, call_on: bool, demo: bool, profile: str | None
+) -> list[Part]:
+    parts: list[Part] = [("vramtop", "bold $accent")]
+    if demo:
+        parts.append((" demo", "italic"))
+    gpu = sample.gpu if sample else None
+    if gpu and gpu.devices:
+        device = gpu.devices[0]
+        parts.append(f"  {_short_name(device.name)} {device.total_bytes / GIB:.1f} GiB")
+    elif gpu and gpu.error:
+        parts.append(("  GPU unavailable", "bold $error"))
+    if wsl is not None:
+        parts.append(" · WSL2" if wsl else " · native Linux")
+    info = sample.info if sample else None
+    profile_name = (info.profile if info else None) or profile
+    if profile_name:
+        parts.append(f" · {profile_name}")
+    version = _version(sample)
+    if version:
+        parts.append(f" · vLLM {version}")
+    if call_on:
+        parts.append(("  ● call on ", "bold reverse $warning"))
+    return parts
+
+
+def _server_line(sample: Sample | None, now: float, activity: str | None) -> list[Part]:
+    info = sample.info if sample else None
+    parts: list[Part] = []
+    if info is None:
+        parts.append("server: not known yet")
+    else:
+        parts.append((f"● {info.state.value}", STATE_STYLE.get(info.state, "")))
+        if info.pid is not None:
+            parts.append(f" pid {info.pid}")
+        if info.state is ServerState.RUNNING and info.started_at is not None:
+            parts.append(f" · up {duration(now - info.started_at)}")
+        if info.ready_s is not None:
+            parts.append(f" · ready in {duration(info.ready_s)}")
+        if info.gpu_memory_utilization is not None:
+            parts.append(f" · budget {info.gpu_memory_utilization:.2f}")
+    if activity:
+        parts.append((f"  {activity}", "bold $warning"))
+    return parts
+
+
+def _version(sample: Sample | None) -> str | None:
+    if sample is None:
+        return None
+    if sample.server and sample.server.version:
+        return sample.server.version
+    return sample.startup.version if sample.startup else None
+
+
+def _short_name(name: str) -> str:
+    """'NVIDIA GeForce RTX 5090' → 'RTX 5090': the header has 80 columns for everything."""
+    for prefix in ("NVIDIA GeForce ", "NVIDIA "):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name

@@ -1,0 +1,92 @@
+"""KV pool: size in GiB and tokens, usage now and its history, concurrency, preemptions."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from vramtop.core.model import GIB, Sample
+from vramtop.tui.format import count
+from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
+
+
+class KvPoolPanel(Vertical):
+    DEFAULT_CSS = """
+    KvPoolPanel { height: auto; }
+    KvPoolPanel > Static { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="kv-size")
+        yield Static(id="kv-usage")
+        yield FixedSparkline(id="kv-history")
+        yield Static(id="kv-more")
+        yield Static(id="kv-blocks")
+
+    def on_mount(self) -> None:
+        self.border_title = "KV pool"
+
+    def show(self, sample: Sample, usage_history: tuple[float, ...]) -> None:
+        size = self.query_one("#kv-size", Static)
+        usage = self.query_one("#kv-usage", Static)
+        more = self.query_one("#kv-more", Static)
+        history = self.query_one("#kv-history", FixedSparkline)
+        server = sample.server
+        metrics = server.metrics if server else None
+        cache = metrics.cache if metrics else None
+        startup = sample.startup
+        pool_bytes = cache.kv_cache_memory_bytes if cache else None
+        pool_gib = (
+            pool_bytes / GIB if pool_bytes else (startup.available_kv_gib if startup else None)
+        )
+        tokens = (cache.kv_cache_size_tokens if cache else None) or (
+            startup.kv_cache_tokens if startup else None
+        )
+        size.update(
+            f"{pool_gib:.2f} GiB · {count(tokens)} tokens"
+            if pool_gib is not None
+            else "size not known yet (waiting for the startup log or /metrics)"
+        )
+        if metrics is None or metrics.kv_cache_usage is None:
+            usage.update(_no_metrics(sample))
+        else:
+            stale = " (stale)" if server and server.stale else ""
+            usage.update(f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}")
+        history.data = usage_history
+        history.ceiling = 1.0
+        concurrency = (cache.kv_cache_max_concurrency if cache else None) or (
+            startup.max_concurrency if startup else None
+        )
+        max_len = (server.max_model_len if server else None) or (
+            sample.info.max_model_len if sample.info else None
+        )
+        preemptions = metrics.preemptions_total if metrics else None
+        conc = f"{concurrency:.2f}×" if concurrency is not None else "—"
+        at_len = f" at {max_len:,}" if max_len else ""
+        more.update(
+            Content.assemble(
+                f"{conc}{at_len} tok · ",
+                (count(preemptions), "bold $error" if preemptions else ""),
+                " preempted",
+            )
+        )
+        blocks = cache.num_gpu_blocks if cache else None
+        dtype = (cache.cache_dtype if cache else None) or (
+            sample.info.kv_cache_dtype if sample.info else None
+        )
+        block_size = f" of {cache.block_size}" if cache and cache.block_size else ""
+        self.query_one("#kv-blocks", Static).update(
+            Content.styled(
+                f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
+            )
+        )
+
+
+def _no_metrics(sample: Sample) -> Content:
+    server = sample.server
+    if server is None or not server.reachable:
+        reason = server.error if server and server.error else "not reachable"
+        return Content.assemble(("metrics: ", "$text-muted"), (reason, "$warning"))
+    return Content.styled("usage not reported by this vLLM", "$text-muted")

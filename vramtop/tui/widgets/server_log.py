@@ -1,0 +1,133 @@
+"""The tail of vLLM's output: searchable, startup failures highlighted."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, RichLog
+
+MAX_LINES = 500
+# What a failed start or a dying engine prints; worth a colour even in a long tail.
+FAILURE = re.compile(
+    r"\b(ERROR|CRITICAL|Traceback|OutOfMemoryError|out of memory|CUDA error|EngineDeadError|"
+    r"exited with code)\b",
+    re.IGNORECASE,
+)
+
+
+class ServerLog(Vertical):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"server-log--failure", "server-log--match"}
+    DEFAULT_CSS = """
+    ServerLog { height: 1fr; }
+    ServerLog > RichLog { height: 1fr; background: transparent;
+        scrollbar-size-vertical: 1; scrollbar-size-horizontal: 0;
+    }
+    ServerLog > Input { display: none; height: 1; border: none; padding: 0 1; }
+    ServerLog.-searching > Input { display: block; }
+    ServerLog > .server-log--failure { color: $error; text-style: bold; }
+    ServerLog > .server-log--match { background: $warning 40%; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: list[str] = []
+        self._query = ""
+
+    def compose(self) -> ComposeResult:
+        yield RichLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield Input(placeholder="search the log (enter keeps it, esc clears)", id="log-search")
+
+    def on_mount(self) -> None:
+        self.border_title = "Server log"
+
+    @property
+    def lines(self) -> list[str]:
+        return list(self._lines)
+
+    @property
+    def query_text(self) -> str:
+        return self._query
+
+    def show(self, lines: list[str], notice: str | None = None) -> None:
+        """Append what is new; rewrite when the tail no longer continues ours (rotated log)."""
+        if notice:
+            self.border_subtitle = notice
+        else:
+            self.border_subtitle = f"filter: {self._query}" if self._query else ""
+        if lines == self._lines:
+            return
+        new = _continuation(self._lines, lines)
+        self._lines = list(lines[-MAX_LINES:])
+        if new is None:
+            self._redraw()
+            return
+        log = self.query_one(RichLog)
+        for line in new:
+            if self._matches(line):
+                log.write(self._styled(line))
+
+    def start_search(self) -> None:
+        self.add_class("-searching")
+        self.query_one(Input).focus()
+
+    def set_query(self, query: str) -> None:
+        self._query = query
+        self.border_subtitle = f"filter: {query}" if query else ""
+        self._redraw()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.set_query(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.query_one(RichLog).focus()
+
+    def key_escape(self) -> None:
+        search = self.query_one(Input)
+        if search.value:
+            search.value = ""
+        self.remove_class("-searching")
+        self.query_one(RichLog).focus()
+
+    def _matches(self, line: str) -> bool:
+        return not self._query or self._query.lower() in line.lower()
+
+    def _redraw(self) -> None:
+        log = self.query_one(RichLog)
+        log.clear()
+        if not self._lines:
+            log.write(Text("No server output yet.", style="dim"))
+            return
+        for line in self._lines:
+            if self._matches(line):
+                log.write(self._styled(line))
+
+    def _styled(self, line: str) -> Text:
+        text = Text(line)
+        if FAILURE.search(line):
+            text.stylize(self.get_component_rich_style("server-log--failure"))
+        if self._query:
+            text.highlight_regex(
+                re.compile(re.escape(self._query), re.IGNORECASE),
+                self.get_component_rich_style("server-log--match"),
+            )
+        return text
+
+
+def _continuation(old: list[str], new: list[str]) -> list[str] | None:
+    """The lines of `new` after the end of `old`, or None when `new` does not continue it."""
+    if not old:
+        return list(new)
+    last = old[-1]
+    for index in range(len(new) - 1, -1, -1):
+        if new[index] == last:
+            overlap = min(index + 1, len(old))
+            if new[index + 1 - overlap : index + 1] == old[-overlap:]:
+                return new[index + 1 :]
+            return None
+    return None

@@ -1,0 +1,77 @@
+"""Throughput: generation and prompt tokens/s against the session's healthy baseline."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from vramtop.core.model import Rates, Sample
+from vramtop.tui.format import count, tps
+from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
+
+# A collapse is a fall below this share of the healthy rate: colour the figure, nothing more
+# (naming a collapse is the diagnosis engine's job).
+LOW_SHARE = 0.5
+
+
+class ThroughputPanel(Vertical):
+    DEFAULT_CSS = """
+    ThroughputPanel { height: auto; }
+    ThroughputPanel > Static { height: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="gen-line")
+        yield FixedSparkline(id="gen-history")
+        yield Static(id="prompt-line")
+        yield FixedSparkline(id="prompt-history")
+        yield Static(id="requests-line")
+
+    def on_mount(self) -> None:
+        self.border_title = "Throughput"
+
+    def show(
+        self,
+        sample: Sample,
+        baseline: Rates | None,
+        generation: tuple[float, ...],
+        prompt: tuple[float, ...],
+    ) -> None:
+        rates = sample.rates
+        base_gen = baseline.generation_tps if baseline else None
+        base_prompt = baseline.prompt_tps if baseline else None
+        self.query_one("#gen-line", Static).update(
+            _rate_line("generation", rates.generation_tps, base_gen)
+        )
+        self.query_one("#prompt-line", Static).update(
+            _rate_line("prompt", rates.prompt_tps, base_prompt)
+        )
+        _plot(self.query_one("#gen-history", FixedSparkline), generation, base_gen)
+        _plot(self.query_one("#prompt-history", FixedSparkline), prompt, base_prompt)
+        metrics = sample.server.metrics if sample.server else None
+        if metrics is None:
+            reason = sample.server.error if sample.server and sample.server.error else "no metrics"
+            line = Content.assemble(("requests: ", "$text-muted"), (reason, "$warning"))
+        else:
+            line = Content(
+                f"requests {count(metrics.requests_running)} running · "
+                f"{count(metrics.requests_waiting)} waiting"
+            )
+        self.query_one("#requests-line", Static).update(line)
+
+
+def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
+    low = now is not None and baseline is not None and baseline > 0 and now < LOW_SHARE * baseline
+    return Content.assemble(
+        f"{label:<10} ",
+        (f"{tps(now):>5} tok/s", "bold $error" if low else "bold"),
+        (f"  healthy {tps(baseline)}", "$text-muted"),
+    )
+
+
+def _plot(spark: FixedSparkline, data: tuple[float, ...], baseline: float | None) -> None:
+    spark.data = data
+    # Fixed scale: a bit above the healthy rate, so a collapse reads as a fall, not as noise.
+    spark.ceiling = max([*(data or (1.0,)), (baseline or 0.0) * 1.15, 1.0])

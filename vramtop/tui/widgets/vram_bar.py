@@ -1,0 +1,56 @@
+"""One fixed-scale bar of the whole card: vLLM's share | desktop / other | free, budget marked."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from vramtop.core.model import Split
+
+
+class VramBar(Widget):
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "vram-bar--server",
+        "vram-bar--desktop",
+        "vram-bar--free",
+        "vram-bar--budget",
+    }
+    DEFAULT_CSS = """
+    VramBar { height: 1; }
+    VramBar > .vram-bar--server { color: $vram-server; }
+    VramBar > .vram-bar--desktop { color: $vram-desktop; }
+    VramBar > .vram-bar--free { color: $vram-free; }
+    VramBar > .vram-bar--budget { color: $vram-budget; text-style: bold; }
+    """
+
+    split: reactive[Split | None] = reactive(None)
+
+    def render(self) -> Text:
+        width = self.size.width
+        split = self.split
+        if split is None or split.total_bytes <= 0 or width <= 0:
+            return Text("·" * width)
+        scale = width / split.total_bytes
+        server = round((split.server_bytes or 0) * scale)
+        desktop = round((split.desktop_bytes or 0) * scale)
+        server = min(server, width)
+        desktop = min(desktop, width - server)
+        free = width - server - desktop
+        # Different glyphs as well as colours: the bar must read under NO_COLOR too.
+        cells = ["█"] * server + ["▓"] * desktop + ["░"] * free
+        styles = (
+            ["vram-bar--server"] * server
+            + ["vram-bar--desktop"] * desktop
+            + ["vram-bar--free"] * free
+        )
+        if split.budget_bytes:
+            mark = min(width - 1, max(0, round(split.budget_bytes * scale) - 1))
+            cells[mark] = "▌"
+            styles[mark] = "vram-bar--budget"
+        text = Text()
+        for cell, style in zip(cells, styles, strict=True):
+            text.append(cell, self.get_component_rich_style(style))
+        return text

@@ -1,0 +1,87 @@
+"""VRAM split: the fixed-scale bar, the figures, the budget and the headroom it leaves."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from vramtop.core.model import GpuReading, ServerInfo, Split, SplitMethod
+from vramtop.tui.format import gib
+from vramtop.tui.widgets.vram_bar import VramBar
+
+TOP_PROCESSES = 3
+
+
+class VramSplitPanel(Vertical):
+    DEFAULT_CSS = """
+    VramSplitPanel { height: auto; }
+    VramSplitPanel > Static { height: auto; }
+    VramSplitPanel > #vram-detail { text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield VramBar()
+        yield Static(id="vram-figures")
+        yield Static(id="vram-budget")
+        yield Static(id="vram-detail", classes="detail")
+
+    def on_mount(self) -> None:
+        self.border_title = "VRAM split"
+
+    def show(self, gpu: GpuReading, split: Split | None, info: ServerInfo | None) -> None:
+        bar = self.query_one(VramBar)
+        figures = self.query_one("#vram-figures", Static)
+        budget = self.query_one("#vram-budget", Static)
+        detail = self.query_one("#vram-detail", Static)
+        if not gpu.available or split is None:
+            bar.split = None
+            reason = gpu.error or "no GPU reading yet"
+            figures.update(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason))
+            budget.update(
+                "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating."
+            )
+            detail.update("")
+            return
+        bar.split = split
+        figures.update(
+            Content.assemble(
+                ("█ ", "$vram-server"),
+                f"vLLM {gib(split.server_bytes)}  ",
+                ("▓ ", "$vram-desktop"),
+                f"desktop/other {gib(split.desktop_bytes)}  ",
+                ("░ ", "$vram-free"),
+                f"free {gib(split.free_bytes)}  ",
+                (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
+            )
+        )
+        budget.update(_budget_line(split, info))
+        detail.update(_detail_line(gpu, split))
+
+
+def _budget_line(split: Split, info: ServerInfo | None) -> Content:
+    if split.budget_bytes is None:
+        return Content("budget: not known (no --gpu-memory-utilization seen yet)")
+    util = info.gpu_memory_utilization if info else None
+    label = f"budget {util:.2f} × total = " if util is not None else "budget "
+    parts: list[str | tuple[str, str]] = [
+        ("▌ ", "$vram-budget"),
+        f"{label}{gib(split.budget_bytes)} GiB",
+    ]
+    if split.headroom_bytes is not None:
+        parts.append(" · leaves the desktop ")
+        tight = split.desktop_bytes is not None and split.desktop_bytes > split.headroom_bytes
+        parts.append((f"{gib(split.headroom_bytes)} GiB", "bold $error" if tight else "bold"))
+        if split.desktop_bytes is not None:
+            parts.append(f" (using {gib(split.desktop_bytes)})")
+    return Content.assemble(*parts)
+
+
+def _detail_line(gpu: GpuReading, split: Split) -> Content:
+    device = gpu.devices[0]
+    if split.method is SplitMethod.PER_PROCESS and device.processes:
+        top = sorted(device.processes, key=lambda p: p.used_bytes, reverse=True)[:TOP_PROCESSES]
+        names = "  ".join(f"{p.name} ({p.pid}) {gib(p.used_bytes)}" for p in top)
+        return Content.assemble(("top: ", "$text-muted"), names)
+    return Content.styled(split.detail, "$text-muted")
