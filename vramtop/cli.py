@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from vramtop import __version__
 
 # Subcommand modules, in the order `--help` lists them.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("calc",)
 
 EXIT_USAGE = 2
 

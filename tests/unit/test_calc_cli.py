@@ -1,0 +1,217 @@
+"""`vramtop calc`: the CLI contract, files it reads, and its error messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramtop.cli import main
+
+FIXTURE_LOG = Path(__file__).parents[2] / "tests" / "fixtures" / "vllm-0.32-cpu" / "startup.log"
+LLAMA = ["--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
+MEASURED = ["--weights-gib", "14.99", "--non-torch-gib", "0.25", "--activation-gib", "1.89"]
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+
+
+def calc(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["calc", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def calc_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+    code, out, err = calc(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_json_rows_carry_the_contract_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = calc_json(
+        capsys, "--total-gib", "79.19", "--util", "0.95", "--util", "0.90", *MEASURED,
+        "--cudagraph-gib", "0", *LLAMA, "--max-model-len", "8192", "--outside-budget-gib", "0.5",
+    )  # fmt: skip
+    assert [r["util"] for r in doc["rows"]] == [0.95, 0.90]
+    first = doc["rows"][0]
+    for key in (
+        "util", "budget_gib", "kv_cache_gib", "kv_cache_tokens", "num_blocks",
+        "max_concurrency", "desktop_headroom_gib", "estimated",
+    ):  # fmt: skip
+        assert key in first
+    assert first["kv_cache_gib"] == pytest.approx(58.11, abs=0.01)
+    assert first["kv_cache_tokens"] == pytest.approx(476_016, rel=0.001)
+    assert first["estimated"] == []
+    assert first["desktop_headroom_gib"] == pytest.approx(79.19 - 75.2305 - 0.5, abs=1e-3)
+
+
+def test_estimates_are_listed_per_row(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = calc_json(capsys, "--total-gib", "24", "--util", "0.9", "--weights-gib", "8", *LLAMA)
+    assert set(doc["rows"][0]["estimated"]) == {
+        "non_torch", "activation", "cudagraph", "outside_budget",
+    }  # fmt: skip
+
+
+def test_table_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = calc(
+        capsys, "--total-gib", "79.19", "--util", "0.95", *MEASURED, *LLAMA,
+        "--vllm-version", "0.19.0", "--for-headroom-gib", "3",
+    )  # fmt: skip
+    assert code == 0
+    assert "KV tokens" in out and "desktop GiB" in out
+    assert "largest util leaving 3.0 GiB" in out
+    assert "estimated (not measured): outside_budget" in out
+
+
+def test_inverse_questions(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = calc_json(
+        capsys, "--total-gib", "31.84", *MEASURED, *LLAMA, "--for-headroom-gib", "3",
+        "--for-kv-tokens", "40000", "--outside-budget-gib", "0.6",
+    )  # fmt: skip
+    headroom_util = doc["for_headroom"]["util"]
+    assert headroom_util == round(headroom_util, 2)
+    rows = {r["util"]: r for r in doc["rows"]}
+    assert rows[headroom_util]["desktop_headroom_gib"] >= 3
+    token_util = doc["for_kv_tokens"]["util"]
+    assert rows[token_util]["kv_cache_tokens"] >= 40_000
+
+
+def test_model_config_and_model_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    config = {
+        "model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "vocab_size": 128256,
+    }  # fmt: skip
+    (model / "config.json").write_text(json.dumps(config))
+    for i, size in enumerate((5 * 2**30, 3 * 2**30)):
+        with (model / f"model-{i}.safetensors").open("wb") as f:
+            f.truncate(size)  # sparse: sizes only
+    doc = calc_json(capsys, "--total-gib", "24", "--util", "0.9", "--model-dir", str(model))
+    row = doc["rows"][0]
+    assert row["weights_gib"] == 8.0 and "weights" in row["estimated"]
+    index = {"metadata": {"total_size": 16 * 2**30}, "weight_map": {}}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+    doc = calc_json(
+        capsys, "--total-gib", "24", "--util", "0.9", "--model-dir", str(model),
+        "--tensor-parallel-size", "2",
+    )  # fmt: skip
+    assert doc["rows"][0]["weights_gib"] == 8.0  # 16 GiB split over 2 GPUs
+
+
+OLD_LOG = """\
+INFO 05-01 10:00:00 [__init__.py:1] vLLM API server version 0.19.0
+(EngineCore pid=1) INFO 05-01 10:00:30 [gpu_model_runner.py:1] Model loading took 14.99 GiB \
+and 30.1 seconds
+(EngineCore pid=1) INFO 05-01 10:00:40 [gpu_worker.py:1] Available KV cache memory: 58.11 GiB
+(EngineCore pid=1) INFO 05-01 10:00:40 [kv_cache_utils.py:1] GPU KV cache size: 476,016 tokens
+(EngineCore pid=1) INFO 05-01 10:00:40 [kv_cache_utils.py:1] Maximum concurrency for 8,192 \
+tokens per request: 58.11x
+"""
+
+NEW_LOG = """\
+INFO 05-01 10:00:00 [__init__.py:1] vLLM API server version 0.29.0
+(EngineCore pid=1) INFO 05-01 10:00:30 [gpu_model_runner.py:1] Model loading took 18.85 GiB \
+memory and 41.2 seconds
+(EngineCore pid=1) INFO 05-01 10:00:40 [gpu_worker.py:1] Free memory on device cuda:0 \
+(30.10/31.84 GiB) on startup. Desired GPU memory utilization is (0.93, 29.61 GiB). Actual usage \
+is 19.10 GiB for consumed memory (weights + non-torch), 1.20 GiB for peak activation, and 0.05 \
+GiB for CUDAGraph memory. Replace gpu_memory_utilization config with X to fit into requested \
+memory.
+(EngineCore pid=1) INFO 05-01 10:00:40 [gpu_worker.py:1] Available KV cache memory: 9.26 GiB
+(EngineCore pid=1) INFO 05-01 10:00:41 [kv_cache_utils.py:1] GPU KV cache size: 75,840 tokens, \
+Maximum concurrency for 16,384 tokens per request: 4.63x
+"""
+
+
+def test_from_an_old_log_reproduces_it_and_says_what_was_estimated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "old.log"
+    log.write_text(OLD_LOG)
+    argv = ["--total-gib", "79.19", "--from-log", str(log), *LLAMA, "--outside-budget-gib", "0"]
+    doc = calc_json(capsys, *argv, "--log-util", "0.95", "--util", "0.95", "--util", "0.85")
+    at_log = doc["rows"][0]
+    assert at_log["kv_cache_tokens"] == 476_016
+    assert at_log["max_concurrency"] == 58.11
+    assert set(at_log["estimated"]) == {"non_torch", "activation"}
+    assert doc["calibrated_util"] == 0.95
+    # Without the util the log ran at, it cannot be calibrated, and says so.
+    doc = calc_json(capsys, *argv, "--util", "0.95")
+    assert doc["calibrated_util"] is None
+    assert any("--log-util" in note for note in doc["notes"])
+
+
+def test_from_a_new_log_everything_is_measured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The field report's card: 9.26 GiB at 0.93 → about 6.71 GiB at 0.85."""
+    log = tmp_path / "new.log"
+    log.write_text(NEW_LOG)
+    doc = calc_json(
+        capsys, "--from-log", str(log), "--layers", "16", "--kv-heads", "4", "--head-dim", "256",
+        "--kv-cache-dtype", "fp8", "--util", "0.93", "--util", "0.85",
+        "--outside-budget-gib", "0.8",
+    )  # fmt: skip
+    before, after = doc["rows"]
+    assert before["estimated"] == [] and after["estimated"] == []
+    assert before["kv_cache_gib"] == pytest.approx(9.26, abs=0.005)
+    assert after["kv_cache_gib"] == pytest.approx(6.71, abs=0.01)
+    # An explicit flag overrides the log: 1 GiB more weights is 1 GiB less pool.
+    heavier = calc_json(
+        capsys, "--from-log", str(log), "--layers", "16", "--kv-heads", "4", "--head-dim", "256",
+        "--util", "0.93", "--weights-gib", "19.85",
+    )  # fmt: skip
+    assert heavier["rows"][0]["kv_cache_gib"] == pytest.approx(8.26, abs=0.005)
+
+
+def test_real_cpu_log_needs_weights_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    shared = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "vllm-0.32-cpu"
+    log = FIXTURE_LOG if FIXTURE_LOG.is_file() else shared / "startup.log"
+    if not log.is_file():
+        pytest.skip("captured vLLM 0.32 log not available")
+    code, _, err = calc(capsys, "--from-log", str(log), "--total-gib", "12.96", *LLAMA)
+    assert code == 2 and "weights" in err
+    doc = calc_json(
+        capsys, "--from-log", str(log), "--total-gib", "12.96", "--weights-gib", "0.01", *LLAMA,
+        "--util", "0.5",
+    )  # fmt: skip
+    assert doc["max_model_len"] == 512  # taken from the log's concurrency line
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--util", "0", *MEASURED, *LLAMA], "outside (0, 1]"),
+        (["--util", "1.2", *MEASURED, *LLAMA], "outside (0, 1]"),
+        (["--util", "0.9", "--weights-gib", "-1", *LLAMA], "cannot be negative"),
+        (["--util", "0.9", *MEASURED], "--model-config"),
+        (["--util", "0.9", *LLAMA], "weights are unknown"),
+        ([*MEASURED, *LLAMA], "at least one --util"),
+        (["--util", "0.9", *MEASURED, *LLAMA, "--kv-cache-dtype", "fp4x"], "unknown dtype"),
+    ],
+)
+def test_unusable_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = calc(capsys, "--total-gib", "24", *argv)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_config_that_is_not_a_model_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"name": "my app", "port": 8000}))
+    code, _, err = calc(capsys, "--total-gib", "24", "--util", "0.9", *MEASURED,
+                        "--model-config", str(bad))  # fmt: skip
+    assert code == 2 and "does not look like a model config" in err
+    bad.write_text("{not json")
+    code, _, err = calc(capsys, "--total-gib", "24", "--util", "0.9", *MEASURED,
+                        "--model-config", str(bad))  # fmt: skip
+    assert code == 2 and "is not JSON" in err
