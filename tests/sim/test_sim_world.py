@@ -1,0 +1,93 @@
+"""The world daemon as a real process: protocol, reaping, calls with a speed factor, probes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vramtop.sim.card import GIB
+from vramtop.sim.protocol import WorldClient
+from vramtop.sources.simgpu import SimGpuProbe
+
+
+def eventually(check: Any, timeout_s: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_state_alloc_free_over_the_socket(machine: Any) -> None:
+    c = machine.client
+    st = c.request("state")
+    assert st["device"]["name"] == "NVIDIA GeForce RTX 5090"
+    assert st["device"]["total_bytes"] == 32_607 * 1024**2
+    assert st["call_on"] is False and st["scenario"] == "manual"
+    pid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert c.request("alloc", pid=pid.pid, name="holder", bytes=4 * GIB)["ok"]
+        refused = c.request("alloc", pid=pid.pid, name="holder", bytes=40 * GIB)
+        assert refused["ok"] is False and refused["free_bytes"] < 40 * GIB
+        held = {p["pid"]: p["used_bytes"] for p in c.request("state")["processes"]}
+        assert held[pid.pid] == 4 * GIB
+        # The driver frees a process's memory when it exits: the world reaps dead pids.
+        pid.kill()
+        pid.wait()
+        assert eventually(lambda: not c.request("state")["servers"])
+    finally:
+        pid.kill()
+        pid.wait()
+    assert c.request("free", pid=12345)["freed_bytes"] == 0
+    assert c.request("nonsense")["ok"] is False
+
+
+def test_a_call_grows_the_desktop_faster_with_a_speed_factor(machine_factory: Any) -> None:
+    m = machine_factory(speed=20.0)  # the 20 s call ramp takes one real second
+    idle = m.state()["desktop_bytes"]
+    m.set_call(True)
+    assert m.call_on()
+    assert eventually(lambda: m.state()["call_level"] >= 1.0)
+    assert m.state()["desktop_bytes"] - idle > 2 * GIB
+    m.set_call(False)
+    assert not m.call_on()
+    assert eventually(lambda: m.state()["call_level"] == 0.0)
+
+
+def test_probe_linux_way_lists_processes_wsl_way_does_not(machine_factory: Any) -> None:
+    linux = machine_factory().probe().read()
+    assert linux.available and linux.source == "sim"
+    dev = linux.devices[0]
+    assert dev.processes is not None and {p.name for p in dev.processes} >= {"dwm.exe"}
+    assert dev.used_bytes + dev.free_bytes == dev.total_bytes
+    wsl = machine_factory(wsl=True).probe().read()
+    assert wsl.available and wsl.devices[0].processes is None
+
+
+def test_probe_never_raises_when_the_world_is_gone(tmp_path: Path) -> None:
+    reading = SimGpuProbe(tmp_path / "missing.sock").read()
+    assert not reading.available
+    assert reading.error is not None and reading.error.startswith("simulated GPU not reachable")
+
+
+def test_world_rejects_an_unknown_scenario(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "vramtop.sim.world", "--socket", str(tmp_path / "s"),
+         "--scenario", "nope"],
+        capture_output=True, text=True, timeout=20,
+    )  # fmt: skip
+    assert out.returncode == 2 and "bundled ones" in out.stderr
+
+
+def test_world_survives_clients_that_send_garbage(machine: Any) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(machine.socket_path))
+        s.sendall(b"not json\n")
+        assert b'"ok": false' in s.recv(4096)
+    assert WorldClient(machine.socket_path).request("ping")["ok"]

@@ -1,0 +1,158 @@
+"""A load generator that plays a coding agent: streaming chat requests with short pauses.
+
+`python -m vramtop.sim.load --url URL [--concurrency 1|2] [--seed N] [--api-key K]` runs until
+SIGTERM/SIGINT (or `--requests N`). `LoadGenerator` does the same from threads in-process.
+Prompts are a few thousand tokens (an agent resends its context), answers 64–512 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import threading
+
+import httpx
+
+WORDS = (
+    "file",
+    "test",
+    "error",
+    "def",
+    "class",
+    "return",
+    "import",
+    "path",
+    "diff",
+    "shell",
+    "pytest",
+    "failed",
+    "edit",
+    "line",
+    "value",
+    "config",
+    "agent",
+    "tool",
+    "result",
+)
+
+
+class LoadGenerator:
+    """One or two workers, each sending one streaming chat request at a time."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        concurrency: int = 1,
+        seed: int = 0,
+        api_key: str | None = None,
+        pause_s: tuple[float, float] = (0.3, 2.0),
+        max_requests: int | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.concurrency = concurrency
+        self.seed = seed
+        self.api_key = api_key
+        self.pause_s = pause_s
+        self.max_requests = max_requests
+        self.stopping = threading.Event()
+        self.completed = 0
+        self.tokens = 0
+        self.errors = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> LoadGenerator:
+        for i in range(self.concurrency):
+            t = threading.Thread(target=self._worker, args=(i,), daemon=True, name=f"load-{i}")
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self.stopping.set()
+        for t in self._threads:
+            t.join(timeout_s)
+
+    def wait(self) -> None:
+        for t in self._threads:
+            while t.is_alive() and not self.stopping.is_set():
+                t.join(0.2)
+
+    def _done_enough(self) -> bool:
+        return self.max_requests is not None and self.completed >= self.max_requests
+
+    def _worker(self, index: int) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        timeout = httpx.Timeout(10.0, read=60.0)
+        with httpx.Client(headers=headers, timeout=timeout) as client:
+            while not self.stopping.is_set() and not self._done_enough():
+                try:
+                    n = self._one_request(client, rng)
+                    with self._lock:
+                        self.completed += 1
+                        self.tokens += n
+                except (httpx.HTTPError, ValueError):
+                    with self._lock:
+                        self.errors += 1
+                    self.stopping.wait(1.0)  # the server may be restarting; try again soon
+                    continue
+                self.stopping.wait(rng.uniform(*self.pause_s))
+
+    def _one_request(self, client: httpx.Client, rng: random.Random) -> int:
+        context = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1500, 5000)))
+        body = {
+            "messages": [
+                {"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": context},
+            ],
+            "max_tokens": rng.randint(64, 512),
+            "stream": True,
+        }
+        chunks = 0
+        with client.stream("POST", f"{self.url}/v1/chat/completions", json=body) as resp:
+            resp.raise_for_status()
+            for line in resp.iter_lines():
+                if self.stopping.is_set():
+                    break  # closing the stream tells the server to stop generating
+                if not line.startswith("data: "):
+                    continue
+                data = line[len("data: ") :]
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                for choice in chunk.get("choices", []):
+                    if choice.get("delta", {}).get("content"):
+                        chunks += 1
+        return chunks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vramtop.sim.load", description=__doc__)
+    parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--concurrency", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--requests", type=int, default=None, help="stop after N requests")
+    args = parser.parse_args(argv)
+    gen = LoadGenerator(
+        args.url,
+        concurrency=args.concurrency,
+        seed=args.seed,
+        api_key=args.api_key,
+        max_requests=args.requests,
+    )
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: gen.stopping.set())
+    gen.start().wait()
+    gen.stop()
+    print(f"load: {gen.completed} requests, {gen.tokens} chunks, {gen.errors} errors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The simulated machine as one object: the GPU world daemon plus helpers to run servers on it.
+
+SimMachine starts the world daemon (its own session), hands out the argv/env a supervisor uses
+to launch the fake vLLM server, toggles calls, runs a load generator, and builds probes.
+It does not supervise servers; `stop()` only sweeps up sim processes it can find on its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psutil
+
+from vramtop.sim.load import LoadGenerator
+from vramtop.sim.protocol import (
+    SOCKET_ENV,
+    SPEED_ENV,
+    STARTUP_ENV,
+    WorldClient,
+    WorldUnreachable,
+)
+from vramtop.sources.simgpu import SimGpuProbe
+
+DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
+# The field report's launch flags (loopback instead of 0.0.0.0, as the report advises).
+FIELD_REPORT_FLAGS: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "kv_cache_dtype": "fp8",
+    "max_model_len": 163840,
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 8192,
+}
+
+
+SIM_MARKS = ("vramtop.sim.server", "vramtop.sim.engine", "vramtop.sim.load", "VLLM::EngineCore")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+class SimMachine:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        wsl: bool = False,
+        scenario: str = "manual",
+        speed: float = 1.0,
+        seed: int = 0,
+        startup_s: float | None = None,
+    ) -> None:
+        self.home = Path(home)
+        self.wsl = wsl
+        self.scenario = scenario
+        self.speed = speed
+        self.seed = seed
+        self.startup_s = startup_s
+        self.world_proc: subprocess.Popen[bytes] | None = None
+        self.load: LoadGenerator | None = None
+
+    @property
+    def socket_path(self) -> Path:
+        # Unix socket paths are limited to ~107 bytes; fall back to a short private path.
+        path = self.home / "gpu.sock"
+        if len(str(path)) > 100:
+            path = Path("/tmp") / f"vramtop-sim-{_digest(self.home)}.sock"
+        return path
+
+    @property
+    def client(self) -> WorldClient:
+        return WorldClient(self.socket_path)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self, timeout_s: float = 10.0) -> SimMachine:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = open(self.home / "gpu.log", "ab")  # noqa: SIM115 (handed to the daemon)
+        cmd = [
+            sys.executable, "-m", "vramtop.sim.world",
+            "--socket", str(self.socket_path),
+            "--scenario", self.scenario,
+            "--speed", str(self.speed),
+            "--seed", str(self.seed),
+        ]  # fmt: skip
+        self.world_proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.world_proc.poll() is not None:
+                text = (self.home / "gpu.log").read_text(errors="replace")[-500:]
+                raise RuntimeError(f"the simulated GPU did not start: {text.strip()}")
+            with contextlib.suppress(WorldUnreachable):
+                self.client.request("ping")
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("the simulated GPU did not answer in time")
+
+    def stop(self) -> None:
+        self.stop_load()
+        self._kill_sim_processes()
+        if self.world_proc is not None:
+            with contextlib.suppress(WorldUnreachable):
+                self.client.request("shutdown")
+            try:
+                self.world_proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.world_proc.pid, signal.SIGKILL)
+                self.world_proc.wait(2.0)
+            self.world_proc = None
+
+    def _kill_sim_processes(self) -> None:
+        """Servers and engines still attached to this world (by their environment)."""
+        mine = str(self.socket_path)
+        victims = []
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                if not any(mark in cmd for mark in SIM_MARKS):
+                    continue
+                if proc.environ().get(SOCKET_ENV) != mine:
+                    continue
+                victims.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        for proc in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        _, alive = psutil.wait_procs(victims, timeout=2.0)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+
+    def __enter__(self) -> SimMachine:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- the server's command line --------------------------------------------------------------
+    def server_argv(self, util: float = 0.93, port: int | None = None, **flags: Any) -> list[str]:
+        """`python -m vramtop.sim.server MODEL --port … --gpu-memory-utilization …` and flags.
+
+        Flag names use underscores (`max_model_len=…`); True adds a bare flag, False/None
+        leaves it out. `model=` replaces the default model.
+        """
+        model = str(flags.pop("model", DEFAULT_MODEL))
+        merged = {**FIELD_REPORT_FLAGS, **flags}
+        argv = [sys.executable, "-m", "vramtop.sim.server", model]
+        argv += ["--port", str(port or 8000), "--gpu-memory-utilization", str(util)]
+        for name, value in merged.items():
+            if value is None or value is False:
+                continue
+            argv.append("--" + name.replace("_", "-"))
+            if value is not True:
+                argv.append(str(value))
+        return argv
+
+    def server_env(self) -> dict[str, str]:
+        """The environment a fake server needs (the current one plus the sim's variables)."""
+        env = dict(os.environ)
+        env[SOCKET_ENV] = str(self.socket_path)
+        env[SPEED_ENV] = str(self.speed)
+        if self.startup_s is not None:
+            env[STARTUP_ENV] = str(self.startup_s)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    # -- the desktop ----------------------------------------------------------------------------
+    def set_call(self, on: bool) -> None:
+        self.client.request("call", on=on)
+
+    def call_on(self) -> bool:
+        return bool(self.client.request("state")["call_on"])
+
+    def state(self) -> dict[str, Any]:
+        return self.client.request("state")
+
+    # -- the agent ------------------------------------------------------------------------------
+    def start_load(self, url: str, concurrency: int = 1, api_key: str | None = None) -> None:
+        self.stop_load()
+        pause = (0.3 / self.speed, 2.0 / self.speed)
+        self.load = LoadGenerator(
+            url, concurrency=concurrency, seed=self.seed, api_key=api_key, pause_s=pause
+        ).start()
+
+    def stop_load(self) -> None:
+        if self.load is not None:
+            self.load.stop()
+            self.load = None
+
+    def probe(self) -> SimGpuProbe:
+        return SimGpuProbe(self.socket_path, wsl=self.wsl)
