@@ -16,7 +16,20 @@ from collections.abc import Sequence
 from vramtop import __version__
 
 # Subcommand modules, in the order `--help` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("calc",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "calc",
+    "diagnose",
+    "import_",
+    "lint",
+    "profile",
+    "start",
+    "stop",
+    "restart",
+    "relaunch",
+    "status",
+    "logs",
+    "attach",
+)
 
 EXIT_USAGE = 2
 

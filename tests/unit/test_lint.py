@@ -1,0 +1,118 @@
+"""Lint findings, and the import / lint / profile commands end to end (files in VRAMTOP_HOME)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from vramtop import cli, config, profiles
+from vramtop.core.lint import GIB, lint_launch
+
+SCRIPTS = Path(__file__).parent.parent / "fixtures" / "scripts"
+
+
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+
+
+def _codes(argv: list[str], **kw: object) -> list[str]:
+    return [f.code for f in lint_launch(argv, **kw)]  # type: ignore[arg-type]
+
+
+def test_exposed_without_key_including_missing_host() -> None:
+    assert _codes(["vllm", "serve", "m", "--host", "0.0.0.0"]) == ["exposed"]
+    assert _codes(["vllm", "serve", "m"]) == ["exposed"]  # vLLM binds everything by default
+    assert _codes(["vllm", "serve", "m", "--host", "::"], api_key_env="K") == []
+    assert _codes(["vllm", "serve", "m", "--host", "127.0.0.1"]) == []
+
+
+def test_remote_code_and_key_on_command_line() -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--trust-remote-code", "--api-key", "x"]
+    assert _codes(argv) == ["remote-code", "key-on-command-line"]
+
+
+def test_headroom_below_minimum_suggests_a_budget_that_fits() -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--gpu-memory-utilization", "0.93"]
+    (finding,) = lint_launch(argv, total_bytes=32 * GIB, min_headroom_gib=3.0)
+    assert finding.code == "headroom" and "2.2 GiB" in finding.message
+    assert "--gpu-memory-utilization 0.90" in finding.fix
+    assert lint_launch([*argv[:-2], "--gpu-memory-utilization", "0.85"], total_bytes=32 * GIB) == []
+
+
+def test_config_yaml_budget_counts() -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--config", "c.yaml"]
+    codes = _codes(argv, defaults={"gpu_memory_utilization": 0.95}, total_bytes=32 * GIB)
+    assert codes == ["headroom"]
+
+
+def test_import_field_report_saves_private_default_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["import", str(SCRIPTS / "field-report.sh"), "--name", "qwen"]) == 0
+    path = profiles.profile_path("qwen")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert config.load_settings().default_profile == "qwen"
+    p = profiles.load_profile()
+    assert p.flag("--gpu-memory-utilization") == "0.85" and p.url == "http://127.0.0.1:8000"
+    assert p.prelude and p.prelude.startswith("source /path/to/miniconda3")
+    # Refuses to overwrite, --force replaces.
+    assert cli.main(["import", str(SCRIPTS / "field-report.sh"), "--name", "qwen"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert cli.main(["import", str(SCRIPTS / "tee.sh"), "--name", "qwen", "--force"]) == 0
+    assert profiles.load_profile("qwen").argv == ["vllm", "serve", "m"]
+
+
+def test_import_key_never_stored(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["import", str(SCRIPTS / "api-server.sh"), "--name", "k"]) == 0
+    assert "sk-secret-123" not in profiles.profile_path("k").read_text()
+    assert profiles.load_profile("k").api_key_env == "VLLM_API_KEY"
+    assert "export VLLM_API_KEY" in capsys.readouterr().err
+
+
+def test_import_failure_saves_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["import", str(SCRIPTS / "bad-undefined-var.sh")]) == 2
+    err = capsys.readouterr().err
+    assert "bad-undefined-var.sh: line 3: $PORT is not defined" in err and "Traceback" not in err
+    assert profiles.list_profiles() == []
+
+
+def test_import_print_saves_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["import", str(SCRIPTS / "field-report.sh"), "--print"]) == 0
+    assert 'name = "field-report"' in capsys.readouterr().out
+    assert profiles.list_profiles() == []
+
+
+def test_import_reads_config_yaml_port(tmp_path: Path) -> None:
+    script = tmp_path / "s.sh"
+    script.write_text("vllm serve --config serve.yaml\n")
+    (tmp_path / "serve.yaml").write_text("model: m\nport: 8123\n")
+    assert cli.main(["import", str(script)]) == 0
+    assert profiles.load_profile("s").port == 8123
+
+
+def test_lint_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["lint", str(SCRIPTS / "field-report.sh"), "--total-gib", "32"]) == 1
+    out = capsys.readouterr().out
+    assert "exposed" in out and "remote-code" in out
+    assert cli.main(["lint", str(SCRIPTS / "bad-loop.sh"), "--total-gib", "32"]) == 2
+    assert cli.main(["lint", "nope", "--total-gib", "32"]) == 2
+    sim = ["python", "-m", "vramtop.sim.server", "m", "--host", "127.0.0.1"]
+    profiles.save_profile(profiles.demo_profile([*sim, "--gpu-memory-utilization", "0.8"], 8100))
+    assert cli.main(["lint", "demo", "--total-gib", "32"]) == 0
+
+
+def test_broken_profile_is_a_message_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    profiles.profile_path("x").write_text('name = "x"\nargv = [1,\nport = \n')
+    assert cli.main(["profile", "show", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "x.toml: not valid TOML" in err and "line" in err
+
+
+def test_default_profile_none_until_first_import() -> None:
+    assert profiles.load_default_profile() is None
+    assert cli.main(["import", str(SCRIPTS / "tee.sh")]) == 0
+    default = profiles.load_default_profile()
+    assert default is not None and default.name == "tee"

@@ -1,0 +1,106 @@
+"""`vramtop import launch.sh`: turn an existing launch script into a profile."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vramtop import profiles
+from vramtop.config import ConfigError, profile_to_toml
+from vramtop.core import vllm_args
+from vramtop.core.launch_script import LaunchScriptError, ParsedLaunch, parse_launch_script
+
+EXIT_USAGE = 2
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "import", help="turn a vLLM launch script into a profile", description=__doc__
+    )
+    parser.add_argument("script", help="the bash script that starts vLLM")
+    parser.add_argument("--name", help="the profile's name (default: the script's name)")
+    parser.add_argument("--print", action="store_true", help="show the profile; save nothing")
+    parser.add_argument("--force", action="store_true", help="replace a profile of that name")
+
+
+def read_script(path: Path) -> ParsedLaunch:
+    """Read and parse a script; `ConfigError` (with the file name) when it cannot be used."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        return parse_launch_script(text, script_dir=str(path.resolve().parent))
+    except LaunchScriptError as exc:
+        lines = "\n".join(f"{path}: {p}" for p in exc.problems)
+        raise ConfigError(f"{lines}\nNothing was saved.") from None
+
+
+def read_config_defaults(parsed: ParsedLaunch, script: Path) -> dict[str, Any]:
+    """The `--config` YAML's values (defaults under the command line), or {} without one."""
+    name = vllm_args.config_path(parsed.argv)
+    if name is None:
+        return {}
+    base = Path(parsed.cwd) if parsed.cwd else script.resolve().parent
+    path = Path(name).expanduser()
+    path = path if path.is_absolute() else base / path
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: the --config file cannot be read ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a --config file must hold `flag: value` pairs")
+    return data
+
+
+def default_name(script: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", script.stem).strip("-.") or "vllm"
+    return name[:64]
+
+
+def run(args: argparse.Namespace) -> int:
+    script = Path(args.script)
+    try:
+        parsed = read_script(script)
+        defaults = read_config_defaults(parsed, script)
+        profile = profiles.profile_from_launch(
+            parsed, args.name or default_name(script), source=str(script.resolve())
+        )
+        if defaults:
+            # Host and port from the YAML count too (the command line still wins).
+            update: dict[str, Any] = {}
+            if vllm_args.host(profile.argv) is None and vllm_args.host([], defaults):
+                update["host"] = vllm_args.host([], defaults)
+            if vllm_args.port(profile.argv) is None and vllm_args.port([], defaults):
+                update["port"] = vllm_args.port([], defaults)
+            profile = profile.model_validate(profile.model_dump() | update)
+    except (ConfigError, ValueError) as exc:
+        print(f"vramtop import: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for warning in parsed.warnings:
+        print(f"note: {script}: {warning}", file=sys.stderr)
+    if parsed.api_key_in_script:
+        print(
+            "note: the API key in the script was not stored. Export it before starting the "
+            "server: export VLLM_API_KEY=…  (vLLM reads it itself)",
+            file=sys.stderr,
+        )
+    elif parsed.api_key_env and parsed.api_key_env != "VLLM_API_KEY":
+        print(f"note: the API key will be read from ${parsed.api_key_env}", file=sys.stderr)
+    if args.print:
+        sys.stdout.write(profile_to_toml(profile))
+        return 0
+    try:
+        path = profiles.save_profile(profile, overwrite=args.force)
+    except ConfigError as exc:
+        print(f"vramtop import: {exc}; use --force to replace it", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"saved profile {profile.name!r} to {path}")
+    return 0

@@ -1,0 +1,79 @@
+"""`vramtop lint PROFILE|SCRIPT`: warnings about exposure, remote code, the key, and headroom.
+
+Exit 0: clean; 1: warnings; 2: the input cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from vramtop import config, profiles
+from vramtop.commands.import_ import read_config_defaults, read_script
+from vramtop.config import ConfigError
+from vramtop.core.lint import GIB, lint_launch
+
+EXIT_WARNINGS = 1
+EXIT_USAGE = 2
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "lint", help="check a profile or launch script for risky settings", description=__doc__
+    )
+    parser.add_argument("target", help="a profile name, or a launch script's path")
+    parser.add_argument(
+        "--total-gib", type=float, help="the card's total memory (default: read from NVML)"
+    )
+
+
+def _card_total_bytes() -> tuple[int | None, str | None]:
+    """The first GPU's total memory from NVML, or why it is unknown."""
+    try:
+        from vramtop.sources.nvml import NvmlProbe
+    except ImportError:
+        return None, "NVML support is not available"
+    probe = NvmlProbe()
+    try:
+        reading = probe.read()
+    finally:
+        probe.close()
+    if not reading.available:
+        return None, reading.error or "no GPU found"
+    return reading.devices[0].total_bytes, None
+
+
+def run(args: argparse.Namespace) -> int:
+    target = Path(args.target)
+    try:
+        settings = config.load_settings()
+        if target.suffix in (".sh", ".bash") or (target.is_file() and "/" in args.target):
+            parsed = read_script(target)
+            argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
+            defaults = read_config_defaults(parsed, target)
+        else:
+            profile = profiles.load_profile(args.target)
+            argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
+    except ConfigError as exc:
+        print(f"vramtop lint: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    total: int | None = int(args.total_gib * GIB) if args.total_gib else None
+    if total is None:
+        total, why = _card_total_bytes()
+        if total is None:
+            print(f"note: headroom not checked ({why}); pass --total-gib N", file=sys.stderr)
+    findings = lint_launch(
+        argv,
+        api_key_env=key_env,
+        api_key_in_script=key_in_script,
+        defaults=defaults,
+        total_bytes=total,
+        min_headroom_gib=settings.min_desktop_headroom_gib,
+    )
+    for finding in findings:
+        print(f"warning: {finding}")
+    if not findings:
+        print(f"{args.target}: no warnings")
+    return EXIT_WARNINGS if findings else 0

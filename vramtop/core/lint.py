@@ -1,0 +1,89 @@
+"""Warnings about a server's launch: exposure, remote code, where the key is, desktop headroom.
+
+Pure: the caller passes the argv, where the key comes from, and (when known) the card's total
+memory. One `Finding` per problem, each with the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vramtop.core import vllm_args
+from vramtop.core.headroom import desktop_headroom_bytes
+
+GIB = 1024**3
+ALL_INTERFACES = frozenset({"0.0.0.0", "::", "", "[::]"})
+# vLLM's --gpu-memory-utilization default in recent releases (0.9 in older ones).
+DEFAULT_UTILIZATION = 0.92
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str  # stable id: exposed, remote-code, key-on-command-line, headroom
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message} Fix: {self.fix}"
+
+
+def lint_launch(
+    argv: Sequence[str],
+    *,
+    api_key_env: str | None = None,
+    api_key_in_script: bool = False,
+    defaults: Mapping[str, Any] | None = None,
+    total_bytes: int | None = None,
+    min_headroom_gib: float = 3.0,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    host = vllm_args.host(argv, defaults)
+    key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
+    has_key = key_on_line or api_key_env is not None or api_key_in_script
+    # vLLM binds every interface when --host is not given.
+    if (host is None or host in ALL_INTERFACES) and not has_key:
+        where = "every network interface" + (" (no --host given)" if host is None else "")
+        findings.append(
+            Finding(
+                "exposed",
+                f"the server listens on {where} without an API key.",
+                "add `--host 127.0.0.1`, or set an API key (export VLLM_API_KEY).",
+            )
+        )
+    if vllm_args.has_flag(argv, vllm_args.TRUST_REMOTE_CODE, defaults):
+        findings.append(
+            Finding(
+                "remote-code",
+                "--trust-remote-code runs Python code shipped with the checkpoint.",
+                "remove it unless the model needs it and you trust its source.",
+            )
+        )
+    if key_on_line or api_key_in_script:
+        findings.append(
+            Finding(
+                "key-on-command-line",
+                "the API key is written in the launch (visible in `ps` and in the file).",
+                "remove --api-key and export VLLM_API_KEY in your shell (vLLM reads it).",
+            )
+        )
+    if total_bytes:
+        util = vllm_args.gpu_memory_utilization(argv, defaults)
+        assumed = util is None
+        util = DEFAULT_UTILIZATION if util is None else util
+        headroom = desktop_headroom_bytes(total_bytes, util)
+        minimum = int(min_headroom_gib * GIB)
+        if headroom < minimum:
+            fit = math.floor((total_bytes - minimum) / total_bytes * 100) / 100
+            budget = f"{util:g}" + (" (vLLM's default)" if assumed else "")
+            findings.append(
+                Finding(
+                    "headroom",
+                    f"a budget of {budget} leaves the desktop {headroom / GIB:.1f} GiB of "
+                    f"{total_bytes / GIB:.1f} GiB, less than the {min_headroom_gib:g} GiB minimum.",
+                    f"use --gpu-memory-utilization {fit:.2f} or lower.",
+                )
+            )
+    return findings

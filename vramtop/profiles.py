@@ -1,0 +1,78 @@
+"""Profiles on disk: list, load, save (profiles/NAME.toml), the default one, and the demo's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramtop import config, locations
+from vramtop.config import ConfigError, Profile
+from vramtop.core.launch_script import ParsedLaunch
+
+
+def profile_path(name: str) -> Path:
+    return locations.profiles_dir() / f"{name}.toml"
+
+
+def list_profiles() -> list[str]:
+    """Names of the saved profiles, sorted."""
+    return sorted(p.stem for p in locations.profiles_dir().glob("*.toml"))
+
+
+def load_profile(name: str | None = None) -> Profile:
+    """The named profile, else the default one; `ConfigError` says what is missing or wrong."""
+    if name is None:
+        name = config.load_settings().default_profile
+        if name is None:
+            raise ConfigError(
+                "no profile given and no default profile set: "
+                "run `vramtop import launch.sh` or pass --profile NAME"
+            )
+    path = profile_path(name)
+    if not path.exists():
+        known = ", ".join(list_profiles()) or "none yet"
+        raise ConfigError(f"no profile named {name!r} (profiles: {known})")
+    return config.load_profile_file(path)
+
+
+def load_default_profile() -> Profile | None:
+    """The default profile, or None when none is set (a broken one is a `ConfigError`)."""
+    name = config.load_settings().default_profile
+    return None if name is None else load_profile(name)
+
+
+def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
+    """Write the profile (mode 0600); the first profile saved becomes the default."""
+    path = profile_path(profile.name)
+    if path.exists() and not overwrite:
+        raise ConfigError(f"a profile named {profile.name!r} already exists ({path})")
+    first = not list_profiles()
+    config.save_profile_file(path, profile)
+    settings = config.load_settings()
+    if first or settings.default_profile is None:
+        set_default_profile(profile.name)
+    return path
+
+
+def set_default_profile(name: str) -> None:
+    if not profile_path(name).exists():
+        raise ConfigError(f"no profile named {name!r}")
+    settings = config.load_settings().model_copy(update={"default_profile": name})
+    config.save_settings(settings)
+
+
+def profile_from_launch(parsed: ParsedLaunch, name: str, source: str | None = None) -> Profile:
+    """A profile from a parsed launch script (its API key, if any, stays outside)."""
+    return config.profile_from_argv(
+        name,
+        parsed.argv,
+        env=parsed.env,
+        cwd=parsed.cwd,
+        prelude=parsed.prelude_text,
+        api_key_env=parsed.api_key_env,
+        source=source,
+    )
+
+
+def demo_profile(argv: list[str], port: int) -> Profile:
+    """The simulated machine's server, run through the same supervisor path as a real one."""
+    return Profile(name="demo", argv=argv, host="127.0.0.1", port=port, stop_timeout_s=5.0)
