@@ -18,17 +18,9 @@ from vramtop import __version__
 # Subcommand modules, in the order `--help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "calc",
-    "diagnose",
     "import_",
     "lint",
     "profile",
-    "start",
-    "stop",
-    "restart",
-    "relaunch",
-    "status",
-    "logs",
-    "attach",
 )
 
 EXIT_USAGE = 2
