@@ -54,6 +54,8 @@ class MachineBackend:
         self.demo = demo is not None
         self.wsl = wsl
         self.profile_name = supervisor.name if supervisor else None
+        # The console starts the server on mount (in a worker, showing progress) when set.
+        self.autostart = False
 
     @property
     def can_act(self) -> bool:

@@ -65,7 +65,13 @@ def _once(backend: Any, args: argparse.Namespace, owned: bool) -> int:
     from vramtop.core.snapshot import snapshot
 
     try:
-        first = backend.tick()
+        if backend.autostart:
+            result = backend.start()
+            if not result.ok:
+                detail = f"\n{result.detail}" if result.detail else ""
+                print(f"vramtop: {result.message}{detail}", file=sys.stderr)
+                return 1
+        backend.tick()
         time.sleep(args.interval or ONCE_GAP_S)
         sample = backend.tick()
         if sample.server is not None and not sample.server.reachable and not args.demo:
@@ -75,7 +81,6 @@ def _once(backend: Any, args: argparse.Namespace, owned: bool) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        del first
         data = snapshot(sample, wsl=backend.wsl, demo=backend.demo)
         print(json.dumps(data, indent=2) if args.json else _text(sample, data))
         return 0

@@ -1,0 +1,76 @@
+"""`vramtop --demo`: the real product on the simulated machine.
+
+The simulated GPU runs detached (so a server left running outlives the console, and a second
+console re-attaches to both); the fake vLLM server is supervised exactly like a real one, from
+the demo profile; a coding agent (the load generator) runs inside the console's process.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vramtop.backends import DemoHooks, MachineBackend
+from vramtop.core.model import ServerState
+from vramtop.monitor import Monitor
+from vramtop.supervisor.demo import (
+    demo_machine,
+    demo_profile,
+    ensure_demo_world,
+    memory_released_check,
+    stop_demo_world,
+    world_alive,
+)
+from vramtop.supervisor.service import Supervisor
+
+log = logging.getLogger(__name__)
+
+
+def demo_backend(
+    *, wsl: bool = False, start_server: bool = True, interval: float | None = None
+) -> tuple[MachineBackend, bool]:
+    """The demo backend, and whether this call started the simulated machine itself.
+
+    With `start_server` the fake server is marked to start (the console starts it in a worker
+    and shows its progress; `--once` starts it and waits)."""
+    try:
+        world_was_running = world_alive(demo_machine(wsl))
+        machine = ensure_demo_world(wsl=wsl)
+    except RuntimeError as exc:
+        raise _usage(f"the simulated machine could not start: {exc}") from exc
+    profile = demo_profile(machine)
+    supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+    probe = machine.probe()
+    monitor = Monitor(
+        probe=probe,
+        url=profile.url,
+        info=supervisor.status,
+        log_path=lambda: supervisor.log_path,
+    )
+    server_was_running = supervisor.status().state in (ServerState.RUNNING, ServerState.STARTING)
+    owned = not world_was_running and not server_was_running
+
+    def toggle_call() -> bool:
+        on = not machine.call_on()
+        machine.set_call(on)
+        return on
+
+    def shutdown(stop_server: bool) -> None:
+        machine.stop_load()
+        if stop_server:
+            stop_demo_world()
+
+    backend = MachineBackend(
+        monitor=monitor,
+        supervisor=supervisor,
+        demo=DemoHooks(toggle_call=toggle_call, call_on=machine.call_on, shutdown=shutdown),
+        wsl=wsl,
+    )
+    backend.autostart = start_server and not server_was_running
+    machine.start_load(profile.url)
+    return backend, owned
+
+
+def _usage(message: str) -> Exception:
+    from vramtop.commands.monitor import UsageError
+
+    return UsageError(message)
