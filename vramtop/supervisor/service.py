@@ -116,11 +116,13 @@ class Supervisor:
     ) -> ActionResult:
         def act() -> ActionResult:
             report = progress or _no_progress
-            command = self._command_for_restart()
+            rec = self.record()
+            overrides = dict(rec.flag_overrides) if rec is not None else {}
+            command = self._command_for_restart() or self._profile_command(overrides)
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
-            return self._start(report, wait_ready, timeout_s, command)
+            return self._start(report, wait_ready, timeout_s, command, overrides)
 
         return self._locked(act)
 
@@ -150,6 +152,9 @@ class Supervisor:
 
         def act() -> ActionResult:
             report = progress or _no_progress
+            rec = self.record()
+            overrides = dict(rec.flag_overrides) if rec is not None else {}
+            overrides.update({k: v for k, v in changes.items() if v is not None})
             command = self._command_for_restart()
             if command is not None:
                 argv, cwd, env = command
@@ -161,10 +166,13 @@ class Supervisor:
                 saved = _save_profile(self.profile)
                 if saved is not None:
                     return ActionResult(False, "could not save the profile", saved)
+                overrides = {}  # the profile says it now
+            if command is None:
+                command = self._profile_command(overrides)
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
-            return self._start(report, wait_ready, timeout_s, command)
+            return self._start(report, wait_ready, timeout_s, command, overrides)
 
         return self._locked(act)
 
@@ -199,6 +207,7 @@ class Supervisor:
         wait_ready: bool,
         timeout_s: float,
         command: tuple[list[str], str | None, dict[str, str] | None] | None = None,
+        overrides: dict[str, str] | None = None,
     ) -> ActionResult:
         rec = self.record()
         if rec is not None:
@@ -235,6 +244,7 @@ class Supervisor:
             log_offset=offset,
             started_at=time.time(),
             phase=causes.LOADING,
+            flag_overrides=dict(overrides or {}),
             **_flags_of(argv),
         )
         # Saved before the launch: a vramtop killed right after it still finds the server
@@ -245,7 +255,9 @@ class Supervisor:
             {tree.LAUNCH_ID_ENV: launch_id},
             base=env_base,
         )
-        prelude = profile.prelude if command is None else None
+        # The profile's own command (possibly with relaunch overrides) runs in its prelude;
+        # an adopted server's command line is already resolved.
+        prelude = profile.prelude if env_base is None else None
         progress("loading")
         try:
             child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
@@ -433,6 +445,14 @@ class Supervisor:
         if rec.argv and vllm_args.MASK not in rec.argv:
             return list(rec.argv), rec.cwd, None
         return None
+
+    def _profile_command(
+        self, overrides: dict[str, str]
+    ) -> tuple[list[str], str | None, dict[str, str] | None]:
+        argv = list(self.profile.argv)
+        for flag, value in overrides.items():
+            argv = vllm_args.set_flag(argv, flag, value)
+        return argv, self.profile.cwd, None
 
     def _alive(self, rec: ServerRecord) -> bool:
         ours = self._child is not None and rec.pid == self._child.pid

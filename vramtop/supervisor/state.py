@@ -56,6 +56,8 @@ class ServerRecord:
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
+    # Flags changed by relaunches not saved to the profile: a restart keeps them.
+    flag_overrides: dict[str, str] = field(default_factory=dict)
     returncode: int | None = None
     last_error: str | None = None
     error_kind: str | None = None  # "out_of_memory", "engine_dead", "other"

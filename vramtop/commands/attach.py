@@ -1,0 +1,26 @@
+"""`vramtop attach [--port 8000 | --pid N]`: adopt a vLLM server something else started."""
+
+from __future__ import annotations
+
+import argparse
+
+from vramtop.supervisor import cli_support
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("attach", help="adopt a running vLLM server (by port or pid)")
+    cli_support.add_common(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--port", type=int, help="the port it listens on (default 8000)")
+    which.add_argument("--pid", type=int, help="its process id")
+
+
+def run(args: argparse.Namespace) -> int:
+    def act(args: argparse.Namespace) -> int:
+        t = cli_support.target(args, without_profile=True)
+        port = args.port
+        if port is None and args.pid is None:
+            port = t.supervisor.profile.port
+        return cli_support.finish(t.supervisor.attach(port=port, pid=args.pid))
+
+    return cli_support.run_guarded(act, args)

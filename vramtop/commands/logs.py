@@ -1,0 +1,62 @@
+"""`vramtop logs [-f] [-n N]`: the server's log (its stdout and stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from vramtop.supervisor import cli_support
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("logs", help="print the server's log (-f to follow)")
+    cli_support.add_common(p)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
+
+
+def run(args: argparse.Namespace) -> int:
+    def act(args: argparse.Namespace) -> int:
+        if getattr(args, "demo", False):
+            from vramtop.supervisor import demo, state
+
+            path = state.log_path(demo.DEMO_PROFILE)
+        else:
+            path = cli_support.target(args, without_profile=True).supervisor.log_path
+        if not path.exists():
+            raise cli_support.CommandError(f"no log yet ({path}); start the server first")
+        for line in tail(path, args.lines):
+            print(line)
+        sys.stdout.flush()
+        if args.follow:
+            follow(path)
+        return 0
+
+    return cli_support.run_guarded(act, args)
+
+
+def tail(path: Path, count: int) -> list[str]:
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        block = min(size, max(count, 1) * 400 + 4096)
+        while True:
+            fh.seek(size - block)
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+            if len(lines) > count or block == size:
+                return lines[-count:] if count > 0 else []
+            block = min(size, block * 4)
+
+
+def follow(path: Path) -> None:
+    from vramtop.sources.logtail import LogTail
+
+    with LogTail(path) as reader:
+        while reader.read_new():  # skip what was already printed
+            pass
+        while True:
+            for line in reader.read_new():
+                print(line, flush=True)
+            time.sleep(0.25)

@@ -1,0 +1,51 @@
+"""`vramtop relaunch --budget 0.85`: restart with changed flags (kept in the profile's history;
+written to the profile file only with --save)."""
+
+from __future__ import annotations
+
+import argparse
+
+from vramtop.supervisor import cli_support
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError("the budget is a fraction of the card, e.g. 0.85")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "relaunch", help="restart with a new budget, max-model-len or KV dtype"
+    )
+    cli_support.add_common(p)
+    p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
+    p.add_argument("--max-model-len", type=int, help="new --max-model-len")
+    p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
+    p.add_argument("--save", action="store_true", help="write the change into the profile file")
+    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for ready")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    def act(args: argparse.Namespace) -> int:
+        if args.budget is None and args.max_model_len is None and args.kv_cache_dtype is None:
+            raise cli_support.CommandError(
+                "say what to change: --budget, --max-model-len or --kv-cache-dtype"
+            )
+        t = cli_support.target(args)
+        result = t.supervisor.relaunch(
+            util=args.budget,
+            max_model_len=args.max_model_len,
+            kv_cache_dtype=args.kv_cache_dtype,
+            save=args.save and not t.demo,
+            progress=cli_support.progress_printer(args.quiet),  # type: ignore[arg-type]
+            timeout_s=args.timeout,
+        )
+        return cli_support.finish(result)
+
+    return cli_support.run_guarded(act, args)

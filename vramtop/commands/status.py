@@ -1,0 +1,69 @@
+"""`vramtop status [--json]`: the supervised server's state, pid, budget and last error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+
+from vramtop.supervisor import cli_support, state
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("status", help="show the server's state (--json for scripts)")
+    cli_support.add_common(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    def act(args: argparse.Namespace) -> int:
+        if getattr(args, "demo", False):
+            from vramtop.supervisor import demo
+
+            if not demo.world_alive(demo.demo_machine()):
+                return _print(args, {"state": "stopped", "profile": demo.DEMO_PROFILE})
+        t = cli_support.target(args, without_profile=True)
+        info = t.supervisor.status()
+        data = asdict(info)
+        rec = state.load(t.supervisor.name)
+        data["log_path"] = str(t.supervisor.log_path)
+        if rec is not None:
+            data["started_by"] = rec.started_by
+            data["url"] = f"http://{rec.host or '127.0.0.1'}:{rec.port}"
+            data["error_kind"] = rec.error_kind
+            data["largest_fitting_budget"] = rec.largest_fitting_budget
+            data["last_lines"] = rec.last_lines[-10:] if info.state == "crashed" else []
+        return _print(args, data)
+
+    return cli_support.run_guarded(act, args)
+
+
+def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    lines = [f"{data.get('profile')}: {data['state']}"]
+    if data.get("pid"):
+        lines[0] += f" (pid {data['pid']}, port {data.get('port')}, {data.get('started_by')})"
+    if data.get("phase") and data["state"] == "starting":
+        lines.append(f"  phase: {data['phase']}")
+    if data.get("started_at") and data["state"] in ("starting", "running"):
+        up = time.time() - float(data["started_at"])  # type: ignore[arg-type]
+        lines.append(f"  up {up:.0f} s, ready in {data.get('ready_s')} s")
+    for key, label in (
+        ("gpu_memory_utilization", "budget"),
+        ("max_model_len", "max-model-len"),
+        ("kv_cache_dtype", "kv-cache-dtype"),
+    ):
+        if data.get(key) is not None:
+            lines.append(f"  {label}: {data[key]}")
+    if data.get("argv"):
+        lines.append("  command: " + " ".join(data["argv"]))  # type: ignore[arg-type]
+    if data.get("last_error"):
+        lines.append(f"  last error: {data['last_error']}")
+    for line in data.get("last_lines") or []:  # type: ignore[attr-defined]
+        lines.append(f"    | {line}")
+    if data.get("log_path"):
+        lines.append(f"  log: {data['log_path']}")
+    print("\n".join(lines))
+    return 0

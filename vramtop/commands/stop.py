@@ -1,0 +1,36 @@
+"""`vramtop stop`: end the server's whole process tree and wait until its memory is back."""
+
+from __future__ import annotations
+
+import argparse
+
+from vramtop.supervisor import cli_support
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("stop", help="stop the server (every process of it)")
+    cli_support.add_common(p)
+    p.add_argument("--all", action="store_true", help="with --demo: also stop the simulated GPU")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def run(args: argparse.Namespace) -> int:
+    def act(args: argparse.Namespace) -> int:
+        if getattr(args, "demo", False):
+            from vramtop.supervisor import demo
+
+            if not demo.world_alive(demo.demo_machine()):
+                print("not running")
+                return 0
+        t = cli_support.target(args, without_profile=True)
+        code = cli_support.finish(
+            t.supervisor.stop(progress=cli_support.progress_printer(args.quiet))  # type: ignore[arg-type]
+        )
+        if code == 0 and t.demo and args.all:
+            from vramtop.supervisor import demo
+
+            demo.stop_demo_world()
+            print("simulated machine stopped")
+        return code
+
+    return cli_support.run_guarded(act, args)

@@ -1,0 +1,144 @@
+"""What the headless commands share: finding the profile, building its Supervisor, printing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from vramtop import config, locations
+from vramtop.backend import ActionResult
+from vramtop.supervisor.service import MemoryReleased, Supervisor
+
+EXIT_FAILED = 2
+PLACEHOLDER = "default"
+
+
+class CommandError(Exception):
+    """A message for stderr; the command exits with code 2."""
+
+
+@dataclass
+class Target:
+    supervisor: Supervisor
+    demo: bool
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    from vramtop.cli import add_shared_options
+
+    add_shared_options(parser, "demo", "profile", "json")
+
+
+def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
+    """The Supervisor the command acts on: the demo's, or the named (or default) profile's.
+
+    `without_profile`: with no profile named and none configured, act on the server recorded
+    under the name "default" (an adopted server needs no profile)."""
+    if getattr(args, "demo", False):
+        from vramtop.supervisor import demo
+
+        try:
+            machine = demo.ensure_demo_world(wsl=bool(getattr(args, "wsl", False)))
+        except RuntimeError as exc:
+            raise CommandError(f"the simulated machine did not start: {exc}") from None
+        profile = demo.demo_profile(machine)
+        return Target(
+            Supervisor(profile, memory_released=demo.memory_released_check(machine)), True
+        )
+    name = getattr(args, "profile", None)
+    try:
+        profile = load_profile(name)
+    except CommandError:
+        if not without_profile or name is not None or _default_named():
+            raise
+        profile = _placeholder_profile()
+    return Target(Supervisor(profile, memory_released=nvml_memory_released()), False)
+
+
+def load_profile(name: str | None) -> config.Profile:
+    try:
+        if name is None:
+            name = config.load_settings().default_profile
+        if name is None:
+            raise CommandError(
+                "no profile given and no default profile: import your launch script with "
+                "`vramtop import launch.sh`, name one with --profile, or try --demo"
+            )
+        path = locations.profiles_dir() / f"{name}.toml"
+        if not path.exists():
+            raise CommandError(f"no profile named {name!r} ({path} does not exist)")
+        return config.load_profile_file(path)
+    except config.ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _default_named() -> bool:
+    try:
+        return config.load_settings().default_profile is not None
+    except config.ConfigError:
+        return True
+
+
+def _placeholder_profile() -> config.Profile:
+    """Stands for an adopted server when the user has no profile: its state file carries
+    everything a stop, status or restart needs."""
+    from vramtop.supervisor import state
+
+    rec = state.load(PLACEHOLDER)
+    argv = rec.argv if rec is not None and rec.argv else ["vllm", "serve"]
+    return config.Profile(
+        name=PLACEHOLDER,
+        argv=argv,
+        host=(rec.host if rec is not None and rec.host else "127.0.0.1"),
+        port=(rec.port if rec is not None and rec.port else 8000),
+    )
+
+
+def nvml_memory_released() -> MemoryReleased:
+    """True once the driver lists none of the stopped pids. Where it lists no processes at
+    all (WSL2), it cannot tell, and says released."""
+
+    def released(pids: frozenset[int]) -> bool:
+        try:
+            from vramtop.sources.nvml import NvmlProbe
+
+            reading = NvmlProbe().read()
+        except Exception:  # no driver, no library: nothing to wait for
+            return True
+        for device in reading.devices:
+            if device.processes and {p.pid for p in device.processes} & set(pids):
+                return False
+        return True
+
+    return released
+
+
+def progress_printer(quiet: bool) -> object:
+    def report(word: str) -> None:
+        if not quiet:
+            print(f"… {word}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def finish(result: ActionResult) -> int:
+    """Print the result: success on stdout, failure on stderr with exit code 2."""
+    if result.ok:
+        print(result.message)
+        return 0
+    print(f"vramtop: {result.message}", file=sys.stderr)
+    if result.detail:
+        print(result.detail, file=sys.stderr)
+    return EXIT_FAILED
+
+
+def run_guarded(action: object, args: argparse.Namespace) -> int:
+    """Run `action(args)`, turning a CommandError into one line on stderr."""
+    try:
+        return int(action(args))  # type: ignore[operator]
+    except CommandError as exc:
+        print(f"vramtop: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,115 @@
+"""The demo's simulated machine for headless commands: a world daemon that outlives them.
+
+`vramtop start --demo` and `vramtop stop --demo` run as separate processes, so the simulated
+GPU cannot belong to either: it runs detached (its own session) under the demo directory and
+each command finds it again by its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+from vramtop import locations
+from vramtop.config import Profile
+from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
+
+DEMO_PROFILE = "demo"
+_PORT_FILE = "server-port"
+
+
+def _speed() -> float:
+    try:
+        return float(os.environ.get(SPEED_ENV, "1"))
+    except ValueError:
+        return 1.0
+
+
+def _startup_s() -> float | None:
+    try:
+        value = os.environ.get(STARTUP_ENV)
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def demo_machine(wsl: bool = False) -> SimMachine:
+    """The handle (not started) for the demo world under the demo directory."""
+    return SimMachine(locations.demo_dir(), wsl=wsl, speed=_speed(), startup_s=_startup_s())
+
+
+def world_alive(machine: SimMachine) -> bool:
+    try:
+        return bool(machine.client.request("ping").get("ok"))
+    except WorldUnreachable:
+        return False
+
+
+def ensure_demo_world(wsl: bool = False) -> SimMachine:
+    """The demo world, started detached if its socket does not answer. Raises RuntimeError
+    when it cannot be started (the caller turns that into a message)."""
+    machine = demo_machine(wsl)
+    if world_alive(machine):
+        return machine
+    machine.start()
+    # Forget the handle's process: the daemon lives on after this command exits (it runs in
+    # its own session) and is stopped through its socket.
+    machine.world_proc = None
+    return machine
+
+
+def stop_demo_world() -> bool:
+    """Stop the demo world and any simulated process left on it; False if none was running."""
+    machine = demo_machine()
+    if not world_alive(machine):
+        return False
+    machine._kill_sim_processes()  # a sweep for strays; servers are stopped before this
+    with contextlib.suppress(WorldUnreachable):
+        machine.client.request("shutdown")
+    return True
+
+
+def demo_port() -> int:
+    """The demo server's port: chosen free once, then kept (so a restart reuses it)."""
+    path = locations.demo_dir() / _PORT_FILE
+    with contextlib.suppress(OSError, ValueError):
+        return int(path.read_text().strip())
+    port = free_port()
+    path.write_text(f"{port}\n")
+    path.chmod(0o600)
+    return port
+
+
+def demo_profile(machine: SimMachine) -> Profile:
+    """The field report's server on the simulated card."""
+    port = demo_port()
+    full_env = machine.server_env()
+    env = {
+        key: full_env[key]
+        for key in (SOCKET_ENV, SPEED_ENV, STARTUP_ENV, "PYTHONUNBUFFERED")
+        if key in full_env
+    }
+    return Profile(
+        name=DEMO_PROFILE,
+        argv=machine.server_argv(port=port),
+        env=env,
+        host="127.0.0.1",
+        port=port,
+        stop_timeout_s=5.0,
+    )
+
+
+def memory_released_check(machine: SimMachine) -> Callable[[frozenset[int]], bool]:
+    """True once the simulated GPU holds nothing for the stopped tree's pids."""
+
+    def released(pids: frozenset[int]) -> bool:
+        try:
+            state = machine.client.request("state")
+        except WorldUnreachable:
+            return True  # no world, no memory held
+        held = {int(s["pid"]) for s in state.get("servers", [])}
+        return not (held & set(pids))
+
+    return released
