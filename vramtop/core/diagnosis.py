@@ -208,6 +208,7 @@ class Diagnoser:
         self._points: deque[_Point] = deque(maxlen=WINDOW)
         self._desktop_at_start: int | None = None
         self._was_healthy = False
+        self._exit_seen = False
         self._unhealthy_run = 0
         self._kv_window: deque[bool] = deque(maxlen=THROTTLE_WINDOW)
         self._last_preemption_t: float | None = None
@@ -241,6 +242,7 @@ class Diagnoser:
                 self._close(kind, t)
         elif event == "ready":
             self._planned_exit = False
+            self._exit_seen = False
             self._close(STARTUP_OUT_OF_MEMORY, t)
             self._close(SERVER_CRASHED, t)
         elif event == "log":
@@ -626,8 +628,10 @@ class Diagnoser:
             )
 
     def _check_health(self, s: Sample, state: ServerState | None) -> None:
-        if state is ServerState.CRASHED and not self._planned_exit:
-            self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
+        if state is ServerState.CRASHED:
+            # An exit event already said why (a crash, a startup failure, a planned stop).
+            if not self._planned_exit and not self._exit_seen:
+                self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
             return
         server = s.server
         if server is None or not server.reachable or state not in (ServerState.RUNNING, None):
@@ -644,6 +648,7 @@ class Diagnoser:
                 )
 
     def _on_exit(self, t: float, detail: Mapping[str, Any]) -> None:
+        self._exit_seen = True
         lines = detail.get("last_lines") or []
         if isinstance(lines, str):
             lines = [lines]

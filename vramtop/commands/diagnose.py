@@ -1,0 +1,98 @@
+"""`vramtop diagnose FILE [--json]`: run the live console's diagnosis over a recorded session."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from vramtop.core.diagnosis import Diagnoser, Finding
+from vramtop.core.model import GIB, Sample
+from vramtop.session.reader import Record, SessionError, SessionReader
+
+EXIT_UNREADABLE = 2
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diagnose",
+        help="name what went wrong in a recorded session",
+        description="Read a session recorded by `vramtop record` (or the console) and print "
+        "the findings the live console would have raised: what happened, the numbers, "
+        "what it rules out, and what to do.",
+    )
+    parser.add_argument("file", type=Path, help="the session file (JSON Lines)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the findings as JSON (see the session format)",
+    )
+
+
+def diagnose_records(records: Iterable[Record]) -> list[Finding]:
+    """Every finding of a session, closed and open, in the order first seen."""
+    diagnoser = Diagnoser()
+    for record in records:
+        if isinstance(record, Sample):
+            diagnoser.feed_sample(record)
+        elif record.event != "finding":  # what the console concluded live is not input
+            diagnoser.feed_event(record.t, record.event, record.detail)
+    return diagnoser.all_findings()
+
+
+def diagnose_file(path: str | Path) -> list[Finding]:
+    """Raises `SessionError` when the file is not a readable session."""
+    return diagnose_records(SessionReader(path).records())
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        findings = diagnose_file(args.file)
+    except SessionError as e:
+        print(f"vramtop diagnose: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if getattr(args, "json", False):
+        print(json.dumps({"findings": [f.to_json() for f in findings]}, indent=2))
+    else:
+        print(render_text(findings))
+    return 0
+
+
+def render_text(findings: list[Finding]) -> str:
+    if not findings:
+        return "No findings: nothing went wrong that vramtop can name."
+    blocks = []
+    for f in findings:
+        when = (
+            f"from {f.first_seen_t:.0f} s, still open"
+            if f.closed_t is None
+            else f"from {f.first_seen_t:.0f} s to {f.closed_t:.0f} s ({f.duration_s:.0f} s)"
+        )
+        lines = [f"[{f.severity}] {f.kind} — {when}", f"  {f.summary}"]
+        for rung in ("observed", "inferred", "hypothesis"):
+            for sentence in f.ladder.get(rung, ()):
+                lines.append(f"  {rung}: {sentence}")
+        lines.append(f"  remedy: {_remedy_text(f.remedy)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _remedy_text(remedy: Any) -> str:
+    action = remedy.get("action", "?")
+    parts = [action]
+    util = remedy.get("gpu_memory_utilization")
+    if util is not None:
+        parts.append(f"--gpu-memory-utilization {util:.2f}")
+    pool, after = remedy.get("kv_pool_bytes"), remedy.get("kv_pool_bytes_after")
+    if pool and after is not None:
+        parts.append(f"(KV pool {pool / GIB:.2f} → {after / GIB:.2f} GiB)")
+    for option in remedy.get("options", ()):
+        if option.get("value") is not None:
+            parts.append(f"{option['flag']} {option['value']}")
+    if remedy.get("why"):
+        parts.append(f"— {remedy['why']}")
+    return " ".join(parts)

@@ -1,0 +1,222 @@
+"""Writing a recorded session: JSON Lines in the session format, one complete line at a time.
+
+Every line is written whole and flushed at once, so a crash of vramtop leaves a file whose
+lines are all readable (at worst the last one is cut, and readers skip it). The cost per tick
+is one `json.dumps` and one write of a bounded line (process lists are capped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from vramtop.core.diagnosis import Finding
+from vramtop.core.model import GpuDevice, Sample, ServerInfo, ServerState
+
+FORMAT = "vramtop-session"
+VERSION = 1
+MAX_PROCESSES = 64  # per device and line: keeps a line's size bounded
+
+try:  # the shared argv reader knows every secret flag and both spellings
+    from vramtop.core.vllm_args import mask_secrets as _mask_argv
+except ImportError:  # pragma: no cover
+
+    def _mask_argv(argv: Sequence[str]) -> list[str]:
+        out = list(argv)
+        for i, word in enumerate(out):
+            if word == "--api-key" and i + 1 < len(out):
+                out[i + 1] = "***"
+            elif word.startswith("--api-key="):
+                out[i] = "--api-key=***"
+        return out
+
+
+def mask_argv(argv: Sequence[str]) -> list[str]:
+    """argv with secret values (API keys) replaced."""
+    return _mask_argv(list(argv))
+
+
+def make_header(
+    *,
+    started_at: str,
+    gpus: Sequence[GpuDevice] = (),
+    info: ServerInfo | None = None,
+    wsl: bool | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The header line (`started_at`: ISO 8601 UTC, e.g. `2026-11-29T14:02:11Z`)."""
+    server = None
+    if info is not None:
+        server = {
+            "argv": mask_argv(info.argv),
+            "gpu_memory_utilization": info.gpu_memory_utilization,
+            "max_model_len": info.max_model_len,
+            "kv_cache_dtype": info.kv_cache_dtype,
+        }
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "version": VERSION,
+        "started_at": started_at,
+        "host": {"wsl": wsl},
+        "gpus": [{"index": g.index, "name": g.name, "total_bytes": g.total_bytes} for g in gpus],
+        "server": server,
+    }
+    header.update(extra or {})
+    return header
+
+
+def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> dict[str, Any]:
+    split = sample.split if first else None
+    line: dict[str, Any] = {
+        "index": device.index,
+        "used_bytes": device.used_bytes,
+        "total_bytes": device.total_bytes,
+        "server_bytes": split.server_bytes if split else None,
+        "processes": None
+        if device.processes is None
+        else [
+            {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
+            for p in device.processes[:MAX_PROCESSES]
+        ],
+        "temperature_c": device.temperature_c,
+        "sm_clock_mhz": device.sm_clock_mhz,
+        "throttle": list(device.throttle),
+    }
+    if split is not None:  # optional additions: how vramtop divided the card
+        line["desktop_bytes"] = split.desktop_bytes
+        line["split_method"] = str(split.method)
+        if split.headroom_bytes is not None:
+            line["headroom_bytes"] = split.headroom_bytes
+    return line
+
+
+def _server_line(sample: Sample) -> dict[str, Any] | None:
+    reading, info = sample.server, sample.info
+    if reading is None and info is None:
+        return None
+    out: dict[str, Any] = {}
+    if info is not None:
+        out["state"] = str(info.state)
+        out["pid"] = info.pid
+    elif reading is not None:
+        out["state"] = str(ServerState.RUNNING if reading.reachable else ServerState.STOPPED)
+    if reading is not None:
+        out["healthy"] = reading.healthy
+        if reading.stale:
+            out["stale"] = True
+    m = reading.metrics if reading is not None and not reading.stale else None
+    if m is not None:
+        out.update(
+            generation_tokens_total=m.generation_tokens_total,
+            prompt_tokens_total=m.prompt_tokens_total,
+            requests_running=_count(m.requests_running),
+            requests_waiting=_count(m.requests_waiting),
+            preemptions_total=m.preemptions_total,
+            kv_cache_usage=m.kv_cache_usage,
+        )
+        if m.cache.kv_cache_memory_bytes is not None:
+            out["kv_cache_memory_bytes"] = m.cache.kv_cache_memory_bytes
+    tokens = m.cache.kv_cache_size_tokens if m is not None else None
+    if tokens is None and sample.startup is not None:
+        tokens = sample.startup.kv_cache_tokens
+    out["kv_cache_tokens"] = tokens
+    util = m.cache.gpu_memory_utilization if m is not None else None
+    if util is None and info is not None:
+        util = info.gpu_memory_utilization
+    out["gpu_memory_utilization"] = util
+    return out
+
+
+def _count(value: float | None) -> int | float | None:
+    """Gauges that count requests are written as integers."""
+    if value is None or not math.isfinite(value):
+        return None
+    return int(value) if value == int(value) else value
+
+
+def sample_line(sample: Sample) -> dict[str, Any]:
+    """A `Sample` as the session format's sample line."""
+    return {
+        "t": sample.t,
+        "gpus": [_gpu_line(d, sample, i == 0) for i, d in enumerate(sample.gpu.devices)],
+        "server": _server_line(sample),
+    }
+
+
+def _masked(detail: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(detail)
+    for key in ("argv", "old_argv", "new_argv"):
+        if isinstance(out.get(key), list | tuple):
+            out[key] = mask_argv([str(w) for w in out[key]])
+    return out
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities are not JSON: they become null ("not known")."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(obj: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(obj), ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionWriter:
+    """Appends one session to `path` (created or truncated). Use as a context manager."""
+
+    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        header = dict(header)
+        header.setdefault("format", FORMAT)
+        header.setdefault("version", VERSION)
+        if isinstance(header.get("server"), Mapping) and "argv" in header["server"]:
+            header["server"] = {**header["server"], "argv": mask_argv(header["server"]["argv"])}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        self._write(header)
+
+    def _write(self, obj: Mapping[str, Any]) -> None:
+        if self._file is None:
+            raise ValueError("session file is closed")
+        # One write per complete line, then flush: a crash never leaves half a record
+        # behind anything but the very last line.
+        self._file.write(_dumps(obj) + "\n")
+        self._file.flush()
+
+    def sample(self, sample: Sample) -> None:
+        self._write(sample_line(sample))
+
+    def event(self, t: float, name: str, detail: Mapping[str, Any] | None = None) -> None:
+        self._write({"t": t, "event": name, "detail": _masked(detail or {})})
+
+    def finding(self, t: float, finding: Finding, change: str = "opened") -> None:
+        """A `finding` event: the finding as `diagnose --json` prints it, and what changed."""
+        self.event(t, "finding", {"change": change, **finding.to_json()})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
