@@ -1,0 +1,97 @@
+"""`vramtop --once --json`, end to end: real processes, the simulated machine, the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from vramtop.core.model import GIB
+
+
+def run_vramtop(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, VRAMTOP_HOME=str(home), VRAMTOP_SIM_STARTUP_S="0.3")
+    return subprocess.run(
+        [sys.executable, "-m", "vramtop", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def sim_processes_under(home: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "vramtop.sim" in cmd and str(home) in " ".join(proc.environ().values()) + cmd:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: Path) -> None:
+    result = run_vramtop(tmp_path, "--demo", "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    gpu = data["gpus"][0]
+    assert gpu["name"] == "NVIDIA GeForce RTX 5090"
+    assert gpu["total_bytes"] == 32607 * 1024**2
+    assert gpu["processes"] is not None
+    assert data["split"]["method"] == "per_process"
+    # the server's share is its process tree's: the budget at 0.93 plus what lies outside it
+    assert data["split"]["server_bytes"] >= data["split"]["budget_bytes"]
+    assert data["server"]["state"] == "running" and data["server"]["healthy"] is True
+    assert data["server"]["gpu_memory_utilization"] == 0.93
+    kv = data["kv_pool"]
+    assert abs(kv["bytes"] / GIB - 9.26) < 0.01
+    assert kv["dtype"] == "fp8" and kv["max_model_len"] == 163840
+    assert 100_000 < kv["tokens"] < 140_000
+    assert not sim_processes_under(tmp_path), "the demo left simulated processes behind"
+
+
+def test_demo_wsl_derives_the_split_without_per_process_numbers(tmp_path: Path) -> None:
+    result = run_vramtop(tmp_path, "--demo", "--wsl", "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["gpus"][0]["processes"] is None
+    split = data["split"]
+    assert split["method"] == "derived"
+    assert "WSL2" in split["detail"]
+    assert (
+        split["server_bytes"] + split["desktop_bytes"] + split["free_bytes"] == split["total_bytes"]
+    )
+    assert 0.5 * GIB < split["desktop_bytes"] < 3 * GIB  # the idle simulated desktop
+
+
+def test_unreachable_url_is_a_clear_error_with_exit_code_2(tmp_path: Path) -> None:
+    from vramtop.sim.machine import free_port
+
+    result = run_vramtop(tmp_path, "--once", "--json", "--url", f"http://127.0.0.1:{free_port()}")
+    assert result.returncode == 2
+    assert "cannot reach the vLLM server" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--wsl", "--once"], "--wsl only applies"),
+        (["--json"], "use it with --once"),
+        (["--once", "--url", "localhost:8000"], "not an http(s) URL"),
+        (["--once", "--interval", "-1"], "positive number"),
+    ],
+)
+def test_unusable_arguments_exit_2_with_a_message(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = run_vramtop(tmp_path, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
