@@ -217,3 +217,37 @@ def test_replay_advance_returns_what_is_due_without_sleeping() -> None:
     assert [r.t for r in source.advance(0.4)] == [2.0, 3.0, 3.5, 4.0, 5.0]
     rest = source.advance(100.0)
     assert rest[-1].t == 52.0 and source.finished
+
+
+def test_record_loop_writes_samples_lifecycle_and_findings(tmp_path: Path) -> None:
+    from vramtop.commands.record import record_loop
+
+    samples = [
+        r for r in build(Card(), field_report(call_at=40, restart_at=90)) if isinstance(r, Sample)
+    ]
+
+    class FakeBackend:
+        def __init__(self) -> None:
+            self.i = 0
+
+        def tick(self) -> Sample:
+            sample = samples[min(self.i, len(samples) - 1)]
+            self.i += 1
+            return sample
+
+    clock = [0.0]
+    path = tmp_path / "rec.jsonl"
+    with SessionWriter(path, {"started_at": "x"}) as w:
+        record_loop(
+            FakeBackend(),
+            w,
+            duration_s=len(samples) - 1,
+            clock=lambda: clock[0],
+            sleep=lambda s: clock.__setitem__(0, clock[0] + 1.0),
+        )
+    _, records = read_session(path)
+    names = [r.event for r in records if isinstance(r, SessionEvent)]
+    # The restart shows as a start (state starting) and a ready; the finding opens and closes.
+    assert names.count("finding") == 2 and "start" in names and "ready" in names
+    assert sum(isinstance(r, Sample) for r in records) == len(samples)
+    assert [f.kind for f in diagnose.diagnose_file(path)] == [VRAM_CONTENTION]

@@ -1,0 +1,155 @@
+"""`vramtop record FILE`: monitor without the console and write the session to FILE.
+
+One sample per tick, the server's lifecycle as events (derived from its state), and each
+finding as it opens and closes, so the file can be diagnosed and replayed later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from vramtop.cli import add_shared_options
+from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.model import Sample, ServerState
+from vramtop.session.writer import SessionWriter, make_header
+
+EXIT_USAGE = 2
+DEFAULT_INTERVAL_S = 1.0
+LAST_LINES = 20  # log lines kept with an `exit` event
+
+
+class Ticking(Protocol):
+    def tick(self) -> Sample: ...
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "record",
+        help="record a session to a file (for `vramtop diagnose` and `vramtop replay`)",
+        description="Watch the GPU and the vLLM server without the console and write every "
+        "sample, the server's starts and exits, and each finding to FILE (JSON Lines).",
+    )
+    parser.add_argument("file", type=Path, help="where to write the session")
+    parser.add_argument(
+        "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
+    )
+    add_shared_options(parser, "demo", "wsl", "url", "profile")
+
+
+def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str, dict[str, Any]]]:
+    """The session events a change of the server's state stands for."""
+    before = previous.info.state if previous is not None and previous.info else None
+    info = sample.info
+    if info is None or info.state == before:
+        return []
+    if info.state is ServerState.STARTING:
+        return [("start", {})]
+    if info.state is ServerState.RUNNING and before is ServerState.STARTING:
+        return [("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})]
+    if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
+        ServerState.RUNNING,
+        ServerState.STARTING,
+        ServerState.STOPPING,
+    ):
+        detail: dict[str, Any] = {"returncode": info.returncode}
+        if info.last_error:
+            detail["last_lines"] = [info.last_error]
+        return [("exit", detail)]
+    if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
+        return [("stop", {"reason": "observed"})]
+    return []
+
+
+def record_loop(
+    backend: Ticking,
+    writer: SessionWriter,
+    *,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    duration_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    log_lines: Callable[[int], list[str]] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Diagnoser:
+    """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`)."""
+    diagnoser = Diagnoser()
+    previous: Sample | None = None
+    start = clock()
+    while not should_stop():
+        began = clock()
+        sample = backend.tick()
+        for name, detail in lifecycle_events(previous, sample):
+            if name == "exit" and log_lines is not None and "last_lines" not in detail:
+                detail["last_lines"] = log_lines(LAST_LINES)
+            writer.event(sample.t, name, detail)
+            diagnoser.feed_event(sample.t, name, detail)
+        writer.sample(sample)
+        diagnoser.feed_sample(sample)
+        for change in diagnoser.take_changes():
+            writer.finding(sample.t, change.finding, change.change)
+        previous = sample
+        if duration_s is not None and clock() - start >= duration_s:
+            break
+        sleep(max(0.0, interval_s - (clock() - began)))
+    return diagnoser
+
+
+def run(args: argparse.Namespace) -> int:
+    from vramtop.commands.monitor import UsageError, _backend
+
+    interval = getattr(args, "interval", None) or DEFAULT_INTERVAL_S
+    if interval <= 0 or (args.duration is not None and args.duration <= 0):
+        print("vramtop record: --interval and --duration must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    if getattr(args, "wsl", False) and not getattr(args, "demo", False):
+        print("vramtop record: --wsl only applies with --demo", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        backend, owned = _backend(args)
+    except UsageError as exc:
+        print(f"vramtop record: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if getattr(backend, "autostart", False):
+            result = backend.start()
+            if not result.ok:
+                print(f"vramtop record: {result.message}", file=sys.stderr)
+                return 1
+        first = backend.tick()
+        header = make_header(
+            started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            gpus=first.gpu.devices,
+            info=first.info,
+            wsl=getattr(backend, "wsl", None),
+            extra={"demo": bool(getattr(backend, "demo", False))},
+        )
+        try:
+            writer = SessionWriter(args.file, header)
+        except OSError as exc:
+            print(f"vramtop record: cannot write {args.file}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        with writer:
+            writer.sample(first)
+            print(f"recording to {args.file} (Ctrl+C to stop)", file=sys.stderr)
+            try:
+                diagnoser = record_loop(
+                    backend,
+                    writer,
+                    interval_s=interval,
+                    duration_s=args.duration,
+                    log_lines=getattr(backend, "log_lines", None),
+                )
+            except KeyboardInterrupt:
+                return 0
+        for finding in diagnoser.all_findings():
+            print(f"[{finding.severity}] {finding.kind}: {finding.summary}", file=sys.stderr)
+        return 0
+    finally:
+        if owned:
+            backend.close(stop_server=True)
