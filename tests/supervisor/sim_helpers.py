@@ -1,0 +1,19 @@
+"""Helpers for supervisor tests on the simulated machine."""
+
+from __future__ import annotations
+
+from vramtop.config import Profile
+from vramtop.sim.machine import SimMachine, free_port
+
+
+def sim_profile(machine: SimMachine, name: str, util: float = 0.93) -> Profile:
+    port = free_port()
+    env = machine.server_env()
+    keep = ("VRAMTOP_SIM_SOCKET", "VRAMTOP_SIM_SPEED", "VRAMTOP_SIM_STARTUP_S")
+    return Profile(
+        name=name,
+        argv=machine.server_argv(util=util, port=port),
+        env={k: env[k] for k in keep if k in env},
+        port=port,
+        stop_timeout_s=5,
+    )
