@@ -18,9 +18,18 @@ from vramtop import __version__
 # Subcommand modules, in the order `--help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "calc",
+    "diagnose",
     "import_",
     "lint",
     "profile",
+    "record",
+    "start",
+    "stop",
+    "restart",
+    "relaunch",
+    "status",
+    "logs",
+    "attach",
 )
 
 EXIT_USAGE = 2
@@ -129,3 +138,6 @@ def _log_to_file() -> None:
         )
     except OSError:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    # One line per HTTP request at 1 Hz would drown the log that matters.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
