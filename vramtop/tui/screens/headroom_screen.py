@@ -40,6 +40,8 @@ class Proposal:
 
 
 class HeadroomScreen(ModalScreen[Proposal | None]):
+    # No field focused at first: a focused field would swallow the b and +/- keys.
+    AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("minus", "step(-1)", "-0.01", priority=True),
         Binding("plus,equals_sign", "step(1)", "+0.01", priority=True),
@@ -78,7 +80,8 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             yield Static(id="headroom-peak")
             yield Static(
                 Content.styled(
-                    "+/- budget · b hands the proposal to the relaunch dialog · esc closes",
+                    "+/- budget · b hands the proposal to the relaunch dialog · tab edits a field, "
+                    "enter leaves it · esc closes",
                     "$text-muted",
                 )
             )
@@ -107,6 +110,9 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
 
     def on_input_changed(self) -> None:
         self._refresh()
+
+    def on_input_submitted(self) -> None:
+        self.set_focus(None)
 
     def action_propose(self) -> None:
         inputs = self._what_if_inputs()

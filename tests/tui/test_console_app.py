@@ -1,0 +1,301 @@
+"""The console through Pilot on the fake backend: numbers shown, keys acting, trouble handled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import make_app, settle, ticks
+from fake_backend import FakeBackend
+from textual.widget import Widget
+from textual.widgets import Input, RichLog
+
+from vramtop.config import Settings
+from vramtop.tui.app import VramtopApp
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.screens.headroom_screen import HeadroomScreen
+from vramtop.tui.screens.timeline_screen import TimelineScreen
+from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.finding_banner import FindingBanner
+from vramtop.tui.widgets.server_log import ServerLog
+
+
+def text(app: VramtopApp, selector: str | type[Widget]) -> str:
+    """Everything the widget (and its children) shows, as plain text."""
+    root = app.screen.query_one(selector)  # type: ignore[call-overload]
+    parts = []
+    for widget in [root, *root.query("*")]:
+        if widget.display is False:
+            continue
+        rendered: Any = widget.render()
+        parts.append(getattr(rendered, "plain", str(rendered)))
+    return "\n".join(parts)
+
+
+async def test_panels_show_the_backends_numbers() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 3)
+        header = text(app, ConsoleHeader)
+        assert "RTX 5090 31.8 GiB" in header
+        assert "WSL2" in header and "vLLM 0.29.0" in header
+        assert "pid 4242" in header and "budget 0.93" in header
+        assert "up 1h02m" in header  # fixed clock: started 3725 s before, 3 ticks ago
+        vram = text(app, "VramSplitPanel")
+        assert "budget 0.93 × total = 29.6 GiB" in vram
+        assert "leaves the desktop 1.8 GiB" in vram
+        assert "derived" not in vram or "WSL2 gives no per-process numbers" in vram
+        kv = text(app, "KvPoolPanel")
+        assert "9.26 GiB" in kv and "1.85× at 163,840" in kv
+        throughput = text(app, "ThroughputPanel")
+        assert "healthy 77" in throughput and "1 running" in throughput
+
+
+async def test_native_linux_lists_top_processes() -> None:
+    app = make_app(FakeBackend(wsl=False))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 1)
+        assert "VLLM::EngineCore (4242)" in text(app, "VramSplitPanel")
+        assert "native Linux" in text(app, ConsoleHeader)
+
+
+async def test_r_asks_once_while_requests_run_then_restarts_with_a_new_pid() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("r")
+        await settle(pilot)
+        assert backend.calls == []
+        assert "press r again" in text(app, ConsoleHeader)
+        await pilot.press("r")
+        await settle(pilot)
+        assert backend.calls == [("restart",)]
+        header = text(app, ConsoleHeader)
+        assert "pid 4343" in header and "pid 4242" not in header
+        assert "restarted" in header
+
+
+async def test_b_minus_eight_times_enter_relaunches_at_085() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("b")
+        assert isinstance(app.screen, BudgetDialog)
+        assert app.screen.value_text == "0.93"
+        await pilot.press(*["minus"] * 8)
+        assert app.screen.value_text == "0.85"
+        prediction = text(app, "#budget-prediction")
+        assert "desktop headroom" in prediction and "KV cost −2.5" in prediction
+        await pilot.press("enter")
+        await settle(pilot)
+        assert backend.calls == [("relaunch", 0.85)]
+        assert "budget 0.85" in text(app, ConsoleHeader)
+
+
+async def test_budget_dialog_refuses_invalid_values_in_place() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b")
+        field = app.screen.query_one("#budget-value", Input)
+        for value, reason in [("1.5", "at most 1"), ("abc", "type a number"), ("0.50", "weights")]:
+            field.value = value
+            await pilot.pause()
+            assert reason in text(app, "#budget-reason")
+            await pilot.press("enter")
+            assert isinstance(app.screen, BudgetDialog)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert backend.calls == []
+
+
+async def test_q_leaves_the_server_running_by_default() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("q")
+        await pilot.press("enter")
+        await settle(pilot)
+    assert backend.closed_with is False
+    assert app.return_value == 0
+
+
+async def test_q_then_s_stops_the_server() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+        await pilot.press("s")
+        await settle(pilot)
+    assert backend.closed_with is True
+
+
+async def test_crashed_server_is_named_and_the_rest_keeps_updating() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        backend.crash()
+        await ticks(pilot, 1)
+        assert "crashed" in text(app, ConsoleHeader)
+        banner = text(app, FindingBanner)
+        assert "server_crashed" in banner and "r restart now" in banner
+        assert app.query_one(ServerLog).border_subtitle.startswith("vLLM exited")
+        assert "connection refused" in text(app, "KvPoolPanel")
+        assert "vLLM 0.0" in text(app, "VramSplitPanel")  # the GPU panel still updates
+        assert app.check_action("restart", ()) is True
+
+
+async def test_missing_nvml_is_explained_and_other_panels_update() -> None:
+    backend = FakeBackend()
+    backend.nvml_error = "NVML library not found (libnvidia-ml.so.1)"
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        vram = text(app, "VramSplitPanel")
+        assert "GPU readings unavailable: NVML library not found" in vram
+        assert "nvidia-smi" in vram
+        assert "9.26 GiB" in text(app, "KvPoolPanel")
+
+
+async def test_stale_metrics_are_marked() -> None:
+    backend = FakeBackend()
+    backend.metrics_error = "timed out after 2 s"
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        assert "(stale)" in text(app, "KvPoolPanel")
+
+
+async def test_simulated_call_collapses_and_the_banner_offers_the_remedy() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("v")
+        await settle(pilot)
+        assert backend.call_on
+        await ticks(pilot, 4)
+        assert "call on" in text(app, ConsoleHeader)
+        banner = text(app, FindingBanner)
+        assert "vram_contention" in banner
+        assert "observed:" in banner and "hypothesis:" in banner
+        assert "b relaunch at 0.85" in banner
+        await pilot.press("b")
+        assert isinstance(app.screen, BudgetDialog)
+        assert app.screen.value_text == "0.85"
+        assert "vram_contention" in text(app, "#budget-why")
+
+
+async def test_call_key_only_in_the_demo() -> None:
+    backend = FakeBackend(demo=False)
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("v")
+        await settle(pilot)
+        assert app.check_action("toggle_call", ()) is False
+        assert ("toggle_call", True) not in backend.calls
+        titles = [title for title, _, _ in app.palette_entries()]
+        assert "Start or end a simulated call" not in titles
+        assert "Relaunch with another budget" in titles
+
+
+async def test_keys_are_remapped_from_settings() -> None:
+    backend = FakeBackend()
+    backend.demo = False
+    app = make_app(backend, Settings(interval_s=3600, keys={"relaunch": "x"}))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("x")
+        assert isinstance(app.screen, BudgetDialog)
+        await pilot.press("escape")
+        rows = {binding_id: key for key, _, binding_id in app.help_rows()}
+        assert rows["relaunch"] == "x"
+
+
+async def test_actions_are_disabled_while_one_runs() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        app.busy = "relaunch"
+        assert app.check_action("restart", ()) is None
+        assert app.check_action("relaunch", ()) is None
+        assert app.check_action("help", ()) is True
+
+
+async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("slash")
+        await pilot.press(*"KV cache")
+        log = app.query_one("#server-log RichLog", RichLog)
+        shown = [strip.text for strip in log.lines]
+        assert shown and all("kv cache" in line.lower() for line in shown)
+        await pilot.press("escape")
+        await pilot.press("l")
+        assert app.focused is log
+
+
+async def test_tiny_terminal_gets_the_compact_layout() -> None:
+    app = make_app()
+    async with app.run_test(size=(50, 14)) as pilot:
+        await ticks(pilot, 2)
+        assert app.screen.has_class("-compact")
+        assert (
+            app.query_one(ServerLog).display is False or not app.query_one(ServerLog).region.height
+        )
+
+
+async def test_headroom_panel_hands_its_proposal_to_the_relaunch_dialog() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 34)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("c")
+        assert isinstance(app.screen, HeadroomScreen)
+        await pilot.press("minus", "minus", "minus")
+        table = text(app, "#headroom-table")
+        assert "0.93" in table and "0.90" in table and "KV tokens" in table
+        assert "desktop peak this session" in text(app, "#headroom-peak")
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(app.screen, BudgetDialog)
+        assert app.screen.value_text == "0.90"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert backend.calls == [("relaunch", 0.90)]
+
+
+async def test_timeline_lists_events_with_finding_durations() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        backend.crash()
+        await ticks(pilot, 1)
+        await pilot.press("r")
+        await settle(pilot)
+        await pilot.press("e")
+        assert isinstance(app.screen, TimelineScreen)
+        from textual.widgets import DataTable
+
+        table = app.screen.query_one(DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        kinds = [row[1] for row in rows]
+        assert "restart" in kinds and "exit" in kinds and "finding" in kinds
+        assert any("server_crashed" in row[2] and "lasted" in row[2] for row in rows)
+
+
+async def test_t_cycles_through_the_bundled_themes() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert app.theme == "vramtop-dark"
+        seen = set()
+        for _ in range(3):
+            await pilot.press("t")
+            seen.add(app.theme)
+        assert {"vramtop-dark", "vramtop-light", "vramtop-high-contrast"} <= seen
