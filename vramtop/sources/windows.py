@@ -1,0 +1,355 @@
+"""Windows' GPU memory counters, read from inside WSL2 through one long-lived PowerShell.
+
+PowerShell takes seconds to start and the first CIM query of the GPU counters takes more, so
+one process runs a loop that prints a compressed JSON line every `interval_s`; a reader thread
+keeps the newest line parsed into a `WindowsGpuReading`, and `read()` returns it at once (the
+console's tick never waits on Windows). If PowerShell dies, it is started again with backoff.
+Every way this can fail ends as a reading whose `error` says why, never as an exception.
+
+How the script is passed: `-EncodedCommand` (base64 of UTF-16LE). `-Command -` (script on
+stdin) runs each stdin line as it arrives, and Windows PowerShell 5.1 mishandles multi-line
+blocks that way (a loop's body needs a trailing blank line, errors are reported per line);
+quoting a multi-line script through WSL's argument translation is fragile too. A base64
+argument survives both untouched and is far below Windows' 32,767-character command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from vramtop.core.windows import WindowsGpuReading, parse_line, unavailable
+from vramtop.sources.host import is_wsl
+
+# "about_Execution_Policies", "execution policy", "ExecutionPolicy", "is not digitally signed".
+_POLICY = re.compile(r"execution[ _]?polic|not digitally signed", re.IGNORECASE)
+DEFAULT_POWERSHELL = "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/powershell.exe"
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+DEFAULT_INTERVAL_S = 2.0
+# After a death: wait this long before each new start (the last value repeats).
+DEFAULT_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+# The loop PowerShell runs. Shapes and why:
+# - Select-Object turns each CimInstance into a plain object: ConvertTo-Json of a raw
+#   CimInstance drags in CimClass/CimInstanceProperties and is huge.
+# - @(...) keeps a one-instance answer an array (ConvertTo-Json writes a lone object
+#   otherwise; the parser accepts both). -Depth 4 keeps the rows' fields from being
+#   stringified. Counter values are uint64 and come out as JSON integers.
+# - Hashtable keys are strings: Windows PowerShell 5.1's ConvertTo-Json rejects int keys.
+# - try/catch around the queries: a missing class on an old build ("Invalid class") or a CIM
+#   error becomes an {"error": ...} line and the loop keeps going.
+# - A failed write means vramtop is gone: exit instead of looping on Windows forever.
+SCRIPT = r"""
+$ErrorActionPreference = 'Stop'
+$ProgressPreference = 'SilentlyContinue'
+try { [Console]::OutputEncoding = [Text.Encoding]::UTF8 } catch { }
+$IntervalMs = __INTERVAL_MS__
+$ProcClass = 'Win32_PerfFormattedData_GPUPerformanceCounters_GPUProcessMemory'
+$AdapterClass = 'Win32_PerfFormattedData_GPUPerformanceCounters_GPUAdapterMemory'
+function Emit($obj) {
+  try {
+    [Console]::Out.WriteLine(($obj | ConvertTo-Json -Compress -Depth 4))
+    [Console]::Out.Flush()
+  } catch { exit 0 }
+}
+while ($true) {
+  try {
+    $procs = @(Get-CimInstance -ClassName $ProcClass -ErrorAction Stop |
+      Where-Object { $_.DedicatedUsage -gt 0 -or $_.SharedUsage -gt 0 } |
+      Select-Object Name, DedicatedUsage, SharedUsage, LocalUsage, NonLocalUsage, TotalCommitted)
+    $adapters = @(Get-CimInstance -ClassName $AdapterClass -ErrorAction Stop |
+      Select-Object Name, DedicatedUsage, SharedUsage, TotalCommitted)
+    $ids = @($procs | ForEach-Object { if ($_.Name -match '^pid_(\d+)_') { [int]$Matches[1] } } |
+      Sort-Object -Unique)
+    $names = @{}
+    if ($ids.Count -gt 0) {
+      foreach ($p in @(Get-Process -Id $ids -ErrorAction SilentlyContinue)) {
+        $names["$($p.Id)"] = $p.ProcessName
+      }
+    }
+    Emit @{ v = 1; processes = $procs; adapters = $adapters; names = $names }
+  } catch {
+    Emit @{ v = 1; error = $_.Exception.Message }
+  }
+  Start-Sleep -Milliseconds $IntervalMs
+}
+"""
+
+
+def build_script(interval_s: float) -> str:
+    return SCRIPT.replace("__INTERVAL_MS__", str(max(50, int(interval_s * 1000))))
+
+
+def encode_command(script: str) -> str:
+    """PowerShell's -EncodedCommand form: base64 of the UTF-16LE text."""
+    return base64.b64encode(script.encode("utf-16-le")).decode("ascii")
+
+
+def powershell_argv(executable: str, interval_s: float) -> list[str]:
+    return [
+        executable,
+        "-NoProfile",
+        "-NonInteractive",
+        "-ExecutionPolicy",
+        "Bypass",
+        "-EncodedCommand",
+        encode_command(build_script(interval_s)),
+    ]
+
+
+def find_powershell(path_env: str | None = None) -> str | None:
+    """`powershell.exe` on PATH, else Windows' usual location as WSL mounts it."""
+    found = shutil.which("powershell.exe", path=path_env)
+    if found:
+        return found
+    if os.access(DEFAULT_POWERSHELL, os.X_OK):
+        return DEFAULT_POWERSHELL
+    return None
+
+
+def interop_problem(binfmt_dir: Path = BINFMT_DIR) -> str | None:
+    """Why Windows programs cannot run from this WSL distro, or None when they might.
+
+    WSL registers a binfmt_misc handler named `WSLInterop` (`WSLInterop-late` on newer
+    releases) for Windows executables; `[interop] enabled=false` in /etc/wsl.conf removes it.
+    When binfmt_misc is not mounted at all we cannot tell, and simply try.
+    """
+    if not binfmt_dir.is_dir():
+        return None
+    try:
+        entries = [p.name for p in binfmt_dir.iterdir()]
+    except OSError:
+        return None
+    if not entries or "register" not in entries:
+        return None  # not a mounted binfmt_misc: no evidence either way
+    if any(name.startswith("WSLInterop") for name in entries):
+        return None
+    return (
+        "WSL interop is disabled, so powershell.exe cannot run "
+        "(enable [interop] in /etc/wsl.conf and restart WSL)"
+    )
+
+
+def describe_exit(returncode: int | None, stderr_lines: Sequence[str]) -> str:
+    """Why PowerShell stopped, from its exit code and what it wrote on stderr."""
+    text = " ".join(line.strip() for line in stderr_lines if line.strip())
+    text = _strip_clixml(text)
+    low = text.lower()
+    if _POLICY.search(text) or "running scripts is disabled" in low:
+        return f"PowerShell's execution policy refused the script: {text[:160]}"
+    if "exec format error" in low:
+        return "WSL interop could not start powershell.exe (Exec format error: interop is off?)"
+    detail = f": {text[:160]}" if text else ""
+    return f"PowerShell exited with code {returncode}{detail}"
+
+
+def _strip_clixml(text: str) -> str:
+    # Windows PowerShell writes errors as CLIXML when its stderr is redirected: keep the words.
+    if "#< CLIXML" not in text:
+        return text
+    parts = re.findall(r'<S S="Error">(.*?)</S>', text)
+    words = "".join(parts) if parts else re.sub(r"<[^>]+>", " ", text)
+    return " ".join(words.replace("_x000D__x000A_", " ").split())
+
+
+class WindowsGpuSource:
+    """One PowerShell loop in the background; `read()` never blocks."""
+
+    def __init__(
+        self,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        *,
+        powershell: str | None = None,
+        env: Mapping[str, str] | None = None,
+        backoff_s: Sequence[float] = DEFAULT_BACKOFF_S,
+        stale_after_s: float | None = None,
+        check_interop: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval_s = interval_s
+        self._env = dict(os.environ if env is None else env)
+        self._powershell = powershell
+        self._backoff = tuple(backoff_s) or (1.0,)
+        # A reading older than this is no longer shown as current (three missed lines).
+        self.stale_after_s = stale_after_s if stale_after_s is not None else 3 * interval_s + 5
+        self._check_interop = is_wsl() if check_interop is None else check_interop
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._latest: WindowsGpuReading | None = None  # newest line, good or an error line
+        self._latest_at: float | None = None
+        self._started_at: float | None = None  # this PowerShell's start
+        self._problem: str | None = None  # why there is no PowerShell right now
+        self._last_failure: str | None = None  # why the previous PowerShell stopped
+        self.restarts = 0  # PowerShell processes started after the first
+        self.lines = 0  # lines read over the source's life
+
+    # -- public ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the background loop (idempotent; `read()` also starts it)."""
+        with self._lock:
+            if self._thread is not None or self._stop.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="windows-gpu-source", daemon=True
+            )
+            self._thread.start()
+
+    def read(self) -> WindowsGpuReading:
+        """The newest reading, or a reading whose error says why there is none. Immediate."""
+        self.start()
+        now = self._clock()
+        with self._lock:
+            latest, latest_at = self._latest, self._latest_at
+            started_at, problem = self._started_at, self._problem
+            last_failure = self._last_failure
+        if problem is not None:
+            return unavailable(problem, now)
+        if latest is not None and latest_at is not None:
+            age = now - latest_at
+            if age <= self.stale_after_s:
+                return latest
+            return unavailable(f"PowerShell has not answered for {age:.0f} s", now)
+        if started_at is not None:
+            waited = f"started {now - started_at:.0f} s ago"
+            if last_failure is not None:
+                return unavailable(f"{last_failure}; restarted PowerShell ({waited})", now)
+            return unavailable(f"waiting for PowerShell ({waited})", now)
+        return unavailable("waiting for PowerShell to start", now)
+
+    def close(self) -> None:
+        """Stop the loop and kill PowerShell (its Linux-side process and the pipe with it)."""
+        self._stop.set()
+        with self._lock:
+            proc = self._proc
+        if proc is not None:
+            _kill(proc)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    def __enter__(self) -> WindowsGpuSource:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the loop -------------------------------------------------------------------------
+    def _run(self) -> None:
+        failures = 0
+        first = True
+        while not self._stop.is_set():
+            produced = self._run_once(first)
+            first = False
+            if self._stop.is_set():
+                break
+            failures = 0 if produced else failures + 1
+            delay = self._backoff[min(failures, len(self._backoff) - 1)] if failures else 0.0
+            # Even after a good run, pause briefly so a PowerShell that dies at once after
+            # each line cannot spin.
+            self._stop.wait(max(delay, self._backoff[0] if not produced else 0.05))
+
+    def _run_once(self, first: bool) -> bool:
+        """Run one PowerShell until it exits; True when it printed at least one good line."""
+        executable = self._powershell or find_powershell(self._env.get("PATH"))
+        if executable is None:
+            self._set_problem(
+                "powershell.exe not found (not on PATH, nor at "
+                "/mnt/c/Windows/System32/WindowsPowerShell/v1.0/)"
+            )
+            return False
+        if self._check_interop:
+            problem = interop_problem()
+            if problem is not None:
+                self._set_problem(problem)
+                return False
+        try:
+            proc = subprocess.Popen(
+                powershell_argv(executable, self.interval_s),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._env,
+                start_new_session=True,  # its own group: close() kills everything it started
+            )
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if "exec format" in reason.lower():
+                self._set_problem(describe_exit(None, [reason]))
+            else:
+                self._set_problem(f"cannot run {executable}: {reason}")
+            return False
+        with self._lock:
+            self._proc = proc
+            self._started_at = self._clock()
+            self._problem = None
+            self._latest = None
+            self._latest_at = None
+            if not first:
+                self.restarts += 1
+        stderr_tail: deque[str] = deque(maxlen=20)
+        err_thread = threading.Thread(
+            target=_drain, args=(proc.stderr, stderr_tail), name="windows-gpu-stderr", daemon=True
+        )
+        err_thread.start()
+        produced = False
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if self._stop.is_set():
+                break
+            reading = parse_line(raw.decode("utf-8", errors="replace"), self._clock())
+            produced = produced or reading.available
+            with self._lock:
+                if reading.available:
+                    self._last_failure = None
+                self._latest = reading
+                self._latest_at = reading.t
+                self.lines += 1
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)  # stdout closed: PowerShell is on its way out
+        _kill(proc, close_streams=True)
+        err_thread.join(timeout=2)
+        if not self._stop.is_set():
+            reason = describe_exit(proc.returncode, list(stderr_tail))
+            with self._lock:
+                self._last_failure = reason
+            self._set_problem(reason)
+        return produced
+
+    def _set_problem(self, reason: str) -> None:
+        with self._lock:
+            self._problem = reason
+            self._proc = None
+
+
+def _drain(stream: object, tail: deque[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        for raw in stream:  # type: ignore[attr-defined]
+            tail.append(raw.decode("utf-8", errors="replace").rstrip())
+
+
+def _kill(proc: subprocess.Popen[bytes], close_streams: bool = False) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)
+    if not close_streams:
+        return  # the reader thread owns the pipes and closes them when it sees EOF
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
