@@ -29,7 +29,7 @@ from vramtop.sim.scenario import Scenario
 NOMINAL_STEP_S = 1 / 80
 SPILL_BYTES_PER_S = 24 * GIB
 PRESSURE_WINDOW_GIB = 0.5
-PRESSURE_DEPTH = 0.5
+PRESSURE_DEPTH = 0.45
 # Desktop processes get pids above any real pid (pid_max is at most 2**22), so code that walks
 # the server's process tree never confuses them with real processes.
 DESKTOP_PID_BASE = 4_194_400
