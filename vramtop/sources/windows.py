@@ -117,13 +117,14 @@ def find_powershell(path_env: str | None = None) -> str | None:
     return None
 
 
-def interop_problem(binfmt_dir: Path = BINFMT_DIR) -> str | None:
+def interop_problem(binfmt_dir: Path | None = None) -> str | None:
     """Why Windows programs cannot run from this WSL distro, or None when they might.
 
     WSL registers a binfmt_misc handler named `WSLInterop` (`WSLInterop-late` on newer
     releases) for Windows executables; `[interop] enabled=false` in /etc/wsl.conf removes it.
     When binfmt_misc is not mounted at all we cannot tell, and simply try.
     """
+    binfmt_dir = BINFMT_DIR if binfmt_dir is None else binfmt_dir
     if not binfmt_dir.is_dir():
         return None
     try:
@@ -211,6 +212,8 @@ class WindowsGpuSource:
         """The newest reading, or a reading whose error says why there is none. Immediate."""
         self.start()
         now = self._clock()
+        if self._stop.is_set():
+            return unavailable("the Windows source was closed", now)
         with self._lock:
             latest, latest_at = self._latest, self._latest_at
             started_at, problem = self._started_at, self._problem
