@@ -16,6 +16,7 @@ from vramtop.core.windows import (
     VmPoint,
     WindowsGpuReading,
     WindowsProcessGpu,
+    cite_spill,
     parse_line,
     parse_process_instance,
     reading_from_sample,
@@ -271,3 +272,26 @@ def test_the_advice_names_the_setting_and_the_wsl_caveat() -> None:
     assert "CUDA - Sysmem Fallback Policy" in SYSMEM_FALLBACK_ADVICE
     assert "546.01" in SYSMEM_FALLBACK_ADVICE
     assert "WSL2" in SYSMEM_FALLBACK_ADVICE and "ignore" in SYSMEM_FALLBACK_ADVICE
+
+
+def test_cite_spill_moves_the_rung_from_hypothesis_to_observed() -> None:
+    ladder = {
+        "observed": ["tokens/s fell to 9.0 from a healthy 80.0"],
+        "inferred": ["the desktop and vLLM are competing for physical VRAM"],
+        "hypothesis": [
+            "some of vLLM's memory lost VRAM residency and is served from system memory, "
+            "so PCIe traffic slows every decode step"
+        ],
+    }
+    same, ev = cite_spill(ladder, {"ratio": 0.1}, None)
+    assert same == ladder and ev == {"ratio": 0.1}
+    points = [VmPoint(0, 29 * GIB, 120 * MIB), VmPoint(60, 27 * GIB, 2 * GIB + 120 * MIB)]
+    spill = spill_evidence(points)
+    assert spill is not None
+    cited, ev = cite_spill(ladder, {"ratio": 0.1}, spill)
+    assert cited["hypothesis"] == []
+    assert "rose by 2.00 GiB" in cited["observed"][-1]
+    assert len(cited["inferred"]) == 2
+    assert ev["spill_level"] == "observed" and ev["wsl_vm_shared_rise_bytes"] == 2 * GIB
+    assert ev["ratio"] == 0.1
+    assert ladder["hypothesis"] != []  # the input is not modified

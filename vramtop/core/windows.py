@@ -484,3 +484,39 @@ def reading_from_sample(line: Mapping[str, Any]) -> WindowsGpuReading | None:
         if isinstance(d, dict)
     )
     return WindowsGpuReading(wsl_vm=vm, desktop=desktop, t=t, source="recording")
+
+
+# --- the vram_contention finding -------------------------------------------------------------
+# Words that mark the ladder's spill rung ("… lost VRAM residency and is served from system
+# memory …"): when the Windows counters show the spill, that rung is no longer a hypothesis.
+_SPILL_RUNG_WORDS = ("residency", "system memory", "spill")
+
+
+def cite_spill(
+    ladder: Mapping[str, Sequence[str]],
+    evidence: Mapping[str, Any],
+    spill: SpillEvidence | None,
+) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """A finding's ladder and evidence with the spill cited as observed, when there is one.
+
+    Without evidence both come back unchanged (as fresh copies). With it, the spill sentence
+    joins "observed" with its numbers, the hypothesis about residency is dropped, and what is
+    still not measured — that the PCIe reads are what slows decoding — moves to "inferred".
+    """
+    out = {k: list(v) for k, v in ladder.items()}
+    ev = dict(evidence)
+    if spill is None:
+        return out, ev
+    out.setdefault("observed", []).append(
+        f"Windows counters: the WSL VM's shared GPU memory (system memory) rose by "
+        f"{spill.rise_bytes / 1024**3:.2f} GiB to {spill.shared_bytes / 1024**3:.2f} GiB "
+        f"since t={spill.first_seen_t:.0f} s: part of vLLM's memory left the card"
+    )
+    out["hypothesis"] = [
+        h for h in out.get("hypothesis", []) if not any(w in h.lower() for w in _SPILL_RUNG_WORDS)
+    ]
+    out.setdefault("inferred", []).append(
+        "decode steps read the spilled memory over PCIe, which explains the slowdown"
+    )
+    ev.update(spill.as_evidence())
+    return out, ev
