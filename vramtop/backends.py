@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
-from vramtop.core.model import GpuReading, Sample, ServerInfo
+from vramtop.core.diagnosis import Finding
+from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.monitor import GpuProbe, Monitor
+from vramtop.session.live import LiveSession
 from vramtop.supervisor.service import Supervisor
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ class MachineBackend:
         self.profile_name = supervisor.name if supervisor else None
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
+        self.session = LiveSession(log_lines=monitor.log_lines)
 
     @property
     def can_act(self) -> bool:
@@ -66,10 +73,29 @@ class MachineBackend:
         return bool(self._demo and self._demo.call_on())
 
     def tick(self) -> Sample:
-        return self.monitor.tick()
+        sample = self.monitor.tick()
+        self.session.observe(sample)
+        return sample
 
-    def info(self) -> ServerInfo | None:
-        return self.supervisor.status() if self.supervisor else None
+    # -- what the console shows beside the latest sample ------------------------------------
+    def findings(self) -> list[Finding]:
+        return self.session.findings()
+
+    def events(self) -> list[dict[str, Any]]:
+        return self.session.events()
+
+    def healthy_baseline(self) -> Rates:
+        return Rates(generation_tps=self.session.healthy_generation_tps())
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        latest = self.monitor.timeline.latest
+        return live_headroom_inputs(latest) if latest is not None else None
+
+    def clock(self) -> float:
+        return time.time()
+
+    def _planned(self, name: str, detail: dict[str, Any]) -> None:
+        self.session.action(self.monitor.now(), name, detail)
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
@@ -79,11 +105,13 @@ class MachineBackend:
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
+        self._planned("stop", {"reason": "asked"})
         return self.supervisor.stop(progress=progress)
 
     def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
+        self._planned("restart", {"reason": "asked"})
         return self.supervisor.restart(progress=progress)
 
     def relaunch(
@@ -95,6 +123,12 @@ class MachineBackend:
     ) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
+        changed = {
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "max_model_len": max_model_len,
+            "kv_cache_dtype": kv_cache_dtype,
+        }
+        self._planned("relaunch", {k: v for k, v in changed.items() if v is not None})
         return self.supervisor.relaunch(
             util=gpu_memory_utilization,
             max_model_len=max_model_len,
@@ -110,9 +144,11 @@ class MachineBackend:
 
     def close(self, stop_server: bool) -> None:
         if stop_server and self.supervisor is not None:
+            self._planned("stop", {"reason": "quit"})
             self.supervisor.stop()
         if self._demo is not None:
             self._demo.shutdown(stop_server)
+        self.session.close()
 
 
 def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:

@@ -114,12 +114,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _log_to_file()
-    if args.command:
-        module = importlib.import_module(f"vramtop.commands.{_module_for(args.command)}")
-        return int(module.run(args))
-    from vramtop.commands import monitor
+    try:
+        if args.command:
+            module = importlib.import_module(f"vramtop.commands.{_module_for(args.command)}")
+            return int(module.run(args))
+        from vramtop.commands import monitor
 
-    return monitor.run(args)
+        return monitor.run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`vramtop diagnose f --json | head`): nothing left to say.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:
+        # A bug of ours: the traceback goes to the log file, the user gets one line.
+        from vramtop.locations import own_log_file
+
+        logging.getLogger("vramtop").exception("unexpected error")
+        print(
+            f"vramtop: unexpected error: {exc}. Details are in {own_log_file()}; please report it.",
+            file=sys.stderr,
+        )
+        return 1
 
 
 def _module_for(command: str) -> str:

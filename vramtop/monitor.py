@@ -70,13 +70,17 @@ class Monitor:
     def url(self) -> str | None:
         return self._scraper.url if self._scraper else None
 
+    def now(self) -> float:
+        """Seconds since this monitor started: the `t` of samples and events."""
+        return self._clock() - self._t0
+
     def tick(self) -> Sample:
         gpu = self._probe.read()
         info = self._info()
         server = self._scraper.read_sync() if self._scraper else None
         startup = self._read_log(info)
         sample = Sample(
-            t=self._clock() - self._t0,
+            t=self.now(),
             gpu=gpu,
             server=server,
             info=info,

@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 from vramtop.cli import add_shared_options
 from vramtop.core.diagnosis import Diagnoser
-from vramtop.core.model import Sample, ServerState
+from vramtop.core.model import Sample
+from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter, make_header
 
 EXIT_USAGE = 2
 DEFAULT_INTERVAL_S = 1.0
-LAST_LINES = 20  # log lines kept with an `exit` event
 
 
 class Ticking(Protocol):
@@ -42,30 +42,6 @@ def add_parser(subparsers: Any) -> None:
     add_shared_options(parser, "demo", "wsl", "url", "profile")
 
 
-def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str, dict[str, Any]]]:
-    """The session events a change of the server's state stands for."""
-    before = previous.info.state if previous is not None and previous.info else None
-    info = sample.info
-    if info is None or info.state == before:
-        return []
-    if info.state is ServerState.STARTING:
-        return [("start", {})]
-    if info.state is ServerState.RUNNING and before is ServerState.STARTING:
-        return [("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})]
-    if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
-        ServerState.RUNNING,
-        ServerState.STARTING,
-        ServerState.STOPPING,
-    ):
-        detail: dict[str, Any] = {"returncode": info.returncode}
-        if info.last_error:
-            detail["last_lines"] = [info.last_error]
-        return [("exit", detail)]
-    if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
-        return [("stop", {"reason": "observed"})]
-    return []
-
-
 def record_loop(
     backend: Ticking,
     writer: SessionWriter,
@@ -77,27 +53,30 @@ def record_loop(
     log_lines: Callable[[int], list[str]] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Diagnoser:
-    """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`)."""
-    diagnoser = Diagnoser()
-    previous: Sample | None = None
+    """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`).
+
+    A backend that keeps its own live session (the console's) records through it, so the
+    diagnosis runs once; any other ticking object gets a session here."""
+    session: LiveSession | None = getattr(backend, "session", None)
+    if session is None:
+        session = LiveSession(log_lines=log_lines)
+        observe = True
+    else:
+        observe = False  # the backend's tick() feeds its own session
+    session.record_to(writer)
     start = clock()
-    while not should_stop():
-        began = clock()
-        sample = backend.tick()
-        for name, detail in lifecycle_events(previous, sample):
-            if name == "exit" and log_lines is not None and "last_lines" not in detail:
-                detail["last_lines"] = log_lines(LAST_LINES)
-            writer.event(sample.t, name, detail)
-            diagnoser.feed_event(sample.t, name, detail)
-        writer.sample(sample)
-        diagnoser.feed_sample(sample)
-        for change in diagnoser.take_changes():
-            writer.finding(sample.t, change.finding, change.change)
-        previous = sample
-        if duration_s is not None and clock() - start >= duration_s:
-            break
-        sleep(max(0.0, interval_s - (clock() - began)))
-    return diagnoser
+    try:
+        while not should_stop():
+            began = clock()
+            sample = backend.tick()
+            if observe:
+                session.observe(sample)
+            if duration_s is not None and clock() - start >= duration_s:
+                break
+            sleep(max(0.0, interval_s - (clock() - began)))
+    finally:
+        session.record_to(None)
+    return session.diagnoser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -222,6 +222,10 @@ class Diagnoser:
         """Closed and open findings, in the order they were first seen."""
         return sorted([*self._closed, *self._open.values()], key=lambda f: f.first_seen_t)
 
+    def healthy_generation_tps(self) -> float | None:
+        """The healthy generation rate learned since the server's last start (None: not yet)."""
+        return self._aggregate.value
+
     def take_changes(self) -> list[FindingChange]:
         """Findings opened or closed since the last call (for a banner or a `finding` event)."""
         changes, self._changes = self._changes, []

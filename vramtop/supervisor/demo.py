@@ -17,6 +17,9 @@ from vramtop.sim.machine import SimMachine, free_port
 from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
 
 DEMO_PROFILE = "demo"
+# Which scenario the demo's desktop plays (vramtop/sim/scenarios/): `manual` waits for the
+# `v` key; `field_report` replays the field report's two calls.
+SCENARIO_ENV = "VRAMTOP_SIM_SCENARIO"
 _PORT_FILE = "server-port"
 
 
@@ -37,7 +40,13 @@ def _startup_s() -> float | None:
 
 def demo_machine(wsl: bool = False) -> SimMachine:
     """The handle (not started) for the demo world under the demo directory."""
-    return SimMachine(locations.demo_dir(), wsl=wsl, speed=_speed(), startup_s=_startup_s())
+    return SimMachine(
+        locations.demo_dir(),
+        wsl=wsl,
+        scenario=os.environ.get(SCENARIO_ENV, "manual"),
+        speed=_speed(),
+        startup_s=_startup_s(),
+    )
 
 
 def world_alive(machine: SimMachine) -> bool:

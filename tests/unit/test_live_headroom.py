@@ -1,0 +1,60 @@
+"""Budget what-ifs from a live server's own numbers reproduce the field report."""
+
+from vramtop.core.headroom import predict
+from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.model import (
+    GIB,
+    MIB,
+    CacheConfig,
+    GpuDevice,
+    GpuReading,
+    Sample,
+    ServerMetrics,
+    ServerReading,
+)
+
+TOTAL = 32607 * MIB
+POOL = round(9.26 * GIB)
+TOKENS = 120_832
+
+
+def live_sample(util: float = 0.93) -> Sample:
+    cache = CacheConfig(
+        block_size=16,
+        cache_dtype="fp8",
+        gpu_memory_utilization=util,
+        num_gpu_blocks=TOKENS // 16,
+        kv_cache_size_tokens=TOKENS,
+        kv_cache_memory_bytes=POOL,
+    )
+    return Sample(
+        t=0,
+        gpu=GpuReading(devices=(GpuDevice(0, "RTX 5090", TOTAL, 30 * GIB, TOTAL - 30 * GIB),)),
+        server=ServerReading(
+            "u", reachable=True, metrics=ServerMetrics(cache=cache), max_model_len=163_840
+        ),
+    )
+
+
+def test_calibration_point_is_reproduced() -> None:
+    inputs = live_headroom_inputs(live_sample())
+    assert inputs is not None
+    now = predict(inputs, 0.93)
+    assert abs(now.kv_cache_bytes - POOL) <= 16 * 2 * 41_200  # within one block
+    assert abs(now.kv_cache_tokens - TOKENS) <= 16
+
+
+def test_field_report_budget_cut_costs_a_quarter_of_the_pool() -> None:
+    inputs = live_headroom_inputs(live_sample())
+    assert inputs is not None
+    lower = predict(inputs, 0.85)
+    assert abs(lower.kv_cache_bytes / GIB - 6.71) < 0.02
+    loss = 1 - lower.kv_cache_tokens / TOKENS
+    assert 0.26 < loss < 0.29
+    assert lower.desktop_headroom_bytes > predict(inputs, 0.93).desktop_headroom_bytes + 2.4 * GIB
+
+
+def test_unknown_pool_gives_no_inputs() -> None:
+    sample = live_sample()
+    bare = Sample(t=0, gpu=sample.gpu, server=ServerReading("u", reachable=False))
+    assert live_headroom_inputs(bare) is None

@@ -1,0 +1,74 @@
+"""Headroom-model inputs from what a running server shows, for the console's what-ifs.
+
+A live server tells its pool (bytes and tokens, from /metrics or its startup log) at its
+current budget. That is enough to answer budget what-ifs exactly: the bytes per token are
+measured, and the fixed terms (weights, non-torch, activation, graphs) come from the startup
+log where it prints them, else as one measured lump (budget − pool), which is all a budget
+what-if needs.
+"""
+
+from __future__ import annotations
+
+from vramtop.core.headroom import (
+    Architecture,
+    HeadroomError,
+    HeadroomInputs,
+    calibrate,
+    dtype_bytes,
+    inputs_from_startup,
+)
+from vramtop.core.model import Sample
+from vramtop.core.snapshot import kv_pool, server_util
+from vramtop.core.split import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
+
+
+def measured_architecture(kv_bytes: int, tokens: int, kv_cache_dtype: str) -> Architecture:
+    """An attention layout with the measured bytes per token (the real layout is unknown
+    without the model's config.json; for budget what-ifs only bytes per token matter)."""
+    element = dtype_bytes(kv_cache_dtype) if kv_cache_dtype not in ("auto", "") else 2
+    head_dim = max(1, round(kv_bytes / tokens / (2 * element)))
+    return Architecture(full_attention_layers=1, kv_heads=1, head_dim=head_dim, name="measured")
+
+
+def live_headroom_inputs(sample: Sample) -> HeadroomInputs | None:
+    """Calibrated inputs for the sample's server, or None while its pool is not known."""
+    if not sample.gpu.devices:
+        return None
+    total = sample.gpu.devices[0].total_bytes
+    util = server_util(sample)
+    pool = kv_pool(sample)
+    kv_bytes, tokens = pool["bytes"], pool["tokens"]
+    if util is None or not kv_bytes or not tokens:
+        return None
+    kv_dtype = pool["dtype"] or "auto"
+    block_size = pool["block_size"] or 16
+    max_model_len = pool["max_model_len"] or 8192
+    try:
+        architecture = measured_architecture(kv_bytes, tokens, kv_dtype)
+        startup = sample.startup
+        if startup is not None and startup.weights_gib is not None:
+            inputs = inputs_from_startup(
+                startup,
+                total,
+                architecture,
+                kv_cache_dtype=kv_dtype,
+                block_size=block_size,
+                max_model_len=max_model_len,
+                outside_budget_bytes=OUTSIDE_BUDGET_ESTIMATE_BYTES,
+            )
+            return calibrate(inputs, util, kv_bytes, tokens)
+        inputs = HeadroomInputs(
+            total_bytes=total,
+            architecture=architecture,
+            weights_bytes=max(0, budget_bytes(total, util) - kv_bytes),
+            non_torch_bytes=0,
+            activation_bytes=0,
+            cudagraph_bytes=0,
+            outside_budget_bytes=OUTSIDE_BUDGET_ESTIMATE_BYTES,
+            kv_cache_dtype=kv_dtype,
+            block_size=block_size,
+            max_model_len=max_model_len,
+        )
+        return calibrate(inputs, util, kv_bytes, tokens)
+    except HeadroomError:
+        return None

@@ -1,0 +1,131 @@
+"""A live monitoring session: what it knows beyond the latest sample.
+
+The server's lifecycle as events (derived from its state, plus the actions vramtop itself
+took), the findings the diagnosis opens and closes, and — when recording — the session file.
+The console and `vramtop record` both run their ticks through one of these, so what the
+console shows and what a recording holds are the same thing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from vramtop.core.diagnosis import Diagnoser, Finding
+from vramtop.core.model import Sample, ServerState
+from vramtop.session.writer import SessionWriter
+
+LAST_LINES = 20  # log lines kept with an `exit` event
+EVENTS_KEPT = 1000
+
+
+def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str, dict[str, Any]]]:
+    """The session events a change of the server's state stands for."""
+    before = previous.info.state if previous is not None and previous.info else None
+    info = sample.info
+    if info is None or info.state == before:
+        return []
+    if info.state is ServerState.STARTING:
+        return [("start", {})]
+    if info.state is ServerState.RUNNING and before is ServerState.STARTING:
+        return [("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})]
+    if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
+        ServerState.RUNNING,
+        ServerState.STARTING,
+        ServerState.STOPPING,
+    ):
+        detail: dict[str, Any] = {"returncode": info.returncode}
+        if info.last_error:
+            detail["last_lines"] = [info.last_error]
+        return [("exit", detail)]
+    if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
+        return [("stop", {"reason": "observed"})]
+    return []
+
+
+class LiveSession:
+    """Thread-safe: ticks arrive from a worker thread, actions from another."""
+
+    def __init__(
+        self,
+        writer: SessionWriter | None = None,
+        log_lines: Callable[[int], list[str]] | None = None,
+    ) -> None:
+        self.diagnoser = Diagnoser()
+        self._writer = writer
+        self._log_lines = log_lines
+        self._previous: Sample | None = None
+        self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self._lock = threading.Lock()
+
+    @property
+    def recording(self) -> bool:
+        return self._writer is not None
+
+    def record_to(self, writer: SessionWriter | None) -> None:
+        """Write every later sample, event and finding to `writer`; None stops recording
+        (the caller closes its writer)."""
+        with self._lock:
+            self._writer = writer
+
+    def observe(self, sample: Sample) -> None:
+        with self._lock:
+            for name, detail in lifecycle_events(self._previous, sample):
+                if name == "exit" and self._log_lines is not None:
+                    detail.setdefault("last_lines", self._log_lines(LAST_LINES))
+                self._event(sample.t, name, detail)
+            if self._writer is not None:
+                self._writer.sample(sample)
+            self.diagnoser.feed_sample(sample)
+            self._take_changes(sample.t)
+            self._previous = sample
+
+    def action(self, t: float, name: str, detail: dict[str, Any]) -> None:
+        """An action vramtop takes (restart, relaunch, stop): planned, never a crash."""
+        with self._lock:
+            self._event(t, name, detail)
+            self._take_changes(t)
+
+    def findings(self) -> list[Finding]:
+        with self._lock:
+            return self.diagnoser.open_findings()
+
+    def all_findings(self) -> list[Finding]:
+        with self._lock:
+            return self.diagnoser.all_findings()
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._events)
+
+    def healthy_generation_tps(self) -> float | None:
+        with self._lock:
+            return self.diagnoser.healthy_generation_tps()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def _event(self, t: float, name: str, detail: dict[str, Any]) -> None:
+        self._events.append({"t": t, "event": name, "detail": detail})
+        if self._writer is not None:
+            self._writer.event(t, name, detail)
+        self.diagnoser.feed_event(t, name, detail)
+
+    def _take_changes(self, t: float) -> None:
+        for change in self.diagnoser.take_changes():
+            finding = change.finding
+            detail: dict[str, Any] = {
+                "kind": finding.kind,
+                "change": change.change,
+                "summary": finding.summary,
+            }
+            if finding.duration_s is not None:
+                detail["duration_s"] = round(finding.duration_s, 1)
+            self._events.append({"t": t, "event": "finding", "detail": detail})
+            if self._writer is not None:
+                self._writer.finding(t, finding, change.change)
