@@ -15,6 +15,7 @@ argument survives both untouched and is far below Windows' 32,767-character comm
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import os
@@ -207,6 +208,8 @@ class WindowsGpuSource:
                 target=self._run, name="windows-gpu-source", daemon=True
             )
             self._thread.start()
+        # A console that exits without close() must not leave PowerShell looping on Windows.
+        atexit.register(self.close)
 
     def read(self) -> WindowsGpuReading:
         """The newest reading, or a reading whose error says why there is none. Immediate."""
@@ -235,6 +238,7 @@ class WindowsGpuSource:
     def close(self) -> None:
         """Stop the loop and kill PowerShell (its Linux-side process and the pipe with it)."""
         self._stop.set()
+        atexit.unregister(self.close)
         with self._lock:
             proc = self._proc
         if proc is not None:

@@ -1,0 +1,83 @@
+"""What the Windows side costs the console's tick.
+
+1. Parsing one PowerShell line (a field-report desktop: 6 process instances, 2 adapters):
+   vramtop's parse_line against json.loads alone (the floor it builds on).
+2. `WindowsGpuSource.read()` while the fake PowerShell is still in its slow start, against
+   starting a fresh PowerShell per sample (what the long-lived loop avoids): the fake's start
+   is only Python's, so the real ratio (Windows PowerShell: seconds) is far larger.
+
+Usage: python bench/bench_windows.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vramtop.core.windows import parse_line  # noqa: E402
+from vramtop.sources.windows import WindowsGpuSource, powershell_argv  # noqa: E402
+
+FAKE_DIR = ROOT / "tests" / "fixtures" / "fake_powershell"
+
+
+def one_line(env: dict[str, str]) -> str:
+    proc = subprocess.Popen(
+        powershell_argv(str(FAKE_DIR / "powershell.exe"), 1.0),
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    proc.kill()
+    proc.wait()
+    return line
+
+
+def median(fn: object, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    env = dict(os.environ, VRAMTOP_FAKE_PS_MODE="normal")
+    line = one_line(env)
+    parse = median(lambda: parse_line(line, 0.0), 2000)
+    floor = median(lambda: json.loads(line), 2000)
+    print(
+        f"parse_line: {parse * 1e6:.1f} µs/line; json.loads alone {floor * 1e6:.1f} µs "
+        f"(x{parse / floor:.1f})"
+    )
+
+    slow = dict(
+        env,
+        VRAMTOP_FAKE_PS_MODE="slow",
+        VRAMTOP_FAKE_PS_START_DELAY_S="30",
+        PATH=f"{FAKE_DIR}{os.pathsep}{env['PATH']}",
+    )
+    source = WindowsGpuSource(interval_s=1.0, env=slow, check_interop=False)
+    try:
+        source.read()
+        read = median(source.read, 2000)
+    finally:
+        source.close()
+    per_sample = median(lambda: one_line(env), 5)
+    print(
+        f"read() during a slow start: {read * 1e6:.1f} µs; a fresh (fake) PowerShell per "
+        f"sample {per_sample * 1e3:.0f} ms (x{per_sample / read:,.0f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
