@@ -41,4 +41,5 @@ async def ticks(pilot: Pilot[int], count: int) -> None:
     assert isinstance(app, VramtopApp)
     for _ in range(count):
         app.request_tick()
-        await settle(pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause()

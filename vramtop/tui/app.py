@@ -49,6 +49,8 @@ RESTART_CONFIRM_S = 5.0
 # Below either, panels lose their sparklines and the log: still every number, no crash.
 COMPACT_WIDTH = 70
 COMPACT_HEIGHT = 22
+# Below this, the finding banner puts its evidence ladder on one line.
+SHORT_HEIGHT = 36
 
 # (binding id, key, action, footer label, palette title, help text)
 ACTIONS: list[tuple[str, str, str, str, str, str]] = [
@@ -286,7 +288,7 @@ class VramtopApp(App[int]):
 
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
-        self.query_one(FindingBanner).show(self.findings)
+        self.query_one(FindingBanner).show(self.findings, short=self.size.height < SHORT_HEIGHT)
         self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info)
         self.query_one(KvPoolPanel).show(sample, tuple(self._kv_usage))
         self.query_one(ThroughputPanel).show(

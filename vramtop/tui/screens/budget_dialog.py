@@ -41,9 +41,13 @@ class BudgetDialog(ModalScreen[float | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="budget-dialog", classes="dialog"):
-            yield Label("Relaunch vLLM with another budget (--gpu-memory-utilization)")
-            if self._why:
-                yield Static(Content.styled(self._why, "$text-muted"), id="budget-why")
+            yield Label("Relaunch vLLM with another budget")
+            why = (
+                f"--gpu-memory-utilization, {self._why}"
+                if self._why
+                else "--gpu-memory-utilization"
+            )
+            yield Static(Content.styled(why, "$text-muted"), id="budget-why")
             yield Input(value=f"{self._suggested:.2f}", id="budget-value")
             yield Static(id="budget-prediction")
             yield Static(id="budget-reason")

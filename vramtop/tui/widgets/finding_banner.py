@@ -17,17 +17,20 @@ class FindingBanner(Static):
         background: $error-muted; border-left: thick $error;
     }
     FindingBanner.-open { display: block; }
+    FindingBanner.-short { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def show(self, findings: list[Any]) -> None:
+    def show(self, findings: list[Any], *, short: bool = False) -> None:
+        """`short`: one line for the whole ladder (small terminals keep room for the panels)."""
         if not findings:
             self.set_class(False, "-open")
             return
         self.set_class(True, "-open")
-        self.update(banner_text(findings[0], more=len(findings) - 1))
+        self.set_class(short, "-short")
+        self.update(banner_text(findings[0], more=len(findings) - 1, short=short))
 
 
-def banner_text(finding: Any, more: int = 0) -> Content:
+def banner_text(finding: Any, more: int = 0, short: bool = False) -> Content:
     kind = str(field(finding, "kind", "finding"))
     parts: list[str | tuple[str, str]] = [
         (f"⚠ {kind}", "bold $error"),
@@ -42,8 +45,13 @@ def banner_text(finding: Any, more: int = 0) -> Content:
             for name in ("observed", "inferred", "hypothesis")
             if field(ladder, name)
         ]
-        for name, text in steps:
-            parts += ["\n", (f"{name}: ", "bold"), str(text)]
+        if short:
+            parts.append("\n")
+            for index, (name, text) in enumerate(steps):
+                parts += [" → " if index else "", (f"{name}: ", "bold"), str(text)]
+        else:
+            for name, text in steps:
+                parts += ["\n", (f"{name}: ", "bold"), str(text)]
     parts += ["\n", *remedy_keys(field(finding, "remedy"))]
     return Content.assemble(*parts)
 
