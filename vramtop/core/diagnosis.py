@@ -19,6 +19,7 @@ from typing import Any
 
 from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
 from vramtop.core.model import GIB, MIB, GpuDevice, Sample, ServerMetrics, ServerState
+from vramtop.core.windows import SpillTracker, cite_spill
 
 try:  # the shared headroom model; the same simple formula until it is in place
     from vramtop.core.headroom import desktop_headroom_bytes
@@ -213,6 +214,9 @@ class Diagnoser:
         self._kv_window: deque[bool] = deque(maxlen=THROTTLE_WINDOW)
         self._last_preemption_t: float | None = None
         self._throttle_window: deque[bool] = deque(maxlen=THROTTLE_WINDOW)
+        # WSL2: the Windows side's record of the VM's shared (system-memory) GPU usage. A
+        # restart frees any spill, so its baseline starts again with each server.
+        self._spill = SpillTracker()
 
     # --- public API ------------------------------------------------------------------------
     def open_findings(self) -> list[Finding]:
@@ -256,6 +260,8 @@ class Diagnoser:
 
     def feed_sample(self, s: Sample) -> None:
         prev, self._prev = self._prev, s
+        if s.windows is not None:
+            self._spill.add(s.windows, s.t)
         device = _primary(s)
         state = _state(s)
         self._track_desktop(s, state)
@@ -447,6 +453,7 @@ class Diagnoser:
             else f"Generation fell to {rate:.1f} tok/s with the card {fill:.0%} full: "
             "the desktop is squeezing vLLM's memory."
         )
+        ladder, evidence = cite_spill(ladder, evidence, self._spill.spill_evidence())
         return {
             "severity": "critical",
             "summary": summary,

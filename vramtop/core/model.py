@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vramtop.core.windows import WindowsGpuReading
 
 GIB = 1024**3
 MIB = 1024**2
@@ -213,3 +217,6 @@ class Sample:
     split: Split | None = None
     rates: Rates = field(default_factory=Rates)
     stats: StatsLine | None = None  # the newest periodic stats line, if any
+    # WSL2 only: the Windows side (named desktop programs, the WSL VM's dedicated and shared
+    # GPU memory). None where it is not watched.
+    windows: WindowsGpuReading | None = None

@@ -29,6 +29,7 @@ from vramtop.core.model import (
     Split,
     SplitMethod,
 )
+from vramtop.core.windows import reading_from_sample
 from vramtop.session.writer import FORMAT, VERSION
 
 
@@ -169,6 +170,7 @@ class SessionReader:
             server=reading,
             info=info,
             split=split,
+            windows=reading_from_sample(obj),
         )
 
     def _util(self, obj: Mapping[str, Any]) -> float | None:
@@ -309,6 +311,7 @@ def _with_rates(previous: Sample | None, sample: Sample) -> Sample:
         startup=sample.startup,
         split=sample.split,
         rates=rates,
+        windows=sample.windows,
     )
 
 

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from vramtop.core.diagnosis import Finding
 from vramtop.core.model import GpuDevice, Sample, ServerInfo, ServerState
+from vramtop.core.windows import windows_sample_fields
 
 FORMAT = "vramtop-session"
 VERSION = 1
@@ -144,6 +145,7 @@ def sample_line(sample: Sample) -> dict[str, Any]:
         "t": sample.t,
         "gpus": [_gpu_line(d, sample, i == 0) for i, d in enumerate(sample.gpu.devices)],
         "server": _server_line(sample),
+        **windows_sample_fields(sample.windows),
     }
 
 
