@@ -148,6 +148,7 @@ class MachineBackend:
             self.supervisor.stop()
         if self._demo is not None:
             self._demo.shutdown(stop_server)
+        self.monitor.close()
         self.session.close()
 
 
@@ -184,7 +185,9 @@ def live_backend(
     """The real machine: NVML, and the profile's server (or just a URL to watch)."""
     from vramtop.sources.host import is_wsl
     from vramtop.sources.nvml import NvmlProbe
+    from vramtop.sources.windows import WindowsGpuSource
 
+    wsl = is_wsl()
     probe = NvmlProbe()
     supervisor = Supervisor(profile, memory_released=memory_released_on(probe)) if profile else None
     monitor = Monitor(
@@ -193,5 +196,8 @@ def live_backend(
         api_key=api_key_from(profile, api_key_env),
         info=supervisor.status if supervisor else (lambda: None),
         log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
+        # Under WSL2 NVML has no per-process numbers: Windows' own counters name the desktop
+        # programs and show whether vLLM's memory spilled into system memory.
+        windows=WindowsGpuSource() if wsl else None,
     )
-    return MachineBackend(monitor=monitor, supervisor=supervisor, wsl=is_wsl())
+    return MachineBackend(monitor=monitor, supervisor=supervisor, wsl=wsl)

@@ -12,6 +12,7 @@ import logging
 from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
 from vramtop.monitor import Monitor
+from vramtop.sim.windows import SimWindowsSource
 from vramtop.supervisor.demo import (
     demo_machine,
     demo_profile,
@@ -45,6 +46,7 @@ def demo_backend(
         url=profile.url,
         info=supervisor.status,
         log_path=lambda: supervisor.log_path,
+        windows=SimWindowsSource(machine.socket_path) if wsl else None,
     )
     server_was_running = supervisor.status().state in (ServerState.RUNNING, ServerState.STARTING)
     owned = not world_was_running and not server_was_running

@@ -27,6 +27,7 @@ from vramtop.core.snapshot import server_util
 from vramtop.core.split import split_card
 from vramtop.core.timeline import Timeline
 from vramtop.core.vllm_log import StartupParser, parse_stats_line
+from vramtop.core.windows import WindowsGpuReading
 from vramtop.sources.logtail import LogTail
 from vramtop.sources.scraper import Scraper
 
@@ -36,6 +37,14 @@ START_MARKER = "=== vramtop: start"
 
 class GpuProbe(Protocol):
     def read(self) -> GpuReading: ...
+
+
+class WindowsSource(Protocol):
+    """The Windows side under WSL2 (PowerShell counters, or the simulator's)."""
+
+    def read(self) -> WindowsGpuReading: ...
+
+    def close(self) -> None: ...
 
 
 class Monitor:
@@ -52,8 +61,10 @@ class Monitor:
         log_path: Callable[[], Path | None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         timeout_s: float = 2.0,
+        windows: WindowsSource | None = None,
     ) -> None:
         self._probe = probe
+        self.windows = windows
         self._scraper = Scraper(url, api_key=api_key, timeout_s=timeout_s) if url else None
         self._info = info
         self._log_path = log_path
@@ -86,8 +97,15 @@ class Monitor:
             info=info,
             startup=startup,
             stats=self._stats,
+            windows=self.windows.read() if self.windows is not None else None,
         )
         return self.timeline.add(replace(sample, split=self._split(sample)))
+
+    def close(self) -> None:
+        if self.windows is not None:
+            self.windows.close()
+        if self._scraper is not None:
+            self._scraper.close()
 
     def log_lines(self, limit: int = 500) -> list[str]:
         lines = list(self._lines)

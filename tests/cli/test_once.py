@@ -69,6 +69,10 @@ def test_demo_wsl_derives_the_split_without_per_process_numbers(tmp_path: Path) 
         split["server_bytes"] + split["desktop_bytes"] + split["free_bytes"] == split["total_bytes"]
     )
     assert 0.5 * GIB < split["desktop_bytes"] < 3 * GIB  # the idle simulated desktop
+    # the (simulated) Windows side names the desktop programs and the WSL VM
+    windows = data["windows"]
+    assert windows["wsl_vm_name"] == "vmmemWSL"
+    assert {p["name"] for p in windows["desktop"]} >= {"dwm.exe", "msedge.exe"}
 
 
 def test_unreachable_url_is_a_clear_error_with_exit_code_2(tmp_path: Path) -> None:

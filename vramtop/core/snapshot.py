@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramtop.core.model import GIB, GpuDevice, Sample
+from vramtop.core.windows import windows_sample_fields
 
 
 def kv_pool(sample: Sample) -> dict[str, Any]:
@@ -121,6 +122,8 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "waiting": metrics.requests_waiting if metrics else None,
             "preemptions_total": metrics.preemptions_total if metrics else None,
         },
+        # WSL2 with the Windows side watched: named desktop programs, the VM's spill.
+        "windows": windows_sample_fields(sample.windows).get("windows"),
         "startup": None
         if sample.startup is None
         else {
