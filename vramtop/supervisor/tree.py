@@ -126,11 +126,19 @@ def describe(procs: Iterable[psutil.Process]) -> str:
 
 
 def signal_tree(procs: dict[int, psutil.Process], pgid: int | None, sig: int) -> None:
-    """Send `sig` to the whole group and to every tree process outside it."""
+    """Send `sig` to the whole group and to every tree process outside it.
+
+    Each process gets the signal once: a second SIGTERM can land while a server is still
+    handling the first (vLLM treats a repeated signal as "abort now"; a Python handler
+    re-entered mid-way can deadlock)."""
+    group_signalled = False
     if pgid and pgid > 1 and pgid != os.getpgid(0):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
+            group_signalled = True
     for proc in procs.values():
+        if group_signalled and _pgid(proc.pid) == pgid:
+            continue
         with contextlib.suppress(psutil.Error):
             proc.send_signal(sig)
 
