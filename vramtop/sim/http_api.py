@@ -87,7 +87,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             s = self.server
             page = metrics_text.render(s.sched, s.served_names[0], s.cache_info, s.created)
-            self.send_text(200, page, "text/plain; version=0.0.4; charset=utf-8")
+            # The content type vLLM 0.32 sends.
+            self.send_text(200, page, "text/plain; version=1.0.0; charset=utf-8")
         elif path == "/v1/models":
             self.send_json(
                 200,
@@ -230,13 +231,15 @@ class Handler(BaseHTTPRequestHandler):
                     "finish_reason": None,
                 }
             )
-        generated = 0
+        # Real vLLM puts finish_reason on the last token's chunk, not on an extra empty one.
+        pending: str | None = None
         for text in self.server.sched.generate(prompt_tokens, max_tokens, lambda: not broken):
-            generated += len(text) and 1
-            send(piece(text))
+            if pending is not None:
+                send(piece(pending))
+            pending = text
         if broken:
             return
-        send(piece("", "length"))
+        send(piece(pending or "", "length"))
         options = body.get("stream_options") or {}
         if isinstance(options, dict) and options.get("include_usage"):
             send(

@@ -41,6 +41,13 @@ def render(sched: Scheduler, model_name: str, cache_info: dict[str, Any], create
         "num_requests_running", "gauge", "Number of requests in model execution batches.", running
     )
     metric("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting)
+    # vLLM 0.32 also splits the waiting requests by reason, under a name that starts the same.
+    out.append("# HELP vllm:num_requests_waiting_by_reason Number of requests waiting, by reason.")
+    out.append("# TYPE vllm:num_requests_waiting_by_reason gauge")
+    for reason in ("capacity", "deferred"):
+        labels = _labels({**base, "reason": reason})
+        value = float(waiting) if reason == "capacity" else 0.0
+        out.append(f"vllm:num_requests_waiting_by_reason{labels} {value!r}")
     metric(
         "kv_cache_usage_perc",
         "gauge",
