@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lint",
     "profile",
     "record",
+    "replay",
     "start",
     "stop",
     "restart",

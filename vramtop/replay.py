@@ -1,0 +1,100 @@
+"""`vramtop replay FILE`: a recorded session played through the console.
+
+The console gets a backend whose samples come from the file, paced by a speed factor, and
+whose findings come from the same diagnosis the live console runs. Nothing can be started or
+stopped: it is a recording.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.core.diagnosis import Finding
+from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.model import GpuReading, Rates, Sample
+from vramtop.session.reader import SessionEvent
+from vramtop.session.replay import ReplaySource
+
+READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
+
+
+class ReplayBackend:
+    """A `Backend` over a session file."""
+
+    demo = False
+
+    def __init__(
+        self,
+        path: Path,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = ReplaySource(path, speed=speed)  # SessionError on an unreadable file
+        self.profile_name = f"replay of {path.name} ×{speed:g}"
+        self.wsl = bool(self.source.header.wsl)
+        self.call_on = False
+        self.autostart = False
+        self._clock = clock
+        self._started = clock()
+        self._events: list[dict[str, Any]] = []
+        self._log: list[str] = []
+        self._empty = Sample(t=0.0, gpu=GpuReading(source="recording", error="no sample yet"))
+
+    @property
+    def finished(self) -> bool:
+        return self.source.finished
+
+    def tick(self) -> Sample:
+        for record in self.source.advance(self._clock() - self._started):
+            if isinstance(record, SessionEvent):
+                self._events.append({"t": record.t, "event": record.event, "detail": record.detail})
+                if record.event == "log" and isinstance(record.detail.get("line"), str):
+                    self._log.append(record.detail["line"])
+                for line in record.detail.get("last_lines") or []:
+                    self._log.append(str(line))
+        return self.source.latest or self._empty
+
+    def findings(self) -> list[Finding]:
+        return self.source.diagnoser.open_findings()
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+    def healthy_baseline(self) -> Rates:
+        return Rates(generation_tps=self.source.diagnoser.healthy_generation_tps())
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        latest = self.source.latest
+        return live_headroom_inputs(latest) if latest is not None else None
+
+    def log_lines(self, limit: int = 500) -> list[str]:
+        return self._log[-limit:]
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return ActionResult(False, READ_ONLY)
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return ActionResult(False, READ_ONLY)
+
+    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return ActionResult(False, READ_ONLY)
+
+    def relaunch(
+        self,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ActionResult:
+        return ActionResult(False, READ_ONLY)
+
+    def toggle_call(self) -> bool:
+        return False
+
+    def close(self, stop_server: bool) -> None:
+        pass
