@@ -235,8 +235,17 @@ def main() -> int:
     config = json.loads(os.environ[CONFIG_ENV])
     pipe = os.environ.get(PIPE_ENV)
     engine = Engine(config, WorldClient(os.environ[SOCKET_ENV]), int(pipe) if pipe else None)
+    signals_seen: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Only the first signal touches the Event: a second one (Ctrl-C twice, SIGTERM to the
+        # group and to the process) arriving while set() holds its lock must not re-enter it.
+        if not signals_seen:
+            signals_seen.append(signum)
+            engine.stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: engine.stop.set())
+        signal.signal(sig, on_signal)
     try:
         code = engine.start()
         if code == 0:

@@ -311,8 +311,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{vargs.PROG}: error: simulated GPU not reachable: {exc}", file=sys.stderr)
         return 1
     server = ApiServer(a, world, socket_path)
+    signals_seen: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Only the first signal touches the Event: a second one (Ctrl-C twice, SIGTERM to the
+        # group and to the process) arriving while set() holds its lock must not re-enter it.
+        if not signals_seen:
+            signals_seen.append(signum)
+            server.stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: server.stop.set())
+        signal.signal(sig, on_signal)
     try:
         return server.run()
     except WorldUnreachable as exc:
