@@ -29,6 +29,8 @@ def sim_processes_under(home: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue  # exited, holds nothing; its parent (init here) reaps it
             cmd = " ".join(proc.info["cmdline"] or [])
             if "vramtop.sim" in cmd and str(home) in " ".join(proc.environ().values()) + cmd:
                 found.append(proc)
