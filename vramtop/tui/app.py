@@ -11,6 +11,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import work
@@ -134,7 +135,8 @@ FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log"}
 
 
 class VramtopApp(App[int]):
-    CSS_PATH = "app.tcss"
+    # Absolute: a subclass in another module (benches, tests) must find it too.
+    CSS_PATH = Path(__file__).parent / "app.tcss"
     TITLE = "vramtop"
     COMMANDS: ClassVar[set[Any]] = App.COMMANDS | {ConsoleCommands}
     BINDINGS: ClassVar[list[BindingType]] = [

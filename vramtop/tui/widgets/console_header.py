@@ -20,6 +20,7 @@ STATE_STYLE = {
 
 
 class ConsoleHeader(Static):
+    _shown: Content | None = None
     DEFAULT_CSS = """
     ConsoleHeader {
         height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
@@ -39,7 +40,11 @@ class ConsoleHeader(Static):
     ) -> None:
         first = _machine_line(sample, wsl, call_on, demo, profile)
         second = _server_line(sample, now, activity)
-        self.update(Content.assemble(*first, "\n", *second))
+        content = Content.assemble(*first, "\n", *second)
+        if self._shown is not None and self._shown.is_same(content):
+            return
+        self._shown = content
+        self.update(content, layout=False)  # fixed height: no layout pass needed
 
 
 def _machine_line(

@@ -23,7 +23,8 @@ class FindingBanner(Static):
     def show(self, findings: list[Any], *, short: bool = False) -> None:
         """`short`: one line for the whole ladder (small terminals keep room for the panels)."""
         if not findings:
-            self.set_class(False, "-open")
+            if self.has_class("-open"):
+                self.remove_class("-open")
             return
         self.set_class(True, "-open")
         self.set_class(short, "-short")

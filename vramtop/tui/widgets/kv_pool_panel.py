@@ -5,33 +5,32 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Static
 
 from vramtop.core.model import GIB, Sample
 from vramtop.tui.format import count
 from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
+from vramtop.tui.widgets.line import Line
 
 
 class KvPoolPanel(Vertical):
     DEFAULT_CSS = """
     KvPoolPanel { height: auto; }
-    KvPoolPanel > Static { height: auto; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(id="kv-size")
-        yield Static(id="kv-usage")
+        yield Line(id="kv-size")
+        yield Line(id="kv-usage")
         yield FixedSparkline(id="kv-history")
-        yield Static(id="kv-more")
-        yield Static(id="kv-blocks")
+        yield Line(id="kv-more")
+        yield Line(id="kv-blocks")
 
     def on_mount(self) -> None:
         self.border_title = "KV pool"
 
     def show(self, sample: Sample, usage_history: tuple[float, ...]) -> None:
-        size = self.query_one("#kv-size", Static)
-        usage = self.query_one("#kv-usage", Static)
-        more = self.query_one("#kv-more", Static)
+        size = self.query_one("#kv-size", Line)
+        usage = self.query_one("#kv-usage", Line)
+        more = self.query_one("#kv-more", Line)
         history = self.query_one("#kv-history", FixedSparkline)
         server = sample.server
         metrics = server.metrics if server else None
@@ -44,16 +43,16 @@ class KvPoolPanel(Vertical):
         tokens = (cache.kv_cache_size_tokens if cache else None) or (
             startup.kv_cache_tokens if startup else None
         )
-        size.update(
+        size.show(
             f"{pool_gib:.2f} GiB · {count(tokens)} tokens"
             if pool_gib is not None
             else "size not known yet (waiting for the startup log or /metrics)"
         )
         if metrics is None or metrics.kv_cache_usage is None:
-            usage.update(_no_metrics(sample))
+            usage.show(_no_metrics(sample))
         else:
             stale = " (stale)" if server and server.stale else ""
-            usage.update(f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}")
+            usage.show(f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}")
         history.data = usage_history
         history.ceiling = 1.0
         concurrency = (cache.kv_cache_max_concurrency if cache else None) or (
@@ -65,7 +64,7 @@ class KvPoolPanel(Vertical):
         preemptions = metrics.preemptions_total if metrics else None
         conc = f"{concurrency:.2f}×" if concurrency is not None else "—"
         at_len = f" at {max_len:,}" if max_len else ""
-        more.update(
+        more.show(
             Content.assemble(
                 f"{conc}{at_len} tok · ",
                 (count(preemptions), "bold $error" if preemptions else ""),
@@ -77,7 +76,7 @@ class KvPoolPanel(Vertical):
             sample.info.kv_cache_dtype if sample.info else None
         )
         block_size = f" of {cache.block_size}" if cache and cache.block_size else ""
-        self.query_one("#kv-blocks", Static).update(
+        self.query_one("#kv-blocks", Line).show(
             Content.styled(
                 f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
             )

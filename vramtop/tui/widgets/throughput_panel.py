@@ -5,11 +5,11 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Static
 
 from vramtop.core.model import Rates, Sample
 from vramtop.tui.format import count, tps
 from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
+from vramtop.tui.widgets.line import Line
 
 # A collapse is a fall below this share of the healthy rate: colour the figure, nothing more
 # (naming a collapse is the diagnosis engine's job).
@@ -19,15 +19,14 @@ LOW_SHARE = 0.5
 class ThroughputPanel(Vertical):
     DEFAULT_CSS = """
     ThroughputPanel { height: auto; }
-    ThroughputPanel > Static { height: 1; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(id="gen-line")
+        yield Line(id="gen-line")
         yield FixedSparkline(id="gen-history")
-        yield Static(id="prompt-line")
+        yield Line(id="prompt-line")
         yield FixedSparkline(id="prompt-history")
-        yield Static(id="requests-line")
+        yield Line(id="requests-line")
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
@@ -42,10 +41,10 @@ class ThroughputPanel(Vertical):
         rates = sample.rates
         base_gen = baseline.generation_tps if baseline else None
         base_prompt = baseline.prompt_tps if baseline else None
-        self.query_one("#gen-line", Static).update(
+        self.query_one("#gen-line", Line).show(
             _rate_line("generation", rates.generation_tps, base_gen)
         )
-        self.query_one("#prompt-line", Static).update(
+        self.query_one("#prompt-line", Line).show(
             _rate_line("prompt", rates.prompt_tps, base_prompt)
         )
         _plot(self.query_one("#gen-history", FixedSparkline), generation, base_gen)
@@ -59,7 +58,7 @@ class ThroughputPanel(Vertical):
                 f"requests {count(metrics.requests_running)} running · "
                 f"{count(metrics.requests_waiting)} waiting"
             )
-        self.query_one("#requests-line", Static).update(line)
+        self.query_one("#requests-line", Line).show(line)
 
 
 def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:

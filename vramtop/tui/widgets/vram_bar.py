@@ -50,7 +50,12 @@ class VramBar(Widget):
             mark = min(width - 1, max(0, round(split.budget_bytes * scale) - 1))
             cells[mark] = "▌"
             styles[mark] = "vram-bar--budget"
+        rich_styles = {name: self.get_component_rich_style(name) for name in set(styles)}
         text = Text()
-        for cell, style in zip(cells, styles, strict=True):
-            text.append(cell, self.get_component_rich_style(style))
+        run_start = 0
+        # One span per run of equal cells, not one per cell.
+        for index in range(1, width + 1):
+            if index == width or styles[index] != styles[run_start]:
+                text.append("".join(cells[run_start:index]), rich_styles[styles[run_start]])
+                run_start = index
         return text

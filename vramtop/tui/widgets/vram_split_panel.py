@@ -5,10 +5,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
-from textual.widgets import Static
 
 from vramtop.core.model import GpuReading, ServerInfo, Split, SplitMethod
 from vramtop.tui.format import gib
+from vramtop.tui.widgets.line import Line
 from vramtop.tui.widgets.vram_bar import VramBar
 
 TOP_PROCESSES = 3
@@ -17,35 +17,32 @@ TOP_PROCESSES = 3
 class VramSplitPanel(Vertical):
     DEFAULT_CSS = """
     VramSplitPanel { height: auto; }
-    VramSplitPanel > Static { height: auto; }
     VramSplitPanel > #vram-detail { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def compose(self) -> ComposeResult:
         yield VramBar()
-        yield Static(id="vram-figures")
-        yield Static(id="vram-budget")
-        yield Static(id="vram-detail", classes="detail")
+        yield Line(id="vram-figures")
+        yield Line(id="vram-budget")
+        yield Line(id="vram-detail", classes="detail")
 
     def on_mount(self) -> None:
         self.border_title = "VRAM split"
 
     def show(self, gpu: GpuReading, split: Split | None, info: ServerInfo | None) -> None:
         bar = self.query_one(VramBar)
-        figures = self.query_one("#vram-figures", Static)
-        budget = self.query_one("#vram-budget", Static)
-        detail = self.query_one("#vram-detail", Static)
+        figures = self.query_one("#vram-figures", Line)
+        budget = self.query_one("#vram-budget", Line)
+        detail = self.query_one("#vram-detail", Line)
         if not gpu.available or split is None:
             bar.split = None
             reason = gpu.error or "no GPU reading yet"
-            figures.update(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason))
-            budget.update(
-                "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating."
-            )
-            detail.update("")
+            figures.show(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason))
+            budget.show("Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating.")
+            detail.show("")
             return
         bar.split = split
-        figures.update(
+        figures.show(
             Content.assemble(
                 ("█ ", "$vram-server"),
                 f"vLLM {gib(split.server_bytes)}  ",
@@ -56,8 +53,8 @@ class VramSplitPanel(Vertical):
                 (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
             )
         )
-        budget.update(_budget_line(split, info))
-        detail.update(_detail_line(gpu, split))
+        budget.show(_budget_line(split, info))
+        detail.show(_detail_line(gpu, split))
 
 
 def _budget_line(split: Split, info: ServerInfo | None) -> Content:

@@ -1,0 +1,50 @@
+"""Shared by the console benches: the apps measured and the floor they are compared with."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+from textual.widgets import Sparkline
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
+
+
+class FloorApp(App[None]):
+    """The least a live Textual console does: one Sparkline updated once a second."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        super().__init__()
+        self._interval = interval_s
+        self._data: list[float] = []
+
+    def compose(self) -> ComposeResult:
+        yield Sparkline([])
+
+    def on_mount(self) -> None:
+        self.set_interval(self._interval, self.update_data)
+
+    def update_data(self) -> None:
+        self._data = [*self._data[-119:], 50 + 25 * math.sin(len(self._data) / 5)]
+        self.query_one(Sparkline).data = self._data
+
+
+def console_app(interval_s: float = 1.0, on_first_sample=None):  # type: ignore[no-untyped-def]
+    """vramtop's console on the deterministic fake backend (no simulator processes to count)."""
+    from fake_backend import FakeBackend
+
+    from vramtop.config import Settings
+    from vramtop.tui.app import VramtopApp
+    from vramtop.tui.messages import SampleArrived
+
+    class MarkedApp(VramtopApp):
+        def on_sample_arrived(self, message: SampleArrived) -> None:
+            super().on_sample_arrived(message)
+            if on_first_sample is not None:
+                self.call_after_refresh(on_first_sample)
+
+    backend = FakeBackend()
+    return MarkedApp(backend, Settings(interval_s=interval_s), clock=backend.clock)
