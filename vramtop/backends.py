@@ -62,18 +62,18 @@ class MachineBackend:
         self.profile_name = supervisor.name if supervisor else None
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
+        self.call_on = False  # demo: a simulated video call is on (as of the last tick)
         self.session = LiveSession(log_lines=monitor.log_lines)
 
     @property
     def can_act(self) -> bool:
         return self.supervisor is not None
 
-    @property
-    def call_on(self) -> bool:
-        return bool(self._demo and self._demo.call_on())
-
     def tick(self) -> Sample:
         sample = self.monitor.tick()
+        if self._demo is not None:
+            # Asked here, in the tick's worker thread: the console only reads the attribute.
+            self.call_on = self._demo.call_on()
         self.session.observe(sample)
         return sample
 
@@ -140,7 +140,10 @@ class MachineBackend:
         return self.monitor.log_lines(limit)
 
     def toggle_call(self) -> bool:
-        return self._demo.toggle_call() if self._demo else False
+        if self._demo is None:
+            return False
+        self.call_on = self._demo.toggle_call()
+        return self.call_on
 
     def close(self, stop_server: bool) -> None:
         if stop_server and self.supervisor is not None:
@@ -180,7 +183,7 @@ def memory_released_on(probe: GpuProbe) -> Callable[[Collection[int]], bool]:
 
 
 def live_backend(
-    profile: Profile | None, url: str | None, api_key_env: str | None
+    profile: Profile | None, url: str | None, api_key_env: str | None, windows: bool = True
 ) -> MachineBackend:
     """The real machine: NVML, and the profile's server (or just a URL to watch)."""
     from vramtop.sources.host import is_wsl
@@ -198,6 +201,6 @@ def live_backend(
         log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
         # Under WSL2 NVML has no per-process numbers: Windows' own counters name the desktop
         # programs and show whether vLLM's memory spilled into system memory.
-        windows=WindowsGpuSource() if wsl else None,
+        windows=WindowsGpuSource() if wsl and windows else None,
     )
     return MachineBackend(monitor=monitor, supervisor=supervisor, wsl=wsl)

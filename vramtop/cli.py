@@ -87,6 +87,12 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
         help="seconds between samples (default 1.0)",
     )
     parser.add_argument(
+        "--no-windows",
+        action="store_true",
+        help="WSL2: do not read Windows' GPU counters through powershell.exe (the split is "
+        "then derived from vLLM's budget)",
+    )
+    parser.add_argument(
         "--api-key-env",
         metavar="VAR",
         help="read the server's API key from this environment variable",

@@ -12,6 +12,7 @@ import logging
 from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
 from vramtop.monitor import Monitor
+from vramtop.sim.protocol import WorldUnreachable
 from vramtop.sim.windows import SimWindowsSource
 from vramtop.supervisor.demo import (
     demo_machine,
@@ -27,7 +28,11 @@ log = logging.getLogger(__name__)
 
 
 def demo_backend(
-    *, wsl: bool = False, start_server: bool = True, interval: float | None = None
+    *,
+    wsl: bool = False,
+    start_server: bool = True,
+    interval: float | None = None,
+    windows: bool = True,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
 
@@ -46,15 +51,24 @@ def demo_backend(
         url=profile.url,
         info=supervisor.status,
         log_path=lambda: supervisor.log_path,
-        windows=SimWindowsSource(machine.socket_path) if wsl else None,
+        windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
     )
     server_was_running = supervisor.status().state in (ServerState.RUNNING, ServerState.STARTING)
     owned = not world_was_running and not server_was_running
 
+    def call_on() -> bool:
+        try:
+            return machine.call_on()
+        except WorldUnreachable:
+            return False  # the GPU panel says the simulated GPU is gone
+
     def toggle_call() -> bool:
-        on = not machine.call_on()
-        machine.set_call(on)
-        return on
+        try:
+            on = not machine.call_on()
+            machine.set_call(on)
+            return on
+        except WorldUnreachable:
+            return False
 
     def shutdown(stop_server: bool) -> None:
         machine.stop_load()
@@ -64,7 +78,7 @@ def demo_backend(
     backend = MachineBackend(
         monitor=monitor,
         supervisor=supervisor,
-        demo=DemoHooks(toggle_call=toggle_call, call_on=machine.call_on, shutdown=shutdown),
+        demo=DemoHooks(toggle_call=toggle_call, call_on=call_on, shutdown=shutdown),
         wsl=wsl,
     )
     backend.autostart = start_server and not server_was_running

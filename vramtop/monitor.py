@@ -24,9 +24,9 @@ from vramtop.core.model import (
     StatsLine,
 )
 from vramtop.core.snapshot import server_util
-from vramtop.core.split import split_card
+from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
-from vramtop.core.vllm_log import StartupParser, parse_stats_line
+from vramtop.core.vllm_log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.sources.logtail import LogTail
 from vramtop.sources.scraper import Scraper
@@ -124,6 +124,8 @@ class Monitor:
             self._startup = StartupParser()
             self._stats = None
         for line in self._tail.read_new():
+            if is_poll_access_line(line):
+                continue  # our own scrapes, once a second: the log file keeps them
             self._lines.append(line)
             if line.startswith(START_MARKER):
                 # The supervisor marks each launch in the log: facts before it belong to an
@@ -142,6 +144,12 @@ class Monitor:
         info = sample.info
         running = _server_running(info, sample.server)
         pids = info.pids if info and info.pids else ((info.pid,) if info and info.pid else ())
+        if running and sample.windows is not None:
+            by_windows = split_from_windows(
+                sample.gpu.devices[0], sample.windows, util=server_util(sample)
+            )
+            if by_windows is not None:
+                return by_windows
         return split_card(
             sample.gpu.devices[0],
             server_pids=pids,

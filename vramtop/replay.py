@@ -27,6 +27,7 @@ class ReplayBackend:
     """A `Backend` over a session file."""
 
     demo = False
+    can_act = False  # a recording: nothing to start, stop or relaunch
 
     def __init__(
         self,

@@ -60,21 +60,32 @@ def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: P
 
 
 def test_demo_wsl_derives_the_split_without_per_process_numbers(tmp_path: Path) -> None:
+    result = run_vramtop(tmp_path, "--demo", "--wsl", "--no-windows", "--once", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["gpus"][0]["processes"] is None
+    assert data["windows"] is None
+    split = data["split"]
+    assert split["method"] == "derived"
+    assert "WSL2" in split["detail"]
+    parts = split["server_bytes"] + split["desktop_bytes"] + split["free_bytes"]
+    assert parts == split["total_bytes"]
+    assert 0.5 * GIB < split["desktop_bytes"] < 3 * GIB  # the idle simulated desktop
+
+
+def test_demo_wsl_with_the_windows_side_names_the_desktop(tmp_path: Path) -> None:
     result = run_vramtop(tmp_path, "--demo", "--wsl", "--once", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["gpus"][0]["processes"] is None
-    split = data["split"]
-    assert split["method"] == "derived"
-    assert "WSL2" in split["detail"]
-    assert (
-        split["server_bytes"] + split["desktop_bytes"] + split["free_bytes"] == split["total_bytes"]
-    )
-    assert 0.5 * GIB < split["desktop_bytes"] < 3 * GIB  # the idle simulated desktop
-    # the (simulated) Windows side names the desktop programs and the WSL VM
     windows = data["windows"]
     assert windows["wsl_vm_name"] == "vmmemWSL"
     assert {p["name"] for p in windows["desktop"]} >= {"dwm.exe", "msedge.exe"}
+    split = data["split"]
+    assert split["method"] == "windows"
+    used = data["gpus"][0]["used_bytes"]
+    assert split["server_bytes"] == min(windows["wsl_vm_dedicated_bytes"], used)
+    assert "msedge.exe" in split["detail"]
 
 
 def test_unreachable_url_is_a_clear_error_with_exit_code_2(tmp_path: Path) -> None:

@@ -48,3 +48,24 @@ def test_without_budget_or_processes_the_split_is_unknown_not_guessed() -> None:
 def test_no_server_means_everything_used_is_desktop() -> None:
     split = split_card(device(3 * GIB, None), server_running=False, util=0.93)
     assert split.server_bytes == 0 and split.desktop_bytes == 3 * GIB
+
+
+def test_windows_counters_name_the_desktop_and_give_the_vms_share() -> None:
+    from vramtop.core.split import split_from_windows
+    from vramtop.core.windows import WindowsGpuReading, WindowsProcessGpu
+
+    vm = WindowsProcessGpu(9000, "vmmemWSL", 28 * GIB, 2 * GIB)
+    teams = WindowsProcessGpu(10456, "ms-teams.exe", int(2.5 * GIB), 0)
+    windows = WindowsGpuReading(processes=(vm, teams), wsl_vm=vm, desktop=(teams,))
+    split = split_from_windows(device(31 * GIB, None), windows, util=0.93)
+    assert split is not None
+    assert split.method is SplitMethod.WINDOWS
+    assert split.server_bytes == 28 * GIB and split.desktop_bytes == 3 * GIB
+    assert "ms-teams.exe" in split.detail and "system memory" in split.detail
+
+
+def test_windows_without_a_vm_falls_back() -> None:
+    from vramtop.core.split import split_from_windows
+    from vramtop.core.windows import unavailable
+
+    assert split_from_windows(device(31 * GIB, None), unavailable("interop off"), util=0.93) is None

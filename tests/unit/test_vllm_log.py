@@ -391,3 +391,14 @@ def test_cut_lines_never_raise(line: str, cut: int) -> None:
     parse_startup([line[:cut]])
     parse_stats_line(line[:cut])
     detect_phase(line[:cut])
+
+
+def test_polled_endpoint_access_lines_are_recognised_as_noise() -> None:
+    from vramtop.core.vllm_log import is_poll_access_line
+
+    assert is_poll_access_line('INFO:     127.0.0.1:54788 - "GET /metrics HTTP/1.1" 200 OK')
+    assert is_poll_access_line('INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK')
+    assert not is_poll_access_line(
+        'INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    )
+    assert not is_poll_access_line("(APIServer pid=1) INFO Engine 000: Avg prompt throughput: 1.0")

@@ -47,7 +47,12 @@ def _backend(args: argparse.Namespace) -> tuple[Any, bool]:
     if args.demo:
         from vramtop.demo import demo_backend
 
-        return demo_backend(wsl=args.wsl, start_server=True, interval=args.interval)
+        return demo_backend(
+            wsl=args.wsl,
+            start_server=True,
+            interval=args.interval,
+            windows=not getattr(args, "no_windows", False),
+        )
     from vramtop.backends import live_backend
     from vramtop.config import ConfigError
     from vramtop.profiles import load_default_profile, load_profile
@@ -58,7 +63,8 @@ def _backend(args: argparse.Namespace) -> tuple[Any, bool]:
             profile = load_default_profile()
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
-    return live_backend(profile, args.url, args.api_key_env), False
+    windows = not getattr(args, "no_windows", False)
+    return live_backend(profile, args.url, args.api_key_env, windows=windows), False
 
 
 def _once(backend: Any, args: argparse.Namespace, owned: bool) -> int:

@@ -33,6 +33,7 @@ class SplitMethod(StrEnum):
 
     PER_PROCESS = "per_process"  # sum over the server's process tree, from the driver
     DERIVED = "derived"  # from the server's budget and startup log (WSL2: no per-process data)
+    WINDOWS = "windows"  # WSL2: from Windows' own GPU counters (the WSL VM vs desktop programs)
     UNKNOWN = "unknown"
 
 

@@ -12,6 +12,7 @@ import math
 from collections.abc import Collection
 
 from vramtop.core.model import GIB, GpuDevice, Split, SplitMethod
+from vramtop.core.windows import WindowsGpuReading
 
 # Memory a vLLM server holds outside its budget (the CUDA context and what the process took
 # before vLLM's baseline snapshot): 0.5–1.3 GB in the field. The low end is used so the derived
@@ -94,4 +95,37 @@ def split_card(
         ),
         budget_bytes=budget,
         headroom_bytes=headroom,
+    )
+
+
+def split_from_windows(
+    device: GpuDevice,
+    windows: WindowsGpuReading,
+    *,
+    util: float | None,
+    outside_budget_bytes: int = OUTSIDE_BUDGET_ESTIMATE_BYTES,
+) -> Split | None:
+    """WSL2 with Windows' counters: the WSL VM's VRAM (vLLM and whatever else runs in WSL)
+    against the desktop programs by name. None when the counters give no WSL VM."""
+    vm = windows.wsl_vm
+    if not windows.available or vm is None:
+        return None
+    total, used = device.total_bytes, device.used_bytes
+    budget = budget_bytes(total, util) if util is not None else None
+    server = min(used, vm.dedicated_bytes)
+    names = ", ".join(p.name for p in windows.desktop[:3]) or "none"
+    spilled = f" {vm.shared_bytes / GIB:.2f} GiB of the VM's GPU memory is in system memory."
+    return Split(
+        total_bytes=total,
+        server_bytes=server,
+        desktop_bytes=max(0, used - server),
+        free_bytes=max(0, total - used),
+        method=SplitMethod.WINDOWS,
+        detail=(
+            f"From Windows' GPU counters: the WSL VM ({vm.name}) holds vLLM's share "
+            f"({vm.dedicated_bytes / GIB:.2f} GiB of VRAM); the rest in use is the desktop's "
+            f"(largest: {names}).{spilled}"
+        ),
+        budget_bytes=budget,
+        headroom_bytes=max(0, total - budget - outside_budget_bytes) if budget else None,
     )

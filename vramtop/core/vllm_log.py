@@ -294,3 +294,13 @@ def detect_phase(line: str) -> str | None:
     except Exception:
         return None
     return None
+
+
+# uvicorn's access lines for the endpoints a monitor polls every second (vramtop's own
+# scrapes): `INFO:     127.0.0.1:54788 - "GET /metrics HTTP/1.1" 200 OK`.
+_POLL_ACCESS = re.compile(r'"GET /(metrics|health|version|v1/models|ping|load)[ ?/]')
+
+
+def is_poll_access_line(line: str) -> bool:
+    """True for an access-log line of a polled endpoint: noise beside vLLM's own output."""
+    return '"GET /' in line and _POLL_ACCESS.search(line) is not None

@@ -197,6 +197,10 @@ class VramtopApp(App[int]):
         self._render_header()
         self.set_interval(self.settings.interval_s, self.request_tick)
         self.request_tick()
+        if getattr(self.backend, "autostart", False):
+            # The demo (and a profile with no server yet) starts vLLM here, in a worker, so
+            # the console shows the loading progress instead of waiting before it opens.
+            self._start_action("start", lambda progress: self.backend.start(progress=progress))
 
     def on_resize(self, event: Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
@@ -291,7 +295,7 @@ class VramtopApp(App[int]):
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
         self.query_one(FindingBanner).show(self.findings, short=self.size.height < SHORT_HEIGHT)
-        self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info)
+        self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info, sample.windows)
         self.query_one(KvPoolPanel).show(sample, tuple(self._kv_usage))
         self.query_one(ThroughputPanel).show(
             sample, self.baseline, tuple(self._generation), tuple(self._prompt)
@@ -314,6 +318,8 @@ class VramtopApp(App[int]):
         if action == "toggle_call":
             return self.backend.demo  # False hides it: outside the demo there is no call
         if action in ("restart", "relaunch", "start_stop"):
+            if not getattr(self.backend, "can_act", True):
+                return False  # watching only (a URL, a recording): nothing to start or stop
             if self.busy is not None:
                 return None  # shown dimmed: wait for the running action
             state = self.state

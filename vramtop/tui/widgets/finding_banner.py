@@ -7,6 +7,7 @@ from typing import Any
 from textual.content import Content
 from textual.widgets import Static
 
+from vramtop.core.windows import SYSMEM_FALLBACK_ADVICE
 from vramtop.tui.format import field
 
 
@@ -49,17 +50,32 @@ def banner_text(finding: Any, more: int = 0, short: bool = False) -> Content:
         if short:
             parts.append("\n")
             for index, (name, text) in enumerate(steps):
-                parts += [" → " if index else "", (f"{name}: ", "bold"), str(text)]
+                parts += [" → " if index else "", (f"{name}: ", "bold"), _sentences(text)]
         else:
             for name, text in steps:
-                parts += ["\n", (f"{name}: ", "bold"), str(text)]
+                parts += ["\n", (f"{name}: ", "bold"), _sentences(text)]
     parts += ["\n", *remedy_keys(field(finding, "remedy"))]
+    evidence = field(finding, "evidence") or {}
+    if not short and field(evidence, "wsl_vm_shared_rise_bytes"):
+        # A spill was observed on the Windows side: the driver setting that may prevent it.
+        parts += ["\n", ("spill: ", "bold"), SYSMEM_FALLBACK_ADVICE]
     return Content.assemble(*parts)
+
+
+def _sentences(text: Any) -> str:
+    """A ladder rung is a list of sentences (or one string): joined as the report writes it."""
+    if isinstance(text, list | tuple):
+        return "; ".join(str(t) for t in text)
+    return str(text)
 
 
 def remedy_keys(remedy: Any) -> list[str | tuple[str, str]]:
     util = field(remedy, "gpu_memory_utilization")
-    keys: list[str | tuple[str, str]] = [("r", "bold reverse"), " restart now"]
+    why = field(remedy, "why")
+    keys: list[str | tuple[str, str]] = []
+    if why:
+        keys += [("remedy: ", "bold"), f"{why}\n"]
+    keys += [("r", "bold reverse"), " restart now"]
     if util is not None:
         keys += ["   ", ("b", "bold reverse"), f" relaunch at {float(util):.2f}"]
     else:

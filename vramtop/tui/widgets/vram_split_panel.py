@@ -7,6 +7,7 @@ from textual.containers import Vertical
 from textual.content import Content
 
 from vramtop.core.model import GpuReading, ServerInfo, Split, SplitMethod
+from vramtop.core.windows import WindowsGpuReading
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.line import Line
 from vramtop.tui.widgets.vram_bar import VramBar
@@ -18,6 +19,8 @@ class VramSplitPanel(Vertical):
     DEFAULT_CSS = """
     VramSplitPanel { height: auto; }
     VramSplitPanel > #vram-detail { text-wrap: nowrap; text-overflow: ellipsis; }
+    VramSplitPanel > #vram-windows { text-wrap: nowrap; text-overflow: ellipsis; display: none; }
+    VramSplitPanel > #vram-windows.-shown { display: block; }
     """
 
     def compose(self) -> ComposeResult:
@@ -25,11 +28,19 @@ class VramSplitPanel(Vertical):
         yield Line(id="vram-figures")
         yield Line(id="vram-budget")
         yield Line(id="vram-detail", classes="detail")
+        yield Line(id="vram-windows", classes="detail")
 
     def on_mount(self) -> None:
         self.border_title = "VRAM split"
 
-    def show(self, gpu: GpuReading, split: Split | None, info: ServerInfo | None) -> None:
+    def show(
+        self,
+        gpu: GpuReading,
+        split: Split | None,
+        info: ServerInfo | None,
+        windows: WindowsGpuReading | None = None,
+    ) -> None:
+        self._show_windows(windows)
         bar = self.query_one(VramBar)
         figures = self.query_one("#vram-figures", Line)
         budget = self.query_one("#vram-budget", Line)
@@ -55,6 +66,26 @@ class VramSplitPanel(Vertical):
         )
         budget.show(_budget_line(split, info))
         detail.show(_detail_line(gpu, split))
+
+    def _show_windows(self, windows: WindowsGpuReading | None) -> None:
+        """WSL2: what Windows says — the desktop programs by name, and the WSL VM's memory
+        in VRAM (dedicated) and in system memory (shared: a spill)."""
+        line = self.query_one("#vram-windows", Line)
+        line.set_class(windows is not None, "-shown")
+        if windows is None:
+            return
+        if windows.panel_text is not None:
+            line.show(Content.styled(windows.panel_text, "$text-warning"))
+            return
+        parts: list[str | tuple[str, str]] = [("windows: ", "$text-muted")]
+        vm = windows.wsl_vm
+        if vm is not None:
+            parts.append(f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ")
+            parts.append((f"{gib(vm.shared_bytes)} in system memory", "bold"))
+            parts.append("  ")
+        top = windows.desktop[:TOP_PROCESSES]
+        parts.append("  ".join(f"{p.name} {gib(p.dedicated_bytes)}" for p in top))
+        line.show(Content.assemble(*parts))
 
 
 def _budget_line(split: Split, info: ServerInfo | None) -> Content:
