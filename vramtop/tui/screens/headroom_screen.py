@@ -199,9 +199,14 @@ def _table(now: Prediction | None, proposed: Prediction | str) -> Content:
     text = "\n".join(lines)
     if proposed.estimated:
         text += f"\nestimated terms: {', '.join(proposed.estimated)}"
-    if not proposed.fits:
+    if proposed.kv_cache_bytes <= 0:
         return Content.assemble(
-            text, ("\nthis budget would not start: the pool is too small", "bold $error")
+            text, ("\nthis budget would not start: no room for a KV pool", "bold $error")
+        )
+    if proposed.max_concurrency < 1:
+        return Content.assemble(
+            text,
+            ("\nthe pool holds less than one request of max-model-len", "$text-warning"),
         )
     return Content(text)
 

@@ -1,0 +1,116 @@
+"""The console through Pilot on the real simulated machine: a separate simulated GPU, the fake
+vLLM server supervised like a real one, the simulated agent. Keys act on real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+
+import psutil
+import pytest
+from textual.pilot import Pilot
+
+from vramtop.config import Settings
+from vramtop.core.model import ServerState
+from vramtop.demo import demo_backend
+from vramtop.supervisor.demo import stop_demo_world
+from vramtop.tui.app import VramtopApp
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.screens.quit_dialog import QuitDialog
+from vramtop.tui.widgets.console_header import ConsoleHeader
+
+FAST = Settings(interval_s=0.25)
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
+    yield
+    stop_demo_world()  # whatever a test left running (the home is the test's own)
+
+
+def header(app: VramtopApp) -> str:
+    return str(app.query_one(ConsoleHeader).render())
+
+
+async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > deadline:
+            app = pilot.app
+            raise AssertionError(f"timed out; busy={app.busy!r} header: {header(app)}")  # type: ignore[attr-defined,arg-type]
+        await asyncio.sleep(0.1)
+        await pilot.pause()
+
+
+def running_pid(app: VramtopApp) -> int | None:
+    info = app.sample.info if app.sample else None
+    if info is None or info.state is not ServerState.RUNNING or app.busy:
+        return None
+    return info.pid
+
+
+def generating(app: VramtopApp) -> bool:
+    rates = app.sample.rates if app.sample else None
+    return bool(rates and rates.generation_tps and rates.generation_tps > 5)
+
+
+async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
+    backend, _ = demo_backend(wsl=False)
+    app = VramtopApp(backend, FAST)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: running_pid(app) is not None and generating(app))
+        first_pid = running_pid(app)
+        assert "RTX 5090" in header(app) and "budget 0.93" in header(app)
+        kv = str(app.query_one("KvPoolPanel").query_one("Line").render())
+        assert "9.26 GiB" in kv
+
+        # r: restart (a second r confirms when requests are running)
+        await pilot.press("r")
+        await pilot.pause()
+        if app.busy is None:
+            assert "press r again" in header(app)
+            await pilot.press("r")
+            await pilot.pause()
+        assert app.busy == "restart"
+        await wait_for(pilot, lambda: running_pid(app) not in (None, first_pid))
+        await wait_for(pilot, lambda: generating(app))
+        assert (
+            psutil.pid_exists(first_pid) is False or psutil.Process(first_pid).status() == "zombie"
+        )
+
+        # b, - ×8, enter: relaunch at 0.85
+        await pilot.press("b")
+        await pilot.pause()
+        assert isinstance(app.screen, BudgetDialog)
+        for _ in range(8):
+            await pilot.press("minus")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "budget 0.85" in header(app) and running_pid(app) is not None)
+        metrics = app.sample.server.metrics if app.sample and app.sample.server else None
+        assert metrics is not None and metrics.cache.gpu_memory_utilization == 0.85
+        relaunched_pid = running_pid(app)
+
+        # q, enter: leave vLLM running
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitDialog)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not app.is_running, timeout=10)
+    assert relaunched_pid is not None and psutil.pid_exists(relaunched_pid)
+
+    # a second console re-attaches to the same server instead of starting another
+    backend2, _ = demo_backend(wsl=False)
+    assert backend2.autostart is False
+    app2 = VramtopApp(backend2, FAST)
+    async with app2.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: running_pid(app2) == relaunched_pid)
+        assert "budget 0.85" in header(app2)
+        await pilot.press("q")
+        await pilot.pause()
+        await pilot.press("s")  # this time: stop vLLM
+        await wait_for(pilot, lambda: not app2.is_running, timeout=20)
+    assert not psutil.pid_exists(relaunched_pid) or (
+        psutil.Process(relaunched_pid).status() == "zombie"
+    )
