@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from vramtop import __version__
 
@@ -85,6 +86,12 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="seconds between samples (default 1.0)",
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="console: also record the session to FILE (for vramtop diagnose / replay)",
     )
     parser.add_argument(
         "--no-windows",

@@ -168,7 +168,8 @@ class Settings(BaseModel):
     keys: dict[str, str] = Field(default_factory=dict)
     """Key remapping: action id → key, e.g. {relaunch = "ctrl+r"}."""
     record_sessions: bool = False
-    """Record every sample to a session file in the state directory."""
+    """Record every console session to a file under the log directory (sessions/), for
+    `vramtop diagnose` and `vramtop replay`."""
 
     @field_validator("interval_s")
     @classmethod

@@ -7,6 +7,8 @@ import json
 import logging
 import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from vramtop.core.model import GIB, Sample
@@ -27,15 +29,58 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--interval must be a positive number of seconds.")
     if args.url and not args.url.startswith(("http://", "https://")):
         return _usage(f"--url {args.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+    from vramtop.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _usage(str(exc))
+    if args.interval is not None:
+        settings = settings.model_copy(update={"interval_s": args.interval})
     try:
         backend, owned = _backend(args)
     except UsageError as exc:
         return _usage(str(exc))
     if args.once:
         return _once(backend, args, owned)
+    record = args.record or (_session_file() if settings.record_sessions else None)
+    if record is not None:
+        error = _start_recording(backend, record)
+        if error is not None:
+            backend.close(stop_server=False)
+            return _usage(error)
     from vramtop.tui.app import run_console
 
-    return run_console(backend)
+    return run_console(backend, settings)
+
+
+def _session_file() -> Path:
+    """Where `record_sessions = true` puts each console session."""
+    from vramtop.locations import log_dir
+
+    folder = log_dir() / "sessions"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}.jsonl"
+
+
+def _start_recording(backend: Any, path: Path) -> str | None:
+    """Record the console's session to `path` (every tick, event and finding from now on)."""
+    from vramtop.session.writer import SessionWriter, make_header
+
+    first = backend.tick()
+    header = make_header(
+        started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        gpus=first.gpu.devices,
+        info=first.info,
+        wsl=backend.wsl,
+        extra={"demo": backend.demo},
+    )
+    try:
+        writer = SessionWriter(path, header)
+    except OSError as exc:
+        return f"cannot record to {path}: {exc}"
+    backend.session.record_to(writer)
+    return None
 
 
 class UsageError(Exception):

@@ -29,8 +29,11 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str,
         return []
     if info.state is ServerState.STARTING:
         return [("start", {})]
+    ready = ("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})
     if info.state is ServerState.RUNNING and before is ServerState.STARTING:
-        return [("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})]
+        return [ready]
+    if info.state is ServerState.RUNNING and before in (ServerState.STOPPED, ServerState.CRASHED):
+        return [("start", {}), ready]  # it started and became ready between two ticks
     if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
         ServerState.RUNNING,
         ServerState.STARTING,
