@@ -46,9 +46,11 @@ def describe(event: Any) -> str:
     detail = field(event, "detail") or {}
     kind = field(event, "event")
     if kind == "finding":
-        text = f"{field(detail, 'kind', '')}: {field(detail, 'summary', '')}"
         lasted = field(detail, "duration_s")
-        return text + (f" (lasted {duration(lasted)})" if lasted is not None else " (open)")
+        if field(detail, "change") == "closed" and lasted is not None:
+            return f"{field(detail, 'kind', '')} closed after {duration(lasted)}"
+        text = f"{field(detail, 'kind', '')}: {field(detail, 'summary', '')}"
+        return text + (f" (lasted {duration(lasted)})" if lasted is not None else "")
     if kind == "relaunch" and field(detail, "gpu_memory_utilization") is not None:
         return f"budget {float(field(detail, 'gpu_memory_utilization')):.2f}"
     if kind == "exit":

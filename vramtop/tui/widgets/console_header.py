@@ -76,7 +76,18 @@ def _machine_line(
 def _server_line(sample: Sample | None, now: float, activity: str | None) -> list[Part]:
     info = sample.info if sample else None
     parts: list[Part] = []
-    if info is None:
+    server = sample.server if sample else None
+    if info is None and server is not None:
+        # Watching a URL, with no profile to start or stop it.
+        if server.reachable:
+            parts.append(("● up", STATE_STYLE[ServerState.RUNNING]))
+            parts.append(f" {server.url} · watching only (no profile)")
+        else:
+            parts.append(("● not answering", STATE_STYLE[ServerState.STOPPED]))
+            parts.append(
+                f" {server.url} · start vLLM, or: vramtop import launch.sh · vramtop --demo"
+            )
+    elif info is None:
         parts.append("server: not known yet")
     else:
         parts.append((f"● {info.state.value}", STATE_STYLE.get(info.state, "")))
