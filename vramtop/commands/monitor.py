@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if record is not None:
         error = _start_recording(backend, record)
         if error is not None:
-            backend.close(stop_server=False)
+            backend.close(stop_server=owned)  # leave nothing behind that this run started
             return _usage(error)
     from vramtop.tui.app import run_console
 
