@@ -71,8 +71,3 @@ def profile_from_launch(parsed: ParsedLaunch, name: str, source: str | None = No
         api_key_env=parsed.api_key_env,
         source=source,
     )
-
-
-def demo_profile(argv: list[str], port: int) -> Profile:
-    """The simulated machine's server, run through the same supervisor path as a real one."""
-    return Profile(name="demo", argv=argv, host="127.0.0.1", port=port, stop_timeout_s=5.0)

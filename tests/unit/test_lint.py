@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from vramtop import cli, config, profiles
+from vramtop.config import Profile
 from vramtop.core.lint import GIB, lint_launch
 
 SCRIPTS = Path(__file__).parent.parent / "fixtures" / "scripts"
@@ -100,7 +101,8 @@ def test_lint_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lint", str(SCRIPTS / "bad-loop.sh"), "--total-gib", "32"]) == 2
     assert cli.main(["lint", "nope", "--total-gib", "32"]) == 2
     sim = ["python", "-m", "vramtop.sim.server", "m", "--host", "127.0.0.1"]
-    profiles.save_profile(profiles.demo_profile([*sim, "--gpu-memory-utilization", "0.8"], 8100))
+    profile = Profile(name="demo", argv=[*sim, "--gpu-memory-utilization", "0.8"], port=8100)
+    profiles.save_profile(profile)
     assert cli.main(["lint", "demo", "--total-gib", "32"]) == 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -303,16 +303,7 @@ def _with_rates(previous: Sample | None, sample: Sample) -> Sample:
         prompt_tps=counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt),
         preemptions_per_s=counter_rate(pm.preemptions_total, m.preemptions_total, dt),
     )
-    return Sample(
-        t=sample.t,
-        gpu=sample.gpu,
-        server=sample.server,
-        info=sample.info,
-        startup=sample.startup,
-        split=sample.split,
-        rates=rates,
-        windows=sample.windows,
-    )
+    return replace(sample, rates=rates)
 
 
 def read_session(path: str | Path) -> tuple[SessionHeader, list[Record]]:
