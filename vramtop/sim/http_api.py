@@ -33,6 +33,9 @@ class FakeVllmHttp(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: FakeVllmHttp
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes; with Nagle's algorithm on, a keep-alive
+    # client waits for the delayed ACK (~40 ms) on every response. uvicorn sets TCP_NODELAY too.
+    disable_nagle_algorithm = True
 
     # -- plumbing -----------------------------------------------------------------------------
     def log_message(self, format: str, *args: Any) -> None:
