@@ -118,3 +118,10 @@ def test_default_profile_none_until_first_import() -> None:
     assert cli.main(["import", str(SCRIPTS / "tee.sh")]) == 0
     default = profiles.load_default_profile()
     assert default is not None and default.name == "tee"
+
+
+def test_unusable_budget_is_a_finding_not_a_traceback() -> None:
+    base = ["vllm", "serve", "m", "--host", "127.0.0.1", "--gpu-memory-utilization"]
+    assert _codes([*base, "lots"], total_bytes=32 * GIB) == ["budget"]
+    assert _codes([*base, "93"]) == ["budget"]  # a percentage, not a fraction
+    assert _codes([*base, "0.85"], total_bytes=32 * GIB) == []

@@ -18,16 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
+from vramtop.core.headroom import budget_bytes, desktop_headroom_bytes, largest_util_leaving
 from vramtop.core.model import GIB, MIB, GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.windows import SpillTracker, cite_spill
-
-try:  # the shared headroom model; the same simple formula until it is in place
-    from vramtop.core.headroom import desktop_headroom_bytes
-except ImportError:  # pragma: no cover
-
-    def desktop_headroom_bytes(total_bytes: int, util: float, outside_budget_bytes: int = 0) -> int:
-        return total_bytes - math.ceil(total_bytes * util) - outside_budget_bytes
-
 
 VRAM_CONTENTION = "vram_contention"
 KV_PRESSURE = "kv_pressure"
@@ -148,12 +141,9 @@ def _headroom(total: int, util: float, outside: int) -> int:
 
 
 def largest_util_for_desktop(total: int, desktop_need: int, outside: int) -> float:
-    """The largest 2-decimal utilization that leaves `desktop_need` bytes to the desktop."""
-    for hundredths in range(99, 0, -1):
-        util = hundredths / 100
-        if _headroom(total, util, outside) >= desktop_need:
-            return util
-    return 0.0
+    """The largest 2-decimal utilization below 1 that leaves `desktop_need` bytes to the
+    desktop; 0.0 when none does."""
+    return min(0.99, largest_util_leaving(total, desktop_need, outside))
 
 
 def kv_cost(
@@ -162,7 +152,7 @@ def kv_cost(
     """What a smaller budget costs the KV pool: it shrinks by the budget difference."""
     if util_now is None:
         return {}
-    shrink = math.ceil(total * util_now) - math.ceil(total * util_new)
+    shrink = budget_bytes(total, util_now) - budget_bytes(total, util_new)
     cost: dict[str, Any] = {"budget_change_bytes": -shrink}
     if kv_pool:
         after = max(0, kv_pool - shrink)

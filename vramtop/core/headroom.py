@@ -492,8 +492,15 @@ def inputs_from_startup(
 def largest_util_for_headroom(inputs: HeadroomInputs, headroom_bytes: int) -> float:
     """The largest util, as a person types it (2 decimals), that leaves this much to the
     desktop; 0.0 when no budget does."""
-    outside = _terms(inputs).outside
-    total = inputs.total_bytes
+    return largest_util_leaving(inputs.total_bytes, headroom_bytes, _terms(inputs).outside)
+
+
+def largest_util_leaving(total: int, headroom_bytes: int, outside_budget_bytes: int = 0) -> float:
+    """The largest 2-decimal util whose budget leaves `headroom_bytes` to the desktop beside
+    a server that also holds `outside_budget_bytes`; 0.0 when no budget does."""
+    outside = outside_budget_bytes
+    if total <= 0:
+        return 0.0
     util = math.floor((total - outside - headroom_bytes) / total * 100 + 1e-9) / 100
     util = min(util, 1.0)
     while util > 0 and desktop_headroom_bytes(total, util, outside) < headroom_bytes:

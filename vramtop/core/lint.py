@@ -6,13 +6,12 @@ memory. One `Finding` per problem, each with the fix.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vramtop.core import vllm_args
-from vramtop.core.headroom import desktop_headroom_bytes
+from vramtop.core.headroom import desktop_headroom_bytes, largest_util_leaving
 
 GIB = 1024**3
 ALL_INTERFACES = frozenset({"0.0.0.0", "::", "", "[::]"})
@@ -69,21 +68,45 @@ def lint_launch(
                 "remove --api-key and export VLLM_API_KEY in your shell (vLLM reads it).",
             )
         )
-    if total_bytes:
-        util = vllm_args.gpu_memory_utilization(argv, defaults)
-        assumed = util is None
-        util = DEFAULT_UTILIZATION if util is None else util
-        headroom = desktop_headroom_bytes(total_bytes, util)
-        minimum = int(min_headroom_gib * GIB)
-        if headroom < minimum:
-            fit = math.floor((total_bytes - minimum) / total_bytes * 100) / 100
-            budget = f"{util:g}" + (" (vLLM's default)" if assumed else "")
-            findings.append(
-                Finding(
-                    "headroom",
-                    f"a budget of {budget} leaves the desktop {headroom / GIB:.1f} GiB of "
-                    f"{total_bytes / GIB:.1f} GiB, less than the {min_headroom_gib:g} GiB minimum.",
-                    f"use --gpu-memory-utilization {fit:.2f} or lower.",
-                )
-            )
+    findings.extend(_budget_findings(argv, defaults, total_bytes, min_headroom_gib))
     return findings
+
+
+def _budget_findings(
+    argv: Sequence[str],
+    defaults: Mapping[str, Any] | None,
+    total_bytes: int | None,
+    min_headroom_gib: float,
+) -> list[Finding]:
+    """An unusable --gpu-memory-utilization, or one that leaves the desktop too little."""
+    try:
+        util = vllm_args.gpu_memory_utilization(argv, defaults)
+    except ValueError:  # not a number: reported below like an out-of-range one
+        util = -1.0
+    if util is not None and not 0 < util <= 1:
+        raw = vllm_args.get_flag(argv, vllm_args.GPU_MEMORY_UTILIZATION, defaults)
+        return [
+            Finding(
+                "budget",
+                f"--gpu-memory-utilization {raw} is not a fraction in (0, 1]: vLLM refuses it.",
+                "give a fraction such as 0.85.",
+            )
+        ]
+    if not total_bytes:
+        return []
+    assumed = util is None
+    util = DEFAULT_UTILIZATION if util is None else util
+    headroom = desktop_headroom_bytes(total_bytes, util)
+    minimum = int(min_headroom_gib * GIB)
+    if headroom >= minimum:
+        return []
+    fit = largest_util_leaving(total_bytes, minimum)
+    budget = f"{util:g}" + (" (vLLM's default)" if assumed else "")
+    return [
+        Finding(
+            "headroom",
+            f"a budget of {budget} leaves the desktop {headroom / GIB:.1f} GiB of "
+            f"{total_bytes / GIB:.1f} GiB, less than the {min_headroom_gib:g} GiB minimum.",
+            f"use --gpu-memory-utilization {fit:.2f} or lower.",
+        )
+    ]

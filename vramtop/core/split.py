@@ -8,21 +8,18 @@ that budget (the CUDA context). Whatever else is in use is counted as the deskto
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 
+from vramtop.core.headroom import budget_bytes
 from vramtop.core.model import GIB, GpuDevice, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
+
+__all__ = ["OUTSIDE_BUDGET_ESTIMATE_BYTES", "budget_bytes", "split_card", "split_from_windows"]
 
 # Memory a vLLM server holds outside its budget (the CUDA context and what the process took
 # before vLLM's baseline snapshot): 0.5–1.3 GB in the field. The low end is used so the derived
 # desktop share is never overstated; the detail sentence says it is an estimate.
 OUTSIDE_BUDGET_ESTIMATE_BYTES = GIB // 2
-
-
-def budget_bytes(total_bytes: int, util: float) -> int:
-    """vLLM's budget: ceil(total device memory × gpu_memory_utilization)."""
-    return math.ceil(total_bytes * util)
 
 
 def split_card(
