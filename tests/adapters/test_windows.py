@@ -309,3 +309,28 @@ def test_simulated_windows_side_shows_a_spill_during_a_call(tmp_path: Path) -> N
         assert r.desktop[0].name == "ms-teams.exe"
         source.close()
         assert source.read().error is not None
+
+
+def test_a_silent_powershell_is_killed_and_started_again(
+    make_source: Any, fake_env: dict[str, str]
+) -> None:
+    # One line, then nothing for 100 s: a CIM query that never returns.
+    source = make_source("normal", {"VRAMTOP_FAKE_PS_INTERVAL_S": "100"}, hang_after_s=0.3)
+    wait_for(source, lambda r: r.available)
+    wait_for(source, lambda r: len(starts(fake_env)) >= 2)
+    first = starts(fake_env)[0]
+    assert not alive(first)
+    assert source.restarts >= 1
+
+
+def test_close_during_a_slow_start_leaves_no_powershell(
+    make_source: Any, fake_env: dict[str, str]
+) -> None:
+    source = make_source("slow", {"VRAMTOP_FAKE_PS_START_DELAY_S": "30"})
+    source.start()
+    deadline = time.monotonic() + 10
+    while not starts(fake_env) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (pid,) = starts(fake_env)
+    source.close()
+    assert not alive(pid)

@@ -175,6 +175,7 @@ class WindowsGpuSource:
         env: Mapping[str, str] | None = None,
         backoff_s: Sequence[float] = DEFAULT_BACKOFF_S,
         stale_after_s: float | None = None,
+        hang_after_s: float | None = None,
         check_interop: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -184,6 +185,11 @@ class WindowsGpuSource:
         self._backoff = tuple(backoff_s) or (1.0,)
         # A reading older than this is no longer shown as current (three missed lines).
         self.stale_after_s = stale_after_s if stale_after_s is not None else 3 * interval_s + 5
+        # A PowerShell silent this long (a CIM query that never returns) is killed and started
+        # again; generous, because the first query after a start can take many seconds.
+        self.hang_after_s = (
+            hang_after_s if hang_after_s is not None else max(2 * self.stale_after_s, 30.0)
+        )
         self._check_interop = is_wsl() if check_interop is None else check_interop
         self._clock = clock
         self._lock = threading.Lock()
@@ -195,6 +201,7 @@ class WindowsGpuSource:
         self._started_at: float | None = None  # this PowerShell's start
         self._problem: str | None = None  # why there is no PowerShell right now
         self._last_failure: str | None = None  # why the previous PowerShell stopped
+        self._heard_at = 0.0  # time.monotonic() of this PowerShell's start or last line
         self.restarts = 0  # PowerShell processes started after the first
         self.lines = 0  # lines read over the source's life
 
@@ -259,7 +266,11 @@ class WindowsGpuSource:
         failures = 0
         first = True
         while not self._stop.is_set():
-            produced = self._run_once(first)
+            try:
+                produced = self._run_once(first)
+            except Exception as exc:  # a bug here must not leave read() waiting forever
+                self._set_problem(f"the Windows source failed: {exc}")
+                produced = False
             first = False
             if self._stop.is_set():
                 break
@@ -305,13 +316,22 @@ class WindowsGpuSource:
             self._problem = None
             self._latest = None
             self._latest_at = None
+            self._heard_at = time.monotonic()
             if not first:
                 self.restarts += 1
+        if self._stop.is_set():
+            # close() ran while this PowerShell was starting and did not see it: kill it here.
+            _kill(proc, close_streams=True)
+            return False
         stderr_tail: deque[str] = deque(maxlen=20)
         err_thread = threading.Thread(
             target=_drain, args=(proc.stderr, stderr_tail), name="windows-gpu-stderr", daemon=True
         )
         err_thread.start()
+        hung = threading.Event()
+        threading.Thread(
+            target=self._watch, args=(proc, hung), name="windows-gpu-watchdog", daemon=True
+        ).start()
         produced = False
         assert proc.stdout is not None
         for raw in proc.stdout:
@@ -322,6 +342,7 @@ class WindowsGpuSource:
             with self._lock:
                 if reading.available:
                     self._last_failure = None
+                self._heard_at = time.monotonic()
                 self._latest = reading
                 self._latest_at = reading.t
                 self.lines += 1
@@ -331,10 +352,23 @@ class WindowsGpuSource:
         err_thread.join(timeout=2)
         if not self._stop.is_set():
             reason = describe_exit(proc.returncode, list(stderr_tail))
+            if hung.is_set():
+                reason = f"PowerShell stopped answering for {self.hang_after_s:.0f} s"
             with self._lock:
                 self._last_failure = reason
             self._set_problem(reason)
         return produced
+
+    def _watch(self, proc: subprocess.Popen[bytes], hung: threading.Event) -> None:
+        """Kill `proc` when it has printed nothing for `hang_after_s`; the loop restarts it."""
+        step = min(1.0, self.hang_after_s / 4)
+        while not self._stop.wait(step) and proc.poll() is None:
+            with self._lock:
+                silent_s = time.monotonic() - self._heard_at
+            if silent_s > self.hang_after_s:
+                hung.set()
+                _kill(proc)
+                return
 
     def _set_problem(self, reason: str) -> None:
         with self._lock:
