@@ -91,3 +91,55 @@ def test_world_survives_clients_that_send_garbage(machine: Any) -> None:
         s.sendall(b"not json\n")
         assert b'"ok": false' in s.recv(4096)
     assert WorldClient(machine.socket_path).request("ping")["ok"]
+
+
+def _one_answer_server(path: Path, answer: bytes) -> Any:
+    import socket
+    import threading
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_an_answer_that_is_not_utf8_is_unreachable_not_a_crash(tmp_path: Path) -> None:
+    from vramtop.sim.protocol import WorldUnreachable
+
+    path = tmp_path / "bad.sock"
+    listener, thread = _one_answer_server(path, b'{"ok": "\xff"}\n')
+    try:
+        try:
+            WorldClient(path, timeout_s=2.0).request("state")
+        except WorldUnreachable as exc:
+            assert "unreadable" in str(exc)
+        else:
+            raise AssertionError("a garbled answer was accepted")
+    finally:
+        thread.join(2.0)
+        listener.close()
+
+
+def test_probe_reads_an_infinite_number_as_an_unreadable_state(tmp_path: Path) -> None:
+    path = tmp_path / "inf.sock"
+    state = (
+        b'{"device": {"index": 0, "name": "x", "total_bytes": Infinity, "used_bytes": 0,'
+        b' "free_bytes": 0, "temperature_c": 0, "sm_clock_mhz": 0, "throttle": []},'
+        b' "processes": []}\n'
+    )
+    listener, thread = _one_answer_server(path, state)
+    try:
+        reading = SimGpuProbe(path).read()
+        assert reading.devices == () and "unreadable" in (reading.error or "")
+    finally:
+        thread.join(2.0)
+        listener.close()

@@ -42,7 +42,7 @@ class WorldClient:
             raise WorldUnreachable(f"{self.socket_path}: closed without an answer")
         try:
             answer = json.loads(reply)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
             raise WorldUnreachable(f"{self.socket_path}: unreadable answer") from exc
         if not isinstance(answer, dict):
             raise WorldUnreachable(f"{self.socket_path}: unexpected answer")

@@ -27,7 +27,7 @@ class SimGpuProbe:
             return GpuReading(devices=(self._device(state),), source="sim")
         except WorldUnreachable as exc:
             return GpuReading(source="sim", error=f"simulated GPU not reachable: {exc}")
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             return GpuReading(source="sim", error=f"simulated GPU gave an unreadable state: {exc}")
 
     def _device(self, state: dict[str, Any]) -> GpuDevice:
