@@ -145,3 +145,21 @@ def test_each_nvml_call_failing_in_turn_never_raises(failing: str) -> None:
     else:
         assert reading.available
         assert reading.devices[0].used_bytes == 30 * GIB
+
+
+def test_a_failed_read_shuts_nvml_down_before_the_next_init() -> None:
+    class Counting(FakeNvml):
+        def nvmlShutdown(self) -> None:
+            self.calls.append("nvmlShutdown")
+
+        def nvmlDeviceGetMemoryInfo(self, h: str) -> Any:
+            self.calls.append("nvmlDeviceGetMemoryInfo")
+            return SimpleNamespace(total=None, used=0, free=0)  # a driver answering nonsense
+
+    nvml = Counting(compute=[], graphics=[])
+    probe = NvmlProbe(nvml=nvml, wsl=False)  # type: ignore[arg-type]
+    assert probe.read().error is not None
+    assert probe.read().error is not None
+    # Each failed read shuts down the init it made (NVML counts inits).
+    assert nvml.calls.count("nvmlInit") == 2
+    assert nvml.calls.count("nvmlShutdown") == 2

@@ -53,6 +53,9 @@ class NvmlProbe:
                 return self._read()
             except Exception as exc:  # a driver reset or a library bug: one bad tick, not a crash
                 log.exception("NVML read failed")
+                # Start afresh next tick; shut down first, as each nvmlInit is counted.
+                if self._initialised and self._nvml is not None:
+                    self._call(self._nvml.nvmlShutdown, None)
                 self._initialised = False
                 return GpuReading(source="nvml", error=f"NVML read failed: {exc}")
 
