@@ -89,14 +89,15 @@ class LoadGenerator:
         rng = random.Random(self.seed * 1000 + index)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         timeout = httpx.Timeout(10.0, read=60.0)
-        with httpx.Client(headers=headers, timeout=timeout) as client:
+        # trust_env=False: a desktop's HTTP(S)_PROXY must not carry requests for a local server.
+        with httpx.Client(headers=headers, timeout=timeout, trust_env=False) as client:
             while not self.stopping.is_set() and not self._done_enough():
                 try:
                     n = self._one_request(client, rng)
                     with self._lock:
                         self.completed += 1
                         self.tokens += n
-                except (httpx.HTTPError, ValueError):
+                except (httpx.HTTPError, ValueError, AttributeError):  # AttributeError: odd JSON
                     with self._lock:
                         self.errors += 1
                     self.stopping.wait(1.0)  # the server may be restarting; try again soon
