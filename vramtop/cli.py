@@ -159,11 +159,18 @@ def _module_for(command: str) -> str:
 
 def _log_to_file() -> None:
     """Tracebacks and diagnostics go to vramtop's own log file, never to the screen."""
+    import os
+
     from vramtop.locations import own_log_file
 
     try:
+        path = own_log_file()
+        # Created user-only before logging opens it (it would use the umask, often 0644):
+        # tracebacks can quote command lines and paths.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        os.chmod(path, 0o600)
         logging.basicConfig(
-            filename=own_log_file(),
+            filename=path,
             level=logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )

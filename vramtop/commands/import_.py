@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from vramtop import profiles
 from vramtop.config import ConfigError, profile_to_toml
@@ -65,6 +66,17 @@ def default_name(script: Path) -> str:
     return name[:64]
 
 
+def _validation_problems(exc: ValidationError) -> str:
+    """What is wrong with the profile, in the words of the command line (no pydantic dump)."""
+    problems = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "profile"
+        where = "--name" if field == "name" else field
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where} {error.get('input')!r}: {message}")
+    return "; ".join(problems) + ". Nothing was saved."
+
+
 def run(args: argparse.Namespace) -> int:
     script = Path(args.script)
     try:
@@ -81,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
             if vllm_args.port(profile.argv) is None and vllm_args.port([], defaults):
                 update["port"] = vllm_args.port([], defaults)
             profile = profile.model_validate(profile.model_dump() | update)
+    except ValidationError as exc:
+        print(f"vramtop import: {_validation_problems(exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except (ConfigError, ValueError) as exc:
         print(f"vramtop import: {exc}", file=sys.stderr)
         return EXIT_USAGE

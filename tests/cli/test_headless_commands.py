@@ -1,0 +1,35 @@
+"""The headless commands as a person types them: messages, exit codes and the files they leave."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from vramtop import cli
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "fixtures" / "scripts"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_vramtops_own_log_file_is_readable_only_by_the_user(home: Path) -> None:
+    cli._log_to_file()
+    log_file = home / "logs" / "vramtop.log"
+    assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
+
+
+def test_import_with_a_bad_name_says_what_is_wrong_in_one_line(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["import", str(SCRIPTS / "field-report.sh"), "--name", "../x", "--print"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--name '../x': use letters" in err
+    assert "pydantic" not in err and "validation error" not in err
+    assert len(err.strip().splitlines()) == 1
