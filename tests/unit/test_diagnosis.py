@@ -322,3 +322,54 @@ def test_baseline_is_a_high_quantile_after_warmup() -> None:
     assert b.value is None
     b.add(90)
     assert b.value == 90
+
+
+# --- review fixes ----------------------------------------------------------------------------
+
+
+def test_a_hot_card_that_stalls_completely_counts_as_slow() -> None:
+    # 0 tok/s is the slowest a card can be: a ratio of 0.0 must not read as "unknown".
+    items: list[Tick | Event] = [busy(float(t)) for t in range(2, 60)]
+    items += [busy(float(t), tps=0.0, temperature_c=93) for t in range(60, 80)]
+    assert GPU_THROTTLING in kinds(run(started(items), Card(util=0.7)))
+
+
+def test_contention_never_opens_on_an_idle_sample() -> None:
+    # A slowdown with room on the card is not contention; a call that starts after the
+    # requests ended must not turn those old slow seconds into a finding while idle.
+    items: list[Tick | Event] = [busy(float(t)) for t in range(2, 60)]
+    items += [busy(float(t), tps=6.0) for t in range(60, 70)]
+    items += [idle(float(t), desktop_bytes=int(6 * GIB)) for t in range(70, 200)]
+    assert kinds(run(started(items), Card(util=0.7))) == []
+
+
+def test_malformed_oom_numbers_are_ignored_not_raised() -> None:
+    bad = OOM_LINE.replace("30.12/", "30.1.2/")
+    assert startup_oom_facts(bad) is None
+    d = Diagnoser()
+    d.feed_event(1.0, "log", {"line": bad})
+    d.feed_event(2.0, "exit", {"returncode": 1, "last_lines": 7})
+    assert kinds(d) == [SERVER_CRASHED]
+
+
+def test_contention_remedy_never_proposes_a_budget_too_small_for_one_request() -> None:
+    # A desktop peak of 8 GiB cannot be left beside a 19 GiB model on a 32 GB card while
+    # the pool still holds one 65,536-token request: propose the smallest budget that does.
+    items: list[Tick | Event] = [busy(float(t)) for t in range(2, 120)]
+    items += [busy(float(t), tps=6.0, desktop_bytes=8 * GIB) for t in range(120, 200)]
+    card = Card(wsl=False, max_model_len=65_536)
+    f = only(run(started(items), card), VRAM_CONTENTION)
+    util = f.remedy["gpu_memory_utilization"]
+    assert f.remedy["kv_cache_tokens_after"] >= card.max_model_len
+    assert f.remedy["leaves_desktop_peak"] is False
+    assert 0 < util < card.util
+
+
+def test_contention_remedy_never_proposes_a_budget_with_no_pool() -> None:
+    # This server already runs below one max-model-len request (0.74x, as the field report's
+    # hybrid model does): the floor is then a pool that is not empty.
+    items: list[Tick | Event] = [busy(float(t)) for t in range(2, 120)]
+    items += [busy(float(t), tps=6.0, desktop_bytes=14 * GIB) for t in range(120, 200)]
+    f = only(run(started(items), Card(wsl=False)), VRAM_CONTENTION)
+    assert f.remedy["kv_pool_bytes_after"] > 0 and f.remedy["kv_cache_tokens_after"] > 0
+    assert f.remedy["leaves_desktop_peak"] is False

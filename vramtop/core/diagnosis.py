@@ -18,7 +18,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
-from vramtop.core.headroom import budget_bytes, desktop_headroom_bytes, largest_util_leaving
+from vramtop.core.headroom import (
+    budget_bytes,
+    desktop_headroom_bytes,
+    largest_util_leaving,
+    predict,
+    util_for_kv_tokens,
+)
+from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GIB, MIB, GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.windows import SpillTracker, cite_spill
 
@@ -121,7 +128,10 @@ def startup_oom_facts(line: str) -> dict[str, float] | None:
     match = _OOM_LINE.search(line)
     if match is None:
         return None
-    free, total, util, wanted = (float(g) for g in match.groups())
+    try:
+        free, total, util, wanted = (float(g) for g in match.groups())
+    except ValueError:  # "1.2.3": a mangled line, not numbers to act on
+        return None
     return {"free_gib": free, "total_gib": total, "requested_util": util, "requested_gib": wanted}
 
 
@@ -353,7 +363,9 @@ class Diagnoser:
         if VRAM_CONTENTION in self._open and healthy >= CLOSE_COUNT:
             self._close(VRAM_CONTENTION, s.t)
             return
-        if collapsed < OPEN_COUNT or device is None:
+        # Only a sample with requests running can open or refresh it: old slow seconds must
+        # not become a finding while idle, and an open one keeps its last numbers.
+        if collapsed < OPEN_COUNT or device is None or point is None:
             return
         m = _metrics(s)
         kv = m.kv_cache_usage if m else None
@@ -370,8 +382,6 @@ class Diagnoser:
         )
         if fill < CARD_FULL and (growth is None or growth < DESKTOP_GROWTH_BYTES):
             return
-        if point is None and VRAM_CONTENTION in self._open:
-            return  # nothing new to say while idle; keep the last numbers
         self._set(VRAM_CONTENTION, s.t, **self._contention_report(s, device, kv, fill, growth))
 
     def _contention_report(
@@ -468,6 +478,12 @@ class Diagnoser:
         util = largest_util_for_desktop(total, need, outside)
         if util_now is not None:
             util = min(util, round(util_now - 0.01, 2))
+        # The desktop's need may not fit beside the model: never propose a budget whose pool
+        # cannot hold one max-model-len request (vLLM would refuse to start).
+        smallest = _smallest_util_that_serves(s)
+        leaves_peak = True
+        if smallest is not None and util < smallest:
+            util, leaves_peak = smallest, False
         m = _metrics(s)
         cache = m.cache if m else None
         remedy: dict[str, Any] = {
@@ -478,6 +494,7 @@ class Diagnoser:
             "desktop_margin_bytes": DESKTOP_MARGIN_BYTES,
             "unseen_desktop_demand_bytes": UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
             "current_gpu_memory_utilization": util_now,
+            "leaves_desktop_peak": leaves_peak,
         }
         remedy.update(
             kv_cost(
@@ -490,7 +507,13 @@ class Diagnoser:
         )
         # The call is over when the desktop grew and is back near where it started: a restart alone
         # restores the rate (the field report's 82.8 tok/s), at no KV cost.
-        if (
+        if util_now is not None and util >= util_now:
+            remedy["action"] = "restart"
+            remedy["why"] = (
+                "no smaller budget still holds one max-model-len request: restart vLLM once "
+                "the desktop's load is gone, or relaunch with a shorter --max-model-len"
+            )
+        elif (
             desktop is not None
             and self._desktop_at_start is not None
             and peak - self._desktop_at_start >= DESKTOP_GROWTH_BYTES
@@ -500,6 +523,13 @@ class Diagnoser:
             remedy["why"] = (
                 "the desktop's share is back down: restart vLLM now; relaunch at "
                 f"{util:.2f} to keep the next call from doing it again"
+            )
+        elif not leaves_peak:
+            remedy["why"] = (
+                f"relaunch at {util:.2f}, the smallest budget that still holds one "
+                f"max-model-len request ({remedy['desktop_headroom_bytes'] / GIB:.2f} GiB for "
+                "the desktop, less than its peak): also close desktop programs or shorten "
+                "--max-model-len"
             )
         else:
             remedy["why"] = (
@@ -594,10 +624,8 @@ class Diagnoser:
         if device is None:
             return
         reasons = sorted(set(device.throttle) & SLOWDOWN_REASONS)
-        slow = (
-            point is not None
-            and (self._aggregate.ratio(point.generation_tps) or 1.0) < HOT_SLOW_RATIO
-        )
+        ratio = self._aggregate.ratio(point.generation_tps) if point is not None else None
+        slow = ratio is not None and ratio < HOT_SLOW_RATIO  # 0.0 (stalled) is slow too
         hot = device.temperature_c is not None and device.temperature_c >= HOT_C
         self._throttle_window.append(bool(reasons) or (hot and slow))
         if GPU_THROTTLING in self._open and not any(self._throttle_window):
@@ -653,6 +681,8 @@ class Diagnoser:
         lines = detail.get("last_lines") or []
         if isinstance(lines, str):
             lines = [lines]
+        elif not isinstance(lines, (list, tuple)):
+            lines = []  # a malformed recording: no lines to read
         if any(self._check_oom_text(t, str(line)) for line in lines):
             self._planned_exit = False
             return
@@ -736,6 +766,20 @@ def _util(s: Sample) -> float | None:
     if m is not None and m.cache.gpu_memory_utilization is not None:
         return m.cache.gpu_memory_utilization
     return s.info.gpu_memory_utilization if s.info else None
+
+
+def _smallest_util_that_serves(s: Sample) -> float | None:
+    """The smallest budget vLLM would start with, by the headroom model calibrated on this
+    server; None when its pool is not known."""
+    inputs = live_headroom_inputs(s)
+    util_now = _util(s)
+    if inputs is None or util_now is None:
+        return None
+    # vLLM refuses a pool that cannot hold one max-model-len request, but some servers (hybrid
+    # models, whose per-request need vLLM counts differently) already run below that: for
+    # them only a pool with no blocks is known not to start.
+    holds_one = predict(inputs, util_now).kv_cache_tokens >= inputs.max_model_len
+    return util_for_kv_tokens(inputs, inputs.max_model_len if holds_one else 1)
 
 
 def _desktop_bytes(s: Sample) -> int | None:
