@@ -373,3 +373,13 @@ def test_contention_remedy_never_proposes_a_budget_with_no_pool() -> None:
     f = only(run(started(items), Card(wsl=False)), VRAM_CONTENTION)
     assert f.remedy["kv_pool_bytes_after"] > 0 and f.remedy["kv_cache_tokens_after"] > 0
     assert f.remedy["leaves_desktop_peak"] is False
+
+
+def test_kv_remedy_reads_max_num_seqs_as_vllm_does() -> None:
+    items = [
+        busy(float(t), running=2, waiting=2, tps=100.0, kv_cache_usage=0.95) for t in range(2, 30)
+    ]
+    card = Card(argv=("vllm", "serve", "m", "--max-num-seqs", "2", "--max-num-seqs=8"))
+    f = only(run(started(items), card), KV_PRESSURE)
+    flags = {o["flag"]: o for o in f.remedy["options"]}
+    assert flags["--max-num-seqs"]["value"] == 4  # the last occurrence wins

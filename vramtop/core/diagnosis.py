@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from vramtop.core import vllm_args
 from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
 from vramtop.core.headroom import (
     budget_bytes,
@@ -581,7 +582,7 @@ class Diagnoser:
                     )
                 )
                 options.append(option)
-        seqs = _argv_int(info.argv if info else (), "--max-num-seqs")
+        seqs = _max_num_seqs(info.argv if info else ())
         options.append(
             {
                 "flag": "--max-num-seqs",
@@ -788,13 +789,9 @@ def _desktop_bytes(s: Sample) -> int | None:
     return None
 
 
-def _argv_int(argv: Sequence[str], flag: str) -> int | None:
-    for i, word in enumerate(argv):
-        try:
-            if word == flag and i + 1 < len(argv):
-                return int(argv[i + 1])
-            if word.startswith(flag + "="):
-                return int(word.partition("=")[2])
-        except ValueError:
-            return None
-    return None
+def _max_num_seqs(argv: Sequence[str]) -> int | None:
+    """--max-num-seqs as vLLM reads it (the last occurrence wins); None if absent or unreadable."""
+    try:
+        return vllm_args.max_num_seqs(argv)
+    except ValueError:
+        return None
