@@ -6,6 +6,7 @@ from typing import Any
 
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
+from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, RichLog
 
@@ -235,6 +236,11 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
         log = app.query_one("#server-log RichLog", RichLog)
         shown = [strip.text for strip in log.lines]
         assert shown and all("kv cache" in line.lower() for line in shown)
+        # What is typed is on screen: one row, no border eating it.
+        search = app.query_one("#log-search", Input)
+        assert search.region.height == 1
+        rows = search.render_lines(Region(0, 0, search.size.width, search.size.height))
+        assert "KV cache" in "".join(strip.text for strip in rows)
         await pilot.press("escape")
         await pilot.press("l")
         assert app.focused is log
@@ -299,3 +305,40 @@ async def test_t_cycles_through_the_bundled_themes() -> None:
             await pilot.press("t")
             seen.add(app.theme)
         assert {"vramtop-dark", "vramtop-light", "vramtop-high-contrast"} <= seen
+
+
+async def test_demo_header_fits_80_columns_with_the_call_marker_and_a_quick_start() -> None:
+    backend = FakeBackend(profile_name="demo", wsl=False)
+    backend.ready_s = 0.6
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("v")
+        await settle(pilot)
+        await ticks(pilot, 1)
+        first, second = text(app, ConsoleHeader).splitlines()[:2]
+        assert "call on" in first
+        assert len(first.rstrip()) <= 78  # the header's width inside its padding
+        assert "· demo" not in first  # "demo" once, not also as the profile's name
+        assert "ready in 0.6s" in second
+
+
+async def test_a_result_leaves_the_status_line_once_it_is_old_news() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("v")
+        await settle(pilot)
+        assert "simulated call started" in text(app, ConsoleHeader)
+        await ticks(pilot, 20)  # the fake clock moves one second a tick
+        assert "simulated call started" not in text(app, ConsoleHeader)
+        assert "call on" in text(app, ConsoleHeader)  # the state itself stays
+
+
+async def test_tick_results_reach_the_app_through_the_message() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        assert app.headroom_inputs is not None
+        assert app.baseline is not None

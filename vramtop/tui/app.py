@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 HISTORY = 240  # samples kept for the sparklines: four minutes at 1 Hz
 LOG_TAIL = 300
 RESTART_CONFIRM_S = 5.0
+# A result ("simulated call started", "ready in 0.6 s") is news for this long, then it goes:
+# left up for minutes it reads as if it were still happening.
+RESULT_SHOWN_S = 15.0
 # Below either, panels lose their sparklines and the log: still every number, no crash.
 COMPACT_WIDTH = 70
 COMPACT_HEIGHT = 22
@@ -169,6 +172,7 @@ class VramtopApp(App[int]):
         self.baseline: Rates | None = None
         self.busy: str | None = None  # the action running now, if any
         self.activity: str | None = None  # one line: progress or the last action's result
+        self._activity_until: float | None = None  # when a result stops being news
         self.desktop_peak_bytes: int | None = None
         self._generation: deque[float] = deque(maxlen=HISTORY)
         self._prompt: deque[float] = deque(maxlen=HISTORY)
@@ -253,19 +257,28 @@ class VramtopApp(App[int]):
             lines = backend.log_lines(LOG_TAIL)
             findings = _optional_call(backend, "findings", [])
             events = _optional_call(backend, "events", [])
-            self.headroom_inputs = _optional_call(backend, "headroom_inputs", None)
-            self.baseline = _optional_call(backend, "healthy_baseline", None)
+            headroom_inputs = _optional_call(backend, "headroom_inputs", None)
+            baseline = _optional_call(backend, "healthy_baseline", None)
         except Exception as error:  # a backend bug must not take the console down
             log.exception("tick failed")
             self.post_message(TickFailed(f"{type(error).__name__}: {error}"))
             return
-        self.post_message(SampleArrived(sample, lines, findings, events))
+        # Everything goes back in the message: the app's state is written on the event loop
+        # only, never from this thread while a dialog may be reading it.
+        self.post_message(
+            SampleArrived(
+                sample,
+                lines,
+                findings,
+                events,
+                headroom_inputs=headroom_inputs,
+                baseline=baseline,
+            )
+        )
 
     def on_tick_failed(self, message: TickFailed) -> None:
         self._tick_in_flight = False
-        self.activity = (
-            f"reading failed ({message.reason}); details in {locations.own_log_file().name}"
-        )
+        self._say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._render_header()
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
@@ -275,6 +288,8 @@ class VramtopApp(App[int]):
         self.sample = sample
         self.findings = message.findings
         self.events = message.events
+        self.headroom_inputs = message.headroom_inputs
+        self.baseline = message.baseline
         self._remember(sample)
         self._render(sample, message.log_lines)
         state = sample.info.state if sample.info else None
@@ -302,7 +317,15 @@ class VramtopApp(App[int]):
         )
         self.query_one(ServerLog).show(log_lines, _log_notice(sample))
 
+    def _say(self, text: str | None, *, news: bool = True) -> None:
+        """Set the status line; `news` (a result) fades after RESULT_SHOWN_S, progress stays."""
+        self.activity = text
+        self._activity_until = self._clock() + RESULT_SHOWN_S if news and text else None
+
     def _render_header(self) -> None:
+        until = self._activity_until
+        if until is not None and self.busy is None and self._clock() >= until:
+            self._say(None)
         self.query_one(ConsoleHeader).show(
             self.sample,
             self._clock(),
@@ -343,7 +366,7 @@ class VramtopApp(App[int]):
         running = int(metrics.requests_running or 0) if metrics else 0
         if running and not self._restart_armed:
             self._restart_armed = True
-            self.activity = f"{running} request(s) running: press r again to restart"
+            self._say(f"{running} request(s) running: press r again to restart", news=False)
             self._render_header()
             self.set_timer(RESTART_CONFIRM_S, self._disarm_restart)
             return
@@ -353,7 +376,7 @@ class VramtopApp(App[int]):
     def _disarm_restart(self) -> None:
         if self._restart_armed:
             self._restart_armed = False
-            self.activity = None
+            self._say(None)
             self._render_header()
 
     def action_relaunch(self, suggested: float | None = None) -> None:
@@ -423,7 +446,7 @@ class VramtopApp(App[int]):
         self.call_from_thread(self._call_toggled, on)
 
     def _call_toggled(self, on: bool) -> None:
-        self.activity = "simulated call started" if on else "simulated call ended"
+        self._say("simulated call started" if on else "simulated call ended")
         self._render_header()
 
     def action_cycle_theme(self) -> None:
@@ -451,7 +474,7 @@ class VramtopApp(App[int]):
     def _quit_chosen(self, choice: QuitChoice | None) -> None:
         if choice is None:
             return
-        self.activity = "stopping vLLM, then quitting…" if choice == "stop" else "quitting…"
+        self._say("stopping vLLM, then quitting…" if choice == "stop" else "quitting…", news=False)
         self._render_header()
         self._close_worker(choice == "stop")
 
@@ -470,7 +493,7 @@ class VramtopApp(App[int]):
         if self.busy is not None:
             return
         self.busy = name
-        self.activity = f"{name}: starting…"
+        self._say(f"{name}: starting…", news=False)
         self._render_header()
         self.refresh_bindings()
         self._action_worker(name, call)
@@ -490,13 +513,13 @@ class VramtopApp(App[int]):
         self.post_message(ActionFinished(name, result))
 
     def on_action_progress(self, message: ActionProgress) -> None:
-        self.activity = f"{message.action}: {message.step}…"
+        self._say(f"{message.action}: {message.step}…", news=False)
         self._render_header()
 
     def on_action_finished(self, message: ActionFinished) -> None:
         self.busy = None
         result = message.result
-        self.activity = result.message
+        self._say(result.message)
         if not result.ok:
             self.notify(
                 result.detail or result.message, title=message.action, severity="error", timeout=10

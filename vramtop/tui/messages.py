@@ -7,7 +7,8 @@ from typing import Any
 from textual.message import Message
 
 from vramtop.backend import ActionResult
-from vramtop.core.model import Sample
+from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.model import Rates, Sample
 
 
 class SampleArrived(Message):
@@ -19,12 +20,17 @@ class SampleArrived(Message):
         log_lines: list[str],
         findings: list[Any],
         events: list[Any],
+        *,
+        headroom_inputs: HeadroomInputs | None = None,
+        baseline: Rates | None = None,
     ) -> None:
         super().__init__()
         self.sample = sample
         self.log_lines = log_lines
         self.findings = findings
         self.events = events
+        self.headroom_inputs = headroom_inputs
+        self.baseline = baseline
 
 
 class TickFailed(Message):

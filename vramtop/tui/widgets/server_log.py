@@ -26,7 +26,7 @@ class ServerLog(Vertical):
     ServerLog > RichLog { height: 1fr; background: transparent;
         scrollbar-size-vertical: 1; scrollbar-size-horizontal: 0;
     }
-    ServerLog > Input { display: none; height: 1; border: none; padding: 0 1; }
+    ServerLog > Input { display: none; padding: 0 1; }
     ServerLog.-searching > Input { display: block; }
     ServerLog > .server-log--failure { color: $error; text-style: bold; }
     ServerLog > .server-log--match { background: $warning 40%; }
@@ -39,7 +39,11 @@ class ServerLog(Vertical):
 
     def compose(self) -> ComposeResult:
         yield RichLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
-        yield Input(placeholder="search the log (enter keeps it, esc clears)", id="log-search")
+        # Compact: one row with no border, so the typed text shows (a focused Input's tall
+        # border would otherwise fill the single row and hide it).
+        yield Input(
+            placeholder="search the log (enter keeps it, esc clears)", id="log-search", compact=True
+        )
 
     def on_mount(self) -> None:
         self.border_title = "Server log"
