@@ -143,3 +143,27 @@ def test_probe_reads_an_infinite_number_as_an_unreadable_state(tmp_path: Path) -
     finally:
         thread.join(2.0)
         listener.close()
+
+
+def test_a_scenario_file_that_is_not_an_object_is_a_clear_error(tmp_path: Path) -> None:
+    import pytest
+
+    from vramtop.sim import scenario
+
+    bad = tmp_path / "list.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not valid"):
+        scenario.load(bad)
+
+
+def test_simulated_windows_side_never_raises_on_an_odd_state(tmp_path: Path) -> None:
+    from vramtop.sim.windows import SimWindowsSource
+
+    path = tmp_path / "odd.sock"
+    listener, thread = _one_answer_server(path, b'{"ok": true, "servers": [{"no_pid": 1}]}\n')
+    try:
+        reading = SimWindowsSource(path).read()
+        assert not reading.available and "unreadable" in (reading.error or "")
+    finally:
+        thread.join(2.0)
+        listener.close()

@@ -81,7 +81,7 @@ def load(name_or_path: str | Path) -> Scenario:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return from_dict(data, default_name=path.stem)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"scenario {path.name} is not valid: {exc}") from exc
 
 

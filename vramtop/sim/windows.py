@@ -93,7 +93,10 @@ class SimWindowsSource:
             return unavailable(f"the simulated machine is not answering ({exc})", now, "sim")
         if not state.get("ok", False):
             return unavailable(str(state.get("error", "simulated machine error")), now, "sim")
-        return reading_from_state(state, now)
+        try:
+            return reading_from_state(state, now)
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            return unavailable(f"the simulated machine gave an unreadable state: {exc}", now, "sim")
 
     def close(self) -> None:
         self._closed = True
