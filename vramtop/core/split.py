@@ -10,16 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from vramtop.core.headroom import budget_bytes
+from vramtop.core.headroom import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
 from vramtop.core.model import GIB, GpuDevice, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 
 __all__ = ["OUTSIDE_BUDGET_ESTIMATE_BYTES", "budget_bytes", "split_card", "split_from_windows"]
-
-# Memory a vLLM server holds outside its budget (the CUDA context and what the process took
-# before vLLM's baseline snapshot): 0.5–1.3 GB in the field. The low end is used so the derived
-# desktop share is never overstated; the detail sentence says it is an estimate.
-OUTSIDE_BUDGET_ESTIMATE_BYTES = GIB // 2
 
 
 def split_card(
