@@ -60,6 +60,7 @@ class Supervisor:
         self.memory_released = memory_released
         self.health_timeout_s = health_timeout_s
         self._child: Any = None  # our own Popen, when this process launched the server
+        self._released = True  # whether the last _end saw the GPU give the memory back
 
     # --- reading -------------------------------------------------------------------------
 
@@ -91,9 +92,27 @@ class Supervisor:
                         self._mark_crashed(rec)
             except state.Busy:
                 pass  # someone else is acting on it right now
+        elif rec.state in (LAUNCHING, "stopping"):
+            self._settle_interrupted(rec)
         elif rec.state == "crashed":
             self._maybe_auto_restart(rec)
         return self._info(self.record() or rec)
+
+    def _settle_interrupted(self, rec: ServerRecord) -> None:
+        """A launch or a stop nobody is carrying out any more (its vramtop died half-way):
+        the lock is free, so say what is really there instead of "starting"/"stopping"
+        forever."""
+        try:
+            with state.locked(self.name, timeout_s=0.2):
+                rec = self.record() or rec
+                if rec.state == LAUNCHING:
+                    self._recover(rec)  # finds a server launched before the pid was saved
+                    rec = self.record() or rec
+                if rec.state in (LAUNCHING, "stopping") and not self._tree(rec):
+                    rec.state, rec.tree = "stopped", {}
+                    state.save(rec)
+        except state.Busy:
+            pass  # the launch or stop is still under way
 
     # --- actions -------------------------------------------------------------------------
 
@@ -337,6 +356,7 @@ class Supervisor:
             rec.state, rec.stop_requested = "stopping", True
             state.save(rec)
         survivors = self._end(rec, progress)
+        released = self._released
         if survivors:
             state.save(rec)
             return ActionResult(
@@ -346,7 +366,17 @@ class Supervisor:
         rec.state = "stopped"
         rec.restarts, rec.next_restart_at = 0, None
         state.save(rec)
-        return ActionResult(True, "stopped" if was_running else "not running")
+        if not was_running:
+            return ActionResult(True, "not running")
+        if not released:
+            # Every process is gone, but the driver still lists memory for them: say so
+            # rather than a plain "stopped" the next start would contradict.
+            return ActionResult(
+                True,
+                f"stopped, but the GPU still showed its memory held after "
+                f"{MEMORY_RELEASE_TIMEOUT_S:.0f} s",
+            )
+        return ActionResult(True, "stopped")
 
     def _end(self, rec: ServerRecord, progress: ProgressCallback | None) -> list[psutil.Process]:
         """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
@@ -356,10 +386,11 @@ class Supervisor:
             rec.pid, rec.pgid, rec.tree, rec.launch_id, self.profile.stop_timeout_s
         )
         self._reap_child()
+        self._released = True
         if survivors:
             return survivors
         if pids:
-            released = self._wait_memory_released(pids)
+            released = self._released = self._wait_memory_released(pids)
             if progress is not None:
                 progress("memory released" if released else "memory not yet released")
         rec.tree = {}

@@ -1,0 +1,48 @@
+"""A vramtop that died half-way through a launch or a stop, and a stop whose memory the GPU
+does not give back: status and stop say what is really there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from supervisor_helpers import fake_profile, free_port, ledger_empty
+
+from vramtop.core.model import ServerState
+from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.state import LAUNCHING, ServerRecord
+
+
+def test_a_launch_whose_vramtop_died_before_spawning_is_not_starting_forever(
+    home: Path, ledger: Path
+) -> None:
+    state.save(ServerRecord(profile="gone", state=LAUNCHING, launch_id="nothing-has-this-id"))
+    sup = Supervisor(fake_profile("gone", free_port(), ledger))
+    assert sup.status().state == ServerState.STOPPED
+
+
+def test_a_stop_whose_vramtop_died_after_the_tree_ended_reads_stopped(
+    home: Path, ledger: Path
+) -> None:
+    state.save(ServerRecord(profile="half", state="stopping", pid=2**22 + 7, stop_requested=True))
+    sup = Supervisor(fake_profile("half", free_port(), ledger))
+    assert sup.status().state == ServerState.STOPPED
+    rec = state.load("half")
+    assert rec is not None and rec.state == "stopped"
+
+
+def test_stop_says_when_the_gpu_still_holds_the_memory(
+    home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vramtop.supervisor import service
+
+    monkeypatch.setattr(service, "MEMORY_RELEASE_TIMEOUT_S", 0.2)
+    try:
+        sup = Supervisor(fake_profile("held", free_port(), ledger), memory_released=lambda: False)
+        assert sup.start(timeout_s=30).ok
+        result = sup.stop()
+        assert result.ok
+        assert result.message.startswith("stopped, but the GPU still showed its memory held")
+    finally:
+        Supervisor(fake_profile("held", free_port(), ledger)).stop()
+    assert ledger_empty(ledger)
