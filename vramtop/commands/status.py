@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict
 
 from vramtop.supervisor import cli_support, state
+from vramtop.supervisor.service import server_url
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         data["log_path"] = str(t.supervisor.log_path)
         if rec is not None:
             data["started_by"] = rec.started_by
-            data["url"] = f"http://{rec.host or '127.0.0.1'}:{rec.port}"
+            data["url"] = server_url(rec.host, rec.port)
             data["error_kind"] = rec.error_kind
             data["largest_fitting_budget"] = rec.largest_fitting_budget
             data["last_lines"] = rec.last_lines[-10:] if info.state == "crashed" else []

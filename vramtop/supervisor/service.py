@@ -622,11 +622,18 @@ def _flags_of(argv: list[str]) -> dict[str, Any]:
     return out
 
 
-def _url(host: str | None, port: int | None) -> str:
+def server_url(host: str | None, port: int | None) -> str:
+    """Where this machine reaches a server listening on `host`:`port` (an IPv6 address in
+    brackets, or the URL would not parse and /health would never answer)."""
     host = host or "127.0.0.1"
     if host in ("0.0.0.0", "::", "", "[::]", "localhost"):
         host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
     return f"http://{host}:{port or 8000}"
+
+
+_url = server_url
 
 
 def _healthy(client: httpx.Client, url: str) -> bool:
