@@ -33,3 +33,27 @@ def test_import_with_a_bad_name_says_what_is_wrong_in_one_line(
     assert "--name '../x': use letters" in err
     assert "pydantic" not in err and "validation error" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["start", "restart", "stop", "relaunch", "logs", "attach"])
+def test_help_offers_json_only_where_json_is_printed(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    assert "--json" not in capsys.readouterr().out
+
+
+def test_status_help_offers_json(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["status", "--help"])
+    assert "--json" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["start", "restart"])
+def test_start_and_restart_without_a_profile_say_how_to_get_one(
+    command: str, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([command, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "vramtop import launch.sh" in err and "Traceback" not in err

@@ -27,8 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--max-model-len", type=int, help="new --max-model-len")
     p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
     p.add_argument("--save", action="store_true", help="write the change into the profile file")
-    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for ready")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    cli_support.add_wait_options(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from vramtop.supervisor.service import server_url
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("status", help="show the server's state (--json for scripts)")
-    cli_support.add_common(p)
+    cli_support.add_common(p, json=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,10 +24,46 @@ class Target:
     demo: bool
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_common(parser: argparse.ArgumentParser, *, json: bool = False) -> None:
+    """--demo and --profile; --json only where the command prints JSON (status)."""
     from vramtop.cli import add_shared_options
 
-    add_shared_options(parser, "demo", "profile", "json")
+    add_shared_options(parser, "demo", "profile", *(("json",) if json else ()))
+
+
+def add_wait_options(parser: argparse.ArgumentParser) -> None:
+    """What start, restart and relaunch share: how long to wait for ready, and quiet."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=900,
+        help="seconds to wait for the server to answer /health (default 900)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def add_launch_options(parser: argparse.ArgumentParser) -> None:
+    """start and restart: the common options plus --no-wait and the wait options."""
+    add_common(parser)
+    parser.add_argument(
+        "--no-wait", action="store_true", help="return once launched, without waiting for ready"
+    )
+    add_wait_options(parser)
+
+
+def run_launch(args: argparse.Namespace, action: str) -> int:
+    """`vramtop start` / `vramtop restart`: the same call on the Supervisor, by name."""
+
+    def act(args: argparse.Namespace) -> int:
+        supervisor = target(args).supervisor
+        result = getattr(supervisor, action)(
+            progress=progress_printer(args.quiet),
+            wait_ready=not args.no_wait,
+            timeout_s=args.timeout,
+        )
+        return finish(result)
+
+    return run_guarded(act, args)
 
 
 def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
