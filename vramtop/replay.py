@@ -36,7 +36,8 @@ class ReplayBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = ReplaySource(path, speed=speed)  # SessionError on an unreadable file
-        self.profile_name = f"replay of {path.name} ×{speed:g}"
+        self._label = f"replay of {path.name} ×{speed:g}"
+        self.profile_name = self._label
         self.wsl = bool(self.source.header.wsl)
         self.call_on = False
         self.autostart = False
@@ -58,7 +59,12 @@ class ReplayBackend:
                     self._log.append(record.detail["line"])
                 for line in record.detail.get("last_lines") or []:
                     self._log.append(str(line))
-        return self.source.latest or self._empty
+        latest = self.source.latest
+        if self.source.finished:
+            # The last frame stays up: say it is the end of the file, not a live server.
+            end = f"{latest.t:.0f}s" if latest is not None else "the start"
+            self.profile_name = f"{self._label} · ended at {end}"
+        return latest or self._empty
 
     def findings(self) -> list[Finding]:
         return self.source.diagnoser.open_findings()

@@ -309,7 +309,11 @@ class VramtopApp(App[int]):
 
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
-        self.query_one(FindingBanner).show(self.findings, short=self.size.height < SHORT_HEIGHT)
+        self.query_one(FindingBanner).show(
+            self.findings,
+            short=self.size.height < SHORT_HEIGHT,
+            can_act=bool(getattr(self.backend, "can_act", True)),
+        )
         self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info, sample.windows)
         self.query_one(KvPoolPanel).show(sample, tuple(self._kv_usage))
         self.query_one(ThroughputPanel).show(

@@ -21,18 +21,22 @@ class FindingBanner(Static):
     FindingBanner.-short { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def show(self, findings: list[Any], *, short: bool = False) -> None:
-        """`short`: one line for the whole ladder (small terminals keep room for the panels)."""
+    def show(self, findings: list[Any], *, short: bool = False, can_act: bool = True) -> None:
+        """`short`: one line for the whole ladder (small terminals keep room for the panels).
+
+        `can_act`: False when watching only (a recording, a URL): the remedy is said, but
+        no key is offered for it, since r and b do nothing there.
+        """
         if not findings:
             if self.has_class("-open"):
                 self.remove_class("-open")
             return
         self.set_class(True, "-open")
         self.set_class(short, "-short")
-        self.update(banner_text(findings[0], more=len(findings) - 1, short=short))
+        self.update(banner_text(findings[0], more=len(findings) - 1, short=short, can_act=can_act))
 
 
-def banner_text(finding: Any, more: int = 0, short: bool = False) -> Content:
+def banner_text(finding: Any, more: int = 0, short: bool = False, can_act: bool = True) -> Content:
     kind = str(field(finding, "kind", "finding"))
     parts: list[str | tuple[str, str]] = [
         (f"⚠ {kind}", "bold $error"),
@@ -54,7 +58,7 @@ def banner_text(finding: Any, more: int = 0, short: bool = False) -> Content:
         else:
             for name, text in steps:
                 parts += ["\n", (f"{name}: ", "bold"), _sentences(text)]
-    parts += ["\n", *remedy_keys(field(finding, "remedy"))]
+    parts += ["\n", *remedy_keys(field(finding, "remedy"), can_act=can_act)]
     evidence = field(finding, "evidence") or {}
     if not short and field(evidence, "wsl_vm_shared_rise_bytes"):
         # A spill was observed on the Windows side: the driver setting that may prevent it.
@@ -69,12 +73,14 @@ def _sentences(text: Any) -> str:
     return str(text)
 
 
-def remedy_keys(remedy: Any) -> list[str | tuple[str, str]]:
+def remedy_keys(remedy: Any, can_act: bool = True) -> list[str | tuple[str, str]]:
     util = field(remedy, "gpu_memory_utilization")
     why = field(remedy, "why")
     keys: list[str | tuple[str, str]] = []
     if why:
         keys += [("remedy: ", "bold"), f"{why}\n"]
+    if not can_act:
+        return [*keys, ("e", "bold reverse"), " timeline"]
     keys += [("r", "bold reverse"), " restart now"]
     if util is not None:
         keys += ["   ", ("b", "bold reverse"), f" relaunch at {float(util):.2f}"]

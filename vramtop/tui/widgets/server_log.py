@@ -47,6 +47,7 @@ class ServerLog(Vertical):
 
     def on_mount(self) -> None:
         self.border_title = "Server log"
+        self._redraw()  # an empty panel says so, instead of a blank box
 
     @property
     def lines(self) -> list[str]:
@@ -65,8 +66,9 @@ class ServerLog(Vertical):
         if lines == self._lines:
             return
         new = _continuation(self._lines, lines)
+        was_empty = not self._lines
         self._lines = list(lines[-MAX_LINES:])
-        if new is None:
+        if new is None or was_empty:  # empty: replace the "no output yet" line
             self._redraw()
             return
         log = self.query_one(RichLog)

@@ -1,0 +1,54 @@
+"""A recording in the console: its end is marked, and no key is offered that cannot act."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import NO_TIMER, ticks
+from test_console_app import text
+from textual.widgets import RichLog
+
+from vramtop.core.model import Sample
+from vramtop.replay import ReplayBackend
+from vramtop.session.synthetic import Card, build, field_report
+from vramtop.session.writer import SessionWriter
+from vramtop.tui.app import VramtopApp
+from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.finding_banner import FindingBanner
+from vramtop.tui.widgets.server_log import ServerLog
+
+
+def record_collapse(path: Path, until_t: float = 200.0) -> None:
+    """The field report cut off during the call: the collapse is still open at the end."""
+    header = {"started_at": "2026-11-29T14:02:11Z", "host": {"wsl": True}}
+    with SessionWriter(path, header) as writer:
+        for item in build(Card(wsl=True), field_report(call_at=120, restart_at=400)):
+            if isinstance(item, Sample):
+                if item.t > until_t:
+                    break
+                writer.sample(item)
+            else:
+                t, name, detail = item
+                writer.event(t, name, detail)
+
+
+async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Path) -> None:
+    path = tmp_path / "collapse.jsonl"
+    record_collapse(path)
+    now = [0.0]
+    backend = ReplayBackend(path, speed=10.0, clock=lambda: now[0])
+    app = VramtopApp(backend, NO_TIMER, clock=lambda: now[0])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 1)
+        assert "ended" not in text(app, ConsoleHeader)
+        now[0] = 1_000.0
+        await ticks(pilot, 1)
+        assert backend.finished
+        assert "ended at 200s" in text(app, ConsoleHeader)
+        banner = text(app, FindingBanner)
+        assert "vram_contention" in banner
+        assert "r restart now" not in banner and "b relaunch" not in banner
+        assert "timeline" in banner
+        # No log lines in this recording: the panel says so rather than staying blank.
+        shown = [strip.text for strip in app.query_one(ServerLog).query_one(RichLog).lines]
+        assert any("No server output" in line for line in shown)
