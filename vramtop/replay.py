@@ -36,8 +36,8 @@ class ReplayBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = ReplaySource(path, speed=speed)  # SessionError on an unreadable file
-        self._label = f"replay of {path.name} ×{speed:g}"
-        self.profile_name = self._label
+        self.profile_name = f"replay of {path.name} ×{speed:g}"
+        self._name = path.name
         self.wsl = bool(self.source.header.wsl)
         self.call_on = False
         self.autostart = False
@@ -63,7 +63,8 @@ class ReplayBackend:
         if self.source.finished:
             # The last frame stays up: say it is the end of the file, not a live server.
             end = f"{latest.t:.0f}s" if latest is not None else "the start"
-            self.profile_name = f"{self._label} · ended at {end}"
+            # Without the speed: at 80 columns the end matters more than how fast it ran.
+            self.profile_name = f"replay of {self._name} ended at {end}"
         return latest or self._empty
 
     def findings(self) -> list[Finding]:
