@@ -126,7 +126,7 @@ def _prediction_text(proposed: Prediction | None, now: Prediction | None) -> Con
         share = change / now.kv_cache_bytes * 100
         parts.append(
             (
-                f"\nKV cost {_signed(change)} ({share:+.1f} %) vs now",
+                f"\nKV cost {_signed(change)} ({share:+.1f} %) vs now".replace("-", "−"),
                 "$warning" if change < 0 else "",
             )
         )

@@ -55,6 +55,12 @@ def describe(event: Any) -> str:
         return f"budget {float(field(detail, 'gpu_memory_utilization')):.2f}"
     if kind == "exit":
         return f"exit code {field(detail, 'returncode')}"
+    if kind == "ready" and isinstance(field(detail, "ready_s"), int | float):
+        return f"ready in {duration(float(field(detail, 'ready_s')))}"
+    if kind in ("start", "stop", "restart") and field(detail, "reason") in ("asked", "quit"):
+        return "asked from vramtop" if field(detail, "reason") == "asked" else "on quit"
+    if kind == "stop" and field(detail, "reason") == "observed":
+        return "the server is shutting down"
     if isinstance(detail, dict):
         return ", ".join(f"{k} {v}" for k, v in detail.items())
     return str(detail)

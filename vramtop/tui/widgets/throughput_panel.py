@@ -44,9 +44,8 @@ class ThroughputPanel(Vertical):
         self.query_one("#gen-line", Line).show(
             _rate_line("generation", rates.generation_tps, base_gen)
         )
-        self.query_one("#prompt-line", Line).show(
-            _rate_line("prompt", rates.prompt_tps, base_prompt)
-        )
+        # Prompt rates follow the agent's prompt sizes: there is no "healthy" prompt rate.
+        self.query_one("#prompt-line", Line).show(_rate_line("prompt", rates.prompt_tps, None))
         _plot(self.query_one("#gen-history", FixedSparkline), generation, base_gen)
         _plot(self.query_one("#prompt-history", FixedSparkline), prompt, base_prompt)
         metrics = sample.server.metrics if sample.server else None
@@ -63,11 +62,15 @@ class ThroughputPanel(Vertical):
 
 def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
     low = now is not None and baseline is not None and baseline > 0 and now < LOW_SHARE * baseline
-    return Content.assemble(
+    parts: list[str | tuple[str, str]] = [
         f"{label:<10} ",
         (f"{tps(now):>5} tok/s", "bold $error" if low else "bold"),
-        (f"  healthy {tps(baseline)}", "$text-muted"),
-    )
+    ]
+    if label == "generation":
+        # Learned while requests run, per server start (see core/baseline.py).
+        healthy = f"healthy {tps(baseline)}"  # "—" until learned
+        parts.append((f"  {healthy}", "$text-muted"))
+    return Content.assemble(*parts)
 
 
 def _plot(spark: FixedSparkline, data: tuple[float, ...], baseline: float | None) -> None:
