@@ -36,6 +36,7 @@ class ServerLog(Vertical):
         super().__init__(id=id)
         self._lines: list[str] = []
         self._query = ""
+        self._subtitle = ""
 
     def compose(self) -> ComposeResult:
         yield RichLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
@@ -59,10 +60,11 @@ class ServerLog(Vertical):
 
     def show(self, lines: list[str], notice: str | None = None) -> None:
         """Append what is new; rewrite when the tail no longer continues ours (rotated log)."""
-        if notice:
-            self.border_subtitle = notice
-        else:
-            self.border_subtitle = f"filter: {self._query}" if self._query else ""
+        subtitle = notice or (f"filter: {self._query}" if self._query else "")
+        if subtitle != self._subtitle:
+            # Setting a border title refreshes (and re-styles) the whole log: only on change.
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
         if lines == self._lines:
             return
         new = _continuation(self._lines, lines)
@@ -82,7 +84,8 @@ class ServerLog(Vertical):
 
     def set_query(self, query: str) -> None:
         self._query = query
-        self.border_subtitle = f"filter: {query}" if query else ""
+        self._subtitle = f"filter: {query}" if query else ""
+        self.border_subtitle = self._subtitle
         self._redraw()
 
     def on_input_changed(self, event: Input.Changed) -> None:
