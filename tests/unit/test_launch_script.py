@@ -161,3 +161,10 @@ def test_literal_exported_key_is_not_kept() -> None:
     r = parse_launch_script("export VLLM_API_KEY=abc\nvllm serve m\n")
     assert "VLLM_API_KEY" not in r.env and r.api_key_env == "VLLM_API_KEY"
     assert r.api_key_in_script
+
+
+def test_a_word_then_an_open_paren_is_reported_not_a_crash() -> None:
+    # `foo (bar)` reads like a function definition; it once raised AttributeError.
+    with pytest.raises(LaunchScriptError) as err:
+        parse_launch_script("foo (bar)\nvllm serve m\n")
+    assert "shell functions are not supported" in str(err.value)
