@@ -35,6 +35,14 @@ def duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def uptime(seconds: float | None) -> str:
+    """Like `duration`, but whole minutes once past the first: the header then changes (and
+    repaints) once a minute instead of every second."""
+    if seconds is not None and 60 <= seconds < 3600:
+        return f"{int(seconds) // 60}m"
+    return duration(seconds)
+
+
 def field(obj: Any, name: str, default: Any = None) -> Any:
     """Read `name` from a dataclass-like object or a mapping (findings, events, ladders)."""
     if obj is None:

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from vramtop.core.model import GIB, Sample, ServerState
-from vramtop.tui.format import duration
+from vramtop.tui.format import duration, uptime
 
 Part = str | tuple[str, str]
 
@@ -95,7 +95,7 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
         if info.pid is not None:
             parts.append(f" pid {info.pid}")
         if info.state is ServerState.RUNNING and info.started_at is not None:
-            parts.append(f" · up {duration(now - info.started_at)}")
+            parts.append(f" · up {uptime(now - info.started_at)}")
         if info.ready_s is not None:
             parts.append(f" · ready in {_ready(info.ready_s)}")
         if info.gpu_memory_utilization is not None:

@@ -26,18 +26,32 @@ class VramBar(Widget):
     VramBar > .vram-bar--budget { color: $vram-budget; text-style: bold; }
     """
 
-    split: reactive[Split | None] = reactive(None)
+    # The bar as cells: (vLLM cells, desktop cells, budget mark or None) at the current width.
+    # Bytes jitter every tick; the cells rarely do, so the bar repaints only when they change.
+    layout: reactive[tuple[int, int, int | None] | None] = reactive(None)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._split: Split | None = None
+
+    @property
+    def split(self) -> Split | None:
+        return self._split
+
+    @split.setter
+    def split(self, split: Split | None) -> None:
+        self._split = split
+        self.layout = _layout(split, self.size.width)
+
+    def on_resize(self) -> None:
+        self.layout = _layout(self._split, self.size.width)
 
     def render(self) -> Text:
         width = self.size.width
-        split = self.split
-        if split is None or split.total_bytes <= 0 or width <= 0:
-            return Text("·" * width)
-        scale = width / split.total_bytes
-        server = round((split.server_bytes or 0) * scale)
-        desktop = round((split.desktop_bytes or 0) * scale)
-        server = min(server, width)
-        desktop = min(desktop, width - server)
+        layout = _layout(self._split, width)
+        if layout is None:
+            return Text("·" * max(0, width))
+        server, desktop, mark = layout
         free = width - server - desktop
         # Different glyphs as well as colours: the bar must read under NO_COLOR too.
         cells = ["█"] * server + ["▓"] * desktop + ["░"] * free
@@ -46,8 +60,7 @@ class VramBar(Widget):
             + ["vram-bar--desktop"] * desktop
             + ["vram-bar--free"] * free
         )
-        if split.budget_bytes:
-            mark = min(width - 1, max(0, round(split.budget_bytes * scale) - 1))
+        if mark is not None:
             cells[mark] = "▌"
             styles[mark] = "vram-bar--budget"
         rich_styles = {name: self.get_component_rich_style(name) for name in set(styles)}
@@ -59,3 +72,15 @@ class VramBar(Widget):
                 text.append("".join(cells[run_start:index]), rich_styles[styles[run_start]])
                 run_start = index
         return text
+
+
+def _layout(split: Split | None, width: int) -> tuple[int, int, int | None] | None:
+    if split is None or split.total_bytes <= 0 or width <= 0:
+        return None
+    scale = width / split.total_bytes
+    server = min(round((split.server_bytes or 0) * scale), width)
+    desktop = min(round((split.desktop_bytes or 0) * scale), width - server)
+    mark = None
+    if split.budget_bytes:
+        mark = min(width - 1, max(0, round(split.budget_bytes * scale) - 1))
+    return server, desktop, mark
