@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import psutil
+
 from vramtop.config import Profile
 from vramtop.sim.machine import SimMachine, free_port
 
@@ -17,3 +21,17 @@ def sim_profile(machine: SimMachine, name: str, util: float = 0.93) -> Profile:
         port=port,
         stop_timeout_s=5,
     )
+
+
+def sim_api_servers(machine: SimMachine) -> list[psutil.Process]:
+    """Every live fake API server on this simulated GPU."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "vramtop.sim.server" not in " ".join(proc.cmdline()[:4]):
+                continue
+            if proc.environ().get("VRAMTOP_SIM_SOCKET") == str(machine.socket_path):
+                found.append(proc)
+    return found

@@ -4,6 +4,11 @@ The console and the headless commands both use it; it never raises for outside-w
 failures (they come back as `ActionResult`s). Every state-changing action holds the profile's
 lock, and everything a later vramtop needs is in the state file, so the server outlives this
 process and is never started twice.
+
+The lock covers deciding and launching, not the load that follows (vLLM takes a minute or
+more, and a wedged one forever): a stop from another vramtop must be able to end it. The wait
+for ready re-reads the record before each save and gives way when another vramtop stopped or
+replaced the launch meanwhile.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psutil
@@ -40,10 +46,31 @@ READY_TIMEOUT_S = 900.0
 AUTO_RESTART_LIMIT = 3
 LAST_LINES = 40
 _POLL_S = 0.05
+# How long the wait for ready waits for the lock before one save; when busy, the save is
+# tried again on the next poll.
+_SAVE_LOCK_S = 1.0
+
+_T = TypeVar("_T")
 
 
 def _no_progress(_word: str) -> None:
     pass
+
+
+@dataclass
+class _Loading:
+    """A server launched (or found) under the lock, still loading: the wait for it happens
+    after the lock is released."""
+
+    rec: ServerRecord
+
+
+class _Superseded(Exception):
+    """Another vramtop stopped or replaced this launch while it loaded."""
+
+    def __init__(self, current: ServerRecord | None) -> None:
+        super().__init__("superseded")
+        self.current = current
 
 
 class Supervisor:
@@ -122,7 +149,8 @@ class Supervisor:
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
     ) -> ActionResult:
-        return self._locked(lambda: self._start(progress or _no_progress, wait_ready, timeout_s))
+        report = progress or _no_progress
+        return self._launch_then_wait(lambda: self._start(report, wait_ready), report, timeout_s)
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         return self._locked(lambda: self._stop(progress or _no_progress))
@@ -133,17 +161,18 @@ class Supervisor:
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
     ) -> ActionResult:
-        def act() -> ActionResult:
-            report = progress or _no_progress
+        report = progress or _no_progress
+
+        def act() -> ActionResult | _Loading:
             rec = self.record()
             overrides = dict(rec.flag_overrides) if rec is not None else {}
             command = self._command_for_restart() or self._profile_command(overrides)
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
-            return self._start(report, wait_ready, timeout_s, command, overrides)
+            return self._start(report, wait_ready, command, overrides)
 
-        return self._locked(act)
+        return self._launch_then_wait(act, report, timeout_s)
 
     def relaunch(
         self,
@@ -169,8 +198,9 @@ class Supervisor:
                 False, "nothing to change: give a budget, max-model-len or KV dtype"
             )
 
-        def act() -> ActionResult:
-            report = progress or _no_progress
+        report = progress or _no_progress
+
+        def act() -> ActionResult | _Loading:
             rec = self.record()
             overrides = dict(rec.flag_overrides) if rec is not None else {}
             overrides.update({k: v for k, v in changes.items() if v is not None})
@@ -191,9 +221,9 @@ class Supervisor:
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
-            return self._start(report, wait_ready, timeout_s, command, overrides)
+            return self._start(report, wait_ready, command, overrides)
 
-        return self._locked(act)
+        return self._launch_then_wait(act, report, timeout_s)
 
     def attach(self, port: int | None = None, pid: int | None = None) -> ActionResult:
         """Adopt a vLLM server something else started (found by its port or its pid)."""
@@ -210,7 +240,7 @@ class Supervisor:
 
     # --- the work, under the lock -------------------------------------------------------
 
-    def _locked(self, act: Callable[[], ActionResult]) -> ActionResult:
+    def _locked(self, act: Callable[[], _T]) -> _T | ActionResult:
         try:
             with state.locked(self.name):
                 return act()
@@ -220,20 +250,34 @@ class Supervisor:
             log.exception("supervisor action failed")
             return ActionResult(False, f"could not act on the server: {exc}")
 
+    def _launch_then_wait(
+        self,
+        act: Callable[[], ActionResult | _Loading],
+        progress: ProgressCallback,
+        timeout_s: float,
+    ) -> ActionResult:
+        """Launch under the lock; wait for ready after releasing it, so another vramtop can
+        stop a slow or wedged load (a second start still finds the launch and waits too)."""
+        outcome = self._locked(act)
+        if isinstance(outcome, _Loading):
+            return self._wait_ready(outcome.rec, progress, timeout_s)
+        return outcome
+
     def _start(
         self,
         progress: ProgressCallback,
         wait_ready: bool,
-        timeout_s: float,
         command: tuple[list[str], str | None, dict[str, str] | None] | None = None,
         overrides: dict[str, str] | None = None,
-    ) -> ActionResult:
+    ) -> ActionResult | _Loading:
+        """Launch, or find the server already there; `_Loading`: wait for it once the lock
+        is released."""
         rec = self.record()
         if rec is not None:
             adopted = self._recover(rec)
             if adopted is not None:
                 if rec.state == "starting" and wait_ready:
-                    return self._wait_ready(rec, progress, timeout_s)
+                    return _Loading(rec)
                 return adopted
             self._clean_leftovers(rec)
         profile = self.profile
@@ -293,9 +337,22 @@ class Supervisor:
         state.save(rec)
         if not wait_ready:
             return ActionResult(True, f"started (pid {child.pid}); loading")
-        return self._wait_ready(rec, progress, timeout_s)
+        return _Loading(rec)
 
     def _wait_ready(
+        self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
+    ) -> ActionResult:
+        """Follow the load until /health answers. Runs without the lock: another vramtop
+        may stop or restart the server meanwhile, and then this wait gives way quietly."""
+        try:
+            return self._follow_load(rec, progress, timeout_s)
+        except _Superseded as gone:
+            return self._stopped_while_loading(rec, gone.current, progress)
+        except OSError as exc:
+            log.exception("waiting for the server failed")
+            return ActionResult(False, f"could not follow the server's start: {exc}")
+
+    def _follow_load(
         self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
     ) -> ActionResult:
         reader = _LogReader(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
@@ -312,39 +369,100 @@ class Supervisor:
                         rec.phase = phase
                         progress(phase)
                 del lines[:-LAST_LINES]
+                current = self._still_ours(rec)
+                if current.state == "crashed":  # another vramtop noticed the exit first
+                    return self._start_failed(current, progress)
                 if not self._alive(rec):
                     lines.extend(reader.read_new())
-                    return self._failed_start(rec, lines, progress)
-                if _healthy(client, url):
+                    failed = self._failed_start(rec, lines, progress)
+                    if failed is not None:
+                        return failed
+                elif _healthy(client, url):
                     rec.phase, rec.state = causes.READY, "running"
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     self._remember_tree(rec)
-                    state.save(rec)
-                    progress("ready")
-                    return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
+                    if self._save_if_ours(rec):  # busy: the next poll tries again
+                        progress("ready")
+                        return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
                 now = time.monotonic()
                 if now - seen_tree_at > 1.0:  # children appear while it loads
                     self._remember_tree(rec)
-                    state.save(rec)
+                    self._save_if_ours(rec)
                     seen_tree_at = now
                 if now > deadline:
-                    state.save(rec)
+                    self._save_if_ours(rec)
                     return ActionResult(
                         False, f"not ready after {timeout_s:.0f} s; it is still starting"
                     )
                 time.sleep(_POLL_S)
 
+    def _still_ours(self, rec: ServerRecord) -> ServerRecord:
+        """The record as it is now; raises `_Superseded` when another vramtop has stopped
+        this launch (stopping, stopped) or replaced it (another launch id or pid)."""
+        current = self.record()
+        if (
+            current is None
+            or current.launch_id != rec.launch_id
+            or current.pid != rec.pid
+            or current.state in ("stopping", "stopped")
+        ):
+            raise _Superseded(current)
+        return current
+
+    def _save_if_ours(self, rec: ServerRecord) -> bool:
+        """Save `rec` under a short lock if the launch is still this one; False when the
+        lock stayed busy (nothing saved)."""
+        try:
+            with state.locked(self.name, timeout_s=_SAVE_LOCK_S):
+                self._still_ours(rec)
+                state.save(rec)
+                return True
+        except state.Busy:
+            return False
+
     def _failed_start(
         self, rec: ServerRecord, lines: list[str], progress: ProgressCallback
-    ) -> ActionResult:
-        self._record_exit(rec, lines)
-        # A failed start may leave an EngineCore behind: free what it holds.
-        self._end(rec, progress=None)
-        rec.state = "crashed"
-        state.save(rec)
+    ) -> ActionResult | None:
+        """The server exited while loading: record why and end what is left. None when the
+        lock stayed busy (the caller tries again)."""
+        try:
+            with state.locked(self.name, timeout_s=_SAVE_LOCK_S):
+                current = self._still_ours(rec)
+                if current.state == "crashed":
+                    return self._start_failed(current, progress)
+                self._record_exit(rec, lines)
+                # A failed start may leave an EngineCore behind: free what it holds.
+                self._end(rec, progress=None)
+                rec.state = "crashed"
+                state.save(rec)
+        except state.Busy:
+            return None
+        return self._start_failed(rec, progress)
+
+    def _start_failed(self, rec: ServerRecord, progress: ProgressCallback) -> ActionResult:
         progress("failed")
         message = rec.last_error or "the server exited during startup"
         return ActionResult(False, f"start failed: {message}", "\n".join(rec.last_lines[-10:]))
+
+    def _stopped_while_loading(
+        self, rec: ServerRecord, current: ServerRecord | None, progress: ProgressCallback
+    ) -> ActionResult:
+        """Not a crash: someone asked for it. Say so, and collect our child once it is gone."""
+        if current is not None and current.state == "stopping":
+            # A stop, or the stop half of a restart: it ends our child; collect it.
+            self._reap_child(timeout_s=self.profile.stop_timeout_s + 1.0)
+            current = self.record()
+        else:
+            self._reap_child()
+        replaced = current is not None and (
+            current.launch_id != rec.launch_id or current.pid != rec.pid
+        )
+        progress("stopped")
+        if replaced:
+            return ActionResult(
+                False, "replaced while loading: another vramtop started the server again"
+            )
+        return ActionResult(False, "stopped while loading: another vramtop stopped the server")
 
     def _stop(self, progress: ProgressCallback) -> ActionResult:
         rec = self.record()
@@ -486,9 +604,10 @@ class Supervisor:
         return argv, self.profile.cwd, None
 
     def _alive(self, rec: ServerRecord) -> bool:
-        ours = self._child is not None and rec.pid == self._child.pid
-        if ours and self._child.poll() is not None:
-            return False
+        if self._child is not None and rec.pid == self._child.pid:
+            # Our own child: only Popen may collect it, or its exit code is lost (a waitpid
+            # elsewhere on its zombie leaves the crash report without one).
+            return self._child.poll() is None
         return tree.process_alive(rec.pid, rec.create_time)
 
     def _tree(self, rec: ServerRecord) -> dict[int, psutil.Process]:
@@ -499,10 +618,10 @@ class Supervisor:
             with contextlib.suppress(psutil.Error):
                 rec.tree[str(pid)] = proc.create_time()
 
-    def _reap_child(self) -> None:
+    def _reap_child(self, timeout_s: float = 0.5) -> None:
         if self._child is not None:
             try:
-                self._child.wait(timeout=0.5)
+                self._child.wait(timeout=timeout_s)
             except Exception:  # still running: it is not ours to wait for any longer
                 log.debug("child not reaped")
 
@@ -539,12 +658,12 @@ class Supervisor:
             if current is None or current.state != "crashed" or current.next_restart_at is None:
                 return ActionResult(True, "nothing to do")
             restarts = current.restarts + 1
-            result = self._start(_no_progress, wait_ready=False, timeout_s=0)
+            result = self._start(_no_progress, wait_ready=False)
             new = self.record()
             if new is not None:
                 new.restarts = restarts
                 state.save(new)
-            return result
+            return result if isinstance(result, ActionResult) else ActionResult(True, "started")
 
         result = self._locked(act)
         log.info("automatic restart of %s: %s", self.name, result.message)
