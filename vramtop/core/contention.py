@@ -1,0 +1,257 @@
+"""vram_contention: the desktop squeezes vLLM's memory and generation collapses.
+
+What the finding says once the rule in `Diagnoser` has opened it: the collapse in numbers,
+why KV pressure, throttling and a long prefill do not explain it, and the budget to relaunch
+at (or a restart) so the desktop keeps its peak without starving the KV pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vramtop.core import sample_facts as read
+from vramtop.core.budget_remedy import headroom_at, kv_cost, largest_util_for_desktop
+from vramtop.core.diagnosis_thresholds import (
+    DESKTOP_GROWTH_BYTES,
+    DESKTOP_MARGIN_BYTES,
+    UNSEEN_DESKTOP_DEMAND_BYTES,
+)
+from vramtop.core.model import GIB, MIB, GpuDevice, Sample
+from vramtop.core.windows import SpillEvidence, cite_spill
+
+
+@dataclass
+class Point:
+    """One running sample's rates, judged against the baseline."""
+
+    t: float
+    generation_tps: float
+    per_request_tps: float
+    prompt_tps: float | None
+    running: float
+    collapsed: bool
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class DesktopShare:
+    """What the desktop (everything on the card but the server) held since the server started."""
+
+    at_start: int | None
+    peak: int | None
+    outside_budget: int | None
+    """What the server holds beyond its budget (CUDA context, graphs), last seen uncontended."""
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """The collapsed samples that opened the finding, and what the card looked like then."""
+
+    points: list[Point]
+    baseline_tps: float
+    kv: float | None
+    fill: float
+    growth: int | None
+
+
+def contention_report(
+    s: Sample,
+    device: GpuDevice,
+    collapse: Collapse,
+    desktop: DesktopShare,
+    spill: SpillEvidence | None,
+) -> dict[str, Any]:
+    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
+    ruled_out = _ruled_out(device, collapse)
+    ladder, evidence = cite_spill(
+        _ladder(device, collapse, ruled_out), _evidence(s, device, collapse, desktop), spill
+    )
+    return {
+        "severity": "critical",
+        "summary": _summary(collapse),
+        "evidence": evidence,
+        "ruled_out": ruled_out,
+        "ladder": ladder,
+        "remedy": contention_remedy(s, device, desktop),
+    }
+
+
+def _rate(collapse: Collapse) -> float:
+    return sum(p.generation_tps for p in collapse.points) / len(collapse.points)
+
+
+def _evidence(
+    s: Sample, device: GpuDevice, collapse: Collapse, desktop: DesktopShare
+) -> dict[str, Any]:
+    rate, base = _rate(collapse), collapse.baseline_tps
+    return {
+        "generation_tps": round(rate, 2),
+        "baseline_generation_tps": round(base, 2),
+        "ratio": round(rate / base, 3) if base else None,
+        "requests_running": collapse.points[-1].running,
+        "kv_cache_usage": collapse.kv,
+        "used_bytes": device.used_bytes,
+        "total_bytes": device.total_bytes,
+        "used_fraction": round(collapse.fill, 4),
+        "desktop_bytes": read.desktop_bytes(s),
+        "desktop_bytes_at_start": desktop.at_start,
+        "desktop_growth_bytes": collapse.growth,
+        "desktop_peak_bytes": desktop.peak,
+        "server_bytes": s.split.server_bytes if s.split else None,
+    }
+
+
+def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, Any]:
+    kv = collapse.kv
+    ruled_out: dict[str, Any] = {}
+    if kv is not None:
+        ruled_out["kv_pressure"] = {
+            "kv_cache_usage": kv,
+            "why": f"KV cache usage {kv:.1%} is far from full",
+        }
+    ruled_out["gpu_throttling"] = {
+        "temperature_c": device.temperature_c,
+        "throttle": list(device.throttle),
+        "why": "no thermal or hardware clock slowdown reported"
+        + (f" at {device.temperature_c} °C" if device.temperature_c is not None else ""),
+    }
+    prompt = [p.prompt_tps for p in collapse.points if p.prompt_tps is not None]
+    if prompt:
+        mean_prompt = sum(prompt) / len(prompt)
+        ruled_out["long_prefill"] = {
+            "prompt_tps": round(mean_prompt, 2),
+            "why": f"prompt tokens arrive at {mean_prompt:.0f}/s: no long prefill is running",
+        }
+    return ruled_out
+
+
+def _ladder(
+    device: GpuDevice, collapse: Collapse, ruled_out: dict[str, Any]
+) -> dict[str, list[str]]:
+    rate, base, kv, growth = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.growth
+    used_mib, total_mib = device.used_bytes / MIB, device.total_bytes / MIB
+    observed = [
+        f"tokens/s fell to {rate:.1f} from a healthy {base:.1f} with "
+        f"{collapse.points[-1].running:.0f} request(s) running",
+        f"the card is {collapse.fill:.0%} full ({used_mib:,.0f} of {total_mib:,.0f} MiB)",
+    ]
+    if growth is not None and growth >= DESKTOP_GROWTH_BYTES:
+        observed.append(f"the desktop's share grew by {growth / GIB:.2f} GiB since the start")
+    if kv is not None:
+        observed.append(f"KV cache usage is {kv:.1%}, which rules out cache saturation")
+    observed.append(ruled_out["gpu_throttling"]["why"])
+    return {
+        "observed": observed,
+        "inferred": ["the desktop and vLLM are competing for physical VRAM"],
+        "hypothesis": [
+            "some of vLLM's memory lost VRAM residency and is served from system memory, "
+            "so PCIe traffic slows every decode step"
+        ],
+    }
+
+
+def _summary(collapse: Collapse) -> str:
+    rate, base, kv, fill = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.fill
+    if base and kv is not None:
+        return (
+            f"Generation fell to {rate:.1f} tok/s ({rate / base:.0%} of the usual {base:.0f}) "
+            f"with KV cache at {kv:.1%} and the card {fill:.0%} full: "
+            "the desktop is squeezing vLLM's memory."
+        )
+    return (
+        f"Generation fell to {rate:.1f} tok/s with the card {fill:.0%} full: "
+        "the desktop is squeezing vLLM's memory."
+    )
+
+
+def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> dict[str, Any]:
+    """Relaunch at the budget that leaves the desktop its peak plus a margin (or a restart)."""
+    total = device.total_bytes
+    util_now = read.util(s)
+    outside = desktop.outside_budget or 0
+    peak = desktop.peak or read.desktop_bytes(s) or 0
+    util, leaves_peak, capped = _relaunch_util(s, total, util_now, peak, outside)
+    m = read.metrics(s)
+    cache = m.cache if m else None
+    remedy: dict[str, Any] = {
+        "action": "relaunch",
+        "gpu_memory_utilization": util,
+        "desktop_headroom_bytes": headroom_at(total, util, outside),
+        "desktop_peak_bytes": peak,
+        "desktop_margin_bytes": DESKTOP_MARGIN_BYTES,
+        "unseen_desktop_demand_bytes": UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
+        "current_gpu_memory_utilization": util_now,
+        "leaves_desktop_peak": leaves_peak,
+    }
+    remedy.update(
+        kv_cost(
+            total,
+            util_now,
+            util,
+            cache.kv_cache_memory_bytes if cache else None,
+            cache.kv_cache_size_tokens if cache else None,
+        )
+    )
+    remedy.update(_action(remedy, s, util_now, peak, desktop.at_start))
+    return remedy
+
+
+def _relaunch_util(
+    s: Sample, total: int, util_now: float | None, peak: int, outside: int
+) -> tuple[float, bool, bool]:
+    """(the budget to relaunch at, whether it leaves the desktop its peak, whether the
+    desktop's visible peak was capped by what the server left it)."""
+    need = peak + DESKTOP_MARGIN_BYTES
+    headroom_now = headroom_at(total, util_now, outside) if util_now is not None else None
+    capped = headroom_now is not None and peak <= headroom_now
+    if capped:
+        need += UNSEEN_DESKTOP_DEMAND_BYTES
+    util = largest_util_for_desktop(total, need, outside)
+    if util_now is not None:
+        util = min(util, round(util_now - 0.01, 2))
+    # The desktop's need may not fit beside the model: never propose a budget whose pool
+    # cannot hold one max-model-len request (vLLM would refuse to start).
+    smallest = read.smallest_util_that_serves(s)
+    if smallest is not None and util < smallest:
+        return smallest, False, capped
+    return util, True, capped
+
+
+def _action(
+    remedy: dict[str, Any], s: Sample, util_now: float | None, peak: int, at_start: int | None
+) -> dict[str, str]:
+    """`action` (when not a relaunch) and `why`, in words."""
+    util = remedy["gpu_memory_utilization"]
+    desktop = read.desktop_bytes(s)
+    headroom_gib = remedy["desktop_headroom_bytes"] / GIB
+    if util_now is not None and util >= util_now:
+        return {
+            "action": "restart",
+            "why": "no smaller budget still holds one max-model-len request: restart vLLM once "
+            "the desktop's load is gone, or relaunch with a shorter --max-model-len",
+        }
+    # The call is over when the desktop grew and is back near where it started: a restart alone
+    # restores the rate (the field report's 82.8 tok/s), at no KV cost.
+    if (
+        desktop is not None
+        and at_start is not None
+        and peak - at_start >= DESKTOP_GROWTH_BYTES
+        and desktop - at_start < DESKTOP_GROWTH_BYTES
+    ):
+        return {
+            "action": "restart",
+            "why": "the desktop's share is back down: restart vLLM now; relaunch at "
+            f"{util:.2f} to keep the next call from doing it again",
+        }
+    if not remedy["leaves_desktop_peak"]:
+        return {
+            "why": f"relaunch at {util:.2f}, the smallest budget that still holds one "
+            f"max-model-len request ({headroom_gib:.2f} GiB for "
+            "the desktop, less than its peak): also close desktop programs or shorten "
+            "--max-model-len"
+        }
+    return {
+        "why": f"relaunch at {util:.2f} to leave the desktop its peak plus a margin "
+        f"({headroom_gib:.2f} GiB)"
+    }

@@ -1,0 +1,68 @@
+"""A finding's value: its kind, the numbers that show it, what rules out the rest, what to do.
+
+Kinds are a fixed vocabulary (see the session format); `Diagnoser` (in `diagnosis`) opens and
+closes findings, and each kind's module says what one contains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+VRAM_CONTENTION = "vram_contention"
+KV_PRESSURE = "kv_pressure"
+GPU_THROTTLING = "gpu_throttling"
+STARTUP_OUT_OF_MEMORY = "startup_out_of_memory"
+SERVER_CRASHED = "server_crashed"
+KINDS = (VRAM_CONTENTION, KV_PRESSURE, GPU_THROTTLING, STARTUP_OUT_OF_MEMORY, SERVER_CRASHED)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis, open (closed_t None) or closed. Numbers in `evidence` are raw units."""
+
+    kind: str
+    severity: str  # "critical" or "warning"
+    first_seen_t: float
+    last_seen_t: float
+    closed_t: float | None
+    summary: str  # one sentence
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    ruled_out: Mapping[str, Any] = field(default_factory=dict)
+    # observed / inferred / hypothesis: lists of sentences, as the field report's ladder.
+    ladder: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    remedy: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_t is None
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long it held: None while still open."""
+        return None if self.closed_t is None else self.closed_t - self.first_seen_t
+
+    def to_json(self) -> dict[str, Any]:
+        """The `findings[]` entry of `vramtop diagnose --json` (extra keys are additive)."""
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "first_seen_t": self.first_seen_t,
+            "last_seen_t": self.last_seen_t,
+            "closed_t": self.closed_t,
+            "duration_s": self.duration_s,
+            "summary": self.summary,
+            "evidence": dict(self.evidence),
+            "ruled_out": dict(self.ruled_out),
+            "ladder": {k: list(v) for k, v in self.ladder.items()},
+            "remedy": dict(self.remedy),
+        }
+
+
+@dataclass(frozen=True)
+class FindingChange:
+    """A finding opened or closed since the last `take_changes()`."""
+
+    change: str  # "opened" or "closed"
+    finding: Finding

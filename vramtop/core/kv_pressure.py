@@ -1,0 +1,100 @@
+"""kv_pressure: the KV cache is nearly full and requests wait or are preempted.
+
+What the finding says once the rule in `Diagnoser` has opened it, and the three ways to give
+each request more of the pool: a larger budget (when the desktop can spare it), fewer
+sequences, shorter requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramtop.core import sample_facts as read
+from vramtop.core.budget_remedy import kv_cost, largest_util_for_desktop
+from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
+from vramtop.core.model import Sample, ServerMetrics
+
+
+def kv_report(
+    s: Sample,
+    m: ServerMetrics,
+    kv: float,
+    preempting: bool,
+    desktop_peak: int | None,
+    outside_budget: int | None,
+) -> dict[str, Any]:
+    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
+    evidence = {
+        "kv_cache_usage": kv,
+        "requests_running": m.requests_running,
+        "requests_waiting": m.requests_waiting,
+        "preemptions_total": m.preemptions_total,
+        "preempting": preempting,
+        "kv_cache_tokens": m.cache.kv_cache_size_tokens,
+    }
+    why = "requests are being preempted" if preempting else "requests are waiting"
+    options = _options(s, m, desktop_peak, outside_budget)
+    return {
+        "severity": "warning",
+        "summary": f"The KV cache is {kv:.0%} full and {why}: the pool is too small for this load.",
+        "evidence": evidence,
+        "ruled_out": {},
+        "ladder": {
+            "observed": [f"KV cache usage {kv:.1%}", why],
+            "inferred": ["the KV pool is the bottleneck"],
+            "hypothesis": [],
+        },
+        "remedy": {"action": "relaunch", "options": options},
+    }
+
+
+def _options(
+    s: Sample, m: ServerMetrics, desktop_peak: int | None, outside_budget: int | None
+) -> list[dict[str, Any]]:
+    info = s.info
+    options: list[dict[str, Any]] = []
+    larger = _larger_budget(s, m, desktop_peak, outside_budget)
+    if larger is not None:
+        options.append(larger)
+    seqs = read.max_num_seqs(info.argv if info else ())
+    options.append(
+        {
+            "flag": "--max-num-seqs",
+            "value": max(1, seqs // 2) if seqs else None,
+            "why": "fewer sequences share the pool",
+        }
+    )
+    max_len = info.max_model_len if info else None
+    options.append(
+        {
+            "flag": "--max-model-len",
+            "value": max_len // 2 if max_len else None,
+            "why": "shorter requests hold fewer blocks",
+        }
+    )
+    return options
+
+
+def _larger_budget(
+    s: Sample, m: ServerMetrics, desktop_peak: int | None, outside_budget: int | None
+) -> dict[str, Any] | None:
+    """A larger `--gpu-memory-utilization` that still leaves the desktop its peak, if any."""
+    device = read.primary(s)
+    util_now = read.util(s)
+    if device is None or util_now is None:
+        return None
+    need = (desktop_peak or 0) + DESKTOP_MARGIN_BYTES
+    up = largest_util_for_desktop(device.total_bytes, need, outside_budget or 0)
+    if up > util_now + 0.005:
+        option: dict[str, Any] = {"flag": "--gpu-memory-utilization", "value": up}
+        option.update(
+            kv_cost(
+                device.total_bytes,
+                util_now,
+                up,
+                m.cache.kv_cache_memory_bytes,
+                m.cache.kv_cache_size_tokens,
+            )
+        )
+        return option
+    return None

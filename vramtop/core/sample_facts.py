@@ -1,0 +1,62 @@
+"""What the diagnosis reads off one sample: the card, the server's metrics, state and budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vramtop.core import vllm_args
+from vramtop.core.headroom import predict, util_for_kv_tokens
+from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
+
+
+def primary(s: Sample) -> GpuDevice | None:
+    """The device the server uses (the first one: vramtop watches one card per server)."""
+    return s.gpu.devices[0] if s.gpu.devices else None
+
+
+def metrics(s: Sample | None) -> ServerMetrics | None:
+    if s is None or s.server is None or s.server.stale or not s.server.reachable:
+        return None
+    return s.server.metrics
+
+
+def state(s: Sample) -> ServerState | None:
+    if s.info is not None:
+        return s.info.state
+    return None
+
+
+def util(s: Sample) -> float | None:
+    m = metrics(s)
+    if m is not None and m.cache.gpu_memory_utilization is not None:
+        return m.cache.gpu_memory_utilization
+    return s.info.gpu_memory_utilization if s.info else None
+
+
+def smallest_util_that_serves(s: Sample) -> float | None:
+    """The smallest budget vLLM would start with, by the headroom model calibrated on this
+    server; None when its pool is not known."""
+    inputs = live_headroom_inputs(s)
+    util_now = util(s)
+    if inputs is None or util_now is None:
+        return None
+    # vLLM refuses a pool that cannot hold one max-model-len request, but some servers (hybrid
+    # models, whose per-request need vLLM counts differently) already run below that: for
+    # them only a pool with no blocks is known not to start.
+    holds_one = predict(inputs, util_now).kv_cache_tokens >= inputs.max_model_len
+    return util_for_kv_tokens(inputs, inputs.max_model_len if holds_one else 1)
+
+
+def desktop_bytes(s: Sample) -> int | None:
+    if s.split is not None and s.split.desktop_bytes is not None:
+        return s.split.desktop_bytes
+    return None
+
+
+def max_num_seqs(argv: Sequence[str]) -> int | None:
+    """--max-num-seqs as vLLM reads it (the last occurrence wins); None if absent or unreadable."""
+    try:
+        return vllm_args.max_num_seqs(argv)
+    except ValueError:
+        return None

@@ -1,0 +1,79 @@
+"""server_crashed and startup_out_of_memory: vLLM is not serving, and why.
+
+A startup out-of-memory is read from vLLM's own line ("Free memory on device … is less than
+desired GPU memory utilization …"), whose numbers give the largest budget that would fit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_OOM_LINE = re.compile(
+    r"Free memory on device(?:\s+\S+)?\s*\(\s*([\d.]+)\s*/\s*([\d.]+)\s*GiB\)\s*on startup is "
+    r"less than desired GPU memory utilization\s*\(\s*([\d.]+)\s*,\s*([\d.]+)\s*GiB\)",
+    re.IGNORECASE,
+)
+
+
+def startup_oom_facts(line: str) -> dict[str, float] | None:
+    """The numbers of vLLM's 'Free memory on device … is less than desired …' line."""
+    match = _OOM_LINE.search(line)
+    if match is None:
+        return None
+    try:
+        free, total, util, wanted = (float(g) for g in match.groups())
+    except ValueError:  # "1.2.3": a mangled line, not numbers to act on
+        return None
+    return {"free_gib": free, "total_gib": total, "requested_util": util, "requested_gib": wanted}
+
+
+def largest_util_that_fits(free_gib: float, total_gib: float) -> float:
+    """The largest 2-decimal utilization whose budget fits in `free_gib`."""
+    if total_gib <= 0:
+        return 0.0
+    util = math.floor(free_gib / total_gib * 100) / 100
+    while util > 0 and util * total_gib > free_gib:
+        util = round(util - 0.01, 2)
+    return max(0.0, util)
+
+
+def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
+    """The finding's fields for the OOM line `text` and its `startup_oom_facts`."""
+    util = largest_util_that_fits(facts["free_gib"], facts["total_gib"])
+    return {
+        "severity": "critical",
+        "summary": (
+            f"vLLM could not start: {facts['free_gib']:.2f} GiB were free but its budget "
+            f"at {facts['requested_util']:.2f} needs {facts['requested_gib']:.2f} GiB."
+        ),
+        "evidence": facts,
+        "ruled_out": {},
+        "ladder": {
+            "observed": [text.strip()],
+            "inferred": ["other programs hold more of the card than the budget leaves them"],
+            "hypothesis": [],
+        },
+        "remedy": {
+            "action": "relaunch",
+            "gpu_memory_utilization": util,
+            "why": f"{util:.2f} is the largest budget that fits the free memory; or close "
+            "what holds the card and start again",
+        },
+    }
+
+
+def crash_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The finding's fields for a server that went down unasked (`why`, in words)."""
+    return {
+        "severity": "critical",
+        "summary": f"vLLM is down: {why}.",
+        "evidence": evidence,
+        "ruled_out": {"planned": {"why": "no stop, restart or relaunch was requested"}},
+        "ladder": {"observed": [why], "inferred": [], "hypothesis": []},
+        "remedy": {
+            "action": "restart",
+            "why": "start the server again and read its last log lines",
+        },
+    }
