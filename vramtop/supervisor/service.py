@@ -9,12 +9,14 @@ The lock covers deciding and launching, not the load that follows (vLLM takes a 
 more, and a wedged one forever): a stop from another vramtop must be able to end it. The wait
 for ready re-reads the record before each save and gives way when another vramtop stopped or
 replaced the launch meanwhile.
+
+Reading the log and /health lives in `readiness`; ending the tree and waiting for the GPU to
+give the memory back in `stopping`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import time
@@ -33,13 +35,13 @@ from vramtop.config import Profile
 from vramtop.core import vllm_args
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.supervisor import causes, launch, state, tree
+from vramtop.supervisor.readiness import LogReader, healthy, healthy_once, server_url, tail
 from vramtop.supervisor.state import LAUNCHING, ServerRecord
+from vramtop.supervisor.stopping import MemoryReleased, end_server
+
+__all__ = ["MEMORY_RELEASE_TIMEOUT_S", "MemoryReleased", "Supervisor", "server_url"]
 
 log = logging.getLogger(__name__)
-
-# Either `memory_released() -> bool` or `memory_released(pids) -> bool` (pids of the tree
-# that was just stopped).
-MemoryReleased = Callable[..., bool]
 
 MEMORY_RELEASE_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 900.0
@@ -355,8 +357,8 @@ class Supervisor:
     def _follow_load(
         self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
     ) -> ActionResult:
-        reader = _LogReader(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
-        url = _url(rec.host, rec.port)
+        reader = LogReader(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
+        url = server_url(rec.host, rec.port)
         deadline = time.monotonic() + timeout_s
         lines: list[str] = []
         seen_tree_at = 0.0
@@ -377,7 +379,7 @@ class Supervisor:
                     failed = self._failed_start(rec, lines, progress)
                     if failed is not None:
                         return failed
-                elif _healthy(client, url):
+                elif healthy(client, url):
                     rec.phase, rec.state = causes.READY, "running"
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     self._remember_tree(rec)
@@ -498,38 +500,16 @@ class Supervisor:
 
     def _end(self, rec: ServerRecord, progress: ProgressCallback | None) -> list[psutil.Process]:
         """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
-        procs = self._tree(rec)
-        pids = frozenset(procs) | {int(p) for p in rec.tree}
-        survivors = tree.end_tree(
-            rec.pid, rec.pgid, rec.tree, rec.launch_id, self.profile.stop_timeout_s
+        survivors, self._released = end_server(
+            rec,
+            stop_timeout_s=self.profile.stop_timeout_s,
+            reap=self._reap_child,
+            memory_released=self.memory_released,
+            # Read at each stop: a test shortens it.
+            release_timeout_s=MEMORY_RELEASE_TIMEOUT_S,
+            progress=progress,
         )
-        self._reap_child()
-        self._released = True
-        if survivors:
-            return survivors
-        if pids:
-            released = self._released = self._wait_memory_released(pids)
-            if progress is not None:
-                progress("memory released" if released else "memory not yet released")
-        rec.tree = {}
-        return []
-
-    def _wait_memory_released(self, pids: frozenset[int]) -> bool:
-        check = self.memory_released
-        if check is None:
-            return True
-        takes_pids = _takes_argument(check)
-        deadline = time.monotonic() + MEMORY_RELEASE_TIMEOUT_S
-        while True:
-            try:
-                if check(pids) if takes_pids else check():
-                    return True
-            except Exception:  # a probe failing must not wedge a stop
-                log.exception("memory-release check failed")
-                return False
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(_POLL_S)
+        return survivors
 
     def _attach(self, port: int | None, pid: int | None) -> ActionResult:
         from vramtop.supervisor import attach
@@ -546,7 +526,7 @@ class Supervisor:
                 f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
             )
         new = attach.record_for(self.name, found, port)
-        new.state = "running" if _healthy_once(_url(new.host, new.port)) else "starting"
+        new.state = "running" if healthy_once(server_url(new.host, new.port)) else "starting"
         self._remember_tree(new)
         state.save(new)
         return ActionResult(True, f"attached to pid {found.pid} on port {new.port}")
@@ -629,7 +609,7 @@ class Supervisor:
         if self._child is not None and rec.pid == self._child.pid:
             rec.returncode = self._child.poll()
         if lines is None:
-            lines = _tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
+            lines = tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
         rec.last_lines = vllm_args.mask_secrets(lines[-LAST_LINES:])
         cause = causes.find_cause(lines)
         if cause is not None:
@@ -694,39 +674,6 @@ class Supervisor:
 # --- small functions ---------------------------------------------------------------------
 
 
-class _LogReader:
-    """New complete lines appended to the log since `offset`."""
-
-    def __init__(self, path: Path | None, offset: int) -> None:
-        self.path, self.offset, self._partial = path, offset, b""
-
-    def read_new(self) -> list[str]:
-        if self.path is None:
-            return []
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self._partial + data
-        *complete, self._partial = data.split(b"\n")
-        return [line.decode("utf-8", "replace") for line in complete]
-
-
-def _tail(path: Path | None, offset: int, limit: int = 64 * 1024) -> list[str]:
-    if path is None:
-        return []
-    try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(offset, size - limit))
-            return fh.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return []
-
-
 def _flags_of(argv: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, read in (
@@ -741,32 +688,6 @@ def _flags_of(argv: list[str]) -> dict[str, Any]:
     return out
 
 
-def server_url(host: str | None, port: int | None) -> str:
-    """Where this machine reaches a server listening on `host`:`port` (an IPv6 address in
-    brackets, or the URL would not parse and /health would never answer)."""
-    host = host or "127.0.0.1"
-    if host in ("0.0.0.0", "::", "", "[::]", "localhost"):
-        host = "127.0.0.1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port or 8000}"
-
-
-_url = server_url
-
-
-def _healthy(client: httpx.Client, url: str) -> bool:
-    try:
-        return client.get(f"{url}/health").status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _healthy_once(url: str) -> bool:
-    with httpx.Client(timeout=1.0) as client:
-        return _healthy(client, url)
-
-
 def _create_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
@@ -779,16 +700,6 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
-
-
-def _takes_argument(func: Callable[..., bool]) -> bool:
-    try:
-        params = inspect.signature(func).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
-    )
 
 
 def _save_profile(profile: Profile) -> str | None:

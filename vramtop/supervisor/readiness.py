@@ -1,0 +1,69 @@
+"""Reading a starting server: its log since the start, and whether /health answers.
+
+What the wait for ready and the crash report read; nothing here changes the server or the
+state file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+
+
+class LogReader:
+    """New complete lines appended to the log since `offset`."""
+
+    def __init__(self, path: Path | None, offset: int) -> None:
+        self.path, self.offset, self._partial = path, offset, b""
+
+    def read_new(self) -> list[str]:
+        if self.path is None:
+            return []
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        *complete, self._partial = data.split(b"\n")
+        return [line.decode("utf-8", "replace") for line in complete]
+
+
+def tail(path: Path | None, offset: int, limit: int = 64 * 1024) -> list[str]:
+    """The last lines (at most `limit` bytes) written since `offset`."""
+    if path is None:
+        return []
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(offset, size - limit))
+            return fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+
+
+def server_url(host: str | None, port: int | None) -> str:
+    """Where this machine reaches a server listening on `host`:`port` (an IPv6 address in
+    brackets, or the URL would not parse and /health would never answer)."""
+    host = host or "127.0.0.1"
+    if host in ("0.0.0.0", "::", "", "[::]", "localhost"):
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port or 8000}"
+
+
+def healthy(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(f"{url}/health").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def healthy_once(url: str) -> bool:
+    with httpx.Client(timeout=1.0) as client:
+        return healthy(client, url)

@@ -1,0 +1,81 @@
+"""Ending a server: the whole process tree, then a bounded wait until the GPU shows its
+memory given back (a stop that says "stopped" while the driver still holds the VRAM would be
+contradicted by the next start)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Callable
+
+import psutil
+
+from vramtop.backend import ProgressCallback
+from vramtop.supervisor import tree
+from vramtop.supervisor.state import ServerRecord
+
+log = logging.getLogger(__name__)
+
+# Either `memory_released() -> bool` or `memory_released(pids) -> bool` (pids of the tree
+# that was just stopped).
+MemoryReleased = Callable[..., bool]
+
+_POLL_S = 0.05
+
+
+def end_server(
+    rec: ServerRecord,
+    *,
+    stop_timeout_s: float,
+    reap: Callable[[], None],
+    memory_released: MemoryReleased | None,
+    release_timeout_s: float,
+    progress: ProgressCallback | None,
+) -> tuple[list[psutil.Process], bool]:
+    """End the whole tree, then wait (bounded) until the GPU shows the memory back.
+
+    Returns the processes that survived (none: `rec.tree` is emptied) and whether the memory
+    was seen released. `reap` collects the server when this process is its parent."""
+    procs = tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
+    pids = frozenset(procs) | {int(p) for p in rec.tree}
+    survivors = tree.end_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, stop_timeout_s)
+    reap()
+    if survivors:
+        return survivors, True
+    released = True
+    if pids:
+        released = wait_memory_released(memory_released, pids, release_timeout_s)
+        if progress is not None:
+            progress("memory released" if released else "memory not yet released")
+    rec.tree = {}
+    return [], released
+
+
+def wait_memory_released(
+    check: MemoryReleased | None, pids: frozenset[int], timeout_s: float
+) -> bool:
+    if check is None:
+        return True
+    takes_pids = _takes_argument(check)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if check(pids) if takes_pids else check():
+                return True
+        except Exception:  # a probe failing must not wedge a stop
+            log.exception("memory-release check failed")
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL_S)
+
+
+def _takes_argument(func: Callable[..., bool]) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
