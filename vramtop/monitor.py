@@ -20,6 +20,7 @@ from vramtop.core.model import (
     ServerInfo,
     ServerReading,
     ServerState,
+    Split,
     StartupFacts,
     StatsLine,
 )
@@ -138,7 +139,7 @@ class Monitor:
                 self._stats = stats
         return self._startup.facts
 
-    def _split(self, sample: Sample):  # type: ignore[no-untyped-def]
+    def _split(self, sample: Sample) -> Split | None:
         if not sample.gpu.devices:
             return None
         info = sample.info
