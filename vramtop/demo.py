@@ -7,8 +7,6 @@ the demo profile; a coding agent (the load generator) runs inside the console's 
 
 from __future__ import annotations
 
-import logging
-
 from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
 from vramtop.monitor import Monitor
@@ -24,14 +22,11 @@ from vramtop.supervisor.demo import (
 )
 from vramtop.supervisor.service import Supervisor
 
-log = logging.getLogger(__name__)
-
 
 def demo_backend(
     *,
     wsl: bool = False,
     start_server: bool = True,
-    interval: float | None = None,
     windows: bool = True,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.

@@ -95,7 +95,6 @@ def _backend(args: argparse.Namespace) -> tuple[Any, bool]:
         return demo_backend(
             wsl=args.wsl,
             start_server=True,
-            interval=args.interval,
             windows=not getattr(args, "no_windows", False),
         )
     from vramtop.backends import live_backend
