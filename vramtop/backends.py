@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +19,11 @@ from vramtop.config import Profile
 from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
-from vramtop.core.model import GpuReading, Rates, Sample
-from vramtop.monitor import GpuProbe, Monitor
+from vramtop.core.model import Rates, Sample
+from vramtop.monitor import Monitor
 from vramtop.session.live import LiveSession
 from vramtop.supervisor.service import Supervisor
+from vramtop.supervisor.stopping import memory_released_on
 
 log = logging.getLogger(__name__)
 
@@ -158,28 +159,6 @@ class MachineBackend:
 def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:
     name = env_var or (profile.api_key_env if profile else None)
     return os.environ.get(name) if name else None
-
-
-def memory_released_on(probe: GpuProbe) -> Callable[[Collection[int]], bool]:
-    """The supervisor's "has the GPU let go" check, from what this probe can see.
-
-    With per-process numbers: none of the stopped pids holds memory any more. Without them
-    (WSL2) nothing can be checked per process; the stop is then trusted once the tree is gone.
-    """
-
-    def released(pids: Collection[int]) -> bool:
-        reading: GpuReading = probe.read()
-        if not reading.devices:
-            return True
-        stopped = set(pids)
-        for device in reading.devices:
-            if device.processes is None:
-                return True
-            if any(p.pid in stopped for p in device.processes):
-                return False
-        return True
-
-    return released
 
 
 def live_backend(

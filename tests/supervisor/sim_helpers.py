@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 import psutil
 
@@ -35,3 +36,14 @@ def sim_api_servers(machine: SimMachine) -> list[psutil.Process]:
             if proc.environ().get("VRAMTOP_SIM_SOCKET") == str(machine.socket_path):
                 found.append(proc)
     return found
+
+
+def gone(pids: Iterable[int]) -> bool:
+    """True when none of `pids` is alive (a zombie holds nothing and counts as gone)."""
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.Error:
+            continue
+    return True

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
-from sim_helpers import sim_profile
+from sim_helpers import gone, sim_profile
 
 from vramtop.core.model import ServerState
 from vramtop.sim.machine import SimMachine
@@ -26,16 +25,6 @@ def machine(home: Path) -> Iterator[SimMachine]:
 
 def servers_on(machine: SimMachine) -> list[dict[str, object]]:
     return list(machine.state()["servers"])
-
-
-def gone(pids: tuple[int, ...]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.Error:
-            continue
-    return True
 
 
 def cache_util(url: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sim_helpers import sim_profile
+from sim_helpers import sim_api_servers, sim_profile
 
 from vramtop import config, locations
 from vramtop.sim.machine import SimMachine
@@ -35,20 +35,6 @@ SEED = int(os.environ.get("VRAMTOP_SOAK_SEED", "1"))
 def machine(home: Path) -> Iterator[SimMachine]:
     with SimMachine(home / "sim", speed=20.0, startup_s=0.2) as sim:
         yield sim
-
-
-def api_servers(socket_path: str) -> list[psutil.Process]:
-    """Every live fake API server on this test's simulated GPU."""
-    found = []
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if "vramtop.sim.server" not in " ".join(proc.cmdline()[:4]):
-                continue
-            if proc.environ().get("VRAMTOP_SIM_SOCKET") == socket_path:
-                found.append(proc)
-    return found
 
 
 def sim_processes(socket_path: str) -> list[psutil.Process]:
@@ -112,7 +98,7 @@ def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) 
             # A new vramtop: must take over what is there, never start a second one.
             sup = Supervisor(profile, memory_released=check)
             assert sup.start().ok, (i, op, sup.status())
-        servers = api_servers(sock)
+        servers = sim_api_servers(machine)
         assert len(servers) <= 1, (i, op, [p.pid for p in servers])
         info = sup.status()
         if info.state.value == "running" and info.pid:

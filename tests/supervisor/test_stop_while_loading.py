@@ -13,9 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
-from sim_helpers import sim_api_servers, sim_profile
+from sim_helpers import gone, sim_api_servers, sim_profile
 
 from vramtop.backend import ActionResult
 from vramtop.core.model import ServerState
@@ -53,16 +52,6 @@ def wait_until_loading(name: str, machine: SimMachine) -> ServerRecord:
             return rec
         time.sleep(0.05)
     raise AssertionError(f"the server never started loading: {state.load(name)}")
-
-
-def gone(pids: set[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.Error:
-            continue
-    return True
 
 
 def test_a_stop_from_another_vramtop_ends_a_load_under_way(machine: SimMachine) -> None:

@@ -6,9 +6,10 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from vramtop import config, locations
+from vramtop import config
 from vramtop.backend import ActionResult
 from vramtop.supervisor.service import MemoryReleased, Supervisor
+from vramtop.supervisor.stopping import memory_released_on
 
 EXIT_FAILED = 2
 PLACEHOLDER = "default"
@@ -93,20 +94,13 @@ def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
 
 
 def load_profile(name: str | None) -> config.Profile:
+    """The named (or default) profile; what is missing or broken becomes a CommandError."""
+    from vramtop import profiles
+
     try:
-        if name is None:
-            name = config.load_settings().default_profile
-        if name is None:
-            raise CommandError(
-                "no profile given and no default profile: import your launch script with "
-                "`vramtop import launch.sh`, name one with --profile, or try --demo"
-            )
-        path = locations.profiles_dir() / f"{name}.toml"
-        if not path.exists():
-            raise CommandError(f"no profile named {name!r} ({path} does not exist)")
-        return config.load_profile_file(path)
+        return profiles.load_profile(name)
     except config.ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"{exc} (or try --demo)") from None
 
 
 def _default_named() -> bool:
@@ -132,22 +126,10 @@ def _placeholder_profile() -> config.Profile:
 
 
 def nvml_memory_released() -> MemoryReleased:
-    """True once the driver lists none of the stopped pids. Where it lists no processes at
-    all (WSL2), it cannot tell, and says released."""
+    """The driver's view of the stopped pids; without a driver there is nothing to wait for."""
+    from vramtop.sources.nvml import NvmlProbe
 
-    def released(pids: frozenset[int]) -> bool:
-        try:
-            from vramtop.sources.nvml import NvmlProbe
-
-            reading = NvmlProbe().read()
-        except Exception:  # no driver, no library: nothing to wait for
-            return True
-        for device in reading.devices:
-            if device.processes and {p.pid for p in device.processes} & set(pids):
-                return False
-        return True
-
-    return released
+    return memory_released_on(NvmlProbe())
 
 
 def progress_printer(quiet: bool) -> object:

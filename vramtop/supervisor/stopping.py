@@ -7,11 +7,13 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import Protocol
 
 import psutil
 
 from vramtop.backend import ProgressCallback
+from vramtop.core.model import GpuReading
 from vramtop.supervisor import tree
 from vramtop.supervisor.state import ServerRecord
 
@@ -79,3 +81,29 @@ def _takes_argument(func: Callable[..., bool]) -> bool:
     return any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
     )
+
+
+class GpuProbe(Protocol):
+    def read(self) -> GpuReading: ...
+
+
+def memory_released_on(probe: GpuProbe) -> Callable[[Collection[int]], bool]:
+    """The supervisor's "has the GPU let go" check, from what this probe can see.
+
+    With per-process numbers: none of the stopped pids holds memory any more. Without them
+    (WSL2) nothing can be checked per process; the stop is then trusted once the tree is gone.
+    """
+
+    def released(pids: Collection[int]) -> bool:
+        reading = probe.read()
+        if not reading.devices:
+            return True
+        stopped = set(pids)
+        for device in reading.devices:
+            if device.processes is None:
+                return True
+            if any(p.pid in stopped for p in device.processes):
+                return False
+        return True
+
+    return released
