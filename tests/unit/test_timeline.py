@@ -2,7 +2,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vramtop.core.model import GpuDevice, GpuReading, Sample, ServerMetrics, ServerReading
-from vramtop.core.timeline import Timeline, counter_rate
+from vramtop.core.timeline import Timeline, window_rate
 
 GPU = GpuReading(devices=(GpuDevice(0, "gpu", 100, 50, 50),), source="sim")
 
@@ -13,17 +13,17 @@ def sample(t: float, generated: float | None, *, reachable: bool = True) -> Samp
 
 
 def test_rate_of_a_steady_counter() -> None:
-    assert counter_rate([(0.0, 0.0), (1.0, 80.0), (2.0, 160.0)]) == 80.0
+    assert window_rate([(0.0, 0.0), (1.0, 80.0), (2.0, 160.0)]) == 80.0
 
 
 def test_a_reset_counts_the_new_value_as_the_increase() -> None:
     # 80 tok/s, restart at t=2 (counter back to 40 after one second of the new server)
-    assert counter_rate([(0.0, 0.0), (1.0, 80.0), (2.0, 40.0)]) == 60.0
+    assert window_rate([(0.0, 0.0), (1.0, 80.0), (2.0, 40.0)]) == 60.0
 
 
 def test_unknown_values_are_skipped_and_too_few_points_give_none() -> None:
-    assert counter_rate([(0.0, None), (1.0, 10.0)]) is None
-    assert counter_rate([(0.0, 5.0), (1.0, None), (2.0, 25.0)]) == 10.0
+    assert window_rate([(0.0, None), (1.0, 10.0)]) is None
+    assert window_rate([(0.0, 5.0), (1.0, None), (2.0, 25.0)]) == 10.0
 
 
 def test_timeline_fills_rates_from_the_window() -> None:
@@ -52,5 +52,5 @@ def test_history_is_bounded_and_old_data_is_downsampled() -> None:
 
 @given(st.lists(st.floats(min_value=0, max_value=1e9), min_size=2, max_size=30))
 def test_counter_rate_is_never_negative(values: list[float]) -> None:
-    rate = counter_rate([(float(i), v) for i, v in enumerate(values)])
+    rate = window_rate([(float(i), v) for i, v in enumerate(values)])
     assert rate is not None and rate >= 0

@@ -32,8 +32,11 @@ class CoarsePoint:
     desktop_bytes: int | None
 
 
-def counter_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
-    """Rate of a cumulative counter over `(t, value)` points, oldest first.
+def window_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
+    """Rate of a cumulative counter over a window of `(t, value)` points, oldest first.
+
+    (The diagnosis's `baseline.counter_rate` is different on purpose: pairwise, and unknown
+    across a reset or a long gap, so that a restart never teaches its baseline.)
 
     A value lower than the one before it means the counter was reset (the server restarted):
     the new value counts as the increase since the reset. Unknown values are skipped.
@@ -59,9 +62,9 @@ def rates_for(history: Sequence[Sample], latest: Sample, window_s: float = RATE_
         return [(s.t, _metric(s, field)) for s in window]
 
     return Rates(
-        generation_tps=counter_rate(series(lambda m: m.generation_tokens_total)),
-        prompt_tps=counter_rate(series(lambda m: m.prompt_tokens_total)),
-        preemptions_per_s=counter_rate(series(lambda m: m.preemptions_total)),
+        generation_tps=window_rate(series(lambda m: m.generation_tokens_total)),
+        prompt_tps=window_rate(series(lambda m: m.prompt_tokens_total)),
+        preemptions_per_s=window_rate(series(lambda m: m.preemptions_total)),
     )
 
 

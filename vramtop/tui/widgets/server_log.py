@@ -54,10 +54,6 @@ class ServerLog(Vertical):
     def lines(self) -> list[str]:
         return list(self._lines)
 
-    @property
-    def query_text(self) -> str:
-        return self._query
-
     def show(self, lines: list[str], notice: str | None = None) -> None:
         """Append what is new; rewrite when the tail no longer continues ours (rotated log)."""
         subtitle = notice or (f"filter: {self._query}" if self._query else "")
