@@ -295,3 +295,10 @@ def test_cite_spill_moves_the_rung_from_hypothesis_to_observed() -> None:
     assert ev["spill_level"] == "observed" and ev["wsl_vm_shared_rise_bytes"] == 2 * GIB
     assert ev["ratio"] == 0.1
     assert ladder["hypothesis"] != []  # the input is not modified
+
+
+def test_a_superscript_pid_key_is_ignored_not_raised() -> None:
+    from vramtop.core.windows import reading_from_json
+
+    reading = reading_from_json({"processes": [], "adapters": [{}], "names": {"¹": "x"}}, 0.0)
+    assert reading is not None

@@ -178,7 +178,8 @@ def reading_from_json(obj: Mapping[str, Any], t: float) -> WindowsGpuReading:
     names: dict[int, str] = {}
     if isinstance(names_obj, dict):
         for key, value in names_obj.items():
-            if str(key).isdigit() and isinstance(value, str):
+            # isdecimal, not isdigit: "¹" is a digit that int() refuses.
+            if str(key).isascii() and str(key).isdecimal() and isinstance(value, str):
                 names[int(key)] = value
     if not rows and not adapter_rows:
         return unavailable(
