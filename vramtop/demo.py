@@ -32,12 +32,10 @@ def demo_backend(
     """The demo backend, and whether this call started the simulated machine itself.
 
     With `start_server` the fake server is marked to start (the console starts it in a worker
-    and shows its progress; `--once` starts it and waits)."""
-    try:
-        world_was_running = world_alive(demo_machine(wsl))
-        machine = ensure_demo_world(wsl=wsl)
-    except RuntimeError as exc:
-        raise _usage(f"the simulated machine could not start: {exc}") from exc
+    and shows its progress; `--once` starts it and waits). RuntimeError: the simulated GPU
+    could not be started (the message says why)."""
+    world_was_running = world_alive(demo_machine(wsl))
+    machine = ensure_demo_world(wsl=wsl)
     profile = demo_profile(machine)
     supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
     probe = machine.probe()
@@ -79,9 +77,3 @@ def demo_backend(
     backend.autostart = start_server and not server_was_running
     machine.start_load(profile.url)
     return backend, owned
-
-
-def _usage(message: str) -> Exception:
-    from vramtop.commands.monitor import UsageError
-
-    return UsageError(message)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vramtop.backends import MachineBackend
+from vramtop.commands.common import UsageError, backend_for, open_session_file
 from vramtop.core.model import GIB, Sample
-
-log = logging.getLogger(__name__)
 
 EXIT_USAGE = 2
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
@@ -38,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interval is not None:
         settings = settings.model_copy(update={"interval_s": args.interval})
     try:
-        backend, owned = _backend(args)
+        backend, owned = backend_for(args)
     except UsageError as exc:
         return _usage(str(exc))
     if args.once:
@@ -63,55 +62,17 @@ def _session_file() -> Path:
     return folder / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
-def _start_recording(backend: Any, path: Path) -> str | None:
+def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     """Record the console's session to `path` (every tick, event and finding from now on)."""
-    from vramtop.session.writer import SessionWriter, make_header
-
-    first = backend.tick()
-    header = make_header(
-        started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        gpus=first.gpu.devices,
-        info=first.info,
-        wsl=backend.wsl,
-        extra={"demo": backend.demo},
-    )
     try:
-        writer = SessionWriter(path, header)
+        writer = open_session_file(path, backend, backend.tick())
     except OSError as exc:
         return f"cannot record to {path}: {exc}"
     backend.session.record_to(writer)
     return None
 
 
-class UsageError(Exception):
-    """Arguments that cannot be used, with the message to show."""
-
-
-def _backend(args: argparse.Namespace) -> tuple[Any, bool]:
-    """The backend, and whether this command started the simulated machine itself."""
-    if args.demo:
-        from vramtop.demo import demo_backend
-
-        return demo_backend(
-            wsl=args.wsl,
-            start_server=True,
-            windows=not getattr(args, "no_windows", False),
-        )
-    from vramtop.backends import live_backend
-    from vramtop.config import ConfigError
-    from vramtop.profiles import load_default_profile, load_profile
-
-    try:
-        profile = load_profile(args.profile) if args.profile else None
-        if profile is None and not args.url:
-            profile = load_default_profile()
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from exc
-    windows = not getattr(args, "no_windows", False)
-    return live_backend(profile, args.url, args.api_key_env, windows=windows), False
-
-
-def _once(backend: Any, args: argparse.Namespace, owned: bool) -> int:
+def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int:
     from vramtop.core.snapshot import snapshot
 
     try:

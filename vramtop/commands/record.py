@@ -10,7 +10,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +17,7 @@ from vramtop.cli import add_shared_options
 from vramtop.core.diagnosis import Diagnoser
 from vramtop.core.model import Sample
 from vramtop.session.live import LiveSession
-from vramtop.session.writer import SessionWriter, make_header
+from vramtop.session.writer import SessionWriter
 
 EXIT_USAGE = 2
 DEFAULT_INTERVAL_S = 1.0
@@ -80,7 +79,7 @@ def record_loop(
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtop.commands.monitor import UsageError, _backend
+    from vramtop.commands.common import UsageError, backend_for, open_session_file
 
     interval = getattr(args, "interval", None) or DEFAULT_INTERVAL_S
     if interval <= 0 or (args.duration is not None and args.duration <= 0):
@@ -90,26 +89,19 @@ def run(args: argparse.Namespace) -> int:
         print("vramtop record: --wsl only applies with --demo", file=sys.stderr)
         return EXIT_USAGE
     try:
-        backend, owned = _backend(args)
+        backend, owned = backend_for(args)
     except UsageError as exc:
         print(f"vramtop record: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if getattr(backend, "autostart", False):
+        if backend.autostart:
             result = backend.start()
             if not result.ok:
                 print(f"vramtop record: {result.message}", file=sys.stderr)
                 return 1
         first = backend.tick()
-        header = make_header(
-            started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            gpus=first.gpu.devices,
-            info=first.info,
-            wsl=getattr(backend, "wsl", None),
-            extra={"demo": bool(getattr(backend, "demo", False))},
-        )
         try:
-            writer = SessionWriter(args.file, header)
+            writer = open_session_file(args.file, backend, first)
         except OSError as exc:
             print(f"vramtop record: cannot write {args.file}: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -122,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
                     writer,
                     interval_s=interval,
                     duration_s=args.duration,
-                    log_lines=getattr(backend, "log_lines", None),
+                    log_lines=backend.log_lines,
                 )
             except KeyboardInterrupt:
                 return 0
