@@ -525,8 +525,13 @@ class VramtopApp(App[int]):
         result = message.result
         self._say(result.message)
         if not result.ok:
+            # The message names the cause; the server's own lines (a traceback, often) stay in
+            # the log panel, where they are highlighted, rather than in a toast over the screen.
             self.notify(
-                result.detail or result.message, title=message.action, severity="error", timeout=10
+                f"{result.message} · the server log shows its last lines",
+                title=message.action,
+                severity="error",
+                timeout=10,
             )
         self._render_header()
         self.refresh_bindings()
