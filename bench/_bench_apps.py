@@ -49,3 +49,19 @@ def console_app(interval_s: float = 1.0, on_first_sample=None):  # type: ignore[
 
     backend = FakeBackend()
     return MarkedApp(backend, Settings(interval_s=interval_s), clock=backend.clock)
+
+
+def demo_console_app(interval_s: float = 1.0):  # type: ignore[no-untyped-def]
+    """vramtop's console on the demo, as `vramtop --demo` runs it; (app, serving?, close)."""
+    from vramtop.config import Settings
+    from vramtop.core.model import ServerState
+    from vramtop.demo import demo_backend
+    from vramtop.tui.app import VramtopApp
+
+    backend, _owned = demo_backend()
+    app = VramtopApp(backend, Settings(interval_s=interval_s))
+
+    def serving() -> bool:
+        return app.state is ServerState.RUNNING
+
+    return app, serving, lambda: backend.close(True)

@@ -356,11 +356,10 @@ def test_once_json_shows_the_real_version_and_kv_numbers(served: Served) -> None
 
 async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> None:
     require_running(served)
-    from textual.widgets import Static
-
     from vramtop.tui.app import VramtopApp
     from vramtop.tui.format import count
     from vramtop.tui.widgets.console_header import ConsoleHeader
+    from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 
     data = served.once_json
     if data is None:
@@ -377,14 +376,11 @@ async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> Non
                 break
             await pilot.pause(0.1)
         await pilot.pause(0.3)
-        size = str(app.query_one("#kv-size", Static).render())
-        blocks = str(app.query_one("#kv-blocks", Static).render())
-        more = str(app.query_one("#kv-more", Static).render())
+        shown = str(app.query_one(KvPoolPanel).render())
         header = str(app.query_one(ConsoleHeader).render())
-    assert f"{kv['gib']:.2f} GiB" in size, size
-    assert f"{count(kv['tokens'])} tokens" in size, size
-    assert f"{count(kv['blocks'])} blocks of {kv['block_size']}" in blocks, blocks
-    assert f"{kv['max_concurrency']:.2f}×" in more, more
+    assert f"{kv['gib']:.2f} GiB · {count(kv['tokens'])} tokens" in shown, shown
+    assert f"{count(kv['blocks'])} blocks of {kv['block_size']}" in shown, shown
+    assert f"{kv['max_concurrency']:.2f}×" in shown, shown
     assert f"vLLM {data['server']['version']}" in header, header
     # Leaving the console must not take the server down.
     assert served.supervisor.status().state is ServerState.RUNNING

@@ -19,6 +19,7 @@ from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 
 FAST = Settings(interval_s=0.25)
 
@@ -63,7 +64,7 @@ async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
         await wait_for(pilot, lambda: running_pid(app) is not None and generating(app))
         first_pid = running_pid(app)
         assert "RTX 5090" in header(app) and "budget 0.93" in header(app)
-        kv = str(app.query_one("KvPoolPanel").query_one("Line").render())
+        kv = str(app.query_one(KvPoolPanel).render())
         assert "9.26 GiB" in kv
 
         # r: restart (a second r confirms when requests are running)

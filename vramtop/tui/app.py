@@ -39,6 +39,7 @@ from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.text_panel import TextPanel
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
@@ -208,7 +209,10 @@ class VramtopApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
-        self.screen.set_class(compact, "-compact")
+        if compact != self.screen.has_class("-compact"):
+            self.screen.set_class(compact, "-compact")
+            for panel in self.query(TextPanel):
+                panel.redraw()
 
     def get_css_variables(self) -> dict[str, str]:
         variables = super().get_css_variables()

@@ -2,36 +2,20 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
 
 from vramtop.core.model import GIB, Sample
 from vramtop.tui.format import count
-from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
-from vramtop.tui.widgets.line import Line
+from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
 
-class KvPoolPanel(Vertical):
-    DEFAULT_CSS = """
-    KvPoolPanel { height: auto; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield Line(id="kv-size")
-        yield Line(id="kv-usage")
-        yield FixedSparkline(id="kv-history")
-        yield Line(id="kv-more")
-        yield Line(id="kv-blocks")
+class KvPoolPanel(TextPanel):
+    """Rows: size, usage, usage history, concurrency and preemptions, blocks and dtype."""
 
     def on_mount(self) -> None:
         self.border_title = "KV pool"
 
     def show(self, sample: Sample, usage_history: tuple[float, ...]) -> None:
-        size = self.query_one("#kv-size", Line)
-        usage = self.query_one("#kv-usage", Line)
-        more = self.query_one("#kv-more", Line)
-        history = self.query_one("#kv-history", FixedSparkline)
         server = sample.server
         metrics = server.metrics if server else None
         cache = metrics.cache if metrics else None
@@ -43,18 +27,17 @@ class KvPoolPanel(Vertical):
         tokens = (cache.kv_cache_size_tokens if cache else None) or (
             startup.kv_cache_tokens if startup else None
         )
-        size.show(
+        size = (
             f"{pool_gib:.2f} GiB · {count(tokens)} tokens"
             if pool_gib is not None
             else "size not known yet (waiting for the startup log or /metrics)"
         )
+        usage: Content | str
         if metrics is None or metrics.kv_cache_usage is None:
-            usage.show(_no_metrics(sample))
+            usage = _no_metrics(sample)
         else:
             stale = " (stale)" if server and server.stale else ""
-            usage.show(f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}")
-        history.data = usage_history
-        history.ceiling = 1.0
+            usage = f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}"
         concurrency = (cache.kv_cache_max_concurrency if cache else None) or (
             startup.max_concurrency if startup else None
         )
@@ -64,23 +47,20 @@ class KvPoolPanel(Vertical):
         preemptions = metrics.preemptions_total if metrics else None
         conc = f"{concurrency:.2f}×" if concurrency is not None else "—"
         at_len = f" at {max_len:,}" if max_len else ""
-        more.show(
-            Content.assemble(
-                f"{conc}{at_len} tok · ",
-                (count(preemptions), "bold $error" if preemptions else ""),
-                " preempted",
-            )
+        more = Content.assemble(
+            f"{conc}{at_len} tok · ",
+            (count(preemptions), "bold $error" if preemptions else ""),
+            " preempted",
         )
         blocks = cache.num_gpu_blocks if cache else None
         dtype = (cache.cache_dtype if cache else None) or (
             sample.info.kv_cache_dtype if sample.info else None
         )
         block_size = f" of {cache.block_size}" if cache and cache.block_size else ""
-        self.query_one("#kv-blocks", Line).show(
-            Content.styled(
-                f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
-            )
+        blocks_line = Content.styled(
+            f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
         )
+        self.set_rows([size, usage, Detail(Spark(usage_history, ceiling=1.0)), more, blocks_line])
 
 
 def _no_metrics(sample: Sample) -> Content:

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
 
 from vramtop.core.model import Rates, Sample
 from vramtop.tui.format import count, tps
-from vramtop.tui.widgets.fixed_sparkline import FixedSparkline
-from vramtop.tui.widgets.line import Line
+from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
 # A collapse is a fall below this share of the healthy rate: colour the figure, nothing more
 # (naming a collapse is the diagnosis engine's job).
 LOW_SHARE = 0.5
 
 
-class ThroughputPanel(Vertical):
-    DEFAULT_CSS = """
-    ThroughputPanel { height: auto; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield Line(id="gen-line")
-        yield FixedSparkline(id="gen-history")
-        yield Line(id="prompt-line")
-        yield FixedSparkline(id="prompt-history")
-        yield Line(id="requests-line")
+class ThroughputPanel(TextPanel):
+    """Rows: generation rate and its history, prompt rate and its history, requests."""
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
@@ -41,13 +29,6 @@ class ThroughputPanel(Vertical):
         rates = sample.rates
         base_gen = baseline.generation_tps if baseline else None
         base_prompt = baseline.prompt_tps if baseline else None
-        self.query_one("#gen-line", Line).show(
-            _rate_line("generation", rates.generation_tps, base_gen)
-        )
-        # Prompt rates follow the agent's prompt sizes: there is no "healthy" prompt rate.
-        self.query_one("#prompt-line", Line).show(_rate_line("prompt", rates.prompt_tps, None))
-        _plot(self.query_one("#gen-history", FixedSparkline), generation, base_gen)
-        _plot(self.query_one("#prompt-history", FixedSparkline), prompt, base_prompt)
         metrics = sample.server.metrics if sample.server else None
         if metrics is None:
             reason = sample.server.error if sample.server and sample.server.error else "no metrics"
@@ -57,7 +38,16 @@ class ThroughputPanel(Vertical):
                 f"requests {count(metrics.requests_running)} running · "
                 f"{count(metrics.requests_waiting)} waiting"
             )
-        self.query_one("#requests-line", Line).show(line)
+        self.set_rows(
+            [
+                _rate_line("generation", rates.generation_tps, base_gen),
+                Detail(_plot(generation, base_gen)),
+                # Prompt rates follow the agent's prompt sizes: there is no "healthy" prompt rate.
+                _rate_line("prompt", rates.prompt_tps, None),
+                Detail(_plot(prompt, base_prompt)),
+                line,
+            ]
+        )
 
 
 def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
@@ -73,7 +63,6 @@ def _rate_line(label: str, now: float | None, baseline: float | None) -> Content
     return Content.assemble(*parts)
 
 
-def _plot(spark: FixedSparkline, data: tuple[float, ...], baseline: float | None) -> None:
-    spark.data = data
+def _plot(data: tuple[float, ...], baseline: float | None) -> Spark:
     # Fixed scale: a bit above the healthy rate, so a collapse reads as a fall, not as noise.
-    spark.ceiling = max([*(data or (1.0,)), (baseline or 0.0) * 1.15, 1.0])
+    return Spark(data, ceiling=max([*(data or (1.0,)), (baseline or 0.0) * 1.15, 1.0]))

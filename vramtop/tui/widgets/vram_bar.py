@@ -2,79 +2,47 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
 
-from rich.text import Text
-from textual.reactive import reactive
-from textual.widget import Widget
+from textual.content import Content
 
 from vramtop.core.model import Split
 
+SERVER_STYLE = "$vram-server"
+DESKTOP_STYLE = "$vram-desktop"
+FREE_STYLE = "$vram-free"
+BUDGET_STYLE = "bold $vram-budget"
 
-class VramBar(Widget):
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "vram-bar--server",
-        "vram-bar--desktop",
-        "vram-bar--free",
-        "vram-bar--budget",
-    }
-    DEFAULT_CSS = """
-    VramBar { height: 1; }
-    VramBar > .vram-bar--server { color: $vram-server; }
-    VramBar > .vram-bar--desktop { color: $vram-desktop; }
-    VramBar > .vram-bar--free { color: $vram-free; }
-    VramBar > .vram-bar--budget { color: $vram-budget; text-style: bold; }
-    """
 
-    # The bar as cells: (vLLM cells, desktop cells, budget mark or None) at the current width.
-    # Bytes jitter every tick; the cells rarely do, so the bar repaints only when they change.
-    layout: reactive[tuple[int, int, int | None] | None] = reactive(None)
+@dataclass(frozen=True)
+class VramBar:
+    """A row of a panel (see text_panel.py): the bar at whatever width the panel has."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._split: Split | None = None
+    split: Split | None
 
-    @property
-    def split(self) -> Split | None:
-        return self._split
-
-    @split.setter
-    def split(self, split: Split | None) -> None:
-        self._split = split
-        self.layout = _layout(split, self.size.width)
-
-    def on_resize(self) -> None:
-        self.layout = _layout(self._split, self.size.width)
-
-    def render(self) -> Text:
-        width = self.size.width
-        layout = _layout(self._split, width)
+    def draw(self, width: int) -> Content:
+        layout = bar_cells(self.split, width)
         if layout is None:
-            return Text("·" * max(0, width))
+            return Content("·" * max(0, width))
         server, desktop, mark = layout
         free = width - server - desktop
         # Different glyphs as well as colours: the bar must read under NO_COLOR too.
-        cells = ["█"] * server + ["▓"] * desktop + ["░"] * free
-        styles = (
-            ["vram-bar--server"] * server
-            + ["vram-bar--desktop"] * desktop
-            + ["vram-bar--free"] * free
-        )
+        cells = [("█", SERVER_STYLE)] * server + [("▓", DESKTOP_STYLE)] * desktop
+        cells += [("░", FREE_STYLE)] * free
         if mark is not None:
-            cells[mark] = "▌"
-            styles[mark] = "vram-bar--budget"
-        rich_styles = {name: self.get_component_rich_style(name) for name in set(styles)}
-        text = Text()
-        run_start = 0
+            cells[mark] = ("▌", BUDGET_STYLE)
         # One span per run of equal cells, not one per cell.
-        for index in range(1, width + 1):
-            if index == width or styles[index] != styles[run_start]:
-                text.append("".join(cells[run_start:index]), rich_styles[styles[run_start]])
-                run_start = index
-        return text
+        runs: list[tuple[str, str]] = []
+        for glyph, style in cells:
+            if runs and runs[-1][1] == style:
+                runs[-1] = (runs[-1][0] + glyph, style)
+            else:
+                runs.append((glyph, style))
+        return Content.assemble(*runs)
 
 
-def _layout(split: Split | None, width: int) -> tuple[int, int, int | None] | None:
+def bar_cells(split: Split | None, width: int) -> tuple[int, int, int | None] | None:
+    """(vLLM cells, desktop cells, budget mark or None) at `width`; None without a split."""
     if split is None or split.total_bytes <= 0 or width <= 0:
         return None
     scale = width / split.total_bytes

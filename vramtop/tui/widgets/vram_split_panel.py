@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.content import Content
 
 from vramtop.core.model import GpuReading, ServerInfo, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.tui.format import gib
-from vramtop.tui.widgets.line import Line
+from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel
 from vramtop.tui.widgets.vram_bar import VramBar
 
 TOP_PROCESSES = 3
+MUTED = "$text-muted"  # the detail rows: what the figures rest on
 
 
-class VramSplitPanel(Vertical):
-    DEFAULT_CSS = """
-    VramSplitPanel { height: auto; }
-    VramSplitPanel > #vram-detail { text-wrap: nowrap; text-overflow: ellipsis; }
-    VramSplitPanel > #vram-windows { text-wrap: nowrap; text-overflow: ellipsis; display: none; }
-    VramSplitPanel > #vram-windows.-shown { display: block; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield VramBar()
-        yield Line(id="vram-figures")
-        yield Line(id="vram-budget")
-        yield Line(id="vram-detail", classes="detail")
-        yield Line(id="vram-windows", classes="detail")
+class VramSplitPanel(TextPanel):
+    """Rows: the bar, the figures, the budget, the top processes (or how the split was
+    made), and on WSL2 what Windows says."""
 
     def on_mount(self) -> None:
         self.border_title = "VRAM split"
@@ -40,21 +28,17 @@ class VramSplitPanel(Vertical):
         info: ServerInfo | None,
         windows: WindowsGpuReading | None = None,
     ) -> None:
-        self._show_windows(windows)
-        bar = self.query_one(VramBar)
-        figures = self.query_one("#vram-figures", Line)
-        budget = self.query_one("#vram-budget", Line)
-        detail = self.query_one("#vram-detail", Line)
+        rows: list[Row | Detail]
         if not gpu.available or split is None:
-            bar.split = None
             reason = gpu.error or "no GPU reading yet"
-            figures.show(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason))
-            budget.show("Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating.")
-            detail.show("")
-            return
-        bar.split = split
-        figures.show(
-            Content.assemble(
+            rows = [
+                VramBar(None),
+                Content.assemble(("GPU readings unavailable: ", "bold $error"), reason),
+                "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating.",
+                Detail(""),
+            ]
+        else:
+            figures = Content.assemble(
                 ("█ ", "$vram-server"),
                 f"vLLM {gib(split.server_bytes)}  ",
                 ("▓ ", "$vram-desktop"),
@@ -63,29 +47,31 @@ class VramSplitPanel(Vertical):
                 f"free {gib(split.free_bytes)}  ",
                 (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
             )
-        )
-        budget.show(_budget_line(split, info))
-        detail.show(_detail_line(gpu, split))
+            rows = [
+                VramBar(split),
+                figures,
+                _budget_line(split, info),
+                Detail(_detail_line(gpu, split).stylize_before(MUTED)),
+            ]
+        if windows is not None:
+            rows.append(_windows_line(windows).stylize_before(MUTED))
+        self.set_rows(rows)
 
-    def _show_windows(self, windows: WindowsGpuReading | None) -> None:
-        """WSL2: what Windows says — the desktop programs by name, and the WSL VM's memory
-        in VRAM (dedicated) and in system memory (shared: a spill)."""
-        line = self.query_one("#vram-windows", Line)
-        line.set_class(windows is not None, "-shown")
-        if windows is None:
-            return
-        if windows.panel_text is not None:
-            line.show(Content.styled(windows.panel_text, "$text-warning"))
-            return
-        parts: list[str | tuple[str, str]] = [("windows: ", "$text-muted")]
-        vm = windows.wsl_vm
-        if vm is not None:
-            parts.append(f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ")
-            parts.append((f"{gib(vm.shared_bytes)} in system memory", "bold"))
-            parts.append("  ")
-        top = windows.desktop[:TOP_PROCESSES]
-        parts.append("  ".join(f"{p.name} {gib(p.dedicated_bytes)}" for p in top))
-        line.show(Content.assemble(*parts))
+
+def _windows_line(windows: WindowsGpuReading) -> Content:
+    """WSL2: what Windows says — the desktop programs by name, and the WSL VM's memory
+    in VRAM (dedicated) and in system memory (shared: a spill)."""
+    if windows.panel_text is not None:
+        return Content.styled(windows.panel_text, "$text-warning")
+    parts: list[str | tuple[str, str]] = [("windows: ", "$text-muted")]
+    vm = windows.wsl_vm
+    if vm is not None:
+        parts.append(f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ")
+        parts.append((f"{gib(vm.shared_bytes)} in system memory", "bold"))
+        parts.append("  ")
+    top = windows.desktop[:TOP_PROCESSES]
+    parts.append("  ".join(f"{p.name} {gib(p.dedicated_bytes)}" for p in top))
+    return Content.assemble(*parts)
 
 
 def _budget_line(split: Split, info: ServerInfo | None) -> Content:

@@ -1,0 +1,121 @@
+"""A bordered panel drawn as one widget: its rows are lines of text, sparklines and bars.
+
+One widget per panel, not one per line. Each second a few rows change (rates, usage, their
+sparklines); Textual repaints the rectangle around everything that changed and asks every
+widget inside it for its lines. With one widget per row that rectangle held twenty widgets,
+and asking them cost more than drawing what had changed (bench/bench_console.py). Now it holds
+a handful, and a panel repaints only the rows that really look different.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from textual.content import Content
+from textual.geometry import Region
+from textual.widget import Widget
+
+SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+class Drawn(Protocol):
+    """A row whose look depends on the panel's width (a sparkline, a bar)."""
+
+    def draw(self, width: int) -> Content: ...
+
+
+Row = Content | str | Drawn
+
+
+@dataclass(frozen=True)
+class Detail:
+    """A row that small terminals drop (history, detail); every figure stays."""
+
+    row: Row
+
+
+@dataclass(frozen=True)
+class Spark:
+    """A sparkline on a fixed scale (0 … ceiling).
+
+    Textual's `Sparkline` stretches its data's own min–max over the height, so 76 ↔ 78 tok/s
+    noise looks like a collapse. Here zero is always the bottom, so a real collapse looks
+    like one. The newest value is at the right edge.
+    """
+
+    data: tuple[float, ...]
+    ceiling: float = 1.0
+    style: str = "$primary"
+
+    def draw(self, width: int) -> Content:
+        return Content.styled(spark_text(self.data, self.ceiling, width), self.style)
+
+
+def spark_text(data: Sequence[float], ceiling: float, width: int) -> str:
+    values = data[-width:] if width > 0 else ()
+    ceiling = ceiling if ceiling > 0 else 1.0
+    top = len(SPARK_BLOCKS) - 1
+    chars = []
+    for value in values:
+        level = round(max(0.0, min(1.0, value / ceiling)) * top)
+        # Keep a non-zero value visible: a trickle of tokens is not silence.
+        chars.append(SPARK_BLOCKS[max(level, 1) if value > 0 else 0])
+    return "".join(chars).rjust(max(width, 0))
+
+
+class TextPanel(Widget):
+    DEFAULT_CSS = """
+    TextPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._rows: tuple[Row | Detail, ...] = ()
+        self._lines: tuple[Content, ...] = ()
+
+    @property
+    def lines(self) -> tuple[Content, ...]:
+        """What the panel shows now, one Content per screen line."""
+        return self._lines
+
+    def set_rows(self, rows: Sequence[Row | Detail]) -> None:
+        self._rows = tuple(rows)
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Lay the rows out at the current width; repaint only if a line looks different."""
+        compact = self.is_mounted and self.screen.has_class("-compact")
+        width = self.content_region.width
+        lines = tuple(
+            _draw(row.row if isinstance(row, Detail) else row, width)
+            for row in self._rows
+            if not (compact and isinstance(row, Detail))
+        )
+        before, self._lines = self._lines, lines
+        if len(lines) != len(before):
+            self.refresh(layout=True)
+            return
+        # Repaint the rows that changed, not the whole panel (its border included).
+        changed = [
+            Region(0, y, width, 1)
+            for y, (new, old) in enumerate(zip(lines, before, strict=True))
+            if not new.is_same(old)
+        ]
+        if changed:
+            self.refresh(*changed)
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+    def render(self) -> Content:
+        return Content("\n").join(self._lines)
+
+
+def _draw(row: Row, width: int) -> Content:
+    if isinstance(row, Content):
+        return row
+    if isinstance(row, str):
+        return Content(row)
+    return row.draw(width)
