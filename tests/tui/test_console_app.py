@@ -246,6 +246,36 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
         assert app.focused is log
 
 
+async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
+    backend = FakeBackend()
+    backend._log += [f"INFO line {i}" for i in range(60)]  # more than the panel shows
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one("#server-log RichLog", RichLog)
+        await pilot.pause()
+        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
+        layouts: list[bool] = []
+        lay_out = app.screen._refresh_layout
+        app.screen._refresh_layout = lambda *a, **k: layouts.append(True) or lay_out(*a, **k)  # type: ignore[method-assign]
+
+        backend._log.append("INFO new at the tail")
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y  # followed
+        assert log.show_vertical_scrollbar
+        # A line more is a repaint of the log, not a layout of the whole screen.
+        assert not layouts
+
+        log.scroll_to(y=3, animate=False)
+        await pilot.pause()
+        backend._log.append("INFO another while reading")
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert log.scroll_y == 3  # the reader keeps their place
+        assert log.lines[-1].text.startswith("INFO another while reading")
+
+
 async def test_tiny_terminal_gets_the_compact_layout() -> None:
     app = make_app()
     async with app.run_test(size=(50, 14)) as pilot:

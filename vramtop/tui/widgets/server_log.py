@@ -8,6 +8,8 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Input, RichLog
 
 MAX_LINES = 500
@@ -17,6 +19,23 @@ FAILURE = re.compile(
     r"exited with code)\b",
     re.IGNORECASE,
 )
+
+
+class TailLog(RichLog):
+    """A RichLog whose growth repaints itself instead of laying out the whole screen again.
+
+    Every line written grows the log's virtual height, and Textual's `virtual_size` asks for
+    a layout of the whole screen on each change: every panel repainted, once per line of
+    server output (a third of the console's CPU while the demo logs its requests, see
+    bench/bench_console.py). This log's size never depends on its content (it fills what the
+    panels leave), so only its scrollbar needs to hear of it. A scrollbar appearing or going
+    still lays out: `show_vertical_scrollbar` asks for that itself.
+    """
+
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
+    def watch_virtual_size(self, size: Size) -> None:
+        self._scroll_update(size)
 
 
 class ServerLog(Vertical):
@@ -39,7 +58,7 @@ class ServerLog(Vertical):
         self._subtitle = ""
 
     def compose(self) -> ComposeResult:
-        yield RichLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield TailLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
         # Compact: one row with no border, so the typed text shows (a focused Input's tall
         # border would otherwise fill the single row and hide it).
         yield Input(
@@ -70,9 +89,11 @@ class ServerLog(Vertical):
             self._redraw()
             return
         log = self.query_one(RichLog)
+        # Follow the tail only from the tail: someone reading further up keeps their place.
+        follow = log.scroll_y >= log.max_scroll_y
         for line in new:
             if self._matches(line):
-                log.write(self._styled(line))
+                log.write(self._styled(line), scroll_end=follow)
 
     def start_search(self) -> None:
         self.add_class("-searching")
