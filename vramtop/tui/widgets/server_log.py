@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import Reactive
+from textual.strip import Strip
 from textual.widgets import Input, RichLog
 
 MAX_LINES = 500
@@ -34,8 +36,24 @@ class TailLog(RichLog):
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
+    _style_this_frame: Style | None = None
+
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
+
+    # A new line scrolls the log: every visible line is drawn again, and RichLog works out
+    # the widget's style (a walk over every ancestor's CSS) once per line. It cannot change
+    # within one frame, so it is worked out once per frame.
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._style_this_frame = super().rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._style_this_frame = None
+
+    @property
+    def rich_style(self) -> Style:
+        return self._style_this_frame or super().rich_style
 
 
 class ServerLog(Vertical):
