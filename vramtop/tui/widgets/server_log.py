@@ -111,7 +111,11 @@ class ServerLog(Vertical):
         follow = log.scroll_y >= log.max_scroll_y
         for line in new:
             if self._matches(line):
-                log.write(self._styled(line), scroll_end=follow)
+                log.write(self._styled(line), scroll_end=False)
+        if follow:
+            # Now, in this frame: RichLog's own scroll waits for the next one, so the log
+            # would be drawn twice, once before and once after scrolling.
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def start_search(self) -> None:
         self.add_class("-searching")
