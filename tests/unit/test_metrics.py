@@ -140,6 +140,19 @@ def test_a_broken_line_costs_only_itself(page: str) -> None:
     assert parse_metrics(broken) == parse_metrics(page)
 
 
+def test_a_changed_cache_config_line_is_read_anew(page: str) -> None:
+    # The line's parse is memoised by its text: a restarted server with other numbers (and
+    # a page with the same numbers again) must never be answered from an older parse.
+    fewer = page.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="4096"')
+    assert fewer != page
+    assert parse_metrics(page).cache.num_gpu_blocks == 8192
+    assert parse_metrics(fewer).cache.num_gpu_blocks == 4096
+    assert parse_metrics(page).cache.num_gpu_blocks == 8192
+    broken = page.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="8192')
+    assert parse_metrics(broken).cache == CacheConfig()
+    assert parse_metrics(broken).generation_tokens_total == 903.0
+
+
 def test_truncated_page_keeps_what_came_before(page: str) -> None:
     head = page[: page.index("vllm:cache_config_info")]
     m = parse_metrics(head + "vllm:cache_config_info{block_si")

@@ -6,7 +6,9 @@ a monitor must show what it could read rather than nothing. `parse_metrics` neve
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Iterable
 
 from vramtop.core.model import CacheConfig, ServerMetrics
@@ -30,8 +32,16 @@ _CACHE_INFO = "vllm:cache_config_info"
 _WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO))
 # A page is ~50 KB of which vramtop reads a dozen lines; handing only those to the parser
 # makes a scrape several times cheaper. TYPE/HELP lines are dropped too: sample names keep
-# their `_total` either way, and a missing TYPE only makes a family "unknown".
+# their `_total` either way, and a missing TYPE only makes a family "unknown". The prefixes
+# are a quick first test; the exact names then drop the lines that only share a prefix
+# (`_created`, `_by_source`, `_by_reason`: a third of a real page's candidates), which
+# `_Collector.add` would ignore anyway.
 _LINE_PREFIXES = tuple(sorted(_WANTED))
+_WANTED_NAMES = frozenset(name for base in _WANTED for name in (base, base + "_total"))
+# Where a sample's name ends, as the parser reads it: at its labels or at the value.
+_NAME_END = re.compile(r"[{ \t]")
+# One sample as the parser gave it: name, labels in page order, value.
+_Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 class _Collector:
@@ -96,7 +106,11 @@ def parse_metrics(text: str) -> ServerMetrics:
     """Read the figures vramtop uses from a /metrics page; whatever is unreadable is None."""
     collector = _Collector()
     try:
-        lines = [line for line in text.splitlines() if line.startswith(_LINE_PREFIXES)]
+        lines: list[str] = []
+        info_lines: list[str] = []
+        for line in text.splitlines():
+            if line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES:
+                (info_lines if line.startswith(_CACHE_INFO) else lines).append(line)
         try:
             _collect(collector, _families("\n".join(lines) + "\n"))
         except Exception:
@@ -104,16 +118,43 @@ def parse_metrics(text: str) -> ServerMetrics:
             # so one bad (or cut-off) line costs only itself.
             collector = _Collector()
             _collect_line_by_line(collector, lines)
+        # Read apart from the rest (see `_parse_line`) and after it, where vLLM prints it.
+        for line in info_lines:
+            for name, labels, value in _parse_line(line):
+                collector.add(name, dict(labels), value)
         return collector.result()
     except Exception:
         # Nothing above should raise; a monitor still must not die on a page it cannot read.
         return ServerMetrics()
 
 
+def _name(line: str) -> str:
+    end = _NAME_END.search(line)
+    return line[: end.start()] if end else line
+
+
 def _collect(collector: _Collector, families: Iterable[object]) -> None:
     for family in families:
         for sample in family.samples:  # type: ignore[attr-defined]
             collector.add(sample.name, sample.labels, sample.value)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_line(line: str) -> tuple[_Sample, ...]:
+    """The samples on one line; none when the line is unreadable.
+
+    Used for vllm:cache_config_info: its ~40 labels are most of a tick's parsing (the
+    parser reads labels a character at a time), yet the line does not change while a server
+    runs. Keyed by the exact text, so a restarted server's new line is read anew; a few
+    entries cover data-parallel engines (a line each) and a restart's old and new lines."""
+    try:
+        return tuple(
+            (sample.name, tuple(sample.labels.items()), sample.value)
+            for family in _families(line + "\n")
+            for sample in family.samples  # type: ignore[attr-defined]
+        )
+    except Exception:
+        return ()
 
 
 def _collect_line_by_line(collector: _Collector, lines: list[str]) -> None:
