@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from vramtop.sources.scraper import Scraper
+from vramtop.core.model import ServerReading
+from vramtop.sources.scraper import _HEALTH_EVERY_READS, Scraper
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CANDIDATES = (
@@ -41,6 +42,7 @@ class FakeVllm:
     """What the fake server answers; tests change it between reads."""
 
     metrics: str = field(default_factory=_page)
+    metrics_status: int = 200
     health_status: int = 200
     api_key: str | None = None
     hang: threading.Event = field(default_factory=threading.Event)
@@ -68,7 +70,7 @@ def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
                 state.released.wait(10)  # hold the request open like a stuck server
                 return
             if self.path == "/metrics":
-                self._send(200, state.metrics)
+                self._send(state.metrics_status, state.metrics)
             elif self.path == "/health":
                 self._send(state.health_status, "")
             elif self.path == "/version":
@@ -131,7 +133,7 @@ async def test_version_and_models_fetched_once_per_start(server: FakeVllm) -> No
         for _ in range(3):
             reading = await scraper.read(client)
     assert reading.served_model == "tiny"
-    assert server.hits["/metrics"] == 3 and server.hits["/health"] == 3
+    assert server.hits["/metrics"] == 3 and server.hits["/health"] == 1
     assert server.hits["/version"] == 1 and server.hits["/v1/models"] == 1
 
 
@@ -242,3 +244,92 @@ def test_read_sync_times_out_then_shows_stale_metrics(server: FakeVllm) -> None:
     assert good.reachable and not good.stale
     assert hung.stale and not hung.reachable and hung.metrics == good.metrics
     assert hung.error == "timed out after 0.3 s"
+
+
+# --- /health: asked every few reads while all is well, every read otherwise ------------------
+
+
+@pytest.fixture(params=["sync", "async"])
+def read(request: pytest.FixtureRequest, server: FakeVllm) -> Iterator[Callable[[], ServerReading]]:
+    """One read of the fake server, through `read_sync` or through `read` on a loop of its
+    own: both must make the same choice of what to ask."""
+    scraper = Scraper(server.url, timeout_s=0.3)
+    if request.param == "sync":
+        yield scraper.read_sync
+        scraper.close()
+        return
+    loop = asyncio.new_event_loop()
+    yield lambda: loop.run_until_complete(scraper.read())
+    loop.run_until_complete(scraper.aclose())
+    loop.close()
+
+
+def _health_asks(server: FakeVllm, read: Callable[[], ServerReading], reads: int) -> int:
+    before = server.hits["/health"]
+    for _ in range(reads):
+        read()
+    return server.hits["/health"] - before
+
+
+def test_health_is_not_asked_every_read_while_all_is_well(
+    server: FakeVllm, read: Callable[[], ServerReading]
+) -> None:
+    readings = [read() for _ in range(2 * _HEALTH_EVERY_READS)]
+    assert server.hits["/metrics"] == 2 * _HEALTH_EVERY_READS
+    assert server.hits["/health"] == 2  # the first read, then one every _HEALTH_EVERY_READS
+    # Between asks the last answer carries over: every reading says healthy, none an error.
+    assert all(r.reachable and r.healthy and r.error is None for r in readings)
+
+
+def test_a_failing_metrics_has_health_asked_on_every_read(
+    server: FakeVllm, read: Callable[[], ServerReading]
+) -> None:
+    read()  # asks /health: the next few reads do not
+    server.metrics_status = 500
+    failing = read()
+    assert failing.error == "/metrics answered HTTP 500" and failing.stale
+    assert _health_asks(server, read, 3) == 3
+    server.metrics_status = 200
+    assert _health_asks(server, read, 1) == 1  # the read after a failure still asks
+    assert _health_asks(server, read, _HEALTH_EVERY_READS - 1) == 0  # then all is well
+
+
+def test_metrics_not_answering_has_health_asked_on_the_next_read(
+    server: FakeVllm, read: Callable[[], ServerReading]
+) -> None:
+    read()
+    server.hang.set()
+    hung = read()
+    server.released.set()
+    server.hang.clear()
+    assert not hung.reachable and hung.error == "timed out after 0.3 s"
+    assert hung.healthy is None  # no health carried over a server that did not answer
+    before = server.hits["/health"]
+    again = read()
+    assert server.hits["/health"] == before + 1
+    assert again.reachable and again.healthy and not again.stale
+
+
+def test_an_engine_answering_503_is_reported_and_health_asked_every_read(
+    server: FakeVllm, read: Callable[[], ServerReading]
+) -> None:
+    server.health_status = 503
+    readings = [read() for _ in range(3)]
+    assert server.hits["/health"] == 3
+    for reading in readings:
+        assert reading.reachable and reading.healthy is False
+        assert reading.error == "/health answered HTTP 503: the engine is not serving"
+        assert reading.metrics is not None and not reading.stale
+
+
+def test_an_engine_dying_is_reported_within_a_few_reads(
+    server: FakeVllm, read: Callable[[], ServerReading]
+) -> None:
+    read()
+    server.health_status = 503
+    readings = [read() for _ in range(_HEALTH_EVERY_READS)]
+    assert readings[-1].healthy is False and "503" in (readings[-1].error or "")
+    assert _health_asks(server, read, 2) == 2  # unhealthy: asked every read
+    server.health_status = 200
+    assert read().healthy is True
+    assert _health_asks(server, read, _HEALTH_EVERY_READS - 1) == 0

@@ -1,5 +1,6 @@
-"""Reads a vLLM server over HTTP into a `ServerReading`: /metrics and /health every tick,
-/version and /v1/models once per server start. Never raises: failures are readings with a reason.
+"""Reads a vLLM server over HTTP into a `ServerReading`: /metrics every tick, /health every
+few ticks while all is well (every tick otherwise), /version and /v1/models once per server
+start. Never raises: failures are readings with a reason.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ _METRICS, _HEALTH, _VERSION, _MODELS = "/metrics", "/health", "/version", "/v1/m
 # After a failed /version or /v1/models, ask again only this many reads later: a server that
 # refuses our key would otherwise be asked every tick.
 _INFO_RETRY_READS = 30
+# While /metrics answers 200 and the last /health did too, /health is asked on every this many
+# reads only, the health in between carried over from the last answer: a GET is over a
+# millisecond of CPU, a tick's largest cost. This is safe because vLLM's /health only adds
+# "the engine is alive" to what a 200 from /metrics already says (the API server answers),
+# and in vLLM V1 a dead engine takes the API server down shortly after, which the next
+# /metrics sees at once. Any other answer has /health asked on every read again.
+_HEALTH_EVERY_READS = 5
 
 _Result = httpx.Response | Exception
 
@@ -45,6 +53,9 @@ class Scraper:
         self._info_error: str | None = None
         self._info_wanted = True
         self._info_retry_in = 0
+        # The last /health answer's status (None: not known), and reads until the next ask.
+        self._health_status: int | None = None
+        self._health_in = 0
 
     # --- public API -----------------------------------------------------------------------
 
@@ -130,7 +141,13 @@ class Scraper:
             return exc
 
     def _paths_to_fetch(self) -> list[str]:
-        paths = [_METRICS, _HEALTH]
+        """What this read asks for; the same choice for `read` and `read_sync`."""
+        paths = [_METRICS]
+        if self._health_status != 200 or self._health_in <= 0:
+            paths.append(_HEALTH)
+            self._health_in = _HEALTH_EVERY_READS - 1
+        else:
+            self._health_in -= 1
         if self._info_wanted:
             if self._info_retry_in <= 0:
                 paths += [_VERSION, _MODELS]
@@ -141,17 +158,26 @@ class Scraper:
     # --- building the reading ---------------------------------------------------------------
 
     def _reading(self, answers: dict[str, _Result], latency: float) -> ServerReading:
-        metrics_answer, health_answer = answers[_METRICS], answers[_HEALTH]
+        metrics_answer = answers[_METRICS]
+        if _HEALTH in answers:
+            health_answer = answers[_HEALTH]
+            self._health_status = (
+                health_answer.status_code if isinstance(health_answer, httpx.Response) else None
+            )
+        if not (isinstance(metrics_answer, httpx.Response) and metrics_answer.status_code == 200):
+            self._health_in = 0  # something is wrong: ask /health on the next read too
         if not isinstance(metrics_answer, httpx.Response) and not isinstance(
-            health_answer, httpx.Response
+            answers.get(_HEALTH), httpx.Response
         ):
             # The server did not answer at all: after it comes back, it may be a new start.
+            # (When /health was not asked, /metrics not answering says the same.)
             self._info_wanted, self._info_retry_in = True, 0
+            self._health_status = None
             return self._failed(self._describe(metrics_answer))
 
-        healthy = None
-        if isinstance(health_answer, httpx.Response):
-            healthy = health_answer.status_code == 200
+        # Asked this read or carried over from the last ask (see _HEALTH_EVERY_READS).
+        health_status = self._health_status
+        healthy = None if health_status is None else health_status == 200
         metrics: ServerMetrics | None = None
         error: str | None = None
         if isinstance(metrics_answer, httpx.Response) and metrics_answer.status_code == 200:
@@ -160,8 +186,8 @@ class Scraper:
             error = f"/metrics answered HTTP {metrics_answer.status_code}"
         else:
             error = f"/metrics: {self._describe(metrics_answer)}"
-        if isinstance(health_answer, httpx.Response) and not healthy and error is None:
-            error = f"/health answered HTTP {health_answer.status_code}: the engine is not serving"
+        if healthy is False and error is None:
+            error = f"/health answered HTTP {health_status}: the engine is not serving"
 
         if metrics is not None and self._restarted(metrics):
             self._info_wanted, self._info_retry_in = True, 0
