@@ -90,6 +90,7 @@ class Supervisor:
         self.health_timeout_s = health_timeout_s
         self._child: Any = None  # our own Popen, when this process launched the server
         self._released = True  # whether the last _end saw the GPU give the memory back
+        self._records = state.RecordCache()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -102,7 +103,7 @@ class Supervisor:
         return state.log_path(self.name)
 
     def record(self) -> ServerRecord | None:
-        return state.load(self.name)
+        return self._records.load(self.name)
 
     def status(self) -> ServerInfo:
         """The server as it is now (a crash is noticed here too)."""

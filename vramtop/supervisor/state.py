@@ -109,6 +109,54 @@ def load(profile: str) -> ServerRecord | None:
         return None
 
 
+# A file's identity as `RecordCache` compares it: inode, size, modification time.
+_FileKey = tuple[int, int, int]
+# A record is kept only once its file is this much older than the read: a file saved twice
+# within one tick of the file system's clock (2 s on FAT) could keep its size and time and,
+# the old inode freed by the rename, even its inode number, and look unchanged.
+_SETTLED_S = 3.0
+
+
+class RecordCache:
+    """`load` that reads and parses the file again only when it changed.
+
+    The console asks for the record on every tick (`Supervisor.poll` twice) while the file
+    changes only when someone acts. A change by any process is seen on the next call: `save`
+    replaces the file, which changes its inode, size or modification time. Each call returns
+    a fresh copy, since callers change the record before saving it."""
+
+    def __init__(self) -> None:
+        # Replaced whole, never changed in place: the console's threads share one cache.
+        self._kept: tuple[Path, _FileKey, ServerRecord] | None = None
+
+    def load(self, profile: str) -> ServerRecord | None:
+        path = state_path(profile)
+        try:
+            info = path.stat()
+        except OSError:
+            self._kept = None
+            return load(profile)  # gone, or unreadable: `load` says which
+        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        kept = self._kept
+        if kept is not None and kept[0] == path and kept[1] == key:
+            return _copy(kept[2])
+        record = load(profile)
+        settled = time.time() - info.st_mtime_ns / 1e9 > _SETTLED_S
+        # Read after the stat, so a save in between leaves a newer record under an older key:
+        # never matched again, it is only read once more.
+        self._kept = (path, key, _copy(record)) if record is not None and settled else None
+        return record
+
+
+def _copy(record: ServerRecord) -> ServerRecord:
+    """A copy whose lists and dicts (argv, tree, last lines...) are its own: their items are
+    strings and numbers, so one level is enough."""
+    values = {f.name: getattr(record, f.name) for f in fields(record)}
+    return ServerRecord(
+        **{k: v.copy() if isinstance(v, list | dict) else v for k, v in values.items()}
+    )
+
+
 def save(record: ServerRecord) -> None:
     """Write atomically, readable only by the user."""
     record.updated_at = time.time()

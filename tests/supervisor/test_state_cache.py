@@ -1,0 +1,114 @@
+"""The supervisor reads its state file again only when it changed, and sees every change,
+including one made by another vramtop (`vramtop stop` in another terminal)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from supervisor_helpers import fake_profile, free_port
+
+from vramtop.core.model import ServerState
+from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.state import RecordCache, ServerRecord
+
+
+def _settle(profile: str) -> None:
+    """Date the file back, as if saved a while ago (a file saved just now is never kept)."""
+    ns = time.time_ns() - 60 * 10**9
+    os.utime(state.state_path(profile), ns=(ns, ns))
+
+
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    real = state.load
+
+    def counting(profile: str) -> ServerRecord | None:
+        calls.append(profile)
+        return real(profile)
+
+    monkeypatch.setattr(state, "load", counting)
+    return calls
+
+
+def _ours(profile: str) -> ServerRecord:
+    """A running server that is this test's own process, so it stays alive."""
+    me = psutil.Process()
+    return ServerRecord(
+        profile=profile,
+        state="running",
+        pid=me.pid,
+        create_time=me.create_time(),
+        tree={str(me.pid): me.create_time()},
+        argv=["vllm", "serve", "m"],
+    )
+
+
+def test_an_unchanged_file_is_read_once(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state.save(_ours("p"))
+    _settle("p")
+    loads = _count_loads(monkeypatch)
+    cache = RecordCache()
+    records = [cache.load("p") for _ in range(3)]
+    assert len(loads) == 1
+    assert records[0] == records[1] == records[2] == state.load("p")
+
+
+def test_each_call_returns_its_own_copy(home: Path) -> None:
+    state.save(_ours("p"))
+    _settle("p")
+    cache = RecordCache()
+    first = cache.load("p")
+    assert first is not None
+    first.state = "stopping"
+    first.tree.clear()
+    first.argv.append("--changed")
+    again = cache.load("p")
+    assert again is not None and again == state.load("p")
+    assert again.state == "running" and again.tree and again.argv == ["vllm", "serve", "m"]
+
+
+def test_a_file_saved_just_now_is_read_every_time(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two saves within one tick of the file system's clock could look alike (size, time,
+    # a reused inode): a fresh file is not trusted to be unchanged.
+    state.save(_ours("p"))
+    loads = _count_loads(monkeypatch)
+    cache = RecordCache()
+    cache.load("p")
+    cache.load("p")
+    assert len(loads) == 2
+
+
+def test_a_change_by_another_vramtop_is_seen_on_the_next_call(
+    home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state.save(_ours("p"))
+    _settle("p")
+    sup = Supervisor(fake_profile("p", free_port(), ledger))
+    assert sup.status().state == ServerState.RUNNING
+    loads = _count_loads(monkeypatch)
+    assert sup.status().state == ServerState.RUNNING
+    assert loads == []  # unchanged: neither read nor parsed again
+
+    # Another process (it inherits VRAMTOP_HOME) records a stop. "running" and "stopped" are
+    # the same length: the file's size alone would not tell.
+    other = textwrap.dedent(
+        """
+        from vramtop.supervisor import state
+        rec = state.load("p")
+        rec.state = "stopped"
+        state.save(rec)
+        """
+    )
+    subprocess.run([sys.executable, "-c", other], check=True, timeout=60)
+    assert sup.status().state == ServerState.STOPPED
+    rec = sup.record()
+    assert rec is not None and rec.state == "stopped"
