@@ -4,7 +4,13 @@ Prints the median and p95 wall time and vramtop's own CPU time per tick (the sim
 the fake server and the load generator run in other processes and are not counted), and the
 ratio of a tick's CPU to a bare HTTP GET of /metrics measured in the same run.
 
+With --demo it measures what the console's worker thread asks of the demo backend once a second
+instead: `tick()` and the five reads beside it, on the calling thread's CPU clock (the demo's load
+generator runs in this process, in other threads, and is not counted). --profile adds the
+functions that cost most, from cProfile on the same clock.
+
     python bench/bench_tick.py [--ticks 200]
+    python bench/bench_tick.py --demo [--seconds 20] [--profile]
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ticks", type=int, default=200)
+    parser.add_argument("--demo", action="store_true", help="the demo backend at 1 Hz")
+    parser.add_argument("--seconds", type=int, default=20, help="with --demo: ticks, 1 a second")
+    parser.add_argument("--profile", action="store_true", help="with --demo: top functions")
     args = parser.parse_args()
+    if args.demo:
+        return demo(args.seconds, args.profile)
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
@@ -103,6 +114,74 @@ def main() -> int:
         f"bare GET /metrics CPU: median {statistics.median(bare) * ms:.2f} ms; "
         f"ratio tick/bare {statistics.median(cpus) / max(statistics.median(bare), 1e-9):.2f}x"
     )
+    return 0
+
+
+def demo(seconds: int, profile: bool) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        # Read when the demo's paths and the simulated server's start-up are looked up, so
+        # setting them here, before the backend exists, is enough.
+        os.environ.update(VRAMTOP_HOME=tmp, VRAMTOP_SIM_STARTUP_S="0.3")
+        from vramtop.core.model import ServerState
+        from vramtop.demo import demo_backend
+        from vramtop.supervisor.demo import demo_machine, world_alive
+
+        backend, _owned = demo_backend()
+        try:
+            started = backend.start(progress=None)
+            if not started.ok:
+                raise SystemExit(f"the simulated server did not start: {started.message}")
+            deadline = time.monotonic() + 60
+            while (info := backend.tick().info) is None or info.state != ServerState.RUNNING:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the simulated server did not come up")
+                time.sleep(0.2)
+            time.sleep(1.0)  # let the load generator get going
+
+            def one_tick() -> None:
+                backend.tick()
+                backend.log_lines()
+                backend.findings()
+                backend.events()
+                backend.headroom_inputs()
+                backend.healthy_baseline()
+
+            profiler = None
+            if profile:
+                import cProfile
+
+                profiler = cProfile.Profile(time.thread_time)
+            cpus, next_at = [], time.monotonic()
+            for _ in range(seconds):
+                c0 = time.thread_time()
+                if profiler is not None:
+                    profiler.runcall(one_tick)
+                else:
+                    one_tick()
+                cpus.append(time.thread_time() - c0)
+                next_at += 1.0
+                time.sleep(max(0.0, next_at - time.monotonic()))
+        finally:
+            backend.close(True)
+            # The simulated GPU stops on request, a moment later: wait for it before its
+            # directory goes.
+            deadline = time.monotonic() + 10
+            while world_alive(demo_machine()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+    ms = 1000.0
+    print(
+        f"demo ticks: {len(cpus)} at 1 Hz (tick + log_lines, findings, events, headroom, baseline)"
+    )
+    print(
+        f"CPU per tick (this thread): median {statistics.median(cpus) * ms:.2f} ms, "
+        f"mean {statistics.mean(cpus) * ms:.2f} ms, p95 {percentile(cpus, 0.95) * ms:.2f} ms"
+        + ("  (under cProfile)" if profiler is not None else "")
+    )
+    if profiler is not None:
+        import pstats
+
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     return 0
 
 
