@@ -37,9 +37,26 @@ class TailLog(RichLog):
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     _style_this_frame: Style | None = None
+    following = True  # at the tail: new lines, and a change of size, keep it there
 
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
+
+    def release_anchor(self) -> None:
+        # Textual calls this for every scroll the reader makes (keys, wheel, scrollbar).
+        self.following = False
+        super().release_anchor()
+
+    def follow_tail(self) -> None:
+        """Scroll to the last line now, in this frame: RichLog's own scroll waits for the
+        next frame, and the log would be drawn twice, before and after scrolling."""
+        self.following = True
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def on_resize(self) -> None:
+        # A banner opening above shrinks the log: the tail must stay in view.
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     # A new line scrolls the log: every visible line is drawn again, and RichLog works out
     # the widget's style (a walk over every ancestor's CSS) once per line. It cannot change
@@ -106,16 +123,14 @@ class ServerLog(Vertical):
         if new is None or was_empty:  # empty: replace the "no output yet" line
             self._redraw()
             return
-        log = self.query_one(RichLog)
+        log = self.query_one(TailLog)
         # Follow the tail only from the tail: someone reading further up keeps their place.
-        follow = log.scroll_y >= log.max_scroll_y
+        follow = log.following or log.scroll_y >= log.max_scroll_y
         for line in new:
             if self._matches(line):
                 log.write(self._styled(line), scroll_end=False)
         if follow:
-            # Now, in this frame: RichLog's own scroll waits for the next one, so the log
-            # would be drawn twice, once before and once after scrolling.
-            log.scroll_end(animate=False, immediate=True, x_axis=False)
+            log.follow_tail()
 
     def start_search(self) -> None:
         self.add_class("-searching")
