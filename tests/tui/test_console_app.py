@@ -17,7 +17,10 @@ from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
+from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.text_panel import SPARK_BLOCKS
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 
 
 def text(app: VramtopApp, selector: str | type[Widget]) -> str:
@@ -284,6 +287,18 @@ async def test_tiny_terminal_gets_the_compact_layout() -> None:
         assert (
             app.query_one(ServerLog).display is False or not app.query_one(ServerLog).region.height
         )
+        # The figures stay; the sparklines go.
+        throughput = [line.plain for line in app.query_one(ThroughputPanel).lines]
+        assert [line.split()[0] for line in throughput] == ["generation", "prompt", "requests"]
+        assert len(app.query_one(KvPoolPanel).lines) == 4
+
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert not app.screen.has_class("-compact")
+        throughput = [line.plain for line in app.query_one(ThroughputPanel).lines]
+        assert len(throughput) == 5 and set(throughput[1].strip()) <= set(SPARK_BLOCKS)
+        assert throughput[1].strip()  # the history is drawn again, at the new width
+        assert len(app.query_one(KvPoolPanel).lines) == 5
 
 
 async def test_headroom_panel_hands_its_proposal_to_the_relaunch_dialog() -> None:

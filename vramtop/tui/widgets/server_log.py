@@ -70,7 +70,8 @@ class TailLog(RichLog):
 
     @property
     def rich_style(self) -> Style:
-        return self._style_this_frame or super().rich_style
+        style = self._style_this_frame
+        return style if style is not None else super().rich_style
 
 
 class ServerLog(Vertical):
