@@ -6,13 +6,22 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 
 class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen .help-row { height: auto; }
+    HelpScreen .help-key { width: 7; padding-right: 2; text-align: right;
+        color: $accent; text-style: bold; }
+    HelpScreen .help-text { width: 1fr; }
+    HelpScreen .help-id { width: 12; padding-left: 1; color: $text-muted; }
+    HelpScreen .help-note { color: $text-muted; }
+    """
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close"),
     ]
@@ -24,18 +33,21 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help", classes="dialog"):
-            parts: list[str | tuple[str, str]] = []
+            # Three columns, so a long description wraps inside its own column and the
+            # binding id (what config.toml's [keys] names) never lands on a line of its own.
             for key, description, binding_id in self._rows:
-                parts += [(f"{key:>7}", "bold $accent"), f"  {description}"]
-                parts += [(f"  [{binding_id}]\n", "$text-muted")]
-            parts.append(
-                (
-                    '\nRemap a key in config.toml: [keys] relaunch = "ctrl+b".\n'
-                    "Ctrl+P opens the command palette. Esc closes this help.",
-                    "$text-muted",
-                )
+                with Horizontal(classes="help-row"):
+                    yield Static(Content(key), classes="help-key")
+                    yield Static(Content(description), classes="help-text")
+                    yield Static(Content(binding_id), classes="help-id")
+            yield Static(
+                Content(
+                    "\nRemap a key by its name on the right, in config.toml:"
+                    '\n    [keys] relaunch = "ctrl+b"'
+                    "\nCtrl+P opens the command palette. Esc closes this help."
+                ),
+                classes="help-note",
             )
-            yield Static(Content.assemble(*parts))
 
     def on_mount(self) -> None:
         self.query_one("#help").border_title = "Keys"
