@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -644,10 +645,23 @@ class Supervisor:
             if new is not None:
                 new.restarts = restarts
                 state.save(new)
+                if new.state == "starting":
+                    self._follow_in_background(new)
             return result if isinstance(result, ActionResult) else ActionResult(True, "started")
 
         result = self._locked(act)
         log.info("automatic restart of %s: %s", self.name, result.message)
+
+    def _follow_in_background(self, rec: ServerRecord) -> None:
+        """Follow an automatic restart's load to ready, as a start asked for would, without
+        holding up the poll that launched it (the console reads status every second). Left
+        alone, the record would say "starting" for as long as the server runs."""
+
+        def follow() -> None:
+            result = self._wait_ready(rec, _no_progress, READY_TIMEOUT_S)
+            log.info("automatic restart of %s: %s", self.name, result.message)
+
+        threading.Thread(target=follow, name=f"follow-{self.name}", daemon=True).start()
 
     def _info(self, rec: ServerRecord) -> ServerInfo:
         word = "starting" if rec.state == LAUNCHING else rec.state

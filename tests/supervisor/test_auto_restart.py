@@ -1,0 +1,91 @@
+"""A profile with auto_restart: a crash is followed by a start after a growing delay, a limited
+number of times; a stop asked for by a person is never undone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from supervisor_helpers import fake_profile, free_port, ledger_empty
+
+from vramtop.core.model import ServerInfo, ServerState
+from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.service import AUTO_RESTART_LIMIT
+
+
+def auto_supervisor(name: str, ledger: Path) -> Supervisor:
+    profile = fake_profile(name, free_port(), ledger).model_copy(update={"auto_restart": True})
+    return Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
+
+
+def poll_until(sup: Supervisor, wanted: ServerState, timeout_s: float) -> ServerInfo:
+    deadline = time.monotonic() + timeout_s
+    info = sup.status()
+    while info.state != wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+        info = sup.status()
+    return info
+
+
+def crash(sup: Supervisor) -> float:
+    """SIGKILL the API server; when the crash was noticed."""
+    os.kill(sup.status().pid or 0, signal.SIGKILL)
+    assert poll_until(sup, ServerState.CRASHED, 5).state is ServerState.CRASHED
+    return time.time()
+
+
+def test_a_crash_is_restarted_after_a_delay_that_grows(home: Path, ledger: Path) -> None:
+    sup = auto_supervisor("auto", ledger)
+    try:
+        assert sup.start().ok
+        first = sup.status().pid
+        crashed_at = crash(sup)
+        record = state.load("auto")
+        assert record is not None and record.next_restart_at is not None
+        assert 0.5 <= record.next_restart_at - crashed_at <= 1.5  # 2**0 s after the first
+
+        info = poll_until(sup, ServerState.RUNNING, 10)
+        assert info.state is ServerState.RUNNING and info.pid not in (None, first)
+        assert time.time() - crashed_at >= 0.9  # not before its delay
+        record = state.load("auto")
+        assert record is not None and record.restarts == 1
+
+        crashed_at = crash(sup)
+        record = state.load("auto")
+        assert record is not None and record.next_restart_at is not None
+        assert 1.5 <= record.next_restart_at - crashed_at <= 2.5  # 2**1 s after the second
+    finally:
+        sup.stop()
+    assert ledger_empty(ledger)
+
+
+def test_restarts_stop_at_the_limit_and_a_person_starting_resets_them(
+    home: Path, ledger: Path
+) -> None:
+    sup = auto_supervisor("limit", ledger)
+    try:
+        assert sup.start().ok
+        record = state.load("limit")
+        assert record is not None
+        record.restarts = AUTO_RESTART_LIMIT  # as if it had crashed that often already
+        state.save(record)
+        crash(sup)
+        record = state.load("limit")
+        assert record is not None and record.next_restart_at is None
+        assert poll_until(sup, ServerState.RUNNING, 1.5).state is ServerState.CRASHED
+
+        assert sup.start().ok  # asked for by a person: the count starts again
+        record = state.load("limit")
+        assert record is not None and record.restarts == 0
+    finally:
+        sup.stop()
+
+
+def test_a_stop_asked_for_is_not_undone(home: Path, ledger: Path) -> None:
+    sup = auto_supervisor("asked", ledger)
+    assert sup.start().ok
+    assert sup.stop().ok
+    assert poll_until(sup, ServerState.RUNNING, 2.5).state is ServerState.STOPPED
+    assert ledger_empty(ledger)
