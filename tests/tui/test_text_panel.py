@@ -1,0 +1,48 @@
+"""The fixed-scale sparkline and the VRAM bar, as text: what a person reads off the panels."""
+
+from __future__ import annotations
+
+from vramtop.core.model import GIB, Split, SplitMethod
+from vramtop.tui.widgets.text_panel import SPARK_BLOCKS, spark_text
+from vramtop.tui.widgets.vram_bar import VramBar, bar_cells
+
+
+def test_zero_is_the_bottom_and_the_ceiling_the_top() -> None:
+    assert spark_text([0.0, 40.0, 80.0], ceiling=80.0, width=3) == " " + SPARK_BLOCKS[4] + "█"
+    # 76 against 78 tok/s is not a collapse: both sit near the top, not at opposite ends.
+    assert spark_text([76.0, 78.0], ceiling=90.0, width=2) == "▇▇"
+
+
+def test_a_trickle_stays_visible_and_a_spike_is_clipped() -> None:
+    assert spark_text([0.01, 500.0], ceiling=100.0, width=2) == "▁█"
+
+
+def test_the_newest_values_are_at_the_right_edge() -> None:
+    history = [10.0] * 50 + [0.0] * 3
+    assert spark_text(history, ceiling=10.0, width=5) == "██   "
+    assert spark_text([10.0], ceiling=10.0, width=4) == "   █"  # short history: right-aligned
+    assert spark_text([10.0], ceiling=0.0, width=1) == "█"  # a zero ceiling is not a crash
+    assert spark_text([10.0], ceiling=10.0, width=0) == ""
+
+
+def _split(server_gib: float, desktop_gib: float, budget_gib: float | None) -> Split:
+    total = 32 * GIB
+    server, desktop = int(server_gib * GIB), int(desktop_gib * GIB)
+    return Split(
+        method=SplitMethod.PER_PROCESS,
+        total_bytes=total,
+        server_bytes=server,
+        desktop_bytes=desktop,
+        free_bytes=total - server - desktop,
+        budget_bytes=int(budget_gib * GIB) if budget_gib is not None else None,
+        headroom_bytes=None,
+        detail="",
+    )
+
+
+def test_the_bar_splits_the_card_and_marks_the_budget() -> None:
+    split = _split(server_gib=16, desktop_gib=8, budget_gib=24)
+    assert bar_cells(split, 32) == (16, 8, 23)
+    drawn = VramBar(split).draw(32).plain
+    assert drawn == "█" * 16 + "▓" * 7 + "▌" + "░" * 8
+    assert VramBar(None).draw(4).plain == "····"  # no reading: no made-up split
