@@ -73,25 +73,33 @@ def wait_call_level(machine: Any, level: float) -> None:
         time.sleep(0.05)
 
 
+def rates_around_a_call(machine: Any, url: str) -> tuple[float, float, float, float]:
+    """Decode rate before, during and after a full call under one long request, and the KV
+    usage at the height of the call."""
+    agent = Agent(url)
+    try:
+        time.sleep(0.2)
+        before = rate(url)
+        machine.set_call(True)
+        wait_call_level(machine, 1.0)
+        time.sleep(0.2)
+        during = rate(url)
+        usage = kv_usage(url)
+        machine.set_call(False)
+        wait_call_level(machine, 0.0)
+        time.sleep(0.2)
+        after = rate(url)
+    finally:
+        agent.close()
+    return before, during, after, usage
+
+
 def test_call_at_093_collapses_until_restart(machine_factory: Any, server_factory: Any) -> None:
     m = machine_factory(speed=SPEED)
     s = server_factory(m, 0.93)
     assert s.wait_ready()
-    agent = Agent(s.url)
-    try:
-        time.sleep(0.2)
-        before = rate(s.url)
-        m.set_call(True)
-        wait_call_level(m, 1.0)
-        time.sleep(0.2)
-        during = rate(s.url)
-        assert kv_usage(s.url) < 0.05  # not a full KV cache: low usage throughout
-        m.set_call(False)
-        wait_call_level(m, 0.0)
-        time.sleep(0.2)
-        after = rate(s.url)
-    finally:
-        agent.close()
+    before, during, after, usage = rates_around_a_call(m, s.url)
+    assert usage < 0.05  # not a full KV cache: low usage throughout
     assert before > 60
     assert during < 12 and after < 12
     assert during / before < 0.2 and after / before < 0.2
@@ -123,20 +131,7 @@ def test_call_at_085_is_only_a_mild_dip(machine_factory: Any, server_factory: An
     m = machine_factory(speed=SPEED)
     s = server_factory(m, 0.85)
     assert s.wait_ready()
-    agent = Agent(s.url)
-    try:
-        time.sleep(0.2)
-        before = rate(s.url)
-        m.set_call(True)
-        wait_call_level(m, 1.0)
-        time.sleep(0.2)
-        during = rate(s.url)
-        m.set_call(False)
-        wait_call_level(m, 0.0)
-        time.sleep(0.2)
-        after = rate(s.url)
-    finally:
-        agent.close()
+    before, during, after, _usage = rates_around_a_call(m, s.url)
     assert 0.45 < during / before < 0.85
     # Recovered, not collapsed: the engine's own ±3 % wobble and the timing of two HTTP reads
     # on a busy machine move this ratio by several percent; a collapse puts it under 0.2.

@@ -63,7 +63,7 @@ def _windows_line(windows: WindowsGpuReading) -> Content:
     in VRAM (dedicated) and in system memory (shared: a spill)."""
     if windows.panel_text is not None:
         return Content.styled(windows.panel_text, "$text-warning")
-    parts: list[str | tuple[str, str]] = [("windows: ", "$text-muted")]
+    parts: list[str | tuple[str, str]] = ["windows: "]
     vm = windows.wsl_vm
     if vm is not None:
         parts.append(f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ")
@@ -97,5 +97,5 @@ def _detail_line(gpu: GpuReading, split: Split) -> Content:
     if split.method is SplitMethod.PER_PROCESS and device.processes:
         top = sorted(device.processes, key=lambda p: p.used_bytes, reverse=True)[:TOP_PROCESSES]
         names = "  ".join(f"{p.name} ({p.pid}) {gib(p.used_bytes)}" for p in top)
-        return Content.assemble(("top: ", "$text-muted"), names)
-    return Content.styled(split.detail, "$text-muted")
+        return Content(f"top: {names}")
+    return Content(split.detail)
