@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from textual.content import Content
-from textual.widgets import Static
 
 from vramtop.core.model import GIB, Sample, ServerState
 from vramtop.tui.format import duration, uptime
+from vramtop.tui.widgets.text_panel import TextPanel
 
 Part = str | tuple[str, str]
 
@@ -19,8 +19,7 @@ STATE_STYLE = {
 }
 
 
-class ConsoleHeader(Static):
-    _shown: Content | None = None
+class ConsoleHeader(TextPanel):
     DEFAULT_CSS = """
     ConsoleHeader {
         height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
@@ -38,13 +37,13 @@ class ConsoleHeader(Static):
         profile: str | None,
         activity: str | None,
     ) -> None:
-        first = _machine_line(sample, wsl, call_on, demo, profile)
-        second = _server_line(sample, now, activity)
-        content = Content.assemble(*first, "\n", *second)
-        if self._shown is not None and self._shown.is_same(content):
-            return
-        self._shown = content
-        self.update(content, layout=False)  # fixed height: no layout pass needed
+        # Two rows: the second (state, uptime) changes every second, the first rarely.
+        self.set_rows(
+            [
+                Content.assemble(*_machine_line(sample, wsl, call_on, demo, profile)),
+                Content.assemble(*_server_line(sample, now, activity)),
+            ]
+        )
 
 
 def _machine_line(

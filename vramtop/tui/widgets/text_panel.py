@@ -5,6 +5,10 @@ sparklines); Textual repaints the rectangle around everything that changed and a
 widget inside it for its lines. With one widget per row that rectangle held twenty widgets,
 and asking them cost more than drawing what had changed (bench/bench_console.py). Now it holds
 a handful, and a panel repaints only the rows that really look different.
+
+Each row is turned into a Strip on its own (Textual's line API: `render_line`) and kept until
+that row changes, the width changes or the styles do. A widget's usual `render` turns all its
+lines into Strips again when any one of them changed.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from typing import Protocol
 
 from textual.content import Content
 from textual.geometry import Region
+from textual.reactive import Reactive
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.visual import Visual
 from textual.widget import Widget
 
 SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -69,11 +77,15 @@ class TextPanel(Widget):
     DEFAULT_CSS = """
     TextPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
+    auto_links: Reactive[bool] = Reactive(False)  # no links here: skip styling for them
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._rows: tuple[Row | Detail, ...] = ()
         self._lines: tuple[Content, ...] = ()
+        # Strips of the rows drawn so far, by row; valid for one width and one look.
+        self._strips: dict[int, Strip] = {}
+        self._strips_width = -1
 
     @property
     def lines(self) -> tuple[Content, ...]:
@@ -95,19 +107,49 @@ class TextPanel(Widget):
         )
         before, self._lines = self._lines, lines
         if len(lines) != len(before):
+            self._strips.clear()
             self.refresh(layout=True)
             return
         # Repaint the rows that changed, not the whole panel (its border included).
         changed = [
-            Region(0, y, width, 1)
+            y
             for y, (new, old) in enumerate(zip(lines, before, strict=True))
             if not new.is_same(old)
         ]
+        for y in changed:
+            self._strips.pop(y, None)
         if changed:
-            self.refresh(*changed)
+            self.refresh(*(Region(0, y, width, 1) for y in changed))
 
     def on_resize(self) -> None:
         self.redraw()
+
+    def notify_style_update(self) -> None:
+        # A new theme or class: the rows' colours change with it.
+        self._strips.clear()
+        super().notify_style_update()
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self._strips.clear()  # selected text is drawn highlighted
+        super().selection_updated(selection)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if width != self._strips_width:
+            self._strips.clear()
+            self._strips_width = width
+        self._dirty_regions.clear()  # what Widget's own render_line would have redrawn
+        strip = self._strips.get(y)
+        if strip is None:
+            style = self.visual_style
+            strips = (
+                Visual.to_strips(self, self._lines[y], width, 1, style)
+                if y < len(self._lines)
+                else []
+            )
+            strip = strips[0] if strips else Strip.blank(width, style.rich_style)
+            self._strips[y] = strip
+        return strip
 
     def render(self) -> Content:
         return Content("\n").join(self._lines)
