@@ -21,7 +21,8 @@ def _home() -> Path | None:
 
 def _private_dir(path: Path) -> Path:
     """Create `path` readable only by the user (it may hold logs and state)."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.is_dir():  # asked every tick: one stat when it exists
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 
 

@@ -69,9 +69,27 @@ def test_probe_linux_way_lists_processes_wsl_way_does_not(machine_factory: Any) 
 
 
 def test_probe_never_raises_when_the_world_is_gone(tmp_path: Path) -> None:
-    reading = SimGpuProbe(tmp_path / "missing.sock").read()
+    probe = SimGpuProbe(tmp_path / "missing.sock")
+    probe.call_on = True  # as if a call had been on before the simulated machine went
+    reading = probe.read()
     assert not reading.available
     assert reading.error is not None and reading.error.startswith("simulated GPU not reachable")
+    assert probe.call_on is False  # no machine, no call on it
+
+
+def test_probe_carries_the_call_state_of_the_same_read(machine_factory: Any) -> None:
+    # The demo's header shows a call from the tick's GPU read, without a second request.
+    m = machine_factory()
+    probe = m.probe()
+    probe.read()
+    assert probe.call_on is False
+    m.set_call(True)
+    assert probe.call_on is False  # not asked again until the next read
+    probe.read()
+    assert probe.call_on is True
+    m.set_call(False)
+    probe.read()
+    assert probe.call_on is False
 
 
 def test_world_rejects_an_unknown_scenario(tmp_path: Path) -> None:

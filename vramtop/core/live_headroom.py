@@ -9,6 +9,8 @@ what-if needs.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from vramtop.core.headroom import (
     Architecture,
     HeadroomError,
@@ -17,7 +19,7 @@ from vramtop.core.headroom import (
     dtype_bytes,
     inputs_from_startup,
 )
-from vramtop.core.model import Sample
+from vramtop.core.model import Sample, StartupFacts
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.split import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
 
@@ -40,13 +42,36 @@ def live_headroom_inputs(sample: Sample) -> HeadroomInputs | None:
     kv_bytes, tokens = pool["bytes"], pool["tokens"]
     if util is None or not kv_bytes or not tokens:
         return None
-    kv_dtype = pool["dtype"] or "auto"
-    block_size = pool["block_size"] or 16
-    max_model_len = pool["max_model_len"] or 8192
+    return _calibrated(
+        total,
+        util,
+        kv_bytes,
+        tokens,
+        pool["dtype"] or "auto",
+        pool["block_size"] or 16,
+        pool["max_model_len"] or 8192,
+        sample.startup
+        if sample.startup is not None and sample.startup.weights_gib is not None
+        else None,
+    )
+
+
+# The console asks on every tick; the answer changes only with the pool, the budget or a new
+# start, so the last few answers are kept.
+@lru_cache(maxsize=8)
+def _calibrated(
+    total: int,
+    util: float,
+    kv_bytes: int,
+    tokens: int,
+    kv_dtype: str,
+    block_size: int,
+    max_model_len: int,
+    startup: StartupFacts | None,
+) -> HeadroomInputs | None:
     try:
         architecture = measured_architecture(kv_bytes, tokens, kv_dtype)
-        startup = sample.startup
-        if startup is not None and startup.weights_gib is not None:
+        if startup is not None:
             inputs = inputs_from_startup(
                 startup,
                 total,

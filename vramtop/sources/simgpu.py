@@ -20,12 +20,17 @@ class SimGpuProbe:
         self.socket_path = Path(socket_path)
         self.wsl = wsl
         self._client = WorldClient(self.socket_path, timeout_s)
+        # Whether a simulated call was on at the last read (the same answer carries it): the
+        # demo's header shows it without asking the simulated machine a second time a tick.
+        self.call_on = False
 
     def read(self) -> GpuReading:
         try:
             state = self._client.request("state")
+            self.call_on = bool(state.get("call_on", False))
             return GpuReading(devices=(self._device(state),), source="sim")
         except WorldUnreachable as exc:
+            self.call_on = False  # no simulated machine, no call on it
             return GpuReading(source="sim", error=f"simulated GPU not reachable: {exc}")
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             return GpuReading(source="sim", error=f"simulated GPU gave an unreadable state: {exc}")

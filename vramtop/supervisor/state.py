@@ -9,6 +9,7 @@ server; the kernel drops the lock when its holder dies, so a killed vramtop neve
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import logging
@@ -151,10 +152,11 @@ class RecordCache:
 def _copy(record: ServerRecord) -> ServerRecord:
     """A copy whose lists and dicts (argv, tree, last lines...) are its own: their items are
     strings and numbers, so one level is enough."""
-    values = {f.name: getattr(record, f.name) for f in fields(record)}
-    return ServerRecord(
-        **{k: v.copy() if isinstance(v, list | dict) else v for k, v in values.items()}
-    )
+    copied = copy.copy(record)
+    for name, value in vars(record).items():
+        if isinstance(value, list | dict):
+            setattr(copied, name, value.copy())
+    return copied
 
 
 def save(record: ServerRecord) -> None:

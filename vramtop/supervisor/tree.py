@@ -45,9 +45,11 @@ def process_alive(pid: int | None, create_time: float | None = None) -> bool:
         return False
     try:
         proc = psutil.Process(pid)
-        if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
-            return False
-        if proc.status() == psutil.STATUS_ZOMBIE:
+        with proc.oneshot():  # one read of /proc/<pid>/stat for both questions (every tick)
+            if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
+                return False
+            zombie = proc.status() == psutil.STATUS_ZOMBIE
+        if zombie:
             _reap(pid)
             return False
         return True
