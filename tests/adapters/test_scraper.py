@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from vramtop.core.model import ServerReading
@@ -48,34 +52,88 @@ class FakeVllm:
     hang: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
     hits: Counter[str] = field(default_factory=Counter)
+    # The Authorization header each request came with, by path as asked.
+    auth: dict[str, str | None] = field(default_factory=dict)
+    # "HTTP/1.1" keeps connections open, as vLLM's server (uvicorn) does; "HTTP/1.0" closes
+    # each after its response.
+    protocol: str = "HTTP/1.1"
+    # "say": answer with Connection: close, then close; "silently": close after the answer
+    # without saying so, as a server closing an idle keep-alive connection does.
+    close: str | None = None
+    # "headers" or "body": send that part a byte every 0.05 s, a server stuck mid-answer.
+    trickle: str | None = None
+    prefix: str = ""  # the paths the server answers, under this prefix
+    peers: list[tuple[str, int]] = field(default_factory=list)  # one per accepted connection
     url: str = ""
 
 
 def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # Headers and body go out in two writes: with Nagle's algorithm on a kept-alive
+        # connection the body waits for the client's delayed ACK (as in vramtop/sim/http_api.py).
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            self.protocol_version = state.protocol
+            state.peers.append(self.client_address)
+
         def log_message(self, *args: object) -> None:  # keep test output quiet
             pass
 
+        def _trickle(self, data: bytes) -> None:
+            for byte in data:
+                if state.released.is_set():
+                    return
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.05)
+
         def _send(self, status: int, body: str, kind: str = "text/plain") -> None:
+            if state.trickle is not None:
+                self._send_slowly(state.trickle)
+                return
             data = body.encode()
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
+            if state.close == "say":
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
+            if state.close == "silently":
+                self.close_connection = True
+
+        def _send_slowly(self, part: str) -> None:
+            """An answer of a few seconds: its status line and headers, or its body (a
+            comment-only metrics page), a byte every 0.05 s."""
+            self.close_connection = True
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: 120\r\n\r\n"
+            body = b"#" * 119 + b"\n"
+            if part == "headers":
+                self._trickle(head + body)
+            else:
+                self.wfile.write(head)
+                self._trickle(body)
 
         def do_GET(self) -> None:
             state.hits[self.path] += 1
+            state.auth[self.path] = self.headers.get("Authorization")
             if state.hang.is_set():
                 state.released.wait(10)  # hold the request open like a stuck server
                 return
-            if self.path == "/metrics":
+            path = self.path
+            if not path.startswith(state.prefix + "/"):
+                self._send(404, "")
+                return
+            path = path.removeprefix(state.prefix)
+            if path == "/metrics":
                 self._send(state.metrics_status, state.metrics)
-            elif self.path == "/health":
+            elif path == "/health":
                 self._send(state.health_status, "")
-            elif self.path == "/version":
+            elif path == "/version":
                 self._send(200, json.dumps({"version": "0.32.0"}), "application/json")
-            elif self.path == "/v1/models":
+            elif path == "/v1/models":
                 if state.api_key and self.headers.get("Authorization") != f"Bearer {state.api_key}":
                     self._send(401, json.dumps({"error": "Unauthorized"}), "application/json")
                     return
@@ -87,14 +145,16 @@ def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def server() -> Iterator[FakeVllm]:
-    state = FakeVllm()
+@contextlib.contextmanager
+def _serving(state: FakeVllm, tls: ssl.SSLContext | None = None) -> Iterator[FakeVllm]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
     httpd.daemon_threads = True
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    scheme = "https" if tls is not None else "http"
+    state.url = f"{scheme}://127.0.0.1:{httpd.server_address[1]}"
     try:
         yield state
     finally:
@@ -105,18 +165,31 @@ def server() -> Iterator[FakeVllm]:
 
 
 @pytest.fixture
+def server() -> Iterator[FakeVllm]:
+    with _serving(FakeVllm()) as state:
+        yield state
+
+
+@pytest.fixture
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-async def test_a_good_read(server: FakeVllm) -> None:
+@pytest.fixture
+def scraper(server: FakeVllm) -> Iterator[Scraper]:
+    scraper = Scraper(server.url, timeout_s=0.3)
+    yield scraper
+    scraper.close()
+
+
+def test_a_good_read(server: FakeVllm) -> None:
     scraper = Scraper(server.url)
     try:
-        reading = await scraper.read()
+        reading = scraper.read_sync()
     finally:
-        await scraper.aclose()
+        scraper.close()
     assert reading.reachable and reading.healthy
     assert reading.error is None and not reading.stale
     assert reading.metrics is not None
@@ -127,56 +200,60 @@ async def test_a_good_read(server: FakeVllm) -> None:
     assert reading.latency_s is not None and reading.latency_s > 0
 
 
-async def test_version_and_models_fetched_once_per_start(server: FakeVllm) -> None:
+def test_version_and_models_fetched_once_per_start(server: FakeVllm) -> None:
     scraper = Scraper(server.url)
-    async with httpx.AsyncClient() as client:
-        for _ in range(3):
-            reading = await scraper.read(client)
+    for _ in range(3):
+        reading = scraper.read_sync()
+    scraper.close()
     assert reading.served_model == "tiny"
     assert server.hits["/metrics"] == 3 and server.hits["/health"] == 1
     assert server.hits["/version"] == 1 and server.hits["/v1/models"] == 1
 
 
-async def test_counters_falling_means_a_restart_and_info_is_fetched_again(
+def test_counters_falling_means_a_restart_and_info_is_fetched_again(
     server: FakeVllm,
 ) -> None:
     scraper = Scraper(server.url)
     server.metrics = "vllm:generation_tokens_total 100.0\n"
-    await scraper.read()
+    scraper.read_sync()
     server.metrics = "vllm:generation_tokens_total 5.0\n"
-    await scraper.read()  # sees the reset
-    await scraper.read()  # asks /version and /v1/models again
-    await scraper.aclose()
+    scraper.read_sync()  # sees the reset
+    scraper.read_sync()  # asks /version and /v1/models again
+    scraper.close()
     assert server.hits["/version"] == 2 and server.hits["/v1/models"] == 2
 
 
-async def test_models_without_the_api_key_is_refused(server: FakeVllm) -> None:
+def test_models_without_the_api_key_is_refused(server: FakeVllm) -> None:
     server.api_key = "sekrit"
     without = Scraper(server.url)
     with_key = Scraper(server.url, api_key="sekrit")
     try:
-        refused = await without.read()
-        allowed = await with_key.read()
+        refused = without.read_sync()
+        allowed = with_key.read_sync()
     finally:
-        await without.aclose()
-        await with_key.aclose()
+        without.close()
+        with_key.close()
     assert refused.reachable and refused.metrics is not None  # /metrics is not guarded
     assert refused.served_model is None
     assert refused.error is not None and "401" in refused.error and "api-key" in refused.error
     assert allowed.served_model == "tiny" and allowed.error is None
+    # The key goes to /v1/* only.
+    assert server.auth["/v1/models"] == "Bearer sekrit"
+    assert server.auth["/metrics"] is None and server.auth["/health"] is None
+    assert server.auth["/version"] is None
 
 
-async def test_a_hanging_server_times_out_and_the_last_reading_goes_stale(
+def test_a_hanging_server_times_out_and_the_last_reading_goes_stale(
     server: FakeVllm,
 ) -> None:
     scraper = Scraper(server.url, timeout_s=0.3)
     try:
-        good = await scraper.read()
+        good = scraper.read_sync()
         server.hang.set()
-        hung = await scraper.read()
+        hung = scraper.read_sync()
     finally:
         server.released.set()
-        await scraper.aclose()
+        scraper.close()
     assert not good.stale
     assert not hung.reachable and hung.stale
     assert hung.error == "timed out after 0.3 s"
@@ -184,39 +261,49 @@ async def test_a_hanging_server_times_out_and_the_last_reading_goes_stale(
     assert hung.version == "0.32.0"
 
 
-async def test_a_hanging_server_without_history_has_no_metrics(server: FakeVllm) -> None:
+def test_a_hanging_server_without_history_has_no_metrics(server: FakeVllm) -> None:
     server.hang.set()
     scraper = Scraper(server.url, timeout_s=0.2)
-    reading = await scraper.read()
+    reading = scraper.read_sync()
     server.released.set()
-    await scraper.aclose()
+    scraper.close()
     assert not reading.reachable and not reading.stale and reading.metrics is None
     assert reading.error == "timed out after 0.2 s"
+    # The server did not answer /metrics: nothing else was asked (the wait would only double).
+    assert server.hits["/metrics"] == 1 and server.hits["/health"] == 0
 
 
-async def test_connection_refused(free_port: int) -> None:
+def test_connection_refused(free_port: int) -> None:
     scraper = Scraper(f"127.0.0.1:{free_port}")
-    reading = await scraper.read()
-    await scraper.aclose()
+    reading = scraper.read_sync()
+    scraper.close()
     assert reading.url == f"http://127.0.0.1:{free_port}"
     assert not reading.reachable and reading.metrics is None
     assert reading.error == "connection refused: is the server running?"
 
 
-async def test_dead_engine_is_unhealthy(server: FakeVllm) -> None:
+def test_a_url_that_is_not_http_is_a_reading_with_the_reason() -> None:
+    scraper = Scraper("ftp://127.0.0.1:21")
+    reading = scraper.read_sync()
+    assert not reading.reachable and reading.metrics is None
+    assert reading.error is not None
+    assert reading.error.startswith("request failed: unsupported URL scheme 'ftp'")
+
+
+def test_dead_engine_is_unhealthy(server: FakeVllm) -> None:
     server.health_status = 503
     scraper = Scraper(server.url)
-    reading = await scraper.read()
-    await scraper.aclose()
+    reading = scraper.read_sync()
+    scraper.close()
     assert reading.reachable and reading.healthy is False
     assert reading.error is not None and "503" in reading.error
 
 
-async def test_a_garbage_metrics_page_is_a_reading_not_an_error(server: FakeVllm) -> None:
-    server.metrics = "<html>oops{{{\n\x00"
+def test_a_garbage_metrics_page_is_a_reading_not_an_error(server: FakeVllm) -> None:
+    server.metrics = "<html>oops{{{\n\x00\xff"
     scraper = Scraper(server.url)
-    reading = await scraper.read()
-    await scraper.aclose()
+    reading = scraper.read_sync()
+    scraper.close()
     assert reading.reachable and reading.metrics is not None
     assert reading.metrics.generation_tokens_total is None
 
@@ -246,22 +333,117 @@ def test_read_sync_times_out_then_shows_stale_metrics(server: FakeVllm) -> None:
     assert hung.error == "timed out after 0.3 s"
 
 
+# --- the connection: kept alive, opened again when the server closes it ----------------------
+
+
+def test_one_connection_serves_every_read(server: FakeVllm, scraper: Scraper) -> None:
+    readings = [scraper.read_sync() for _ in range(2 * _HEALTH_EVERY_READS)]
+    assert all(r.reachable and r.healthy and r.error is None for r in readings)
+    assert sum(server.hits.values()) > len(readings)  # several requests a read, some reads
+    assert len(server.peers) == 1
+
+
+def test_a_read_after_close_opens_a_new_connection(server: FakeVllm, scraper: Scraper) -> None:
+    first = scraper.read_sync()
+    scraper.close()
+    second = scraper.read_sync()
+    assert first.reachable and second.reachable and second.error is None
+    assert len(server.peers) == 2
+
+
+@pytest.mark.parametrize(
+    ("protocol", "close"),
+    [("HTTP/1.0", None), ("HTTP/1.1", "say"), ("HTTP/1.1", "silently")],
+    ids=["http-1.0", "connection-close", "closed-without-a-word"],
+)
+def test_a_server_that_closes_connections_is_read_every_time(
+    server: FakeVllm, scraper: Scraper, protocol: str, close: str | None
+) -> None:
+    server.protocol, server.close = protocol, close
+    readings = [scraper.read_sync() for _ in range(2 * _HEALTH_EVERY_READS)]
+    for reading in readings:
+        assert reading.reachable and reading.healthy and not reading.stale
+        assert reading.error is None and reading.metrics is not None
+    assert readings[0].served_model == "tiny"
+    # Each request on a connection of its own: a closed one was never read from again.
+    assert len(server.peers) == sum(server.hits.values())
+
+
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_a_trickling_server_times_out_within_the_timeout(server: FakeVllm, part: str) -> None:
+    """A byte every 0.05 s never lets one receive wait out the socket timeout; the whole
+    request must still end at the timeout (the answer takes 6 s or more to arrive)."""
+    server.trickle = part
+    scraper = Scraper(server.url, timeout_s=0.3)
+    start = time.monotonic()
+    reading = scraper.read_sync()
+    took = time.monotonic() - start
+    scraper.close()
+    assert not reading.reachable and reading.metrics is None
+    assert reading.error == "timed out after 0.3 s"
+    assert took < 5  # loose: well short of the answer's end, whatever the machine's load
+
+
+def test_a_url_with_a_path_asks_under_it(server: FakeVllm) -> None:
+    server.prefix = "/prefix"
+    scraper = Scraper(server.url + "/prefix/")
+    reading = scraper.read_sync()
+    scraper.close()
+    assert reading.reachable and reading.error is None and reading.metrics is not None
+    assert reading.served_model == "tiny"
+    assert server.hits["/prefix/metrics"] == 1 and server.hits["/prefix/v1/models"] == 1
+    assert server.hits["/metrics"] == 0
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> Path:
+    """A self-signed certificate for 127.0.0.1 (and its key, beside it), made by openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: no certificate to serve https with")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        [
+            *(openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        capture_output=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {made.stderr.decode()[-200:]}")
+    return cert
+
+
+def test_an_https_url_is_read_over_tls_with_the_certificate_checked(
+    certificate: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certificate, certificate.with_name("key.pem"))
+    with _serving(FakeVllm(), tls) as server:
+        untrusted = Scraper(server.url, timeout_s=2)
+        refused = untrusted.read_sync()
+        untrusted.close()
+        # The default context trusts what SSL_CERT_FILE names, as it does the system's CAs.
+        monkeypatch.setenv("SSL_CERT_FILE", str(certificate))
+        trusted = Scraper(server.url, timeout_s=2)
+        reading = trusted.read_sync()
+        trusted.close()
+    assert not refused.reachable and refused.error is not None
+    assert refused.error.startswith(f"cannot connect to {server.url}: ")
+    assert "CERTIFICATE_VERIFY_FAILED" in refused.error
+    assert reading.reachable and reading.error is None, reading.error
+    assert reading.served_model == "tiny" and reading.metrics is not None
+
+
 # --- /health: asked every few reads while all is well, every read otherwise ------------------
 
 
-@pytest.fixture(params=["sync", "async"])
-def read(request: pytest.FixtureRequest, server: FakeVllm) -> Iterator[Callable[[], ServerReading]]:
-    """One read of the fake server, through `read_sync` or through `read` on a loop of its
-    own: both must make the same choice of what to ask."""
-    scraper = Scraper(server.url, timeout_s=0.3)
-    if request.param == "sync":
-        yield scraper.read_sync
-        scraper.close()
-        return
-    loop = asyncio.new_event_loop()
-    yield lambda: loop.run_until_complete(scraper.read())
-    loop.run_until_complete(scraper.aclose())
-    loop.close()
+@pytest.fixture
+def read(scraper: Scraper) -> Callable[[], ServerReading]:
+    """One read of the fake server."""
+    return scraper.read_sync
 
 
 def _health_asks(server: FakeVllm, read: Callable[[], ServerReading], reads: int) -> int:

@@ -1,34 +1,122 @@
 """Reads a vLLM server over HTTP into a `ServerReading`: /metrics every tick, /health every
 few ticks while all is well (every tick otherwise), /version and /v1/models once per server
-start. Never raises: failures are readings with a reason.
+start. Blocking, one request after another over one kept-alive connection (the standard
+library's `http.client`), each request done within the timeout as a whole. Never raises:
+failures are readings with a reason.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import http.client
+import io
+import json
+import socket
 import time
-from dataclasses import replace
-from typing import Any
-
-import httpx
+import urllib.parse
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from vramtop.core.metrics import parse_metrics
 from vramtop.core.model import ServerMetrics, ServerReading
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+# Why http.client and not httpx (which the rest of vramtop uses): a GET of an 8.5 KB /metrics
+# page from a local http.server on a kept-alive connection costs ~0.34 ms of CPU through
+# http.client against ~1.18 ms through httpx.Client (time.thread_time around the GET, median
+# of a few hundred), and these GETs are the largest part of the console's CPU each second
+# (`python bench/bench_tick.py --demo` measures a whole tick).
 
 _METRICS, _HEALTH, _VERSION, _MODELS = "/metrics", "/health", "/version", "/v1/models"
 # After a failed /version or /v1/models, ask again only this many reads later: a server that
 # refuses our key would otherwise be asked every tick.
 _INFO_RETRY_READS = 30
 # While /metrics answers 200 and the last /health did too, /health is asked on every this many
-# reads only, the health in between carried over from the last answer: a GET is over a
-# millisecond of CPU, a tick's largest cost. This is safe because vLLM's /health only adds
-# "the engine is alive" to what a 200 from /metrics already says (the API server answers),
-# and in vLLM V1 a dead engine takes the API server down shortly after, which the next
-# /metrics sees at once. Any other answer has /health asked on every read again.
+# reads only, the health in between carried over from the last answer: a GET is a good part of
+# a tick's CPU. This is safe because vLLM's /health only adds "the engine is alive" to what a
+# 200 from /metrics already says (the API server answers), and in vLLM V1 a dead engine takes
+# the API server down shortly after, which the next /metrics sees at once. Any other answer
+# has /health asked on every read again.
 _HEALTH_EVERY_READS = 5
 
-_Result = httpx.Response | Exception
+# How a kept-alive connection that the server has closed in the meantime fails before any
+# response arrives (RemoteDisconnected: an empty status line). Such a request is sent once
+# more, on a fresh connection.
+_STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+# The failures of a request that are answers of a kind ("the server did not answer"); any
+# other exception is a bug and reported as one.
+_REQUEST_FAILURES = (OSError, http.client.HTTPException, ValueError)
+# Characters a path may hold as they are (RFC 3986 pchar, "/" and "%" escapes already made).
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An HTTP answer, whatever its status."""
+
+    status: int
+    text: str
+
+
+# An answer, or why there was none (a timeout, a refused connection, ...).
+_Result = _Answer | Exception
+
+
+class _ConnectFailed(OSError):
+    """Opening the connection failed (the cause is chained): the server was not reached."""
+
+
+class _Deadline:
+    """When the request under way must be over: every wait on the socket gets the time left."""
+
+    def __init__(self) -> None:
+        self.at = 0.0
+
+    def left(self) -> float:
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request ran past its deadline")
+        return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket file a response reads from, with the socket's timeout set to the time left
+    before each receive: a server trickling its status line, headers or body a byte at a time
+    cannot hold a request past its deadline (a plain socket timeout bounds each receive only)."""
+
+    def __init__(self, raw: io.RawIOBase, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self._raw, self._sock, self._deadline = raw, sock, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int | None:
+        self._sock.settimeout(self._deadline.left())
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()  # the socket file: the socket itself is the connection's to close
+        super().close()
+
+
+def _response_class(deadline: _Deadline) -> type[http.client.HTTPResponse]:
+    class _Response(http.client.HTTPResponse):
+        def __init__(
+            self,
+            sock: socket.socket,
+            debuglevel: int = 0,
+            method: str | None = None,
+            url: str | None = None,
+        ) -> None:
+            super().__init__(sock, debuglevel, method, url)
+            raw = self.fp.detach()  # socket.makefile's reader, which keeps the socket open
+            self.fp = io.BufferedReader(_DeadlineReader(raw, sock, deadline))
+
+    return _Response
 
 
 def normalise_url(url: str) -> str:
@@ -44,8 +132,11 @@ class Scraper:
         self.url = normalise_url(url)
         self.timeout_s = float(timeout_s)
         self._api_key = api_key
-        self._async_client: httpx.AsyncClient | None = None
-        self._sync_client: httpx.Client | None = None
+        # The URL's path, kept before each path asked (http://host:8000/p asks /p/metrics).
+        self._prefix = urllib.parse.quote(urllib.parse.urlsplit(self.url).path, _PATH_SAFE)
+        self._connection: http.client.HTTPConnection | None = None
+        self._deadline = _Deadline()
+        self._response_class = _response_class(self._deadline)
         self._last_good: ServerReading | None = None
         self._version: str | None = None
         self._served_model: str | None = None
@@ -59,63 +150,33 @@ class Scraper:
 
     # --- public API -----------------------------------------------------------------------
 
-    async def read(self, client: httpx.AsyncClient | None = None) -> ServerReading:
-        """One scrape. Pass a client to share its connection pool; otherwise the scraper
-        keeps its own (close it with `aclose`)."""
-        try:
-            if client is None:
-                if self._async_client is None:
-                    self._async_client = httpx.AsyncClient(**self._client_options())
-                client = self._async_client
-            paths = self._paths_to_fetch()
-            start = time.perf_counter()
-            answers = await asyncio.gather(*(self._aget(client, p) for p in paths))
-            latency = time.perf_counter() - start
-            return self._reading(dict(zip(paths, answers, strict=True)), latency)
-        except Exception as exc:  # a bug here must still not stop the console
-            return self._failed(f"unexpected error while reading the server: {exc}")
-
     def read_sync(self) -> ServerReading:
-        """The same scrape with a blocking client: for thread workers, where no loop runs."""
+        """One scrape, blocking: for a thread worker (the monitor's, once a second)."""
         try:
-            if self._sync_client is None:
-                self._sync_client = httpx.Client(**self._client_options())
             paths = self._paths_to_fetch()
             start = time.perf_counter()
             answers: dict[str, _Result] = {}
             for path in paths:
-                answer = self._get(self._sync_client, path)
+                answer = self._get(path)
                 answers[path] = answer
-                if isinstance(answer, httpx.TransportError):
-                    # Requests run one after another here: a server that did not answer one
-                    # will not answer the next, and waiting again would double the stall.
+                if not isinstance(answer, _Answer):
+                    # Requests run one after another: a server that did not answer one will
+                    # not answer the next, and waiting again would double the stall.
                     answers.update({p: answer for p in paths if p not in answers})
                     break
             latency = time.perf_counter() - start
             return self._reading(answers, latency)
-        except Exception as exc:
+        except Exception as exc:  # a bug here must still not stop the console
             return self._failed(f"unexpected error while reading the server: {exc}")
 
-    async def aclose(self) -> None:
-        client, self._async_client = self._async_client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await client.aclose()
-        self.close()
-
     def close(self) -> None:
-        """Closes the blocking client used by `read_sync`."""
-        client, self._sync_client = self._sync_client, None
-        if client is not None:
+        """Closes the kept-alive connection; a later read opens a new one."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
             with contextlib.suppress(Exception):
-                client.close()
+                connection.close()
 
     # --- fetching ---------------------------------------------------------------------------
-
-    def _client_options(self) -> dict[str, Any]:
-        # trust_env=False: a desktop's HTTP(S)_PROXY must not route requests for a local
-        # server through a proxy that cannot reach it.
-        return {"timeout": httpx.Timeout(self.timeout_s), "trust_env": False}
 
     def _headers(self, path: str) -> dict[str, str]:
         # vLLM's --api-key guards /v1/* only; the key is sent nowhere else.
@@ -123,25 +184,80 @@ class Scraper:
             return {"Authorization": f"Bearer {self._api_key}"}
         return {}
 
-    async def _aget(self, client: httpx.AsyncClient, path: str) -> _Result:
-        request = client.get(self.url + path, headers=self._headers(path), timeout=self.timeout_s)
+    def _get(self, path: str) -> _Result:
         try:
-            # httpx's timeout bounds each phase; this bounds the whole request, so a server
-            # that trickles bytes cannot stall a tick either.
-            return await asyncio.wait_for(request, timeout=self.timeout_s)
-        except TimeoutError:
-            return httpx.ReadTimeout("whole request timed out")
+            return self._request(path)
         except Exception as exc:
-            return exc
+            self.close()  # whatever state the connection is in, the next request starts afresh
+            if isinstance(exc, _REQUEST_FAILURES):
+                return exc
+            raise
 
-    def _get(self, client: httpx.Client, path: str) -> _Result:
+    def _request(self, path: str) -> _Answer:
+        """One GET within `timeout_s` from the start of connecting to the body's last byte."""
+        self._deadline.at = time.monotonic() + self.timeout_s
+        connection = self._connection or self._open()
+        target = self._prefix + path
+        headers = self._headers(path)
+        reused = connection.sock is not None
         try:
-            return client.get(self.url + path, headers=self._headers(path))
-        except Exception as exc:
-            return exc
+            response = self._send(connection, target, headers)
+        except _STALE_CONNECTION:
+            if not reused:
+                raise
+            self.close()  # closed by the server while idle: once more, on a new connection
+            connection = self._open()
+            response = self._send(connection, target, headers)
+        # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded.
+        body = response.read()
+        if response.will_close:
+            self.close()
+        return _Answer(response.status, body.decode("utf-8", errors="replace"))
+
+    def _send(
+        self, connection: http.client.HTTPConnection, target: str, headers: dict[str, str]
+    ) -> http.client.HTTPResponse:
+        """Sends the request and reads the status line and headers."""
+        if connection.sock is None:
+            connection.timeout = self._deadline.left()
+            try:
+                connection.connect()
+            except OSError as exc:
+                if isinstance(exc, TimeoutError):
+                    raise
+                raise _ConnectFailed(str(exc) or type(exc).__name__) from exc
+        assert connection.sock is not None
+        connection.sock.settimeout(self._deadline.left())
+        # http.client adds Host, and Accept-Encoding: identity (no compressed body to undo).
+        connection.request("GET", target, headers=headers)
+        return connection.getresponse()
+
+    def _open(self) -> http.client.HTTPConnection:
+        """A new, not yet connected, connection to the server (kept until an error or close)."""
+        parts = urllib.parse.urlsplit(self.url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise http.client.InvalidURL(f"unsupported URL scheme {parts.scheme!r} in {self.url}")
+        if not parts.hostname:
+            raise http.client.InvalidURL(f"no host in {self.url}")
+        # The port given, always: http.client would read an IPv6 address's last group as one.
+        port = parts.port  # a ValueError for a port that is not a number
+        connection: http.client.HTTPConnection
+        if scheme == "https":
+            # The default SSL context: the system's CAs, the host name checked.
+            connection = http.client.HTTPSConnection(
+                parts.hostname, 443 if port is None else port, timeout=self.timeout_s
+            )
+        else:
+            connection = http.client.HTTPConnection(
+                parts.hostname, 80 if port is None else port, timeout=self.timeout_s
+            )
+        connection.response_class = self._response_class
+        self._connection = connection
+        return connection
 
     def _paths_to_fetch(self) -> list[str]:
-        """What this read asks for; the same choice for `read` and `read_sync`."""
+        """What this read asks for."""
         paths = [_METRICS]
         if self._health_status != 200 or self._health_in <= 0:
             paths.append(_HEALTH)
@@ -162,12 +278,12 @@ class Scraper:
         if _HEALTH in answers:
             health_answer = answers[_HEALTH]
             self._health_status = (
-                health_answer.status_code if isinstance(health_answer, httpx.Response) else None
+                health_answer.status if isinstance(health_answer, _Answer) else None
             )
-        if not (isinstance(metrics_answer, httpx.Response) and metrics_answer.status_code == 200):
+        if not (isinstance(metrics_answer, _Answer) and metrics_answer.status == 200):
             self._health_in = 0  # something is wrong: ask /health on the next read too
-        if not isinstance(metrics_answer, httpx.Response) and not isinstance(
-            answers.get(_HEALTH), httpx.Response
+        if not isinstance(metrics_answer, _Answer) and not isinstance(
+            answers.get(_HEALTH), _Answer
         ):
             # The server did not answer at all: after it comes back, it may be a new start.
             # (When /health was not asked, /metrics not answering says the same.)
@@ -180,10 +296,10 @@ class Scraper:
         healthy = None if health_status is None else health_status == 200
         metrics: ServerMetrics | None = None
         error: str | None = None
-        if isinstance(metrics_answer, httpx.Response) and metrics_answer.status_code == 200:
+        if isinstance(metrics_answer, _Answer) and metrics_answer.status == 200:
             metrics = parse_metrics(metrics_answer.text)
-        elif isinstance(metrics_answer, httpx.Response):
-            error = f"/metrics answered HTTP {metrics_answer.status_code}"
+        elif isinstance(metrics_answer, _Answer):
+            error = f"/metrics answered HTTP {metrics_answer.status}"
         else:
             error = f"/metrics: {self._describe(metrics_answer)}"
         if healthy is False and error is None:
@@ -226,12 +342,12 @@ class Scraper:
 
     def _read_info(self, version_answer: _Result, models_answer: _Result) -> None:
         problems = []
-        if isinstance(version_answer, httpx.Response) and version_answer.status_code == 200:
+        if isinstance(version_answer, _Answer) and version_answer.status == 200:
             version = _json(version_answer).get("version")
             self._version = str(version) if version is not None else self._version
         else:
             problems.append(_VERSION)
-        if isinstance(models_answer, httpx.Response) and models_answer.status_code == 200:
+        if isinstance(models_answer, _Answer) and models_answer.status == 200:
             models = _json(models_answer).get("data")
             first = models[0] if isinstance(models, list) and models else {}
             if isinstance(first, dict):
@@ -239,13 +355,13 @@ class Scraper:
                 length = first.get("max_model_len")
                 self._max_model_len = length if isinstance(length, int) else None
             self._info_error = None
-        elif isinstance(models_answer, httpx.Response) and models_answer.status_code in (401, 403):
+        elif isinstance(models_answer, _Answer) and models_answer.status in (401, 403):
             problems.append(_MODELS)
             self._info_error = (
                 "/v1/models refused the request (HTTP "
-                f"{models_answer.status_code}): give vramtop the server's --api-key"
+                f"{models_answer.status}): give vramtop the server's --api-key"
                 if not self._api_key
-                else f"/v1/models rejected the API key (HTTP {models_answer.status_code})"
+                else f"/v1/models rejected the API key (HTTP {models_answer.status})"
             )
         else:
             problems.append(_MODELS)
@@ -259,34 +375,32 @@ class Scraper:
         return replace(last, reachable=False, healthy=None, stale=True, error=error, latency_s=None)
 
     def _describe(self, answer: _Result) -> str:
-        if isinstance(answer, httpx.TimeoutException):
+        if isinstance(answer, _Answer):
+            return f"HTTP {answer.status}"
+        if isinstance(answer, TimeoutError):  # socket.timeout is TimeoutError
             return f"timed out after {self.timeout_s} s"
-        if isinstance(answer, httpx.ConnectError):
-            text = str(answer)
-            if _refused(answer):
-                return "connection refused: is the server running?"
-            return f"cannot connect to {self.url}: {text or type(answer).__name__}"
-        if isinstance(answer, httpx.Response):
-            return f"HTTP {answer.status_code}"
-        return f"request failed: {answer or type(answer).__name__}"
+        if _refused(answer):
+            return "connection refused: is the server running?"
+        if isinstance(answer, _ConnectFailed):
+            return f"cannot connect to {self.url}: {answer}"
+        return f"request failed: {str(answer) or type(answer).__name__}"
 
 
-def _json(response: httpx.Response) -> dict[str, Any]:
+def _json(answer: _Answer) -> dict[str, Any]:
     try:
-        value = response.json()
+        value = json.loads(answer.text)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
 
 
 def _refused(error: BaseException) -> bool:
-    """Whether a connect error was a refusal; the async transport hides the cause a level
-    or two down ("All connection attempts failed")."""
+    """Whether a failure was a refused connection, the refusal anywhere in the cause chain."""
     seen: BaseException | None = error
     for _ in range(5):
         if seen is None:
             return False
-        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+        if isinstance(seen, ConnectionRefusedError):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
