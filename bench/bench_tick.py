@@ -2,7 +2,7 @@
 
 Prints the median and p95 wall time and vramtop's own CPU time per tick (the simulated GPU,
 the fake server and the load generator run in other processes and are not counted), and the
-ratio of a tick's CPU to a bare HTTP GET of /metrics measured in the same run.
+ratio of a tick's CPU to a bare HTTP GET of /metrics (http.client, kept alive) in the same run.
 
 With --demo it measures what the console's worker thread asks of the demo backend once a second
 instead: `tick()` and the five reads beside it, on the calling thread's CPU clock (the demo's load
@@ -16,6 +16,7 @@ functions that cost most, from cProfile on the same clock.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import statistics
 import subprocess
@@ -28,6 +29,12 @@ import httpx
 
 from vramtop.monitor import Monitor
 from vramtop.sim.machine import SimMachine, free_port
+
+
+def response_ok(response: http.client.HTTPResponse) -> http.client.HTTPResponse:
+    if response.status != 200:
+        raise SystemExit(f"GET /metrics answered HTTP {response.status}")
+    return response
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -84,13 +91,16 @@ def main() -> int:
                 walls.append(time.perf_counter() - w0)
             assert sample.server is not None and sample.server.reachable
 
-            client = httpx.Client(trust_env=False)
+            # The same HTTP stack the scraper uses: http.client on one kept-alive connection.
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             bare = []
             for _ in range(args.ticks):
                 c0 = time.process_time()
-                client.get(f"{url}/metrics").raise_for_status()
+                connection.request("GET", "/metrics")
+                response = response_ok(connection.getresponse())
+                response.read().decode()
                 bare.append(time.process_time() - c0)
-            client.close()
+            connection.close()
         finally:
             if load is not None:
                 load.terminate()
