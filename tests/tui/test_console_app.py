@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from conftest import make_app, settle, ticks
@@ -11,7 +12,7 @@ from textual.widget import Widget
 from textual.widgets import Input, RichLog
 
 from vramtop.config import Settings
-from vramtop.tui.app import VramtopApp
+from vramtop.tui.app import SETTLE_S, VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -387,3 +388,18 @@ async def test_tick_results_reach_the_app_through_the_message() -> None:
         await ticks(pilot, 2)
         assert app.headroom_inputs is not None
         assert app.baseline is not None
+
+
+async def test_what_start_up_built_is_set_aside_from_the_collector() -> None:
+    # Full collections walk every tracked object: once the console has settled, what start-up
+    # built is frozen so they stop walking it (see _set_aside_start_up).
+    gc.unfreeze()
+    try:
+        app = make_app()
+        async with app.run_test(size=(100, 30)) as pilot:
+            assert gc.get_freeze_count() == 0
+            await pilot.pause(SETTLE_S + 0.5)
+            frozen = gc.get_freeze_count()
+        assert frozen > 10_000  # Textual's and the console's objects, not a handful
+    finally:
+        gc.unfreeze()
