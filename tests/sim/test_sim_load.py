@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 import time
 from typing import Any
 
+import httpx
+import psutil
+
+from vramtop.core.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
 
 
@@ -28,14 +34,70 @@ def test_load_generator_streams_requests(machine_factory: Any, server_factory: A
     assert out.returncode == 0 and "load: 1 requests" in out.stdout
 
 
-def test_machine_start_load_and_stop(machine_factory: Any, server_factory: Any) -> None:
+def _generated_tokens(url: str) -> float:
+    metrics = parse_metrics(httpx.get(f"{url}/metrics", timeout=5).text)
+    return metrics.generation_tokens_total or 0.0
+
+
+def test_machine_runs_the_agent_as_a_process_of_its_own(
+    machine_factory: Any, server_factory: Any
+) -> None:
+    m = machine_factory(speed=20.0)
+    s = server_factory(m, 0.93, api_key="k")
+    assert s.wait_ready()
+    m.start_load(s.url, concurrency=1, api_key="k")
+    load = m.load
+    assert load is not None and load.pid != os.getpid()
+    proc = psutil.Process(load.pid)
+    assert "k" not in proc.cmdline()  # the key travels in the environment, not in `ps`
+    deadline = time.monotonic() + 20
+    while _generated_tokens(s.url) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _generated_tokens(s.url) > 0  # with the key: the server answered it
+    m.stop_load()
+    assert m.load is None and load.poll() is not None
+
+
+def test_the_agent_stops_when_the_process_that_started_it_dies(
+    machine_factory: Any, server_factory: Any
+) -> None:
+    # A console killed with SIGKILL cannot stop its agent: the agent notices by itself.
     m = machine_factory(speed=20.0)
     s = server_factory(m, 0.93)
     assert s.wait_ready()
-    m.start_load(s.url, concurrency=1)
-    deadline = time.monotonic() + 20
-    while m.load is not None and m.load.completed < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert m.load is not None and m.load.completed >= 1
-    m.stop_load()
-    assert m.load is None
+    starter = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, subprocess, sys, time\n"
+         "p = subprocess.Popen([sys.executable, '-m', 'vramtop.sim.load', '--url', sys.argv[1],"
+         " '--pause', '0.01', '0.05', '--parent', str(os.getpid())])\n"
+         "print(p.pid, flush=True)\n"
+         "time.sleep(60)\n",
+         s.url],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    agent: psutil.Process | None = None
+    try:
+        assert starter.stdout is not None
+        agent = psutil.Process(int(starter.stdout.readline()))
+        deadline = time.monotonic() + 20
+        while _generated_tokens(s.url) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert agent.is_running() and _generated_tokens(s.url) > 0
+        starter.kill()
+        starter.wait(5)
+        gone, _ = psutil.wait_procs([agent], timeout=10)
+        assert gone, "the agent went on after its parent died"
+    finally:
+        starter.kill()
+        if agent is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                agent.kill()
+
+
+def test_the_command_refuses_a_pause_range_upside_down() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "vramtop.sim.load", "--url", "http://127.0.0.1:9",
+         "--pause", "2", "1"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert out.returncode == 2 and "--pause wants MIN_S <= MAX_S" in out.stderr

@@ -1,14 +1,20 @@
 """A load generator that plays a coding agent: streaming chat requests with short pauses.
 
 `python -m vramtop.sim.load --url URL [--concurrency 1|2] [--seed N] [--api-key K]` runs until
-SIGTERM/SIGINT (or `--requests N`). `LoadGenerator` does the same from threads in-process.
-Prompts are a few thousand tokens (an agent resends its context), answers 64–512 tokens.
+SIGTERM/SIGINT (or `--requests N`, or, with `--parent PID`, until that parent process is gone).
+`LoadGenerator` does the same from threads in-process. Prompts are a few thousand tokens (an
+agent resends its context), answers 64–512 tokens.
+
+The demo runs it as a process of its own, as a real agent is: a streaming client parses every
+token it receives, and inside the console's process it would compete with the console for the
+interpreter (and its CPU would be counted as the console's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import signal
 import sys
@@ -132,23 +138,56 @@ class LoadGenerator:
         return chunks
 
 
+API_KEY_ENV = "VRAMTOP_LOAD_API_KEY"
+PARENT_CHECK_S = 0.5
+
+
+def _stop_with_parent(gen: LoadGenerator, parent: int) -> None:
+    """An agent left behind by a console that died (even by SIGKILL) must not go on loading
+    the server: once the parent is gone this process has been handed to another one."""
+    while not gen.stopping.wait(PARENT_CHECK_S):
+        if os.getppid() != parent:
+            gen.stopping.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vramtop.sim.load", description=__doc__)
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000")
     parser.add_argument("--concurrency", type=int, choices=(1, 2), default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--api-key", default=None)
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get(API_KEY_ENV),
+        help=f"the server's --api-key (or set {API_KEY_ENV}, which keeps it out of `ps`)",
+    )
     parser.add_argument("--requests", type=int, default=None, help="stop after N requests")
+    parser.add_argument(
+        "--pause",
+        nargs=2,
+        type=float,
+        default=(0.3, 2.0),
+        metavar=("MIN_S", "MAX_S"),
+        help="the agent's pause between requests, drawn between these (default 0.3 2.0)",
+    )
+    parser.add_argument(
+        "--parent", type=int, default=None, help="stop when this parent process has gone"
+    )
     args = parser.parse_args(argv)
+    low, high = args.pause
+    if not 0 <= low <= high:
+        parser.error("--pause wants MIN_S <= MAX_S, both >= 0")
     gen = LoadGenerator(
         args.url,
         concurrency=args.concurrency,
         seed=args.seed,
         api_key=args.api_key,
+        pause_s=(low, high),
         max_requests=args.requests,
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: gen.stopping.set())
+    if args.parent is not None:
+        threading.Thread(target=_stop_with_parent, args=(gen, args.parent), daemon=True).start()
     gen.start().wait()
     gen.stop()
     print(f"load: {gen.completed} requests, {gen.tokens} chunks, {gen.errors} errors")

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from vramtop.sim.load import LoadGenerator
+from vramtop.sim.load import API_KEY_ENV
 from vramtop.sim.protocol import (
     SOCKET_ENV,
     SPEED_ENV,
@@ -74,7 +74,7 @@ class SimMachine:
         self.seed = seed
         self.startup_s = startup_s
         self.world_proc: subprocess.Popen[bytes] | None = None
-        self.load: LoadGenerator | None = None
+        self.load: subprocess.Popen[bytes] | None = None  # the agent, a process of its own
 
     @property
     def socket_path(self) -> Path:
@@ -203,16 +203,40 @@ class SimMachine:
 
     # -- the agent ------------------------------------------------------------------------------
     def start_load(self, url: str, concurrency: int = 1, api_key: str | None = None) -> None:
+        """Start the agent (`python -m vramtop.sim.load`) as a process of its own. It carries
+        this world's socket in its environment, so `stop` sweeps it up with the servers, and
+        it stops by itself once the process that started it has gone."""
         self.stop_load()
-        pause = (0.3 / self.speed, 2.0 / self.speed)
-        self.load = LoadGenerator(
-            url, concurrency=concurrency, seed=self.seed, api_key=api_key, pause_s=pause
-        ).start()
+        env = self.server_env()
+        if api_key:
+            env[API_KEY_ENV] = api_key  # not on the command line, where `ps` shows it
+        cmd = [
+            sys.executable, "-m", "vramtop.sim.load",
+            "--url", url,
+            "--concurrency", str(concurrency),
+            "--seed", str(self.seed),
+            "--pause", str(0.3 / self.speed), str(2.0 / self.speed),
+            "--parent", str(os.getpid()),
+        ]  # fmt: skip
+        self.load = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # the terminal's Ctrl-C is the console's to handle
+        )
 
     def stop_load(self) -> None:
-        if self.load is not None:
-            self.load.stop()
-            self.load = None
+        load, self.load = self.load, None
+        if load is None:
+            return
+        load.terminate()
+        try:
+            load.wait(3.0)
+        except subprocess.TimeoutExpired:
+            load.kill()
+            load.wait(2.0)
 
     def probe(self) -> SimGpuProbe:
         return SimGpuProbe(self.socket_path, wsl=self.wsl)
