@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 from typing import Any
 
 from conftest import make_app, settle, ticks
@@ -195,6 +196,33 @@ async def test_simulated_call_collapses_and_the_banner_offers_the_remedy() -> No
         assert "vram_contention" in text(app, "#budget-why")
 
 
+async def test_an_open_banner_is_updated_only_when_its_text_changes() -> None:
+    # A finding stays open for many ticks, and a banner update lays the whole screen out.
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("v")
+        await settle(pilot)
+        await ticks(pilot, 4)
+        banner = app.query_one(FindingBanner)
+        assert "vram_contention" in text(app, FindingBanner)
+        updates: list[object] = []
+        original = banner.update
+
+        def counted(*args: Any, **kwargs: Any) -> None:
+            updates.append(args)
+            original(*args, **kwargs)
+
+        banner.update = counted  # type: ignore[method-assign]
+        await ticks(pilot, 3)
+        assert updates == []  # the same finding, the same words: nothing to redo
+        backend._findings[0] = replace(backend._findings[0], summary="Tokens/s fell to 5.")
+        await ticks(pilot, 1)
+        assert len(updates) == 1
+        assert "Tokens/s fell to 5." in text(app, FindingBanner)
+
+
 async def test_call_key_only_in_the_demo() -> None:
     backend = FakeBackend(demo=False)
     app = make_app(backend)
@@ -351,6 +379,29 @@ async def test_t_cycles_through_the_bundled_themes() -> None:
             await pilot.press("t")
             seen.add(app.theme)
         assert {"vramtop-dark", "vramtop-light", "vramtop-high-contrast"} <= seen
+
+
+async def test_panels_redraw_in_the_new_theme_s_colours() -> None:
+    # Panels keep each row's drawing until the row changes: a new theme must not be one.
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 3)
+        panel = app.query_one(ThroughputPanel)
+
+        def spark_colours() -> set[object]:
+            strips = panel.render_lines(Region(0, 0, *panel.outer_size))
+            return {
+                segment.style.color if segment.style else None
+                for strip in strips
+                for segment in strip
+                if segment.text.strip() and set(segment.text.strip()) <= set(SPARK_BLOCKS)
+            }
+
+        before = spark_colours()
+        await pilot.press("t")
+        await pilot.pause()
+        after = spark_colours()
+        assert before and after and before.isdisjoint(after)
 
 
 async def test_demo_header_fits_80_columns_with_the_call_marker_and_a_quick_start() -> None:

@@ -200,6 +200,13 @@ class VramtopApp(App[int]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # Found once: the panels are drawn every tick, and a query walks the screen each time.
+        self._header = self.query_one(ConsoleHeader)
+        self._banner = self.query_one(FindingBanner)
+        self._vram = self.query_one(VramSplitPanel)
+        self._kv = self.query_one(KvPoolPanel)
+        self._throughput = self.query_one(ThroughputPanel)
+        self._log = self.query_one(ServerLog)
         self._install_themes()
         if self.settings.keys:
             self.set_keymap(dict(self.settings.keys))
@@ -318,17 +325,15 @@ class VramtopApp(App[int]):
 
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
-        self.query_one(FindingBanner).show(
+        self._banner.show(
             self.findings,
             short=self.size.height < SHORT_HEIGHT,
             can_act=bool(getattr(self.backend, "can_act", True)),
         )
-        self.query_one(VramSplitPanel).show(sample.gpu, sample.split, sample.info, sample.windows)
-        self.query_one(KvPoolPanel).show(sample, tuple(self._kv_usage))
-        self.query_one(ThroughputPanel).show(
-            sample, self.baseline, tuple(self._generation), tuple(self._prompt)
-        )
-        self.query_one(ServerLog).show(log_lines, _log_notice(sample))
+        self._vram.show(sample.gpu, sample.split, sample.info, sample.windows)
+        self._kv.show(sample, tuple(self._kv_usage))
+        self._throughput.show(sample, self.baseline, tuple(self._generation), tuple(self._prompt))
+        self._log.show(log_lines, _log_notice(sample))
 
     def _say(self, text: str | None, *, news: bool = True) -> None:
         """Set the status line; `news` (a result) fades after RESULT_SHOWN_S, progress stays."""
@@ -339,7 +344,7 @@ class VramtopApp(App[int]):
         until = self._activity_until
         if until is not None and self.busy is None and self._clock() >= until:
             self._say(None)
-        self.query_one(ConsoleHeader).show(
+        self._header.show(
             self.sample,
             self._clock(),
             wsl=getattr(self.backend, "wsl", None),
@@ -448,7 +453,7 @@ class VramtopApp(App[int]):
         self.query_one("#server-log RichLog").focus()
 
     def action_search_log(self) -> None:
-        self.query_one(ServerLog).start_search()
+        self._log.start_search()
 
     def action_toggle_call(self) -> None:
         self._toggle_call_worker()

@@ -12,6 +12,7 @@ from vramtop.tui.format import field
 
 
 class FindingBanner(Static):
+    _shown: Content | None = None
     DEFAULT_CSS = """
     FindingBanner {
         display: none; height: auto; padding: 0 1;
@@ -33,7 +34,12 @@ class FindingBanner(Static):
             return
         self.set_class(True, "-open")
         self.set_class(short, "-short")
-        self.update(banner_text(findings[0], more=len(findings) - 1, short=short, can_act=can_act))
+        text = banner_text(findings[0], more=len(findings) - 1, short=short, can_act=can_act)
+        if self._shown is None or not self._shown.is_same(text):
+            # Only on change: an update lays the whole screen out again (the banner's height
+            # follows its text), and a finding stays open for many ticks.
+            self._shown = text
+            self.update(text)
 
 
 def banner_text(finding: Any, more: int = 0, short: bool = False, can_act: bool = True) -> Content:
