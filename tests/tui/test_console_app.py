@@ -176,15 +176,20 @@ async def test_stale_metrics_are_marked() -> None:
         assert "(stale)" in text(app, "KvPoolPanel")
 
 
+async def start_a_call_and_let_it_collapse(pilot: Any) -> None:
+    """Two quiet ticks, a simulated call (v), then four ticks: the fake backend collapses."""
+    await ticks(pilot, 2)
+    await pilot.press("v")
+    await settle(pilot)
+    await ticks(pilot, 4)
+
+
 async def test_simulated_call_collapses_and_the_banner_offers_the_remedy() -> None:
     backend = FakeBackend()
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
-        await ticks(pilot, 2)
-        await pilot.press("v")
-        await settle(pilot)
+        await start_a_call_and_let_it_collapse(pilot)
         assert backend.call_on
-        await ticks(pilot, 4)
         assert "call on" in text(app, ConsoleHeader)
         banner = text(app, FindingBanner)
         assert "vram_contention" in banner
@@ -201,10 +206,7 @@ async def test_an_open_banner_is_updated_only_when_its_text_changes() -> None:
     backend = FakeBackend()
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
-        await ticks(pilot, 2)
-        await pilot.press("v")
-        await settle(pilot)
-        await ticks(pilot, 4)
+        await start_a_call_and_let_it_collapse(pilot)
         banner = app.query_one(FindingBanner)
         assert "vram_contention" in text(app, FindingBanner)
         updates: list[object] = []
