@@ -10,7 +10,8 @@ all threads) via getrusage; nothing else on the machine is counted. Three runs:
   floor;
 - ui: the console on the deterministic fake backend (no reads at all): what drawing costs.
 
-    python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui] [--repeat N]
+    python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
+                                  [--repeat N]
 
 With --repeat N the runs are made N times, in turn, and the median ratio is printed too: one
 run's figure moves by a tenth or more with what else the machine does meanwhile.

@@ -16,10 +16,16 @@ from vramtop.core.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
 
 
-def test_load_generator_streams_requests(machine_factory: Any, server_factory: Any) -> None:
+def serving(machine_factory: Any, server_factory: Any, api_key: str | None = None) -> Any:
+    """A fast simulated machine and a fake server at 0.93 that is ready: (machine, server)."""
     m = machine_factory(speed=20.0)
-    s = server_factory(m, 0.93, api_key="k")
+    s = server_factory(m, 0.93, **({"api_key": api_key} if api_key else {}))
     assert s.wait_ready()
+    return m, s
+
+
+def test_load_generator_streams_requests(machine_factory: Any, server_factory: Any) -> None:
+    _, s = serving(machine_factory, server_factory, api_key="k")
     gen = LoadGenerator(s.url, concurrency=2, api_key="k", pause_s=(0.01, 0.05)).start()
     deadline = time.monotonic() + 20
     while gen.completed < 2 and time.monotonic() < deadline:
@@ -42,9 +48,7 @@ def _generated_tokens(url: str) -> float:
 def test_machine_runs_the_agent_as_a_process_of_its_own(
     machine_factory: Any, server_factory: Any
 ) -> None:
-    m = machine_factory(speed=20.0)
-    s = server_factory(m, 0.93, api_key="k")
-    assert s.wait_ready()
+    m, s = serving(machine_factory, server_factory, api_key="k")
     m.start_load(s.url, concurrency=1, api_key="k")
     load = m.load
     assert load is not None and load.pid != os.getpid()
@@ -62,9 +66,7 @@ def test_the_agent_stops_when_the_process_that_started_it_dies(
     machine_factory: Any, server_factory: Any
 ) -> None:
     # A console killed with SIGKILL cannot stop its agent: the agent notices by itself.
-    m = machine_factory(speed=20.0)
-    s = server_factory(m, 0.93)
-    assert s.wait_ready()
+    _, s = serving(machine_factory, server_factory)
     starter = subprocess.Popen(
         [sys.executable, "-c",
          "import os, subprocess, sys, time\n"
