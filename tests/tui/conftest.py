@@ -29,17 +29,34 @@ def make_app(backend: FakeBackend | None = None, settings: Settings | None = Non
 
 
 async def settle(pilot: Pilot[int]) -> None:
-    """Let every worker finish and every message it posted be handled (actions tick again)."""
+    """Let every action finish, every read asked for be shown, and every message they
+    posted be handled (a finished action asks for a read)."""
     app = pilot.app
+    assert isinstance(app, VramtopApp)
     for _ in range(4):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        # The reader lives as long as the console: wait for the others, and for its reads.
+        actions = [w for w in app.workers if w.group != "tick"]
+        if actions:  # (an empty list means every worker to Textual)
+            await app.workers.wait_for_complete(actions)
+        await _reads_shown(pilot)
 
 
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)
+    await _reads_shown(pilot)  # the read asked for at mount, first: one read per tick
     for _ in range(count):
         app.request_tick()
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _reads_shown(pilot)
+
+
+async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
+    app = pilot.app
+    assert isinstance(app, VramtopApp)
+    waited = 0.0
+    while app.reads_pending:
+        if waited > timeout_s:
+            raise AssertionError(f"no sample shown within {timeout_s} s of asking for a read")
+        await pilot.pause(0.01)
+        waited += 0.01
+    await pilot.pause()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import sys
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -13,9 +16,11 @@ from textual.widget import Widget
 from textual.widgets import Input, RichLog
 
 from vramtop.config import Settings
-from vramtop.tui.app import SETTLE_S, VramtopApp
+from vramtop.core.model import Sample
+from vramtop.tui.app import READER_CHECK_S, SETTLE_S, VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
+from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
@@ -456,3 +461,68 @@ async def test_what_start_up_built_is_set_aside_from_the_collector() -> None:
         assert frozen > 10_000  # Textual's and the console's objects, not a handful
     finally:
         gc.unfreeze()
+
+
+class _HangingBackend(FakeBackend):
+    """A source that hangs while `hang` is clear: the read blocks, the reads are counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = threading.Event()
+        self.hang.set()
+        self.reads = 0
+        self.thread: threading.Thread | None = None
+
+    def tick(self) -> Sample:
+        self.reads += 1
+        self.thread = threading.current_thread()
+        self.hang.wait(10)
+        return super().tick()
+
+
+async def test_a_hanging_source_neither_piles_up_reads_nor_freezes_keys() -> None:
+    backend = _HangingBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        before = backend.reads
+        backend.hang.clear()
+        app.request_tick()  # this read hangs …
+        await pilot.pause(0.1)
+        for _ in range(5):  # … and the timer keeps asking
+            app.request_tick()
+        await pilot.press("question_mark")  # keys still work meanwhile
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.reads_pending
+        backend.hang.set()
+        await settle(pilot)
+        # The hanging read, then one read for all the asks made while it hung: not five.
+        assert backend.reads - before == 2
+        assert not app.reads_pending
+
+
+async def test_the_reader_ends_with_the_console() -> None:
+    backend = _HangingBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        thread = backend.thread
+        assert _runs_the_reader(thread)
+    # Woken on unmount, it returns at once, not at its next look (READER_CHECK_S): a
+    # console that quits is not kept waiting for its thread.
+    for _ in range(int(READER_CHECK_S / 0.01 / 2)):
+        if not _runs_the_reader(thread):
+            break
+        await asyncio.sleep(0.01)
+    assert not _runs_the_reader(thread)
+
+
+def _runs_the_reader(thread: threading.Thread | None) -> bool:
+    assert thread is not None and thread.ident is not None
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "_reader":
+            return True
+        frame = frame.f_back
+    return False

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vramtop.core.metrics import parse_metrics
+from vramtop.core.metrics import _read_line, _samples, parse_metrics
 from vramtop.core.model import CacheConfig, ServerMetrics
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -187,3 +187,41 @@ def test_truncations_and_mutations_of_the_real_page_never_raise(
         junk = data.draw(st.text(max_size=8))
         text = text[:at] + junk + text[at + 1 :]
     assert isinstance(parse_metrics(text), ServerMetrics)
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    # NaN is not equal to itself: compare NaN values by position.
+    return repr(a) == repr(b)
+
+
+def test_every_real_sample_line_reads_as_the_library_reads_it(page: str) -> None:
+    lines = [line for line in page.splitlines() if line and not line.startswith("#")]
+    assert len(lines) > 100
+    for line in lines:
+        assert _same(_samples(line), _read_line(line)), line
+
+
+_SERIES = st.sampled_from(
+    [
+        "vllm:num_requests_running",
+        'vllm:num_requests_running{engine="0",model_name="qwen"}',
+        'vllm:generation_tokens_total{model_name="a}b",engine="0"}',  # a brace in a value
+        'vllm:prompt_tokens_total{model_name="say \\"hi\\"\\n"}',  # escapes
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"}',
+    ]
+)
+_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-(10**20), max_value=10**20).map(str),
+    st.sampled_from(["NaN", "+Inf", "-Inf", "1e3", "1_000", "x", "", "0x10", "1.5e-7"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(series=_SERIES, value=_VALUES, timestamp=st.sampled_from(["", " 1700000000000", " 5 6"]))
+def test_a_known_series_with_any_value_reads_as_the_library_reads_it(
+    series: str, value: str, timestamp: str
+) -> None:
+    # The series is read once and kept; the value is read each time: both ways must agree.
+    line = f"{series} {value}{timestamp}"
+    assert _same(_samples(line), _read_line(line)), line

@@ -106,19 +106,17 @@ def parse_metrics(text: str) -> ServerMetrics:
     """Read the figures vramtop uses from a /metrics page; whatever is unreadable is None."""
     collector = _Collector()
     try:
-        lines: list[str] = []
         info_lines: list[str] = []
         for line in text.splitlines():
-            if line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES:
-                (info_lines if line.startswith(_CACHE_INFO) else lines).append(line)
-        try:
-            _collect(collector, _families("\n".join(lines) + "\n"))
-        except Exception:
-            # The library stops at the first line it cannot read. Start again line by line
-            # so one bad (or cut-off) line costs only itself.
-            collector = _Collector()
-            _collect_line_by_line(collector, lines)
-        # Read apart from the rest (see `_parse_line`) and after it, where vLLM prints it.
+            if not (line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES):
+                continue
+            if line.startswith(_CACHE_INFO):
+                info_lines.append(line)
+                continue
+            # Line by line: one bad (or cut-off) line costs only itself.
+            for name, labels, value in _samples(line):
+                collector.add(name, dict(labels), value)
+        # After the rest, where vLLM prints it.
         for line in info_lines:
             for name, labels, value in _parse_line(line):
                 collector.add(name, dict(labels), value)
@@ -133,20 +131,58 @@ def _name(line: str) -> str:
     return line[: end.start()] if end else line
 
 
-def _collect(collector: _Collector, families: Iterable[object]) -> None:
-    for family in families:
-        for sample in family.samples:  # type: ignore[attr-defined]
-            collector.add(sample.name, sample.labels, sample.value)
+def _samples(line: str) -> tuple[_Sample, ...]:
+    """The sample on one line: its series read once by the library, its value each time.
+
+    A series (name and labels, the text before the value) stays the same from one scrape to
+    the next while its value moves, and its labels are most of the parsing: the library
+    reads them a character at a time. Anything but the plain `series value [timestamp]`
+    shape goes to the library whole."""
+    if " # " not in line:  # (an exemplar has braces of its own)
+        close = line.rfind("}")
+        if close >= 0:
+            series, rest = line[: close + 1], line[close + 1 :]
+        else:
+            series, _, rest = line.partition(" ")
+        fields = rest.split()
+        if series and 1 <= len(fields) <= 2 and "_" not in fields[0]:
+            known = _series(series)
+            if known is not None:
+                value = _value(fields[0])
+                return () if value is None else ((known[0], known[1], value),)
+    return _read_line(line)
+
+
+def _value(text: str) -> float | None:
+    # As the library reads a value: an integer when it is one, else a float.
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=256)
+def _series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    read = _read_line(series + " 0")
+    return (read[0][0], read[0][1]) if len(read) == 1 else None
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_line(line: str) -> tuple[_Sample, ...]:
-    """The samples on one line; none when the line is unreadable.
+    """The samples on one vllm:cache_config_info line, kept while the line stays the same.
 
-    Used for vllm:cache_config_info: its ~40 labels are most of a tick's parsing (the
-    parser reads labels a character at a time), yet the line does not change while a server
-    runs. Keyed by the exact text, so a restarted server's new line is read anew; a few
-    entries cover data-parallel engines (a line each) and a restart's old and new lines."""
+    Its ~40 labels would be most of a tick's parsing, yet the line does not change while a
+    server runs. Keyed by the exact text, so a restarted server's new line is read anew; a
+    few entries cover data-parallel engines (a line each) and a restart's old and new lines."""
+    return _read_line(line)
+
+
+def _read_line(line: str) -> tuple[_Sample, ...]:
+    """The samples on one line, as the library reads them; none when it cannot."""
     try:
         return tuple(
             (sample.name, tuple(sample.labels.items()), sample.value)
@@ -155,14 +191,6 @@ def _parse_line(line: str) -> tuple[_Sample, ...]:
         )
     except Exception:
         return ()
-
-
-def _collect_line_by_line(collector: _Collector, lines: list[str]) -> None:
-    for line in lines:
-        try:
-            _collect(collector, _families(line + "\n"))
-        except Exception:
-            continue
 
 
 def _cache_config(labels: dict[str, str]) -> CacheConfig:

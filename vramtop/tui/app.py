@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -18,9 +19,10 @@ from typing import Any, ClassVar
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal
 from textual.events import Resize
 from textual.widgets import Footer
+from textual.worker import get_current_worker
 
 from vramtop import locations
 from vramtop.backend import ActionResult, Backend
@@ -60,6 +62,9 @@ SHORT_HEIGHT = 36
 # Once the console has started, what start-up built (modules, styles, widgets) is set aside
 # from the garbage collector (see `_set_aside_start_up`).
 SETTLE_S = 1.0
+# The reader looks this often whether it was cancelled, should the console end without
+# waking it (it is woken on unmount).
+READER_CHECK_S = 1.0
 
 # (binding id, key, action, footer label, palette title, help text)
 ACTIONS: list[tuple[str, str, str, str, str, str]] = [
@@ -182,22 +187,30 @@ class VramtopApp(App[int]):
         self._generation: deque[float] = deque(maxlen=HISTORY)
         self._prompt: deque[float] = deque(maxlen=HISTORY)
         self._kv_usage: deque[float] = deque(maxlen=HISTORY)
-        self._tick_in_flight = False
+        # Reads asked for by the timer (and after actions) and answered by the reader: counted
+        # so that an ask made while a read runs gets a read of its own, after it.
+        self._reads_asked = 0
+        self._reads_answered = 0
+        self._read_wanted = threading.Event()
+        self._closing = False
         self._restart_armed = False
         self._theme_names: list[str] = []
         self._pending_flags: dict[str, Any] = {}
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # Each frame, Textual asks every widget whose container overlaps what changed for
+        # its lines, and the screen overlaps everything. The log and the footer share a
+        # container of their own: a tick that changes neither (most do) skips both.
         yield ConsoleHeader()
         yield FindingBanner()
-        with Vertical(id="panels"):
-            yield VramSplitPanel(classes="panel")
-            with Horizontal(id="middle"):
-                yield KvPoolPanel(classes="panel")
-                yield ThroughputPanel(classes="panel")
+        yield VramSplitPanel(classes="panel")
+        with Horizontal(id="middle"):
+            yield KvPoolPanel(classes="panel")
+            yield ThroughputPanel(classes="panel")
+        with Container(id="bottom"):
             yield ServerLog(id="server-log")
-        yield Footer(compact=True)
+            yield Footer(compact=True)
 
     def on_mount(self) -> None:
         # Found once: the panels are drawn every tick, and a query walks the screen each time.
@@ -211,6 +224,7 @@ class VramtopApp(App[int]):
         if self.settings.keys:
             self.set_keymap(dict(self.settings.keys))
         self._render_header()
+        self._reader()
         self.set_interval(self.settings.interval_s, self.request_tick)
         self.request_tick()
         self.set_timer(SETTLE_S, _set_aside_start_up)
@@ -259,14 +273,41 @@ class VramtopApp(App[int]):
 
     # -- ticks ---------------------------------------------------------------------------
     def request_tick(self) -> None:
-        """Start one read unless one is still running (a hanging source must not pile up)."""
-        if self._tick_in_flight:
-            return
-        self._tick_in_flight = True
-        self._tick_worker()
+        """Ask the reader for a read. Asks made while a read runs become one read after it:
+        a hanging source never piles reads up."""
+        self._reads_asked += 1
+        self._read_wanted.set()
+
+    @property
+    def reads_pending(self) -> bool:
+        """A read was asked for and its sample has not been shown yet."""
+        return self._reads_answered < self._reads_asked
+
+    def on_unmount(self) -> None:
+        self._closing = True
+        self._read_wanted.set()  # wake the reader so that it ends now
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tick")
-    def _tick_worker(self) -> None:
+    def _reader(self) -> None:
+        """Reads when asked, for the console's whole life.
+
+        One thread worker, woken by the timer through an Event. A worker started for each
+        tick cost the event loop more than drawing the panels did: a Worker, a task and an
+        executor future per tick, and three state messages handled on the event loop
+        (bench/bench_console.py)."""
+        worker = get_current_worker()
+        wanted = self._read_wanted
+        while not (self._closing or worker.is_cancelled):
+            if not wanted.wait(READER_CHECK_S):
+                continue
+            wanted.clear()
+            if self._closing:
+                return
+            # Every ask made up to here is answered by this read; a later one sets `wanted`
+            # again and gets the next.
+            self._read(self._reads_asked)
+
+    def _read(self, answers: int) -> None:
         backend = self.backend
         try:
             sample = backend.tick()
@@ -277,7 +318,7 @@ class VramtopApp(App[int]):
             baseline = _optional_call(backend, "healthy_baseline", None)
         except Exception as error:  # a backend bug must not take the console down
             log.exception("tick failed")
-            self.post_message(TickFailed(f"{type(error).__name__}: {error}"))
+            self.post_message(TickFailed(f"{type(error).__name__}: {error}", answers=answers))
             return
         # Everything goes back in the message: the app's state is written on the event loop
         # only, never from this thread while a dialog may be reading it.
@@ -289,16 +330,17 @@ class VramtopApp(App[int]):
                 events,
                 headroom_inputs=headroom_inputs,
                 baseline=baseline,
+                answers=answers,
             )
         )
 
     def on_tick_failed(self, message: TickFailed) -> None:
-        self._tick_in_flight = False
+        self._reads_answered = max(self._reads_answered, message.answers)
         self._say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._render_header()
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
-        self._tick_in_flight = False
+        self._reads_answered = max(self._reads_answered, message.answers)
         sample = message.sample
         previous_state = self.sample.info.state if self.sample and self.sample.info else None
         self.sample = sample

@@ -23,8 +23,10 @@ class SampleArrived(Message):
         *,
         headroom_inputs: HeadroomInputs | None = None,
         baseline: Rates | None = None,
+        answers: int = 0,
     ) -> None:
         super().__init__()
+        self.answers = answers  # the console's asks for a read, up to this one, are answered
         self.sample = sample
         self.log_lines = log_lines
         self.findings = findings
@@ -36,8 +38,9 @@ class SampleArrived(Message):
 class TickFailed(Message):
     """The backend raised (it should not): say so, keep the console alive."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, answers: int = 0) -> None:
         super().__init__()
+        self.answers = answers
         self.reason = reason
 
 
