@@ -11,10 +11,12 @@ all threads) via getrusage; nothing else on the machine is counted. Three runs:
 - ui: the console on the deterministic fake backend (no reads at all): what drawing costs.
 
     python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
-                                  [--repeat N]
+                                  [--repeat N] [--apart]
 
-With --repeat N the runs are made N times, in turn, and the median ratio is printed too: one
-run's figure moves by a tenth or more with what else the machine does meanwhile.
+The runs go side by side, at the same time: the floor itself moved from 0.18 to 0.40 s a
+minute from one minute to the next on a shared machine, and a floor measured in another minute
+than the demo made the ratio swing with it. `--apart` runs them one after the other instead.
+With --repeat N it is all done N times and the median ratio is printed too.
 """
 
 from __future__ import annotations
@@ -71,21 +73,31 @@ def child(kind: str, seconds: float, size: tuple[int, int]) -> None:
     print(json.dumps(result))
 
 
-def measure(kind: str, seconds: float, size: str) -> dict[str, float]:
-    env = dict(os.environ)
+def measure(kinds: list[str], seconds: float, size: str) -> dict[str, dict[str, float]]:
+    """Run each app in a child of its own, all at once: whatever else the machine does in
+    that minute (its clock speed, other tenants) weighs on each of them alike."""
     with tempfile.TemporaryDirectory() as home:
         # The demo's state (simulated GPU socket, server log) in a throwaway home; the
         # simulated server starts quickly.
-        env.update(VRAMTOP_HOME=home, VRAMTOP_SIM_STARTUP_S="0.3")
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", kind, "--seconds", str(seconds), "--size", size],
-            capture_output=True,
-            text=True,
-            check=True,
-            env=env,
-        ).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
-    return result
+        env = {**os.environ, "VRAMTOP_HOME": home, "VRAMTOP_SIM_STARTUP_S": "0.3"}
+        args = ["--seconds", str(seconds), "--size", size]
+        children = {
+            kind: subprocess.Popen(
+                [sys.executable, __file__, "--child", kind, *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for kind in kinds
+        }
+        results = {}
+        for kind, child in children.items():
+            out, err = child.communicate()
+            if child.returncode != 0:
+                raise SystemExit(f"the {kind} run failed:\n{err}")
+            results[kind] = json.loads(out.strip().splitlines()[-1])
+    return results
 
 
 LABELS = {
@@ -119,6 +131,9 @@ def main() -> int:
     parser.add_argument("--size", default="120x40")
     parser.add_argument("--only", default="floor,demo,ui", help="comma-separated runs")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, in turn")
+    parser.add_argument(
+        "--apart", action="store_true", help="one run after the other, not all at once"
+    )
     parser.add_argument("--child", choices=["floor", "demo", "ui"])
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
@@ -130,7 +145,10 @@ def main() -> int:
     for run in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
-        results = {kind: measure(kind, args.seconds, args.size) for kind in kinds}
+        if args.apart:
+            results = {k: measure([k], args.seconds, args.size)[k] for k in kinds}
+        else:
+            results = measure(kinds, args.seconds, args.size)
         for kind, ratio in report(results).items():
             ratios[kind].append(ratio)
     if args.repeat > 1:
