@@ -526,3 +526,24 @@ def _runs_the_reader(thread: threading.Thread | None) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+class _DeadWorldBackend(FakeBackend):
+    """The demo whose simulated machine has gone away: a call cannot be started."""
+
+    def toggle_call(self) -> bool:
+        raise ConnectionRefusedError("the simulated machine is not answering")
+
+
+async def test_a_call_that_cannot_be_toggled_is_said_on_screen() -> None:
+    app = make_app(_DeadWorldBackend())
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("v")
+        await settle(pilot)
+        header = text(app, ConsoleHeader)
+        assert "simulated call could not be changed" in header
+        assert "not answering" in header
+        assert "call on" not in header
+        await ticks(pilot, 1)  # and the console keeps updating
+        assert app.sample is not None
