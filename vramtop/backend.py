@@ -54,7 +54,8 @@ class Backend(Protocol):
         ...
 
     def toggle_call(self) -> bool:
-        """Demo only: start or end a simulated video call; returns whether a call is now on."""
+        """Demo only: start or end a simulated video call; returns whether a call is now on.
+        Raises when the simulated machine cannot be asked (the console says so)."""
         ...
 
     def close(self, stop_server: bool) -> None:

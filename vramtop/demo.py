@@ -10,7 +10,6 @@ from __future__ import annotations
 from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
 from vramtop.monitor import Monitor
-from vramtop.sim.protocol import WorldUnreachable
 from vramtop.sim.windows import SimWindowsSource
 from vramtop.supervisor.demo import (
     demo_machine,
@@ -55,12 +54,11 @@ def demo_backend(
         return probe.call_on
 
     def toggle_call() -> bool:
-        try:
-            on = not machine.call_on()
-            machine.set_call(on)
-            return on
-        except WorldUnreachable:
-            return False
+        # WorldUnreachable goes up: the console says the call could not be changed, rather
+        # than that it ended.
+        on = not machine.call_on()
+        machine.set_call(on)
+        return on
 
     def shutdown(stop_server: bool) -> None:
         machine.stop_load()

@@ -115,3 +115,20 @@ async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
     assert not psutil.pid_exists(relaunched_pid) or (
         psutil.Process(relaunched_pid).status() == "zombie"
     )
+
+
+def test_a_call_on_a_simulated_machine_that_is_gone_raises_instead_of_saying_ended() -> None:
+    # The console says "could not be changed" when this raises; a False here read as "ended".
+    from vramtop.sim.protocol import WorldUnreachable
+
+    backend, _owned = demo_backend(start_server=False)
+    try:
+        assert backend.toggle_call() is True  # the machine answers: the call starts
+        stop_demo_world()
+        deadline = time.monotonic() + 10
+        with pytest.raises(WorldUnreachable):
+            while time.monotonic() < deadline:  # until the world has gone
+                backend.toggle_call()
+                time.sleep(0.1)
+    finally:
+        backend.close(True)
