@@ -513,10 +513,10 @@ class VramtopApp(App[int]):
 
     def _call_toggled(self, on: bool | None, error: str | None = None) -> None:
         if error is not None:
-            self._say(
-                f"the simulated call could not be changed ({error}); "
-                f"details in {locations.own_log_file().name}"
-            )
+            # The reason is long (a socket path): in a toast, which wraps; the header has room
+            # for the outcome only.
+            self._say(f"simulated call not changed (see {locations.own_log_file().name})")
+            self.notify(error, title="Simulated call", severity="error", timeout=8)
         else:
             self._say("simulated call started" if on else "simulated call ended")
         self._render_header()
