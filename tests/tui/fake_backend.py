@@ -92,6 +92,7 @@ class FakeBackend:
         self.prompt_counter = 4_000_000.0
         self.preemptions = 0
         self.nvml_error: str | None = None
+        self.gpu_source = "nvml"  # "sim": the demo's simulated GPU
         self.metrics_error: str | None = None
         self._log: list[str] = list(_STARTUP_LOG)
         self._events: list[dict[str, Any]] = [
@@ -323,7 +324,7 @@ class FakeBackend:
 
     def _gpu(self, used: int) -> GpuReading:
         if self.nvml_error:
-            return GpuReading(devices=(), error=self.nvml_error)
+            return GpuReading(devices=(), error=self.nvml_error, source=self.gpu_source)
         processes = None
         if not self.wsl:
             processes = (

@@ -172,6 +172,19 @@ async def test_missing_nvml_is_explained_and_other_panels_update() -> None:
         assert "9.26 GiB" in text(app, "KvPoolPanel")
 
 
+async def test_a_simulated_gpu_that_stopped_is_not_sent_to_nvidia_smi() -> None:
+    backend = FakeBackend()
+    backend.nvml_error = "simulated GPU not reachable: gpu.sock: connection refused"
+    backend.gpu_source = "sim"
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        vram = text(app, "VramSplitPanel")
+        assert "simulated GPU not reachable" in vram
+        assert "vramtop --demo again" in vram
+        assert "nvidia-smi" not in vram
+
+
 async def test_stale_metrics_are_marked() -> None:
     backend = FakeBackend()
     backend.metrics_error = "timed out after 2 s"

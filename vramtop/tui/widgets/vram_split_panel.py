@@ -34,7 +34,7 @@ class VramSplitPanel(TextPanel):
             rows = [
                 VramBar(None),
                 Content.assemble(("GPU readings unavailable: ", "bold $error"), reason),
-                "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating.",
+                _what_to_do(gpu.source),
                 Detail(""),
             ]
         else:
@@ -99,3 +99,10 @@ def _detail_line(gpu: GpuReading, split: Split) -> Content:
         names = "  ".join(f"{p.name} ({p.pid}) {gib(p.used_bytes)}" for p in top)
         return Content(f"top: {names}")
     return Content(split.detail)
+
+
+def _what_to_do(source: str) -> str:
+    if source == "sim":
+        # The demo's GPU is a process of vramtop's: no driver to check.
+        return "The simulated machine has stopped: quit, then run vramtop --demo again."
+    return "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating."
