@@ -11,7 +11,7 @@ all threads) via getrusage; nothing else on the machine is counted. Three runs:
 - ui: the console on the deterministic fake backend (no reads at all): what drawing costs.
 
     python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
-                                  [--repeat N] [--apart]
+                                  [--repeat N] [--apart] [--settle S]
 
 The runs go side by side, at the same time: the floor itself moved from 0.18 to 0.40 s a
 minute from one minute to the next on a shared machine, and a floor measured in another minute
@@ -40,7 +40,7 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child(kind: str, seconds: float, size: tuple[int, int]) -> None:
+def child(kind: str, seconds: float, size: tuple[int, int], settle_s: float = WARMUP_S) -> None:
     from _bench_apps import FloorApp, console_app, demo_console_app
 
     app: Any
@@ -55,7 +55,7 @@ def child(kind: str, seconds: float, size: tuple[int, int]) -> None:
         if not ready():
             app.set_timer(0.5, begin)
             return
-        app.set_timer(WARMUP_S, measure)
+        app.set_timer(settle_s, measure)
 
     def measure() -> None:
         start_cpu, start_wall = _cpu(), time.monotonic()
@@ -73,14 +73,16 @@ def child(kind: str, seconds: float, size: tuple[int, int]) -> None:
     print(json.dumps(result))
 
 
-def measure(kinds: list[str], seconds: float, size: str) -> dict[str, dict[str, float]]:
+def measure(
+    kinds: list[str], seconds: float, size: str, settle_s: float = WARMUP_S
+) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
     that minute (its clock speed, other tenants) weighs on each of them alike."""
     with tempfile.TemporaryDirectory() as home:
         # The demo's state (simulated GPU socket, server log) in a throwaway home; the
         # simulated server starts quickly.
         env = {**os.environ, "VRAMTOP_HOME": home, "VRAMTOP_SIM_STARTUP_S": "0.3"}
-        args = ["--seconds", str(seconds), "--size", size]
+        args = ["--seconds", str(seconds), "--size", size, "--settle", str(settle_s)]
         children = {
             kind: subprocess.Popen(
                 [sys.executable, __file__, "--child", kind, *args],
@@ -134,11 +136,18 @@ def main() -> int:
     parser.add_argument(
         "--apart", action="store_true", help="one run after the other, not all at once"
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=WARMUP_S,
+        help="seconds from the server serving to the start of the measured minute (the "
+        "first minute has a per-second uptime and a growing log; later ones do not)",
+    )
     parser.add_argument("--child", choices=["floor", "demo", "ui"])
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
     if args.child:
-        child(args.child, args.seconds, (width, height))
+        child(args.child, args.seconds, (width, height), args.settle)
         return 0
     kinds = [k for k in ("floor", "demo", "ui") if k in args.only.split(",")]
     ratios: dict[str, list[float]] = {"demo": [], "ui": []}
@@ -146,9 +155,9 @@ def main() -> int:
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
         if args.apart:
-            results = {k: measure([k], args.seconds, args.size)[k] for k in kinds}
+            results = {k: measure([k], args.seconds, args.size, args.settle)[k] for k in kinds}
         else:
-            results = measure(kinds, args.seconds, args.size)
+            results = measure(kinds, args.seconds, args.size, args.settle)
         for kind, ratio in report(results).items():
             ratios[kind].append(ratio)
     if args.repeat > 1:
