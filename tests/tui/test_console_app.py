@@ -9,6 +9,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
 from textual.geometry import Region
@@ -160,29 +161,35 @@ async def test_crashed_server_is_named_and_the_rest_keeps_updating() -> None:
         assert app.check_action("restart", ()) is True
 
 
-async def test_missing_nvml_is_explained_and_other_panels_update() -> None:
+@pytest.mark.parametrize(
+    ("source", "error", "advice", "not_said"),
+    [
+        # The real card: check the driver.
+        ("nvml", "NVML library not found (libnvidia-ml.so.1)", "nvidia-smi", None),
+        # The demo's simulated GPU has stopped: there is no driver to check.
+        (
+            "sim",
+            "simulated GPU not reachable: gpu.sock: connection refused",
+            "vramtop --demo again",
+            "nvidia-smi",
+        ),
+    ],
+)
+async def test_missing_gpu_readings_are_explained_and_other_panels_update(
+    source: str, error: str, advice: str, not_said: str | None
+) -> None:
     backend = FakeBackend()
-    backend.nvml_error = "NVML library not found (libnvidia-ml.so.1)"
+    backend.nvml_error = error
+    backend.gpu_source = source
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 2)
         vram = text(app, "VramSplitPanel")
-        assert "GPU readings unavailable: NVML library not found" in vram
-        assert "nvidia-smi" in vram
+        assert f"GPU readings unavailable: {error}" in vram
+        assert advice in vram
+        if not_said is not None:
+            assert not_said not in vram
         assert "9.26 GiB" in text(app, "KvPoolPanel")
-
-
-async def test_a_simulated_gpu_that_stopped_is_not_sent_to_nvidia_smi() -> None:
-    backend = FakeBackend()
-    backend.nvml_error = "simulated GPU not reachable: gpu.sock: connection refused"
-    backend.gpu_source = "sim"
-    app = make_app(backend)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await ticks(pilot, 2)
-        vram = text(app, "VramSplitPanel")
-        assert "simulated GPU not reachable" in vram
-        assert "vramtop --demo again" in vram
-        assert "nvidia-smi" not in vram
 
 
 async def test_stale_metrics_are_marked() -> None:

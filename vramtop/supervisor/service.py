@@ -115,9 +115,9 @@ class Supervisor:
         rec = self.record()
         if rec is None:
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
-        if rec.state in ("starting", "running") and self._alive(rec):
-            return self._info(rec)  # the usual answer, every tick: nothing to settle
         if rec.state in ("starting", "running"):
+            if self._alive(rec):
+                return self._info(rec)  # the usual answer, every tick: nothing to settle
             try:
                 with state.locked(self.name, timeout_s=0.2):
                     rec = self.record() or rec
