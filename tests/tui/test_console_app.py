@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
+from textual.events import MouseScrollUp
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, RichLog
@@ -323,6 +324,8 @@ async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
         await pilot.pause()
         assert log.scroll_y == log.max_scroll_y  # followed
         assert log.show_vertical_scrollbar
+        # Following, the scrollbar takes no column: it would only say "at the end".
+        assert log.scrollable_content_region.width == log.size.width
         # A line more is a repaint of the log, not a layout of the whole screen.
         assert not layouts
 
@@ -333,6 +336,22 @@ async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
         await pilot.pause()
         assert log.scroll_y == 3  # the reader keeps their place
         assert log.lines[-1].text.startswith("INFO another while reading")
+        # Scrolled up, the scrollbar shows where the reader is.
+        assert log.scrollable_content_region.width == log.size.width - 1
+
+        # Back at the end (a key), the next line is followed and the scrollbar goes again.
+        log.focus()
+        await pilot.press("end")
+        backend._log.append("INFO at the tail again")
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y
+        assert log.scrollable_content_region.width == log.size.width
+        # And the wheel still scrolls the log while it follows.
+        at_end = log.scroll_y
+        log.post_message(MouseScrollUp(log, 1, 1, 0, -1, 0, False, False, False))
+        await pilot.pause()
+        assert log.scroll_y < at_end
 
 
 async def test_tiny_terminal_gets_the_compact_layout() -> None:

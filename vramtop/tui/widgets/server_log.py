@@ -32,12 +32,26 @@ class TailLog(RichLog):
     bench/bench_console.py). This log's size never depends on its content (it fills what the
     panels leave), so only its scrollbar needs to hear of it. A scrollbar appearing or going
     still lays out: `show_vertical_scrollbar` asks for that itself.
+
+    While it follows the tail the log has no scrollbar (`-following`, see ServerLog's CSS), as
+    `tail -f` has none: there it would only say "at the end", and it is drawn again, the
+    height of the log, for every line that arrives (a third of what a new line costs). It
+    appears as soon as the reader scrolls, showing where they are; keys and the wheel scroll
+    either way.
     """
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     _style_this_frame: Style | None = None
-    following = True  # at the tail: new lines, and a change of size, keep it there
+
+    @property
+    def following(self) -> bool:
+        """At the tail: new lines, and a change of size, keep it there."""
+        return self.has_class("-following")
+
+    @following.setter
+    def following(self, value: bool) -> None:
+        self.set_class(value, "-following")
 
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
@@ -81,6 +95,7 @@ class ServerLog(Vertical):
     ServerLog > RichLog { height: 1fr; background: transparent;
         scrollbar-size-vertical: 1; scrollbar-size-horizontal: 0;
     }
+    ServerLog > RichLog.-following { scrollbar-size-vertical: 0; }
     ServerLog > Input { display: none; padding: 0 1; }
     ServerLog.-searching > Input { display: block; }
     ServerLog > .server-log--failure { color: $error; text-style: bold; }
@@ -94,7 +109,9 @@ class ServerLog(Vertical):
         self._subtitle = ""
 
     def compose(self) -> ComposeResult:
-        yield TailLog(max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True)
+        yield TailLog(
+            max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True, classes="-following"
+        )
         # Compact: one row with no border, so the typed text shows (a focused Input's tall
         # border would otherwise fill the single row and hide it).
         yield Input(
