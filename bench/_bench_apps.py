@@ -51,15 +51,34 @@ def console_app(interval_s: float = 1.0, on_first_sample=None):  # type: ignore[
     return MarkedApp(backend, Settings(interval_s=interval_s), clock=backend.clock)
 
 
-def demo_console_app(interval_s: float = 1.0):  # type: ignore[no-untyped-def]
-    """vramtop's console on the demo, as `vramtop --demo` runs it; (app, serving?, close)."""
+def demo_console_app(interval_s: float = 1.0, part: str | None = None):  # type: ignore[no-untyped-def]
+    """vramtop's console on the demo, as `vramtop --demo` runs it; (app, serving?, close).
+
+    `part` leaves something out once the server serves, to see what the rest costs:
+    "reads" draws nothing (the reads, and the samples' messages, only); "still-log" keeps
+    the server log as it was (everything but the log's new lines)."""
     from vramtop.config import Settings
-    from vramtop.core.model import ServerState
+    from vramtop.core.model import Sample, ServerState
     from vramtop.demo import demo_backend
     from vramtop.tui.app import VramtopApp
 
+    class ReadsOnly(VramtopApp):
+        def _render(self, sample: Sample, log_lines: list[str]) -> None:
+            if self.state is not ServerState.RUNNING:
+                super()._render(sample, log_lines)
+
+    class StillLog(VramtopApp):
+        kept: list[str] | None = None
+
+        def _render(self, sample: Sample, log_lines: list[str]) -> None:
+            if self.state is ServerState.RUNNING:
+                self.kept = log_lines if self.kept is None else self.kept
+                log_lines = self.kept
+            super()._render(sample, log_lines)
+
+    app_class = {None: VramtopApp, "reads": ReadsOnly, "still-log": StillLog}[part]
     backend, _owned = demo_backend()
-    app = VramtopApp(backend, Settings(interval_s=interval_s))
+    app = app_class(backend, Settings(interval_s=interval_s))
 
     def serving() -> bool:
         return app.state is ServerState.RUNNING

@@ -1,14 +1,18 @@
 """vramtop's own CPU while showing the demo at 1 Hz, against a one-Sparkline Textual app.
 
 Each app runs headless in its own child process, which reports its own CPU time (user + system,
-all threads) via getrusage; nothing else on the machine is counted. Three runs:
+all threads) via getrusage; nothing else on the machine is counted. The runs (`--only`):
 
 - floor: a minimal Textual app updating one Sparkline at 1 Hz;
 - demo: vramtop's console on the demo (`vramtop --demo`), measured once the simulated vLLM is
   serving. The simulator (GPU, server, and the agent sending it requests) runs in other
   processes and is not counted. This is the figure the target applies to: at most 1.5× the
   floor;
-- ui: the console on the deterministic fake backend (no reads at all): what drawing costs.
+- ui: the console on the deterministic fake backend (no reads at all): what drawing costs;
+- reads, still-log (not run by default): the demo with one part left out once the server
+  serves, to see what each part costs. "reads" reads as the demo does but draws nothing
+  (the reads and the samples' messages); "still-log" draws all but the server log's new
+  lines. So demo - reads is the drawing, demo - still-log the log.
 
     python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
                                   [--repeat N] [--apart] [--settle S]
@@ -44,8 +48,8 @@ def child(kind: str, seconds: float, size: tuple[int, int], settle_s: float = WA
     from _bench_apps import FloorApp, console_app, demo_console_app
 
     app: Any
-    if kind == "demo":
-        app, ready, close = demo_console_app()
+    if kind in DEMO_KINDS:
+        app, ready, close = demo_console_app(part=DEMO_KINDS[kind])
     else:
         app = console_app() if kind == "ui" else FloorApp()
         ready, close = (lambda: True), (lambda: None)
@@ -78,10 +82,10 @@ def measure(
 ) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
     that minute (its clock speed, other tenants) weighs on each of them alike."""
-    with tempfile.TemporaryDirectory() as home:
-        # The demo's state (simulated GPU socket, server log) in a throwaway home; the
-        # simulated server starts quickly.
-        env = {**os.environ, "VRAMTOP_HOME": home, "VRAMTOP_SIM_STARTUP_S": "0.3"}
+    with tempfile.TemporaryDirectory() as homes:
+        # Each run's state (simulated GPU socket, server log) in a throwaway home of its own:
+        # each demo run has a simulated machine of its own. The simulated server starts
+        # quickly.
         args = ["--seconds", str(seconds), "--size", size, "--settle", str(settle_s)]
         children = {
             kind: subprocess.Popen(
@@ -89,7 +93,11 @@ def measure(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=env,
+                env={
+                    **os.environ,
+                    "VRAMTOP_HOME": os.path.join(homes, kind),
+                    "VRAMTOP_SIM_STARTUP_S": "0.3",
+                },
             )
             for kind in kinds
         }
@@ -106,7 +114,12 @@ LABELS = {
     "floor": "floor (1 Sparkline @1 Hz)",
     "demo": "vramtop --demo @1 Hz",
     "ui": "console, fake backend",
+    "reads": "demo, reads only",
+    "still-log": "demo, log held still",
 }
+KINDS = tuple(LABELS)
+# The demo, whole or with a part left out once the server serves (see demo_console_app).
+DEMO_KINDS = {"demo": None, "reads": "reads", "still-log": "still-log"}
 
 
 def report(results: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -119,7 +132,7 @@ def report(results: dict[str, dict[str, float]]) -> dict[str, float]:
         )
     ratios = {}
     floor = results.get("floor", {}).get("cpu_s")
-    for kind in ("demo", "ui"):
+    for kind in KINDS[1:]:
         if floor and kind in results:
             ratios[kind] = results[kind]["cpu_s"] / floor
             target = " (target <= 1.5x)" if kind == "demo" else ""
@@ -131,7 +144,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--size", default="120x40")
-    parser.add_argument("--only", default="floor,demo,ui", help="comma-separated runs")
+    parser.add_argument(
+        "--only",
+        default="floor,demo,ui",
+        help="comma-separated runs, of: " + ", ".join(KINDS) + " (reads and still-log are "
+        "the demo with a part left out, to see what each part costs)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, in turn")
     parser.add_argument(
         "--apart", action="store_true", help="one run after the other, not all at once"
@@ -143,14 +161,18 @@ def main() -> int:
         help="seconds from the server serving to the start of the measured minute (the "
         "first minute has a per-second uptime and a growing log; later ones do not)",
     )
-    parser.add_argument("--child", choices=["floor", "demo", "ui"])
+    parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
     if args.child:
         child(args.child, args.seconds, (width, height), args.settle)
         return 0
-    kinds = [k for k in ("floor", "demo", "ui") if k in args.only.split(",")]
-    ratios: dict[str, list[float]] = {"demo": [], "ui": []}
+    asked = args.only.split(",")
+    unknown = sorted(set(asked) - set(KINDS))
+    if unknown:
+        parser.error(f"unknown run {', '.join(unknown)}: choose from {', '.join(KINDS)}")
+    kinds = [k for k in KINDS if k in asked]
+    ratios: dict[str, list[float]] = {k: [] for k in KINDS[1:]}
     for run in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
