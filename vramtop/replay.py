@@ -36,7 +36,7 @@ class ReplayBackend:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = ReplaySource(path, speed=speed)  # SessionError on an unreadable file
-        self.profile_name = f"replay of {path.name} ×{speed:g}"
+        self.profile_name: str | None = f"replay of {path.name} ×{speed:g}"
         self._name = path.name
         self.wsl = bool(self.source.header.wsl)
         self.call_on = False

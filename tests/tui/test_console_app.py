@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import sys
 import threading
 from dataclasses import replace
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
+from textual.app import App
 from textual.events import MouseScrollUp
 from textual.geometry import Region
 from textual.widget import Widget
@@ -172,6 +174,13 @@ async def test_crashed_server_is_named_and_the_rest_keeps_updating() -> None:
             "sim",
             "simulated GPU not reachable: gpu.sock: connection refused",
             "vramtop --demo again",
+            "nvidia-smi",
+        ),
+        # A replay whose recording has no GPU reading here: nothing to check on this machine.
+        (
+            "recording",
+            "the recording has no GPU reading at this point",
+            "nothing to check on this one",
             "nvidia-smi",
         ),
     ],
@@ -586,3 +595,14 @@ async def test_a_call_that_cannot_be_toggled_is_said_on_screen() -> None:
         assert any("not answering" in str(n.message) for n in app._notifications)
         await ticks(pilot, 1)  # and the console keeps updating
         assert app.sample is not None
+
+
+async def test_the_console_hides_none_of_textuals_own_methods() -> None:
+    # An attribute of the app named like one of App's methods replaces it: `self._log` once
+    # held the server log panel, and Textual's devtools logging (`App._log`) would then have
+    # called the panel.
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        hidden = [n for n in vars(app) if inspect.isfunction(inspect.getattr_static(App, n, None))]
+        assert hidden == []

@@ -139,6 +139,20 @@ def test_truncated_last_line_and_unknown_fields_are_tolerated(tmp_path: Path) ->
     assert sum(isinstance(r, Sample) for r in records) == 3
 
 
+def test_a_sample_without_gpus_reads_as_a_gpu_reading_with_a_reason(tmp_path: Path) -> None:
+    path = tmp_path / "no-gpu.jsonl"
+    lines = (FIXTURES / "engine_crash.jsonl").read_text().splitlines()
+    sample = json.loads(lines[1])
+    assert sample["gpus"]  # (the fixture's first sample has one: it is taken away here)
+    path.write_text("\n".join([lines[0], json.dumps({**sample, "gpus": []})]) + "\n")
+    (record,) = (r for r in SessionReader(path) if isinstance(r, Sample))
+    assert not record.gpu.available and record.gpu.source == "recording"
+    assert record.gpu.error == "the recording has no GPU reading at this point"
+    # A sample that has its GPU keeps no error.
+    first = next(r for r in SessionReader(FIXTURES / "engine_crash.jsonl") if isinstance(r, Sample))
+    assert first.gpu.available and first.gpu.error is None
+
+
 @pytest.mark.parametrize(
     "content, says",
     [

@@ -166,7 +166,12 @@ class SessionReader:
         reading, info = _server(server, self.header) if isinstance(server, dict) else (None, None)
         return Sample(
             t=t,
-            gpu=GpuReading(devices=tuple(devices), source="recording"),
+            gpu=GpuReading(
+                devices=tuple(devices),
+                source="recording",
+                # (The recording machine could not read its GPU then: a sample keeps none.)
+                error=None if devices else "the recording has no GPU reading at this point",
+            ),
             server=reading,
             info=info,
             split=split,

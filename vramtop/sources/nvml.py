@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -70,7 +71,7 @@ class NvmlProbe:
             return None
         if self._nvml is None:
             try:
-                import pynvml
+                import pynvml  # type: ignore[import-untyped]
             except ImportError:
                 return "NVML is not available: nvidia-ml-py is not installed."
             self._nvml = pynvml
@@ -93,7 +94,7 @@ class NvmlProbe:
         count = self._call(nvml.nvmlDeviceGetCount, 0)
         devices = []
         for index in range(count):
-            handle = self._call(lambda i=index: nvml.nvmlDeviceGetHandleByIndex(i), None)
+            handle = self._call(partial(nvml.nvmlDeviceGetHandleByIndex, index), None)
             if handle is None:
                 continue
             device = self._device(index, handle)
@@ -138,7 +139,7 @@ class NvmlProbe:
         ):
             getter = getattr(nvml, name, None)
             if getter is not None:
-                mask = self._call(lambda g=getter: g(handle), None)
+                mask = self._call(partial(getter, handle), None)
                 if mask is not None:
                     return int(mask)
         return None
@@ -154,7 +155,7 @@ class NvmlProbe:
             "nvmlDeviceGetGraphicsRunningProcesses",
         ):
             getter = getattr(nvml, name, None)
-            entries = self._call(lambda g=getter: g(handle), None) if getter else None
+            entries = self._call(partial(getter, handle), None) if getter else None
             if entries is None:
                 continue
             any_list = True

@@ -123,6 +123,6 @@ def listening_pid(port: int) -> int | None:
         conns = []
     for conn in conns:
         listening = conn.status == psutil.CONN_LISTEN and conn.laddr
-        if listening and conn.laddr.port == port and conn.pid:
+        if listening and getattr(conn.laddr, "port", None) == port and conn.pid:
             return conn.pid
     return None

@@ -220,7 +220,7 @@ class VramtopApp(App[int]):
         self._vram = self.query_one(VramSplitPanel)
         self._kv = self.query_one(KvPoolPanel)
         self._throughput = self.query_one(ThroughputPanel)
-        self._log = self.query_one(ServerLog)
+        self._server_log = self.query_one(ServerLog)
         self._install_themes()
         if self.settings.keys:
             self.set_keymap(dict(self.settings.keys))
@@ -376,7 +376,7 @@ class VramtopApp(App[int]):
         self._vram.show(sample.gpu, sample.split, sample.info, sample.windows)
         self._kv.show(sample, tuple(self._kv_usage))
         self._throughput.show(sample, self.baseline, tuple(self._generation), tuple(self._prompt))
-        self._log.show(log_lines, _log_notice(sample))
+        self._server_log.show(log_lines, _log_notice(sample))
 
     def _say(self, text: str | None, *, news: bool = True) -> None:
         """Set the status line; `news` (a result) fades after RESULT_SHOWN_S, progress stays."""
@@ -496,7 +496,7 @@ class VramtopApp(App[int]):
         self.query_one("#server-log RichLog").focus()
 
     def action_search_log(self) -> None:
-        self._log.start_search()
+        self._server_log.start_search()
 
     def action_toggle_call(self) -> None:
         self._toggle_call_worker()

@@ -9,6 +9,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.events import Resize
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.strip import Strip
@@ -67,7 +68,7 @@ class TailLog(RichLog):
         self.following = True
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: Resize) -> None:
         # A banner opening above shrinks the log: the tail must stay in view.
         if self.following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)

@@ -105,4 +105,7 @@ def _what_to_do(source: str) -> str:
     if source == "sim":
         # The demo's GPU is a process of vramtop's: no driver to check.
         return "The simulated machine has stopped: quit, then run vramtop --demo again."
+    if source == "recording":
+        # A replay: the GPU in question is the recorded machine's, at the time.
+        return "The recorded machine could not read its GPU then; nothing to check on this one."
     return "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating."
