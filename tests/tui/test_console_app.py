@@ -606,3 +606,29 @@ async def test_the_console_hides_none_of_textuals_own_methods() -> None:
         await ticks(pilot, 1)
         hidden = [n for n in vars(app) if inspect.isfunction(inspect.getattr_static(App, n, None))]
         assert hidden == []
+
+
+async def test_text_selected_in_a_panel_is_the_text_of_the_rows_dragged_over() -> None:
+    # Each row of a panel is drawn on its own; its cells must still say which row they are,
+    # or a drag over the third row copies (and highlights) the first.
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        kv = app.query_one(KvPoolPanel)
+        rows = [line.plain for line in kv.lines]
+        x0, y0 = kv.content_region.x - kv.region.x, kv.content_region.y - kv.region.y
+        for row in (3, 4):
+            await pilot.mouse_down(kv, offset=(x0, y0 + row))
+            await pilot.hover(kv, offset=(x0 + 10, y0 + row))
+            await pilot.mouse_up(kv, offset=(x0 + 10, y0 + row))
+            await pilot.pause()
+            assert app.screen.get_selected_text() == rows[row][:11]  # (the end cell too)
+            # Drawn highlighted on that row: its cells carry the selection's background.
+            selected = app.screen.get_component_rich_style("screen--selection").bgcolor
+            drawn = kv.render_lines(Region(0, 0, *kv.region.size))  # border and all
+            highlighted = [
+                y
+                for y, strip in enumerate(drawn)
+                if any(s.style and s.style.bgcolor == selected for s in strip)
+            ]
+            assert highlighted == [y0 + row]

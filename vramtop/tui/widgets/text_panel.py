@@ -142,12 +142,19 @@ class TextPanel(Widget):
         strip = self._strips.get(y)
         if strip is None:
             style = self.visual_style
-            strips = (
-                Visual.to_strips(self, self._lines[y], width, 1, style)
-                if y < len(self._lines)
-                else []
-            )
-            strip = strips[0] if strips else Strip.blank(width, style.rich_style)
+            if self.text_selection is not None:
+                # Drawn with the selection highlighted: the panel as one visual, whose rows
+                # know which line of it they are (a row drawn alone is its own line 0). Only
+                # while something is selected.
+                strips = Visual.to_strips(self, self.render(), width, None, style)
+                self._strips.update(enumerate(strips))
+                strip = self._strips.get(y)
+            elif y < len(self._lines):
+                strips = Visual.to_strips(self, self._lines[y], width, 1, style)
+                # Each cell says where it is, for a mouse selection: this row, not line 0.
+                strip = strips[0].apply_offsets(0, y) if strips else None
+            if strip is None:
+                strip = Strip.blank(width, style.rich_style)
             self._strips[y] = strip
         return strip
 
