@@ -610,7 +610,7 @@ async def test_the_console_hides_none_of_textuals_own_methods() -> None:
 
 async def test_text_selected_in_a_panel_is_the_text_of_the_rows_dragged_over() -> None:
     # Each row of a panel is drawn on its own; its cells must still say which row they are,
-    # or a drag over the third row copies (and highlights) the first.
+    # or a drag over a lower row copies (and highlights) the first.
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
