@@ -12,7 +12,7 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
 - reads, still-log (not run by default): the demo with one part left out once the server
   serves, to see what each part costs. "reads" reads as the demo does but draws nothing
   (the reads and the samples' messages); "still-log" draws all but the server log's new
-  lines. So demo - reads is the drawing, demo - still-log the log.
+  lines. So demo - still-log is the log, and still-log - reads the header and panels.
 
     python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
                                   [--repeat N] [--apart] [--settle S]
@@ -49,7 +49,7 @@ def child(kind: str, seconds: float, size: tuple[int, int], settle_s: float = WA
 
     app: Any
     if kind in DEMO_KINDS:
-        app, ready, close = demo_console_app(part=DEMO_KINDS[kind])
+        app, ready, close = demo_console_app(part=None if kind == "demo" else kind)
     else:
         app = console_app() if kind == "ui" else FloorApp()
         ready, close = (lambda: True), (lambda: None)
@@ -118,8 +118,9 @@ LABELS = {
     "still-log": "demo, log held still",
 }
 KINDS = tuple(LABELS)
-# The demo, whole or with a part left out once the server serves (see demo_console_app).
-DEMO_KINDS = {"demo": None, "reads": "reads", "still-log": "still-log"}
+# The demo, whole or with the part of that name left out once the server serves (see
+# demo_console_app).
+DEMO_KINDS = ("demo", "reads", "still-log")
 
 
 def report(results: dict[str, dict[str, float]]) -> dict[str, float]:
