@@ -162,15 +162,20 @@ def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:
 
 
 def live_backend(
-    profile: Profile | None, url: str | None, api_key_env: str | None, windows: bool = True
+    profile: Profile | None,
+    url: str | None,
+    api_key_env: str | None,
+    windows: bool = True,
+    gpu_probe: str = "auto",
 ) -> MachineBackend:
-    """The real machine: NVML, and the profile's server (or just a URL to watch)."""
+    """The real machine: its GPU probe (see sources/probes.py), and the profile's server (or
+    just a URL to watch)."""
     from vramtop.sources.host import is_wsl
-    from vramtop.sources.nvml import NvmlProbe
+    from vramtop.sources.probes import choose_probe
     from vramtop.sources.windows import WindowsGpuSource
 
     wsl = is_wsl()
-    probe = NvmlProbe()
+    probe = choose_probe(gpu_probe)
     supervisor = Supervisor(profile, memory_released=memory_released_on(probe)) if profile else None
     monitor = Monitor(
         probe=probe,

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -170,6 +170,12 @@ class Settings(BaseModel):
     record_sessions: bool = False
     """Record every console session to a file under the log directory (sessions/), for
     `vramtop diagnose` and `vramtop replay`."""
+    gpu_probe: Literal["auto", "nvml", "nvml-unified", "amd", "amd-sysfs"] = "auto"
+    """How the GPU is read. `auto` picks NVML for NVIDIA (unified memory recognised on a known
+    integrated device such as the DGX Spark's GB10), else AMD; `nvml` reads dedicated VRAM only;
+    `nvml-unified` takes NVML's "not supported" memory as one pool shared with the system
+    (read from /proc/meminfo); `amd` uses amdsmi when it works, else sysfs and DRM fdinfo;
+    `amd-sysfs` never tries amdsmi."""
 
     @field_validator("interval_s")
     @classmethod

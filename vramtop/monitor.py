@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Protocol
 
 from vramtop.core.model import (
-    GpuReading,
     Sample,
     ServerInfo,
     ServerReading,
@@ -30,14 +29,11 @@ from vramtop.core.timeline import Timeline
 from vramtop.core.vllm_log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.sources.logtail import LogTail
+from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
 
 LOG_LINES_KEPT = 2000
 START_MARKER = "=== vramtop: start"
-
-
-class GpuProbe(Protocol):
-    def read(self) -> GpuReading: ...
 
 
 class WindowsSource(Protocol):
@@ -103,6 +99,7 @@ class Monitor:
         return self.timeline.add(replace(sample, split=self._split(sample)))
 
     def close(self) -> None:
+        self._probe.close()
         if self.windows is not None:
             self.windows.close()
         if self._scraper is not None:

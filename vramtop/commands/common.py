@@ -28,7 +28,7 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
         except RuntimeError as exc:
             raise UsageError(f"the simulated machine could not start: {exc}") from exc
     from vramtop.backends import live_backend
-    from vramtop.config import ConfigError
+    from vramtop.config import ConfigError, load_settings
     from vramtop.profiles import load_default_profile, load_profile
 
     profile_name = getattr(args, "profile", None)
@@ -37,10 +37,11 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
         profile = load_profile(profile_name) if profile_name else None
         if profile is None and not url:
             profile = load_default_profile()
+        gpu_probe = load_settings().gpu_probe
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
     api_key_env = getattr(args, "api_key_env", None)
-    return live_backend(profile, url, api_key_env, windows=windows), False
+    return live_backend(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe), False
 
 
 def open_session_file(path: Path, backend: MachineBackend, first: Sample) -> SessionWriter:

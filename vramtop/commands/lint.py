@@ -30,12 +30,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _card_total_bytes() -> tuple[int | None, str | None]:
-    """The first GPU's total memory from NVML, or why it is unknown."""
-    try:
-        from vramtop.sources.nvml import NvmlProbe
-    except ImportError:
-        return None, "NVML support is not available"
-    probe = NvmlProbe()
+    """The first GPU's total memory (the shared pool on unified memory), or why it is unknown."""
+    from vramtop.sources.probes import configured_probe
+
+    probe = configured_probe()
     try:
         reading = probe.read()
     finally:

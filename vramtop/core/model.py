@@ -37,11 +37,23 @@ class SplitMethod(StrEnum):
     UNKNOWN = "unknown"
 
 
+class MemoryKind(StrEnum):
+    """What kind of memory a device's numbers describe."""
+
+    DEDICATED = "dedicated"  # the card's own VRAM (a discrete NVIDIA or AMD card)
+    # One pool shared with the CPU (DGX Spark's GB10): total, used and free are the system's
+    # memory (MemTotal, MemTotal − MemAvailable, MemAvailable), the page cache counted free.
+    UNIFIED = "unified"
+
+
 @dataclass(frozen=True)
 class ProcessMemory:
     pid: int
     name: str
     used_bytes: int
+    # AMD: the process's buffers in GTT (system memory the card maps), from DRM fdinfo or
+    # amdsmi. None where the driver does not say (NVIDIA).
+    gtt_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,10 @@ class GpuDevice:
     throttle: tuple[str, ...] = ()
     # None: the driver gives no per-process numbers here (WSL2), not "no processes".
     processes: tuple[ProcessMemory, ...] | None = None
+    memory_kind: MemoryKind = MemoryKind.DEDICATED
+    # AMD: GTT (system memory mapped for the card), where VRAM overflows. None: not known.
+    gtt_total_bytes: int | None = None
+    gtt_used_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +81,7 @@ class GpuReading:
     """One batched read of every device, or the reason there is none."""
 
     devices: tuple[GpuDevice, ...] = ()
-    source: str = "nvml"  # "nvml" or "sim"
+    source: str = "nvml"  # "nvml", "amdsmi", "sysfs" (AMD without amdsmi) or "sim"
     error: str | None = None  # why devices are missing or incomplete
 
     @property
@@ -174,6 +190,10 @@ class Split:
     budget_bytes: int | None = None  # ceil(total × util), when the util is known
     # total − budget − the server's footprint outside its budget: what the desktop may use.
     headroom_bytes: int | None = None
+    # What `total_bytes` is: the card's VRAM, or (unified) the memory shared with the system.
+    memory_kind: MemoryKind = MemoryKind.DEDICATED
+    # AMD: the server's buffers in GTT (system memory): VRAM that overflowed. None: not known.
+    server_gtt_bytes: int | None = None
 
 
 @dataclass(frozen=True)

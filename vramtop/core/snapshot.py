@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramtop.core.model import GIB, GpuDevice, Sample
+from vramtop.core.model import GIB, GpuDevice, ProcessMemory, Sample
 from vramtop.core.windows import windows_sample_fields
 
 
@@ -66,8 +66,22 @@ def _device(device: GpuDevice) -> dict[str, Any]:
         "throttle": list(device.throttle),
         "processes": None
         if device.processes is None
-        else [{"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes} for p in device.processes],
+        else [process_fields(p) for p in device.processes],
+        # What the numbers describe: "dedicated" VRAM, or "unified" memory shared with the
+        # system (total/used/free are then the system's MemTotal, MemTotal − MemAvailable and
+        # MemAvailable). GTT: AMD only, system memory the card maps (null elsewhere).
+        "memory_kind": device.memory_kind.value,
+        "gtt_total_bytes": device.gtt_total_bytes,
+        "gtt_used_bytes": device.gtt_used_bytes,
     }
+
+
+def process_fields(p: ProcessMemory) -> dict[str, Any]:
+    """One process as JSON and in recordings (`gtt_bytes` only where the driver says)."""
+    entry: dict[str, Any] = {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
+    if p.gtt_bytes is not None:
+        entry["gtt_bytes"] = p.gtt_bytes
+    return entry
 
 
 def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
@@ -93,6 +107,8 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "free_bytes": split.free_bytes,
             "budget_bytes": split.budget_bytes,
             "headroom_bytes": split.headroom_bytes,
+            "memory_kind": split.memory_kind.value,
+            "server_gtt_bytes": split.server_gtt_bytes,
         },
         "server": {
             "url": server.url if server else None,

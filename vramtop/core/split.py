@@ -9,9 +9,10 @@ that budget (the CUDA context). Whatever else is in use is counted as the deskto
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from vramtop.core.headroom import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
-from vramtop.core.model import GIB, GpuDevice, Split, SplitMethod
+from vramtop.core.model import GIB, GpuDevice, MemoryKind, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 
 __all__ = ["OUTSIDE_BUDGET_ESTIMATE_BYTES", "budget_bytes", "split_card", "split_from_windows"]
@@ -25,7 +26,45 @@ def split_card(
     util: float | None,
     outside_budget_bytes: int = OUTSIDE_BUDGET_ESTIMATE_BYTES,
 ) -> Split:
-    """Divide `device` into server, desktop and free, saying how the numbers were obtained."""
+    """Divide `device` into server, desktop and free, saying how the numbers were obtained.
+
+    On unified memory (one pool shared with the CPU) the same arithmetic holds: the pool is
+    the system's memory, and the desktop's share is everything else the system uses."""
+    split = _split_card(
+        device,
+        server_pids=server_pids,
+        server_running=server_running,
+        util=util,
+        outside_budget_bytes=outside_budget_bytes,
+    )
+    return _with_memory_kind(split, device, server_pids)
+
+
+def _with_memory_kind(split: Split, device: GpuDevice, server_pids: Collection[int]) -> Split:
+    """The split told what its total is (card or shared pool) and, on AMD, how much of the
+    server's memory lies in GTT."""
+    gtt = None
+    if device.processes is not None and server_pids:
+        pids = set(server_pids)
+        held = [p.gtt_bytes for p in device.processes if p.pid in pids and p.gtt_bytes is not None]
+        gtt = sum(held) if held else None
+    detail = split.detail
+    if device.memory_kind is MemoryKind.UNIFIED:
+        detail = (
+            f"Unified memory (shared with the system): {detail} The total is the system's "
+            "memory; the page cache counts as free (MemAvailable)."
+        )
+    return replace(split, memory_kind=device.memory_kind, server_gtt_bytes=gtt, detail=detail)
+
+
+def _split_card(
+    device: GpuDevice,
+    *,
+    server_pids: Collection[int],
+    server_running: bool,
+    util: float | None,
+    outside_budget_bytes: int,
+) -> Split:
     total, used = device.total_bytes, device.used_bytes
     free = max(0, total - used)
     budget = budget_bytes(total, util) if util is not None else None

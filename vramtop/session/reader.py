@@ -19,6 +19,7 @@ from vramtop.core.model import (
     CacheConfig,
     GpuDevice,
     GpuReading,
+    MemoryKind,
     ProcessMemory,
     Rates,
     Sample,
@@ -199,7 +200,12 @@ def _device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
     processes = None
     if isinstance(procs, list):
         processes = tuple(
-            ProcessMemory(_int(p, "pid") or 0, str(p.get("name", "")), _int(p, "used_bytes") or 0)
+            ProcessMemory(
+                _int(p, "pid") or 0,
+                str(p.get("name", "")),
+                _int(p, "used_bytes") or 0,
+                gtt_bytes=_int(p, "gtt_bytes"),
+            )
             for p in procs
             if isinstance(p, dict)
         )
@@ -214,7 +220,17 @@ def _device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
         sm_clock_mhz=_int(g, "sm_clock_mhz"),
         throttle=tuple(str(r) for r in throttle) if isinstance(throttle, list) else (),
         processes=processes,
+        memory_kind=_memory_kind(g.get("memory_kind")),
+        gtt_used_bytes=_int(g, "gtt_used_bytes"),
     )
+
+
+def _memory_kind(value: Any) -> MemoryKind:
+    """A recorded memory kind; dedicated when absent (older recordings) or unknown."""
+    try:
+        return MemoryKind(str(value)) if value is not None else MemoryKind.DEDICATED
+    except ValueError:
+        return MemoryKind.DEDICATED
 
 
 def _split(g: Mapping[str, Any], device: GpuDevice, util: float | None) -> Split | None:
@@ -235,6 +251,8 @@ def _split(g: Mapping[str, Any], device: GpuDevice, util: float | None) -> Split
         detail="As recorded.",
         budget_bytes=budget,
         headroom_bytes=_int(g, "headroom_bytes"),
+        memory_kind=device.memory_kind,
+        server_gtt_bytes=_int(g, "server_gtt_bytes"),
     )
 
 

@@ -15,7 +15,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from vramtop.core.diagnosis import Finding
-from vramtop.core.model import GpuDevice, Sample, ServerInfo, ServerState
+from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
+from vramtop.core.snapshot import process_fields
 from vramtop.core.windows import windows_sample_fields
 
 FORMAT = "vramtop-session"
@@ -79,19 +80,22 @@ def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> dict[str, Any]:
         "server_bytes": split.server_bytes if split else None,
         "processes": None
         if device.processes is None
-        else [
-            {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
-            for p in device.processes[:MAX_PROCESSES]
-        ],
+        else [process_fields(p) for p in device.processes[:MAX_PROCESSES]],
         "temperature_c": device.temperature_c,
         "sm_clock_mhz": device.sm_clock_mhz,
         "throttle": list(device.throttle),
     }
+    if device.memory_kind is not MemoryKind.DEDICATED:
+        line["memory_kind"] = device.memory_kind.value
+    if device.gtt_used_bytes is not None:
+        line["gtt_used_bytes"] = device.gtt_used_bytes
     if split is not None:  # optional additions: how vramtop divided the card
         line["desktop_bytes"] = split.desktop_bytes
         line["split_method"] = str(split.method)
         if split.headroom_bytes is not None:
             line["headroom_bytes"] = split.headroom_bytes
+        if split.server_gtt_bytes is not None:
+            line["server_gtt_bytes"] = split.server_gtt_bytes
     return line
 
 

@@ -4,6 +4,13 @@ One batched pass over every device per tick. Each call that fails gives a defaul
 raising (as nvitop's API does); a missing library or driver is a `GpuReading` with a reason.
 Per-process memory merges the compute and graphics lists; where the driver has none (WSL2) the
 processes are `None`, meaning "not available", never "no processes".
+
+Unified memory (DGX Spark's GB10): NVML answers NOT_SUPPORTED for the device's memory while
+per-process numbers still work, and the memory is the system's. The device is read as unified
+only on both signs together — NOT_SUPPORTED *and* a known integrated device — so a lost GPU or a
+driver mismatch (which can also answer NOT_SUPPORTED) is never taken for unified memory. NVML
+has no "integrated" attribute (its ATS addressing mode is also reported by Grace Hopper, which
+has memory of its own), so the sign is the short list of integrated NVIDIA parts below.
 """
 
 from __future__ import annotations
@@ -12,13 +19,13 @@ import logging
 import threading
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-import psutil
-
-from vramtop.core.model import GpuDevice, GpuReading, ProcessMemory
-from vramtop.sources.host import is_wsl
+from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
+from vramtop.sources.host import MEMINFO, is_wsl, read_meminfo
+from vramtop.sources.host import process_name as _process_name
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +41,55 @@ THROTTLE_BITS: tuple[tuple[int, str], ...] = (
 )
 
 
+# NVIDIA parts whose GPU shares the system's memory (matched as words of the device name).
+INTEGRATED_NAMES: tuple[str, ...] = ("GB10", "Jetson", "Orin", "Thor")
+NVML_ERROR_NOT_SUPPORTED = 3
+
+
 def throttle_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in THROTTLE_BITS if mask & bit)
 
 
-class NvmlProbe:
-    """Reads every NVIDIA device once per `read()`. Thread-safe; never raises."""
+def known_integrated(name: str) -> bool:
+    """True for a device name of a known integrated NVIDIA part ("NVIDIA GB10")."""
+    words = name.replace("-", " ").split()
+    return any(part in words for part in INTEGRATED_NAMES)
 
-    def __init__(self, nvml: ModuleType | None = None, wsl: bool | None = None) -> None:
+
+def is_not_supported(exc: BaseException, nvml: ModuleType | None = None) -> bool:
+    """True for NVML's NOT_SUPPORTED error (pynvml raises NVMLError with `.value`)."""
+    code = getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED)
+    return getattr(exc, "value", None) == code
+
+
+class _Unreadable(Exception):
+    """A device whose memory cannot be read; the message says why."""
+
+
+class NvmlProbe:
+    """Reads every NVIDIA device once per `read()`. Thread-safe; never raises.
+
+    `unified`: None recognises unified memory by both signs (NOT_SUPPORTED on a known
+    integrated device); False never reads a device as unified; True (the unified-memory
+    probe) takes NOT_SUPPORTED alone as the sign, because the user said so."""
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        nvml: ModuleType | None = None,
+        wsl: bool | None = None,
+        *,
+        unified: bool | None = None,
+        meminfo: Path = MEMINFO,
+    ) -> None:
         self._nvml = nvml
         self._initialised = False
         self._lock = threading.Lock()
         self._wsl = is_wsl() if wsl is None else wsl
         self._init_error: str | None = None
+        self._unified = unified
+        self._meminfo = meminfo
 
     def read(self) -> GpuReading:
         with self._lock:
@@ -93,26 +136,56 @@ class NvmlProbe:
         assert nvml is not None
         count = self._call(nvml.nvmlDeviceGetCount, 0)
         devices = []
+        reasons = []
         for index in range(count):
             handle = self._call(partial(nvml.nvmlDeviceGetHandleByIndex, index), None)
             if handle is None:
                 continue
-            device = self._device(index, handle)
-            if device is not None:
-                devices.append(device)
+            try:
+                devices.append(self._device(index, handle))
+            except _Unreadable as exc:
+                reasons.append(str(exc))
         if not devices:
-            return GpuReading(source="nvml", error="NVML found no readable NVIDIA device.")
+            why = " ".join(reasons) or "NVML found no readable NVIDIA device."
+            return GpuReading(source="nvml", error=why)
         return GpuReading(devices=tuple(devices), source="nvml")
 
-    def _device(self, index: int, handle: Any) -> GpuDevice | None:
+    def _memory(self, handle: Any, name: str) -> tuple[int, int, int, MemoryKind]:
+        """(total, used, free, kind) of one device; _Unreadable with the reason if none."""
         nvml = self._nvml
         assert nvml is not None
-        memory = self._call(lambda: nvml.nvmlDeviceGetMemoryInfo(handle), None)
-        if memory is None:
-            return None
+        try:
+            memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        except Exception as exc:
+            if not is_not_supported(exc, nvml):
+                raise _Unreadable(f"{name}: NVML cannot read its memory ({exc}).") from exc
+        else:
+            # Nonsense numbers raise here, outside the call: the read starts NVML afresh.
+            return int(memory.total), int(memory.used), int(memory.free), MemoryKind.DEDICATED
+        integrated = known_integrated(name)
+        if self._unified is False or (self._unified is None and not integrated):
+            raise _Unreadable(
+                f"{name}: NVML says reading its memory is not supported, and it is not a "
+                "known integrated device, so it is not taken for unified memory (a lost GPU "
+                "or a driver that does not match its library?). Check nvidia-smi; on a "
+                'unified-memory machine set gpu_probe = "nvml-unified" in config.toml.'
+            )
+        pool = read_meminfo(self._meminfo)
+        if pool is None:
+            raise _Unreadable(
+                f"{name} shares the system's memory (unified), but {self._meminfo} cannot be "
+                "read for its size."
+            )
+        total, available = pool
+        return total, max(0, total - available), available, MemoryKind.UNIFIED
+
+    def _device(self, index: int, handle: Any) -> GpuDevice:
+        nvml = self._nvml
+        assert nvml is not None
         name = self._call(lambda: nvml.nvmlDeviceGetName(handle), f"GPU {index}")
         if isinstance(name, bytes):
             name = name.decode(errors="replace")
+        total, used, free, kind = self._memory(handle, str(name))
         temperature = self._call(
             lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), None
         )
@@ -121,13 +194,14 @@ class NvmlProbe:
         return GpuDevice(
             index=index,
             name=str(name),
-            total_bytes=int(memory.total),
-            used_bytes=int(memory.used),
-            free_bytes=int(memory.free),
+            total_bytes=total,
+            used_bytes=used,
+            free_bytes=free,
             temperature_c=None if temperature is None else int(temperature),
             sm_clock_mhz=None if clock is None else int(clock),
             throttle=throttle_names(reasons) if reasons is not None else (),
             processes=self._processes(handle),
+            memory_kind=kind,
         )
 
     def _throttle_mask(self, handle: Any) -> int | None:
@@ -179,8 +253,13 @@ class NvmlProbe:
             return default
 
 
-def _process_name(pid: int) -> str:
-    try:
-        return psutil.Process(pid).name()
-    except (psutil.Error, OSError):
-        return f"pid {pid}"
+class UnifiedMemoryProbe(NvmlProbe):
+    """NVIDIA with one memory pool shared with the CPU (DGX Spark): NVML for the device and
+    its processes, /proc/meminfo for the pool (MemTotal; MemAvailable counts as free)."""
+
+    name = "nvml-unified"
+
+    def __init__(
+        self, nvml: ModuleType | None = None, wsl: bool | None = None, meminfo: Path = MEMINFO
+    ) -> None:
+        super().__init__(nvml, wsl, unified=True, meminfo=meminfo)

@@ -16,6 +16,8 @@ from vramtop.sim.protocol import WorldClient, WorldUnreachable
 class SimGpuProbe:
     """Reads the simulated card; never raises (an unreachable world is a reading with a reason)."""
 
+    name = "sim"
+
     def __init__(self, socket_path: Path, wsl: bool = False, timeout_s: float = 1.0) -> None:
         self.socket_path = Path(socket_path)
         self.wsl = wsl
@@ -34,6 +36,9 @@ class SimGpuProbe:
             return GpuReading(source="sim", error=f"simulated GPU not reachable: {exc}")
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             return GpuReading(source="sim", error=f"simulated GPU gave an unreadable state: {exc}")
+
+    def close(self) -> None:
+        """Nothing to release: each read is one request on its own connection."""
 
     def _device(self, state: dict[str, Any]) -> GpuDevice:
         dev = state["device"]

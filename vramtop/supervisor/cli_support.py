@@ -127,9 +127,9 @@ def _placeholder_profile() -> config.Profile:
 
 def nvml_memory_released() -> MemoryReleased:
     """The driver's view of the stopped pids; without a driver there is nothing to wait for."""
-    from vramtop.sources.nvml import NvmlProbe
+    from vramtop.sources.probes import configured_probe
 
-    return memory_released_on(NvmlProbe())
+    return memory_released_on(configured_probe())
 
 
 def progress_printer(quiet: bool) -> object:

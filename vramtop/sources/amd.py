@@ -1,0 +1,404 @@
+"""The GPU probe for AMD cards on Linux (amdgpu, ROCm): amdsmi where it works, sysfs otherwise.
+
+The card: ROCm's `amdsmi` Python package when it imports and initialises; else the amdgpu
+driver's sysfs files (`/sys/class/drm/cardN/device/mem_info_vram_total|used`,
+`mem_info_gtt_total|used`, in bytes). Per process: amdsmi's process list when it gives memory
+numbers, else DRM fdinfo the way nvtop reads it (`/proc/PID/fdinfo/FD` of every fd open on
+`/dev/dri/*`: `drm-driver: amdgpu`, `drm-pdev`, `drm-client-id`, `drm-memory-vram` and
+`drm-memory-gtt` in KiB). One DRM client can sit behind several fds and processes (dup, fork):
+it is counted once.
+
+GTT is system memory the card maps. Buffers the driver evicts from a full VRAM land there, so
+the server's GTT growing while it slows is the direct evidence of a spill, like the WSL VM's
+shared usage on Windows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from vramtop.core.model import GpuDevice, GpuReading, ProcessMemory
+from vramtop.sources.host import process_name
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DRM_ROOT = Path("/sys/class/drm")
+PROC_ROOT = Path("/proc")
+AMD_VENDOR = "0x1002"
+_CARD = re.compile(r"^card\d+$")
+_UNITS = {"": 1, "b": 1, "kib": 1024, "kb": 1024, "mib": 1024**2, "mb": 1024**2, "gib": 1024**3}
+
+
+# --- DRM fdinfo ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DrmClient:
+    """One DRM client as its fdinfo describes it."""
+
+    pdev: str  # the card's PCI address, e.g. 0000:03:00.0
+    client_id: str
+    vram_bytes: int
+    gtt_bytes: int
+
+
+def _bytes(value: str) -> int | None:
+    words = value.split()
+    if not words or not words[0].isdigit():
+        return None
+    unit = words[1].lower() if len(words) > 1 else ""
+    return int(words[0]) * _UNITS[unit] if unit in _UNITS else None
+
+
+def parse_fdinfo(text: str) -> DrmClient | None:
+    """An amdgpu client from one fdinfo file; None for any other file or driver."""
+    keys: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            keys[key.strip()] = value.strip()
+    if keys.get("drm-driver") != "amdgpu" or "drm-client-id" not in keys:
+        return None
+
+    def region(name: str) -> int:
+        # Older kernels print drm-memory-*; newer ones drm-resident-* beside drm-total-*.
+        for prefix in ("drm-memory-", "drm-resident-", "drm-total-"):
+            value = keys.get(prefix + name)
+            if value is not None:
+                return _bytes(value) or 0
+        return 0
+
+    return DrmClient(
+        pdev=keys.get("drm-pdev", ""),
+        client_id=keys["drm-client-id"],
+        vram_bytes=region("vram"),
+        gtt_bytes=region("gtt"),
+    )
+
+
+@dataclass
+class FdinfoScan:
+    """Every amdgpu client's memory by card and pid, and what could not be read."""
+
+    by_pdev: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    denied_pids: int = 0  # processes whose fds are not ours to read (another user's)
+
+
+def _pids(proc_root: Path) -> Iterator[int]:
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return
+    for name in names:
+        if name.isdigit():
+            yield int(name)
+
+
+def scan_fdinfo(proc_root: Path = PROC_ROOT) -> FdinfoScan:
+    """Read the fdinfo of every fd open on /dev/dri in every process we may look at."""
+    scan = FdinfoScan()
+    seen: set[tuple[str, str]] = set()
+    for pid in _pids(proc_root):
+        fd_dir = proc_root / str(pid) / "fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except PermissionError:
+            scan.denied_pids += 1
+            continue
+        except OSError:
+            continue  # the process is gone
+        for fd in fds:
+            try:
+                if not os.readlink(fd_dir / fd).startswith("/dev/dri/"):
+                    continue
+                text = (proc_root / str(pid) / "fdinfo" / fd).read_text(errors="replace")
+            except OSError:
+                continue
+            client = parse_fdinfo(text)
+            if client is None or (client.pdev, client.client_id) in seen:
+                continue
+            seen.add((client.pdev, client.client_id))
+            per_pid = scan.by_pdev.setdefault(client.pdev, {})
+            vram, gtt = per_pid.get(pid, (0, 0))
+            per_pid[pid] = (vram + client.vram_bytes, gtt + client.gtt_bytes)
+    return scan
+
+
+def processes_from(per_pid: dict[int, tuple[int, int]]) -> tuple[ProcessMemory, ...]:
+    return tuple(
+        ProcessMemory(pid=pid, name=process_name(pid), used_bytes=vram, gtt_bytes=gtt)
+        for pid, (vram, gtt) in sorted(per_pid.items(), key=lambda item: -item[1][0])
+    )
+
+
+# --- sysfs -------------------------------------------------------------------------------------
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _read_int(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return int(text, 0) if text else None
+    except ValueError:
+        return None
+
+
+def card_pdev(device_dir: Path) -> str:
+    """The card's PCI address (from its uevent, else the name its symlink points at)."""
+    for line in (_read(device_dir / "uevent") or "").splitlines():
+        if line.startswith("PCI_SLOT_NAME="):
+            return line.partition("=")[2]
+    return Path(os.path.realpath(device_dir)).name
+
+
+def amd_cards(drm_root: Path = DRM_ROOT) -> list[Path]:
+    """The `device` directories of AMD cards whose driver reports VRAM, in card order."""
+    try:
+        names = sorted(
+            (n for n in os.listdir(drm_root) if _CARD.match(n)), key=lambda n: int(n[4:])
+        )
+    except OSError:
+        return []
+    cards = []
+    for name in names:
+        device = drm_root / name / "device"
+        if _read(device / "vendor") == AMD_VENDOR and (device / "mem_info_vram_total").exists():
+            cards.append(device)
+    return cards
+
+
+def _temperature(device_dir: Path) -> int | None:
+    try:
+        hwmons = sorted((device_dir / "hwmon").iterdir())
+    except OSError:
+        return None
+    for hwmon in hwmons:
+        millideg = _read_int(hwmon / "temp1_input")
+        if millideg is not None:
+            return millideg // 1000
+    return None
+
+
+def _sclk_mhz(device_dir: Path) -> int | None:
+    """The current shader clock: the line of pp_dpm_sclk marked with '*'."""
+    for line in (_read(device_dir / "pp_dpm_sclk") or "").splitlines():
+        if line.rstrip().endswith("*"):
+            match = re.search(r"(\d+)\s*mhz", line, re.IGNORECASE)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def sysfs_device(index: int, device_dir: Path, scan: FdinfoScan | None) -> GpuDevice | None:
+    total = _read_int(device_dir / "mem_info_vram_total")
+    used = _read_int(device_dir / "mem_info_vram_used")
+    if total is None or used is None:
+        return None
+    pdev = card_pdev(device_dir)
+    name = _read(device_dir / "product_name") or f"AMD Radeon ({pdev})"
+    per_pid = scan.by_pdev.get(pdev, {}) if scan is not None else None
+    return GpuDevice(
+        index=index,
+        name=name,
+        total_bytes=total,
+        used_bytes=used,
+        free_bytes=max(0, total - used),
+        temperature_c=_temperature(device_dir),
+        sm_clock_mhz=_sclk_mhz(device_dir),
+        processes=processes_from(per_pid) if per_pid is not None else None,
+        gtt_total_bytes=_read_int(device_dir / "mem_info_gtt_total"),
+        gtt_used_bytes=_read_int(device_dir / "mem_info_gtt_used"),
+    )
+
+
+# --- the probe ---------------------------------------------------------------------------------
+class AmdProbe:
+    """Reads every AMD card once per `read()`. Thread-safe; never raises.
+
+    `use_amdsmi`: None tries amdsmi and falls back to sysfs when it does not import or work;
+    False reads sysfs only. `amdsmi` may be given (tests pass a fake module)."""
+
+    name = "amd"
+
+    def __init__(
+        self,
+        amdsmi: ModuleType | Any | None = None,
+        *,
+        use_amdsmi: bool | None = None,
+        drm_root: Path = DRM_ROOT,
+        proc_root: Path = PROC_ROOT,
+    ) -> None:
+        self._amdsmi = amdsmi
+        self._use_amdsmi = use_amdsmi
+        self._drm_root = drm_root
+        self._proc_root = proc_root
+        self._lock = threading.Lock()
+        self._amdsmi_ready = False
+        self.amdsmi_error: str | None = None  # why amdsmi is not used (for `vramtop doctor`)
+        self.denied_pids = 0  # processes whose fdinfo was not readable at the last read
+
+    def read(self) -> GpuReading:
+        with self._lock:
+            try:
+                if self._amdsmi_init():
+                    reading = self._read_amdsmi()
+                    if reading is not None:
+                        return reading
+                return self._read_sysfs()
+            except Exception as exc:  # a driver bug: one bad tick, not a crash
+                log.exception("AMD read failed")
+                return GpuReading(source="sysfs", error=f"AMD GPU read failed: {exc}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._amdsmi_ready and self._amdsmi is not None:
+                self._call(self._amdsmi.amdsmi_shut_down, None)
+            self._amdsmi_ready = False
+
+    # -- amdsmi ---------------------------------------------------------------------------------
+    def _amdsmi_init(self) -> bool:
+        if self._use_amdsmi is False or self.amdsmi_error is not None:
+            return False
+        if self._amdsmi_ready:
+            return True
+        if self._amdsmi is None:
+            try:
+                import amdsmi  # type: ignore[import-not-found]
+            except Exception as exc:  # ImportError, or its library missing (OSError, KeyError)
+                self.amdsmi_error = f"the amdsmi package does not import ({exc})"
+                return False
+            self._amdsmi = amdsmi
+        try:
+            self._amdsmi.amdsmi_init()
+        except Exception as exc:
+            self.amdsmi_error = f"amdsmi does not initialise ({exc})"
+            return False
+        self._amdsmi_ready = True
+        return True
+
+    def _read_amdsmi(self) -> GpuReading | None:
+        """The cards through amdsmi; None (and sysfs from now on) when it stops working."""
+        smi = self._amdsmi
+        assert smi is not None
+        try:
+            handles = list(smi.amdsmi_get_processor_handles())
+            memory = smi.AmdSmiMemoryType
+            cards = [
+                (
+                    handle,
+                    int(smi.amdsmi_get_gpu_memory_total(handle, memory.VRAM)),
+                    int(smi.amdsmi_get_gpu_memory_usage(handle, memory.VRAM)),
+                )
+                for handle in handles
+            ]
+        except Exception as exc:
+            self.amdsmi_error = f"amdsmi cannot read the card's memory ({exc})"
+            self._call(smi.amdsmi_shut_down, None)
+            self._amdsmi_ready = False
+            return None
+        if not cards:
+            self.amdsmi_error = "amdsmi finds no AMD GPU"
+            return None
+        scan: FdinfoScan | None = None
+        devices = []
+        for index, (handle, total, used) in enumerate(cards):
+            processes = self._amdsmi_processes(handle)
+            if processes is None:
+                if scan is None:
+                    scan = scan_fdinfo(self._proc_root)
+                    self.denied_pids = scan.denied_pids
+                bdf = self._call(partial(smi.amdsmi_get_gpu_device_bdf, handle), "")
+                processes = processes_from(scan.by_pdev.get(str(bdf), {}))
+            asic: Any = self._call(partial(smi.amdsmi_get_gpu_asic_info, handle), {})
+            name = asic.get("market_name") if isinstance(asic, dict) else None
+            devices.append(
+                GpuDevice(
+                    index=index,
+                    name=str(name or "AMD GPU"),
+                    total_bytes=total,
+                    used_bytes=used,
+                    free_bytes=max(0, total - used),
+                    temperature_c=self._amdsmi_temperature(handle),
+                    processes=processes,
+                    gtt_total_bytes=self._gtt(smi.amdsmi_get_gpu_memory_total, handle),
+                    gtt_used_bytes=self._gtt(smi.amdsmi_get_gpu_memory_usage, handle),
+                )
+            )
+        return GpuReading(devices=tuple(devices), source="amdsmi")
+
+    def _gtt(self, getter: Callable[[Any, Any], Any], handle: Any) -> int | None:
+        smi = self._amdsmi
+        assert smi is not None
+        value = self._call(partial(getter, handle, smi.AmdSmiMemoryType.GTT), None)
+        return int(value) if isinstance(value, int) else None
+
+    def _amdsmi_processes(self, handle: Any) -> tuple[ProcessMemory, ...] | None:
+        """Per-process VRAM and GTT from amdsmi; None when its list carries no memory numbers
+        (older releases return handles to look up one by one: fdinfo answers instead)."""
+        smi = self._amdsmi
+        assert smi is not None
+        entries = self._call(lambda: smi.amdsmi_get_gpu_process_list(handle), None)
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            return None
+        per_pid: dict[int, tuple[int, int]] = {}
+        for entry in entries:
+            usage = entry.get("memory_usage")
+            if not isinstance(usage, dict) or "pid" not in entry:
+                return None
+            vram, gtt = int(usage.get("vram_mem") or 0), int(usage.get("gtt_mem") or 0)
+            old = per_pid.get(int(entry["pid"]), (0, 0))
+            per_pid[int(entry["pid"])] = (old[0] + vram, old[1] + gtt)
+        return processes_from(per_pid)
+
+    def _amdsmi_temperature(self, handle: Any) -> int | None:
+        smi = self._amdsmi
+        assert smi is not None
+        value = self._call(
+            lambda: smi.amdsmi_get_temp_metric(
+                handle, smi.AmdSmiTemperatureType.EDGE, smi.AmdSmiTemperatureMetric.CURRENT
+            ),
+            None,
+        )
+        return int(value) if isinstance(value, int | float) else None
+
+    # -- sysfs ----------------------------------------------------------------------------------
+    def _read_sysfs(self) -> GpuReading:
+        cards = amd_cards(self._drm_root)
+        if not cards:
+            return GpuReading(
+                source="sysfs",
+                error=f"No AMD GPU with the amdgpu driver under {self._drm_root}.",
+            )
+        scan = scan_fdinfo(self._proc_root)
+        self.denied_pids = scan.denied_pids
+        # The largest card first: vramtop watches the first device, and an APU's small
+        # carve-out beside a discrete card is not where the server runs.
+        cards.sort(key=lambda card: -(_read_int(card / "mem_info_vram_total") or 0))
+        devices = [
+            device
+            for index, card in enumerate(cards)
+            if (device := sysfs_device(index, card, scan)) is not None
+        ]
+        if not devices:
+            return GpuReading(source="sysfs", error="The AMD GPU's memory files cannot be read.")
+        return GpuReading(devices=tuple(devices), source="sysfs")
+
+    def _call(self, fn: Callable[[], T], default: T) -> T:
+        try:
+            return fn()
+        except Exception as exc:
+            log.debug("amdsmi call failed: %s", exc)
+            return default
