@@ -32,9 +32,26 @@ class FloorApp(App[None]):
         self.query_one(Sparkline).data = self._data
 
 
-def console_app(interval_s: float = 1.0, on_first_sample=None):  # type: ignore[no-untyped-def]
-    """vramtop's console on the deterministic fake backend (no simulator processes to count)."""
-    from fake_backend import FakeBackend
+# What vLLM writes for each request it serves (the access log), the bulk of a busy log.
+REQUEST_LINE = (
+    '(APIServer pid=4242) INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+)
+
+
+def console_app(interval_s: float = 1.0, on_first_sample=None, log_rate: float = 0.0):  # type: ignore[no-untyped-def]
+    """vramtop's console on the deterministic fake backend (no simulator processes to count).
+
+    With `log_rate`, the server writes that many request lines a second to its log."""
+    from fake_backend import FakeBackend as _FakeBackend
+
+    class FakeBackend(_FakeBackend):
+        written = 0.0
+
+        def tick(self):  # type: ignore[no-untyped-def]
+            self.written += log_rate * interval_s
+            while len(self._log) < int(self.written) + 20:
+                self._log.append(REQUEST_LINE.format(port=40000 + len(self._log) % 20000))
+            return super().tick()
 
     from vramtop.config import Settings
     from vramtop.tui.app import VramtopApp

@@ -9,6 +9,8 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
   processes and is not counted. This is the figure the target applies to: at most 1.5× the
   floor;
 - ui: the console on the deterministic fake backend (no reads at all): what drawing costs;
+- ui-log: the same, while the server writes `--log-rate` request lines a second (20 by
+  default) to its log; ui-log - ui is what the server log costs at that rate;
 - reads, still-log (not run by default): the demo with one part left out once the server
   serves, to see what each part costs. "reads" reads as the demo does but draws nothing
   (the reads and the samples' messages); "still-log" draws all but the server log's new
@@ -44,14 +46,25 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child(kind: str, seconds: float, size: tuple[int, int], settle_s: float = WARMUP_S) -> None:
+def child(
+    kind: str,
+    seconds: float,
+    size: tuple[int, int],
+    settle_s: float = WARMUP_S,
+    log_rate: float = 0.0,
+) -> None:
     from _bench_apps import FloorApp, console_app, demo_console_app
 
     app: Any
     if kind in DEMO_KINDS:
         app, ready, close = demo_console_app(part=None if kind == "demo" else kind)
     else:
-        app = console_app() if kind == "ui" else FloorApp()
+        if kind == "ui":
+            app = console_app()
+        elif kind == "ui-log":
+            app = console_app(log_rate=log_rate)
+        else:
+            app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
     result: dict[str, float] = {}
 
@@ -78,7 +91,7 @@ def child(kind: str, seconds: float, size: tuple[int, int], settle_s: float = WA
 
 
 def measure(
-    kinds: list[str], seconds: float, size: str, settle_s: float = WARMUP_S
+    kinds: list[str], seconds: float, size: str, settle_s: float = WARMUP_S, log_rate: float = 0.0
 ) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
     that minute (its clock speed, other tenants) weighs on each of them alike."""
@@ -87,6 +100,7 @@ def measure(
         # each demo run has a simulated machine of its own. The simulated server starts
         # quickly.
         args = ["--seconds", str(seconds), "--size", size, "--settle", str(settle_s)]
+        args += ["--log-rate", str(log_rate)]
         children = {
             kind: subprocess.Popen(
                 [sys.executable, __file__, "--child", kind, *args],
@@ -114,6 +128,7 @@ LABELS = {
     "floor": "floor (1 Sparkline @1 Hz)",
     "demo": "vramtop --demo @1 Hz",
     "ui": "console, fake backend",
+    "ui-log": "console, fake backend + log",
     "reads": "demo, reads only",
     "still-log": "demo, log held still",
 }
@@ -123,7 +138,7 @@ KINDS = tuple(LABELS)
 DEMO_KINDS = ("demo", "reads", "still-log")
 
 
-def report(results: dict[str, dict[str, float]]) -> dict[str, float]:
+def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[str, float]:
     """Print one run's figures; its ratios to the floor."""
     for kind, r in results.items():
         share = r["cpu_s"] / r["wall_s"] * 100
@@ -138,6 +153,12 @@ def report(results: dict[str, dict[str, float]]) -> dict[str, float]:
             ratios[kind] = results[kind]["cpu_s"] / floor
             target = " (target <= 1.5x)" if kind == "demo" else ""
             print(f"ratio {kind}/floor: {ratios[kind]:.2f}x{target}")
+    if floor and "ui" in results and "ui-log" in results:
+        ratios["log"] = (results["ui-log"]["cpu_s"] - results["ui"]["cpu_s"]) / floor
+        print(
+            f"the server log at {log_rate:g} lines/s: (ui-log - ui)/floor = "
+            f"{ratios['log']:.2f}x (target <= 0.15x)"
+        )
     return ratios
 
 
@@ -162,26 +183,32 @@ def main() -> int:
         help="seconds from the server serving to the start of the measured minute (the "
         "first minute has a per-second uptime and a growing log; later ones do not)",
     )
+    parser.add_argument(
+        "--log-rate", type=float, default=20.0, help="request lines a second for ui-log"
+    )
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
     if args.child:
-        child(args.child, args.seconds, (width, height), args.settle)
+        child(args.child, args.seconds, (width, height), args.settle, args.log_rate)
         return 0
     asked = args.only.split(",")
     unknown = sorted(set(asked) - set(KINDS))
     if unknown:
         parser.error(f"unknown run {', '.join(unknown)}: choose from {', '.join(KINDS)}")
     kinds = [k for k in KINDS if k in asked]
-    ratios: dict[str, list[float]] = {k: [] for k in KINDS[1:]}
+    ratios: dict[str, list[float]] = {k: [] for k in (*KINDS[1:], "log")}
     for run in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
         if args.apart:
-            results = {k: measure([k], args.seconds, args.size, args.settle)[k] for k in kinds}
+            results = {
+                k: measure([k], args.seconds, args.size, args.settle, args.log_rate)[k]
+                for k in kinds
+            }
         else:
-            results = measure(kinds, args.seconds, args.size, args.settle)
-        for kind, ratio in report(results).items():
+            results = measure(kinds, args.seconds, args.size, args.settle, args.log_rate)
+        for kind, ratio in report(results, args.log_rate).items():
             ratios[kind].append(ratio)
     if args.repeat > 1:
         for kind, values in ratios.items():

@@ -17,7 +17,7 @@ from textual.app import App
 from textual.events import MouseScrollUp
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Input, RichLog
+from textual.widgets import Input
 
 from vramtop.config import Settings
 from vramtop.core.model import Sample
@@ -29,7 +29,7 @@ from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
-from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.server_log import ServerLog, TailLog
 from vramtop.tui.widgets.text_panel import SPARK_BLOCKS
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 
@@ -302,8 +302,8 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
         await ticks(pilot, 1)
         await pilot.press("slash")
         await pilot.press(*"KV cache")
-        log = app.query_one("#server-log RichLog", RichLog)
-        shown = [strip.text for strip in log.lines]
+        log = app.query_one("#server-log TailLog", TailLog)
+        shown = log.texts
         assert shown and all("kv cache" in line.lower() for line in shown)
         # What is typed is on screen: one row, no border eating it.
         search = app.query_one("#log-search", Input)
@@ -321,7 +321,7 @@ async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        log = app.query_one("#server-log RichLog", RichLog)
+        log = app.query_one("#server-log TailLog", TailLog)
         await pilot.pause()
         assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
         layouts: list[bool] = []
@@ -344,7 +344,7 @@ async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
         await ticks(pilot, 1)
         await pilot.pause()
         assert log.scroll_y == 3  # the reader keeps their place
-        assert log.lines[-1].text.startswith("INFO another while reading")
+        assert log.texts[-1].startswith("INFO another while reading")
         # Scrolled up, the scrollbar shows where the reader is.
         assert log.scrollable_content_region.width == log.size.width - 1
 

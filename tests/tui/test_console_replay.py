@@ -6,7 +6,6 @@ from pathlib import Path
 
 from conftest import NO_TIMER, ticks
 from test_console_app import text
-from textual.widgets import RichLog
 
 from vramtop.core.model import Sample
 from vramtop.replay import ReplayBackend
@@ -15,7 +14,7 @@ from vramtop.session.writer import SessionWriter
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
-from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.server_log import ServerLog, TailLog
 
 
 def record_collapse(path: Path, until_t: float = 200.0) -> None:
@@ -50,5 +49,5 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         assert "r restart now" not in banner and "b relaunch" not in banner
         assert "timeline" in banner
         # No log lines in this recording: the panel says so rather than staying blank.
-        shown = [strip.text for strip in app.query_one(ServerLog).query_one(RichLog).lines]
+        shown = app.query_one(ServerLog).query_one(TailLog).texts
         assert any("No server output" in line for line in shown)

@@ -493,7 +493,7 @@ class VramtopApp(App[int]):
         self.push_screen(TimelineScreen(self.events))
 
     def action_focus_log(self) -> None:
-        self.query_one("#server-log RichLog").focus()
+        self.query_one("#server-log TailLog").focus()
 
     def action_search_log(self) -> None:
         self._server_log.start_search()

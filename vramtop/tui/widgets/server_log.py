@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.cache import LRUCache
 from textual.containers import Vertical
 from textual.events import Resize
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
+from textual.scroll_view import ScrollView
+from textual.selection import Selection
 from textual.strip import Strip
-from textual.widgets import Input, RichLog
+from textual.widgets import Input
 
 MAX_LINES = 500
+NO_OUTPUT = "No server output yet."  # shown dim, as a placeholder, not as a line of output
 # What a failed start or a dying engine prints; worth a colour even in a long tail.
 FAILURE = re.compile(
     r"\b(ERROR|CRITICAL|Traceback|OutOfMemoryError|out of memory|CUDA error|EngineDeadError|"
@@ -24,26 +30,46 @@ FAILURE = re.compile(
 )
 
 
-class TailLog(RichLog):
-    """A RichLog whose growth repaints itself instead of laying out the whole screen again.
+# Control characters (a stray escape sequence, a carriage return) would move the cursor.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
-    Every line written grows the log's virtual height, and Textual's `virtual_size` asks for
-    a layout of the whole screen on each change: every panel repainted, once per line of
-    server output (a third of the console's CPU while the demo logs its requests, see
-    bench/bench_console.py). This log's size never depends on its content (it fills what the
-    panels leave), so only its scrollbar needs to hear of it. A scrollbar appearing or going
-    still lays out: `show_vertical_scrollbar` asks for that itself.
 
-    While it follows the tail the log has no scrollbar (`-following`, see ServerLog's CSS), as
-    `tail -f` has none: there it would only say "at the end", and it is drawn again, the
-    height of the log, for every line that arrives (a third of what a new line costs). It
-    appears as soon as the reader scrolls, showing where they are; keys and the wheel scroll
-    either way.
+def _printable(line: str) -> str:
+    return _CONTROL.sub("\ufffd", line.expandtabs())
+
+
+class TailLog(ScrollView, can_focus=True):
+    """The server's lines as text, each drawn only when it is on screen.
+
+    A log is mostly lines nobody sees: vLLM writes a line per request under load, and a
+    panel shows twenty of them. RichLog renders every line it is given (styles, segments,
+    strips) the moment it is written, so its cost grew with the server's rate of lines.
+    Here a line is kept as its text; it is styled and drawn when it scrolls into view, and
+    its strip is kept while it stays there, so a second of output costs at most a panel's
+    height of new strips however many lines it had.
+
+    The log's size never depends on its content (it fills what the panels leave), so its
+    growth repaints it without laying out the whole screen: `virtual_size` does not ask for a
+    layout. While it follows the tail it has no scrollbar (`-following`, see ServerLog's
+    CSS), as `tail -f` has none; the scrollbar appears once the reader scrolls.
     """
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
-    _style_this_frame: Style | None = None
+    def __init__(self, styler: Callable[[str], Text], *, max_lines: int, classes: str) -> None:
+        super().__init__(classes=classes)
+        self._styler = styler
+        self._max_lines = max_lines
+        self._lines: list[str] = []
+        self._dropped = 0  # lines dropped from the front: a strip's key is first-line-ever based
+        self._width = 0
+        self._strips: LRUCache[int, Strip] = LRUCache(256)
+        self._frame: tuple[Style, int] | None = None
+
+    @property
+    def texts(self) -> list[str]:
+        """The lines held (the filtered view while a search is on)."""
+        return list(self._lines)
 
     @property
     def following(self) -> bool:
@@ -54,8 +80,32 @@ class TailLog(RichLog):
     def following(self, value: bool) -> None:
         self.set_class(value, "-following")
 
+    def write_lines(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        lines = [_printable(line) for line in lines]
+        self._lines.extend(lines)
+        self._width = max(self._width, *(cell_len(line) for line in lines))
+        excess = len(self._lines) - self._max_lines
+        if excess > 0:
+            del self._lines[:excess]
+            self._dropped += excess
+        self.virtual_size = Size(self._width, len(self._lines))
+        self.refresh()
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._strips.clear()
+        self._dropped = self._width = 0
+        self.virtual_size = Size(0, 0)
+        self.refresh()
+
     def watch_virtual_size(self, size: Size) -> None:
         self._scroll_update(size)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # a new theme: every line's colours change
 
     def release_anchor(self) -> None:
         # Textual calls this for every scroll the reader makes (keys, wheel, scrollbar).
@@ -63,8 +113,8 @@ class TailLog(RichLog):
         super().release_anchor()
 
     def follow_tail(self) -> None:
-        """Scroll to the last line now, in this frame: RichLog's own scroll waits for the
-        next frame, and the log would be drawn twice, before and after scrolling."""
+        """Scroll to the last line now, in this frame, rather than after the next one (the
+        log would be drawn twice, before and after scrolling)."""
         self.following = True
         self.scroll_end(animate=False, immediate=True, x_axis=False)
 
@@ -73,30 +123,57 @@ class TailLog(RichLog):
         if self.following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    # A new line scrolls the log: every visible line is drawn again, and RichLog works out
-    # the widget's style (a walk over every ancestor's CSS) once per line. It cannot change
-    # within one frame, so it is worked out once per frame.
+    # The widget's style (a walk over every ancestor's CSS) and its width cannot change
+    # within one frame: they are worked out once per frame rather than once per row.
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._style_this_frame = super().rich_style
+        self._frame = (self.rich_style, self.scrollable_content_region.width)
         try:
             return super().render_lines(crop)
         finally:
-            self._style_this_frame = None
+            self._frame = None
 
-    @property
-    def rich_style(self) -> Style:
-        style = self._style_this_frame
-        return style if style is not None else super().rich_style
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        style, width = self._frame or (self.rich_style, self.scrollable_content_region.width)
+        if index >= len(self._lines):
+            return Strip.blank(width, style)
+        selection = self.text_selection
+        if selection is not None:
+            strip = self._draw(index, style, selection.get_span(index))
+        else:
+            key = self._dropped + index
+            cached = self._strips.get(key)
+            if cached is None:
+                cached = self._draw(index, style)
+                self._strips.set(key, cached)
+            strip = cached
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+
+    def _draw(self, index: int, style: Style, selected: tuple[int, int] | None = None) -> Strip:
+        line = self._lines[index]
+        text = self._styler(line)
+        if selected is not None:
+            start, end = selected
+            selection_style = self.screen.get_component_rich_style("screen--selection")
+            text.stylize(selection_style, start, len(line) if end == -1 else end)
+        return Strip(text.render(self.app.console), cell_len(line)).apply_style(style)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self._lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
 
 
 class ServerLog(Vertical):
     COMPONENT_CLASSES: ClassVar[set[str]] = {"server-log--failure", "server-log--match"}
     DEFAULT_CSS = """
     ServerLog { height: 1fr; }
-    ServerLog > RichLog { height: 1fr; background: transparent;
+    ServerLog > TailLog { height: 1fr; background: transparent;
         scrollbar-size-vertical: 1; scrollbar-size-horizontal: 0;
     }
-    ServerLog > RichLog.-following { scrollbar-size-vertical: 0; }
+    ServerLog > TailLog.-following { scrollbar-size-vertical: 0; }
     ServerLog > Input { display: none; padding: 0 1; }
     ServerLog.-searching > Input { display: block; }
     ServerLog > .server-log--failure { color: $error; text-style: bold; }
@@ -110,9 +187,7 @@ class ServerLog(Vertical):
         self._subtitle = ""
 
     def compose(self) -> ComposeResult:
-        yield TailLog(
-            max_lines=MAX_LINES, wrap=False, markup=False, auto_scroll=True, classes="-following"
-        )
+        yield TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
         # Compact: one row with no border, so the typed text shows (a focused Input's tall
         # border would otherwise fill the single row and hide it).
         yield Input(
@@ -128,7 +203,12 @@ class ServerLog(Vertical):
         return list(self._lines)
 
     def show(self, lines: list[str], notice: str | None = None) -> None:
-        """Append what is new; rewrite when the tail no longer continues ours (rotated log)."""
+        """Append what is new; rewrite when the tail no longer continues ours (rotated log).
+
+        While another screen covers the console nothing is drawn: the lines wait, and the
+        first tick after it closes shows them all at once."""
+        if self.app.screen is not self.screen:
+            return
         subtitle = notice or (f"filter: {self._query}" if self._query else "")
         if subtitle != self._subtitle:
             # Setting a border title refreshes (and re-styles) the whole log: only on change.
@@ -145,9 +225,7 @@ class ServerLog(Vertical):
         log = self.query_one(TailLog)
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
-        for line in new:
-            if self._matches(line):
-                log.write(self._styled(line), scroll_end=False)
+        log.write_lines([line for line in new if self._matches(line)])
         if follow:
             log.follow_tail()
 
@@ -167,30 +245,33 @@ class ServerLog(Vertical):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.query_one(RichLog).focus()
+        self.query_one(TailLog).focus()
 
     def key_escape(self) -> None:
         search = self.query_one(Input)
         if search.value:
             search.value = ""
         self.remove_class("-searching")
-        self.query_one(RichLog).focus()
+        self.query_one(TailLog).focus()
 
     def _matches(self, line: str) -> bool:
         return not self._query or self._query.lower() in line.lower()
 
     def _redraw(self) -> None:
-        log = self.query_one(RichLog)
+        log = self.query_one(TailLog)
         log.clear()
         if not self._lines:
-            log.write(Text("No server output yet.", style="dim"))
+            log.write_lines([NO_OUTPUT])
             return
-        for line in self._lines:
-            if self._matches(line):
-                log.write(self._styled(line))
+        log.write_lines([line for line in self._lines if self._matches(line)])
+        # Another filter, or a rotated log, is another text: a place kept in the old one
+        # would point past the new one's end. Start from its tail.
+        log.follow_tail()
 
     def _styled(self, line: str) -> Text:
-        text = Text(line)
+        if line == NO_OUTPUT and not self._lines:
+            return Text(line, style="dim")
+        text = Text(line, no_wrap=True)
         if FAILURE.search(line):
             text.stylize(self.get_component_rich_style("server-log--failure"))
         if self._query:
