@@ -16,6 +16,7 @@ from typing import Any
 
 from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
+from vramtop.core import vllm_args
 from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
@@ -88,9 +89,21 @@ class MachineBackend:
     def healthy_baseline(self) -> Rates:
         return Rates(generation_tps=self.session.healthy_generation_tps())
 
+    @property
+    def launch_budget(self) -> float | None:
+        """The budget the profile launches with (a relaunch not saved leaves it as it was)."""
+        if self.supervisor is None:
+            return None
+        try:
+            return vllm_args.gpu_memory_utilization(self.supervisor.profile.argv)
+        except ValueError:
+            return None
+
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.monitor.timeline.latest
-        return live_headroom_inputs(latest) if latest is not None else None
+        if latest is None:
+            return None
+        return live_headroom_inputs(latest, self.session.diagnoser.outside_budget_bytes)
 
     def clock(self) -> float:
         return time.time()

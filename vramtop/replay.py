@@ -78,7 +78,9 @@ class ReplayBackend:
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.source.latest
-        return live_headroom_inputs(latest) if latest is not None else None
+        if latest is None:
+            return None
+        return live_headroom_inputs(latest, self.source.diagnoser.outside_budget_bytes)
 
     def log_lines(self, limit: int = 500) -> list[str]:
         return self._log[-limit:]

@@ -241,7 +241,7 @@ def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Samp
 def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Served) -> None:
     assert served.start_ok, served.start_message
     assert served.phases[-1] == "ready", served.phases
-    assert "loading" in served.phases
+    assert "loading weights" in served.phases
     info = served.supervisor.status()
     assert info.state is ServerState.RUNNING
     assert info.gpu_memory_utilization == pytest.approx(0.9)

@@ -204,7 +204,7 @@ def test_diagnose_json_on_hand_written_files(capsys: pytest.CaptureFixture[str])
 def test_diagnose_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert diagnose.run(argparse.Namespace(file=FIXTURES / "startup_oom.jsonl")) == 0
     out = capsys.readouterr().out
-    assert "startup_out_of_memory" in out and "--gpu-memory-utilization 0.94" in out
+    assert "startup_out_of_memory" in out and "--gpu-memory-utilization 0.93" in out
 
 
 def test_replay_paces_by_speed(tmp_path: Path) -> None:

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget_remedy import headroom_at, kv_cost, largest_util_for_desktop
+from vramtop.core.budget import (
+    DesktopDemand,
+    Suggestion,
+    desktop_headroom_bytes,
+    kv_change,
+    kv_cost,
+    outside_budget,
+    suggested_budget,
+)
 from vramtop.core.diagnosis_thresholds import (
     DESKTOP_GROWTH_BYTES,
     DESKTOP_MARGIN_BYTES,
@@ -42,6 +50,8 @@ class DesktopShare:
     peak: int | None
     outside_budget: int | None
     """What the server holds beyond its budget (CUDA context, graphs), last seen uncontended."""
+    growth_bytes_per_s: float = 0.0
+    """The desktop share's recent trend: above 0 while a call's memory still grows."""
 
 
 @dataclass(frozen=True)
@@ -169,53 +179,70 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
     """Relaunch at the budget that leaves the desktop its peak plus a margin (or a restart)."""
     total = device.total_bytes
     util_now = read.util(s)
-    outside = desktop.outside_budget or 0
+    outside = outside_budget(desktop.outside_budget)
+    suggestion = _suggestion(s, total, util_now, desktop, outside)
+    util = suggestion.util
     peak = desktop.peak or read.desktop_bytes(s) or 0
-    util, leaves_peak, capped = _relaunch_util(s, total, util_now, peak, outside)
-    m = read.metrics(s)
-    cache = m.cache if m else None
     remedy: dict[str, Any] = {
         "action": "relaunch",
         "gpu_memory_utilization": util,
-        "desktop_headroom_bytes": headroom_at(total, util, outside),
+        "desktop_headroom_bytes": suggestion.desktop_headroom_bytes,
         "desktop_peak_bytes": peak,
         "desktop_margin_bytes": DESKTOP_MARGIN_BYTES,
-        "unseen_desktop_demand_bytes": UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
+        "unseen_desktop_demand_bytes": suggestion.unseen_bytes,
+        "desktop_growth_bytes_per_s": round(desktop.growth_bytes_per_s),
+        "desktop_still_growing": suggestion.growing,
         "current_gpu_memory_utilization": util_now,
-        "leaves_desktop_peak": leaves_peak,
+        "leaves_desktop_peak": suggestion.leaves_desktop_need,
     }
-    remedy.update(
-        kv_cost(
-            total,
-            util_now,
-            util,
-            cache.kv_cache_memory_bytes if cache else None,
-            cache.kv_cache_size_tokens if cache else None,
-        )
-    )
+    remedy.update(_kv_cost(s, total, util_now, util))
     remedy.update(_action(remedy, s, util_now, peak, desktop.at_start))
     return remedy
 
 
-def _relaunch_util(
-    s: Sample, total: int, util_now: float | None, peak: int, outside: int
-) -> tuple[float, bool, bool]:
-    """(the budget to relaunch at, whether it leaves the desktop its peak, whether the
-    desktop's visible peak was capped by what the server left it)."""
-    need = peak + DESKTOP_MARGIN_BYTES
-    headroom_now = headroom_at(total, util_now, outside) if util_now is not None else None
+def _suggestion(
+    s: Sample, total: int, util_now: float | None, desktop: DesktopShare, outside: int
+) -> Suggestion:
+    peak = desktop.peak or read.desktop_bytes(s) or 0
+    # When the desktop never got past what the server left it, its visible peak is only
+    # what it was allowed: allow for the unseen part.
+    headroom_now = (
+        desktop_headroom_bytes(total, util_now, outside) if util_now is not None else None
+    )
     capped = headroom_now is not None and peak <= headroom_now
-    if capped:
-        need += UNSEEN_DESKTOP_DEMAND_BYTES
-    util = largest_util_for_desktop(total, need, outside)
-    if util_now is not None:
-        util = min(util, round(util_now - 0.01, 2))
+    demand = DesktopDemand(
+        peak=peak,
+        now=read.desktop_bytes(s),
+        growth_bytes_per_s=desktop.growth_bytes_per_s,
+        unseen=UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
+    )
     # The desktop's need may not fit beside the model: never propose a budget whose pool
     # cannot hold one max-model-len request (vLLM would refuse to start).
-    smallest = read.smallest_util_that_serves(s)
-    if smallest is not None and util < smallest:
-        return smallest, False, capped
-    return util, True, capped
+    return suggested_budget(
+        total,
+        demand,
+        DESKTOP_MARGIN_BYTES,
+        outside_budget_bytes=outside,
+        util_now=util_now,
+        smallest_serving=read.smallest_util_that_serves(s),
+    )
+
+
+def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> dict[str, Any]:
+    """What the suggestion costs the pool: by the server's calibrated model where it is known
+    (the figures the dialog and the what-if print), else in proportion to the budget."""
+    now, new = read.predictions(s, util_now, util)
+    if now is not None and new is not None:
+        return kv_change(now, new)
+    m = read.metrics(s)
+    cache = m.cache if m else None
+    return kv_cost(
+        total,
+        util_now,
+        util,
+        cache.kv_cache_memory_bytes if cache else None,
+        cache.kv_cache_size_tokens if cache else None,
+    )
 
 
 def _action(
@@ -243,6 +270,13 @@ def _action(
             "action": "restart",
             "why": "the desktop's share is back down: restart vLLM now; relaunch at "
             f"{util:.2f} to keep the next call from doing it again",
+        }
+    if remedy["desktop_still_growing"] and remedy["leaves_desktop_peak"]:
+        rate = remedy["desktop_growth_bytes_per_s"] * 60 / GIB
+        return {
+            "why": f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
+            f"at {util:.2f} leaves it {headroom_gib:.2f} GiB, room for that growth; or wait "
+            "until it levels off"
         }
     if not remedy["leaves_desktop_peak"]:
         return {

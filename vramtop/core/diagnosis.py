@@ -21,7 +21,7 @@ from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
-from vramtop.core.budget_remedy import kv_cost, largest_util_for_desktop
+from vramtop.core.budget import TREND_WINDOW_S, growth_rate, kv_cost, largest_util_for_desktop
 from vramtop.core.contention import Collapse, DesktopShare, Point, contention_report
 from vramtop.core.diagnosis_thresholds import (
     CARD_FULL,
@@ -60,7 +60,6 @@ from vramtop.core.kv_pressure import kv_report
 from vramtop.core.model import GpuDevice, Sample, ServerState
 from vramtop.core.server_down import (
     crash_report,
-    largest_util_that_fits,
     startup_oom_facts,
     startup_oom_report,
 )
@@ -100,7 +99,6 @@ __all__ = [
     "FindingChange",
     "kv_cost",
     "largest_util_for_desktop",
-    "largest_util_that_fits",
     "startup_oom_facts",
 ]
 
@@ -125,6 +123,7 @@ class Diagnoser:
         self._per_request = RateBaseline()
         self._points: deque[Point] = deque(maxlen=WINDOW)
         self._desktop_at_start: int | None = None
+        self._desktop_history: deque[tuple[float, int]] = deque()
         self._was_healthy = False
         self._exit_seen = False
         self._unhealthy_run = 0
@@ -142,6 +141,12 @@ class Diagnoser:
     def all_findings(self) -> list[Finding]:
         """Closed and open findings, in the order they were first seen."""
         return sorted([*self._closed, *self._open.values()], key=lambda f: f.first_seen_t)
+
+    @property
+    def outside_budget_bytes(self) -> int | None:
+        """What the server holds beyond its budget, last measured while uncontended (None:
+        not measured); the figure every budget's desktop headroom is counted with."""
+        return self._outside_budget
 
     def healthy_generation_tps(self) -> float | None:
         """The healthy generation rate learned since the server's last start (None: not yet)."""
@@ -218,6 +223,10 @@ class Diagnoser:
         if self._desktop_at_start is None:
             self._desktop_at_start = desktop
         self._desktop_peak = max(self._desktop_peak or 0, desktop)
+        history = self._desktop_history
+        history.append((s.t, desktop))
+        while history and history[0][0] < s.t - TREND_WINDOW_S:
+            history.popleft()
         split = s.split
         if (
             split
@@ -307,7 +316,10 @@ class Diagnoser:
             growth=growth,
         )
         desktop_share = DesktopShare(
-            self._desktop_at_start, self._desktop_peak, self._outside_budget
+            self._desktop_at_start,
+            self._desktop_peak,
+            self._outside_budget,
+            growth_rate(self._desktop_history),
         )
         report = contention_report(s, device, collapse, desktop_share, self._spill.spill_evidence())
         self._set(VRAM_CONTENTION, s.t, **report)

@@ -36,24 +36,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+# The budget's own rules live in `vramtop.core.budget`; re-exported for the calculator's users.
+from vramtop.core.budget import GIB as GIB
+from vramtop.core.budget import LOG_ROUNDING_BYTES as LOG_ROUNDING_BYTES
+from vramtop.core.budget import MIB as MIB
+from vramtop.core.budget import OUTSIDE_BUDGET_ESTIMATE_BYTES as OUTSIDE_BUDGET_ESTIMATE_BYTES
+from vramtop.core.budget import budget_bytes as budget_bytes
+from vramtop.core.budget import desktop_headroom_bytes as desktop_headroom_bytes
+from vramtop.core.budget import largest_util_leaving
 from vramtop.core.model import StartupFacts
-
-GIB = 1024**3
-MIB = 1024**2
 
 # Estimates used only when nothing better is known; every use is labelled "estimated".
 NON_TORCH_TP1_BYTES = round(0.25 * GIB)  # measured on H100, one GPU
 NON_TORCH_TP_BYTES = round(2.1 * GIB)  # per GPU with tensor parallel 2-4 (NCCL buffers)
 CUDAGRAPH_ESTIMATE_BYTES = round(0.75 * GIB)  # graph pools seen at 0.3-1 GiB on 8-32B models
-# Memory a vLLM server holds outside its budget (the CUDA context and what the process took
-# before vLLM's baseline snapshot): 0.5-1.3 GB in the field. The low end, so that the desktop
-# share derived from it is never overstated.
-OUTSIDE_BUDGET_ESTIMATE_BYTES = GIB // 2
 DEFAULT_VOCAB = 128_256
 # vLLM subtracts its CUDA-graph memory estimate from the pool from this release on.
 CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
-# "Available KV cache memory: 58.11 GiB" is printed with two decimals.
-LOG_ROUNDING_BYTES = round(0.005 * GIB)
 
 _KV_DTYPE_BYTES = {
     "bfloat16": 2,
@@ -298,16 +297,6 @@ def estimate_non_torch_bytes(tensor_parallel_size: int) -> int:
     return NON_TORCH_TP1_BYTES if tensor_parallel_size <= 1 else NON_TORCH_TP_BYTES
 
 
-def budget_bytes(total_bytes: int, util: float) -> int:
-    """vLLM's requested memory: ceil(total × util)."""
-    return math.ceil(total_bytes * util)
-
-
-def desktop_headroom_bytes(total_bytes: int, util: float, outside_budget_bytes: int = 0) -> int:
-    """What the card keeps for everything else: total − budget − the server outside its budget."""
-    return total_bytes - budget_bytes(total_bytes, util) - outside_budget_bytes
-
-
 @dataclass(frozen=True)
 class _Terms:
     non_torch: int
@@ -496,19 +485,6 @@ def largest_util_for_headroom(inputs: HeadroomInputs, headroom_bytes: int) -> fl
     """The largest util, as a person types it (2 decimals), that leaves this much to the
     desktop; 0.0 when no budget does."""
     return largest_util_leaving(inputs.total_bytes, headroom_bytes, _terms(inputs).outside)
-
-
-def largest_util_leaving(total: int, headroom_bytes: int, outside_budget_bytes: int = 0) -> float:
-    """The largest 2-decimal util whose budget leaves `headroom_bytes` to the desktop beside
-    a server that also holds `outside_budget_bytes`; 0.0 when no budget does."""
-    outside = outside_budget_bytes
-    if total <= 0:
-        return 0.0
-    util = math.floor((total - outside - headroom_bytes) / total * 100 + 1e-9) / 100
-    util = min(util, 1.0)
-    while util > 0 and desktop_headroom_bytes(total, util, outside) < headroom_bytes:
-        util = round(util - 0.01, 2)
-    return max(util, 0.0)
 
 
 def util_for_kv_tokens(inputs: HeadroomInputs, tokens: int) -> float | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget_remedy import kv_cost, largest_util_for_desktop
+from vramtop.core.budget import kv_cost, largest_util_for_desktop
 from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
 from vramtop.core.model import Sample, ServerMetrics
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramtop.core import vllm_args
-from vramtop.core.headroom import desktop_headroom_bytes, largest_util_leaving
+from vramtop.core.budget import desktop_headroom_bytes, largest_util_leaving
 
 GIB = 1024**3
 ALL_INTERFACES = frozenset({"0.0.0.0", "::", "", "[::]"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from vramtop.core.budget import budget_bytes, outside_budget
 from vramtop.core.headroom import (
     Architecture,
     HeadroomError,
@@ -21,7 +22,6 @@ from vramtop.core.headroom import (
 )
 from vramtop.core.model import Sample, StartupFacts
 from vramtop.core.snapshot import kv_pool, server_util
-from vramtop.core.split import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
 
 
 def measured_architecture(kv_bytes: int, tokens: int, kv_cache_dtype: str) -> Architecture:
@@ -32,8 +32,14 @@ def measured_architecture(kv_bytes: int, tokens: int, kv_cache_dtype: str) -> Ar
     return Architecture(full_attention_layers=1, kv_heads=1, head_dim=head_dim, name="measured")
 
 
-def live_headroom_inputs(sample: Sample) -> HeadroomInputs | None:
-    """Calibrated inputs for the sample's server, or None while its pool is not known."""
+def live_headroom_inputs(
+    sample: Sample, outside_budget_bytes: int | None = None
+) -> HeadroomInputs | None:
+    """Calibrated inputs for the sample's server, or None while its pool is not known.
+
+    `outside_budget_bytes`: what the server was measured to hold beyond its budget (the
+    diagnosis learns it); the estimate when None. Every budget's desktop headroom counts it.
+    """
     if not sample.gpu.devices:
         return None
     total = sample.gpu.devices[0].total_bytes
@@ -53,6 +59,7 @@ def live_headroom_inputs(sample: Sample) -> HeadroomInputs | None:
         sample.startup
         if sample.startup is not None and sample.startup.weights_gib is not None
         else None,
+        outside_budget(outside_budget_bytes),
     )
 
 
@@ -68,6 +75,7 @@ def _calibrated(
     block_size: int,
     max_model_len: int,
     startup: StartupFacts | None,
+    outside: int,
 ) -> HeadroomInputs | None:
     try:
         architecture = measured_architecture(kv_bytes, tokens, kv_dtype)
@@ -79,7 +87,7 @@ def _calibrated(
                 kv_cache_dtype=kv_dtype,
                 block_size=block_size,
                 max_model_len=max_model_len,
-                outside_budget_bytes=OUTSIDE_BUDGET_ESTIMATE_BYTES,
+                outside_budget_bytes=outside,
             )
             return calibrate(inputs, util, kv_bytes, tokens)
         inputs = HeadroomInputs(
@@ -89,7 +97,7 @@ def _calibrated(
             non_torch_bytes=0,
             activation_bytes=0,
             cudagraph_bytes=0,
-            outside_budget_bytes=OUTSIDE_BUDGET_ESTIMATE_BYTES,
+            outside_budget_bytes=outside,
             kv_cache_dtype=kv_dtype,
             block_size=block_size,
             max_model_len=max_model_len,

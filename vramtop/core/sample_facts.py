@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vramtop.core import vllm_args
-from vramtop.core.headroom import predict, util_for_kv_tokens
+from vramtop.core.headroom import HeadroomError, Prediction, predict, util_for_kv_tokens
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
 
@@ -46,6 +46,21 @@ def smallest_util_that_serves(s: Sample) -> float | None:
     # them only a pool with no blocks is known not to start.
     holds_one = predict(inputs, util_now).kv_cache_tokens >= inputs.max_model_len
     return util_for_kv_tokens(inputs, inputs.max_model_len if holds_one else 1)
+
+
+def predictions(s: Sample, *utils: float | None) -> tuple[Prediction | None, ...]:
+    """What the server's calibrated model says of each budget (None: not known)."""
+    inputs = live_headroom_inputs(s)
+
+    def one(util: float | None) -> Prediction | None:
+        if inputs is None or util is None:
+            return None
+        try:
+            return predict(inputs, util)
+        except HeadroomError:
+            return None
+
+    return tuple(one(util) for util in utils)
 
 
 def desktop_bytes(s: Sample) -> int | None:

@@ -6,42 +6,21 @@ desired GPU memory utilization …"), whose numbers give the largest budget that
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
-_OOM_LINE = re.compile(
-    r"Free memory on device(?:\s+\S+)?\s*\(\s*([\d.]+)\s*/\s*([\d.]+)\s*GiB\)\s*on startup is "
-    r"less than desired GPU memory utilization\s*\(\s*([\d.]+)\s*,\s*([\d.]+)\s*GiB\)",
-    re.IGNORECASE,
-)
+from vramtop.core.budget import largest_util_that_fits_logged
+from vramtop.core.vllm_log import parse_startup_oom
 
 
 def startup_oom_facts(line: str) -> dict[str, float] | None:
     """The numbers of vLLM's 'Free memory on device … is less than desired …' line."""
-    match = _OOM_LINE.search(line)
-    if match is None:
-        return None
-    try:
-        free, total, util, wanted = (float(g) for g in match.groups())
-    except ValueError:  # "1.2.3": a mangled line, not numbers to act on
-        return None
-    return {"free_gib": free, "total_gib": total, "requested_util": util, "requested_gib": wanted}
-
-
-def largest_util_that_fits(free_gib: float, total_gib: float) -> float:
-    """The largest 2-decimal utilization whose budget fits in `free_gib`."""
-    if total_gib <= 0:
-        return 0.0
-    util = math.floor(free_gib / total_gib * 100) / 100
-    while util > 0 and util * total_gib > free_gib:
-        util = round(util - 0.01, 2)
-    return max(0.0, util)
+    oom = parse_startup_oom(line)
+    return oom.as_dict() if oom is not None else None
 
 
 def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
     """The finding's fields for the OOM line `text` and its `startup_oom_facts`."""
-    util = largest_util_that_fits(facts["free_gib"], facts["total_gib"])
+    util = largest_util_that_fits_logged(facts["free_gib"], facts["total_gib"])
     return {
         "severity": "critical",
         "summary": (

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from vramtop.core.model import StartupFacts, StatsLine
@@ -67,9 +68,13 @@ _OLD_WEIGHTS = re.compile(rf"Loading model weights took ({_NUM}) GB")
 _AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({_NUM}) GiB")
 _KV_SIZE = re.compile(r"\b([A-Z]+) KV cache size: ([\d,]+) tokens")
 _CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({_NUM})x")
+# Both vLLM's start-failed line ("… on startup is less than desired GPU memory utilization
+# (0.95, 30.25 GiB)") and 0.28+'s summary ("… on startup. Desired GPU memory utilization is
+# (0.93, 29.61 GiB). Actual usage is …"): the only place either is matched.
 _FREE_ON_DEVICE = re.compile(
-    rf"Free memory on device(?: \S+)? \(({_NUM})/({_NUM}) GiB\) on startup"
-    rf"(?P<short> is less than)?.*?\(({_NUM}), ({_NUM}) GiB\)"
+    rf"Free memory on device(?:\s+\S+)?\s*\(\s*({_NUM})\s*/\s*({_NUM})\s*GiB\)\s*on startup"
+    rf"(?P<short>\s+is less than)?.*?\(\s*({_NUM})\s*,\s*({_NUM})\s*GiB\)",
+    re.IGNORECASE,
 )
 _TERMS = {
     "consumed": re.compile(rf"({_NUM}) GiB for consumed memory"),
@@ -86,7 +91,7 @@ _LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+?)[.,]?$")
 
 # Errors, most specific first. Each is (kind, pattern); the message is the line's text.
 _ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("out_of_memory", re.compile(r"on startup is less than desired GPU memory utilization")),
+    ("out_of_memory", re.compile(r"on startup is less than desired GPU memory", re.I)),
     ("out_of_memory", re.compile(r"OutOfMemoryError|CUDA out of memory")),
     ("out_of_memory", re.compile(r"No available memory for the cache blocks")),
     ("out_of_memory", re.compile(r"larger than the available KV cache memory")),
@@ -107,6 +112,36 @@ def _error(level: str | None, text: str) -> tuple[str, str] | None:
             message = _EXCEPTION_NAME.sub("", text.strip(), count=1)
             return kind, message
     return None
+
+
+@dataclass(frozen=True)
+class StartupOom:
+    """vLLM's start-failed line: the card had less free memory than the budget asked for."""
+
+    free_gib: float
+    total_gib: float
+    requested_util: float
+    requested_gib: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "free_gib": self.free_gib,
+            "total_gib": self.total_gib,
+            "requested_util": self.requested_util,
+            "requested_gib": self.requested_gib,
+        }
+
+
+def parse_startup_oom(line: str) -> StartupOom | None:
+    """The numbers of "Free memory on device … is less than desired GPU memory utilization
+    (…)"; None for any other line, or one whose numbers are mangled."""
+    match = _FREE_ON_DEVICE.search(line)
+    if match is None or match.group("short") is None:
+        return None
+    free, total, util, want = (_float(match.group(i)) for i in (1, 2, 4, 5))
+    if free is None or total is None or util is None or want is None:
+        return None
+    return StartupOom(free, total, util, want)
 
 
 class StartupParser:
@@ -255,39 +290,50 @@ def _parse_stats(text: str) -> StatsLine | None:
 
 # --- the startup phase ---------------------------------------------------------------------
 
-_PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+
+class Phase(StrEnum):
+    """How far a start got, in the user's words (also the supervisor's `phase`)."""
+
+    LOADING_WEIGHTS = "loading weights"
+    PROFILING = "profiling"
+    CAPTURING_GRAPHS = "capturing graphs"
+    READY = "ready"
+    FAILED = "failed"
+
+
+_PHASES: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     (
-        "ready",
+        Phase.READY,
         re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on |Application startup complete"),
     ),
     (
-        "capturing graphs",
+        Phase.CAPTURING_GRAPHS,
         re.compile(r"Capturing CUDA graphs?|Graph capturing|capturing cudagraph", re.IGNORECASE),
     ),
     (
-        "profiling",
+        Phase.PROFILING,
         re.compile(
             r"Model loading took|Memory profiling takes|[Pp]rofiling|Warming up model"
             r"|Available KV cache memory|KV cache size: "
         ),
     ),
     (
-        "loading weights",
+        Phase.LOADING_WEIGHTS,
         re.compile(
             r"Starting to load model|Loading (?:safetensors|pt) checkpoint shards"
-            r"|Loading model weights|Loading weights took"
+            r"|Loading model weights|Loading weights took|Loading weights|Loading model"
         ),
     ),
 )
 
 
-def detect_phase(line: str) -> str | None:
+def detect_phase(line: str) -> Phase | None:
     """The startup phase a line announces: loading weights, profiling, capturing graphs,
     ready, or failed; None when the line says nothing about the phase."""
     try:
         level, text = _split(line)
         if _error(level, text) is not None:
-            return "failed"
+            return Phase.FAILED
         for phase, pattern in _PHASES:
             if pattern.search(text):
                 return phase

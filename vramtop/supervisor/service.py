@@ -327,7 +327,7 @@ class Supervisor:
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
         # an adopted server's command line is already resolved.
         prelude = profile.prelude if env_base is None else None
-        progress("loading")
+        progress(causes.LOADING)
         try:
             child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
         except OSError as exc:

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from vramtop import locations
 from vramtop.backend import ActionResult, Backend
 from vramtop.config import Settings
+from vramtop.core import sample_facts
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
 from vramtop.tui.commands import ConsoleCommands
@@ -39,6 +40,7 @@ from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from vramtop.tui.whatif import Machine
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
@@ -440,16 +442,30 @@ class VramtopApp(App[int]):
             self._say(None)
             self._render_header()
 
-    def action_relaunch(self, suggested: float | None = None) -> None:
-        current = (
-            self.sample.info.gpu_memory_utilization if self.sample and self.sample.info else None
+    def _current_budget(self) -> float | None:
+        """The budget the server runs with: the one vLLM reports, else the one it was given."""
+        return sample_facts.util(self.sample) if self.sample else None
+
+    def _machine(self) -> Machine:
+        sample = self.sample
+        if sample is None:
+            return Machine()
+        device = sample.gpu.devices[0] if sample.gpu.devices else None
+        return Machine(
+            total_bytes=device.total_bytes if device else None,
+            desktop_bytes=sample.split.desktop_bytes if sample.split else None,
+            device_kind=sample.startup.device_kind if sample.startup else None,
         )
+
+    def action_relaunch(self, suggested: float | None = None) -> None:
+        current = self._current_budget()
         remedy_util, why = _remedy_util(self.findings)
         value = suggested or remedy_util or current or 0.9
         if suggested is not None:
             why = "proposed in the headroom panel"
         self.push_screen(
-            BudgetDialog(value, current, self.headroom_inputs, why=why), self._relaunch_chosen
+            BudgetDialog(value, current, self.headroom_inputs, why=why, machine=self._machine()),
+            self._relaunch_chosen,
         )
 
     def _relaunch_chosen(self, util: float | None) -> None:
@@ -470,15 +486,15 @@ class VramtopApp(App[int]):
             self._start_action("start", lambda progress: self.backend.start(progress=progress))
 
     def action_headroom(self) -> None:
-        current = (
-            self.sample.info.gpu_memory_utilization if self.sample and self.sample.info else None
-        )
+        remedy_util, why = _remedy_util(self.findings)
         self.push_screen(
             HeadroomScreen(
                 self.headroom_inputs,
-                current,
+                self._current_budget(),
                 self.desktop_peak_bytes,
                 self.settings.min_desktop_headroom_gib,
+                launch_util=getattr(self.backend, "launch_budget", None),
+                suggested=(remedy_util, why or "") if remedy_util is not None else None,
             ),
             self._headroom_chosen,
         )

@@ -11,9 +11,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
 from vramtop.core.headroom import HeadroomInputs, Prediction, predict
 from vramtop.tui.format import gib
-from vramtop.tui.whatif import STEP, check_budget, step
+from vramtop.tui.whatif import STEP, BudgetCheck, Machine, check_budget, step
 
 
 class BudgetDialog(ModalScreen[float | None]):
@@ -32,12 +33,17 @@ class BudgetDialog(ModalScreen[float | None]):
         current: float | None,
         inputs: HeadroomInputs | None,
         why: str | None = None,
+        machine: Machine | None = None,
     ) -> None:
         super().__init__()
         self._suggested = suggested
         self._current = current
         self._inputs = inputs
         self._why = why
+        self._machine = machine or Machine()
+        # The value a first Enter was refused for because it does not fit now: a second Enter
+        # on the same value relaunches anyway.
+        self._armed: float | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="budget-dialog", classes="dialog"):
@@ -50,6 +56,7 @@ class BudgetDialog(ModalScreen[float | None]):
             yield Static(Content.styled(why, "$text-muted"), id="budget-why")
             yield Input(value=f"{self._suggested:.2f}", id="budget-value")
             yield Static(id="budget-prediction")
+            yield Static(id="budget-fit")
             yield Static(id="budget-reason")
             yield Static(
                 Content.styled(
@@ -67,7 +74,7 @@ class BudgetDialog(ModalScreen[float | None]):
 
     def action_step(self, direction: int) -> None:
         field = self.query_one("#budget-value", Input)
-        check = check_budget(field.value, self._inputs)
+        check = self._check(field.value)
         base = check.util if check.util is not None else self._suggested
         field.value = f"{step(base, direction * STEP):.2f}"
         field.cursor_position = len(field.value)
@@ -80,21 +87,54 @@ class BudgetDialog(ModalScreen[float | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        check = check_budget(event.value, self._inputs)
-        if check.reason is None and check.util is not None:
-            self.dismiss(check.util)
-        else:
+        check = self._check(event.value)
+        if check.reason is not None or check.util is None:
             self.app.bell()  # refused in place: the reason is already on screen
+        elif check.needs_confirmation and self._armed != check.util:
+            self._armed = check.util
+            self.app.bell()
+            self._refresh_prediction()
+        else:
+            self.dismiss(check.util)
+
+    def _check(self, text: str) -> BudgetCheck:
+        return check_budget(text, self._inputs, self._machine)
 
     def _refresh_prediction(self) -> None:
-        check = check_budget(self.value_text, self._inputs)
-        reason = self.query_one("#budget-reason", Static)
-        reason.update(
-            Content.assemble(("refused: ", "bold $error"), check.reason) if check.reason else ""
-        )
+        check = self._check(self.value_text)
+        if check.util != self._armed:
+            self._armed = None
+        self.query_one("#budget-reason", Static).update(self._reason_text(check))
+        self.query_one("#budget-fit", Static).update(self._fit_text(check.util))
         self.query_one("#budget-prediction", Static).update(
             _prediction_text(check.prediction, self._now())
         )
+
+    def _reason_text(self, check: BudgetCheck) -> Content:
+        if check.reason:
+            return Content.assemble(("refused: ", "bold $error"), check.reason)
+        lines: list[str | tuple[str, str]] = []
+        for warning in check.warnings:
+            style = "$text-muted" if warning.severity == "note" else "bold $warning"
+            lines += ["\n" if lines else "", (warning.text, style)]
+        if check.needs_confirmation:
+            word = "again to relaunch anyway" if self._armed == check.util else "twice to relaunch"
+            lines += ["\n", (f"press enter {word}", "bold $error")]
+        return Content.assemble(*lines)
+
+    def _fit_text(self, util: float | None) -> Content:
+        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`, when the desktop's share is known."""
+        m = self._machine
+        total = m.total_bytes or (self._inputs.total_bytes if self._inputs else None)
+        if util is None or total is None or m.desktop_bytes is None:
+            return Content("")
+        if is_cpu_server(m.device_kind):
+            return Content("")
+        outside = m.outside_budget_bytes
+        if outside is None and self._inputs is not None:
+            outside = self._inputs.outside_budget_bytes
+        fit = fit_now(total, util, m.desktop_bytes, outside_budget(outside))
+        return Content.styled(fit.text(), "bold" if fit.fits else "bold $error")
 
     def _now(self) -> Prediction | None:
         if self._inputs is None or self._current is None:
@@ -122,14 +162,8 @@ def _prediction_text(proposed: Prediction | None, now: Prediction | None) -> Con
         f" · {proposed.kv_cache_tokens:,} tokens · {proposed.max_concurrency:.2f}× concurrency",
     ]
     if now is not None and now.kv_cache_bytes > 0:
-        change = proposed.kv_cache_bytes - now.kv_cache_bytes
-        share = change / now.kv_cache_bytes * 100
-        parts.append(
-            (
-                f"\nKV cost {_signed(change)} ({share:+.1f} %) vs now".replace("-", "−"),
-                "$warning" if change < 0 else "",
-            )
-        )
+        costs = proposed.kv_cache_tokens < now.kv_cache_tokens
+        parts.append(("\n" + change_words(now, proposed), "$warning" if costs else ""))
     return Content.assemble(*parts)
 
 

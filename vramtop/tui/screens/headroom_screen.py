@@ -12,6 +12,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from vramtop.core.budget import DesktopDemand, change_words, suggested_budget
+from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
 from vramtop.core.headroom import (
     GIB,
     HeadroomError,
@@ -55,13 +57,20 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         current_util: float | None,
         desktop_peak_bytes: int | None,
         min_desktop_headroom_gib: float,
+        launch_util: float | None = None,
+        suggested: tuple[float, str] | None = None,
     ) -> None:
+        """`launch_util`: the profile's own budget; `suggested`: an open finding's budget and
+        where it comes from (the banner's figure, shown here unchanged)."""
         super().__init__()
         self._inputs = inputs
         self._current = current_util
         self._peak = desktop_peak_bytes
         self._min_headroom_gib = min_desktop_headroom_gib
-        self.proposed = current_util or 0.9
+        self._launch = launch_util
+        self._suggested = suggested
+        # Opens on the suggestion when there is one: the figures the banner and `b` show.
+        self.proposed = (suggested[0] if suggested else None) or current_util or 0.9
 
     def compose(self) -> ComposeResult:
         with Vertical(id="headroom", classes="dialog"):
@@ -142,8 +151,23 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             proposed: Prediction | str = predict(inputs, self.proposed)
         except HeadroomError as error:
             proposed = str(error)
-        self.query_one("#headroom-table", Static).update(_table(now, proposed))
+        table = _table(now, proposed)
+        if not isinstance(proposed, str):
+            table = Content.assemble(table, self._changes(inputs, now, proposed))
+        self.query_one("#headroom-table", Static).update(table)
         self.query_one("#headroom-peak", Static).update(self._peak_line(inputs))
+
+    def _changes(
+        self, inputs: HeadroomInputs, now: Prediction | None, proposed: Prediction
+    ) -> Content:
+        """The proposal against now and against the profile's launch budget, in words."""
+        lines: list[str | tuple[str, str]] = []
+        if now is not None and now.util != proposed.util:
+            lines += ["\nvs now: ", change_words(now, proposed)]
+        launch = _safe_predict(inputs, self._launch)
+        if launch is not None and launch.util != proposed.util:
+            lines += ["\nvs the profile's launch budget: ", change_words(launch, proposed)]
+        return Content.assemble(*lines)
 
     def _peak_line(self, inputs: HeadroomInputs) -> Content:
         wanted = int(self._min_headroom_gib * GIB)
@@ -151,12 +175,21 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             f"for {self._min_headroom_gib:g} GiB desktop headroom: budget ",
             (f"{largest_util_for_headroom(inputs, wanted):.2f}", "bold"),
         ]
-        if self._peak is not None:
-            fit = largest_util_for_headroom(inputs, self._peak)
+        if self._suggested is not None:
+            util, source = self._suggested
+            parts += ["\nsuggested budget ", (f"{util:.2f}", "bold"), f" ({source})"]
+        elif self._peak is not None:
+            suggestion = suggested_budget(
+                inputs.total_bytes,
+                DesktopDemand(peak=self._peak),
+                DESKTOP_MARGIN_BYTES,
+                outside_budget_bytes=predict(inputs, self.proposed).outside_budget_bytes,
+            )
             parts += [
-                f"\ndesktop peak this session {gib(self._peak, 2)} GiB"
-                " → largest budget that fits it ",
-                (f"{fit:.2f}", "bold"),
+                f"\ndesktop peak this session {gib(self._peak, 2)} GiB → suggested budget ",
+                (f"{suggestion.util:.2f}", "bold"),
+                f" (leaves {gib(suggestion.desktop_headroom_bytes, 2)} GiB: "
+                "the peak plus a margin)",
             ]
         return Content.assemble(*parts)
 

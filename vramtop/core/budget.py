@@ -1,0 +1,351 @@
+"""Budget arithmetic: what one `--gpu-memory-utilization` means, and every warning about it.
+
+One place for the rules every surface (the banner's remedy, the relaunch dialog, the what-if,
+`calc`, the supervisor's start-failed message, the diagnosis) prints:
+
+    budget           = ceil(total × util)                     (vLLM's own rounding)
+    desktop headroom = total − budget − what the server holds outside its budget
+    free to a server = total − the desktop's share − outside  (vLLM checks free ≥ budget)
+
+A budget is typed with two decimals, so "the largest budget that …" is always the largest
+two-decimal value whose rounded-up budget stays within the room. What the pool gets inside a
+budget (KV GiB, tokens, blocks, concurrency) is `vramtop.core.headroom.predict`; the warnings
+here read its `Prediction`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vramtop.core.headroom import Prediction
+
+GIB = 1024**3
+MIB = 1024**2
+
+# Memory a vLLM server holds outside its budget (the CUDA context and what the process took
+# before vLLM's baseline snapshot): 0.5-1.3 GB in the field. The low end, so that the desktop
+# share derived from it is never overstated; a measured value replaces it where there is one.
+OUTSIDE_BUDGET_ESTIMATE_BYTES = GIB // 2
+# vLLM prints GiB figures with two decimals ("(22.08/24.00 GiB)"): ± this much.
+LOG_ROUNDING_BYTES = round(0.005 * GIB)
+# What a proposed budget leaves unused of the memory free now: the desktop moves while vLLM
+# loads (a browser tab, a compositor buffer), and vLLM checks the free memory only after that.
+START_MARGIN_BYTES = 256 * MIB
+# A budget is never proposed above this: the desktop always keeps something.
+MAX_PROPOSED_UTIL = 0.99
+STEP = 0.01
+
+
+def budget_bytes(total: int, util: float) -> int:
+    """vLLM's requested memory: ceil(total × util)."""
+    return math.ceil(total * util)
+
+
+def outside_budget(measured: int | None) -> int:
+    """What the server holds beyond its budget: measured where known, else the estimate."""
+    return OUTSIDE_BUDGET_ESTIMATE_BYTES if measured is None else max(0, measured)
+
+
+def desktop_headroom_bytes(total: int, util: float, outside_budget_bytes: int = 0) -> int:
+    """What the card keeps for everything else: total − budget − the server outside its budget."""
+    return total - budget_bytes(total, util) - outside_budget_bytes
+
+
+def free_for_server(total: int, desktop: int, outside_budget_bytes: int) -> int:
+    """What a server started now would find free at vLLM's check: the card less the desktop's
+    share and what the new process takes before it (its CUDA context)."""
+    return total - desktop - outside_budget_bytes
+
+
+def largest_util_within(total: int, room: int) -> float:
+    """The largest two-decimal util (at most 1) whose budget fits in `room` bytes; 0.0 when
+    none does."""
+    if total <= 0 or room <= 0:
+        return 0.0
+    util = min(1.0, math.floor(room / total * 100 + 1e-9) / 100)
+    while util > 0 and budget_bytes(total, util) > room:
+        util = round(util - STEP, 2)
+    return max(util, 0.0)
+
+
+def largest_util_leaving(total: int, headroom: int, outside_budget_bytes: int = 0) -> float:
+    """The largest two-decimal util whose budget leaves `headroom` bytes to the desktop beside
+    a server that also holds `outside_budget_bytes`; 0.0 when no budget does."""
+    return largest_util_within(total, total - outside_budget_bytes - headroom)
+
+
+def largest_util_for_desktop(total: int, desktop_need: int, outside_budget_bytes: int) -> float:
+    """The largest budget worth proposing (at most 0.99) that leaves `desktop_need` bytes to the
+    desktop; 0.0 when none does."""
+    return min(MAX_PROPOSED_UTIL, largest_util_leaving(total, desktop_need, outside_budget_bytes))
+
+
+def largest_util_that_fits(free: int, total: int, margin: int = START_MARGIN_BYTES) -> float:
+    """The largest two-decimal util whose budget fits the memory free now, less a margin."""
+    return min(MAX_PROPOSED_UTIL, largest_util_within(total, free - margin))
+
+
+def largest_util_that_fits_logged(free_gib: float, total_gib: float) -> float:
+    """The same, from vLLM's start-failed line ("Free memory on device (22.08/24.00 GiB)"):
+    its figures are rounded, so the free memory may be up to half a hundredth lower."""
+    total = round(total_gib * GIB)
+    return largest_util_that_fits(round(free_gib * GIB) - LOG_ROUNDING_BYTES, total)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether a budget fits the memory a server started now would find free."""
+
+    fits: bool
+    needs_bytes: int  # the budget
+    free_bytes: int  # free to a new server now (the current server's memory counted free)
+
+    def text(self) -> str:
+        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`."""
+        word = "yes" if self.fits else "no"
+        return (
+            f"fits now: {word} (needs {self.needs_bytes / GIB:.2f} GiB, "
+            f"{max(0, self.free_bytes) / GIB:.2f} GiB free)"
+        )
+
+
+def fit_now(
+    total: int,
+    util: float,
+    desktop: int,
+    outside_budget_bytes: int,
+    margin: int = START_MARGIN_BYTES,
+) -> Fit:
+    """Whether vLLM would start at `util` if relaunched now (with `margin` to spare)."""
+    free = free_for_server(total, desktop, outside_budget_bytes)
+    need = budget_bytes(total, util)
+    return Fit(need + margin <= free, need, free)
+
+
+# --- warnings ------------------------------------------------------------------------------
+
+NO_KV_BLOCK = "no_kv_block"
+LEAVES_DESKTOP_NOTHING = "leaves_desktop_nothing"
+DOES_NOT_FIT_NOW = "does_not_fit_now"
+NO_EFFECT_ON_CPU = "no_effect_on_cpu"
+
+CPU_POOL_WORDS = (
+    "on a CPU server the budget does not size the KV pool: VLLM_CPU_KVCACHE_SPACE (GiB) does"
+)
+
+
+REFUSE = "refuse"  # vLLM cannot work with it at all
+CONFIRM = "confirm"  # it would fail now: only on a second confirmation
+NOTE = "note"  # it works, but does not do what a budget usually does
+
+
+@dataclass(frozen=True)
+class BudgetWarning:
+    kind: str  # one of the constants above
+    text: str  # in the user's words
+    severity: str  # REFUSE, CONFIRM or NOTE
+
+    @property
+    def refuse(self) -> bool:
+        return self.severity == REFUSE
+
+
+def leaves_no_kv_block(prediction: Prediction) -> bool:
+    """The budget leaves no room for a single KV block: vLLM refuses to start with it."""
+    return prediction.kv_cache_bytes <= 0 or prediction.num_blocks < 1
+
+
+def is_cpu_server(device_kind: str | None) -> bool:
+    """vLLM's "CPU KV cache size" line: the CPU build, whose pool the budget does not set."""
+    return device_kind is not None and device_kind.upper() == "CPU"
+
+
+def budget_warnings(
+    util: float,
+    *,
+    total: int | None = None,
+    prediction: Prediction | None = None,
+    desktop: int | None = None,
+    outside_budget_bytes: int = OUTSIDE_BUDGET_ESTIMATE_BYTES,
+    device_kind: str | None = None,
+) -> list[BudgetWarning]:
+    """Every warning about relaunching at `util`, most serious first. What is not known is not
+    checked (no prediction: no KV check; no desktop share: no fit check)."""
+    if is_cpu_server(device_kind):
+        return [BudgetWarning(NO_EFFECT_ON_CPU, CPU_POOL_WORDS, NOTE)]
+    warnings: list[BudgetWarning] = []
+    if prediction is not None and leaves_no_kv_block(prediction):
+        what = (
+            "the weights alone do not fit in it"
+            if prediction.kv_cache_bytes <= 0
+            else "it leaves no KV block"
+        )
+        warnings.append(
+            BudgetWarning(NO_KV_BLOCK, f"too small: {what}, vLLM would not start", REFUSE)
+        )
+    if total is not None and desktop_headroom_bytes(total, util, outside_budget_bytes) < 0:
+        warnings.append(
+            BudgetWarning(
+                LEAVES_DESKTOP_NOTHING, "too large: it leaves the desktop nothing", REFUSE
+            )
+        )
+    if total is not None and desktop is not None:
+        fit = fit_now(total, util, desktop, outside_budget_bytes)
+        if not fit.fits:
+            warnings.append(
+                BudgetWarning(
+                    DOES_NOT_FIT_NOW,
+                    f"does not fit now: it needs {fit.needs_bytes / GIB:.2f} GiB and "
+                    f"{max(0, fit.free_bytes) / GIB:.2f} GiB would be free; vLLM would stop "
+                    "with an out-of-memory error",
+                    CONFIRM,
+                )
+            )
+    return warnings
+
+
+# --- what a change costs the pool --------------------------------------------------------------
+
+
+def kv_cost(
+    total: int, util_now: float | None, util_new: float, kv_pool: int | None, kv_tokens: int | None
+) -> dict[str, Any]:
+    """What another budget does to the KV pool: it changes by the budget difference."""
+    if util_now is None:
+        return {}
+    shrink = budget_bytes(total, util_now) - budget_bytes(total, util_new)
+    cost: dict[str, Any] = {"budget_change_bytes": -shrink}
+    if kv_pool:
+        after = max(0, kv_pool - shrink)
+        cost.update(kv_pool_bytes=kv_pool, kv_pool_bytes_after=after)
+        cost["kv_pool_loss_fraction"] = round(shrink / kv_pool, 3)
+        if kv_tokens:
+            cost.update(
+                kv_cache_tokens=kv_tokens, kv_cache_tokens_after=kv_tokens * after // kv_pool
+            )
+    return cost
+
+
+def kv_change(now: Prediction, new: Prediction) -> dict[str, Any]:
+    """The same figures as `kv_cost`, from two predictions of one calibrated model (what the
+    dialog and the what-if print)."""
+    pool, after = now.kv_cache_bytes, max(0, new.kv_cache_bytes)
+    cost: dict[str, Any] = {"budget_change_bytes": new.budget_bytes - now.budget_bytes}
+    if pool > 0:
+        cost.update(kv_pool_bytes=pool, kv_pool_bytes_after=after)
+        cost["kv_pool_loss_fraction"] = round((pool - after) / pool, 3)
+        cost.update(kv_cache_tokens=now.kv_cache_tokens, kv_cache_tokens_after=new.kv_cache_tokens)
+    return cost
+
+
+def change_words(base: Prediction, new: Prediction) -> str:
+    """What going from `base` to `new` does, in words that say which way it goes:
+    "frees 1.27 GiB for the desktop, costs 16,640 KV tokens against 0.93"."""
+    freed = new.desktop_headroom_bytes - base.desktop_headroom_bytes
+    tokens = new.kv_cache_tokens - base.kv_cache_tokens
+    if freed == 0 and tokens == 0:
+        return f"the same as {base.util:.2f}"
+    desktop = (
+        f"frees {freed / GIB:.2f} GiB for the desktop"
+        if freed >= 0
+        else f"takes {-freed / GIB:.2f} GiB from the desktop"
+    )
+    kv = f"costs {-tokens:,} KV tokens" if tokens < 0 else f"gains {tokens:,} KV tokens"
+    return f"{desktop}, {kv} against {base.util:.2f}"
+
+
+# --- the suggested budget --------------------------------------------------------------------
+
+# While the desktop's share still grows, the suggestion leaves room for this much more of the
+# same growth: a video call's memory takes up to a minute to reach its peak.
+GROWTH_HORIZON_S = 60.0
+# Below this the desktop is not growing (a compositor's wobble).
+GROWING_BYTES_PER_S = 4 * MIB
+
+
+# The desktop's trend is read over this much of its recent history.
+TREND_WINDOW_S = 30.0
+
+
+def growth_rate(history: Sequence[tuple[float, int]]) -> float:
+    """Bytes a second the desktop's share grew by over `history` ((t, bytes), oldest first):
+    the least-squares slope, 0.0 when it shrank, held still or is too short to tell."""
+    if len(history) < 3 or history[-1][0] - history[0][0] < 2.0:
+        return 0.0
+    n = len(history)
+    mean_t = sum(t for t, _ in history) / n
+    mean_b = sum(b for _, b in history) / n
+    var = sum((t - mean_t) ** 2 for t, _ in history)
+    if var <= 0:
+        return 0.0
+    slope = sum((t - mean_t) * (b - mean_b) for t, b in history) / var
+    return max(0.0, slope)
+
+
+@dataclass(frozen=True)
+class DesktopDemand:
+    """What the desktop needs beside the server, as far as it was seen."""
+
+    peak: int  # the largest share seen since the server started
+    now: int | None = None
+    growth_bytes_per_s: float = 0.0  # the share's recent trend (≥ 0)
+    unseen: int = 0  # demand the desktop could not show (it never got past what it was left)
+
+    @property
+    def growing(self) -> bool:
+        return self.growth_bytes_per_s >= GROWING_BYTES_PER_S
+
+    @property
+    def expected_growth(self) -> int:
+        """How much more the share is expected to take while it still grows."""
+        return round(self.growth_bytes_per_s * GROWTH_HORIZON_S) if self.growing else 0
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """The budget to relaunch at so that the desktop keeps what it needs."""
+
+    util: float
+    desktop_need_bytes: int  # peak (plus its expected growth and unseen part) plus the margin
+    desktop_headroom_bytes: int  # what `util` leaves the desktop
+    leaves_desktop_need: bool  # False: no budget that still serves leaves it that much
+    growing: bool  # the desktop's share was still growing
+    unseen_bytes: int  # what was allowed for demand the desktop could not show
+
+
+def suggested_budget(
+    total: int,
+    demand: DesktopDemand,
+    margin: int,
+    *,
+    outside_budget_bytes: int,
+    util_now: float | None = None,
+    smallest_serving: float | None = None,
+) -> Suggestion:
+    """The largest budget that leaves the desktop its peak (plus the growth still to come, and
+    `margin`), below the current one, and never one that does not fit the memory free now.
+
+    `smallest_serving`: the smallest budget whose pool holds one request; when the desktop's
+    need leaves less, that one is suggested (and `leaves_desktop_need` is False).
+    """
+    need = demand.peak + demand.expected_growth + demand.unseen + margin
+    if demand.now is not None:
+        need = max(need, demand.now + START_MARGIN_BYTES)
+    util = largest_util_for_desktop(total, need, outside_budget_bytes)
+    if util_now is not None:
+        util = min(util, round(util_now - STEP, 2))
+    leaves = True
+    if smallest_serving is not None and util < smallest_serving:
+        util, leaves = smallest_serving, False
+    return Suggestion(
+        util=util,
+        desktop_need_bytes=need,
+        desktop_headroom_bytes=desktop_headroom_bytes(total, util, outside_budget_bytes),
+        leaves_desktop_need=leaves,
+        growing=demand.growing,
+        unseen_bytes=demand.unseen,
+    )
