@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from vramtop.cli import main
 
-FIXTURE_LOG = Path(__file__).parents[2] / "tests" / "fixtures" / "vllm-0.32-cpu" / "startup.log"
+FIXTURES = Path(__file__).parents[2] / "tests" / "fixtures"
+FIXTURE_LOG = FIXTURES / "vllm-0.32-cpu" / "startup.log"
+GPU_LOGS = FIXTURES / "vllm-gpu-written"
 LLAMA = ["--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
 MEASURED = ["--weights-gib", "14.99", "--non-torch-gib", "0.25", "--activation-gib", "1.89"]
 
@@ -169,18 +173,120 @@ def test_from_a_new_log_everything_is_measured(
     assert heavier["rows"][0]["kv_cache_gib"] == pytest.approx(8.26, abs=0.005)
 
 
-def test_real_cpu_log_needs_weights_from_flags(capsys: pytest.CaptureFixture[str]) -> None:
-    shared = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "vllm-0.32-cpu"
-    log = FIXTURE_LOG if FIXTURE_LOG.is_file() else shared / "startup.log"
-    if not log.is_file():
-        pytest.skip("captured vLLM 0.32 log not available")
-    code, _, err = calc(capsys, "--from-log", str(log), "--total-gib", "12.96", *LLAMA)
-    assert code == 2 and "weights" in err
-    doc = calc_json(
-        capsys, "--from-log", str(log), "--total-gib", "12.96", "--weights-gib", "0.01", *LLAMA,
-        "--util", "0.5",
-    )  # fmt: skip
-    assert doc["max_model_len"] == 512  # taken from the log's concurrency line
+def test_the_cpu_log_prints_its_pool_and_says_the_budget_does_not_size_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The captured vLLM 0.32 CPU log: "Explicitly set (1.0/12.96) GiB for KV cache", "CPU KV
+    # cache size: 1,048,576 tokens"; its /metrics say block size 128 and 8,192 blocks.
+    doc = calc_json(capsys, "--from-log", str(FIXTURE_LOG), "--util", "0.5", "--util", "0.9")
+    assert doc["device"] == "cpu"
+    for row in doc["rows"]:
+        assert row["kv_cache_gib"] == 1.0 and row["kv_cache_tokens"] == 1_048_576
+        assert row["num_blocks"] == 8192 and row["block_size"] == 128
+    assert doc["max_model_len"] == 512
+    assert any("VLLM_CPU_KVCACHE_SPACE" in note for note in doc["notes"])
+    assert any("block size 128: vLLM's default on CPU" in note for note in doc["notes"])
+    # Without --util: the budget the log ran at (its non-default args).
+    code, out, _ = calc(capsys, "--from-log", str(FIXTURE_LOG))
+    assert code == 0 and "0.85" in out and "does not size the KV pool" in out
+    # A model config does not turn it into a GPU calculation.
+    doc = calc_json(capsys, "--from-log", str(FIXTURE_LOG), *LLAMA, "--util", "0.5")
+    assert doc["device"] == "cpu" and doc["rows"][0]["kv_cache_tokens"] == 1_048_576
+
+
+@pytest.mark.parametrize("name", ["startup.log", "pool-only.log", "failed-then-served.log"])
+def test_a_gpu_log_that_prints_its_pool_is_enough_by_itself(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """9.26 GiB, 120,832 tokens at 0.93 on a 31.84 GiB card: 0.85 gives about 6.71 GiB and
+    87,600 tokens, with no model config; a failed run before the good one is not read."""
+    log = GPU_LOGS / name
+    doc = calc_json(capsys, "--total-gib", "31.84", "--util", "0.93", "--util", "0.85",
+                    "--from-log", str(log))  # fmt: skip
+    at_log, lower = doc["rows"]
+    assert at_log["kv_cache_gib"] == pytest.approx(9.26, abs=0.005)
+    assert at_log["kv_cache_tokens"] == 120_832
+    assert lower["kv_cache_gib"] == pytest.approx(6.71, abs=0.01)
+    assert lower["kv_cache_tokens"] == pytest.approx(87_600, rel=0.002)
+    assert doc["calibrated_util"] == 0.93 and doc["max_model_len"] == 163_840
+    assert any("block size 16: vLLM's default on GPU" in note for note in doc["notes"])
+    # The log's own total is used when --total-gib is not given (where it prints one).
+    if name != "pool-only.log":
+        alone = calc_json(capsys, "--from-log", str(log), "--util", "0.85")
+        assert alone["rows"][0]["kv_cache_tokens"] == lower["kv_cache_tokens"]
+
+
+def test_a_block_size_in_the_logs_args_is_used_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (GPU_LOGS / "pool-only.log").read_text()
+    log = tmp_path / "bs.log"
+    log.write_text(
+        text.replace("'kv_cache_dtype': 'fp8'", "'kv_cache_dtype': 'fp8', 'block_size': 32")
+    )
+    doc = calc_json(capsys, "--total-gib", "31.84", "--from-log", str(log), "--util", "0.85")
+    assert doc["rows"][0]["block_size"] == 32
+    assert any("block size 32 (the log's settings)" in note for note in doc["notes"])
+
+
+def test_an_error_names_only_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The log gives neither the pool nor the weights: the layers and the weights are missing,
+    # and the message does not ask for the --from-log that was given.
+    log = tmp_path / "bare.log"
+    log.write_text("INFO 05-01 10:00:00 [__init__.py:1] vLLM API server version 0.29.0\n")
+    code, _, err = calc(capsys, "--total-gib", "24", "--from-log", str(log), "--util", "0.9")
+    assert code == 2 and "--model-config" in err and "KV pool" in err
+    code, _, err = calc(capsys, "--total-gib", "24", "--from-log", str(log), "--util", "0.9",
+                        *LLAMA)  # fmt: skip
+    assert code == 2 and "--weights-gib" in err and "--from-log" not in err
+    # The pool without the budget it was measured at: that is what is missing.
+    no_util = tmp_path / "no-util.log"
+    no_util.write_text(
+        (GPU_LOGS / "pool-only.log").read_text().replace("'gpu_memory_utilization': 0.93, ", "")
+    )
+    code, _, err = calc(capsys, "--total-gib", "31.84", "--from-log", str(no_util), "--util", "0.9")
+    assert code == 2 and "--log-util" in err
+    doc = calc_json(capsys, "--total-gib", "31.84", "--from-log", str(no_util), "--util", "0.85",
+                    "--log-util", "0.93")  # fmt: skip
+    assert doc["rows"][0]["kv_cache_gib"] == pytest.approx(6.71, abs=0.01)
+
+
+def test_the_readme_example_as_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"`(vramtop calc [^`]*--from-log startup\.log[^`]*)`", readme)
+    assert commands, "the README's calc example is gone"
+    (tmp_path / "startup.log").write_text((GPU_LOGS / "startup.log").read_text())
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        code = main(shlex.split(command)[1:])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        rows = json.loads(out)["rows"]
+        assert [r["util"] for r in rows] == [0.93, 0.85]
+        assert rows[1]["kv_cache_gib"] == pytest.approx(6.71, abs=0.01)
+
+
+def test_an_explicit_float32_keeps_a_float32_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--total-gib", "24", "--util", "0.9", *MEASURED, *LLAMA]
+    bf16 = calc_json(capsys, *base)["rows"][0]["kv_cache_tokens"]
+    f32 = calc_json(capsys, *base, "--dtype", "float32")["rows"][0]["kv_cache_tokens"]
+    assert f32 == pytest.approx(bf16 / 2, abs=16)
+    # A float32 checkpoint served with --dtype auto runs in 16 bits.
+    config = {
+        "model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "float32",
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    argv = ["--total-gib", "24", "--util", "0.9", *MEASURED, "--model-config", str(path)]
+    assert calc_json(capsys, *argv)["rows"][0]["kv_cache_tokens"] == bf16
+    assert calc_json(capsys, *argv, "--dtype", "auto")["rows"][0]["kv_cache_tokens"] == bf16
+    assert calc_json(capsys, *argv, "--dtype", "float32")["rows"][0]["kv_cache_tokens"] == f32
 
 
 @pytest.mark.parametrize(

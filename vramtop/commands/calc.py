@@ -9,10 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vramtop.core import vllm_log
+from vramtop.core.budget import (
+    CPU_POOL_WORDS,
+    budget_bytes,
+    is_cpu_server,
+    leaves_no_kv_block,
+    outside_budget,
+)
 from vramtop.core.headroom import (
     GIB,
     Architecture,
@@ -25,6 +33,7 @@ from vramtop.core.headroom import (
     predict,
     util_for_kv_tokens,
 )
+from vramtop.core.live_headroom import pool_inputs
 from vramtop.core.model import StartupFacts
 from vramtop.core.model_config import ModelConfigError, architecture_from_config
 
@@ -35,6 +44,11 @@ examples:
   vramtop calc --total-gib 79.19 --util 0.95 --util 0.90 --weights-gib 14.99 \\
       --layers 32 --kv-heads 8 --head-dim 128
   vramtop calc --from-log vllm.log --model-config config.json --util 0.85 --for-headroom-gib 3
+  vramtop calc --total-gib 31.84 --util 0.93 --util 0.85 --from-log startup.log --json
+
+A log that prints the pool ("Available KV cache memory", "KV cache size: N tokens") and its
+budget is enough by itself: bytes per token come from those two numbers. Only the log's last
+run is read.
 
 Terms not given, measured or calibrated are estimated and listed as such.
 """
@@ -85,10 +99,12 @@ def add_parser(subparsers: Any) -> None:
     model.add_argument("--vocab-size", type=int)
     model.add_argument("--max-num-batched-tokens", type=int, default=8192)
     model.add_argument("--dtype", help="model dtype (default: config.json's, else bfloat16)")
-    model.add_argument("--kv-cache-dtype", default="auto")
-    model.add_argument("--block-size", type=int, default=16)
+    model.add_argument("--kv-cache-dtype", help="default: the log's, else auto")
+    model.add_argument(
+        "--block-size", type=int, help="default: the log's, else vLLM's for the device"
+    )
     model.add_argument("--max-model-len", type=int)
-    model.add_argument("--tensor-parallel-size", type=int, default=1)
+    model.add_argument("--tensor-parallel-size", type=int, help="default: the log's, else 1")
     model.add_argument("--enforce-eager", action="store_true")
     model.add_argument("--vllm-version", help="e.g. 0.19.1 (graph memory counts from 0.21)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON")
@@ -109,14 +125,16 @@ def run(args: argparse.Namespace) -> int:
 
 def calculate(args: argparse.Namespace) -> dict[str, Any]:
     """The JSON document: rows per util plus the inverse answers and notes."""
-    facts = _read_log(args.from_log) if args.from_log else None
-    inputs, notes = build_inputs(args, facts)
+    log = _read_log(args.from_log) if args.from_log else None
+    if log is not None and log.device == "cpu":
+        return cpu_result(args, log)
+    inputs, notes = build_inputs(args, log)
     utils = list(args.util or [])
     for util in utils:
         if not 0 < util <= 1:
             raise CalcError(f"--util {util} is outside (0, 1]")
-    if not utils and facts is not None and facts.requested_util is not None:
-        utils = [facts.requested_util]
+    if not utils and log is not None and log.util is not None:
+        utils = [log.util]
     extra: dict[str, Any] = {}
     if args.for_headroom_gib is not None:
         if args.for_headroom_gib < 0:
@@ -145,7 +163,53 @@ def calculate(args: argparse.Namespace) -> dict[str, Any]:
         "max_model_len": inputs.max_model_len,
         "architecture": inputs.architecture.kind,
         "calibrated_util": inputs.calibrated_util,
+        "device": "gpu",
         "notes": notes,
+    }
+
+
+def cpu_result(args: argparse.Namespace, log: LogRun) -> dict[str, Any]:
+    """A CPU server's pool is VLLM_CPU_KVCACHE_SPACE, whatever the budget: each row is the
+    pool the log reports."""
+    facts = log.facts
+    utils = list(args.util or []) or ([log.util] if log.util is not None else [])
+    for util in utils:
+        if not 0 < util <= 1:
+            raise CalcError(f"--util {util} is outside (0, 1]")
+    if not utils:
+        raise CalcError("give at least one --util")
+    if facts.kv_cache_tokens is None:
+        raise CalcError(f"{args.from_log} does not print the CPU KV cache size")
+    total = gib(args.total_gib) if args.total_gib is not None else None
+    block_size, block_note = _block_size(args, log)
+    tokens = facts.kv_cache_tokens
+    rows = [
+        {
+            "util": util,
+            "budget_gib": round(budget_bytes(total, util) / GIB, 4) if total else None,
+            "kv_cache_gib": log.cpu_kv_gib,
+            "kv_cache_tokens": tokens,
+            "num_blocks": tokens // block_size,
+            "max_concurrency": facts.max_concurrency,
+            "desktop_headroom_gib": None,
+            "estimated": [],
+            "fits": True,
+            "starts": True,
+            "calibrated": False,
+            "block_size": block_size,
+        }
+        for util in dict.fromkeys(utils)
+    ]
+    return {
+        "rows": rows,
+        "max_model_len": facts.max_concurrency_len or log.max_model_len,
+        "architecture": None,
+        "calibrated_util": None,
+        "device": "cpu",
+        "notes": [
+            f"{CPU_POOL_WORDS}; every row is the pool the log reports",
+            block_note,
+        ],
     }
 
 
@@ -163,6 +227,7 @@ def row(p: Prediction) -> dict[str, Any]:
         "desktop_headroom_gib": g(p.desktop_headroom_bytes),
         "estimated": list(p.estimated),
         "fits": p.fits,
+        "starts": not leaves_no_kv_block(p),
         "calibrated": p.calibrated,
         "block_size": p.block_size,
         "weights_gib": g(p.weights_bytes),
@@ -174,9 +239,7 @@ def row(p: Prediction) -> dict[str, Any]:
     }
 
 
-def build_inputs(
-    args: argparse.Namespace, facts: StartupFacts | None
-) -> tuple[HeadroomInputs, list[str]]:
+def build_inputs(args: argparse.Namespace, log: LogRun | None) -> tuple[HeadroomInputs, list[str]]:
     notes: list[str] = []
     for flag in ("total_gib", "weights_gib", "non_torch_gib", "activation_gib", "cudagraph_gib"):
         value = getattr(args, flag)
@@ -184,56 +247,37 @@ def build_inputs(
             raise CalcError(f"--{flag.replace('_', '-')} cannot be negative")
     if args.outside_budget_gib is not None and args.outside_budget_gib < 0:
         raise CalcError("--outside-budget-gib cannot be negative")
-    arch = _architecture(args)
+    facts = log.facts if log is not None else None
     total = args.total_gib if args.total_gib is not None else None
     if total is None and facts is not None:
         total = facts.startup_total_gib
     if not total:
         raise CalcError("the card's total memory is unknown: give --total-gib")
-    weights, weights_estimated = _weights(args, facts)
     outside = gib(args.outside_budget_gib) if args.outside_budget_gib is not None else None
+    block_size, block_note = _block_size(args, log)
+    if log is not None:
+        notes.append(block_note)
     settings: dict[str, Any] = {
-        "kv_cache_dtype": args.kv_cache_dtype,
-        "block_size": args.block_size,
+        "kv_cache_dtype": args.kv_cache_dtype or (log.kv_cache_dtype if log else None) or "auto",
+        "block_size": block_size,
         "max_num_batched_tokens": args.max_num_batched_tokens,
-        "tensor_parallel_size": args.tensor_parallel_size,
-        "enforce_eager": args.enforce_eager,
+        "tensor_parallel_size": _tensor_parallel_size(args, log),
+        "enforce_eager": args.enforce_eager or bool(log and log.enforce_eager),
     }
-    if facts is not None:
-        log_util = facts.requested_util or args.log_util
-        if facts.weights_gib is None:
-            notes.append("the log has no weights line; weights from the flags")
-            facts = replace(facts, weights_gib=weights / GIB)
-        facts = replace(facts, requested_util=log_util)
-        if args.vllm_version:
-            facts = replace(facts, version=args.vllm_version)
-        inputs = inputs_from_startup(
-            facts,
-            gib(total),
-            arch,
-            max_model_len=args.max_model_len,
-            outside_budget_bytes=outside,
-            **settings,
+    served = args.dtype if args.dtype and args.dtype != "auto" else None
+    if served is None and log is not None:
+        served = log.served_dtype
+    max_model_len = args.max_model_len or (log.max_model_len if log else None)
+    if log is not None and not _has_model_terms(args) and log.pool_known:
+        inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, args)
+        notes.append(
+            f"calibrated to the pool the log reports at util {inputs.calibrated_util}: bytes per "
+            "token from its KV cache size, no model config needed"
         )
-        if inputs.calibrated_util is None:
-            notes.append(
-                "not calibrated: the log does not say its --gpu-memory-utilization; pass --log-util"
-            )
-        else:
-            notes.append(f"calibrated to the pool the log reports at util {log_util}")
     else:
-        inputs = HeadroomInputs(
-            total_bytes=gib(total),
-            architecture=arch,
-            weights_bytes=weights,
-            outside_budget_bytes=outside,
-            max_model_len=args.max_model_len or 8192,
-            vllm_version=args.vllm_version,
-            **settings,
-        )
+        inputs = _from_terms(args, log, gib(total), settings, served, max_model_len, outside, notes)
     overrides: dict[str, Any] = {
-        "weights_bytes": weights,
-        "weights_estimated": weights_estimated,
+        "weights_bytes": _gib_or_none(args.weights_gib),
         "non_torch_bytes": _gib_or_none(args.non_torch_gib),
         "activation_bytes": _gib_or_none(args.activation_gib),
         "cudagraph_bytes": _gib_or_none(args.cudagraph_gib),
@@ -243,11 +287,124 @@ def build_inputs(
     return replace(inputs, **overrides), notes
 
 
+def _has_model_terms(args: argparse.Namespace) -> bool:
+    """Whether the flags describe the model's layers (then they, not the log's pool, do)."""
+    has_config = args.model_config is not None or (
+        args.model_dir is not None and (args.model_dir / "config.json").is_file()
+    )
+    return has_config or bool(args.layers and args.kv_heads and args.head_dim)
+
+
+def _from_pool(
+    log: LogRun,
+    total: int,
+    settings: dict[str, Any],
+    served: str | None,
+    max_model_len: int | None,
+    outside: int | None,
+    args: argparse.Namespace,
+) -> HeadroomInputs:
+    facts = log.facts
+    util = log.util if log.util is not None else args.log_util
+    if util is None:
+        raise CalcError(
+            "the log does not say its --gpu-memory-utilization: pass --log-util to read its pool"
+        )
+    if args.vllm_version:
+        facts = replace(facts, version=args.vllm_version)
+    assert facts.available_kv_gib is not None and facts.kv_cache_tokens is not None
+    inputs = pool_inputs(
+        total,
+        util,
+        gib(facts.available_kv_gib),
+        facts.kv_cache_tokens,
+        settings["kv_cache_dtype"],
+        settings["block_size"],
+        max_model_len or facts.max_concurrency_len or 8192,
+        facts if facts.weights_gib is not None else None,
+        outside_budget(outside),
+        served_dtype=served,
+    )
+    if outside is None:
+        inputs = replace(inputs, outside_budget_bytes=None)  # listed as estimated
+    return replace(
+        inputs,
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        tensor_parallel_size=settings["tensor_parallel_size"],
+        enforce_eager=settings["enforce_eager"],
+    )
+
+
+def _from_terms(
+    args: argparse.Namespace,
+    log: LogRun | None,
+    total: int,
+    settings: dict[str, Any],
+    served: str | None,
+    max_model_len: int | None,
+    outside: int | None,
+    notes: list[str],
+) -> HeadroomInputs:
+    arch = _architecture(args, log)
+    facts = log.facts if log is not None else None
+    weights, weights_estimated = _weights(args, facts)
+    if facts is not None and log is not None:
+        log_util = log.util or args.log_util
+        if facts.weights_gib is None:
+            notes.append("the log has no weights line; weights from the flags")
+            facts = replace(facts, weights_gib=weights / GIB)
+        facts = replace(facts, requested_util=log_util)
+        if args.vllm_version:
+            facts = replace(facts, version=args.vllm_version)
+        inputs = inputs_from_startup(
+            facts, total, arch, max_model_len=max_model_len, outside_budget_bytes=outside,
+            **settings,
+        )  # fmt: skip
+        if inputs.calibrated_util is None:
+            notes.append(
+                "not calibrated: the log does not say its --gpu-memory-utilization; pass --log-util"
+            )
+        else:
+            notes.append(f"calibrated to the pool the log reports at util {log_util}")
+    else:
+        inputs = HeadroomInputs(
+            total_bytes=total,
+            architecture=arch,
+            weights_bytes=weights,
+            outside_budget_bytes=outside,
+            max_model_len=max_model_len or 8192,
+            vllm_version=args.vllm_version,
+            **settings,
+        )
+    return replace(
+        inputs, served_dtype=served, weights_bytes=weights, weights_estimated=weights_estimated
+    )
+
+
+def _tensor_parallel_size(args: argparse.Namespace, log: LogRun | None) -> int:
+    if args.tensor_parallel_size is not None:
+        return int(args.tensor_parallel_size)  # below 1: the model says so
+    return (log.tensor_parallel_size if log else None) or 1
+
+
+def _block_size(args: argparse.Namespace, log: LogRun | None) -> tuple[int, str]:
+    """The block size and where it came from, in words."""
+    if args.block_size is not None:
+        if args.block_size < 1:
+            raise CalcError("--block-size must be at least 1")
+        return args.block_size, f"block size {args.block_size} (--block-size)"
+    if log is not None and log.block_size is not None:
+        return log.block_size, f"block size {log.block_size} (the log's settings)"
+    device = log.device if log is not None else "gpu"
+    default = DEFAULT_BLOCK_SIZE.get(device, 16)
+    return default, f"block size {default}: vLLM's default on {device.upper()} (not in the log)"
+
+
 def _gib_or_none(value: float | None) -> int | None:
     return gib(value) if value is not None else None
 
 
-def _architecture(args: argparse.Namespace) -> Architecture:
+def _architecture(args: argparse.Namespace, log: LogRun | None = None) -> Architecture:
     config: dict[str, Any] | None = None
     path = args.model_config
     if path is None and args.model_dir is not None and (args.model_dir / "config.json").is_file():
@@ -260,7 +417,10 @@ def _architecture(args: argparse.Namespace) -> Architecture:
             full_attention_layers=args.layers, kv_heads=args.kv_heads, head_dim=args.head_dim
         )
     else:
-        raise CalcError("give --model-config config.json, or --layers, --kv-heads and --head-dim")
+        why = " (the log does not print its KV pool in GiB and tokens)" if log else ""
+        raise CalcError(
+            f"give --model-config config.json, or --layers, --kv-heads and --head-dim{why}"
+        )
     if (args.layers is not None and args.layers < 1) or (
         args.kv_heads is not None and args.kv_heads < 1
     ):
@@ -280,7 +440,10 @@ def _weights(args: argparse.Namespace, facts: StartupFacts | None) -> tuple[int,
     if facts is not None and facts.weights_gib is not None:
         return gib(facts.weights_gib), False
     if args.model_dir is not None:
-        return checkpoint_bytes(args.model_dir) // args.tensor_parallel_size, True
+        tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else 1
+        return checkpoint_bytes(args.model_dir) // max(1, tp), True
+    if facts is not None:
+        raise CalcError("the weights are unknown (the log has no weights line): give --weights-gib")
     raise CalcError("the weights are unknown: give --weights-gib, --model-dir or --from-log")
 
 
@@ -311,17 +474,90 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _read_log(path: Path) -> StartupFacts:
-    from vramtop.core.vllm_log import parse_startup
+DEFAULT_BLOCK_SIZE = {"gpu": 16, "cpu": 128}  # vLLM's when --block-size is not given
 
+
+@dataclass(frozen=True)
+class LogRun:
+    """What the last run of a startup log says: its facts and the settings it ran with."""
+
+    facts: StartupFacts
+    args: dict[str, Any]  # "non-default args"
+    config: dict[str, str]  # a few values of the engine's config line
+    cpu_kv_gib: float | None
+
+    @property
+    def device(self) -> str:
+        if is_cpu_server(self.facts.device_kind) or self.config.get("device_config") == "cpu":
+            return "cpu"
+        return "gpu"
+
+    @property
+    def util(self) -> float | None:
+        if self.facts.requested_util is not None:
+            return self.facts.requested_util
+        value = self.args.get("gpu_memory_utilization")
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def pool_known(self) -> bool:
+        return self.facts.available_kv_gib is not None and bool(self.facts.kv_cache_tokens)
+
+    @property
+    def block_size(self) -> int | None:
+        value = self.args.get("block_size", self.config.get("block_size"))
+        return _positive_int(value)
+
+    @property
+    def kv_cache_dtype(self) -> str | None:
+        value = self.args.get("kv_cache_dtype", self.config.get("kv_cache_dtype"))
+        return str(value) if value else None
+
+    @property
+    def served_dtype(self) -> str | None:
+        """The dtype vLLM served in: its resolved config (a float32 checkpoint is downcast
+        unless --dtype float32 was given), else the --dtype it was given."""
+        value = self.config.get("dtype") or self.args.get("dtype")
+        return str(value).removeprefix("torch.") if value else None
+
+    @property
+    def tensor_parallel_size(self) -> int | None:
+        return _positive_int(
+            self.args.get("tensor_parallel_size", self.config.get("tensor_parallel_size"))
+        )
+
+    @property
+    def max_model_len(self) -> int | None:
+        return _positive_int(self.args.get("max_model_len", self.config.get("max_seq_len")))
+
+    @property
+    def enforce_eager(self) -> bool:
+        return self.args.get("enforce_eager") is True or self.config.get("enforce_eager") == "True"
+
+
+def _positive_int(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def _read_log(path: Path) -> LogRun:
     try:
         with path.open(encoding="utf-8", errors="replace") as lines:
-            facts = parse_startup(lines)
+            run = vllm_log.last_run(lines.read().splitlines())
     except OSError as error:
         raise CalcError(f"cannot read {path}: {error.strerror or error}") from None
+    facts = vllm_log.parse_startup(run)
     if facts.version is None and facts.available_kv_gib is None and facts.kv_cache_tokens is None:
         raise CalcError(f"{path} does not look like a vLLM startup log")
-    return facts
+    return LogRun(
+        facts=facts,
+        args=vllm_log.non_default_args(run),
+        config=vllm_log.engine_config(run),
+        cpu_kv_gib=vllm_log.cpu_kv_cache_gib(run),
+    )
 
 
 _COLUMNS = (
@@ -337,13 +573,17 @@ _COLUMNS = (
 
 def render_table(result: dict[str, Any]) -> str:
     header = [title for _, title, _ in _COLUMNS]
-    body = [[fmt.format(r[key]) for key, _, fmt in _COLUMNS] for r in result["rows"]]
+    body = [
+        [fmt.format(r[key]) if r[key] is not None else "—" for key, _, fmt in _COLUMNS]
+        for r in result["rows"]
+    ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = [
         "  ".join(cell.rjust(w) for cell, w in zip(line, widths, strict=True))
         for line in [header, *body]
     ]
-    lines.append(f"concurrency at max-model-len {result['max_model_len']:,}")
+    if result.get("max_model_len"):
+        lines.append(f"concurrency at max-model-len {result['max_model_len']:,}")
     if "for_headroom" in result and result["for_headroom"]["util"]:
         h = result["for_headroom"]
         lines.append(
@@ -357,7 +597,9 @@ def render_table(result: dict[str, Any]) -> str:
         first = result["rows"][0]
         parts = [f"{name} {first.get(name + '_gib', 0):.2f} GiB" for name in estimated]
         lines.append("estimated (not measured): " + ", ".join(parts))
-    if any(not r["fits"] for r in result["rows"]):
-        lines.append("a row with no room for one max-model-len request: vLLM would not start")
+    if any(not r["starts"] for r in result["rows"]):
+        lines.append("a row with no KV block: vLLM would not start with that budget")
+    if any(r["kv_cache_tokens"] and not r["fits"] for r in result["rows"]):
+        lines.append("a row whose pool holds less than one max-model-len request")
     lines.extend(result["notes"])
     return "\n".join(lines)

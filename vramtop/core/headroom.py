@@ -135,6 +135,7 @@ class HeadroomInputs:
     cudagraph_bytes: int | None = None
     outside_budget_bytes: int | None = None
     kv_cache_dtype: str = "auto"
+    served_dtype: str | None = None  # an explicit --dtype; None or "auto": the checkpoint's
     block_size: int = 16
     max_model_len: int = 8192
     max_num_batched_tokens: int = 8192
@@ -205,11 +206,20 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def kv_element_bytes(kv_cache_dtype: str, model_dtype: str, served_dtype: str | None) -> int:
+    """Bytes per cached element: the KV dtype when set; with `auto`, the dtype vLLM serves in:
+    an explicit `--dtype` as given (float32 keeps 4 bytes), else the checkpoint's (float32
+    checkpoints are served in 16 bits)."""
+    kv = kv_cache_dtype.lower()
+    if kv not in ("auto", ""):
+        return dtype_bytes(kv)
+    if served_dtype is not None and served_dtype.lower() not in ("auto", ""):
+        return dtype_bytes(served_dtype)
+    return model_dtype_bytes(model_dtype)
+
+
 def _kv_element_bytes(inputs: HeadroomInputs) -> int:
-    kv = inputs.kv_cache_dtype.lower()
-    if kv == "auto":
-        return model_dtype_bytes(inputs.architecture.dtype)
-    return dtype_bytes(kv)
+    return kv_element_bytes(inputs.kv_cache_dtype, inputs.architecture.dtype, inputs.served_dtype)
 
 
 def _layout(inputs: HeadroomInputs) -> _Layout:

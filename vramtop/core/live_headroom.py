@@ -9,6 +9,7 @@ what-if needs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from vramtop.core.budget import budget_bytes, outside_budget
@@ -17,17 +18,19 @@ from vramtop.core.headroom import (
     HeadroomError,
     HeadroomInputs,
     calibrate,
-    dtype_bytes,
     inputs_from_startup,
+    kv_element_bytes,
 )
 from vramtop.core.model import Sample, StartupFacts
 from vramtop.core.snapshot import kv_pool, server_util
 
 
-def measured_architecture(kv_bytes: int, tokens: int, kv_cache_dtype: str) -> Architecture:
+def measured_architecture(
+    kv_bytes: int, tokens: int, kv_cache_dtype: str, served_dtype: str | None = None
+) -> Architecture:
     """An attention layout with the measured bytes per token (the real layout is unknown
     without the model's config.json; for budget what-ifs only bytes per token matter)."""
-    element = dtype_bytes(kv_cache_dtype) if kv_cache_dtype not in ("auto", "") else 2
+    element = kv_element_bytes(kv_cache_dtype, "bfloat16", served_dtype)
     head_dim = max(1, round(kv_bytes / tokens / (2 * element)))
     return Architecture(full_attention_layers=1, kv_heads=1, head_dim=head_dim, name="measured")
 
@@ -78,18 +81,40 @@ def _calibrated(
     outside: int,
 ) -> HeadroomInputs | None:
     try:
-        architecture = measured_architecture(kv_bytes, tokens, kv_dtype)
-        if startup is not None:
-            inputs = inputs_from_startup(
-                startup,
-                total,
-                architecture,
-                kv_cache_dtype=kv_dtype,
-                block_size=block_size,
-                max_model_len=max_model_len,
-                outside_budget_bytes=outside,
-            )
-            return calibrate(inputs, util, kv_bytes, tokens)
+        return pool_inputs(
+            total, util, kv_bytes, tokens, kv_dtype, block_size, max_model_len, startup, outside
+        )
+    except HeadroomError:
+        return None
+
+
+def pool_inputs(
+    total: int,
+    util: float,
+    kv_bytes: int,
+    tokens: int,
+    kv_dtype: str,
+    block_size: int,
+    max_model_len: int,
+    startup: StartupFacts | None,
+    outside: int,
+    served_dtype: str | None = None,
+) -> HeadroomInputs:
+    """Inputs calibrated to a pool a server really got (`kv_bytes`, `tokens` at `util`): the
+    terms from the startup log where it prints them, else one measured lump (budget − pool).
+    Raises HeadroomError for numbers the model cannot use."""
+    architecture = measured_architecture(kv_bytes, tokens, kv_dtype, served_dtype)
+    if startup is not None and startup.weights_gib is not None:
+        inputs = inputs_from_startup(
+            startup,
+            total,
+            architecture,
+            kv_cache_dtype=kv_dtype,
+            block_size=block_size,
+            max_model_len=max_model_len,
+            outside_budget_bytes=outside,
+        )
+    else:
         inputs = HeadroomInputs(
             total_bytes=total,
             architecture=architecture,
@@ -102,6 +127,5 @@ def _calibrated(
             block_size=block_size,
             max_model_len=max_model_len,
         )
-        return calibrate(inputs, util, kv_bytes, tokens)
-    except HeadroomError:
-        return None
+    inputs = replace(inputs, served_dtype=served_dtype)
+    return calibrate(inputs, util, kv_bytes, tokens)
