@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "status",
     "logs",
     "attach",
+    "doctor",
 )
 
 EXIT_USAGE = 2

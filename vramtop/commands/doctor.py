@@ -1,0 +1,115 @@
+"""`vramtop doctor [--json]`: what vramtop can see on this machine, and why not.
+
+Exit 0 when the console can show the split, 3 when it can only derive it, 4 when it cannot
+read the GPU at all (1 and 2 keep their meaning: an unexpected error, bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from vramtop.doctor import Facts, render, run_checks, wait_for_windows
+
+WINDOWS_WAIT_S = 15.0
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "doctor",
+        help="what vramtop can see on this machine and why not, with the fix "
+        "(exit 0 split shown, 3 only derived, 4 GPU unreadable)",
+    )
+    from vramtop.cli import add_shared_options
+
+    add_shared_options(p, "json", "profile", "url")
+    p.add_argument(
+        "--no-windows",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="WSL2: do not try Windows' GPU counters",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    facts = gather(args)
+    code, report = run_checks(facts)
+    print(json.dumps(report, indent=2) if getattr(args, "json", False) else render(report))
+    return code
+
+
+def gather(args: argparse.Namespace) -> Facts:
+    from vramtop.config import ConfigError, load_settings
+    from vramtop.sources.amd import AmdProbe, amd_cards
+    from vramtop.sources.host import is_wsl
+    from vramtop.sources.probes import choose_probe
+
+    config_error = None
+    try:
+        setting = load_settings().gpu_probe
+    except ConfigError as exc:
+        config_error, setting = str(exc), "auto"
+    probe = choose_probe(setting)
+    try:
+        reading = probe.read()
+    finally:
+        probe.close()
+    facts = Facts(probe_name=probe.name, reading=reading, wsl=is_wsl(), config_error=config_error)
+    facts.amd_cards = len(amd_cards())
+    if facts.amd_cards:
+        amd = probe if isinstance(probe, AmdProbe) else AmdProbe()
+        if amd is not probe:
+            amd.read()
+            amd.close()
+        facts.amdsmi_error, facts.fdinfo_denied = amd.amdsmi_error, amd.denied_pids
+    if facts.wsl:
+        _windows(facts, windows=not getattr(args, "no_windows", False))
+    _server(facts, args)
+    return facts
+
+
+def _windows(facts: Facts, *, windows: bool) -> None:
+    from vramtop.sources.windows import WindowsGpuSource, find_powershell, interop_problem
+
+    facts.powershell = find_powershell()
+    facts.interop_problem = interop_problem()
+    if facts.powershell is None or facts.interop_problem is not None:
+        return
+    if not windows:
+        facts.windows_error = "not tried (--no-windows)"
+        return
+    source = WindowsGpuSource(powershell=facts.powershell)
+    try:
+        reading = wait_for_windows(source.read, WINDOWS_WAIT_S)
+    finally:
+        source.close()
+    facts.windows_error = reading.error
+    facts.windows_vm = reading.wsl_vm.name if reading.wsl_vm is not None else None
+
+
+def _server(facts: Facts, args: argparse.Namespace) -> None:
+    from vramtop import locations
+    from vramtop.backends import DEFAULT_URL, api_key_from
+    from vramtop.config import ConfigError
+    from vramtop.profiles import load_default_profile, load_profile
+    from vramtop.sources.scraper import Scraper
+    from vramtop.supervisor import state
+
+    profile = None
+    try:
+        name = getattr(args, "profile", None)
+        profile = load_profile(name) if name else load_default_profile()
+    except ConfigError as exc:
+        facts.profile_error = str(exc)
+    if profile is not None:
+        facts.profile = profile.name
+        facts.log_path = state.log_path(profile.name)
+    facts.url = getattr(args, "url", None) or (profile.url if profile else DEFAULT_URL)
+    scraper = Scraper(facts.url, api_key=api_key_from(profile, getattr(args, "api_key_env", None)))
+    try:
+        facts.server = scraper.read_sync()
+    finally:
+        scraper.close()
+    paths = [locations.config_dir(), locations.state_dir(), locations.log_dir()]
+    paths += [p for p in (locations.settings_file(), locations.own_log_file()) if p.exists()]
+    facts.private_paths = paths
