@@ -25,7 +25,7 @@ from vramtop.core.diagnosis_thresholds import (
     DESKTOP_MARGIN_BYTES,
     UNSEEN_DESKTOP_DEMAND_BYTES,
 )
-from vramtop.core.model import GIB, MIB, GpuDevice, Sample
+from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
 from vramtop.core.windows import SpillEvidence, cite_spill
 
 
@@ -79,7 +79,7 @@ def contention_report(
     )
     return {
         "severity": "critical",
-        "summary": _summary(collapse),
+        "summary": _summary(collapse, device),
         "evidence": evidence,
         "ruled_out": ruled_out,
         "ladder": ladder,
@@ -109,6 +109,13 @@ def _evidence(
         "desktop_growth_bytes": collapse.growth,
         "desktop_peak_bytes": desktop.peak,
         "server_bytes": s.split.server_bytes if s.split else None,
+        # "unified": the numbers are the system's memory (DGX Spark), and contention is system
+        # memory pressure: the server's budget against what the kernel can still hand out.
+        "memory_kind": device.memory_kind.value,
+        "memory_available_bytes": device.free_bytes
+        if device.memory_kind is MemoryKind.UNIFIED
+        else None,
+        "budget_bytes": s.split.budget_bytes if s.split else None,
     }
 
 
@@ -141,16 +148,31 @@ def _ladder(
 ) -> dict[str, list[str]]:
     rate, base, kv, growth = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.growth
     used_mib, total_mib = device.used_bytes / MIB, device.total_bytes / MIB
+    unified = device.memory_kind is MemoryKind.UNIFIED
+    fill = (
+        f"system memory, shared with the GPU, is {collapse.fill:.0%} in use "
+        f"({device.free_bytes / GIB:.1f} GiB available of {device.total_bytes / GIB:.1f} GiB)"
+        if unified
+        else f"the card is {collapse.fill:.0%} full ({used_mib:,.0f} of {total_mib:,.0f} MiB)"
+    )
     observed = [
         f"tokens/s fell to {rate:.1f} from a healthy {base:.1f} with "
         f"{collapse.points[-1].running:.0f} request(s) running",
-        f"the card is {collapse.fill:.0%} full ({used_mib:,.0f} of {total_mib:,.0f} MiB)",
+        fill,
     ]
     if growth is not None and growth >= DESKTOP_GROWTH_BYTES:
         observed.append(f"the desktop's share grew by {growth / GIB:.2f} GiB since the start")
     if kv is not None:
         observed.append(f"KV cache usage is {kv:.1%}, which rules out cache saturation")
     observed.append(ruled_out["gpu_throttling"]["why"])
+    if unified:
+        return {
+            "observed": observed,
+            "inferred": ["the desktop and vLLM are competing for the memory they share"],
+            "hypothesis": [
+                "the kernel is reclaiming or swapping memory vLLM uses, so decode steps wait"
+            ],
+        }
     return {
         "observed": observed,
         "inferred": ["the desktop and vLLM are competing for physical VRAM"],
@@ -161,16 +183,17 @@ def _ladder(
     }
 
 
-def _summary(collapse: Collapse) -> str:
+def _summary(collapse: Collapse, device: GpuDevice) -> str:
     rate, base, kv, fill = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.fill
+    where = "system memory" if device.memory_kind is MemoryKind.UNIFIED else "the card"
     if base and kv is not None:
         return (
             f"Generation fell to {rate:.1f} tok/s ({rate / base:.0%} of the usual {base:.0f}) "
-            f"with KV cache at {kv:.1%} and the card {fill:.0%} full: "
+            f"with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
             "the desktop is squeezing vLLM's memory."
         )
     return (
-        f"Generation fell to {rate:.1f} tok/s with the card {fill:.0%} full: "
+        f"Generation fell to {rate:.1f} tok/s with {where} {fill:.0%} full: "
         "the desktop is squeezing vLLM's memory."
     )
 

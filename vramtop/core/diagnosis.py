@@ -133,6 +133,8 @@ class Diagnoser:
         # WSL2: the Windows side's record of the VM's shared (system-memory) GPU usage. A
         # restart frees any spill, so its baseline starts again with each server.
         self._spill = SpillTracker()
+        # AMD: the server's buffers in GTT, the same evidence seen from the driver's side.
+        self._gtt = SpillTracker()
 
     # --- public API ------------------------------------------------------------------------
     def open_findings(self) -> list[Finding]:
@@ -184,6 +186,8 @@ class Diagnoser:
         prev, self._prev = self._prev, s
         if s.windows is not None:
             self._spill.add(s.windows, s.t)
+        if s.split is not None and s.split.server_gtt_bytes is not None:
+            self._gtt.add_point(s.t, s.split.server_bytes or 0, s.split.server_gtt_bytes)
         device = read.primary(s)
         state = read.state(s)
         self._track_desktop(s, state)
@@ -321,7 +325,8 @@ class Diagnoser:
             self._outside_budget,
             growth_rate(self._desktop_history),
         )
-        report = contention_report(s, device, collapse, desktop_share, self._spill.spill_evidence())
+        spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
+        report = contention_report(s, device, collapse, desktop_share, spill)
         self._set(VRAM_CONTENTION, s.t, **report)
 
     def _check_kv(self, prev: Sample | None, s: Sample) -> None:

@@ -33,7 +33,7 @@ import json
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramtop.core.model import MIB
@@ -338,9 +338,19 @@ class SpillEvidence:
     dedicated_bytes: int  # at the latest point
     baseline_dedicated_bytes: int
     level: str = "observed"  # the field report's ladder: this rung is now measured
+    # Where the spill was seen: "windows" (the WSL VM's shared usage in Windows' counters) or
+    # "gtt" (AMD: the server's buffers in GTT, from DRM fdinfo or amdsmi).
+    source: str = "windows"
 
     @property
     def summary(self) -> str:
+        if self.source == "gtt":
+            return (
+                f"The server's memory in GTT (system memory) rose by "
+                f"{self.rise_bytes / 1024**3:.2f} GiB to {self.shared_bytes / 1024**3:.2f} GiB "
+                f"while it holds {self.dedicated_bytes / 1024**3:.2f} GiB of VRAM: part of its "
+                "memory was evicted from VRAM."
+            )
         return (
             f"The WSL VM's shared GPU memory (system memory) rose by "
             f"{self.rise_bytes / 1024**3:.2f} GiB to {self.shared_bytes / 1024**3:.2f} GiB "
@@ -350,6 +360,17 @@ class SpillEvidence:
 
     def as_evidence(self) -> dict[str, Any]:
         """Raw numbers for a finding's `evidence` (bytes, seconds)."""
+        if self.source == "gtt":
+            return {
+                "spill_level": self.level,
+                "spill_source": "gtt",
+                "spill_first_seen_t": self.first_seen_t,
+                "server_gtt_baseline_bytes": self.baseline_shared_bytes,
+                "server_gtt_bytes": self.shared_bytes,
+                "server_gtt_peak_bytes": self.peak_shared_bytes,
+                "server_gtt_rise_bytes": self.rise_bytes,
+                "server_vram_bytes": self.dedicated_bytes,
+            }
         return {
             "spill_level": self.level,
             "spill_first_seen_t": self.first_seen_t,
@@ -402,6 +423,13 @@ class SpillTracker:
         self._head: list[VmPoint] = []  # the first points, kept for the baseline
         self._vm_pid: int | None = None
 
+    def add_point(self, t: float, dedicated_bytes: int, shared_bytes: int) -> None:
+        """Feed one point seen another way (AMD: the server's VRAM and GTT)."""
+        point = VmPoint(t, dedicated_bytes, shared_bytes)
+        self._points.append(point)
+        if len(self._head) < BASELINE_POINTS:
+            self._head.append(point)
+
     def add(self, reading: WindowsGpuReading, t: float | None = None) -> None:
         """Feed one reading; readings without a VM (errors, VM not running) are skipped."""
         vm = reading.wsl_vm
@@ -421,12 +449,13 @@ class SpillTracker:
     def series(self) -> tuple[VmPoint, ...]:
         return tuple(self._points)
 
-    def spill_evidence(self) -> SpillEvidence | None:
+    def spill_evidence(self, source: str = "windows") -> SpillEvidence | None:
         # The head keeps the baseline even after the bounded series dropped its first points.
         points = list(self._points)
         if self._head and points and points[0] is not self._head[0]:
             points = self._head + points
-        return spill_evidence(points, self.threshold_bytes)
+        found = spill_evidence(points, self.threshold_bytes)
+        return replace(found, source=source) if found is not None else None
 
 
 # --- the session format ----------------------------------------------------------------------
@@ -508,10 +537,14 @@ def cite_spill(
     ev = dict(evidence)
     if spill is None:
         return out, ev
+    rise, now = spill.rise_bytes / 1024**3, spill.shared_bytes / 1024**3
     out.setdefault("observed", []).append(
-        f"Windows counters: the WSL VM's shared GPU memory (system memory) rose by "
-        f"{spill.rise_bytes / 1024**3:.2f} GiB to {spill.shared_bytes / 1024**3:.2f} GiB "
-        f"since t={spill.first_seen_t:.0f} s: part of vLLM's memory left the card"
+        f"amdgpu: vLLM's buffers in GTT (system memory) rose by {rise:.2f} GiB to {now:.2f} "
+        f"GiB since t={spill.first_seen_t:.0f} s: part of vLLM's memory was evicted from VRAM"
+        if spill.source == "gtt"
+        else f"Windows counters: the WSL VM's shared GPU memory (system memory) rose by "
+        f"{rise:.2f} GiB to {now:.2f} GiB since t={spill.first_seen_t:.0f} s: part of vLLM's "
+        "memory left the card"
     )
     out["hypothesis"] = [
         h for h in out.get("hypothesis", []) if not any(w in h.lower() for w in _SPILL_RUNG_WORDS)
