@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vramtop import __version__
+from vramtop.sim.card import CARDS
 
 # Subcommand modules, in the order `--help` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -72,6 +73,13 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "--wsl",
         action="store_true",
         help="with --demo: present the simulated GPU the WSL2 way (no per-process memory)",
+    )
+    parser.add_argument(
+        "--card",
+        choices=tuple(CARDS),
+        default=None,
+        help="with --demo: which machine to simulate: an RTX 5090 (default), a DGX Spark "
+        "(unified memory) or a Radeon AI PRO R9700 (ROCm, spills into GTT)",
     )
     parser.add_argument(
         "--once", action="store_true", help="print one snapshot and exit instead of the console"

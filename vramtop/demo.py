@@ -10,6 +10,7 @@ from __future__ import annotations
 from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
 from vramtop.monitor import Monitor
+from vramtop.sim.card import DEFAULT_CARD
 from vramtop.sim.windows import SimWindowsSource
 from vramtop.supervisor.demo import (
     demo_machine,
@@ -27,14 +28,15 @@ def demo_backend(
     wsl: bool = False,
     start_server: bool = True,
     windows: bool = True,
+    card: str = DEFAULT_CARD,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
 
     With `start_server` the fake server is marked to start (the console starts it in a worker
     and shows its progress; `--once` starts it and waits). RuntimeError: the simulated GPU
     could not be started (the message says why)."""
-    world_was_running = world_alive(demo_machine(wsl))
-    machine = ensure_demo_world(wsl=wsl)
+    world_was_running = world_alive(demo_machine(wsl, card))
+    machine = ensure_demo_world(wsl=wsl, card=card)
     profile = demo_profile(machine)
     supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
     probe = machine.probe()
@@ -63,7 +65,7 @@ def demo_backend(
     def shutdown(stop_server: bool) -> None:
         machine.stop_load()
         if stop_server:
-            stop_demo_world()
+            stop_demo_world(card)
 
     backend = MachineBackend(
         monitor=monitor,

@@ -22,11 +22,18 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     windows = not getattr(args, "no_windows", False)
     if getattr(args, "demo", False):
         from vramtop.demo import demo_backend
+        from vramtop.sim.card import DEFAULT_CARD
 
         try:
-            return demo_backend(wsl=bool(getattr(args, "wsl", False)), windows=windows)
+            return demo_backend(
+                wsl=bool(getattr(args, "wsl", False)),
+                windows=windows,
+                card=getattr(args, "card", None) or DEFAULT_CARD,
+            )
         except RuntimeError as exc:
             raise UsageError(f"the simulated machine could not start: {exc}") from exc
+    if getattr(args, "card", None):
+        raise UsageError("--card picks a simulated machine: use it with --demo.")
     from vramtop.backends import live_backend
     from vramtop.config import ConfigError, load_settings
     from vramtop.profiles import load_default_profile, load_profile

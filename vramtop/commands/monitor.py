@@ -22,6 +22,10 @@ ONCE_GAP_S = 1.0
 def run(args: argparse.Namespace) -> int:
     if args.wsl and not args.demo:
         return _usage("--wsl only applies to the simulated machine: use it with --demo.")
+    if args.wsl and args.card not in (None, "5090"):
+        return _usage(
+            "--wsl presents the RTX 5090 the WSL2 way; the Spark and the R9700 run Linux."
+        )
     if args.json and not args.once:
         return _usage("--json prints a snapshot: use it with --once.")
     if args.interval is not None and args.interval <= 0:

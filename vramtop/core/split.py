@@ -51,7 +51,7 @@ def _with_memory_kind(split: Split, device: GpuDevice, server_pids: Collection[i
     detail = split.detail
     if device.memory_kind is MemoryKind.UNIFIED:
         detail = (
-            f"Unified memory (shared with the system): {detail} The total is the system's "
+            f"Unified memory (shared with the system). {detail} The total is the system's "
             "memory; the page cache counts as free (MemAvailable)."
         )
     return replace(split, memory_kind=device.memory_kind, server_gtt_bytes=gtt, detail=detail)

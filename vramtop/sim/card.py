@@ -115,3 +115,45 @@ def plan_kv(
         tokens=num_blocks * block_size,
         max_model_len=max_model_len,
     )
+
+
+# --- the three machines of the field report's comparison --------------------------------------
+@dataclass(frozen=True)
+class CardModel:
+    """A simulated machine's GPU: its memory model, the demo server's budget, its desktop."""
+
+    key: str  # what `--demo --card` calls it
+    device_name: str
+    total_mib: int
+    # "dedicated": the card's own VRAM; "unified": one pool shared with the CPU, whose numbers
+    # are the system's memory (MemTotal, MemAvailable).
+    memory_kind: str
+    # Where memory squeezed off the card goes: "system" (Windows' shared GPU memory),
+    # "gtt" (AMD: evicted into GTT, reported per process), "swap" (unified memory paged out).
+    spill: str
+    util: float  # the demo server's --gpu-memory-utilization
+    scenario: str  # the bundled scenario its desktop plays on request
+    # Decode speed relative to the RTX 5090, by memory bandwidth (~1.8 TB/s; the Spark's
+    # LPDDR5x ~0.27 TB/s, the R9700's GDDR6 ~0.64 TB/s).
+    decode_scale: float = 1.0
+    gtt_total_mib: int = 0  # AMD: the GTT size the driver allows (half the system's memory)
+
+
+CARDS: dict[str, CardModel] = {
+    "5090": CardModel("5090", DEVICE_NAME, TOTAL_MIB, "dedicated", "system", 0.93, "manual"),
+    "spark": CardModel(
+        "spark", "NVIDIA GB10", 122_546, "unified", "swap", 0.75, "spark", decode_scale=0.2
+    ),
+    "r9700": CardModel(
+        "r9700",
+        "AMD Radeon AI PRO R9700",
+        32_624,
+        "dedicated",
+        "gtt",
+        0.90,
+        "r9700",
+        decode_scale=0.36,
+        gtt_total_mib=63_488,
+    ),
+}
+DEFAULT_CARD = "5090"

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.sim.card import DEVICE_NAME, GIB, MIB, TOTAL_MIB
+from vramtop.sim.card import CARDS, DEFAULT_CARD, GIB, MIB, TOTAL_MIB, CardModel
 from vramtop.sim.scenario import Scenario
 
 NOMINAL_STEP_S = 1 / 80
@@ -33,6 +33,8 @@ PRESSURE_DEPTH = 0.45
 # Desktop processes get pids above any real pid (pid_max is at most 2**22), so code that walks
 # the server's process tree never confuses them with real processes.
 DESKTOP_PID_BASE = 4_194_400
+# What the amdgpu driver itself keeps in GTT on an idle card (ring buffers, firmware).
+GTT_BASELINE_BYTES = 180 * MIB
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Ledger:
     call_level: float = 0.0
     manual_call: bool | None = None
     t: float = 0.0
+    # Which machine: its name, memory model and where squeezed memory goes (see card.py).
+    card: CardModel = field(default_factory=lambda: CARDS[DEFAULT_CARD])
 
     def __post_init__(self) -> None:
         rng = random.Random(self.seed)
@@ -166,18 +170,29 @@ class Ledger:
             "known": a is not None,
             "spilled_bytes": spilled,
             "spill_fraction": fraction,
-            "rate_factor": min(spill_factor, pressure_factor) * clock_factor,
+            "rate_factor": min(spill_factor, pressure_factor)
+            * clock_factor
+            * self.card.decode_scale,
         }
 
     def state(self) -> dict[str, Any]:
         temp, clock, throttle = self.thermal()
         desktop = self.desktop_demand()
+        apps = self.scenario.desktop
         processes = [
-            {"pid": pid, "name": name, "used_bytes": b, "kind": "desktop"}
-            for pid, name, b in desktop
+            {"pid": pid, "name": name, "used_bytes": b, "kind": "desktop", "gpu": app.gpu}
+            for (pid, name, b), app in zip(desktop, apps, strict=True)
         ]
+        gtt = self.card.spill == "gtt"
         processes += [
-            {"pid": a.pid, "name": a.name, "used_bytes": a.resident, "kind": a.kind}
+            {
+                "pid": a.pid,
+                "name": a.name,
+                "used_bytes": a.resident,
+                "kind": a.kind,
+                # AMD: what was evicted from VRAM sits in GTT, and fdinfo says so per process.
+                **({"gtt_bytes": a.spilled} if gtt else {}),
+            }
             for a in self.allocations.values()
         ]
         servers = []
@@ -200,7 +215,9 @@ class Ledger:
             "scenario": self.scenario.name,
             "device": {
                 "index": 0,
-                "name": DEVICE_NAME,
+                "name": self.card.device_name,
+                "memory_kind": self.card.memory_kind,
+                **self._gtt_fields(),
                 "total_bytes": self.total,
                 "used_bytes": self.used_bytes(),
                 "free_bytes": self.free_bytes(),
@@ -214,4 +231,14 @@ class Ledger:
             "call_on": self.call_on,
             "call_level": self.call_level,
             "servers": servers,
+        }
+
+    def _gtt_fields(self) -> dict[str, int]:
+        """AMD: the card's GTT (a little for the driver's own use, plus every eviction)."""
+        if self.card.spill != "gtt":
+            return {}
+        evicted = sum(a.spilled for a in self.allocations.values())
+        return {
+            "gtt_total_bytes": self.card.gtt_total_mib * MIB,
+            "gtt_used_bytes": GTT_BASELINE_BYTES + evicted,
         }

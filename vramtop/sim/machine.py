@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.load import API_KEY_ENV
 from vramtop.sim.protocol import (
     SOCKET_ENV,
@@ -66,8 +67,10 @@ class SimMachine:
         speed: float = 1.0,
         seed: int = 0,
         startup_s: float | None = None,
+        card: str = DEFAULT_CARD,
     ) -> None:
         self.home = Path(home)
+        self.card = CARDS[card]  # KeyError: not a simulated card (callers offer the choices)
         self.wsl = wsl
         self.scenario = scenario
         self.speed = speed
@@ -98,6 +101,7 @@ class SimMachine:
             "--scenario", self.scenario,
             "--speed", str(self.speed),
             "--seed", str(self.seed),
+            "--card", self.card.key,
         ]  # fmt: skip
         self.world_proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -163,12 +167,16 @@ class SimMachine:
         self.stop()
 
     # -- the server's command line --------------------------------------------------------------
-    def server_argv(self, util: float = 0.93, port: int | None = None, **flags: Any) -> list[str]:
+    def server_argv(
+        self, util: float | None = None, port: int | None = None, **flags: Any
+    ) -> list[str]:
         """`python -m vramtop.sim.server MODEL --port … --gpu-memory-utilization …` and flags.
 
         Flag names use underscores (`max_model_len=…`); True adds a bare flag, False/None
-        leaves it out. `model=` replaces the default model.
+        leaves it out. `model=` replaces the default model. `util` defaults to the card's
+        (0.93 on the 5090, as in the field report).
         """
+        util = self.card.util if util is None else util
         model = str(flags.pop("model", DEFAULT_MODEL))
         merged = {**FIELD_REPORT_FLAGS, **flags}
         argv = [sys.executable, "-m", "vramtop.sim.server", model]

@@ -21,6 +21,9 @@ class DesktopApp:
     name: str
     idle_gib: float
     call_gib: float = 0.0
+    # False: the process uses system memory only (unified memory: it counts against the shared
+    # pool, but the driver does not list it as a GPU process).
+    gpu: bool = True
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,12 @@ def from_dict(data: dict[str, Any], default_name: str = "custom") -> Scenario:
         name=str(data.get("name", default_name)),
         description=str(data.get("description", "")),
         desktop=tuple(
-            DesktopApp(str(d["name"]), float(d["idle_gib"]), float(d.get("call_gib", 0.0)))
+            DesktopApp(
+                str(d["name"]),
+                float(d["idle_gib"]),
+                float(d.get("call_gib", 0.0)),
+                bool(d.get("gpu", True)),
+            )
             for d in data.get("desktop", [])
         ),
         calls=tuple(Window(float(c["start"]), float(c["end"])) for c in data.get("calls", [])),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.sim import scenario as scenarios
-from vramtop.sim.card import MIB, TOTAL_MIB
+from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.ledger import Ledger
 
 TICK_S = 0.1
@@ -139,15 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="manual", help="bundled name or a JSON file")
     parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--total-mib", type=int, default=TOTAL_MIB)
+    parser.add_argument(
+        "--card", choices=sorted(CARDS), default=DEFAULT_CARD, help="which machine's GPU"
+    )
+    parser.add_argument("--total-mib", type=int, default=None, help="default: the card's")
     args = parser.parse_args(argv)
+    card = CARDS[args.card]
     try:
         scenario = scenarios.load(args.scenario)
     except ValueError as exc:
         parser.error(str(exc))
     if args.speed <= 0:
         parser.error("--speed must be positive")
-    world = World(Ledger(scenario, args.total_mib * MIB, args.seed), args.speed)
+    total = (args.total_mib or card.total_mib) * MIB
+    world = World(Ledger(scenario, total, args.seed, card=card), args.speed)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: world.stopping.set())
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vramtop.core.model import GpuDevice, GpuReading, ProcessMemory
+from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 
@@ -44,9 +44,16 @@ class SimGpuProbe:
         dev = state["device"]
         processes = None
         if not self.wsl:
+            # Processes that use only system memory (unified memory) are not GPU processes.
             processes = tuple(
-                ProcessMemory(int(p["pid"]), str(p["name"]), int(p["used_bytes"]))
+                ProcessMemory(
+                    int(p["pid"]),
+                    str(p["name"]),
+                    int(p["used_bytes"]),
+                    gtt_bytes=int(p["gtt_bytes"]) if "gtt_bytes" in p else None,
+                )
                 for p in state["processes"]
+                if p.get("gpu", True)
             )
         return GpuDevice(
             index=int(dev["index"]),
@@ -58,4 +65,11 @@ class SimGpuProbe:
             sm_clock_mhz=int(dev["sm_clock_mhz"]),
             throttle=tuple(str(r) for r in dev["throttle"]),
             processes=processes,
+            memory_kind=MemoryKind(dev.get("memory_kind", "dedicated")),
+            gtt_total_bytes=_optional_int(dev.get("gtt_total_bytes")),
+            gtt_used_bytes=_optional_int(dev.get("gtt_used_bytes")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from vramtop import locations
 from vramtop.config import Profile
+from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.machine import SimMachine, free_port
 from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
 
@@ -38,14 +40,26 @@ def _startup_s() -> float | None:
         return None
 
 
-def demo_machine(wsl: bool = False) -> SimMachine:
-    """The handle (not started) for the demo world under the demo directory."""
+def demo_home(card: str = DEFAULT_CARD) -> Path:
+    """Where one simulated machine lives: the 5090 in the demo directory, each other card in
+    a directory of its own (its own world, server, port and state)."""
+    home = locations.demo_dir()
+    return home if card == DEFAULT_CARD else home / card
+
+
+def demo_profile_name(card: str = DEFAULT_CARD) -> str:
+    return DEMO_PROFILE if card == DEFAULT_CARD else f"{DEMO_PROFILE}-{card}"
+
+
+def demo_machine(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
+    """The handle (not started) for the demo world of `card` (see sim/card.py's CARDS)."""
     return SimMachine(
-        locations.demo_dir(),
+        demo_home(card),
         wsl=wsl,
-        scenario=os.environ.get(SCENARIO_ENV, "manual"),
+        scenario=os.environ.get(SCENARIO_ENV, CARDS[card].scenario),
         speed=_speed(),
         startup_s=_startup_s(),
+        card=card,
     )
 
 
@@ -56,10 +70,10 @@ def world_alive(machine: SimMachine) -> bool:
         return False
 
 
-def ensure_demo_world(wsl: bool = False) -> SimMachine:
+def ensure_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
     """The demo world, started detached if its socket does not answer. Raises RuntimeError
     when it cannot be started (the caller turns that into a message)."""
-    machine = demo_machine(wsl)
+    machine = demo_machine(wsl, card)
     if world_alive(machine):
         return machine
     machine.start()
@@ -69,9 +83,9 @@ def ensure_demo_world(wsl: bool = False) -> SimMachine:
     return machine
 
 
-def stop_demo_world() -> bool:
+def stop_demo_world(card: str = DEFAULT_CARD) -> bool:
     """Stop the demo world and any simulated process left on it; False if none was running."""
-    machine = demo_machine()
+    machine = demo_machine(card=card)
     if not world_alive(machine):
         return False
     machine._kill_sim_processes()  # a sweep for strays; servers are stopped before this
@@ -80,9 +94,9 @@ def stop_demo_world() -> bool:
     return True
 
 
-def demo_port() -> int:
+def demo_port(home: Path | None = None) -> int:
     """The demo server's port: chosen free once, then kept (so a restart reuses it)."""
-    path = locations.demo_dir() / _PORT_FILE
+    path = (home or locations.demo_dir()) / _PORT_FILE
     with contextlib.suppress(OSError, ValueError):
         return int(path.read_text().strip())
     port = free_port()
@@ -93,7 +107,7 @@ def demo_port() -> int:
 
 def demo_profile(machine: SimMachine) -> Profile:
     """The field report's server on the simulated card."""
-    port = demo_port()
+    port = demo_port(machine.home)
     full_env = machine.server_env()
     env = {
         key: full_env[key]
@@ -101,7 +115,7 @@ def demo_profile(machine: SimMachine) -> Profile:
         if key in full_env
     }
     return Profile(
-        name=DEMO_PROFILE,
+        name=demo_profile_name(machine.card.key),
         argv=machine.server_argv(port=port),
         env=env,
         host="127.0.0.1",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from vramtop.core.model import GpuReading, ServerInfo, Split, SplitMethod
+from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel
@@ -12,6 +12,7 @@ from vramtop.tui.widgets.vram_bar import VramBar
 
 TOP_PROCESSES = 3
 MUTED = "$text-muted"  # the detail rows: what the figures rest on
+UNIFIED_TITLE = "unified memory (shared with the system)"
 
 
 class VramSplitPanel(TextPanel):
@@ -29,6 +30,9 @@ class VramSplitPanel(TextPanel):
         windows: WindowsGpuReading | None = None,
     ) -> None:
         rows: list[Row | Detail]
+        unified = split is not None and split.memory_kind is MemoryKind.UNIFIED
+        # One pool for the CPU and the GPU (DGX Spark): the panel says so where it is read first.
+        self.border_title = UNIFIED_TITLE if unified else "VRAM split"
         if not gpu.available or split is None:
             reason = gpu.error or "no GPU reading yet"
             rows = [
@@ -53,6 +57,8 @@ class VramSplitPanel(TextPanel):
                 _budget_line(split, info),
                 Detail(_detail_line(gpu, split).stylize_before(MUTED)),
             ]
+            if split.server_gtt_bytes is not None:
+                rows.append(_gtt_line(gpu, split).stylize_before(MUTED))
         if windows is not None:
             rows.append(_windows_line(windows).stylize_before(MUTED))
         self.set_rows(rows)
@@ -71,6 +77,18 @@ def _windows_line(windows: WindowsGpuReading) -> Content:
         parts.append("  ")
     top = windows.desktop[:TOP_PROCESSES]
     parts.append("  ".join(f"{p.name} {gib(p.dedicated_bytes)}" for p in top))
+    return Content.assemble(*parts)
+
+
+def _gtt_line(gpu: GpuReading, split: Split) -> Content:
+    """AMD: how much of vLLM's memory lies in GTT (system memory): VRAM that overflowed."""
+    card = gpu.devices[0].gtt_used_bytes
+    parts: list[str | tuple[str, str]] = [
+        "gtt: ",
+        (f"vLLM {gib(split.server_gtt_bytes)} GiB in system memory", "bold"),
+    ]
+    if card is not None:
+        parts.append(f"  (all processes {gib(card)} GiB)")
     return Content.assemble(*parts)
 
 
@@ -108,4 +126,6 @@ def _what_to_do(source: str) -> str:
     if source == "recording":
         # A replay: the GPU in question is the recorded machine's, at the time.
         return "The recorded machine could not read its GPU then; nothing to check on this one."
+    if source in ("amdsmi", "sysfs"):
+        return "Check that the amdgpu driver works (vramtop doctor); the rest keeps updating."
     return "Check that the NVIDIA driver works (nvidia-smi); the rest keeps updating."
