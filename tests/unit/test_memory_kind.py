@@ -106,3 +106,21 @@ def test_recordings_keep_the_memory_kind_and_gtt(tmp_path: Path) -> None:
         assert back.split is not None and s.split is not None
         assert back.split.server_gtt_bytes == s.split.server_gtt_bytes
         assert back.split.memory_kind is device.memory_kind
+
+
+def test_the_calculators_total_on_unified_memory_is_the_shared_pool() -> None:
+    from vramtop.core.live_headroom import live_headroom_inputs
+    from vramtop.core.model import CacheConfig, ServerMetrics, ServerReading
+
+    cache = CacheConfig(
+        gpu_memory_utilization=0.75,
+        kv_cache_memory_bytes=69 * GIB,
+        kv_cache_size_tokens=900_000,
+        cache_dtype="fp8",
+        block_size=16,
+    )
+    server = ServerReading(url="http://x", reachable=True, metrics=ServerMetrics(cache=cache))
+    s = Sample(t=1.0, gpu=GpuReading(devices=(spark(20 * GIB),)), server=server)
+    inputs = live_headroom_inputs(s)
+    assert inputs is not None
+    assert inputs.total_bytes == POOL
