@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "logs",
     "attach",
     "doctor",
+    "export",
 )
 
 EXIT_USAGE = 2

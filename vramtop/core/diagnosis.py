@@ -64,7 +64,7 @@ from vramtop.core.server_down import (
     startup_oom_report,
 )
 from vramtop.core.throttling import throttle_report
-from vramtop.core.windows import SpillTracker
+from vramtop.core.windows import SpillEvidence, SpillTracker
 
 __all__ = [
     "CARD_FULL",
@@ -153,6 +153,11 @@ class Diagnoser:
     def healthy_generation_tps(self) -> float | None:
         """The healthy generation rate learned since the server's last start (None: not yet)."""
         return self._aggregate.value
+
+    def spill_evidence(self) -> SpillEvidence | None:
+        """WSL2: the VM's shared memory risen past the spill threshold since the server's
+        start (None: no spill seen, or the Windows side is not watched)."""
+        return self._spill.spill_evidence()
 
     def take_changes(self) -> list[FindingChange]:
         """Findings opened or closed since the last call (for a banner or a `finding` event)."""

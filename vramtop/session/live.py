@@ -15,6 +15,7 @@ from typing import Any
 
 from vramtop.core.diagnosis import Diagnoser, Finding
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.windows import SpillEvidence
 from vramtop.session.writer import SessionWriter
 
 LAST_LINES = 20  # log lines kept with an `exit` event
@@ -106,6 +107,10 @@ class LiveSession:
     def healthy_generation_tps(self) -> float | None:
         with self._lock:
             return self.diagnoser.healthy_generation_tps()
+
+    def spill_evidence(self) -> SpillEvidence | None:
+        with self._lock:
+            return self.diagnoser.spill_evidence()
 
     def close(self) -> None:
         with self._lock:

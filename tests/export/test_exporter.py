@@ -1,0 +1,153 @@
+"""The exporter answers from its latest sample: a hung source delays samples, never a scrape."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+from prometheus_client import start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from vramtop.backends import MachineBackend
+from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
+from vramtop.export.exporter import Exporter
+from vramtop.monitor import Monitor
+
+# Prometheus's default scrape timeout: an answer later than this is a failed scrape.
+SCRAPE_TIMEOUT_S = 10.0
+CARD = GpuReading(devices=(GpuDevice(0, "sim card", 32 * GIB, 10 * GIB, 22 * GIB),), source="sim")
+
+
+class HangingProbe:
+    """A GPU probe that answers `answers` reads, then hangs (a stuck NVML call) until freed."""
+
+    def __init__(self, answers: int) -> None:
+        self.answers = answers
+        self.reads = 0
+        self.hanging = threading.Event()
+        self.release = threading.Event()
+
+    def read(self) -> GpuReading:
+        self.reads += 1
+        if self.reads > self.answers:
+            self.hanging.set()
+            self.release.wait()
+        return CARD
+
+
+def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+@contextmanager
+def serving(exporter: Exporter) -> Iterator[str]:
+    httpd, _ = start_http_server(0, addr="127.0.0.1", registry=exporter.registry())
+    exporter.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/metrics"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        exporter.stop(timeout_s=1.0)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """One scrape within Prometheus's timeout, as {series: value}."""
+    response = httpx.get(url, timeout=SCRAPE_TIMEOUT_S)
+    assert response.status_code == 200
+    out = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return out
+
+
+def test_a_hung_gpu_probe_leaves_the_scrape_answering_with_the_last_sample() -> None:
+    probe = HangingProbe(answers=1)
+    backend = MachineBackend(monitor=Monitor(probe=probe, url=None), supervisor=None)
+    exporter = Exporter(backend, interval_s=0.05)
+    try:
+        with serving(exporter) as url:
+            assert probe.hanging.wait(30), "the sampler never reached the hanging read"
+            first = scrape(url)
+            second = scrape(url)
+    finally:
+        probe.release.set()
+    for seen in (first, second):
+        assert seen['vramtop_gpu_memory_used_bytes{gpu="0"}'] == 10 * GIB
+        assert seen["vramtop_samples_total"] == 1
+    # The numbers are the old sample's, and say so: its timestamp does not move.
+    stamp = "vramtop_last_sample_timestamp_seconds"
+    assert first[stamp] == second[stamp] > 0
+
+
+class RefusingBackend:
+    """A tick that raises (a bug in a source) every other time."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def tick(self) -> Sample:
+        self.ticks += 1
+        if self.ticks % 2 == 0:
+            raise RuntimeError("a source broke")
+        return Sample(t=float(self.ticks), gpu=CARD)
+
+    def findings(self) -> list[object]:
+        return []
+
+    def healthy_baseline(self):  # type: ignore[no-untyped-def]
+        from vramtop.core.model import Rates
+
+        return Rates()
+
+
+def test_a_failing_sample_is_counted_and_the_previous_one_stays() -> None:
+    backend = RefusingBackend()
+    exporter = Exporter(backend, interval_s=1.0)  # type: ignore[arg-type]
+    exporter.sample_once()
+    exporter.sample_once()
+    text = "".join(
+        f"{s.name}{s.labels}={s.value}\n"
+        for family in exporter.registry().collect()
+        for s in family.samples
+    )
+    assert "vramtop_scrape_errors_total{'source': 'sampler'}=1.0" in text
+    assert "vramtop_samples_total{}=1.0" in text
+    assert "vramtop_gpu_memory_used_bytes{'gpu': '0'}=" in text
+
+
+def silent_server() -> tuple[socket.socket, int]:
+    """A TCP port that accepts and never answers: a vLLM hung mid-request."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    return listener, listener.getsockname()[1]
+
+
+def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_served() -> None:
+    listener, port = silent_server()
+    probe = HangingProbe(answers=10**9)
+    monitor = Monitor(probe=probe, url=f"http://127.0.0.1:{port}", timeout_s=0.3)
+    backend = MachineBackend(monitor=monitor, supervisor=None)
+    exporter = Exporter(backend, interval_s=0.1)
+    try:
+        with serving(exporter) as url:
+            wait_for(lambda: exporter.state().errors.get("server", 0) >= 2)
+            seen = scrape(url)
+    finally:
+        listener.close()
+        monitor.close()
+    assert seen["vramtop_server_up"] == 0
+    assert seen['vramtop_scrape_errors_total{source="server"}'] >= 2
+    assert seen['vramtop_gpu_memory_total_bytes{gpu="0"}'] == 32 * GIB
+    assert not any(re.match(r"vramtop_generation_", name) for name in seen)

@@ -1,0 +1,197 @@
+"""End to end: a real Prometheus scrapes `vramtop export --demo` every second, a simulated
+video call squeezes the card, and `VllmSilentCollapse` fires in Prometheus's HTTP API.
+
+The rules are the bundled ones with their `for:` shortened to suit a test (the 30 s are
+covered by the promtool unit tests in rules_test.yml). Skipped, saying why, where Debian's
+`prometheus` package is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.export.promtool import tool
+from vramtop.commands.export import RULES_FILE, asset_text
+
+TEST_FOR = "2s"
+SERVING = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = probe()
+        except httpx.HTTPError:
+            found = None
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every_s)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    values = {
+        "VRAMTOP_HOME": str(tmp_path / "home"),
+        "VRAMTOP_SIM_SCENARIO": "manual",  # the call starts when the test asks
+        "VRAMTOP_SIM_SPEED": "2",  # the call's demand ramps up in 10 s instead of 20
+        "VRAMTOP_SIM_STARTUP_S": "0.3",
+    }
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)  # this process plays the call on the same machine
+    return dict(os.environ, **values)
+
+
+@pytest.fixture
+def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """`vramtop export --demo` on a free port; yields its host:port."""
+    log = (tmp_path / "export.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", "export", "--demo", "--listen", "127.0.0.1:0"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+    def serving() -> str | None:
+        assert proc.poll() is None, Path(log.name).read_text()
+        match = SERVING.search(Path(log.name).read_text())
+        return f"127.0.0.1:{match.group(1)}" if match else None
+
+    try:
+        yield wait_for("the exporter to listen", serving, 60)
+    finally:
+        stop(proc)
+        if proc.returncode != 0:
+            # Leave no simulated machine behind if the exporter could not stop it.
+            subprocess.run([sys.executable, "-m", "vramtop", "stop", "--demo"], env=env, timeout=60)
+        log.close()
+
+
+@pytest.fixture
+def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus scraping the exporter every second; yields its base URL."""
+    binary = tool("prometheus")
+    rules = yaml.safe_load(asset_text(RULES_FILE))
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = TEST_FOR
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    config = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "scrape_configs": [{"job_name": "vramtop", "static_configs": [{"targets": [exporter]}]}],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (tmp_path / "prometheus.log").open("w+")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        assert proc.poll() is None, Path(log.name).read_text()[-3000:]
+        return httpx.get(f"{base}/-/ready", timeout=5).status_code == 200
+
+    try:
+        wait_for("Prometheus to be ready", ready, 60)
+        yield base
+    finally:
+        stop(proc)
+        log.close()
+
+
+def query(base: str, promql: str) -> list[dict[str, Any]]:
+    body = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=10).json()
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def alert_states(base: str, name: str) -> list[str]:
+    body = httpx.get(f"{base}/api/v1/alerts", timeout=10).json()
+    return [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == name]
+
+
+@pytest.mark.timeout(420)
+def test_a_simulated_call_fires_the_silent_collapse_alert_in_prometheus(
+    prometheus: str, env: dict[str, str]
+) -> None:
+    from vramtop.supervisor.demo import demo_machine
+
+    wait_for(
+        "the exporter's target to be up", lambda: query(prometheus, 'up{job="vramtop"} == 1'), 60
+    )
+    # vramtop learns the normal decode rate while the coding agent runs.
+    normal = wait_for(
+        "the normal decode rate in Prometheus",
+        lambda: query(prometheus, "vramtop_generation_normal_tokens_per_second > 0"),
+        150,
+    )
+    assert float(normal[0]["value"][1]) > 0
+    assert alert_states(prometheus, "VllmSilentCollapse") == []
+
+    demo_machine().set_call(True)
+
+    wait_for(
+        "VllmSilentCollapse to fire",
+        lambda: "firing" in alert_states(prometheus, "VllmSilentCollapse"),
+        150,
+    )
+    # Prometheus sees what vramtop sees: the finding opens (the rule's rate path may fire
+    # first: the finding waits for 5 of 6 slow samples), the desktop over its allowance.
+    wait_for(
+        "the contention finding in Prometheus",
+        lambda: query(prometheus, 'vramtop_finding_open{kind="vram_contention"} == 1'),
+        60,
+    )
+    assert query(
+        prometheus,
+        "vramtop_desktop_memory_bytes > ignoring(method) vramtop_desktop_headroom_bytes",
+    )
+    suggested = query(
+        prometheus,
+        "vramtop_suggested_budget_ratio < ignoring(kind) group_left vramtop_budget_ratio",
+    )
+    assert suggested and suggested[0]["metric"]["kind"] == "vram_contention"

@@ -1,0 +1,75 @@
+"""The bundled alert rules: promtool accepts them, their unit tests pass, and they speak of
+what the exporter exposes with the diagnosis's own thresholds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.export.promtool import promtool
+from vramtop import cli
+from vramtop.commands.export import DASHBOARD_FILE, RULES_FILE, asset_text
+from vramtop.core.diagnosis_thresholds import CARD_FULL, COLLAPSE_RATIO
+from vramtop.core.exposition import METRICS, SPECS
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+RULES = ROOT / "vramtop" / "export" / RULES_FILE
+
+
+def rules() -> dict[str, dict[str, object]]:
+    groups = yaml.safe_load(asset_text(RULES_FILE))["groups"]
+    return {rule["alert"]: rule for group in groups for rule in group["rules"]}
+
+
+def test_promtool_accepts_the_rule_file() -> None:
+    result = promtool("check", "rules", RULES)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 3 rules found" in result.stdout
+
+
+def test_the_rules_unit_tests_pass_in_promtool() -> None:
+    # rules_test.yml: both alerts fire after 30 s on every sign, and not on the near misses.
+    result = promtool("test", "rules", "rules_test.yml", cwd=HERE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_collapse_rule_uses_the_diagnosis_thresholds_and_holds_30_s() -> None:
+    collapse = rules()["VllmSilentCollapse"]
+    expr = str(collapse["expr"])
+    assert f"< {COLLAPSE_RATIO} * vramtop_generation_normal_tokens_per_second" in expr
+    assert f">= {CARD_FULL})" in expr
+    assert 'vramtop_finding_open{kind="vram_contention"}' in expr
+    assert collapse["for"] == "30s"
+    assert rules()["VllmSpillToSharedMemory"]["for"] == "30s"
+
+
+def names_in(text: str) -> set[str]:
+    return set(re.findall(r"\bvramtop_[a-z_]+[a-z]", text))
+
+
+@pytest.mark.parametrize("asset", [RULES_FILE, DASHBOARD_FILE])
+def test_the_rules_and_the_dashboard_only_name_exported_metrics(asset: str) -> None:
+    named = names_in(asset_text(asset))
+    assert named, "no metric named"
+    assert named <= set(SPECS), named - set(SPECS)
+
+
+def test_the_readme_lists_every_metric() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [spec.name for spec in METRICS if f"`{spec.name}`" not in readme]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "asset"), [("--print-rules", RULES_FILE), ("--print-dashboard", DASHBOARD_FILE)]
+)
+def test_print_flags_print_the_bundled_files(
+    flag: str, asset: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["export", flag]) == 0
+    assert capsys.readouterr().out == (ROOT / "vramtop" / "export" / asset).read_text()

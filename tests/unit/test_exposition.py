@@ -1,0 +1,147 @@
+"""What `vramtop export` exposes for a sample: the field report's collapse as series."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
+from vramtop.core.diagnosis import COLLAPSE_RATIO, Diagnoser
+from vramtop.core.exposition import (
+    ERROR_SOURCES,
+    METRICS,
+    SPECS,
+    ExportState,
+    Series,
+    series_for,
+)
+from vramtop.core.findings import KINDS, VRAM_CONTENTION
+from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
+from vramtop.core.timeline import Timeline
+from vramtop.session.synthetic import Card, build, field_report
+
+
+def state_at(t: float, *, wsl: bool = True) -> ExportState:
+    """The exporter's state after feeding the field report (WSL2, Windows side watched) up to
+    second `t`, as the live session would have it."""
+    diagnoser, timeline = Diagnoser(), Timeline()
+    last: Sample | None = None
+    for item in build(Card(wsl=wsl), field_report(call_at=CALL_AT)):
+        if not isinstance(item, Sample):
+            diagnoser.feed_event(*item)
+            continue
+        if item.t > t:
+            break
+        last = timeline.add(replace(item, windows=windows_side(item.t)) if wsl else item)
+        diagnoser.feed_sample(last)
+    return ExportState(
+        version="9.9",
+        sample=last,
+        open_findings=tuple(diagnoser.open_findings()),
+        normal_generation_tps=diagnoser.healthy_generation_tps(),
+        spill=diagnoser.spill_evidence(),
+        samples=int(t),
+        errors={"server": 2},
+        sampled_at=1_700_000_000.5,
+        sample_duration_s=0.01,
+    )
+
+
+def values(series: list[Series], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {s.labels: s.value for s in series if s.name == name}
+
+
+def one(series: list[Series], name: str) -> float:
+    found = values(series, name)
+    assert len(found) == 1, f"{name}: {found}"
+    return next(iter(found.values()))
+
+
+def test_during_the_collapse_the_finding_the_normal_rate_and_the_suggested_budget_show() -> None:
+    series = series_for(state_at(CALL_AT + 60))
+    assert values(series, "vramtop_finding_open") == {
+        (("kind", kind),): float(kind == VRAM_CONTENTION) for kind in KINDS
+    }
+    normal = one(series, "vramtop_generation_normal_tokens_per_second")
+    assert 75 <= normal <= 80  # the healthy 77 tok/s, not the collapsed 7-9
+    assert one(series, "vramtop_generation_tokens_per_second") < COLLAPSE_RATIO * normal
+    suggested = values(series, "vramtop_suggested_budget_ratio")
+    assert list(suggested) == [(("kind", VRAM_CONTENTION),)]
+    assert 0.5 < suggested[(("kind", VRAM_CONTENTION),)] < one(series, "vramtop_budget_ratio")
+    budget = values(series, "vramtop_suggested_budget_bytes")
+    assert list(budget) == [(("gpu", "0"), ("kind", VRAM_CONTENTION))]
+
+
+def test_with_per_process_numbers_the_desktop_shows_over_its_allowance_in_the_call() -> None:
+    # The alert rule's third sign. (A derived split cannot show it: there the desktop is what
+    # the budget leaves, by construction, and the open finding raises the alert alone.)
+    before = series_for(state_at(CALL_AT - 10, wsl=False))
+    during = series_for(state_at(CALL_AT + 60, wsl=False))
+    allowance = one(during, "vramtop_desktop_headroom_bytes")
+    assert one(before, "vramtop_desktop_memory_bytes") < allowance
+    assert one(during, "vramtop_desktop_memory_bytes") > allowance
+
+
+def test_the_split_says_how_it_was_obtained() -> None:
+    wsl = series_for(state_at(30))
+    linux = series_for(state_at(30, wsl=False))
+    assert [dict(s.labels)["method"] for s in wsl if s.name == "vramtop_server_memory_bytes"] == [
+        "derived"
+    ]
+    assert [
+        dict(s.labels)["method"] for s in linux if s.name == "vramtop_desktop_memory_bytes"
+    ] == ["per_process"]
+
+
+def test_the_wsl_vms_spill_is_zero_before_the_call_and_its_rise_after() -> None:
+    before = series_for(state_at(CALL_AT - 10))
+    assert one(before, "vramtop_wsl_vm_spilled_bytes") == 0
+    after = series_for(state_at(CALL_AT + 40))
+    spilled = one(after, "vramtop_wsl_vm_spilled_bytes")
+    shared = one(after, "vramtop_wsl_vm_shared_bytes")
+    assert spilled > GIB and shared - spilled == int(0.12 * GIB)
+    # Without the Windows side nothing WSL-only is exposed (absent, not zero).
+    linux = series_for(state_at(CALL_AT + 40, wsl=False))
+    assert not [s for s in linux if s.name.startswith("vramtop_wsl_vm_")]
+
+
+def test_before_the_first_sample_only_the_exporters_own_series_are_there() -> None:
+    series = series_for(ExportState(version="1.2"))
+    assert {s.name for s in series} == {
+        "vramtop_build_info",
+        "vramtop_scrape_errors_total",
+        "vramtop_samples_total",
+    }
+    assert values(series, "vramtop_scrape_errors_total") == {
+        (("source", source),): 0.0 for source in ERROR_SOURCES
+    }
+
+
+def test_unknown_values_are_absent_not_zero() -> None:
+    sample = Sample(
+        t=1.0,
+        gpu=GpuReading(error="NVML: driver not loaded"),
+        server=ServerReading("http://127.0.0.1:8000", reachable=False, error="refused"),
+    )
+    series = series_for(ExportState(version="1", sample=sample))
+    names = {s.name for s in series}
+    assert one(series, "vramtop_server_up") == 0
+    for absent in (
+        "vramtop_gpu_memory_total_bytes",
+        "vramtop_server_memory_bytes",
+        "vramtop_kv_cache_usage_ratio",
+        "vramtop_generation_tokens_per_second",
+        "vramtop_generation_normal_tokens_per_second",
+        "vramtop_server_state",  # not supervised: vramtop only watches this server
+        "vramtop_suggested_budget_ratio",
+    ):
+        assert absent not in names
+
+
+def test_every_series_is_in_the_metric_list_with_its_labels() -> None:
+    series = series_for(state_at(CALL_AT + 60))
+    for s in series:
+        assert tuple(name for name, _ in s.labels) == SPECS[s.name].labels, s
+    assert len(SPECS) == len(METRICS)
+    for spec in METRICS:
+        assert spec.name.startswith("vramtop_")
+        assert spec.name.endswith("_total") == (spec.kind == "counter")

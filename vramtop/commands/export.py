@@ -1,0 +1,181 @@
+"""`vramtop export`: serve what vramtop derives as Prometheus metrics, headless.
+
+Samples the profile's server (or `--url`, or the simulated machine with `--demo`) as the
+console does, in the background, and serves the latest sample on `--listen` (loopback by
+default). `--print-rules` and `--print-dashboard` print the bundled alert rules and Grafana
+dashboard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import signal
+import sys
+import threading
+from importlib import resources
+from typing import Any
+
+from vramtop.cli import add_shared_options
+
+EXIT_USAGE = 2
+DEFAULT_LISTEN = "127.0.0.1:9464"
+DEFAULT_INTERVAL_S = 1.0
+RULES_FILE = "vramtop-rules.yml"
+DASHBOARD_FILE = "vramtop-dashboard.json"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="serve vramtop's metrics to Prometheus (headless)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve /metrics (default {DEFAULT_LISTEN}; an address beyond loopback "
+        "is served but warned about)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=argparse.SUPPRESS,
+        help=f"seconds between samples (default {DEFAULT_INTERVAL_S})",
+    )
+    parser.add_argument(
+        "--print-rules", action="store_true", help="print the Prometheus alert rules and exit"
+    )
+    parser.add_argument(
+        "--print-dashboard", action="store_true", help="print the Grafana dashboard and exit"
+    )
+    add_shared_options(parser, "demo", "wsl", "url", "profile")
+
+
+def asset_text(name: str) -> str:
+    """A file bundled with the exporter (the rules, the dashboard)."""
+    return (resources.files("vramtop.export") / name).read_text(encoding="utf-8")
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`HOST:PORT`, `[IPv6]:PORT` or a bare `PORT` (loopback). ValueError with the reason."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host, port_text = "127.0.0.1", value
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise ValueError(
+            f"--listen {value!r} names no address: give one, e.g. 127.0.0.1:9464 "
+            "(0.0.0.0:9464 to serve every interface)"
+        )
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"--listen {value!r}: {port_text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--listen {value!r}: a port is 0-65535")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to, it may be reachable from outside
+
+
+def exposure_warning(host: str) -> str | None:
+    if is_loopback(host):
+        return None
+    where = "every network interface" if host in ("0.0.0.0", "::") else host
+    return (
+        f"warning: the metrics are served on {where}: anyone who can reach this machine can "
+        "read them (model, budget, findings). Fix: keep --listen on 127.0.0.1 and let "
+        "Prometheus reach it through a firewall rule or an SSH tunnel, or limit the port to "
+        "the Prometheus host."
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.print_rules or args.print_dashboard:
+        if args.print_rules:
+            sys.stdout.write(asset_text(RULES_FILE))
+        if args.print_dashboard:
+            sys.stdout.write(asset_text(DASHBOARD_FILE))
+        return 0
+    interval = getattr(args, "interval", None)
+    interval = DEFAULT_INTERVAL_S if interval is None else interval
+    if interval <= 0:
+        return _usage("--interval must be a positive number of seconds.")
+    if getattr(args, "wsl", False) and not getattr(args, "demo", False):
+        return _usage("--wsl only applies with --demo.")
+    url = getattr(args, "url", None)
+    if url and not url.startswith(("http://", "https://")):
+        return _usage(f"--url {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as exc:
+        return _usage(str(exc))
+    from vramtop.commands.common import UsageError, backend_for
+
+    try:
+        backend, owned = backend_for(args)
+    except UsageError as exc:
+        return _usage(str(exc))
+    try:
+        return _serve(backend, host, port, interval)
+    finally:
+        backend.close(stop_server=owned)
+
+
+def _serve(backend: Any, host: str, port: int, interval: float) -> int:
+    from prometheus_client import start_http_server
+
+    from vramtop.export.exporter import Exporter
+
+    exporter = Exporter(backend, interval_s=interval)
+    try:
+        httpd, _thread = start_http_server(port, addr=host, registry=exporter.registry())
+    except OSError as exc:
+        return _usage(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    warning = exposure_warning(host)
+    if warning:
+        print(warning, file=sys.stderr)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if getattr(backend, "autostart", False):
+        threading.Thread(target=_start_server, args=(backend,), daemon=True).start()
+    exporter.start()
+    shown = f"[{host}]" if ":" in host else host
+    print(
+        f"vramtop export: serving http://{shown}:{httpd.server_port}/metrics (Ctrl+C to stop)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        exporter.stop()
+    return 0
+
+
+def _start_server(backend: Any) -> None:
+    """The simulated machine's server, started beside the sampling (as the console does)."""
+    result = backend.start()
+    if not result.ok:
+        print(f"vramtop export: {result.message}", file=sys.stderr, flush=True)
+
+
+def _usage(message: str) -> int:
+    print(f"vramtop export: {message}", file=sys.stderr)
+    return EXIT_USAGE

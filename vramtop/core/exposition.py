@@ -1,0 +1,242 @@
+"""What `vramtop export` exposes: the metric list, and the series one sample stands for.
+
+Pure: a sample and what the live session knows beside it (open findings, the normal decode
+rate, the WSL VM's spill) go in, plain `(name, labels, value)` series come out; the exporter
+turns them into Prometheus text. Only what vramtop derives is exposed (vLLM's own /metrics and
+an NVML exporter already give the rest), in base units, with prometheus_client's naming
+conventions: a `vramtop_` prefix, `_bytes`, `_seconds`, `_ratio`, counters ending in
+`_total`, a `gpu` label on per-card numbers and a `method` label on the split. An unknown
+value is an absent series, never a zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramtop.core.findings import KINDS, Finding
+from vramtop.core.headroom import budget_bytes
+from vramtop.core.model import Sample, ServerState
+from vramtop.core.snapshot import kv_pool, server_util
+from vramtop.core.windows import SpillEvidence
+
+GAUGE = "gauge"
+COUNTER = "counter"
+
+# Where `vramtop_scrape_errors_total` counts failures: a tick's sources, and the sampler itself.
+ERROR_SOURCES = ("gpu", "server", "windows", "sampler")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric family: its name as scraped (counters with `_total`), type, help, labels."""
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+def _g(name: str, help: str, *labels: str) -> MetricSpec:
+    return MetricSpec(f"vramtop_{name}", GAUGE, help, labels)
+
+
+# The metric list (the README's table says the same, a test keeps them together).
+METRICS: tuple[MetricSpec, ...] = (
+    _g("build_info", "vramtop's version (always 1).", "version"),
+    _g("gpu_memory_total_bytes", "The card's memory.", "gpu"),
+    _g("gpu_memory_used_bytes", "The card's memory in use, by everything.", "gpu"),
+    _g(
+        "server_memory_bytes",
+        "vLLM's share of the card; `method` says how the split was obtained "
+        "(per_process, derived, windows).",
+        "gpu",
+        "method",
+    ),
+    _g(
+        "desktop_memory_bytes",
+        "Everything else's share of the card: the desktop and other programs.",
+        "gpu",
+        "method",
+    ),
+    _g("budget_bytes", "vLLM's budget: ceil(total x --gpu-memory-utilization).", "gpu"),
+    _g(
+        "desktop_headroom_bytes",
+        "What the desktop may use beside vLLM: total - budget - vLLM's memory outside it.",
+        "gpu",
+    ),
+    _g("budget_ratio", "vLLM's --gpu-memory-utilization."),
+    _g(
+        "suggested_budget_ratio",
+        "The --gpu-memory-utilization an open finding suggests relaunching with.",
+        "kind",
+    ),
+    _g("suggested_budget_bytes", "The suggested budget in bytes of the card.", "gpu", "kind"),
+    _g("wsl_vm_dedicated_bytes", "WSL2: the WSL VM's GPU memory in VRAM (Windows' counters)."),
+    _g(
+        "wsl_vm_shared_bytes",
+        "WSL2: the WSL VM's shared GPU memory (system memory the GPU reads over PCIe).",
+    ),
+    _g(
+        "wsl_vm_spilled_bytes",
+        "WSL2: how far the VM's shared memory rose above its level at the server's start, "
+        "once past vramtop's spill threshold; 0 while it has not spilled.",
+    ),
+    _g("kv_pool_bytes", "vLLM's KV cache pool."),
+    _g("kv_pool_tokens", "Tokens the KV cache pool holds."),
+    _g("kv_cache_usage_ratio", "The share of the KV pool in use."),
+    _g("requests_running", "Requests vLLM is running."),
+    _g("requests_waiting", "Requests waiting for room in the KV pool."),
+    _g("generation_tokens_per_second", "Decode rate: generated tokens per second."),
+    _g(
+        "generation_normal_tokens_per_second",
+        "The normal decode rate vramtop learned while requests ran since the server's start "
+        "(a collapse never teaches it).",
+    ),
+    _g("finding_open", "1 while vramtop's finding of this kind is open, else 0.", "kind"),
+    _g("server_up", "1 when vLLM answered this sample's scrape, else 0."),
+    _g(
+        "server_state",
+        "1 for the supervised server's state (starting, running, stopping, stopped, crashed).",
+        "state",
+    ),
+    MetricSpec(
+        "vramtop_scrape_errors_total",
+        COUNTER,
+        "Samples in which one of vramtop's sources failed (gpu, server, windows) or the "
+        "sampler itself did (sampler).",
+        ("source",),
+    ),
+    MetricSpec("vramtop_samples_total", COUNTER, "Samples taken since the exporter started."),
+    _g("last_sample_timestamp_seconds", "When the latest sample was taken (Unix time)."),
+    _g("sample_duration_seconds", "How long the latest sample took to read every source."),
+)
+SPECS: Mapping[str, MetricSpec] = {spec.name: spec for spec in METRICS}
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    value: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def label(self, name: str) -> str | None:
+        return dict(self.labels).get(name)
+
+
+@dataclass(frozen=True)
+class ExportState:
+    """Everything one exposition is made of; `sample` None before the first sample."""
+
+    version: str
+    sample: Sample | None = None
+    open_findings: Sequence[Finding] = ()
+    normal_generation_tps: float | None = None
+    spill: SpillEvidence | None = None
+    samples: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    sampled_at: float | None = None  # Unix time of the latest sample
+    sample_duration_s: float | None = None
+
+
+def series_for(state: ExportState) -> list[Series]:
+    out = [Series("vramtop_build_info", 1.0, (("version", state.version),))]
+    out += [
+        Series(
+            "vramtop_scrape_errors_total", float(state.errors.get(source, 0)), (("source", source),)
+        )
+        for source in ERROR_SOURCES
+    ]
+    out.append(Series("vramtop_samples_total", float(state.samples)))
+    _add(out, "vramtop_last_sample_timestamp_seconds", state.sampled_at)
+    _add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
+    sample = state.sample
+    if sample is None:
+        return out
+    out += _card(sample)
+    out += _server(sample, state.normal_generation_tps)
+    out += _findings(sample, state.open_findings)
+    out += _windows(sample, state.spill)
+    return out
+
+
+def _add(out: list[Series], name: str, value: float | None, **labels: str) -> None:
+    if value is not None and math.isfinite(value):
+        out.append(Series(name, float(value), tuple(labels.items())))
+
+
+def _card(sample: Sample) -> list[Series]:
+    out: list[Series] = []
+    for device in sample.gpu.devices:
+        gpu = str(device.index)
+        _add(out, "vramtop_gpu_memory_total_bytes", device.total_bytes, gpu=gpu)
+        _add(out, "vramtop_gpu_memory_used_bytes", device.used_bytes, gpu=gpu)
+    split = sample.split
+    if split is not None and sample.gpu.devices:
+        gpu, method = str(sample.gpu.devices[0].index), split.method.value
+        _add(out, "vramtop_server_memory_bytes", split.server_bytes, gpu=gpu, method=method)
+        _add(out, "vramtop_desktop_memory_bytes", split.desktop_bytes, gpu=gpu, method=method)
+        _add(out, "vramtop_budget_bytes", split.budget_bytes, gpu=gpu)
+        _add(out, "vramtop_desktop_headroom_bytes", split.headroom_bytes, gpu=gpu)
+    return out
+
+
+def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
+    out: list[Series] = []
+    server, info = sample.server, sample.info
+    if server is not None:
+        _add(out, "vramtop_server_up", float(server.reachable and not server.stale))
+    if info is not None:
+        for state in ServerState:
+            _add(out, "vramtop_server_state", float(info.state is state), state=state.value)
+    _add(out, "vramtop_budget_ratio", server_util(sample))
+    pool = kv_pool(sample)
+    _add(out, "vramtop_kv_pool_bytes", pool["bytes"])
+    _add(out, "vramtop_kv_pool_tokens", pool["tokens"])
+    _add(out, "vramtop_kv_cache_usage_ratio", pool["usage"])
+    metrics = server.metrics if server is not None and not server.stale else None
+    if metrics is not None:
+        _add(out, "vramtop_requests_running", metrics.requests_running)
+        _add(out, "vramtop_requests_waiting", metrics.requests_waiting)
+    _add(out, "vramtop_generation_tokens_per_second", sample.rates.generation_tps)
+    _add(out, "vramtop_generation_normal_tokens_per_second", normal_tps)
+    return out
+
+
+def _findings(sample: Sample, findings: Sequence[Finding]) -> list[Series]:
+    open_kinds = {f.kind for f in findings if f.is_open}
+    out = [
+        Series("vramtop_finding_open", float(kind in open_kinds), (("kind", kind),))
+        for kind in KINDS
+    ]
+    total = sample.gpu.devices[0].total_bytes if sample.gpu.devices else None
+    gpu = str(sample.gpu.devices[0].index) if sample.gpu.devices else None
+    for finding in findings:
+        util = suggested_budget(finding)
+        if util is None:
+            continue
+        _add(out, "vramtop_suggested_budget_ratio", util, kind=finding.kind)
+        if total and gpu is not None:
+            bytes_ = budget_bytes(total, util)
+            _add(out, "vramtop_suggested_budget_bytes", bytes_, gpu=gpu, kind=finding.kind)
+    return out
+
+
+def suggested_budget(finding: Finding) -> float | None:
+    """The --gpu-memory-utilization a finding's remedy proposes (None: it proposes none)."""
+    util: Any = finding.remedy.get("gpu_memory_utilization")
+    return float(util) if isinstance(util, int | float) and 0 < util <= 1 else None
+
+
+def _windows(sample: Sample, spill: SpillEvidence | None) -> list[Series]:
+    reading = sample.windows
+    vm = reading.wsl_vm if reading is not None and reading.available else None
+    if vm is None:
+        return []
+    out: list[Series] = []
+    _add(out, "vramtop_wsl_vm_dedicated_bytes", vm.dedicated_bytes)
+    _add(out, "vramtop_wsl_vm_shared_bytes", vm.shared_bytes)
+    _add(out, "vramtop_wsl_vm_spilled_bytes", spill.rise_bytes if spill is not None else 0)
+    return out

@@ -1,0 +1,162 @@
+"""Sample in the background, serve the latest sample: a scrape never waits for a source.
+
+The sampler thread runs the console's own tick (`MachineBackend.tick`: the GPU probe, vLLM's
+/metrics, the log, the Windows side, the live session's diagnosis) once per interval and
+stores what the core makes of it (`core.exposition`). A scrape only turns the stored series
+into Prometheus text, so a hung NVML call or a vLLM that stopped answering delays samples,
+never the answer; `vramtop_last_sample_timestamp_seconds` shows how old the numbers are.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from vramtop import __version__
+from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for
+from vramtop.core.findings import Finding
+from vramtop.core.model import Rates, Sample
+
+log = logging.getLogger(__name__)
+
+
+class Sampled(Protocol):
+    """What the exporter needs of a backend (`MachineBackend` is one)."""
+
+    def tick(self) -> Sample: ...
+
+    def findings(self) -> list[Finding]: ...
+
+    def healthy_baseline(self) -> Rates: ...
+
+
+def failed_sources(sample: Sample) -> list[str]:
+    """The sources that failed in this sample (`vramtop_scrape_errors_total`'s `source`)."""
+    failed = []
+    if sample.gpu.error is not None:
+        failed.append("gpu")
+    if sample.server is not None and (not sample.server.reachable or sample.server.stale):
+        failed.append("server")
+    if sample.windows is not None and not sample.windows.available:
+        failed.append("windows")
+    return failed
+
+
+class Exporter:
+    """A prometheus_client collector over a backend sampled by a thread of its own."""
+
+    def __init__(
+        self,
+        backend: Sampled,
+        *,
+        interval_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        version: str = __version__,
+    ) -> None:
+        self._backend = backend
+        self._interval_s = interval_s
+        self._clock = clock
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._state = ExportState(version=version)
+        self._errors: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- sampling (the sampler thread) -----------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="vramtop-export", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """Ask the sampler to stop; False when it is still stuck in a source after `timeout_s`
+        (it is a daemon thread: it does not keep the process alive)."""
+        self._stop.set()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = self._monotonic()
+            self.sample_once()
+            self._stop.wait(max(0.0, self._interval_s - (self._monotonic() - began)))
+
+    def sample_once(self) -> None:
+        """One tick of the backend, stored as the exposition's new state. Never raises: a
+        failing tick is counted as the sampler's error and the previous sample stays."""
+        began = self._monotonic()
+        try:
+            sample = self._backend.tick()
+            findings = tuple(self._backend.findings())
+            normal = self._backend.healthy_baseline().generation_tps
+            spill = _spill(self._backend)
+        except Exception:
+            log.exception("vramtop export: a sample failed")
+            with self._lock:
+                self._errors["sampler"] += 1
+                self._state = replace(self._state, errors=dict(self._errors))
+            return
+        with self._lock:
+            self._errors.update(failed_sources(sample))
+            self._state = replace(
+                self._state,
+                sample=sample,
+                open_findings=findings,
+                normal_generation_tps=normal,
+                spill=spill,
+                samples=self._state.samples + 1,
+                errors=dict(self._errors),
+                sampled_at=self._clock(),
+                sample_duration_s=self._monotonic() - began,
+            )
+
+    # --- serving (the HTTP server's threads) ------------------------------------------------
+    def state(self) -> ExportState:
+        with self._lock:
+            return self._state
+
+    def collect(self) -> Iterator[Metric]:
+        yield from families(series_for(self.state()))
+
+    def registry(self) -> CollectorRegistry:
+        """A registry holding only this exporter (no default process metrics)."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return registry
+
+
+def _spill(backend: Sampled) -> Any:
+    session = getattr(backend, "session", None)
+    method = getattr(session, "spill_evidence", None)
+    return method() if callable(method) else None
+
+
+def families(series: list[Series]) -> Iterator[Metric]:
+    """The series as prometheus_client metric families, in the metric list's order."""
+    by_name: dict[str, list[Series]] = {}
+    for one in series:
+        by_name.setdefault(one.name, []).append(one)
+    for name, spec in SPECS.items():
+        members = by_name.get(name)
+        if not members:
+            continue
+        family: GaugeMetricFamily | CounterMetricFamily
+        if spec.kind == COUNTER:
+            family = CounterMetricFamily(name, spec.help, labels=spec.labels)
+        else:
+            family = GaugeMetricFamily(name, spec.help, labels=spec.labels)
+        for one in members:
+            labels = dict(one.labels)
+            family.add_metric([labels[label] for label in spec.labels], one.value)
+        yield family
