@@ -39,6 +39,9 @@ class HangingProbe:
             self.release.wait()
         return CARD
 
+    def close(self) -> None:
+        self.release.set()
+
 
 def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout_s

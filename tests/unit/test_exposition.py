@@ -145,3 +145,29 @@ def test_every_series_is_in_the_metric_list_with_its_labels() -> None:
     for spec in METRICS:
         assert spec.name.startswith("vramtop_")
         assert spec.name.endswith("_total") == (spec.kind == "counter")
+
+
+def test_a_unified_amd_style_card_says_its_memory_kind_and_gtt() -> None:
+    from vramtop.core.model import GpuDevice, MemoryKind, Split, SplitMethod
+
+    device = GpuDevice(
+        1,
+        "Radeon",
+        16 * GIB,
+        15 * GIB,
+        GIB,
+        memory_kind=MemoryKind.UNIFIED,
+        gtt_total_bytes=32 * GIB,
+        gtt_used_bytes=3 * GIB,
+    )
+    split = Split(
+        16 * GIB, 12 * GIB, 3 * GIB, GIB, SplitMethod.PER_PROCESS, "", server_gtt_bytes=2 * GIB
+    )
+    sample = Sample(t=0.0, gpu=GpuReading(devices=(device,), source="sysfs"), split=split)
+    series = series_for(ExportState(version="1", sample=sample))
+    assert values(series, "vramtop_gpu_info") == {
+        (("gpu", "1"), ("name", "Radeon"), ("memory_kind", "unified")): 1.0
+    }
+    assert one(series, "vramtop_gpu_gtt_total_bytes") == 32 * GIB
+    assert one(series, "vramtop_gpu_gtt_used_bytes") == 3 * GIB
+    assert values(series, "vramtop_server_gtt_bytes") == {(("gpu", "1"),): 2 * GIB}

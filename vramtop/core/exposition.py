@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vramtop.core.budget import budget_bytes
 from vramtop.core.findings import KINDS, Finding
-from vramtop.core.headroom import budget_bytes
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.windows import SpillEvidence
@@ -46,8 +46,18 @@ def _g(name: str, help: str, *labels: str) -> MetricSpec:
 # The metric list (the README's table says the same, a test keeps them together).
 METRICS: tuple[MetricSpec, ...] = (
     _g("build_info", "vramtop's version (always 1).", "version"),
+    _g(
+        "gpu_info",
+        "1 per card: its name and memory kind (dedicated VRAM, or unified: the system's "
+        "memory shared with the CPU, whose numbers the memory metrics then are).",
+        "gpu",
+        "name",
+        "memory_kind",
+    ),
     _g("gpu_memory_total_bytes", "The card's memory.", "gpu"),
     _g("gpu_memory_used_bytes", "The card's memory in use, by everything.", "gpu"),
+    _g("gpu_gtt_total_bytes", "AMD: GTT, the system memory the card maps.", "gpu"),
+    _g("gpu_gtt_used_bytes", "AMD: GTT in use (where VRAM overflows).", "gpu"),
     _g(
         "server_memory_bytes",
         "vLLM's share of the card; `method` says how the split was obtained "
@@ -60,6 +70,11 @@ METRICS: tuple[MetricSpec, ...] = (
         "Everything else's share of the card: the desktop and other programs.",
         "gpu",
         "method",
+    ),
+    _g(
+        "server_gtt_bytes",
+        "AMD: vLLM's buffers in GTT (system memory): VRAM that overflowed.",
+        "gpu",
     ),
     _g("budget_bytes", "vLLM's budget: ceil(total x --gpu-memory-utilization).", "gpu"),
     _g(
@@ -162,22 +177,27 @@ def series_for(state: ExportState) -> list[Series]:
     return out
 
 
-def _add(out: list[Series], name: str, value: float | None, **labels: str) -> None:
+def _add(out: list[Series], metric: str, value: float | None, /, **labels: str) -> None:
     if value is not None and math.isfinite(value):
-        out.append(Series(name, float(value), tuple(labels.items())))
+        out.append(Series(metric, float(value), tuple(labels.items())))
 
 
 def _card(sample: Sample) -> list[Series]:
     out: list[Series] = []
     for device in sample.gpu.devices:
         gpu = str(device.index)
+        kind = device.memory_kind.value
+        _add(out, "vramtop_gpu_info", 1.0, gpu=gpu, name=device.name, memory_kind=kind)
         _add(out, "vramtop_gpu_memory_total_bytes", device.total_bytes, gpu=gpu)
         _add(out, "vramtop_gpu_memory_used_bytes", device.used_bytes, gpu=gpu)
+        _add(out, "vramtop_gpu_gtt_total_bytes", device.gtt_total_bytes, gpu=gpu)
+        _add(out, "vramtop_gpu_gtt_used_bytes", device.gtt_used_bytes, gpu=gpu)
     split = sample.split
     if split is not None and sample.gpu.devices:
         gpu, method = str(sample.gpu.devices[0].index), split.method.value
         _add(out, "vramtop_server_memory_bytes", split.server_bytes, gpu=gpu, method=method)
         _add(out, "vramtop_desktop_memory_bytes", split.desktop_bytes, gpu=gpu, method=method)
+        _add(out, "vramtop_server_gtt_bytes", split.server_gtt_bytes, gpu=gpu)
         _add(out, "vramtop_budget_bytes", split.budget_bytes, gpu=gpu)
         _add(out, "vramtop_desktop_headroom_bytes", split.headroom_bytes, gpu=gpu)
     return out
