@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from vramtop.cli import add_shared_options
+from vramtop.sim.card import CARDS
 
 EXIT_USAGE = 2
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -50,6 +51,12 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--print-dashboard", action="store_true", help="print the Grafana dashboard and exit"
+    )
+    parser.add_argument(
+        "--card",
+        choices=tuple(CARDS),
+        default=argparse.SUPPRESS,
+        help="with --demo: which machine to simulate (see vramtop --help)",
     )
     add_shared_options(parser, "demo", "wsl", "url", "profile")
 
