@@ -45,9 +45,15 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         assert backend.finished
         assert "ended at 200s" in text(app, ConsoleHeader)
         banner = text(app, FindingBanner)
-        assert "vram_contention" in banner
+        assert "The desktop is squeezing vLLM's memory" in banner
         assert "r restart now" not in banner and "b relaunch" not in banner
-        assert "timeline" in banner
+        assert "remedy: relaunch at 0.85" in banner and "timeline" in banner
+        # The clock stopped with the recording: no more ticks, no flat line added.
+        assert "end of the recording" in text(app, ConsoleHeader)
+        assert app._ticker._task is None  # the timer that asks for reads is stopped
+        plotted = tuple(app._generation)
+        await ticks(pilot, 3)  # the last frame again, three times
+        assert tuple(app._generation) == plotted
         # No log lines in this recording: the panel says so rather than staying blank.
         shown = app.query_one(ServerLog).query_one(TailLog).texts
         assert any("No server output" in line for line in shown)

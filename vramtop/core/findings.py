@@ -16,6 +16,19 @@ GPU_THROTTLING = "gpu_throttling"
 STARTUP_OUT_OF_MEMORY = "startup_out_of_memory"
 SERVER_CRASHED = "server_crashed"
 KINDS = (VRAM_CONTENTION, KV_PRESSURE, GPU_THROTTLING, STARTUP_OUT_OF_MEMORY, SERVER_CRASHED)
+# What each kind means, in words: the console's headline (the kind stays the id in JSON).
+HEADLINES = {
+    VRAM_CONTENTION: "The desktop is squeezing vLLM's memory",
+    KV_PRESSURE: "The KV cache is too small for this load",
+    GPU_THROTTLING: "The GPU is slowing its clocks down",
+    STARTUP_OUT_OF_MEMORY: "vLLM ran out of memory while starting",
+    SERVER_CRASHED: "vLLM went down without being asked to",
+}
+
+
+def headline(kind: str) -> str:
+    """The kind in words; an unknown kind (a newer recording) reads as its id."""
+    return HEADLINES.get(kind, kind.replace("_", " "))
 
 
 @dataclass(frozen=True)

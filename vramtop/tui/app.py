@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.command import CommandPalette
 from textual.containers import Container, Horizontal
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
@@ -29,15 +31,16 @@ from vramtop import locations
 from vramtop.backend import ActionResult, Backend
 from vramtop.config import Settings
 from vramtop.core import sample_facts
+from vramtop.core.findings import headline
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
-from vramtop.tui.commands import ConsoleCommands
+from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.format import field
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal
 from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog
+from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog, left_running
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from vramtop.tui.whatif import Machine
@@ -60,7 +63,7 @@ RESULT_SHOWN_S = 15.0
 # Below either, panels lose their sparklines and the log: still every number, no crash.
 COMPACT_WIDTH = 70
 COMPACT_HEIGHT = 22
-# Below this, the finding banner puts its evidence ladder on one line.
+# Below this, the finding banner's details put the evidence ladder on one line.
 SHORT_HEIGHT = 36
 # Once the console has started, what start-up built (modules, styles, widgets) is set aside
 # from the garbage collector (see `_set_aside_start_up`).
@@ -112,6 +115,14 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
         "starts, restarts, relaunches, findings",
     ),
     (
+        "details",
+        "d",
+        "toggle_details",
+        "Details",
+        "Show or hide the finding's details",
+        "the open finding's evidence ladder, or back to its one-line form",
+    ),
+    (
         "focus_log",
         "l",
         "focus_log",
@@ -146,6 +157,8 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
         "quit (asks whether to leave vLLM running)",
     ),
 ]
+# What the status line says once a launch succeeded (the header has its pid and ready time).
+LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
 KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
 FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log"}
 
@@ -199,6 +212,11 @@ class VramtopApp(App[int]):
         self._restart_armed = False
         self._theme_names: list[str] = []
         self._pending_flags: dict[str, Any] = {}
+        self._quitting = False
+        self._ended = False  # a replay reached the end of its file
+        self._banner_details = False  # the finding banner's ladder, shown on demand (d)
+        # Printed once the console has gone: where the server left running is, how to stop it.
+        self.farewell: str | None = None
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -228,7 +246,7 @@ class VramtopApp(App[int]):
             self.set_keymap(dict(self.settings.keys))
         self._render_header()
         self._reader()
-        self.set_interval(self.settings.interval_s, self.request_tick)
+        self._ticker = self.set_interval(self.settings.interval_s, self.request_tick)
         self.request_tick()
         self.set_timer(SETTLE_S, _set_aside_start_up)
         if getattr(self.backend, "autostart", False):
@@ -254,6 +272,11 @@ class VramtopApp(App[int]):
         }
         return {**{k: fallback[k] for k in VARIABLE_DEFAULTS}, **variables}
 
+    @property
+    def theme_names(self) -> tuple[str, ...]:
+        """vramtop's themes, in the order `t` cycles through them (the palette lists these)."""
+        return tuple(self._theme_names)
+
     def _install_themes(self) -> None:
         loaded = load_themes()
         for theme in loaded.themes:
@@ -262,7 +285,7 @@ class VramtopApp(App[int]):
         for notice in loaded.notices:
             self.notify(notice, title="Theme", severity="warning", timeout=8)
         wanted = self.settings.theme
-        if wanted in self.available_themes:
+        if wanted in self._theme_names:
             self.theme = wanted
         else:
             if DEFAULT_THEME in self.available_themes:
@@ -345,17 +368,28 @@ class VramtopApp(App[int]):
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
         sample = message.sample
-        previous_state = self.sample.info.state if self.sample and self.sample.info else None
+        previous = self.sample
+        previous_state = previous.info.state if previous and previous.info else None
         self.sample = sample
         self.findings = message.findings
         self.events = message.events
         self.headroom_inputs = message.headroom_inputs
         self.baseline = message.baseline
-        self._remember(sample)
+        if previous is None or sample.t != previous.t:
+            self._remember(sample)  # the same frame again (a replay's last) is no new history
+        if getattr(self.backend, "finished", False) and not self._ended:
+            self._end_of_recording(sample)
         self._render(sample, message.log_lines)
         state = sample.info.state if sample.info else None
         if state != previous_state:
             self.refresh_bindings()
+
+    def _end_of_recording(self, sample: Sample) -> None:
+        """A replay reached the end of its file: the clock stops and the last frame stays."""
+        self._ended = True
+        self._ticker.stop()
+        # (The header's first line says when it ended.)
+        self._say("end of the recording: the clock is stopped · q quits", news=False)
 
     def _remember(self, sample: Sample) -> None:
         rates = sample.rates
@@ -370,15 +404,22 @@ class VramtopApp(App[int]):
 
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
-        self._banner.show(
-            self.findings,
-            short=self.size.height < SHORT_HEIGHT,
-            can_act=bool(getattr(self.backend, "can_act", True)),
-        )
+        self._render_banner()
         self._vram.show(sample.gpu, sample.split, sample.info, sample.windows)
         self._kv.show(sample, tuple(self._kv_usage))
         self._throughput.show(sample, self.baseline, tuple(self._generation), tuple(self._prompt))
         self._server_log.show(log_lines, _log_notice(sample))
+
+    def _render_banner(self) -> None:
+        had = self._banner.has_class("-open")
+        self._banner.show(
+            self.findings,
+            details=self._banner_details,
+            short=self.size.height < SHORT_HEIGHT,
+            can_act=bool(getattr(self.backend, "can_act", True)),
+        )
+        if had != bool(self.findings):
+            self.refresh_bindings()  # d (details) is offered while a finding is open
 
     def _say(self, text: str | None, *, news: bool = True) -> None:
         """Set the status line; `news` (a result) fades after RESULT_SHOWN_S, progress stays."""
@@ -403,6 +444,8 @@ class VramtopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_call":
             return self.backend.demo  # False hides it: outside the demo there is no call
+        if action == "toggle_details":
+            return bool(self.findings)  # details of the open finding: hidden without one
         if action in ("restart", "relaunch", "start_stop"):
             if not getattr(self.backend, "can_act", True):
                 return False  # watching only (a URL, a recording): nothing to start or stop
@@ -508,6 +551,13 @@ class VramtopApp(App[int]):
     def action_timeline(self) -> None:
         self.push_screen(TimelineScreen(self.events))
 
+    def action_toggle_details(self) -> None:
+        self._banner_details = not self._banner_details
+        self._render_banner()
+
+    def on_finding_banner_toggled(self) -> None:
+        self.action_toggle_details()
+
     def action_focus_log(self) -> None:
         self.query_one("#server-log TailLog").focus()
 
@@ -557,14 +607,57 @@ class VramtopApp(App[int]):
         return rows
 
     def action_quit_console(self) -> None:
-        self.push_screen(QuitDialog(), self._quit_chosen)
+        if isinstance(self.screen, QuitDialog) or self._quitting:
+            return  # asked already (a second Ctrl+Q while the question is up)
+        if self._server_to_leave():
+            self.push_screen(QuitDialog(), self._quit_chosen)
+            return
+        # No choice to offer: nothing here that vramtop could stop. The demo's simulated
+        # machine goes with the console, since no server of it is left to keep it for.
+        self._quit(stop_server=self.backend.demo)
+
+    async def action_quit(self) -> None:
+        """Textual's own quit (Ctrl+Q, and "Quit" in the palette): the same question as q,
+        never an exit that leaves the server (or the simulated machine) unannounced."""
+        self.action_quit_console()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        # The palette lists the console's own "Quit vramtop"; Textual's "Quit" would say the
+        # same twice.
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
+
+    def search_themes(self) -> None:
+        """The palette's "Theme": vramtop's themes, the same list `t` cycles through."""
+        self.push_screen(
+            CommandPalette(providers=[ConsoleThemes], placeholder="Search for themes…")
+        )
+
+    def _server_to_leave(self) -> bool:
+        """Whether quitting has a choice: a server vramtop may stop is up (or its state is
+        not known yet, or an action is bringing one up)."""
+        if not getattr(self.backend, "can_act", True):
+            return False  # watching a URL or a recording: nothing of ours to stop
+        if self.sample is None or self.busy in ("start", "restart", "relaunch"):
+            return True
+        return self.state in (ServerState.STARTING, ServerState.RUNNING)
 
     def _quit_chosen(self, choice: QuitChoice | None) -> None:
         if choice is None:
             return
-        self._say("stopping vLLM, then quitting…" if choice == "stop" else "quitting…", news=False)
+        if choice == "leave":
+            self.farewell = left_running(
+                self.sample, demo=self.backend.demo, profile=self.backend.profile_name
+            )
+        self._quit(stop_server=choice == "stop")
+
+    def _quit(self, *, stop_server: bool) -> None:
+        self._quitting = True
+        stopping = stop_server and self.state in (ServerState.STARTING, ServerState.RUNNING)
+        self._say("stopping vLLM, then quitting…" if stopping else "quitting…", news=False)
         self._render_header()
-        self._close_worker(choice == "stop")
+        self._close_worker(stop_server)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="close")
     def _close_worker(self, stop_server: bool) -> None:
@@ -607,7 +700,10 @@ class VramtopApp(App[int]):
     def on_action_finished(self, message: ActionFinished) -> None:
         self.busy = None
         result = message.result
-        self._say(result.message)
+        done = LAUNCHED.get(message.action) if result.ok else None
+        # A launch's result ("ready in 3.2 s (pid 5369)") is what the header shows already:
+        # the status line says only that it is done.
+        self._say(done or result.message)
         if not result.ok:
             # The message names the cause; the server's own lines (a traceback, often) stay in
             # the log panel, where they are highlighted, rather than in a toast over the screen.
@@ -631,7 +727,7 @@ def _remedy_util(findings: list[Any]) -> tuple[float | None, str | None]:
     for finding in findings:
         util = field(field(finding, "remedy"), "gpu_memory_utilization")
         if util is not None:
-            return float(util), f"suggested by the {field(finding, 'kind')} finding"
+            return float(util), f"suggested for: {headline(str(field(finding, 'kind')))}"
     return None, None
 
 
@@ -646,6 +742,8 @@ def run_console(backend: Backend, settings: Settings | None = None) -> int:
     """Open the console on `backend`; returns the process exit code."""
     app = VramtopApp(backend, settings)
     result = app.run()
+    if app.farewell:
+        print(app.farewell)
     return result if isinstance(result, int) else 0
 
 

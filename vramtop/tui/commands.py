@@ -34,3 +34,25 @@ class ConsoleCommands(Provider):
                 yield Hit(
                     score, matcher.highlight(title), partial(app.run_action, action), help=help_text
                 )
+
+
+class ConsoleThemes(Provider):
+    """The palette's theme list: vramtop's themes (bundled and the user's own), the same
+    ones `t` cycles through. Textual's built-in themes lack vramtop's colour variables."""
+
+    def _names(self) -> list[str]:
+        return list(cast("VramtopApp", self.app).theme_names)
+
+    def _choose(self, name: str) -> None:
+        self.app.theme = name
+
+    async def discover(self) -> Hits:
+        for name in self._names():
+            yield DiscoveryHit(name, partial(self._choose, name))
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name in self._names():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), partial(self._choose, name))

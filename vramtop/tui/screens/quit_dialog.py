@@ -1,4 +1,8 @@
-"""Quit: leave vLLM running (the default: the agent keeps its model) or stop it."""
+"""Quit: leave vLLM running (the default: the agent keeps its model) or stop it.
+
+Asked only where there is a choice: a server vramtop may stop. Watching a URL or a
+recording, or with no server up, quitting just quits.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label
 
+from vramtop.core.model import Sample, ServerState
+
 QuitChoice = Literal["leave", "stop"]
+# A server in these states is there to be left running, or stopped.
+UP = (ServerState.STARTING, ServerState.RUNNING)
 
 
 class QuitDialog(ModalScreen[QuitChoice | None]):
@@ -43,3 +51,19 @@ class QuitDialog(ModalScreen[QuitChoice | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def left_running(sample: Sample | None, *, demo: bool, profile: str | None) -> str | None:
+    """What to print once the console has gone and left the server up: its pid, its URL and
+    how to stop it. None when no server was up."""
+    info = sample.info if sample else None
+    if info is None or info.pid is None or info.state not in UP:
+        return None
+    url = sample.server.url if sample and sample.server else None
+    where = f" at {url}" if url else ""
+    if demo:
+        stop = "vramtop stop --demo"
+    else:
+        name = info.profile or profile
+        stop = f"vramtop stop --profile {name}" if name else "vramtop stop"
+    return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"

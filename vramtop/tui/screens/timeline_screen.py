@@ -1,4 +1,7 @@
-"""The session's events: starts, restarts, relaunches, findings with their durations."""
+"""The session's events: starts, restarts, relaunches, findings with their durations.
+
+A row is one line, cut at the table's width; Enter on it shows the whole event.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,10 @@ from typing import Any, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import DataTable, Label, Static
 
 from vramtop.tui.format import duration, field
 
@@ -25,6 +29,10 @@ class TimelineScreen(ModalScreen[None]):
             if not self._events:
                 yield Label("No events yet in this session.")
             yield DataTable(cursor_type="row", zebra_stripes=True)
+            if self._events:
+                yield Label(
+                    Content.styled("enter shows the whole event · esc closes", "$text-muted")
+                )
 
     def on_mount(self) -> None:
         self.query_one("#timeline").border_title = "Event timeline"
@@ -34,8 +42,54 @@ class TimelineScreen(ModalScreen[None]):
             table.add_row(_at(field(event, "t")), str(field(event, "event", "?")), describe(event))
         table.focus()
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if 0 <= event.cursor_row < len(self._events):
+            self.app.push_screen(EventScreen(self._events[event.cursor_row]))
+
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class EventScreen(ModalScreen[None]):
+    """One event, whole: what the timeline row says, wrapped, and every field it carries."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "close", "Close")]
+
+    def __init__(self, event: Any) -> None:
+        super().__init__()
+        self._event = event
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="event", classes="dialog"):
+            yield Static(event_text(self._event))
+
+    def on_mount(self) -> None:
+        at = _at(field(self._event, "t"))
+        self.query_one("#event").border_title = f"{field(self._event, 'event', 'event')} at {at}"
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def event_text(event: Any) -> Content:
+    """The event's description, then each of its fields (a finding's ladder, one per line)."""
+    parts: list[str | tuple[str, str]] = [describe(event)]
+    detail = field(event, "detail") or {}
+    items = detail.items() if isinstance(detail, dict) else ()
+    for key, value in items:
+        if isinstance(value, dict):
+            for inner, text in value.items():
+                parts += ["\n", (f"{key} {inner}: ", "bold"), _words(text)]
+        else:
+            parts += ["\n", (f"{key}: ", "bold"), _words(value)]
+    return Content.assemble(*parts)
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "; ".join(str(v) for v in value)
+    return str(value)
 
 
 def _at(t: Any) -> str:

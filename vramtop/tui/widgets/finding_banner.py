@@ -1,14 +1,24 @@
-"""The banner across the top when a finding is open: what, why, and the keys that fix it."""
+"""The banner across the top when a finding is open: what, why, and the keys that fix it.
+
+Compact by default (the headline in words, one line of evidence, the remedy keys): it opens
+at the very moment the panels below it matter. `d` (or a click) opens the details: the
+finding's id, its evidence ladder and the remedy's reasoning.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from textual.content import Content
+from textual.events import Click
+from textual.message import Message
 from textual.widgets import Static
 
+from vramtop.core.findings import headline
 from vramtop.core.windows import SYSMEM_FALLBACK_ADVICE
 from vramtop.tui.format import field
+
+Part = str | tuple[str, str]
 
 
 class FindingBanner(Static):
@@ -22,8 +32,25 @@ class FindingBanner(Static):
     FindingBanner.-short { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def show(self, findings: list[Any], *, short: bool = False, can_act: bool = True) -> None:
-        """`short`: one line for the whole ladder (small terminals keep room for the panels).
+    class Toggled(Message):
+        """The banner was clicked: open or close its details."""
+
+    def on_click(self, event: Click) -> None:
+        event.stop()
+        self.post_message(self.Toggled())
+
+    def show(
+        self,
+        findings: list[Any],
+        *,
+        details: bool = False,
+        short: bool = False,
+        can_act: bool = True,
+    ) -> None:
+        """`details`: the evidence ladder and the finding's id too (else the compact form).
+
+        `short`: with details, one line for the whole ladder (small terminals keep room for
+        the panels).
 
         `can_act`: False when watching only (a recording, a URL): the remedy is said, but
         no key is offered for it, since r and b do nothing there.
@@ -33,8 +60,10 @@ class FindingBanner(Static):
                 self.remove_class("-open")
             return
         self.set_class(True, "-open")
-        self.set_class(short, "-short")
-        text = banner_text(findings[0], more=len(findings) - 1, short=short, can_act=can_act)
+        self.set_class(short or not details, "-short")
+        text = banner_text(
+            findings[0], more=len(findings) - 1, details=details, short=short, can_act=can_act
+        )
         if self._shown is None or not self._shown.is_same(text):
             # Only on change: an update lays the whole screen out again (the banner's height
             # follows its text), and a finding stays open for many ticks.
@@ -42,34 +71,69 @@ class FindingBanner(Static):
             self.update(text)
 
 
-def banner_text(finding: Any, more: int = 0, short: bool = False, can_act: bool = True) -> Content:
+def banner_text(
+    finding: Any,
+    more: int = 0,
+    details: bool = False,
+    short: bool = False,
+    can_act: bool = True,
+) -> Content:
     kind = str(field(finding, "kind", "finding"))
-    parts: list[str | tuple[str, str]] = [
-        (f"⚠ {kind}", "bold $error"),
-        f"  {field(finding, 'summary', '')}",
-    ]
+    parts: list[Part] = [(f"⚠ {headline(kind)}", "bold $error")]
+    note = confidence_note(finding)
+    if note:
+        parts.append((f"  ({note})", "bold"))
     if more:
         parts.append((f"  (+{more} more: e)", "$text-muted"))
-    ladder = field(finding, "ladder")
-    if ladder:
-        steps = [
-            (name, field(ladder, name))
-            for name in ("observed", "inferred", "hypothesis")
-            if field(ladder, name)
-        ]
-        if short:
-            parts.append("\n")
-            for index, (name, text) in enumerate(steps):
-                parts += [" → " if index else "", (f"{name}: ", "bold"), _sentences(text)]
-        else:
-            for name, text in steps:
-                parts += ["\n", (f"{name}: ", "bold"), _sentences(text)]
-    parts += ["\n", *remedy_keys(field(finding, "remedy"), can_act=can_act)]
+    parts += ["\n", str(field(finding, "summary", ""))]
+    if details:
+        parts += ["\n", ("finding: ", "bold"), kind]
+        severity = field(finding, "severity")
+        if severity:
+            parts.append(f" · {severity}")
+        parts += _ladder(field(finding, "ladder"), short)
+        why = field(field(finding, "remedy"), "why")
+        if why:
+            parts += ["\n", ("remedy: ", "bold"), str(why)]
+    parts += ["\n", *remedy_keys(field(finding, "remedy"), can_act=can_act, details=details)]
     evidence = field(finding, "evidence") or {}
-    if not short and field(evidence, "wsl_vm_shared_rise_bytes"):
+    if details and not short and field(evidence, "wsl_vm_shared_rise_bytes"):
         # A spill was observed on the Windows side: the driver setting that may prevent it.
         parts += ["\n", ("spill: ", "bold"), SYSMEM_FALLBACK_ADVICE]
     return Content.assemble(*parts)
+
+
+def confidence_note(finding: Any) -> str | None:
+    """How sure the finding is, when it says it is less than sure (e.g. raised before a
+    normal rate was learned): kept in the compact form, where the ladder is not shown."""
+    confidence = field(finding, "confidence")
+    if confidence is None or confidence == "high":
+        return None
+    if isinstance(confidence, str):
+        return f"{confidence} confidence"
+    level, why = field(confidence, "level"), field(confidence, "why")
+    if level in (None, "high") and not why:
+        return None
+    return "; ".join(str(p) for p in (f"{level} confidence" if level else None, why) if p)
+
+
+def _ladder(ladder: Any, short: bool) -> list[Part]:
+    if not ladder:
+        return []
+    steps = [
+        (name, field(ladder, name))
+        for name in ("observed", "inferred", "hypothesis")
+        if field(ladder, name)
+    ]
+    parts: list[Part] = []
+    if short:
+        parts.append("\n")
+        for index, (name, text) in enumerate(steps):
+            parts += [" → " if index else "", (f"{name}: ", "bold"), _sentences(text)]
+    else:
+        for name, text in steps:
+            parts += ["\n", (f"{name}: ", "bold"), _sentences(text)]
+    return parts
 
 
 def _sentences(text: Any) -> str:
@@ -79,18 +143,18 @@ def _sentences(text: Any) -> str:
     return str(text)
 
 
-def remedy_keys(remedy: Any, can_act: bool = True) -> list[str | tuple[str, str]]:
+def remedy_keys(remedy: Any, can_act: bool = True, details: bool = False) -> list[Part]:
     util = field(remedy, "gpu_memory_utilization")
-    why = field(remedy, "why")
-    keys: list[str | tuple[str, str]] = []
-    if why:
-        keys += [("remedy: ", "bold"), f"{why}\n"]
-    if not can_act:
-        return [*keys, ("e", "bold reverse"), " timeline"]
-    keys += [("r", "bold reverse"), " restart now"]
-    if util is not None:
-        keys += ["   ", ("b", "bold reverse"), f" relaunch at {float(util):.2f}"]
-    else:
-        keys += ["   ", ("b", "bold reverse"), " relaunch with another budget"]
-    keys += ["   ", ("e", "bold reverse"), " timeline"]
+    keys: list[Part] = []
+    if can_act:
+        keys += [("r", "bold reverse"), " restart now   "]
+        if util is not None:
+            keys += [("b", "bold reverse"), f" relaunch at {float(util):.2f}   "]
+        else:
+            keys += [("b", "bold reverse"), " relaunch with another budget   "]
+    elif util is not None:
+        # Nothing can be acted on here, but the fix is still worth saying.
+        keys.append(f"remedy: relaunch at {float(util):.2f}   ")
+    keys += [("d", "bold reverse"), " fewer details   " if details else " details   "]
+    keys += [("e", "bold reverse"), " timeline"]
     return keys

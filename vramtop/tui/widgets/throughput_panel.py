@@ -1,4 +1,11 @@
-"""Throughput: generation and prompt tokens/s against the session's healthy baseline."""
+"""Throughput: generation and prompt tokens/s against the normal rate.
+
+The normal rate is the one expected at the current concurrency (learned by the diagnosis).
+The generation figure shown is smoothed over a few seconds of generating: an agent's
+requests come with pauses between them, and a second in which one ended halfway would make
+the figure jump (29, 82, 31, …). Only the screen is smoothed; the diagnosis keeps its own
+unsmoothed inputs.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,10 @@ from vramtop.core.model import Rates, Sample
 from vramtop.tui.format import count, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
-# A collapse is a fall below this share of the healthy rate: colour the figure, nothing more
+# Seconds (samples) of generating that the figure shown averages over.
+SMOOTH_SAMPLES = 5
+
+# A collapse is a fall below this share of the normal rate: colour the figure, nothing more
 # (naming a collapse is the diagnosis engine's job).
 LOW_SHARE = 0.5
 
@@ -40,9 +50,9 @@ class ThroughputPanel(TextPanel):
             )
         self.set_rows(
             [
-                _rate_line("generation", rates.generation_tps, base_gen),
+                _rate_line("generation", shown_rate(rates.generation_tps, generation), base_gen),
                 Detail(_plot(generation, base_gen)),
-                # Prompt rates follow the agent's prompt sizes: there is no "healthy" prompt rate.
+                # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
                 _rate_line("prompt", rates.prompt_tps, None),
                 Detail(_plot(prompt, base_prompt)),
                 line,
@@ -58,11 +68,22 @@ def _rate_line(label: str, now: float | None, baseline: float | None) -> Content
     ]
     if label == "generation":
         # Learned while requests run, per server start (see core/baseline.py).
-        healthy = f"healthy {tps(baseline)}"  # "—" until learned
-        parts.append((f"  {healthy}", "$text-muted"))
+        normal = f"normal {tps(baseline)}"  # "—" until learned
+        parts.append((f"  {normal}", "$text-muted"))
     return Content.assemble(*parts)
 
 
+def shown_rate(now: float | None, history: tuple[float, ...]) -> float | None:
+    """The figure to show: the mean of the last few seconds that generated anything.
+
+    None (shown "—") when the rate is not known now; 0 once nothing was generated for
+    `SMOOTH_SAMPLES` seconds (idle, not a pause between two requests)."""
+    if now is None:
+        return None
+    generating = [v for v in history[-SMOOTH_SAMPLES:] if v > 0]
+    return sum(generating) / len(generating) if generating else now
+
+
 def _plot(data: tuple[float, ...], baseline: float | None) -> Spark:
-    # Fixed scale: a bit above the healthy rate, so a collapse reads as a fall, not as noise.
+    # Fixed scale: a bit above the normal rate, so a collapse reads as a fall, not as noise.
     return Spark(data, ceiling=max([*(data or (1.0,)), (baseline or 0.0) * 1.15, 1.0]))
