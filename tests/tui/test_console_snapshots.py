@@ -68,3 +68,17 @@ def test_collapse_banner(snap_compare, size: tuple[int, int]) -> None:  # type: 
         await ticks(pilot, 6)
 
     assert snap_compare(make_app(backend), terminal_size=size, run_before=collapse)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_collapse_banner_details(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    backend = FakeBackend()
+
+    async def collapse(pilot: Pilot[int]) -> None:
+        await _warm(pilot)
+        await pilot.press("v")
+        await ticks(pilot, 6)
+        await pilot.press("d")
+        await settle(pilot)
+
+    assert snap_compare(make_app(backend), terminal_size=size, run_before=collapse)

@@ -120,7 +120,7 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
         "toggle_details",
         "Details",
         "Show or hide the finding's details",
-        "the open finding's evidence ladder, or back to its one-line form",
+        "show or hide the open finding's evidence ladder",
     ),
     (
         "focus_log",
@@ -160,7 +160,8 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
 KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
-FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log"}
+# d (details) is offered by the banner itself, the only time it does anything.
+FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log", "details"}
 
 
 class VramtopApp(App[int]):
