@@ -1,5 +1,6 @@
-"""End to end: a real Prometheus scrapes `vramtop export --demo` every second, a simulated
-video call squeezes the card, and `VllmSilentCollapse` fires in Prometheus's HTTP API.
+"""End to end: a real Prometheus scrapes `vramtop export --demo --wsl` every second, a
+simulated video call squeezes the card, and `VllmSilentCollapse` and (the WSL VM's memory
+spilling into system memory) `VllmSpillToSharedMemory` fire in Prometheus's HTTP API.
 
 The rules are the bundled ones with their `for:` shortened to suit a test (the 30 s are
 covered by the promtool unit tests in rules_test.yml). Skipped, saying why, where Debian's
@@ -78,7 +79,7 @@ def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """`vramtop export --demo` on a free port; yields its host:port."""
     log = (tmp_path / "export.log").open("w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vramtop", "export", "--demo", "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "vramtop", "export", "--demo", "--wsl", "--listen", "127.0.0.1:0"],
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
@@ -155,7 +156,7 @@ def alert_states(base: str, name: str) -> list[str]:
 
 
 @pytest.mark.timeout(420)
-def test_a_simulated_call_fires_the_silent_collapse_alert_in_prometheus(
+def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
     prometheus: str, env: dict[str, str]
 ) -> None:
     from vramtop.supervisor.demo import demo_machine
@@ -171,8 +172,9 @@ def test_a_simulated_call_fires_the_silent_collapse_alert_in_prometheus(
     )
     assert float(normal[0]["value"][1]) > 0
     assert alert_states(prometheus, "VllmSilentCollapse") == []
+    assert alert_states(prometheus, "VllmSpillToSharedMemory") == []
 
-    demo_machine().set_call(True)
+    demo_machine(wsl=True).set_call(True)
 
     wait_for(
         "VllmSilentCollapse to fire",
@@ -189,6 +191,11 @@ def test_a_simulated_call_fires_the_silent_collapse_alert_in_prometheus(
     assert query(
         prometheus,
         "vramtop_desktop_memory_bytes > ignoring(method) vramtop_desktop_headroom_bytes",
+    )
+    wait_for(
+        "VllmSpillToSharedMemory to fire",
+        lambda: "firing" in alert_states(prometheus, "VllmSpillToSharedMemory"),
+        60,
     )
     suggested = query(
         prometheus,
