@@ -104,10 +104,14 @@ def test_it_serves_a_server_that_is_down_warns_beyond_loopback_and_stops_on_sigt
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
         assert 'vramtop_scrape_errors_total{source="server"}' in text
+        time.sleep(1.5)  # more failed samples: still said once
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
+    said = "".join(lines) + out
+    assert "for the server at http://127.0.0.1:9 (Ctrl+C to stop)" in said
+    assert said.count("the vLLM server at http://127.0.0.1:9 does not answer") == 1
     assert any(
         line.startswith("warning: the metrics are served on every network") for line in lines
     )

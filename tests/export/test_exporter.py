@@ -154,3 +154,28 @@ def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_s
     assert seen['vramtop_scrape_errors_total{source="server"}'] >= 2
     assert seen['vramtop_gpu_memory_total_bytes{gpu="0"}'] == 32 * GIB
     assert not any(re.match(r"vramtop_generation_", name) for name in seen)
+
+
+class FlakyServerBackend(RefusingBackend):
+    """The server answers, then not for two samples, then again."""
+
+    def tick(self) -> Sample:
+        from vramtop.core.model import ServerReading
+
+        self.ticks += 1
+        up = self.ticks not in (2, 3)
+        server = ServerReading("http://box:8000", reachable=up, error=None if up else "timeout")
+        return Sample(t=float(self.ticks), gpu=CARD, server=server)
+
+
+def test_a_failing_source_is_said_once_when_it_fails_and_once_when_it_answers_again() -> None:
+    said: list[str] = []
+    exporter = Exporter(FlakyServerBackend(), say=said.append)  # type: ignore[arg-type]
+    for _ in range(5):
+        exporter.sample_once()
+    assert said == [
+        "the vLLM server at http://box:8000 does not answer: timeout "
+        "(still serving; the metrics say so)",
+        "server answers again",
+    ]
+    assert exporter.state().errors == {"server": 2}

@@ -145,7 +145,7 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
 
     from vramtop.export.exporter import Exporter
 
-    exporter = Exporter(backend, interval_s=interval)
+    exporter = Exporter(backend, interval_s=interval, say=_say)
     try:
         httpd, _thread = start_http_server(port, addr=host, registry=exporter.registry())
     except OSError as exc:
@@ -157,13 +157,10 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     if getattr(backend, "autostart", False):
         threading.Thread(target=_start_server, args=(backend,), daemon=True).start()
-    exporter.start()
     shown = f"[{host}]" if ":" in host else host
-    print(
-        f"vramtop export: serving http://{shown}:{httpd.server_port}/metrics (Ctrl+C to stop)",
-        file=sys.stderr,
-        flush=True,
-    )
+    where = f"http://{shown}:{httpd.server_port}/metrics"
+    _say(f"serving {where} for {_watched(backend)} (Ctrl+C to stop)")
+    exporter.start()
     try:
         while not stop.wait(1.0):
             pass
@@ -176,11 +173,23 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
     return 0
 
 
+def _watched(backend: Any) -> str:
+    if getattr(backend, "demo", False):
+        return "the simulated machine"
+    url = backend.monitor.url
+    name = getattr(backend, "profile_name", None)
+    return f"the profile {name!r} at {url}" if name else f"the server at {url}"
+
+
+def _say(line: str) -> None:
+    print(f"vramtop export: {line}", file=sys.stderr, flush=True)
+
+
 def _start_server(backend: Any) -> None:
     """The simulated machine's server, started beside the sampling (as the console does)."""
     result = backend.start()
     if not result.ok:
-        print(f"vramtop export: {result.message}", file=sys.stderr, flush=True)
+        _say(result.message)
 
 
 def _usage(message: str) -> int:

@@ -38,15 +38,19 @@ class Sampled(Protocol):
     def healthy_baseline(self) -> Rates: ...
 
 
-def failed_sources(sample: Sample) -> list[str]:
-    """The sources that failed in this sample (`vramtop_scrape_errors_total`'s `source`)."""
-    failed = []
+def failed_sources(sample: Sample) -> dict[str, str]:
+    """The sources that failed in this sample (`vramtop_scrape_errors_total`'s `source`), each
+    with the reason in the user's words."""
+    failed = {}
     if sample.gpu.error is not None:
-        failed.append("gpu")
-    if sample.server is not None and (not sample.server.reachable or sample.server.stale):
-        failed.append("server")
-    if sample.windows is not None and not sample.windows.available:
-        failed.append("windows")
+        failed["gpu"] = f"the GPU cannot be read: {sample.gpu.error}"
+    server = sample.server
+    if server is not None and (not server.reachable or server.stale):
+        failed["server"] = (
+            f"the vLLM server at {server.url} does not answer: {server.error or 'no answer'}"
+        )
+    if sample.windows is not None and sample.windows.error is not None:
+        failed["windows"] = f"Windows' GPU counters cannot be read: {sample.windows.error}"
     return failed
 
 
@@ -61,6 +65,7 @@ class Exporter:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         version: str = __version__,
+        say: Callable[[str], None] = lambda line: None,
     ) -> None:
         self._backend = backend
         self._interval_s = interval_s
@@ -69,6 +74,8 @@ class Exporter:
         self._lock = threading.Lock()
         self._state = ExportState(version=version)
         self._errors: Counter[str] = Counter()
+        self._say = say
+        self._failing: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -107,8 +114,10 @@ class Exporter:
                 self._errors["sampler"] += 1
                 self._state = replace(self._state, errors=dict(self._errors))
             return
+        failed = failed_sources(sample)
+        self._tell_changes(failed)
         with self._lock:
-            self._errors.update(failed_sources(sample))
+            self._errors.update(failed.keys())
             self._state = replace(
                 self._state,
                 sample=sample,
@@ -120,6 +129,15 @@ class Exporter:
                 sampled_at=self._clock(),
                 sample_duration_s=self._monotonic() - began,
             )
+
+    def _tell_changes(self, failed: dict[str, str]) -> None:
+        """Say once when a source starts failing and once when it answers again (the counter
+        says how often; a line a second would drown the journal)."""
+        for source in sorted(failed.keys() - self._failing):
+            self._say(f"{failed[source]} (still serving; the metrics say so)")
+        for source in sorted(self._failing - failed.keys()):
+            self._say(f"{source} answers again")
+        self._failing = set(failed)
 
     # --- serving (the HTTP server's threads) ------------------------------------------------
     def state(self) -> ExportState:
