@@ -220,6 +220,12 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
     }
     remedy.update(_kv_cost(s, total, util_now, util))
     remedy.update(_action(remedy, s, util_now, peak, desktop.at_start))
+    if remedy["action"] == "relaunch" and "kv_pool_bytes_after" in remedy:
+        # The figures the relaunch dialog, the what-if and `calc` print for this budget.
+        pool = f"KV pool {remedy['kv_pool_bytes_after'] / GIB:.2f} GiB"
+        if "kv_cache_tokens_after" in remedy:
+            pool += f", {remedy['kv_cache_tokens_after']:,} tokens"
+        remedy["why"] += f"; {pool}"
     return remedy
 
 

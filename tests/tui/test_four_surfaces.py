@@ -1,0 +1,149 @@
+"""One machine state, four surfaces a person reads: the banner's remedy, the relaunch dialog,
+the what-if screen and `vramtop calc` print the same budget, desktop headroom and KV pool."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_app, settle, ticks
+from fake_backend import FakeBackend
+from test_console_app import text
+
+from vramtop.cli import main
+from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
+from vramtop.core.headroom import GIB, HeadroomInputs
+from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.model import Sample
+from vramtop.session.synthetic import Card, build, field_report
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.screens.headroom_screen import HeadroomScreen
+from vramtop.tui.widgets.finding_banner import banner_text
+
+POOL_BYTES = round(9.26 * GIB)  # what the log prints, to the byte: one state for all four
+TOKENS = 120_832
+
+
+class StateBackend(FakeBackend):
+    """Always shows one sample and the real diagnosis of the session that led to it."""
+
+    def __init__(self, sample: Sample, finding: Finding, inputs: HeadroomInputs) -> None:
+        super().__init__()
+        self._state = sample
+        self._finding = finding
+        self._inputs = inputs
+
+    def tick(self) -> Sample:
+        return self._state
+
+    def findings(self) -> list[Any]:
+        return [self._finding]
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        return self._inputs
+
+
+def machine_state() -> tuple[Sample, Finding, Diagnoser]:
+    """The field report's card at the height of a call: collapsed, the finding open."""
+    card = Card(wsl=False, kv_pool_bytes=POOL_BYTES, kv_tokens=TOKENS)
+    diagnoser = Diagnoser()
+    last: Sample | None = None
+    for item in build(card, field_report(call_at=120.0, restart_at=400.0)):
+        if isinstance(item, tuple):
+            diagnoser.feed_event(*item)
+        else:
+            diagnoser.feed_sample(item)
+            last = item
+        if item is not None and not isinstance(item, tuple) and item.t >= 200:
+            break
+    finding = next(f for f in diagnoser.open_findings() if f.kind == VRAM_CONTENTION)
+    assert last is not None
+    return last, finding, diagnoser
+
+
+def figures(words: str, budget: str, headroom: str, pool: str, tokens: str) -> dict[str, str]:
+    """The four figures as printed, read with one pattern each."""
+    found = {}
+    for name, pattern in (
+        ("budget", budget), ("headroom", headroom), ("pool", pool), ("tokens", tokens),
+    ):  # fmt: skip
+        match = re.search(pattern, words)
+        assert match, f"{name} not found in: {words}"
+        found[name] = match.group(1)
+    return found
+
+
+async def test_banner_dialog_what_if_and_calc_print_the_same_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sample, finding, diagnoser = machine_state()
+    inputs = live_headroom_inputs(sample, diagnoser.outside_budget_bytes)
+    assert inputs is not None
+    outside = inputs.outside_budget_bytes
+    assert outside is not None
+
+    banner = banner_text(finding).plain
+    from_banner = figures(
+        banner,
+        r"relaunch at (0\.\d\d)",
+        r"\((\d+\.\d\d) GiB\)",
+        r"KV pool (\d+\.\d\d) GiB",
+        r"KV pool \d+\.\d\d GiB, ([\d,]+) tokens",
+    )
+
+    app = make_app(StateBackend(sample, finding, inputs))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b")
+        assert isinstance(app.screen, BudgetDialog)
+        dialog_words = f"{app.screen.value_text} " + text(app, "#budget-prediction")
+        from_dialog = figures(
+            dialog_words,
+            r"^(0\.\d\d) ",
+            r"desktop headroom (\d+\.\d\d) GiB",
+            r"KV pool (\d+\.\d\d) GiB",
+            r"· ([\d,]+) tokens",
+        )
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("c")
+        assert isinstance(app.screen, HeadroomScreen)
+        table = text(app, "#headroom-table")
+
+        def proposed(label: str) -> str:
+            row = next(line for line in table.splitlines() if line.startswith(label))
+            return row[17:].split()[1]  # now, proposed, change
+
+        what_if = {
+            "budget": proposed("budget "),
+            "headroom": proposed("desktop headroom"),
+            "pool": proposed("KV pool GiB"),
+            "tokens": proposed("KV tokens"),
+        }
+
+    log = tmp_path / "startup.log"
+    log.write_text(
+        "INFO 11-14 08:59:01 [api_utils.py:286] non-default args: {'max_model_len': 163840, "
+        f"'gpu_memory_utilization': {sample.info.gpu_memory_utilization}}}\n"  # type: ignore[union-attr]
+        "INFO 11-14 09:00:08 [gpu_worker.py:310] Available KV cache memory: 9.26 GiB\n"
+        f"INFO 11-14 09:00:09 [kv_cache_utils.py:1230] GPU KV cache size: {TOKENS:,} tokens, "
+        "Maximum concurrency for 163,840 tokens per request: 0.74x\n"
+    )
+    total = sample.gpu.devices[0].total_bytes
+    code = main(
+        ["calc", "--total-gib", repr(total / GIB), "--util", from_banner["budget"],
+         "--from-log", str(log), "--outside-budget-gib", repr(outside / GIB), "--json"]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    row = json.loads(out)["rows"][0]
+    from_calc = {
+        "budget": f"{row['util']:.2f}",
+        "headroom": f"{row['desktop_headroom_gib']:.2f}",
+        "pool": f"{row['kv_cache_gib']:.2f}",
+        "tokens": f"{row['kv_cache_tokens']:,}",
+    }
+    assert from_banner == from_dialog == what_if == from_calc
