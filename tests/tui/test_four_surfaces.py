@@ -22,6 +22,8 @@ from vramtop.session.synthetic import Card, build, field_report
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.widgets.finding_banner import banner_text
+from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
+from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 POOL_BYTES = round(9.26 * GIB)  # what the log prints, to the byte: one state for all four
 TOKENS = 120_832
@@ -147,3 +149,47 @@ async def test_banner_dialog_what_if_and_calc_print_the_same_figures(
         "tokens": f"{row['kv_cache_tokens']:,}",
     }
     assert from_banner == from_dialog == what_if == from_calc
+
+
+def test_after_a_startup_out_of_memory_no_restart_is_offered() -> None:
+    line = (
+        "ValueError: Free memory on device cuda:0 (27.21/31.84 GiB) on startup is less than "
+        "desired GPU memory utilization (0.86, 27.38 GiB)."
+    )
+    diagnoser = Diagnoser()
+    diagnoser.feed_event(0.0, "start", {})
+    diagnoser.feed_event(5.0, "exit", {"returncode": 1, "last_lines": [line]})
+    (finding,) = diagnoser.open_findings()
+    words = banner_text(finding).plain
+    assert "restart now" not in words
+    util = float(re.search(r"relaunch at (0\.\d\d)", words).group(1))  # type: ignore[union-attr]
+    # The largest that fits what was free, with the start margin; never the one that failed.
+    assert util < 0.86 and round(util * 31.84, 2) <= 27.21 - 0.25
+
+
+async def test_a_dead_servers_figures_are_marked_stale() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        assert "stale" not in text(app, KvPoolPanel)
+        backend.crash()
+        await ticks(pilot, 1)
+        assert "303,555 tokens (stale)" in text(app, KvPoolPanel)
+        assert "server down" in text(app, VramSplitPanel)
+
+
+def test_the_budget_line_never_prints_one_budget_beside_anothers_bytes() -> None:
+    from vramtop.core.budget import budget_bytes
+    from vramtop.core.model import Split, SplitMethod
+    from vramtop.tui.widgets.vram_split_panel import _budget_line
+
+    total = round(31.84 * GIB)
+    split = Split(
+        total_bytes=total, server_bytes=0, desktop_bytes=GIB, free_bytes=total - GIB,
+        method=SplitMethod.DERIVED, detail="", budget_bytes=budget_bytes(total, 0.93),
+        headroom_bytes=None,
+    )  # fmt: skip
+    assert "0.93 × total = 29.6 GiB" in _budget_line(split, None, 0.93).plain
+    mixed = _budget_line(split, None, 0.86).plain
+    assert "0.86" not in mixed and "29.6 GiB" in mixed

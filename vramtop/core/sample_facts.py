@@ -8,6 +8,7 @@ from vramtop.core import vllm_args
 from vramtop.core.headroom import HeadroomError, Prediction, predict, util_for_kv_tokens
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
+from vramtop.core.snapshot import server_util
 
 
 def primary(s: Sample) -> GpuDevice | None:
@@ -28,10 +29,8 @@ def state(s: Sample) -> ServerState | None:
 
 
 def util(s: Sample) -> float | None:
-    m = metrics(s)
-    if m is not None and m.cache.gpu_memory_utilization is not None:
-        return m.cache.gpu_memory_utilization
-    return s.info.gpu_memory_utilization if s.info else None
+    """The server's budget: as vLLM reports it, else as launched (see `server_util`)."""
+    return server_util(s)
 
 
 def smallest_util_that_serves(s: Sample) -> float | None:

@@ -37,6 +37,8 @@ def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
         "remedy": {
             "action": "relaunch",
             "gpu_memory_utilization": util,
+            # The same budget would fail the same way: no restart is offered.
+            "restart_fails": True,
             "why": f"{util:.2f} is the largest budget that fits the free memory; or close "
             "what holds the card and start again",
         },

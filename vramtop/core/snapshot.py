@@ -45,8 +45,10 @@ def kv_pool(sample: Sample) -> dict[str, Any]:
 
 
 def server_util(sample: Sample) -> float | None:
-    """The server's --gpu-memory-utilization: as the server reports it, else as launched."""
-    metrics = sample.server.metrics if sample.server else None
+    """The server's --gpu-memory-utilization: as the server reports it, else as launched (a
+    dead server's last report is not the budget of the one that replaces it)."""
+    server = sample.server
+    metrics = server.metrics if server and not server.stale else None
     if metrics and metrics.cache.gpu_memory_utilization is not None:
         return metrics.cache.gpu_memory_utilization
     if sample.info and sample.info.gpu_memory_utilization is not None:

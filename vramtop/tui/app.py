@@ -406,7 +406,9 @@ class VramtopApp(App[int]):
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
         self._render_header()
         self._render_banner()
-        self._vram.show(sample.gpu, sample.split, sample.info, sample.windows)
+        self._vram.show(
+            sample.gpu, sample.split, sample.info, sample.windows, util=sample_facts.util(sample)
+        )
         self._kv.show(sample, tuple(self._kv_usage))
         self._throughput.show(sample, self.baseline, tuple(self._generation), tuple(self._prompt))
         self._server_log.show(log_lines, _log_notice(sample))

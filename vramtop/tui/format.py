@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vramtop.core.model import GIB
+from vramtop.core.model import GIB, Sample, ServerState
 
 
 def gib(value: int | float | None, digits: int = 1) -> str:
@@ -50,3 +50,15 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name, default)
     return getattr(obj, name, default)
+
+
+def server_gone(sample: Sample) -> str | None:
+    """Why the figures on screen are a previous server's (None: they are the live one's)."""
+    state = sample.info.state if sample.info else None
+    if state is ServerState.CRASHED:
+        return "the server is down"
+    if state is ServerState.STOPPED:
+        return "the server is stopped"
+    if sample.server is not None and sample.server.stale:
+        return "the server does not answer"
+    return None

@@ -147,7 +147,9 @@ def remedy_keys(remedy: Any, can_act: bool = True, details: bool = False) -> lis
     util = field(remedy, "gpu_memory_utilization")
     keys: list[Part] = []
     if can_act:
-        keys += [("r", "bold reverse"), " restart now   "]
+        if not field(remedy, "restart_fails"):
+            # After a start that failed for memory a restart at that budget fails again.
+            keys += [("r", "bold reverse"), " restart now   "]
         if util is not None:
             keys += [("b", "bold reverse"), f" relaunch at {float(util):.2f}   "]
         else:

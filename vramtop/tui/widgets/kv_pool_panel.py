@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramtop.core.model import GIB, Sample
-from vramtop.tui.format import count
+from vramtop.tui.format import count, server_gone
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
 
@@ -27,16 +27,20 @@ class KvPoolPanel(TextPanel):
         tokens = (cache.kv_cache_size_tokens if cache else None) or (
             startup.kv_cache_tokens if startup else None
         )
-        size = (
+        size: Content | str = (
             f"{pool_gib:.2f} GiB · {count(tokens)} tokens"
             if pool_gib is not None
             else "size not known yet (waiting for the startup log or /metrics)"
         )
+        gone = server_gone(sample)
+        if gone and pool_gib is not None:
+            # The dead server's pool: the next start sizes its own.
+            size = Content.assemble((f"{size} ", "$text-muted"), ("(stale)", "$warning"))
         usage: Content | str
         if metrics is None or metrics.kv_cache_usage is None:
             usage = _no_metrics(sample)
         else:
-            stale = " (stale)" if server and server.stale else ""
+            stale = " (stale)" if (server and server.stale) or gone else ""
             usage = f"usage {metrics.kv_cache_usage * 100:.1f} %{stale}"
         concurrency = (cache.kv_cache_max_concurrency if cache else None) or (
             startup.max_concurrency if startup else None

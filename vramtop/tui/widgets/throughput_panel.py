@@ -12,7 +12,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramtop.core.model import Rates, Sample
-from vramtop.tui.format import count, tps
+from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
 # Seconds (samples) of generating that the figure shown averages over.
@@ -48,6 +48,9 @@ class ThroughputPanel(TextPanel):
                 f"requests {count(metrics.requests_running)} running · "
                 f"{count(metrics.requests_waiting)} waiting"
             )
+            gone = server_gone(sample)
+            if gone:
+                line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         self.set_rows(
             [
                 _rate_line("generation", shown_rate(rates.generation_tps, generation), base_gen),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, Split, SplitMethod
+from vramtop.core.budget import budget_bytes
+from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel
@@ -28,7 +29,10 @@ class VramSplitPanel(TextPanel):
         split: Split | None,
         info: ServerInfo | None,
         windows: WindowsGpuReading | None = None,
+        util: float | None = None,
     ) -> None:
+        """`util`: the budget the split was made with (the sample's `server_util`); the
+        budget line prints that one beside the bytes it gives, never another server's."""
         rows: list[Row | Detail]
         unified = split is not None and split.memory_kind is MemoryKind.UNIFIED
         # One pool for the CPU and the GPU (DGX Spark): the panel says so where it is read first.
@@ -54,7 +58,7 @@ class VramSplitPanel(TextPanel):
             rows = [
                 VramBar(split),
                 figures,
-                _budget_line(split, info),
+                _budget_line(split, info, util),
                 Detail(_detail_line(gpu, split).stylize_before(MUTED)),
             ]
             if split.server_gtt_bytes is not None:
@@ -92,15 +96,20 @@ def _gtt_line(gpu: GpuReading, split: Split) -> Content:
     return Content.assemble(*parts)
 
 
-def _budget_line(split: Split, info: ServerInfo | None) -> Content:
+def _budget_line(split: Split, info: ServerInfo | None, util: float | None) -> Content:
     if split.budget_bytes is None:
         return Content("budget: not known (no --gpu-memory-utilization seen yet)")
-    util = info.gpu_memory_utilization if info else None
+    if util is not None and budget_bytes(split.total_bytes, util) != split.budget_bytes:
+        util = None  # made with another budget: print the bytes alone
     label = f"budget {util:.2f} × total = " if util is not None else "budget "
     parts: list[str | tuple[str, str]] = [
         ("▌ ", "$vram-budget"),
         f"{label}{gib(split.budget_bytes)} GiB",
     ]
+    state = info.state if info else None
+    if state in (ServerState.CRASHED, ServerState.STOPPED):
+        parts.append((" · server down", "$text-muted"))
+        return Content.assemble(*parts)
     if split.headroom_bytes is not None:
         parts.append(" · leaves the desktop ")
         tight = split.desktop_bytes is not None and split.desktop_bytes > split.headroom_bytes
