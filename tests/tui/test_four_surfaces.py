@@ -87,7 +87,7 @@ async def test_banner_dialog_what_if_and_calc_print_the_same_figures(
     outside = inputs.outside_budget_bytes
     assert outside is not None
 
-    banner = banner_text(finding).plain
+    banner = banner_text(finding, details=True).plain  # d: the remedy in words
     from_banner = figures(
         banner,
         r"relaunch at (0\.\d\d)",
