@@ -107,7 +107,8 @@ def test_it_serves_a_server_that_is_down_warns_beyond_loopback_and_stops_on_sigt
         time.sleep(1.5)  # more failed samples: still said once
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        out = proc.stdout.read()  # what the line reader buffered, and the rest
     assert proc.returncode == 0
     said = "".join(lines) + out
     assert "for the server at http://127.0.0.1:9 (Ctrl+C to stop)" in said
