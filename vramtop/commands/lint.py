@@ -25,7 +25,10 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("target", help="a profile name, or a launch script's path")
     parser.add_argument(
-        "--total-gib", type=float, help="the card's total memory (default: read from NVML)"
+        "--total-gib",
+        type=float,
+        help="the card's total memory (default: read from the GPU; on unified memory, the "
+        "shared pool)",
     )
 
 

@@ -92,7 +92,7 @@ def _gtt_line(gpu: GpuReading, split: Split) -> Content:
         (f"vLLM {gib(split.server_gtt_bytes)} GiB in system memory", "bold"),
     ]
     if card is not None:
-        parts.append(f"  (all processes {gib(card)} GiB)")
+        parts.append(f"  (GTT in use: {gib(card)} GiB)")
     return Content.assemble(*parts)
 
 
