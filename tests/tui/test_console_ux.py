@@ -6,7 +6,8 @@ from __future__ import annotations
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
 from test_console_app import start_a_call_and_let_it_collapse, text
-from textual.widgets import DataTable
+from textual import events
+from textual.widgets import DataTable, Input, Label
 
 from vramtop.core.model import ServerState
 from vramtop.tui.commands import ConsoleThemes
@@ -15,6 +16,7 @@ from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import banner_text
 from vramtop.tui.widgets.throughput_panel import SMOOTH_SAMPLES, shown_rate
+from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 
 async def test_ctrl_q_and_the_palettes_quit_ask_like_q() -> None:
@@ -159,3 +161,77 @@ def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None
     assert first == "⚠ The desktop is squeezing vLLM's memory  (low confidence)"
     sure = banner_text({**finding, "confidence": "high"}).plain.splitlines()[0]
     assert "confidence" not in sure
+
+
+NVML_MISSING = (
+    "NVML is not available (NVML Shared Library Not Found). Is the NVIDIA driver installed? "
+    "Try vramtop --demo to see the console without a GPU."
+)
+
+
+async def test_why_the_gpu_cannot_be_read_is_wrapped_not_cut() -> None:
+    backend = FakeBackend()
+    backend.nvml_error = NVML_MISSING
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        panel = app.query_one(VramSplitPanel)
+        lines = [line.plain for line in panel.lines]
+        assert all(len(line) <= panel.content_region.width for line in lines)
+        shown = " ".join(" ".join(lines).split())
+        assert f"GPU readings unavailable: {NVML_MISSING}" in shown
+        assert "nvidia-smi" in shown
+
+
+async def test_c_without_live_terms_says_why_for_the_state_it_is_in() -> None:
+    backend = FakeBackend()
+    backend.nvml_error = NVML_MISSING  # running, but the card's size is not known
+    app = make_app(backend)
+    app_inputs = backend.headroom_inputs
+    backend.headroom_inputs = lambda: None  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("c")
+        await pilot.pause()
+        label = app.screen.query_one("#headroom-none", Label)
+        said = str(label.render())
+        assert "Start the server" not in said  # it is running
+        assert "the GPU cannot be read" in said and "vramtop calc --total-gib" in said
+        dialog = app.screen.query_one("#headroom")
+        assert label.size.width <= dialog.content_region.width and label.size.height >= 2
+        await pilot.press("escape")
+        backend.state = ServerState.STOPPED
+        backend.headroom_inputs = app_inputs  # type: ignore[method-assign]
+        await ticks(pilot, 1)
+        await pilot.press("c")
+        await pilot.pause()
+        assert "Start the server (s)" in str(app.screen.query_one("#headroom-none").render())
+
+
+def keys(*pressed: str) -> list[events.Key]:
+    names = {".": "full_stop"}
+    return [
+        events.Key(k, None) if len(k) > 1 else events.Key(names.get(k, k), k) for k in pressed
+    ]
+
+
+async def test_the_budget_field_keeps_what_was_typed_fast() -> None:
+    # Backspaces and "0.93" arriving together (fast typing): the field's deleting keys used to
+    # run after the characters typed behind them, leaving it empty and "refused".
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b")
+        await pilot.pause()
+        field = app.screen.query_one("#budget-value", Input)
+        for key in keys("backspace", "backspace", "backspace", "backspace", "0", ".", "9", "1"):
+            app.post_message(key)
+        await settle(pilot)
+        assert field.value == "0.91"
+        assert "refused" not in text(app, "#budget-reason")
+        # A refused value stays as typed, with the reason beside it.
+        for key in keys("ctrl+u", "1", ".", "5"):
+            app.post_message(key)
+        await settle(pilot)
+        assert field.value == "1.5" and "refused" in text(app, "#budget-reason")
+

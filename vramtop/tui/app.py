@@ -38,7 +38,7 @@ from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.format import field
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.screens.budget_dialog import BudgetDialog
-from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal
+from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal, no_terms
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog, left_running
 from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -541,6 +541,7 @@ class VramtopApp(App[int]):
                 self.settings.min_desktop_headroom_gib,
                 launch_util=getattr(self.backend, "launch_budget", None),
                 suggested=(remedy_util, why or "") if remedy_util is not None else None,
+                no_terms_why=no_terms(self.sample),
             ),
             self._headroom_chosen,
         )

@@ -15,6 +15,7 @@ from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_bu
 from vramtop.core.headroom import HeadroomInputs, Prediction, predict
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, BudgetCheck, Machine, check_budget, step
+from vramtop.tui.widgets.typed_input import TypedInput
 
 
 class BudgetDialog(ModalScreen[float | None]):
@@ -54,7 +55,7 @@ class BudgetDialog(ModalScreen[float | None]):
                 else "--gpu-memory-utilization"
             )
             yield Static(Content.styled(why, "$text-muted"), id="budget-why")
-            yield Input(value=f"{self._suggested:.2f}", id="budget-value")
+            yield TypedInput(value=f"{self._suggested:.2f}", id="budget-value")
             yield Static(id="budget-prediction")
             yield Static(id="budget-fit")
             yield Static(id="budget-reason")

@@ -22,8 +22,10 @@ from vramtop.core.headroom import (
     largest_util_for_headroom,
     predict,
 )
+from vramtop.core.model import Sample, ServerState
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, step
+from vramtop.tui.widgets.typed_input import TypedInput
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         min_desktop_headroom_gib: float,
         launch_util: float | None = None,
         suggested: tuple[float, str] | None = None,
+        no_terms_why: str | None = None,
     ) -> None:
         """`launch_util`: the profile's own budget; `suggested`: an open finding's budget and
         where it comes from (the banner's figure, shown here unchanged)."""
@@ -69,23 +72,23 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         self._min_headroom_gib = min_desktop_headroom_gib
         self._launch = launch_util
         self._suggested = suggested
+        self._no_terms_why = no_terms_why  # why there are no live terms (see `no_terms`)
         # Opens on the suggestion when there is one: the figures the banner and `b` show.
         self.proposed = (suggested[0] if suggested else None) or current_util or 0.9
 
     def compose(self) -> ComposeResult:
         with Vertical(id="headroom", classes="dialog"):
             if self._inputs is None:
-                yield Label(
-                    "No live terms yet: the headroom calculator needs the running server's "
-                    "startup log (weights, pool). Start the server, or use `vramtop calc`."
-                )
+                yield Label(self._no_terms_why or no_terms(None), id="headroom-none")
                 return
             yield Static(id="headroom-table")
             with Horizontal(classes="fields"):
                 yield Label("max-model-len ")
-                yield Input(str(self._inputs.max_model_len), id="max-model-len", type="integer")
+                yield TypedInput(
+                    str(self._inputs.max_model_len), id="max-model-len", type="integer"
+                )
                 yield Label(" KV dtype ")
-                yield Input(self._inputs.kv_cache_dtype, id="kv-dtype")
+                yield TypedInput(self._inputs.kv_cache_dtype, id="kv-dtype")
             yield Static(id="headroom-peak")
             yield Static(
                 Content.styled(
@@ -246,3 +249,30 @@ def _table(now: Prediction | None, proposed: Prediction | str) -> Content:
 
 def _gib_fmt(value: int, signed: bool = False) -> str:
     return f"{value / GIB:+.2f}" if signed else f"{value / GIB:.2f}"
+
+
+def no_terms(sample: Sample | None) -> str:
+    """Why the calculator has no live terms, and what to do, for the state the console is in:
+    a running server is not told to start."""
+    info = sample.info if sample else None
+    running = info is not None and info.state in (ServerState.RUNNING, ServerState.STARTING)
+    server = sample.server if sample else None
+    if info is None and server is not None and server.reachable:
+        running = True  # watching a URL: it is up
+    head = "No live terms: the headroom calculator needs "
+    if not running:
+        return (
+            head + "a running server's startup log (weights, KV pool). Start the server "
+            "(s), or use `vramtop calc`."
+        )
+    if sample is not None and not sample.gpu.devices:
+        why = sample.gpu.error or "no GPU reading"
+        return (
+            head + f"the card's total memory, and the GPU cannot be read ({why}). "
+            "`vramtop calc --total-gib N` works from numbers you give it."
+        )
+    return (
+        head + "the server's KV pool, which it has not reported yet (it is still loading, "
+        "or its startup log and /metrics do not say). `vramtop calc` works from numbers "
+        "you give it."
+    )

@@ -20,6 +20,8 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input
 
+from vramtop.tui.widgets.typed_input import TypedInput
+
 MAX_LINES = 500
 NO_OUTPUT = "No server output yet."  # shown dim, as a placeholder, not as a line of output
 # What a failed start or a dying engine prints; worth a colour even in a long tail.
@@ -190,7 +192,7 @@ class ServerLog(Vertical):
         yield TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
         # Compact: one row with no border, so the typed text shows (a focused Input's tall
         # border would otherwise fill the single row and hide it).
-        yield Input(
+        yield TypedInput(
             placeholder="search the log (enter keeps it, esc clears)", id="log-search", compact=True
         )
 

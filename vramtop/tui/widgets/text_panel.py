@@ -34,7 +34,15 @@ class Drawn(Protocol):
     def draw(self, width: int) -> Content: ...
 
 
-Row = Content | str | Drawn
+@dataclass(frozen=True)
+class Wrapped:
+    """Text that takes as many lines as the panel's width needs (a message, such as why
+    the GPU cannot be read, that would otherwise be cut off)."""
+
+    text: Content
+
+
+Row = Content | str | Drawn | Wrapped
 
 
 @dataclass(frozen=True)
@@ -101,9 +109,10 @@ class TextPanel(Widget):
         compact = self.is_mounted and self.screen.has_class("-compact")
         width = self.content_region.width
         lines = tuple(
-            _draw(row.row if isinstance(row, Detail) else row, width)
+            line
             for row in self._rows
             if not (compact and isinstance(row, Detail))
+            for line in _draw(row.row if isinstance(row, Detail) else row, width)
         )
         before, self._lines = self._lines, lines
         if len(lines) != len(before):
@@ -162,9 +171,11 @@ class TextPanel(Widget):
         return Content("\n").join(self._lines)
 
 
-def _draw(row: Row, width: int) -> Content:
+def _draw(row: Row, width: int) -> list[Content]:
     if isinstance(row, Content):
-        return row
+        return [row]
     if isinstance(row, str):
-        return Content(row)
-    return row.draw(width)
+        return [Content(row)]
+    if isinstance(row, Wrapped):
+        return row.text.wrap(width) if width > 0 else [row.text]
+    return [row.draw(width)]

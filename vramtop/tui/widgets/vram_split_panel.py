@@ -8,7 +8,7 @@ from vramtop.core.budget import budget_bytes
 from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 from vramtop.tui.format import gib
-from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel
+from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel, Wrapped
 from vramtop.tui.widgets.vram_bar import VramBar
 
 TOP_PROCESSES = 3
@@ -41,8 +41,9 @@ class VramSplitPanel(TextPanel):
             reason = gpu.error or "no GPU reading yet"
             rows = [
                 VramBar(None),
-                Content.assemble(("GPU readings unavailable: ", "bold $error"), reason),
-                _what_to_do(gpu.source),
+                # Wrapped, not cut: the reason and what to do are the whole point here.
+                Wrapped(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason)),
+                Wrapped(Content(_what_to_do(gpu.source))),
                 Detail(""),
             ]
         else:
