@@ -210,9 +210,7 @@ async def test_c_without_live_terms_says_why_for_the_state_it_is_in() -> None:
 
 def keys(*pressed: str) -> list[events.Key]:
     names = {".": "full_stop"}
-    return [
-        events.Key(k, None) if len(k) > 1 else events.Key(names.get(k, k), k) for k in pressed
-    ]
+    return [events.Key(k, None) if len(k) > 1 else events.Key(names.get(k, k), k) for k in pressed]
 
 
 async def test_the_budget_field_keeps_what_was_typed_fast() -> None:
@@ -234,4 +232,3 @@ async def test_the_budget_field_keeps_what_was_typed_fast() -> None:
             app.post_message(key)
         await settle(pilot)
         assert field.value == "1.5" and "refused" in text(app, "#budget-reason")
-
