@@ -193,3 +193,61 @@ def test_the_budget_line_never_prints_one_budget_beside_anothers_bytes() -> None
     assert "0.93 × total = 29.6 GiB" in _budget_line(split, None, 0.93).plain
     mixed = _budget_line(split, None, 0.86).plain
     assert "0.86" not in mixed and "29.6 GiB" in mixed
+
+
+class CpuBackend(FakeBackend):
+    """A CPU server started without a budget: vLLM reports its default, 0.92."""
+
+    def tick(self) -> Sample:
+        from dataclasses import replace
+
+        from vramtop.core.model import StartupFacts
+
+        sample = super().tick()
+        assert sample.server is not None and sample.server.metrics is not None
+        metrics = sample.server.metrics
+        cache = replace(metrics.cache, gpu_memory_utilization=0.92)
+        server = replace(sample.server, metrics=replace(metrics, cache=cache))
+        info = replace(sample.info, gpu_memory_utilization=None) if sample.info else None
+        startup = replace(sample.startup or StartupFacts(), device_kind="CPU")
+        return replace(sample, server=server, info=info, startup=startup)
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        return None
+
+
+async def test_on_a_cpu_server_the_dialog_says_the_budget_does_not_size_the_pool() -> None:
+    app = make_app(CpuBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b")
+        assert isinstance(app.screen, BudgetDialog)
+        assert app.screen.value_text == "0.92"  # the budget vLLM reports, not a guess
+        words = text(app, "#budget-reason")
+        assert "VLLM_CPU_KVCACHE_SPACE" in words and "does not size the KV pool" in words
+        assert "fits now" not in text(app, "#budget-fit")
+
+
+async def test_a_budget_that_does_not_fit_now_needs_a_second_enter() -> None:
+    from textual.widgets import Input
+
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b")
+        dialog = app.screen
+        assert isinstance(dialog, BudgetDialog)
+        assert text(app, "#budget-fit").startswith("fits now: yes (needs ")
+        field = dialog.query_one("#budget-value", Input)
+        field.value = "0.97"
+        await pilot.pause()
+        assert text(app, "#budget-fit").startswith("fits now: no (needs 30.89 GiB, ")
+        assert "does not fit now" in text(app, "#budget-reason")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog and backend.calls == []  # not on the first Enter
+        assert "press enter again to relaunch anyway" in text(app, "#budget-reason")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert backend.calls == [("relaunch", 0.97)]

@@ -16,7 +16,7 @@ here read its `Prediction`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -259,6 +259,20 @@ def change_words(base: Prediction, new: Prediction) -> str:
 
 
 # --- the suggested budget --------------------------------------------------------------------
+
+
+def suggested_relaunch_budget(findings: Iterable[Any]) -> float | None:
+    """The budget the open findings suggest relaunching at (the first that names one), as the
+    banner's `b`, the relaunch dialog and the what-if offer it; None when none does."""
+    for finding in findings:
+        remedy = getattr(finding, "remedy", None)
+        if remedy is None and isinstance(finding, dict):
+            remedy = finding.get("remedy")
+        util = remedy.get("gpu_memory_utilization") if isinstance(remedy, dict) else None
+        if isinstance(util, int | float):
+            return float(util)
+    return None
+
 
 # While the desktop's share still grows, the suggestion leaves room for this much more of the
 # same growth: a video call's memory takes up to a minute to reach its peak.

@@ -1,0 +1,83 @@
+"""A remedy that starts: during a call whose memory grows for a minute, the budget the
+diagnosis suggests, taken while the call still grows, relaunches without an out-of-memory
+and gives back the normal decode rate once the call has peaked (real processes, the
+simulated machine's `long_call` scenario, simulated time run faster)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from test_sim_contention import Agent, rate
+
+from vramtop.backends import MachineBackend
+from vramtop.config import Profile
+from vramtop.core.budget import suggested_relaunch_budget
+from vramtop.monitor import Monitor
+from vramtop.sim.machine import SimMachine, free_port
+from vramtop.supervisor.demo import memory_released_check
+from vramtop.supervisor.service import Supervisor
+
+SPEED = 20.0  # the contention test's pace: `rate` reads simulated seconds at this speed
+
+
+def profile_for(machine: SimMachine) -> Profile:
+    port = free_port()
+    env = machine.server_env()
+    keep = ("VRAMTOP_SIM_SOCKET", "VRAMTOP_SIM_SPEED", "VRAMTOP_SIM_STARTUP_S")
+    return Profile(
+        name="grow",
+        argv=machine.server_argv(util=0.93, port=port),
+        env={k: env[k] for k in keep if k in env},
+        port=port,
+        stop_timeout_s=5,
+    )
+
+
+@pytest.mark.parametrize("moment", ["first offered", "half grown"])
+def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
+    tmp_path: Path, moment: str
+) -> None:
+    with SimMachine(tmp_path / "sim", scenario="long_call", speed=SPEED, startup_s=0.2) as machine:
+        profile = profile_for(machine)
+        supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+        assert supervisor.start().ok
+        # Samples stamped in simulated seconds, as the console's are in real ones.
+        monitor = Monitor(
+            probe=machine.probe(),
+            url=profile.url,
+            info=supervisor.status,
+            log_path=lambda: supervisor.log_path,
+            clock=lambda: time.monotonic() * SPEED,
+        )
+        backend = MachineBackend(monitor=monitor, supervisor=supervisor)
+        agent = Agent(profile.url)
+        try:
+            normal = rate(profile.url)
+            suggestion: float | None = None
+            deadline = time.monotonic() + 60
+            while suggestion is None and time.monotonic() < deadline:
+                backend.tick()
+                offered = suggested_relaunch_budget(backend.findings())
+                level = float(machine.state()["call_level"])
+                if offered is not None:
+                    assert level < 1.0, "the finding opened only once the call had peaked"
+                    if moment == "first offered" or level >= 0.5:
+                        suggestion = offered
+                time.sleep(1 / SPEED)
+            assert suggestion is not None, "no budget was suggested while the call grew"
+            agent.close()
+            result = backend.relaunch(gpu_memory_utilization=suggestion)
+            assert result.ok, result.message  # no out-of-memory at startup
+            while float(machine.state()["call_level"]) < 1.0:
+                time.sleep(0.05)
+            agent = Agent(profile.url)
+            time.sleep(0.5)
+            after = rate(profile.url)
+            assert after >= 0.8 * normal, (suggestion, normal, after)
+        finally:
+            agent.close()
+            supervisor.stop()
+            monitor.close()
+            backend.session.close()
