@@ -315,7 +315,7 @@ def test_a_silent_powershell_is_killed_and_started_again(
     make_source: Any, fake_env: dict[str, str]
 ) -> None:
     # One line, then nothing for 100 s: a CIM query that never returns.
-    source = make_source("normal", {"VRAMTOP_FAKE_PS_INTERVAL_S": "100"}, hang_after_s=0.3)
+    source = make_source("normal", {"VRAMTOP_FAKE_PS_INTERVAL_S": "100"}, hang_after_s=2.0)
     wait_for(source, lambda r: r.available)
     wait_for(source, lambda r: len(starts(fake_env)) >= 2)
     first = starts(fake_env)[0]
