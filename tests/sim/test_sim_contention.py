@@ -112,7 +112,9 @@ def test_call_at_093_collapses_until_restart(machine_factory: Any, server_factor
         r"([\d.]+)%, Prefix cache hit rate: [\d.]+%",
         s.text(),
     )
-    assert stats and max(float(kv) for _, _, kv in stats) < 5.0
+    # Low throughout (the report saw 1.7 %): nowhere near KV pressure. The one request grows
+    # the longer the call takes to build up, which a loaded machine stretches.
+    assert stats and max(float(kv) for _, _, kv in stats) < 10.0
 
     # Restart only the server: the same load is fast again.
     s.kill_group()
