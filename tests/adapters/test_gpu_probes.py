@@ -410,3 +410,33 @@ def test_the_setting_overrides_the_choice(r9700: tuple[Path, Path], meminfo: Pat
     assert not dedicated.read().available  # "nvml" never reads unified
     with pytest.raises(ValueError, match="unknown GPU probe"):
         choose_probe("cuda")
+
+
+def test_the_fd_index_finds_a_new_process_at_once_and_new_fds_on_refresh(
+    r9700: tuple[Path, Path],
+) -> None:
+    from vramtop.sources.amd import FdinfoIndex
+
+    _, proc = r9700
+    now = [0.0]
+    index = FdinfoIndex(proc, refresh_s=5.0, clock=lambda: now[0])
+    assert index.scan().by_pdev[PDEV][4242] == (27 * GIB, 3 * GIB)
+    # A restarted server: a new pid, found on the next tick.
+    new = proc / "5151"
+    (new / "fd").mkdir(parents=True)
+    (new / "fdinfo").mkdir()
+    (new / "fd" / "4").symlink_to("/dev/dri/renderD128")
+    (new / "fdinfo" / "4").write_text(fdinfo(40, 1024**2, 0))
+    now[0] = 1.0
+    assert index.scan().by_pdev[PDEV][5151] == (GIB, 0)
+    # A known process opening the card again: seen at the next full search, not before.
+    (proc / "1500" / "fd" / "10").symlink_to("/dev/dri/renderD128")
+    (proc / "1500" / "fdinfo" / "10").write_text(fdinfo(41, 1024**2, 0))
+    now[0] = 2.0
+    assert index.scan().by_pdev[PDEV][1500] == (3 * GIB, 512 * MIB)
+    now[0] = 6.0
+    assert index.scan().by_pdev[PDEV][1500] == (4 * GIB, 512 * MIB)
+    # The memory itself is read fresh every tick.
+    (proc / "4242" / "fdinfo" / "7").write_text(fdinfo(12, 7 * 1024**2, 2 * 1024**2))
+    now[0] = 7.0
+    assert index.scan().by_pdev[PDEV][4242] == (27 * GIB, 4 * GIB)

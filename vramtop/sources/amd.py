@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -103,34 +104,78 @@ def _pids(proc_root: Path) -> Iterator[int]:
             yield int(name)
 
 
-def scan_fdinfo(proc_root: Path = PROC_ROOT) -> FdinfoScan:
-    """Read the fdinfo of every fd open on /dev/dri in every process we may look at."""
-    scan = FdinfoScan()
-    seen: set[tuple[str, str]] = set()
-    for pid in _pids(proc_root):
-        fd_dir = proc_root / str(pid) / "fd"
+# Which fds of which process are open on /dev/dri changes rarely; finding them means listing
+# and reading the links of every fd of every process. Like amdgpu_top, the full search runs
+# every few seconds; a process not seen before is searched at once (a restarted server keeps
+# its share), and only the fdinfo of the fds found is read each tick.
+INDEX_REFRESH_S = 5.0
+
+
+class FdinfoIndex:
+    """The fds on /dev/dri of every process, searched in full every `refresh_s`."""
+
+    def __init__(
+        self,
+        proc_root: Path = PROC_ROOT,
+        refresh_s: float = INDEX_REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.proc_root = proc_root
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._fds: dict[int, list[str] | None] = {}  # None: not ours to read
+        self._searched_at: float | None = None
+
+    def _search(self, pid: int) -> list[str] | None:
+        fd_dir = self.proc_root / str(pid) / "fd"
         try:
             fds = os.listdir(fd_dir)
         except PermissionError:
-            scan.denied_pids += 1
-            continue
+            return None
         except OSError:
-            continue  # the process is gone
+            return []  # the process is gone
+        found = []
         for fd in fds:
             try:
-                if not os.readlink(fd_dir / fd).startswith("/dev/dri/"):
-                    continue
-                text = (proc_root / str(pid) / "fdinfo" / fd).read_text(errors="replace")
+                if os.readlink(fd_dir / fd).startswith("/dev/dri/"):
+                    found.append(fd)
             except OSError:
                 continue
-            client = parse_fdinfo(text)
-            if client is None or (client.pdev, client.client_id) in seen:
-                continue
-            seen.add((client.pdev, client.client_id))
-            per_pid = scan.by_pdev.setdefault(client.pdev, {})
-            vram, gtt = per_pid.get(pid, (0, 0))
-            per_pid[pid] = (vram + client.vram_bytes, gtt + client.gtt_bytes)
-    return scan
+        return found
+
+    def scan(self) -> FdinfoScan:
+        """Every amdgpu client's memory now, by card and pid (each client counted once)."""
+        now = self._clock()
+        full = self._searched_at is None or now - self._searched_at >= self.refresh_s
+        if full:
+            self._searched_at = now
+        pids = list(_pids(self.proc_root))
+        self._fds = {
+            pid: self._search(pid) if full or pid not in self._fds else self._fds[pid]
+            for pid in pids
+        }
+        scan = FdinfoScan(denied_pids=sum(fds is None for fds in self._fds.values()))
+        seen: set[tuple[str, str]] = set()
+        for pid, fds in self._fds.items():
+            for fd in fds or ():
+                try:
+                    path = self.proc_root / str(pid) / "fdinfo" / fd
+                    text = path.read_text(errors="replace")
+                except OSError:
+                    continue
+                client = parse_fdinfo(text)
+                if client is None or (client.pdev, client.client_id) in seen:
+                    continue
+                seen.add((client.pdev, client.client_id))
+                per_pid = scan.by_pdev.setdefault(client.pdev, {})
+                vram, gtt = per_pid.get(pid, (0, 0))
+                per_pid[pid] = (vram + client.vram_bytes, gtt + client.gtt_bytes)
+        return scan
+
+
+def scan_fdinfo(proc_root: Path = PROC_ROOT) -> FdinfoScan:
+    """Read the fdinfo of every fd open on /dev/dri in every process we may look at."""
+    return FdinfoIndex(proc_root).scan()
 
 
 def processes_from(per_pid: dict[int, tuple[int, int]]) -> tuple[ProcessMemory, ...]:
@@ -244,9 +289,9 @@ class AmdProbe:
         self._amdsmi = amdsmi
         self._use_amdsmi = use_amdsmi
         self._drm_root = drm_root
-        self._proc_root = proc_root
         self._lock = threading.Lock()
         self._amdsmi_ready = False
+        self._index = FdinfoIndex(proc_root)
         self.amdsmi_error: str | None = None  # why amdsmi is not used (for `vramtop doctor`)
         self.denied_pids = 0  # processes whose fdinfo was not readable at the last read
 
@@ -318,7 +363,7 @@ class AmdProbe:
             processes = self._amdsmi_processes(handle)
             if processes is None:
                 if scan is None:
-                    scan = scan_fdinfo(self._proc_root)
+                    scan = self._index.scan()
                     self.denied_pids = scan.denied_pids
                 bdf = self._call(partial(smi.amdsmi_get_gpu_device_bdf, handle), "")
                 processes = processes_from(scan.by_pdev.get(str(bdf), {}))
@@ -382,7 +427,7 @@ class AmdProbe:
                 source="sysfs",
                 error=f"No AMD GPU with the amdgpu driver under {self._drm_root}.",
             )
-        scan = scan_fdinfo(self._proc_root)
+        scan = self._index.scan()
         self.denied_pids = scan.denied_pids
         # The largest card first: vramtop watches the first device, and an APU's small
         # carve-out beside a discrete card is not where the server runs.
