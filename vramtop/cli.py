@@ -137,6 +137,12 @@ def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from vramtop.locations import home_problem
+
+    problem = home_problem()
+    if problem is not None:
+        print(f"vramtop: {problem}", file=sys.stderr)
+        return 2
     _log_to_file()
     try:
         if args.command:
@@ -153,11 +159,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:
         # A bug of ours: the traceback goes to the log file, the user gets one line.
+        from vramtop.core.secrets import mask_line
         from vramtop.locations import own_log_file
 
         logging.getLogger("vramtop").exception("unexpected error")
         print(
-            f"vramtop: unexpected error: {exc}. Details are in {own_log_file()}; please report it.",
+            f"vramtop: unexpected error: {mask_line(str(exc))}. Details are in "
+            f"{own_log_file()}; please report it.",
             file=sys.stderr,
         )
         return 1
@@ -167,23 +175,30 @@ def _module_for(command: str) -> str:
     return command.replace("-", "_") if command != "import" else "import_"
 
 
+class _MaskingFormatter(logging.Formatter):
+    """vramtop's own log never holds a key: every formatted record (traceback included) is
+    masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from vramtop.core.secrets import mask_line
+
+        return "\n".join(mask_line(line) for line in super().format(record).split("\n"))
+
+
 def _log_to_file() -> None:
     """Tracebacks and diagnostics go to vramtop's own log file, never to the screen."""
     import os
 
+    from vramtop import files
     from vramtop.locations import own_log_file
 
     try:
-        path = own_log_file()
-        # Created user-only before logging opens it (it would use the umask, often 0644):
-        # tracebacks can quote command lines and paths.
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-        os.chmod(path, 0o600)
-        logging.basicConfig(
-            filename=path,
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
+        # Opened user-only and never through a link (logging would follow one and use the
+        # umask): tracebacks can quote command lines and paths.
+        stream = os.fdopen(files.open_append(own_log_file()), "a", encoding="utf-8")
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(_MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=logging.INFO, handlers=[handler])
     except OSError:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     # One line per HTTP request at 1 Hz would drown the log that matters.

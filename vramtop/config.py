@@ -7,7 +7,6 @@ never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -18,7 +17,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from vramtop.core import vllm_args
+from vramtop import files
+from vramtop.core import secrets, vllm_args
 
 # Profile names become file names: keep them portable and free of path separators.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -56,7 +56,7 @@ class Profile(BaseModel):
     """vLLM's own command line, word by word, e.g. ["vllm", "serve", "MODEL", "--port", "8000"].
     Never run through a shell."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Environment variables set for the server (never the API key)."""
+    """Environment variables set for the server (vramtop never puts a key here itself)."""
     cwd: str | None = None
     """Working directory for the server (absent: vramtop's own)."""
     prelude: str | None = None
@@ -67,8 +67,12 @@ class Profile(BaseModel):
     port: int = 8000
     """The server's port (from `--port`)."""
     api_key_env: str | None = None
-    """The name of the environment variable holding the API key (never the key itself). vLLM
-    reads VLLM_API_KEY on its own."""
+    """The name of the environment variable holding the API key (never the key itself). The
+    server gets its value as VLLM_API_KEY, the only variable vLLM reads it from; starting is
+    refused while that variable is not set, rather than serving without a key."""
+    hf_token_env: str | None = None
+    """The name of the environment variable holding the Hugging Face token (never the token
+    itself); the server gets its value as HF_TOKEN."""
     stop_timeout_s: float = 15.0
     """Seconds to wait after SIGTERM before SIGKILL when stopping."""
     auto_restart: bool = False
@@ -246,14 +250,18 @@ def load_settings(path: Path | None = None) -> Settings:
         raise ConfigError(describe_validation_error(path, exc)) from None
 
 
-def profile_to_toml(profile: Profile) -> str:
-    """The profile as TOML (absent values left out: TOML has no null). Secrets masked."""
+def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
+    """The profile as TOML (absent values left out: TOML has no null).
+
+    As it is for its file: a key the person wrote into their own profile stays as written (a
+    save must never replace it with the mask). `shown`: for the screen, secrets masked."""
     data = profile.model_dump(mode="python", exclude_none=True)
+    if not shown:
+        return tomli_w.dumps(data)
     data["argv"] = profile.shown_argv()
+    data["env"] = secrets.mask_env(profile.env)
     for change in data.get("history", []):
         for key in ("old", "new"):
-            # History values are plain flag values; a key would only get here through a
-            # hand-edited --api-key, which is masked with the argv.
             if change["flag"] in vllm_args.SECRET_FLAGS and key in change:
                 change[key] = vllm_args.MASK
     return tomli_w.dumps(data)
@@ -265,17 +273,8 @@ def settings_to_toml(settings: Settings) -> str:
 
 def write_private(path: Path, text: str) -> None:
     """Write `text` atomically to a file only the user can read (mode 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.private_dir(path.parent)
+    files.write_atomic(path, text.encode("utf-8"))
 
 
 def save_profile_file(path: Path, profile: Profile) -> None:

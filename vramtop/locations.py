@@ -11,6 +11,8 @@ from pathlib import Path
 
 import platformdirs
 
+from vramtop import files
+
 APP = "vramtop"
 
 
@@ -21,9 +23,25 @@ def _home() -> Path | None:
 
 def _private_dir(path: Path) -> Path:
     """Create `path` readable only by the user (it may hold logs and state)."""
-    if not path.is_dir():  # asked every tick: one stat when it exists
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+    return files.private_dir(path)  # asked every tick: one stat when it exists
+
+
+def home_problem() -> str | None:
+    """Why vramtop must not use its directories (another user can write in them), or None.
+
+    `VRAMTOP_HOME` is checked as given; otherwise the config, state and log directories."""
+    home = _home()
+    if home is not None:
+        return files.open_problem(home)
+    for path in (
+        platformdirs.user_config_path(APP),
+        platformdirs.user_state_path(APP),
+        platformdirs.user_log_path(APP),
+    ):
+        problem = files.open_problem(path)
+        if problem is not None:
+            return problem
+    return None
 
 
 def config_dir() -> Path:

@@ -23,6 +23,7 @@ from vramtop.core.model import (
     StartupFacts,
     StatsLine,
 )
+from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import server_util
 from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
@@ -121,7 +122,8 @@ class Monitor:
             self._started_at = started_at
             self._startup = StartupParser()
             self._stats = None
-        for line in self._tail.read_new():
+        for raw in self._tail.read_new():
+            line = mask_line(raw)  # shown and recorded: never a key the server printed
             if is_poll_access_line(line):
                 continue  # our own scrapes, once a second: the log file keeps them
             self._lines.append(line)

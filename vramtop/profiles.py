@@ -69,5 +69,6 @@ def profile_from_launch(parsed: ParsedLaunch, name: str, source: str | None = No
         cwd=parsed.cwd,
         prelude=parsed.prelude_text,
         api_key_env=parsed.api_key_env,
+        hf_token_env=parsed.hf_token_env,
         source=source,
     )

@@ -128,7 +128,28 @@ def test_api_key_protects_v1_only(machine: Any, server_factory: Any) -> None:
     assert ok.status_code == 200
     assert httpx.get(s.url + "/health").status_code == 200
     assert httpx.get(s.url + "/metrics").status_code == 200
-    assert "sekrit" not in s.text()
+    # vLLM prints the keys given on its command line (a list) among its non-default args.
+    assert "non-default args: {" in s.text() and "'api_key': ['sekrit']" in s.text()
+
+
+def test_the_key_is_read_from_vllm_api_key_and_not_printed(
+    machine: Any, server_factory: Any
+) -> None:
+    """As vLLM: VLLM_API_KEY is the other place a key is read from (no other variable is)."""
+    s = server_factory(machine, 0.93, env={**machine.server_env(), "VLLM_API_KEY": "env-key-9"})
+    assert s.wait_ready()
+    assert httpx.get(s.url + "/v1/models").status_code == 401
+    ok = httpx.get(s.url + "/v1/models", headers={"Authorization": "Bearer env-key-9"})
+    assert ok.status_code == 200
+    assert "env-key-9" not in s.text() and "api_key" not in s.text()
+
+
+def test_a_budget_that_leaves_no_kv_block_is_refused(machine: Any, server_factory: Any) -> None:
+    """As vLLM: not one KV block fits, so the server does not start (no "0 tokens" ready)."""
+    s = server_factory(machine, 0.3)
+    assert s.proc.wait(timeout=60) != 0
+    assert "No available memory for the cache blocks" in s.text()
+    assert "Application startup complete" not in s.text()
 
 
 def test_unknown_flag_is_an_argparse_error(machine: Any) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from vramtop import config
 from vramtop.config import ConfigError, Profile, Settings
+from vramtop.core import vllm_args
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -27,14 +28,29 @@ def test_host_and_port_come_from_argv_and_url_uses_loopback() -> None:
     assert p.flag("--port") == "8001"
 
 
-def test_toml_round_trip_masks_the_key(tmp_path: Path) -> None:
-    p = _profile(env={"A": "1"}, prelude="source x", cwd="/srv")
+def test_a_save_keeps_the_persons_key_and_only_the_shown_toml_masks_it(tmp_path: Path) -> None:
+    """Masking is for display: a key written into one's own profile must survive a save (a
+    save that wrote `***` would make `***` the server's key after the next restart)."""
+    p = _profile(env={"A": "1", "OPENAI_API_KEY": "sk-env"}, prelude="source x", cwd="/srv")
     path = tmp_path / "p.toml"
     config.save_profile_file(path, p)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert "sk-x" not in path.read_text()
     back = config.load_profile_file(path)
-    assert back.env == {"A": "1"} and back.prelude == "source x" and back.port == 8001
+    assert back == p
+    assert back.flag("--api-key") == "sk-x"
+    shown = config.profile_to_toml(p, shown=True)
+    assert "sk-x" not in shown and "sk-env" not in shown
+    assert "***" in shown and 'A = "1"' in shown
+
+
+def test_a_relaunch_save_rewrites_only_the_budget(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    saved = _profile().relaunched({"--gpu-memory-utilization": "0.65"}, WHEN)
+    config.save_profile_file(path, saved)
+    back = config.load_profile_file(path)
+    assert back.flag("--api-key") == "sk-x"
+    assert back.flag("--gpu-memory-utilization") == "0.65"
+    assert vllm_args.remove_flag(back.argv, "--gpu-memory-utilization") == _profile().argv
 
 
 def test_relaunched_changes_flags_and_keeps_history() -> None:

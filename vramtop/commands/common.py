@@ -51,9 +51,11 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     return live_backend(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe), False
 
 
-def open_session_file(path: Path, backend: MachineBackend, first: Sample) -> SessionWriter:
+def open_session_file(
+    path: Path, backend: MachineBackend, first: Sample, *, replace: bool = False
+) -> SessionWriter:
     """A session file whose header describes `backend` as `first` saw it. OSError if the
-    file cannot be written."""
+    file cannot be written (`FileExistsError` if it exists and not `replace`)."""
     header = make_header(
         started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         gpus=first.gpu.devices,
@@ -61,4 +63,4 @@ def open_session_file(path: Path, backend: MachineBackend, first: Sample) -> Ses
         wsl=backend.wsl,
         extra={"demo": backend.demo},
     )
-    return SessionWriter(path, header)
+    return SessionWriter(path, header, replace=replace)

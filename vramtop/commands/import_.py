@@ -32,7 +32,7 @@ def add_parser(subparsers: Any) -> None:
 def read_script(path: Path) -> ParsedLaunch:
     """Read and parse a script; `ConfigError` (with the file name) when it cannot be used."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     try:
@@ -108,9 +108,19 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     elif parsed.api_key_env and parsed.api_key_env != "VLLM_API_KEY":
-        print(f"note: the API key will be read from ${parsed.api_key_env}", file=sys.stderr)
+        print(
+            f"note: the API key will be read from ${parsed.api_key_env} and handed to the "
+            "server as VLLM_API_KEY (the only variable vLLM reads it from)",
+            file=sys.stderr,
+        )
+    if parsed.hf_token_env and parsed.hf_token_env != "HF_TOKEN":
+        print(
+            f"note: the Hugging Face token will be read from ${parsed.hf_token_env} and handed "
+            "to the server as HF_TOKEN",
+            file=sys.stderr,
+        )
     if args.print:
-        sys.stdout.write(profile_to_toml(profile))
+        sys.stdout.write(profile_to_toml(profile, shown=True))
         return 0
     try:
         path = profiles.save_profile(profile, overwrite=args.force)

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from vramtop import files
 from vramtop.backends import MachineBackend
 from vramtop.commands.common import UsageError, backend_for, open_session_file
 from vramtop.core.model import GIB, Sample
@@ -62,7 +63,7 @@ def _session_file() -> Path:
     from vramtop.locations import log_dir
 
     folder = log_dir() / "sessions"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    files.private_dir(folder)
     return folder / f"{datetime.now().strftime('%Y%m%d-%H%M%S')}.jsonl"
 
 
@@ -70,6 +71,8 @@ def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     """Record the console's session to `path` (every tick, event and finding from now on)."""
     try:
         writer = open_session_file(path, backend, backend.tick())
+    except FileExistsError:
+        return f"cannot record to {path}: it already exists (nothing was replaced)"
     except OSError as exc:
         return f"cannot record to {path}: {exc}"
     backend.session.record_to(writer)

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
             for name in names:
                 print(f"{'*' if name == default else ' '} {name}")
         elif args.action == "show":
-            sys.stdout.write(config.profile_to_toml(profiles.load_profile(args.name)))
+            sys.stdout.write(config.profile_to_toml(profiles.load_profile(args.name), shown=True))
         else:
             profiles.set_default_profile(args.name)
             print(f"default profile: {args.name}")

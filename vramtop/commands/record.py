@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
     )
+    parser.add_argument(
+        "--force", action="store_true", help="replace FILE if it exists (default: refuse)"
+    )
     add_shared_options(parser, "demo", "wsl", "url", "profile")
 
 
@@ -88,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "wsl", False) and not getattr(args, "demo", False):
         print("vramtop record: --wsl only applies with --demo", file=sys.stderr)
         return EXIT_USAGE
+    if (args.file.exists() or args.file.is_symlink()) and not args.force:
+        print(
+            f"vramtop record: {args.file} already exists; nothing was recorded "
+            "(choose another name, or --force to replace it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         backend, owned = backend_for(args)
     except UsageError as exc:
@@ -101,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
         first = backend.tick()
         try:
-            writer = open_session_file(args.file, backend, first)
+            writer = open_session_file(args.file, backend, first, replace=args.force)
         except OSError as exc:
             print(f"vramtop record: cannot write {args.file}: {exc}", file=sys.stderr)
             return EXIT_USAGE

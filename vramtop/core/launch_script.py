@@ -20,8 +20,12 @@ Decisions (each is what the supervisor can reproduce faithfully):
   in its own session and writes its log itself. Other pipes, input redirects, here-documents,
   command substitution, functions, loops and conditionals around it are errors.
 - Inline assignments (`CUDA_VISIBLE_DEVICES=0 vllm serve …`, `env A=B vllm serve …`) → `env`.
-- The API key is never kept: `--api-key VALUE` is removed from the argv and
-  `api_key_env` names the variable to export (vLLM reads `VLLM_API_KEY` itself).
+- A secret is never kept: `--api-key VALUE` and `--hf-token VALUE` are removed from the argv,
+  and `api_key_env` / `hf_token_env` name the variable the key is taken from at launch
+  (`--api-key "$MY_KEY"` → `MY_KEY`; a written value → `VLLM_API_KEY` / `HF_TOKEN`, with a
+  note saying to export it). An exported or inline variable whose name says it holds a secret
+  (`VLLM_API_KEY=…`, `HF_TOKEN=…`, `*_KEY`, `*_TOKEN`) is not stored either: a note says
+  to export it in the shell instead.
 
 Tokenising is `shell_lex`, grouping into commands `shell_commands`, and the constructs a
 profile cannot hold `launch_checks`; this module decides what each command becomes.
@@ -33,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from vramtop.core import launch_checks as checks
-from vramtop.core import vllm_args
+from vramtop.core import secrets, vllm_args
 from vramtop.core.launch_problems import LaunchScriptError, Problem
 from vramtop.core.script_variables import ScriptVariables, Unresolved, Variable
 from vramtop.core.shell_commands import Command, split_commands
@@ -63,6 +67,8 @@ class ParsedLaunch:
     """The variable the API key should come from, when the script sets or passes one."""
     api_key_in_script: bool = False
     """The script writes a key value itself (on the command line or in an export)."""
+    hf_token_env: str | None = None
+    """The variable the Hugging Face token should come from, when the script sets one."""
     warnings: list[Problem] = field(default_factory=list)
 
     @property
@@ -75,7 +81,9 @@ def parse_launch_script(text: str, script_dir: str | None = None) -> ParsedLaunc
 
     `script_dir` (the script's directory) resolves `cd "$(dirname "$0")"`.
     """
-    text = text.replace("\r\n", "\n")  # scripts edited on Windows (WSL users)
+    # Scripts edited on Windows (WSL users): CRLF line ends, and a UTF-8 byte order mark that
+    # would otherwise glue itself to the first command.
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     try:
         tokens = tokenize(text)
     except ShellSyntaxError as exc:
@@ -98,6 +106,10 @@ def parse_launch_script(text: str, script_dir: str | None = None) -> ParsedLaunc
 # --- interpretation -----------------------------------------------------------------------
 
 _DECLARE = {"declare", "typeset", "readonly", "local"}
+HF_TOKEN_FLAG = "--hf-token"
+# The secret flags a script may pass, and the variable each is read from when its value is
+# written out in the script.
+_SECRET_ENV = {vllm_args.API_KEY: secrets.VLLM_API_KEY, HF_TOKEN_FLAG: secrets.HF_TOKEN}
 _SCRIPT_DIR = re.compile(r"""^\$\(\s*dirname\s+"?\$(0|\{0\}|\{BASH_SOURCE(\[0\])?\})"?\s*\)$""")
 
 
@@ -122,6 +134,7 @@ class _Interpreter:
         self.cwd: str | None = None
         self.warnings: list[Problem] = []
         self.api_key_literal = False
+        self.hf_token_env: str | None = None
 
     def finish(self) -> ParsedLaunch:
         """The vLLM command with everything the script set around it (no errors left)."""
@@ -132,7 +145,8 @@ class _Interpreter:
         result.cwd = self.cwd
         result.api_key_in_script = result.api_key_in_script or self.api_key_literal
         if self.api_key_literal and result.api_key_env is None:
-            result.api_key_env = "VLLM_API_KEY"
+            result.api_key_env = secrets.VLLM_API_KEY
+        result.hf_token_env = result.hf_token_env or self.hf_token_env
         result.warnings = sorted(self.warnings, key=lambda p: p.line or 0)
         return result
 
@@ -248,17 +262,25 @@ class _Interpreter:
             self.prelude.append(self.source_text(cmd))
 
     def _set_env(self, name: str, value: str, line: int) -> None:
-        if name == "VLLM_API_KEY":
-            self.api_key_literal = True
-            self.warnings.append(
-                Problem(
-                    line,
-                    "the API key is written in the script; vramtop does not store "
-                    "it: export VLLM_API_KEY in your shell instead",
-                )
-            )
+        """A variable for the server; one holding a secret is left to the user's shell."""
+        if not secrets.is_secret_name(name):
+            self.env[name] = value
             return
-        self.env[name] = value
+        if name == secrets.VLLM_API_KEY:
+            self.api_key_literal = True
+            what = "the API key"
+        elif name == secrets.HF_TOKEN:
+            self.hf_token_env = name
+            what = "the Hugging Face token"
+        else:
+            what = "a secret"
+        self.warnings.append(
+            Problem(
+                line,
+                f"{what} is written in the script ({name}); vramtop does not store it: "
+                f"export {name} in your shell before starting the server",
+            )
+        )
 
     def _cd(self, cmd: Command, args: list[Word]) -> None:
         if not args:
@@ -286,8 +308,8 @@ class _Interpreter:
             )
             return
         notes = self._unwrap(cmd, words, inline)
-        key = _ApiKey()
-        argv = self._vllm_argv(cmd, words, key, notes)
+        key, token = _ApiKey(), _ApiKey()
+        argv = self._vllm_argv(cmd, words, {vllm_args.API_KEY: key, HF_TOKEN_FLAG: token}, notes)
         if vllm_args.launch_form(argv) is None:
             self.errors.append(checks.unknown_launch(cmd.line, argv))
             return
@@ -298,9 +320,21 @@ class _Interpreter:
             if var.value is None:
                 self.errors.append(Problem(cmd.line, f"inline variable {name}: {var.unresolved}"))
             else:
-                self.env[name] = var.value
+                self._set_env(name, var.value, cmd.line)
+        if token.literal:
+            notes.append(
+                Problem(
+                    cmd.line,
+                    "the Hugging Face token is written in the script; vramtop does not store "
+                    f"it: export {secrets.HF_TOKEN} in your shell before starting the server",
+                )
+            )
         self.result = ParsedLaunch(
-            argv=argv, line=cmd.line, api_key_env=key.env, api_key_in_script=key.literal
+            argv=argv,
+            line=cmd.line,
+            api_key_env=key.env,
+            api_key_in_script=key.literal,
+            hf_token_env=token.env,
         )
         self.warnings.extend(notes)
 
@@ -320,19 +354,21 @@ class _Interpreter:
         return notes
 
     def _vllm_argv(
-        self, cmd: Command, words: list[Word], key: _ApiKey, notes: list[Problem]
+        self, cmd: Command, words: list[Word], keys: dict[str, _ApiKey], notes: list[Problem]
     ) -> list[str]:
-        """The words resolved, less `--api-key` (noted in `key`) and `$@`/`$*` (noted)."""
+        """The words resolved, less the secret flags (`--api-key`, `--hf-token`: noted in
+        `keys`) and `$@`/`$*` (noted)."""
         argv: list[str] = []
         skip_next = False
         for index, word in enumerate(words):
             if skip_next:
                 skip_next = False
                 continue
-            key_value = self._api_key_value(word, words[index + 1 : index + 2])
+            key_value = self._secret_value(word, words[index + 1 : index + 2])
             if key_value is not None:
-                value_word, skip_next = key_value
-                key.env, key.literal = self._api_key(value_word)
+                flag, value_word, skip_next = key_value
+                key = keys[flag]
+                key.env, key.literal = self._api_key(value_word, _SECRET_ENV[flag])
                 continue
             only = _only_segment(word)
             if isinstance(only, Var) and only.name in ("@", "*"):
@@ -351,20 +387,23 @@ class _Interpreter:
         return argv
 
     @staticmethod
-    def _api_key_value(word: Word, following: list[Word]) -> tuple[Word | None, bool] | None:
-        """For `--api-key V` / `--api-key=V`: (the value's word, whether it is the next word)."""
+    def _secret_value(word: Word, following: list[Word]) -> tuple[str, Word | None, bool] | None:
+        """For `--api-key V` / `--hf-token=V`: (the flag, the value's word, whether it is the
+        next word)."""
         first = word.segments[0] if word.segments else None
         if not isinstance(first, Lit) or first.quoted or not first.text.startswith("--"):
             return None
         flag, eq, rest = first.text.partition("=")
-        if vllm_args.canonical_flag(flag) != vllm_args.API_KEY:
+        flag = vllm_args.canonical_flag(flag)
+        if flag not in _SECRET_ENV:
             return None
         if eq:
-            return Word([Lit(rest, False), *word.segments[1:]], word.line, 0, 0), False
-        return (following[0], True) if following else (None, False)
+            return flag, Word([Lit(rest, False), *word.segments[1:]], word.line, 0, 0), False
+        return (flag, following[0], True) if following else (flag, None, False)
 
-    def _api_key(self, value_word: Word | None) -> tuple[str, bool]:
-        """Drop the key from the argv: (the variable to take it from, whether it was a value)."""
+    def _api_key(self, value_word: Word | None, default_env: str) -> tuple[str, bool]:
+        """Drop the secret from the argv: (the variable to take it from, whether it was a
+        value)."""
         if value_word is not None:
             segs = [s for s in value_word.segments if not (isinstance(s, Lit) and not s.text)]
             if len(segs) == 1 and isinstance(segs[0], Var):
@@ -372,7 +411,7 @@ class _Interpreter:
                 var = self.vars.get(name)
                 if var is None or var.value is None:
                     return name, False  # taken from the environment at launch: fine
-        return "VLLM_API_KEY", True
+        return default_env, True
 
 
 def _only_segment(word: Word) -> Segment | None:

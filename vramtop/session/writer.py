@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from vramtop import files
 from vramtop.core.diagnosis import Finding
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
+from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import process_fields
 from vramtop.core.windows import windows_sample_fields
 
@@ -154,11 +157,23 @@ def sample_line(sample: Sample) -> dict[str, Any]:
 
 
 def _masked(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """An event's detail with every secret masked: argv words, and any text (log lines,
+    messages) that carries a key."""
     out = dict(detail)
     for key in ("argv", "old_argv", "new_argv"):
         if isinstance(out.get(key), list | tuple):
             out[key] = mask_argv([str(w) for w in out[key]])
-    return out
+    return {key: _mask_text(value) for key, value in out.items()}
+
+
+def _mask_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_line(value)
+    if isinstance(value, list | tuple):
+        return [_mask_text(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _mask_text(v) for k, v in value.items()}
+    return value
 
 
 def _finite(value: Any) -> Any:
@@ -180,17 +195,22 @@ def _dumps(obj: Mapping[str, Any]) -> str:
 
 
 class SessionWriter:
-    """Appends one session to `path` (created or truncated). Use as a context manager."""
+    """Writes one session to `path`, a new file (0600, never through a link; an existing one
+    is refused unless `replace`). Use as a context manager."""
 
-    def __init__(self, path: str | Path, header: Mapping[str, Any]) -> None:
+    def __init__(
+        self, path: str | Path, header: Mapping[str, Any], *, replace: bool = False
+    ) -> None:
         self.path = Path(path)
         header = dict(header)
         header.setdefault("format", FORMAT)
         header.setdefault("version", VERSION)
         if isinstance(header.get("server"), Mapping) and "argv" in header["server"]:
             header["server"] = {**header["server"], "argv": mask_argv(header["server"]["argv"])}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        if not self.path.parent.is_dir():
+            files.private_dir(self.path.parent)
+        fd = files.create_new(self.path, replace=replace)
+        self._file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8")
         self._write(header)
 
     def _write(self, obj: Mapping[str, Any]) -> None:

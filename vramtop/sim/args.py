@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, help="YAML file of default flags")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", default=None)
+    # A list, as in vLLM: any of the keys is accepted.
+    p.add_argument("--api-key", nargs="+", default=None)
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     p.add_argument("--max-model-len", type=int, default=None)
@@ -92,8 +93,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def non_default(args: argparse.Namespace) -> dict[str, Any]:
-    """The `non-default args: {...}` dict vLLM prints at startup."""
+    """The `non-default args: {...}` dict vLLM prints at startup: with the keys given by
+    `--api-key` in it, in plain text, as vLLM prints them (a key taken from VLLM_API_KEY is
+    not an argument and is not printed)."""
     defaults = vars(build_parser().parse_args([]))
-    out = {k: v for k, v in vars(args).items() if k != "config" and defaults.get(k) != v}
-    out.pop("api_key", None)  # vLLM prints it; we keep secrets out of logs
-    return out
+    return {k: v for k, v in vars(args).items() if k != "config" and defaults.get(k) != v}
+
+
+def api_keys(args: argparse.Namespace, environ: dict[str, str]) -> frozenset[str]:
+    """The keys the server accepts: `--api-key`, else the VLLM_API_KEY environment variable
+    (the only two places vLLM reads one from); empty: no key asked for."""
+    if args.api_key:
+        return frozenset(args.api_key)
+    key = environ.get("VLLM_API_KEY")
+    return frozenset({key}) if key else frozenset()

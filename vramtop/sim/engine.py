@@ -146,6 +146,13 @@ class Engine:
         self.pause(0.15)
         self.alloc(plan.non_torch + plan.activation)
         self.summary(plan, free)
+        if plan.num_blocks <= 0:
+            # vLLM refuses to start when not one KV block fits in the budget.
+            return self.fail(
+                "ValueError",
+                "No available memory for the cache blocks. Try increasing "
+                "`gpu_memory_utilization` when initializing the engine.",
+            )
         self.alloc(plan.kv_bytes)
         vlog.info(
             PROC,

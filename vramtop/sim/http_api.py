@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 import uuid
@@ -23,7 +24,7 @@ class FakeVllmHttp(ThreadingHTTPServer):
     model: str
     served_names: list[str]
     max_model_len: int
-    api_key: str | None
+    api_keys: frozenset[str]
     cache_info: dict[str, Any]
     access_log: bool
     created: float
@@ -65,10 +66,11 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def authorized(self) -> bool:
-        key = self.server.api_key
-        if key is None or not self.path.startswith("/v1"):
+        keys = self.server.api_keys
+        if not keys or not self.path.startswith("/v1"):
             return True
-        if self.headers.get("Authorization", "") == f"Bearer {key}":
+        given = self.headers.get("Authorization", "")
+        if any(hmac.compare_digest(given, f"Bearer {key}") for key in keys):
             return True
         self.send_json(401, {"error": "Unauthorized"})
         return False

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 
+from vramtop import files
 from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.load import API_KEY_ENV
 from vramtop.sim.protocol import (
@@ -93,8 +94,8 @@ class SimMachine:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> SimMachine:
-        self.home.mkdir(parents=True, exist_ok=True)
-        log = open(self.home / "gpu.log", "ab")  # noqa: SIM115 (handed to the daemon)
+        files.private_dir(self.home)
+        log = os.fdopen(files.open_append(self.home / "gpu.log"), "ab")
         cmd = [
             sys.executable, "-m", "vramtop.sim.world",
             "--socket", str(self.socket_path),

@@ -188,7 +188,7 @@ class ApiServer:
         http.model = a.model
         http.served_names = self.served
         http.max_model_len = self.max_model_len
-        http.api_key = a.api_key
+        http.api_keys = vargs.api_keys(a, dict(os.environ))
         http.access_log = not a.disable_uvicorn_access_log
         http.created = time.time()
         http.cache_info = self.cache_info(plan)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from vramtop import locations
+from vramtop import files, locations
 from vramtop.config import Profile
 from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.machine import SimMachine, free_port
@@ -100,8 +100,7 @@ def demo_port(home: Path | None = None) -> int:
     with contextlib.suppress(OSError, ValueError):
         return int(path.read_text().strip())
     port = free_port()
-    path.write_text(f"{port}\n")
-    path.chmod(0o600)
+    files.write_atomic(path, f"{port}\n".encode())
     return port
 
 

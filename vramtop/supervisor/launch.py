@@ -18,6 +18,9 @@ from pathlib import Path
 
 import psutil
 
+from vramtop import files
+from vramtop.core import secrets
+
 LOG_ROTATE_BYTES = 64 * 1024 * 1024
 LOG_KEEP = 3
 
@@ -33,12 +36,42 @@ def build_env(
     extra: Mapping[str, str],
     base: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """os.environ + the profile's variables. The API key travels by inheritance: vramtop
-    never copies it into a file or an argv."""
+    """os.environ + the profile's variables + `extra` (the launch id, the handed secrets).
+    A key travels only in the environment: vramtop never copies it into a file or an argv."""
     env = dict(os.environ if base is None else base)
     env.update(profile_env or {})
     env.update(extra)
     return env
+
+
+class MissingSecret(Exception):
+    """The profile names a variable for the API key that is not set: starting would serve
+    without a key. `args`: the message and what to do."""
+
+
+def handed_secrets(
+    api_key_env: str | None, hf_token_env: str | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The secrets the server gets in its environment, under the names vLLM reads: the API
+    key as VLLM_API_KEY and the Hugging Face token as HF_TOKEN, whatever variable the profile
+    keeps them in. Never in argv, where `ps` shows them.
+
+    Raises `MissingSecret` when the API key's variable is unset or empty; a missing token is
+    left to the server (public models need none)."""
+    out: dict[str, str] = {}
+    if api_key_env:
+        key = environ.get(api_key_env)
+        if not key:
+            raise MissingSecret(
+                f"the profile takes the API key from ${api_key_env}, which is not set here; "
+                "nothing was started (it would have served without a key)",
+                f"export {api_key_env}=… in the shell that runs vramtop; the server gets it "
+                f"as {secrets.VLLM_API_KEY}",
+            )
+        out[secrets.VLLM_API_KEY] = key
+    if hf_token_env and environ.get(hf_token_env):
+        out[secrets.HF_TOKEN] = environ[hf_token_env]
+    return out
 
 
 def rotate_log(path: Path, max_bytes: int = LOG_ROTATE_BYTES, keep: int = LOG_KEEP) -> None:
@@ -57,7 +90,7 @@ def rotate_log(path: Path, max_bytes: int = LOG_ROTATE_BYTES, keep: int = LOG_KE
 
 def open_log(path: Path) -> int:
     """Append-only descriptor for the server's stdout and stderr, user-only."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    return files.open_append(path)
 
 
 def write_marker(path: Path, text: str) -> int:

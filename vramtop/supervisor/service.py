@@ -33,7 +33,7 @@ import psutil
 
 from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
-from vramtop.core import vllm_args
+from vramtop.core import secrets, vllm_args
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.supervisor import causes, launch, state, tree
 from vramtop.supervisor.readiness import LogReader, healthy, healthy_once, server_url, tail
@@ -173,6 +173,9 @@ class Supervisor:
             rec = self.record()
             overrides = dict(rec.flag_overrides) if rec is not None else {}
             command = self._command_for_restart() or self._profile_command(overrides)
+            refused = self._refuse_without_key(command[2])
+            if refused is not None:
+                return refused  # before the stop: the running server stays
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
@@ -224,6 +227,9 @@ class Supervisor:
                 overrides = {}  # the profile says it now
             if command is None:
                 command = self._profile_command(overrides)
+            refused = self._refuse_without_key(command[2])
+            if refused is not None:
+                return refused  # before the stop: the running server stays
             stopped = self._stop(report)
             if not stopped.ok:
                 return stopped
@@ -296,6 +302,10 @@ class Supervisor:
                 "stop that program, or give this profile another --port",
             )
         argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
+        try:
+            handed = {} if env_base is not None else self._handed_secrets()
+        except launch.MissingSecret as exc:
+            return ActionResult(False, *exc.args)
         log_file = self.log_path
         launch.rotate_log(log_file)
         shown = vllm_args.mask_secrets(argv)
@@ -321,7 +331,7 @@ class Supervisor:
         state.save(rec)
         env = launch.build_env(
             profile.env if env_base is None else None,
-            {tree.LAUNCH_ID_ENV: launch_id},
+            {tree.LAUNCH_ID_ENV: launch_id, **handed},
             base=env_base,
         )
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
@@ -344,6 +354,21 @@ class Supervisor:
         if not wait_ready:
             return ActionResult(True, f"started (pid {child.pid}); loading")
         return _Loading(rec)
+
+    def _handed_secrets(self) -> dict[str, str]:
+        return launch.handed_secrets(
+            self.profile.api_key_env, self.profile.hf_token_env, os.environ
+        )
+
+    def _refuse_without_key(self, env_base: dict[str, str] | None) -> ActionResult | None:
+        """A profile launch whose API key variable is unset: refused (None: go ahead)."""
+        if env_base is not None:
+            return None  # an adopted server's own environment, key included
+        try:
+            self._handed_secrets()
+        except launch.MissingSecret as exc:
+            return ActionResult(False, *exc.args)
+        return None
 
     def _wait_ready(
         self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
@@ -614,10 +639,11 @@ class Supervisor:
             rec.returncode = self._child.poll()
         if lines is None:
             lines = tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
-        rec.last_lines = vllm_args.mask_secrets(lines[-LAST_LINES:])
+        # The server's own log file keeps what it printed; what vramtop records is masked.
+        rec.last_lines = secrets.mask_lines(lines[-LAST_LINES:])
         cause = causes.find_cause(lines)
         if cause is not None:
-            rec.last_error, rec.error_kind = cause.message, cause.kind
+            rec.last_error, rec.error_kind = secrets.mask_line(cause.message), cause.kind
             rec.largest_fitting_budget = cause.largest_fitting_budget
         else:
             code = f" with code {rec.returncode}" if rec.returncode is not None else ""

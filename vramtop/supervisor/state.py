@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from vramtop import locations
+from vramtop import files, locations
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +162,8 @@ def _copy(record: ServerRecord) -> ServerRecord:
 def save(record: ServerRecord) -> None:
     """Write atomically, readable only by the user."""
     record.updated_at = time.time()
-    path = state_path(record.profile)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(asdict(record), fh, indent=1)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    text = json.dumps(asdict(record), indent=1)
+    files.write_atomic(state_path(record.profile), text.encode(), fsync=True)
 
 
 class Busy(Exception):
@@ -180,7 +174,7 @@ class Busy(Exception):
 def locked(profile: str, timeout_s: float = 120.0) -> Iterator[None]:
     """Hold the profile's lock. The descriptor is not inherited by the server (O_CLOEXEC),
     otherwise the lock would live as long as the server does."""
-    fd = os.open(lock_path(profile), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = files.open_private(lock_path(profile), os.O_RDWR | os.O_CREAT)
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -1,0 +1,82 @@
+"""Secrets: which names hold one, and masking them in any line vramtop shows, stores or records.
+
+Masking is for display and records only: a profile the person wrote is saved as they wrote
+it. A key vramtop reads from somewhere else (a script it imports, a server's log) is never
+written by vramtop in plaintext anywhere.
+
+What counts as a secret in a line of text:
+- the values of vLLM's secret flags: `--api-key KEY`, `--api-key=KEY`, `--hf-token …`;
+- a value given to a name that ends in `key`, `token`, `secret` or `password` (`api_key`,
+  `VLLM_API_KEY`, `hf_token`, `HF_TOKEN`…) in the forms logs and reprs use:
+  `NAME=value`, `NAME: value`, `'name': 'value'`, `'name': ['v1', 'v2']`, `"name": "value"`;
+- `Bearer TOKEN` (an Authorization header);
+- the password of a URL (`http://user:PASSWORD@host`).
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+
+# The variables vLLM and Hugging Face read their secrets from.
+VLLM_API_KEY = "VLLM_API_KEY"
+HF_TOKEN = "HF_TOKEN"
+
+_SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable or field called `name` holds a secret (`VLLM_API_KEY`, `hf_token`)."""
+    upper = name.upper().lstrip("-").replace("-", "_")
+    return any(upper == s or upper.endswith("_" + s) for s in _SECRET_SUFFIXES) or upper in (
+        "APIKEY",
+        "AUTHORIZATION",
+    )
+
+
+# A name whose last part (after `_` or `-`) is a secret word: `api_key`, `HF_TOKEN`, `apikey`.
+_NAME = r"(?:[A-Za-z0-9]+[_-])*(?:apikey|key|token|secret|password|passwd)"
+_START = r"(?<![A-Za-z0-9_-])"
+# `--api-key VALUE`, `--api-key=VALUE`, `--hf-token VALUE` (any secret-named flag).
+_FLAG = re.compile(rf"(?i)(?<![\w-])(--{_NAME})(=|\s+)(?!-)([^\s'\",\]]+)")
+# `'api_key': ['a', 'b']` (a repr of a list of keys: vLLM's "non-default args").
+_LIST = re.compile(rf"(?i)(['\"]?{_START}{_NAME}['\"]?\s*[:=]\s*)\[([^\]]*)\]")
+# `'api_key': 'VALUE'`, `"api_key": "VALUE"`, `api_key='VALUE'`.
+_QUOTED = re.compile(rf"(?i)(['\"]?{_START}{_NAME}['\"]?\s*[:=]\s*)(['\"])(.*?)\2")
+# `VLLM_API_KEY=VALUE`, `token: VALUE` (unquoted, up to white space or a delimiter).
+_BARE = re.compile(rf"(?i)({_START}{_NAME}\s*[:=]\s*)(?![\['\"*]|None\b|null\b)([^\s,;'\"\]\}})]+)")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)([^\s'\",]+)")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
+_LIST_ITEM = re.compile(r"(['\"])(.*?)\1")
+
+
+def mask_line(text: str) -> str:
+    """`text` with every secret it carries replaced by `***` (see the module's docstring)."""
+    if not text:
+        return text
+    text = _URL_PASSWORD.sub(rf"\1{MASK}\3", text)
+    text = _FLAG.sub(rf"\1\2{MASK}", text)
+    text = _LIST.sub(_mask_list, text)
+    text = _QUOTED.sub(rf"\1\2{MASK}\2", text)
+    text = _BARE.sub(rf"\1{MASK}", text)
+    return _BEARER.sub(rf"\1{MASK}", text)
+
+
+def _mask_list(match: re.Match[str]) -> str:
+    items = _LIST_ITEM.sub(rf"\1{MASK}\1", match.group(2))
+    return f"{match.group(1)}[{items}]"
+
+
+def mask_lines(lines: list[str]) -> list[str]:
+    return [mask_line(line) for line in lines]
+
+
+def mask_url(url: str) -> str:
+    """A URL with its password (`user:PASSWORD@`) replaced, for messages."""
+    return _URL_PASSWORD.sub(rf"\1{MASK}\3", url)
+
+
+def mask_env(env: dict[str, str]) -> dict[str, str]:
+    """Environment variables for display: secret-named ones shown as `***`."""
+    return {name: MASK if is_secret_name(name) else value for name, value in env.items()}
