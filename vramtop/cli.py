@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vramtop import __version__
+from vramtop.commands.argtypes import finite_float, server_url
 from vramtop.sim.card import CARDS
 
 # Subcommand modules, in the order `--help` lists them.
@@ -88,12 +89,13 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument(
         "--url",
+        type=server_url,
         help="the vLLM server to watch (default: the profile's, else http://127.0.0.1:8000)",
     )
     parser.add_argument("--profile", help="the profile to use (default: the default profile)")
     parser.add_argument(
         "--interval",
-        type=float,
+        type=finite_float,
         default=None,
         help="seconds between samples (default 1.0)",
     )
@@ -127,7 +129,7 @@ def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
         "wsl": (("--wsl",), {"action": "store_true", "help": "with --demo: the WSL2 way"}),
         "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
         "profile": (("--profile",), {"help": "the profile to use"}),
-        "url": (("--url",), {"help": "the vLLM server's base URL"}),
+        "url": (("--url",), {"help": "the vLLM server's base URL", "type": server_url}),
     }
     for name in names or tuple(known):
         flags, kwargs = known[name]
@@ -199,7 +201,9 @@ def _log_to_file() -> None:
         handler = logging.StreamHandler(stream)
         handler.setFormatter(_MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.INFO, handlers=[handler])
-    except OSError:
+    except OSError as exc:
+        if isinstance(exc, files.UnsafeFile):
+            print(f"vramtop: not writing its own log: {exc}", file=sys.stderr)
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     # One line per HTTP request at 1 Hz would drown the log that matters.
     logging.getLogger("httpx").setLevel(logging.WARNING)

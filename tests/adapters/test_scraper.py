@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from vramtop.core.model import ServerReading
-from vramtop.sources.scraper import _HEALTH_EVERY_READS, Scraper
+from vramtop.sources.scraper import _HEALTH_EVERY_READS, MAX_BODY_BYTES, Scraper
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CANDIDATES = (
@@ -299,13 +299,32 @@ def test_dead_engine_is_unhealthy(server: FakeVllm) -> None:
     assert reading.error is not None and "503" in reading.error
 
 
-def test_a_garbage_metrics_page_is_a_reading_not_an_error(server: FakeVllm) -> None:
+def test_a_page_with_no_vllm_metric_is_not_a_vllm_server(server: FakeVllm) -> None:
+    """An HTML page or garbage at /metrics (another program on the port) is a reading with
+    the reason, never "healthy"."""
     server.metrics = "<html>oops{{{\n\x00\xff"
     scraper = Scraper(server.url)
     reading = scraper.read_sync()
     scraper.close()
-    assert reading.reachable and reading.metrics is not None
-    assert reading.metrics.generation_tokens_total is None
+    assert reading.reachable and reading.metrics is None
+    assert reading.healthy is False
+    assert reading.error is not None and "not a vLLM server" in reading.error
+
+
+def test_an_endless_metrics_body_is_cut_at_the_cap(server: FakeVllm) -> None:
+    server.metrics = "vllm:x 1\n" + "#" * (MAX_BODY_BYTES + 10)
+    scraper = Scraper(server.url)
+    reading = scraper.read_sync()
+    scraper.close()
+    assert reading.metrics is None and reading.healthy is False
+    assert reading.error is not None and "not a vLLM server" in reading.error
+
+
+def test_a_password_in_the_url_is_never_shown(free_port: int) -> None:
+    scraper = Scraper(f"http://me:pw-secret-7@127.0.0.1:{free_port}")
+    reading = scraper.read_sync()
+    scraper.close()
+    assert "pw-secret-7" not in repr(reading) and "127.0.0.1" in reading.url
 
 
 async def test_read_sync_from_a_thread_worker(server: FakeVllm) -> None:

@@ -168,3 +168,35 @@ def test_a_word_then_an_open_paren_is_reported_not_a_crash() -> None:
     with pytest.raises(LaunchScriptError) as err:
         parse_launch_script("foo (bar)\nvllm serve m\n")
     assert "shell functions are not supported" in str(err.value)
+
+
+def test_a_key_in_another_variable_is_named_not_dropped() -> None:
+    r = parse_launch_script('vllm serve m --host 0.0.0.0 --api-key "$MY_KEY"\n')
+    assert "--api-key" not in r.argv and (r.api_key_env, r.api_key_in_script) == ("MY_KEY", False)
+
+
+def test_inline_and_exported_secrets_are_not_stored_but_noted() -> None:
+    r = parse_launch_script(
+        "export HF_TOKEN=hf_exported\nexport OPENAI_API_KEY=sk-other\n"
+        "VLLM_API_KEY=sk-inline111 CUDA_VISIBLE_DEVICES=0 vllm serve m\n"
+    )
+    assert r.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert (r.api_key_env, r.api_key_in_script) == ("VLLM_API_KEY", True)
+    assert r.hf_token_env == "HF_TOKEN"
+    notes = " ".join(str(w) for w in r.warnings)
+    assert "export VLLM_API_KEY" in notes and "export HF_TOKEN" in notes
+    assert "export OPENAI_API_KEY" in notes
+    assert "sk-inline111" not in notes and "hf_exported" not in notes
+
+
+def test_a_written_hf_token_is_dropped_and_a_variable_one_named() -> None:
+    r = parse_launch_script("vllm serve m --hf-token hf_abc --port 8001\n")
+    assert r.argv == ["vllm", "serve", "m", "--port", "8001"]
+    assert r.hf_token_env == "HF_TOKEN" and "export HF_TOKEN" in str(r.warnings)
+    r = parse_launch_script("vllm serve m --hf-token=$MY_TOKEN\n")
+    assert r.argv == ["vllm", "serve", "m"] and r.hf_token_env == "MY_TOKEN"
+
+
+def test_a_byte_order_mark_does_not_glue_onto_the_prelude() -> None:
+    r = parse_launch_script("\ufeffsource /opt/conda.sh\nconda activate v\nexec vllm serve m\n")
+    assert r.prelude == ["source /opt/conda.sh", "conda activate v"]

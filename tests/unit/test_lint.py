@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,52 @@ def test_unusable_budget_is_a_finding_not_a_traceback() -> None:
     assert _codes([*base, "lots"], total_bytes=32 * GIB) == ["budget"]
     assert _codes([*base, "93"]) == ["budget"]  # a percentage, not a fraction
     assert _codes([*base, "0.85"], total_bytes=32 * GIB) == []
+
+
+def test_a_key_in_another_variable_counts_and_is_saved_as_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "l.sh"
+    script.write_text('vllm serve m --host 0.0.0.0 --api-key "$MY_KEY"\n')
+    assert cli.main(["import", str(script)]) == 0
+    assert "handed to the server as VLLM_API_KEY" in capsys.readouterr().err
+    saved = profiles.load_profile("l")
+    assert saved.api_key_env == "MY_KEY" and "--api-key" not in saved.argv
+
+
+def test_an_inline_key_is_not_stored_and_lint_sees_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "inline.sh"
+    script.write_text("VLLM_API_KEY=sk-inline111 vllm serve m --host 0.0.0.0 --hf-token hf_x9\n")
+    assert cli.main(["import", str(script)]) == 0
+    err = capsys.readouterr().err
+    assert "export VLLM_API_KEY" in err and "export HF_TOKEN" in err
+    text = profiles.profile_path("inline").read_text()
+    assert "sk-inline111" not in text and "hf_x9" not in text and "***" not in text
+    assert cli.main(["profile", "show", "inline"]) == 0
+    assert "sk-inline111" not in capsys.readouterr().out
+    assert cli.main(["lint", str(script), "--total-gib", "32"]) == 1
+    out = capsys.readouterr().out
+    assert "key-on-command-line" in out and "exposed" not in out
+
+
+def test_profile_show_masks_and_a_relaunch_save_keeps_the_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["vllm", "serve", "m", "--api-key", "sk-own-1", "--gpu-memory-utilization", "0.9"]
+    profiles.save_profile(Profile(name="own", argv=argv))
+    assert cli.main(["profile", "show", "own"]) == 0
+    assert "sk-own-1" not in capsys.readouterr().out
+    saved = profiles.load_profile("own")
+    config.save_profile_file(
+        profiles.profile_path("own"),
+        saved.relaunched({"--gpu-memory-utilization": "0.65"}, saved_at()),
+    )
+    assert profiles.load_profile("own").flag("--api-key") == "sk-own-1"
+    assert cli.main(["lint", "own", "--total-gib", "32"]) == 1
+    assert "key-on-command-line" in capsys.readouterr().out
+
+
+def saved_at() -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from vramtop.commands.argtypes import bounded_int
 from vramtop.supervisor import cli_support
 
 
@@ -11,8 +12,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("attach", help="adopt a running vLLM server (by port or pid)")
     cli_support.add_common(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--port", type=int, help="the port it listens on (default 8000)")
-    which.add_argument("--pid", type=int, help="its process id")
+    which.add_argument("--port", type=bounded_int, help="the port it listens on (default 8000)")
+    which.add_argument("--pid", type=bounded_int, help="its process id")
 
 
 def run(args: argparse.Namespace) -> int:

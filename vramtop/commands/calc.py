@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vramtop.commands.argtypes import bounded_int, finite_float
 from vramtop.core import vllm_log
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
@@ -68,43 +69,54 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     card = parser.add_argument_group("card and budget")
-    card.add_argument("--total-gib", type=float, help="the GPU's total memory in GiB")
+    card.add_argument("--total-gib", type=finite_float, help="the GPU's total memory in GiB")
     card.add_argument(
-        "--util", type=float, action="append", help="a --gpu-memory-utilization to try (repeat)"
+        "--util",
+        type=finite_float,
+        action="append",
+        help="a --gpu-memory-utilization to try (repeat)",
     )
     card.add_argument(
         "--outside-budget-gib",
-        type=float,
+        type=finite_float,
         help="server memory outside its budget, e.g. the CUDA context (default: estimated)",
     )
-    card.add_argument("--for-headroom-gib", type=float, help="largest util leaving this much")
-    card.add_argument("--for-kv-tokens", type=int, help="smallest util whose pool holds N tokens")
+    card.add_argument(
+        "--for-headroom-gib", type=finite_float, help="largest util leaving this much"
+    )
+    card.add_argument(
+        "--for-kv-tokens", type=bounded_int, help="smallest util whose pool holds N tokens"
+    )
     terms = parser.add_argument_group("memory terms (per GPU; a log or estimates fill the rest)")
-    terms.add_argument("--weights-gib", type=float)
-    terms.add_argument("--non-torch-gib", type=float)
-    terms.add_argument("--activation-gib", type=float)
-    terms.add_argument("--cudagraph-gib", type=float)
+    terms.add_argument("--weights-gib", type=finite_float)
+    terms.add_argument("--non-torch-gib", type=finite_float)
+    terms.add_argument("--activation-gib", type=finite_float)
+    terms.add_argument("--cudagraph-gib", type=finite_float)
     terms.add_argument(
         "--model-dir", type=Path, help="checkpoint folder: weights from its safetensors sizes"
     )
     terms.add_argument("--from-log", type=Path, help="a vLLM startup log to calibrate from")
     terms.add_argument(
-        "--log-util", type=float, help="the util the logged server ran with, if its log omits it"
+        "--log-util",
+        type=finite_float,
+        help="the util the logged server ran with, if its log omits it",
     )
     model = parser.add_argument_group("model and vLLM settings")
     model.add_argument("--model-config", type=Path, help="the model's config.json")
-    model.add_argument("--layers", type=int)
-    model.add_argument("--kv-heads", type=int)
-    model.add_argument("--head-dim", type=int)
-    model.add_argument("--vocab-size", type=int)
-    model.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    model.add_argument("--layers", type=bounded_int)
+    model.add_argument("--kv-heads", type=bounded_int)
+    model.add_argument("--head-dim", type=bounded_int)
+    model.add_argument("--vocab-size", type=bounded_int)
+    model.add_argument("--max-num-batched-tokens", type=bounded_int, default=8192)
     model.add_argument("--dtype", help="model dtype (default: config.json's, else bfloat16)")
     model.add_argument("--kv-cache-dtype", help="default: the log's, else auto")
     model.add_argument(
-        "--block-size", type=int, help="default: the log's, else vLLM's for the device"
+        "--block-size", type=bounded_int, help="default: the log's, else vLLM's for the device"
     )
-    model.add_argument("--max-model-len", type=int)
-    model.add_argument("--tensor-parallel-size", type=int, help="default: the log's, else 1")
+    model.add_argument("--max-model-len", type=bounded_int)
+    model.add_argument(
+        "--tensor-parallel-size", type=bounded_int, help="default: the log's, else 1"
+    )
     model.add_argument("--enforce-eager", action="store_true")
     model.add_argument("--vllm-version", help="e.g. 0.19.1 (graph memory counts from 0.21)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON")
@@ -144,7 +156,10 @@ def calculate(args: argparse.Namespace) -> dict[str, Any]:
         if util > 0:
             utils.append(util)
         else:
-            notes.append(f"no budget leaves {args.for_headroom_gib} GiB to the desktop")
+            notes.append(
+                f"no budget leaves {args.for_headroom_gib:g} GiB to the desktop of a "
+                f"{inputs.total_bytes / GIB:.2f} GiB card"
+            )
     if args.for_kv_tokens is not None:
         if args.for_kv_tokens < 1:
             raise CalcError("--for-kv-tokens must be at least 1")
@@ -154,6 +169,8 @@ def calculate(args: argparse.Namespace) -> dict[str, Any]:
             utils.append(token_util)
         else:
             notes.append(f"even --util 1.0 does not hold {args.for_kv_tokens:,} tokens")
+    if not utils and notes:
+        raise CalcError("; ".join(notes))  # what was asked has no answer: say why
     if not utils:
         raise CalcError("give at least one --util (or --for-headroom-gib / --for-kv-tokens)")
     rows = [row(predict(inputs, util)) for util in dict.fromkeys(utils)]

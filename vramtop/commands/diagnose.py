@@ -45,8 +45,20 @@ def diagnose_records(records: Iterable[Record]) -> list[Finding]:
 
 
 def diagnose_file(path: str | Path) -> list[Finding]:
-    """Raises `SessionError` when the file is not a readable session."""
-    return diagnose_records(SessionReader(path).records())
+    """Raises `SessionError` when the file is not a readable session, or has no readable
+    sample (every line damaged: "no findings" would be a false all-clear)."""
+    reader = SessionReader(path)
+    findings = diagnose_records(reader.records())
+    if reader.samples_read == 0:
+        damaged = f" ({reader.skipped_lines} damaged lines skipped)" if reader.skipped_lines else ""
+        raise SessionError(f"{path}: no readable sample{damaged}, nothing to diagnose")
+    if reader.skipped_lines:
+        print(
+            f"note: {path}: {reader.skipped_lines} damaged lines skipped; the findings are "
+            "from the rest",
+            file=sys.stderr,
+        )
+    return findings
 
 
 def run(args: argparse.Namespace) -> int:

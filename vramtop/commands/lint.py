@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop import config, profiles
+from vramtop.commands.argtypes import finite_float
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.config import ConfigError
 from vramtop.core.lint import GIB, lint_launch
@@ -26,7 +27,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("target", help="a profile name, or a launch script's path")
     parser.add_argument(
         "--total-gib",
-        type=float,
+        type=finite_float,
         help="the card's total memory (default: read from the GPU; on unified memory, the "
         "shared pool)",
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vramtop.cli import add_shared_options
+from vramtop.commands.argtypes import finite_float
 from vramtop.core.diagnosis import Diagnoser
 from vramtop.core.model import Sample
 from vramtop.session.live import LiveSession
@@ -36,7 +37,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("file", type=Path, help="where to write the session")
     parser.add_argument(
-        "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
+        "--duration", type=finite_float, default=None, metavar="S", help="stop after S seconds"
     )
     parser.add_argument(
         "--force", action="store_true", help="replace FILE if it exists (default: refuse)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from vramtop.commands.argtypes import bounded_int
 from vramtop.supervisor import cli_support
 
 
@@ -24,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     cli_support.add_common(p)
     p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
-    p.add_argument("--max-model-len", type=int, help="new --max-model-len")
+    p.add_argument("--max-model-len", type=bounded_int, help="new --max-model-len")
     p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
     p.add_argument("--save", action="store_true", help="write the change into the profile file")
     cli_support.add_wait_options(p)

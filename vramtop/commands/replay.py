@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vramtop.commands.argtypes import finite_float
+
 EXIT_USAGE = 2
 
 
@@ -21,7 +23,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("file", type=Path, help="a session file (JSON Lines)")
     parser.add_argument(
         "--speed",
-        type=float,
+        type=finite_float,
         default=10.0,
         help="how many recorded seconds pass per second (default 10; 1 = real time)",
     )

@@ -62,7 +62,11 @@ def _num(obj: Mapping[str, Any], key: str) -> float | None:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        number = float(value)  # an integer of 400 digits overflows
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _int(obj: Mapping[str, Any], key: str) -> int | None:
@@ -76,6 +80,7 @@ class SessionReader:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.skipped_lines = 0
+        self.samples_read = 0
         try:
             with self.path.open(encoding="utf-8") as f:
                 first = f.readline()
@@ -87,7 +92,7 @@ class SessionReader:
             raise SessionError(f"{self.path}: the file is empty, not a vramtop session")
         try:
             raw = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
             raise SessionError(
                 f"{self.path}: the first line is not JSON; is this a vramtop session file?"
             ) from None
@@ -129,19 +134,25 @@ class SessionReader:
                     if isinstance(record, Sample):
                         record = _with_rates(previous, record)
                         previous = record
+                        self.samples_read += 1
                     yield record
         except OSError as e:
             raise SessionError(f"{self.path}: cannot be read ({e})") from None
 
     def _parse(self, text: str) -> Record | None:
+        """One line as a record; None for a blank line or a damaged one (counted)."""
         if not text.strip():
             return None
         try:
-            obj = json.loads(text)
-        except ValueError:
-            # A cut last line (or a damaged one): skip it, the rest is still the session.
+            return self._record(text)
+        except (ValueError, TypeError, OverflowError, RecursionError):
+            # A cut last line, or a damaged one (not JSON, JSON nested thousands deep, values
+            # of the wrong kind): skip it, the rest is still the session.
             self.skipped_lines += 1
             return None
+
+    def _record(self, text: str) -> Record | None:
+        obj = json.loads(text)
         if not isinstance(obj, dict) or _num(obj, "t") is None:
             self.skipped_lines += 1
             return None

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtop.core.metrics import parse_metrics
 from vramtop.core.model import ServerMetrics, ServerReading
+from vramtop.core.secrets import mask_url
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -50,6 +51,11 @@ _STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, Connection
 _REQUEST_FAILURES = (OSError, http.client.HTTPException, ValueError)
 # Characters a path may hold as they are (RFC 3986 pchar, "/" and "%" escapes already made).
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+# vLLM's /metrics page is ~50 KB; a body larger than this is not one (an endless body would
+# otherwise grow the console without bound).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+# Every vLLM metric's name starts with this; a /metrics page with none is another program's.
+_VLLM_METRIC = "vllm:"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class _Answer:
 
     status: int
     text: str
+    too_large: bool = False  # the body passed MAX_BODY_BYTES: `text` is empty
 
 
 # An answer, or why there was none (a timeout, a refused connection, ...).
@@ -129,7 +136,9 @@ class Scraper:
     read fails, and what it learnt once per server start (version, model, max_model_len)."""
 
     def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 2.0) -> None:
-        self.url = normalise_url(url)
+        # Shown in readings and messages: a password in the URL never is (vramtop sends
+        # none; the host, port and path are all it uses).
+        self.url = mask_url(normalise_url(url))
         self.timeout_s = float(timeout_s)
         self._api_key = api_key
         # The URL's path, kept before each path asked (http://host:8000/p asks /p/metrics).
@@ -208,8 +217,12 @@ class Scraper:
             self.close()  # closed by the server while idle: once more, on a new connection
             connection = self._open()
             response = self._send(connection, target, headers)
-        # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded.
-        body = response.read()
+        # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded in
+        # time, and the cap in size.
+        body = response.read(MAX_BODY_BYTES + 1)
+        if len(body) > MAX_BODY_BYTES:
+            self.close()  # the rest of the body is never read
+            return _Answer(response.status, "", too_large=True)
         if response.will_close:
             self.close()
         return _Answer(response.status, body.decode("utf-8", errors="replace"))
@@ -296,8 +309,18 @@ class Scraper:
         healthy = None if health_status is None else health_status == 200
         metrics: ServerMetrics | None = None
         error: str | None = None
-        if isinstance(metrics_answer, _Answer) and metrics_answer.status == 200:
-            metrics = parse_metrics(metrics_answer.text)
+        if isinstance(metrics_answer, _Answer) and metrics_answer.too_large:
+            error = (
+                f"not a vLLM server: its /metrics page is over {MAX_BODY_BYTES // 2**20} MB "
+                "(vLLM's is about 50 KB)"
+            )
+            healthy = False
+        elif isinstance(metrics_answer, _Answer) and metrics_answer.status == 200:
+            if _VLLM_METRIC in metrics_answer.text:
+                metrics = parse_metrics(metrics_answer.text)
+            else:
+                error = "not a vLLM server: its /metrics page has no vLLM metric"
+                healthy = False
         elif isinstance(metrics_answer, _Answer):
             error = f"/metrics answered HTTP {metrics_answer.status}"
         else:
@@ -381,6 +404,7 @@ class Scraper:
             return f"timed out after {self.timeout_s} s"
         if _refused(answer):
             return "connection refused: is the server running?"
+
         if isinstance(answer, _ConnectFailed):
             return f"cannot connect to {self.url}: {answer}"
         return f"request failed: {str(answer) or type(answer).__name__}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from vramtop import config
 from vramtop.backend import ActionResult
+from vramtop.commands.argtypes import finite_float
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
 
@@ -36,7 +37,7 @@ def add_wait_options(parser: argparse.ArgumentParser) -> None:
     """What start, restart and relaunch share: how long to wait for ready, and quiet."""
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=finite_float,
         default=900,
         help="seconds to wait for the server to answer /health (default 900)",
     )

@@ -1,0 +1,68 @@
+"""Masking secrets in any line vramtop shows, stores or records (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vramtop.core.secrets import MASK, is_secret_name, mask_line, mask_url
+
+KEY = "sk-Zq81x"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"non-default args: {{'host': '0.0.0.0', 'api_key': ['{KEY}', 'second'], 'port': 8000}}",
+        f"vllm serve m --api-key {KEY} --port 8000",
+        f"vllm serve m --api-key={KEY}",
+        f"vllm serve m --hf-token {KEY}",
+        f"VLLM_API_KEY={KEY} vllm serve m",
+        f'export HF_TOKEN="{KEY}"',
+        f"Namespace(model='m', api_key='{KEY}')",
+        f'{{"api_key": "{KEY}", "n": 1}}',
+        f"Authorization: Bearer {KEY}",
+        f"could not reach http://admin:{KEY}@127.0.0.1:8000/metrics",
+        f"OPENAI_API_KEY: {KEY}",
+    ],
+)
+def test_every_form_of_a_key_is_masked(line: str) -> None:
+    masked = mask_line(line)
+    assert KEY not in masked
+    assert MASK in masked
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "GPU KV cache size: 1,048,576 tokens, Maximum concurrency for 512 tokens per request",
+        "non-default args: {'model': 'm', 'max_model_len': 512, 'max_num_batched_tokens': 8192}",
+        "monkey=1 turkey: 2",
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 77.1 tokens/s",
+        "http://127.0.0.1:8000/metrics",
+        "Namespace(api_key=None)",
+    ],
+)
+def test_lines_without_a_key_are_left_alone(line: str) -> None:
+    assert mask_line(line) == line
+
+
+def test_url_keeps_everything_but_the_password() -> None:
+    assert mask_url("http://me:pw@host:8000/x") == f"http://me:{MASK}@host:8000/x"
+    assert mask_url("http://host:8000") == "http://host:8000"
+
+
+def test_secret_names() -> None:
+    for name in ("VLLM_API_KEY", "HF_TOKEN", "MY_KEY", "api_key", "hf_token", "DB_PASSWORD"):
+        assert is_secret_name(name), name
+    for name in ("CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM", "MONKEY", "max_tokens"):
+        assert not is_secret_name(name), name
+
+
+@given(st.text(alphabet="abcXYZ019-_.+/=:", min_size=1, max_size=40))
+def test_a_written_key_is_replaced_whole(key: str) -> None:
+    key = "s" + key  # (a word after `--api-key ` that starts with `-` is the next flag)
+    assert mask_line(f"--api-key {key}") == f"--api-key {MASK}"
+    assert mask_line(f"VLLM_API_KEY={key} vllm") == f"VLLM_API_KEY={MASK} vllm"
+    assert mask_line(f"{{'api_key': ['{key}']}}") == f"{{'api_key': ['{MASK}']}}"
