@@ -124,11 +124,11 @@ def test_record_refuses_an_existing_file_without_force(
 
 def test_a_recording_is_private_and_never_replaces_a_file_unasked(tmp_path: Path) -> None:
     path = tmp_path / "rec" / "s.jsonl"
-    with SessionWriter(path, {"started_at": "x"}):
+    with SessionWriter(path, {"started_at": "x"}, replace=False):
         pass
     assert _mode(path) == 0o600 and _mode(path.parent) == 0o700
     with pytest.raises(FileExistsError):
-        SessionWriter(path, {"started_at": "y"})
-    with SessionWriter(path, {"started_at": "z"}, replace=True):
+        SessionWriter(path, {"started_at": "y"}, replace=False)
+    with SessionWriter(path, {"started_at": "z"}):
         pass
     assert '"z"' in path.read_text()

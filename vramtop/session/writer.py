@@ -195,11 +195,11 @@ def _dumps(obj: Mapping[str, Any]) -> str:
 
 
 class SessionWriter:
-    """Writes one session to `path`, a new file (0600, never through a link; an existing one
-    is refused unless `replace`). Use as a context manager."""
+    """Writes one session to `path` (0600, never through a link): an existing file is
+    truncated, or refused (`FileExistsError`) when not `replace`. Use as a context manager."""
 
     def __init__(
-        self, path: str | Path, header: Mapping[str, Any], *, replace: bool = False
+        self, path: str | Path, header: Mapping[str, Any], *, replace: bool = True
     ) -> None:
         self.path = Path(path)
         header = dict(header)
