@@ -72,6 +72,10 @@ class MachineBackend:
         return self.supervisor is not None
 
     def tick(self) -> Sample:
+        if self.supervisor is not None:
+            # The record settled against what is really there before it is read (an
+            # interrupted start, a crash, a stop whose vramtop died).
+            self.supervisor.housekeeping()
         sample = self.monitor.tick()
         if self._demo is not None:
             # Asked here, in the tick's worker thread: the console only reads the attribute.

@@ -47,7 +47,8 @@ def demo_backend(
         log_path=lambda: supervisor.log_path,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
     )
-    server_was_running = supervisor.status().state in (ServerState.RUNNING, ServerState.STARTING)
+    settled = supervisor.housekeeping()
+    server_was_running = settled.state in (ServerState.RUNNING, ServerState.STARTING)
     owned = not world_was_running and not server_was_running
 
     def call_on() -> bool:

@@ -22,10 +22,10 @@ def auto_supervisor(name: str, ledger: Path) -> Supervisor:
 
 def poll_until(sup: Supervisor, wanted: ServerState, timeout_s: float) -> ServerInfo:
     deadline = time.monotonic() + timeout_s
-    info = sup.status()
+    info = sup.housekeeping()
     while info.state != wanted and time.monotonic() < deadline:
         time.sleep(0.05)
-        info = sup.status()
+        info = sup.housekeeping()
     return info
 
 

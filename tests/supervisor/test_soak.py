@@ -18,11 +18,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
 from vramtop import config, locations
+from vramtop.core.model import ServerInfo, ServerState
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.demo import memory_released_check
@@ -47,6 +49,29 @@ def sim_processes(socket_path: str) -> list[psutil.Process]:
             if env.get("VRAMTOP_SIM_SOCKET") == socket_path:
                 found.append(proc)
     return found
+
+
+def converge(sup: Supervisor, machine: SimMachine, steps: int = 40) -> ServerInfo | None:
+    """Housekeeping steps (0.25 s apart) until the record says what is there: running when
+    the server answers /health, stopped or crashed when there is no server, starting only
+    while one loads. None when it never did."""
+    for _ in range(steps):
+        info = sup.housekeeping()
+        servers = sim_api_servers(machine)
+        serving = bool(servers) and _healthy(sup.profile.url)
+        if servers and serving and info.state == ServerState.RUNNING:
+            return info
+        if not servers and info.state in (ServerState.STOPPED, ServerState.CRASHED):
+            return info
+        time.sleep(0.25)
+    return None
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 @pytest.mark.slow
@@ -81,7 +106,7 @@ def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) 
                     os.kill(info.pid, signal.SIGKILL)
                 # noticed by the next poll (here, or in the next operation's start)
                 deadline = time.monotonic() + 5
-                while sup.poll().state.value != "crashed" and time.monotonic() < deadline:
+                while sup.housekeeping().state.value != "crashed" and time.monotonic() < deadline:
                     time.sleep(0.02)
                 assert sup.status().state.value == "crashed", (i, op)
         elif op == "kill_vramtop":
@@ -94,6 +119,9 @@ def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) 
             time.sleep(rng.uniform(0.1, 1.2))
             cli.send_signal(signal.SIGKILL)
             cli.wait()
+            # Nobody acts on the record any more: housekeeping settles it to the truth.
+            settled = converge(sup, machine)
+            assert settled is not None, (i, op, action, sup.status(), state.load("soak"))
         elif op == "reattach":
             # A new vramtop: must take over what is there, never start a second one.
             sup = Supervisor(profile, memory_released=check)

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
             if not demo.world_alive(demo.demo_machine()):
                 return _print(args, {"state": "stopped", "profile": demo.DEMO_PROFILE})
         t = cli_support.target(args, without_profile=True)
-        info = t.supervisor.status()
+        info = t.supervisor.housekeeping()
         data = asdict(info)
         rec = state.load(t.supervisor.name)
         data["log_path"] = str(t.supervisor.log_path)
@@ -50,7 +50,13 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         lines.append(f"  phase: {data['phase']}")
     if data.get("started_at") and data["state"] in ("starting", "running"):
         up = time.time() - float(data["started_at"])  # type: ignore[arg-type]
-        lines.append(f"  up {up:.0f} s, ready in {data.get('ready_s')} s")
+        ready = data.get("ready_s")
+        if ready is not None:
+            lines.append(f"  up {up:.0f} s, ready in {ready} s")
+        elif data["state"] == "running":
+            lines.append(f"  up {up:.0f} s (its load was not followed: ready time unknown)")
+        else:
+            lines.append(f"  up {up:.0f} s")
     for key, label in (
         ("gpu_memory_utilization", "budget"),
         ("max_model_len", "max-model-len"),

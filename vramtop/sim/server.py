@@ -203,11 +203,13 @@ class ApiServer:
         ]
         if not a.disable_log_stats:
             threads.append(threading.Thread(target=self.log_stats, args=(sched,), daemon=True))
-        for t in threads:
-            t.start()
+        # As uvicorn: the startup is logged complete before the first request is served (a
+        # reader that saw /health answer finds the line in the log).
         vlog.emit(f"INFO:     Started server process [{os.getpid()}]")
         vlog.emit("INFO:     Waiting for application startup.")
         vlog.emit("INFO:     Application startup complete.")
+        for t in threads:
+            t.start()
         self.stop.wait()
         vlog.emit("INFO:     Shutting down")
         sched.stop.set()

@@ -64,6 +64,6 @@ def healthy(client: httpx.Client, url: str) -> bool:
         return False
 
 
-def healthy_once(url: str) -> bool:
-    with httpx.Client(timeout=1.0) as client:
+def healthy_once(url: str, timeout_s: float = 1.0) -> bool:
+    with httpx.Client(timeout=timeout_s) as client:
         return healthy(client, url)

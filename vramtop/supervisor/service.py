@@ -17,6 +17,7 @@ give the memory back in `stopping`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -107,29 +108,79 @@ class Supervisor:
         return self._records.load(self.name)
 
     def status(self) -> ServerInfo:
-        """The server as it is now (a crash is noticed here too)."""
-        return self.poll()
+        """The server as recorded. Only reads: `housekeeping` brings the record in line
+        with what is really there."""
+        rec = self.record()
+        if rec is None:
+            return ServerInfo(state=ServerState.STOPPED, profile=self.name)
+        return self._info(rec)
 
-    def poll(self) -> ServerInfo:
-        """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
+    def housekeeping(self) -> ServerInfo:
+        """One step that settles the record against the live process tree and /health, then
+        returns the server as it now is. Run by the console's timer, by each command before
+        it reports, and by anything else that reads the state for a person.
+
+        - running/starting whose server is gone: crashed (exit code, last lines, cause),
+          and, when the profile asks for it, an automatic restart once its delay has passed;
+        - starting whose following vramtop is gone: running once /health answers;
+        - launching/stopping whose vramtop died half-way (the lock is free): what is there
+          (a found launch, stopped when the tree is gone, running when it still serves).
+
+        Never waits for the lock: an action under way settles the record itself."""
         rec = self.record()
         if rec is None:
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
         if rec.state in ("starting", "running"):
-            if self._alive(rec):
-                return self._info(rec)  # the usual answer, every tick: nothing to settle
-            try:
-                with state.locked(self.name, timeout_s=0.2):
-                    rec = self.record() or rec
-                    if rec.state in ("starting", "running") and not self._alive(rec):
-                        self._mark_crashed(rec)
-            except state.Busy:
-                pass  # someone else is acting on it right now
+            if not self._alive(rec):
+                self._settle_exit()
+            elif rec.state == "starting" and not self._followed(rec):
+                self._settle_unfollowed_load(rec)
         elif rec.state in (LAUNCHING, "stopping"):
             self._settle_interrupted(rec)
         elif rec.state == "crashed":
             self._maybe_auto_restart(rec)
-        return self._info(self.record() or rec)
+        return self.status()
+
+    def _settle_exit(self) -> None:
+        """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
+        try:
+            with state.locked(self.name, timeout_s=0.2):
+                rec = self.record()
+                running = rec is not None and rec.state in ("starting", "running")
+                if rec is not None and running and not self._alive(rec):
+                    self._mark_crashed(rec)
+        except state.Busy:
+            pass  # someone else is acting on it right now
+
+    def _followed(self, rec: ServerRecord) -> bool:
+        """Whether the vramtop that launched this load still follows it to ready."""
+        if rec.actor_pid is None:
+            return False
+        if rec.actor_pid == os.getpid():
+            return True
+        return tree.process_alive(rec.actor_pid, rec.actor_create_time)
+
+    def _settle_unfollowed_load(self, rec: ServerRecord) -> None:
+        """A load whose vramtop was interrupted (Ctrl+C, killed): nobody else will see it
+        become ready, so /health decides."""
+        if not healthy_once(server_url(rec.host, rec.port), self.health_timeout_s):
+            return  # still loading: "starting" is the truth
+        try:
+            with state.locked(self.name, timeout_s=0.2):
+                current = self.record()
+                if (
+                    current is None
+                    or current.state != "starting"
+                    or current.launch_id != rec.launch_id
+                    or self._followed(current)
+                ):
+                    return
+                current.state, current.phase = "running", causes.READY
+                current.actor_pid = current.actor_create_time = None
+                self._remember_tree(current)
+                state.save(current)
+        except state.Busy:
+            pass
 
     def _settle_interrupted(self, rec: ServerRecord) -> None:
         """A launch or a stop nobody is carrying out any more (its vramtop died half-way):
@@ -141,8 +192,16 @@ class Supervisor:
                 if rec.state == LAUNCHING:
                     self._recover(rec)  # finds a server launched before the pid was saved
                     rec = self.record() or rec
-                if rec.state in (LAUNCHING, "stopping") and not self._tree(rec):
+                if rec.state not in (LAUNCHING, "stopping"):
+                    return
+                if not self._tree(rec):
                     rec.state, rec.tree = "stopped", {}
+                    state.save(rec)
+                elif rec.state == "stopping" and healthy_once(
+                    server_url(rec.host, rec.port), self.health_timeout_s
+                ):
+                    # The stop never reached the server (or it ignored it): it serves.
+                    rec.state, rec.stop_requested = "running", False
                     state.save(rec)
         except state.Busy:
             pass  # the launch or stop is still under way
@@ -324,6 +383,9 @@ class Supervisor:
             started_at=time.time(),
             phase=causes.LOADING,
             flag_overrides=dict(overrides or {}),
+            # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
+            actor_pid=os.getpid() if wait_ready else None,
+            actor_create_time=_own_create_time() if wait_ready else None,
             **_flags_of(argv),
         )
         # Saved before the launch: a vramtop killed right after it still finds the server
@@ -410,6 +472,7 @@ class Supervisor:
                         return failed
                 elif healthy(client, url):
                     rec.phase, rec.state = causes.READY, "running"
+                    rec.actor_pid = rec.actor_create_time = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     self._remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
@@ -421,6 +484,7 @@ class Supervisor:
                     self._save_if_ours(rec)
                     seen_tree_at = now
                 if now > deadline:
+                    rec.actor_pid = rec.actor_create_time = None  # housekeeping takes over
                     self._save_if_ours(rec)
                     return ActionResult(
                         False, f"not ready after {timeout_s:.0f} s; it is still starting"
@@ -672,6 +736,8 @@ class Supervisor:
             new = self.record()
             if new is not None:
                 new.restarts = restarts
+                if new.state == "starting":
+                    new.actor_pid, new.actor_create_time = os.getpid(), _own_create_time()
                 state.save(new)
                 if new.state == "starting":
                     self._follow_in_background(new)
@@ -736,6 +802,12 @@ def _create_time(pid: int) -> float | None:
         return psutil.Process(pid).create_time()
     except psutil.Error:
         return None
+
+
+@functools.cache
+def _own_create_time() -> float | None:
+    """This vramtop's create time: with its pid, names it as a launch's follower."""
+    return _create_time(os.getpid())
 
 
 def _pgid(pid: int) -> int | None:

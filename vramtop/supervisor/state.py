@@ -65,6 +65,10 @@ class ServerRecord:
     largest_fitting_budget: float | None = None
     last_lines: list[str] = field(default_factory=list)
     stop_requested: bool = False
+    # The vramtop following this launch to ready (pid, its create time): while it lives, it
+    # settles the record itself; once it is gone, `Supervisor.housekeeping` does.
+    actor_pid: int | None = None
+    actor_create_time: float | None = None
     restarts: int = 0  # automatic restarts since the last start asked for by a person
     next_restart_at: float | None = None
     updated_at: float | None = None

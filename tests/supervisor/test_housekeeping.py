@@ -1,0 +1,101 @@
+"""Housekeeping: a record whose acting vramtop is gone settles to the truth (the live process
+tree and /health) within a few steps; `status()` alone only reads."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sim_helpers import sim_api_servers, sim_profile
+
+from vramtop import profiles
+from vramtop.config import Profile
+from vramtop.core.model import ServerInfo, ServerState
+from vramtop.sim.machine import SimMachine
+from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.demo import memory_released_check
+
+LOAD_S = 4.0
+
+
+@pytest.fixture
+def machine(home: Path) -> Iterator[SimMachine]:
+    with SimMachine(home / "sim", speed=20.0, startup_s=LOAD_S) as sim:
+        yield sim
+
+
+def settle(sup: Supervisor, wanted: ServerState, timeout_s: float = 30.0) -> ServerInfo:
+    deadline = time.monotonic() + timeout_s
+    info = sup.housekeeping()
+    while info.state != wanted and time.monotonic() < deadline:
+        time.sleep(0.2)
+        info = sup.housekeeping()
+    return info
+
+
+def _start_then_interrupt(profile: Profile, how: signal.Signals) -> None:
+    profiles.save_profile(profile)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", "start", "--profile", profile.name, "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        rec = state.load(profile.name)
+        if rec is not None and rec.state == "starting" and rec.pid:
+            break
+        time.sleep(0.05)
+    cli.send_signal(how)
+    cli.wait(timeout=20)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_a_start_interrupted_while_loading_settles_to_running(
+    machine: SimMachine, how: signal.Signals
+) -> None:
+    profile = sim_profile(machine, "cut")
+    _start_then_interrupt(profile, how)
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    try:
+        assert sup.status().state == ServerState.STARTING  # nobody follows the load now
+        info = settle(sup, ServerState.RUNNING)
+        assert info.state == ServerState.RUNNING and info.phase == "ready"
+        assert len(sim_api_servers(machine)) == 1
+        rec = state.load("cut")
+        assert rec is not None and rec.state == "running" and rec.actor_pid is None
+    finally:
+        assert sup.stop().ok
+
+
+def test_status_only_reads_and_housekeeping_notices_a_crash(machine: SimMachine) -> None:
+    sup = Supervisor(sim_profile(machine, "c"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    (server,) = sim_api_servers(machine)
+    server.kill()
+    server.wait(5)
+    before = state.state_path("c").read_text()
+    assert sup.status().state == ServerState.RUNNING
+    assert state.state_path("c").read_text() == before  # reading wrote nothing
+    assert settle(sup, ServerState.CRASHED, 10).state == ServerState.CRASHED
+
+
+def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
+    machine: SimMachine,
+) -> None:
+    sup = Supervisor(sim_profile(machine, "s"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    try:
+        rec = state.load("s")
+        assert rec is not None
+        rec.state, rec.stop_requested = "stopping", True  # then the vramtop was killed
+        state.save(rec)
+        assert sup.status().state == ServerState.STOPPING
+        assert settle(sup, ServerState.RUNNING, 10).state == ServerState.RUNNING
+    finally:
+        assert sup.stop().ok
