@@ -487,7 +487,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None
 
     # A fresh vramtop-side view notices the crash on its next look.
     watcher = Supervisor(served.profile)
-    assert wait_until(lambda: watcher.poll().state is ServerState.CRASHED, timeout=30)
+    assert wait_until(lambda: watcher.housekeeping().state is ServerState.CRASHED, timeout=30)
     crashed = watcher.status()
     assert crashed.last_error, "the crash carries no explanation"
     # Clean-up leaves no VLLM:: process of this server behind.

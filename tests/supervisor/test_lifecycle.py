@@ -117,7 +117,7 @@ def test_sigkill_of_the_api_server_is_a_crash_and_its_engine_is_ended(
     os.kill(info.pid or 0, signal.SIGKILL)
     engine = [p for p in info.pids if p != info.pid]
     deadline = time.monotonic() + 5
-    while sup.poll().state != ServerState.CRASHED and time.monotonic() < deadline:
+    while sup.housekeeping().state != ServerState.CRASHED and time.monotonic() < deadline:
         time.sleep(0.05)
     crashed = sup.status()
     assert crashed.state == ServerState.CRASHED
