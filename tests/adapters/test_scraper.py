@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from vramtop.core.model import ServerReading
+from vramtop.sources import scraper as scraper_module
 from vramtop.sources.scraper import _HEALTH_EVERY_READS, MAX_BODY_BYTES, Scraper
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -338,6 +339,40 @@ async def test_read_sync_from_a_thread_worker(server: FakeVllm) -> None:
     assert reading.reachable and reading.served_model == "tiny"
     assert reading.metrics is not None and again.metrics == reading.metrics
     assert server.hits["/v1/models"] == 1
+
+
+def test_a_server_silent_past_the_limit_is_not_answering_until_it_answers(
+    server: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung (SIGSTOPped) server: the connection is accepted, nothing answers. Past the
+    limit it is unhealthy with the reason; an answer clears it at once."""
+    monkeypatch.setattr(scraper_module, "NOT_ANSWERING_S", 0.5)
+    scraper = Scraper(server.url, timeout_s=0.2)
+    try:
+        assert scraper.read_sync().not_answering_s is None
+        server.hang.set()
+        first = scraper.read_sync()
+        assert first.not_answering_s is not None and first.healthy is not False
+        later = first
+        for _ in range(10):
+            later = scraper.read_sync()
+            if later.healthy is False:
+                break
+        assert later.healthy is False and later.not_answering_s is not None
+        assert later.not_answering_s >= 0.5
+        assert later.error is not None and later.error.startswith("not answering for")
+        server.hang.clear()
+        server.released.set()
+        back = scraper.read_sync()
+        assert back.not_answering_s is None and back.healthy is not False
+    finally:
+        server.released.set()
+        scraper.close()
+
+
+def test_a_refused_connection_is_down_not_silent(free_port: int) -> None:
+    scraper = Scraper(f"http://127.0.0.1:{free_port}", timeout_s=0.2)
+    assert all(scraper.read_sync().not_answering_s is None for _ in range(3))
 
 
 def test_read_sync_times_out_then_shows_stale_metrics(server: FakeVllm) -> None:

@@ -3,6 +3,7 @@ tree and /health) within a few steps; `status()` alone only reads."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -98,4 +99,28 @@ def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
         assert sup.status().state == ServerState.STOPPING
         assert settle(sup, ServerState.RUNNING, 10).state == ServerState.RUNNING
     finally:
+        assert sup.stop().ok
+
+
+def test_a_hung_server_is_running_but_not_healthy_in_status(
+    machine: SimMachine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramtop import cli
+
+    profile = sim_profile(machine, "hung")
+    profiles.save_profile(profile)
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    (server,) = sim_api_servers(machine)
+    try:
+        server.suspend()  # SIGSTOP: the port is held, nothing answers
+        assert cli.main(["status", "--profile", "hung", "--json"]) == 0
+        hung = json.loads(capsys.readouterr().out)
+        assert hung["state"] == "running" and hung["healthy"] is False
+        assert "did not answer" in hung["reason"]
+        server.resume()
+        assert cli.main(["status", "--profile", "hung", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["healthy"] is True
+    finally:
+        server.resume()
         assert sup.stop().ok

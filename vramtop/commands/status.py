@@ -10,6 +10,8 @@ from dataclasses import asdict
 from vramtop.supervisor import cli_support, state
 from vramtop.supervisor.service import server_url
 
+HEALTH_TIMEOUT_S = 3.0
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("status", help="show the server's state (--json for scripts)")
@@ -34,9 +36,26 @@ def run(args: argparse.Namespace) -> int:
             data["error_kind"] = rec.error_kind
             data["largest_fitting_budget"] = rec.largest_fitting_budget
             data["last_lines"] = rec.last_lines[-10:] if info.state == "crashed" else []
+            if info.state == "running":
+                data["healthy"], data["reason"] = _health(data["url"])
         return _print(args, data)
 
     return cli_support.run_guarded(act, args)
+
+
+def _health(url: str) -> tuple[bool, str | None]:
+    """Whether the running server answers /health now, and why not."""
+    import httpx
+
+    try:
+        status = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_S).status_code
+    except httpx.TimeoutException:
+        return False, f"/health did not answer within {HEALTH_TIMEOUT_S:g} s (hung or stopped?)"
+    except httpx.HTTPError as exc:
+        return False, f"/health could not be reached: {exc}"
+    if status != 200:
+        return False, f"/health answered HTTP {status}: the engine is not serving"
+    return True, None
 
 
 def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
@@ -66,6 +85,8 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
             lines.append(f"  {label}: {data[key]}")
     if data.get("argv"):
         lines.append("  command: " + " ".join(data["argv"]))  # type: ignore[arg-type]
+    if data.get("healthy") is False:
+        lines.append(f"  not healthy: {data.get('reason')}")
     if data.get("last_error"):
         lines.append(f"  last error: {data['last_error']}")
     for line in data.get("last_lines") or []:  # type: ignore[attr-defined]

@@ -4,8 +4,9 @@ Pure: samples and events go in (time comes with them), `Finding` values come out
 `Diagnoser` runs live in the console and over a recorded session (`vramtop diagnose`).
 
 Kinds (fixed vocabulary, see the session format): vram_contention, kv_pressure,
-gpu_throttling, startup_out_of_memory, server_crashed. Every rule opens on several samples
-and closes on several, so a noisy signal does not make a finding flap.
+gpu_throttling, startup_out_of_memory, server_crashed, server_not_answering. Every rule
+opens on several samples and closes on several, so a noisy signal does not make a finding
+flap.
 
 This module holds the rules (when a finding opens and closes); what each kind's finding says
 is in its own module (`contention`, `kv_pressure`, `throttling`, `server_down`), the values in
@@ -51,6 +52,7 @@ from vramtop.core.findings import (
     KINDS,
     KV_PRESSURE,
     SERVER_CRASHED,
+    SERVER_NOT_ANSWERING,
     STARTUP_OUT_OF_MEMORY,
     VRAM_CONTENTION,
     Finding,
@@ -59,7 +61,9 @@ from vramtop.core.findings import (
 from vramtop.core.kv_pressure import kv_report
 from vramtop.core.model import GpuDevice, Sample, ServerState
 from vramtop.core.server_down import (
+    NOT_ANSWERING_S,
     crash_report,
+    not_answering_report,
     startup_oom_facts,
     startup_oom_report,
 )
@@ -86,6 +90,7 @@ __all__ = [
     "PREFILL_TPS",
     "RECOVERED_RATIO",
     "SERVER_CRASHED",
+    "SERVER_NOT_ANSWERING",
     "SLOWDOWN_REASONS",
     "STARTUP_OUT_OF_MEMORY",
     "THROTTLE_OPEN",
@@ -197,6 +202,7 @@ class Diagnoser:
         state = read.state(s)
         self._track_desktop(s, state)
         self._check_health(s, state)
+        self._check_answering(s, state)
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
             self._check_oom_text(s.t, s.startup.error)
         point = self._measure(prev, s, state)
@@ -388,6 +394,16 @@ class Diagnoser:
                 self._crash(
                     s.t, "/health fails after being healthy: the engine died", {"healthy": False}
                 )
+
+    def _check_answering(self, s: Sample, state: ServerState | None) -> None:
+        """Open while the server's process holds its port but answers nothing (hung or
+        stopped); close once it answers again or is down."""
+        quiet = s.server.not_answering_s if s.server is not None else None
+        down = state in (ServerState.STOPPED, ServerState.STOPPING, ServerState.CRASHED)
+        if quiet is not None and quiet >= NOT_ANSWERING_S and not down:
+            self._set(SERVER_NOT_ANSWERING, s.t, **not_answering_report(quiet))
+        else:
+            self._close(SERVER_NOT_ANSWERING, s.t)
 
     def _on_exit(self, t: float, detail: Mapping[str, Any]) -> None:
         self._exit_seen = True

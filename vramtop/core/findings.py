@@ -15,7 +15,15 @@ KV_PRESSURE = "kv_pressure"
 GPU_THROTTLING = "gpu_throttling"
 STARTUP_OUT_OF_MEMORY = "startup_out_of_memory"
 SERVER_CRASHED = "server_crashed"
-KINDS = (VRAM_CONTENTION, KV_PRESSURE, GPU_THROTTLING, STARTUP_OUT_OF_MEMORY, SERVER_CRASHED)
+SERVER_NOT_ANSWERING = "server_not_answering"
+KINDS = (
+    VRAM_CONTENTION,
+    KV_PRESSURE,
+    GPU_THROTTLING,
+    STARTUP_OUT_OF_MEMORY,
+    SERVER_CRASHED,
+    SERVER_NOT_ANSWERING,
+)
 # What each kind means, in words: the console's headline (the kind stays the id in JSON).
 HEADLINES = {
     VRAM_CONTENTION: "The desktop is squeezing vLLM's memory",
@@ -23,6 +31,7 @@ HEADLINES = {
     GPU_THROTTLING: "The GPU is slowing its clocks down",
     STARTUP_OUT_OF_MEMORY: "vLLM ran out of memory while starting",
     SERVER_CRASHED: "vLLM went down without being asked to",
+    SERVER_NOT_ANSWERING: "vLLM is running but answers nothing",
 }
 
 

@@ -133,6 +133,9 @@ class ServerReading:
     stale: bool = False
     error: str | None = None
     latency_s: float | None = None
+    # Seconds every request has timed out while something holds the server's port (a hung or
+    # stopped process); None while it answers, or refuses (nothing listens: down, not hung).
+    not_answering_s: float | None = None
 
 
 @dataclass(frozen=True)

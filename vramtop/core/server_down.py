@@ -45,6 +45,31 @@ def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
     }
 
 
+# A server whose every request times out for this long is hung (or stopped), not slow: vLLM
+# answers /metrics and /health from its API process even while the engine is busy.
+NOT_ANSWERING_S = 10.0
+
+
+def not_answering_report(seconds: float) -> dict[str, Any]:
+    """The finding's fields for a server whose process is there but answers nothing."""
+    observed = f"every request has timed out for {seconds:.0f} s; its port is still held"
+    return {
+        "severity": "critical",
+        "summary": f"vLLM is not answering: no reply for {seconds:.0f} s.",
+        "evidence": {"not_answering_s": round(seconds, 1)},
+        "ruled_out": {"down": {"why": "the connection is accepted: a process holds the port"}},
+        "ladder": {
+            "observed": [observed],
+            "inferred": ["the server process is hung or stopped (SIGSTOP, a debugger, swap)"],
+            "hypothesis": [],
+        },
+        "remedy": {
+            "action": "restart",
+            "why": "restart the server; requests in flight are already lost",
+        },
+    }
+
+
 def crash_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
     """The finding's fields for a server that went down unasked (`why`, in words)."""
     return {

@@ -122,6 +122,7 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "reachable": server.reachable if server else False,
             "healthy": server.healthy if server else None,
             "stale": server.stale if server else False,
+            "not_answering_s": server.not_answering_s if server else None,
             "error": (server.error if server else None) or (info.last_error if info else None),
             "version": (server.version if server else None)
             or (sample.startup.version if sample.startup else None),

@@ -299,13 +299,19 @@ def _server(
     )
     healthy = s.get("healthy") if isinstance(s.get("healthy"), bool) else None
     # Written only while the server answered; no state (monitor only) counts as running.
-    reachable = state in (ServerState.RUNNING, None) and (has_metrics or healthy is not None)
+    silent = _num(s, "not_answering_s")
+    reachable = (
+        state in (ServerState.RUNNING, None)
+        and (has_metrics or healthy is not None)
+        and silent is None  # a server that answers nothing was not reached
+    )
     reading = ServerReading(
         url=str(hs.get("url", "")),
         reachable=reachable,
         healthy=healthy,
         metrics=metrics if has_metrics else None,
         stale=bool(s.get("stale", False)),
+        not_answering_s=silent,
     )
     argv: list[Any] = hs["argv"] if isinstance(hs.get("argv"), list) else []
     info = None

@@ -116,6 +116,8 @@ def _server_line(sample: Sample) -> dict[str, Any] | None:
         out["healthy"] = reading.healthy
         if reading.stale:
             out["stale"] = True
+        if reading.not_answering_s is not None:
+            out["not_answering_s"] = round(reading.not_answering_s, 1)
     m = reading.metrics if reading is not None and not reading.stale else None
     if m is not None:
         out.update(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from vramtop.core.metrics import parse_metrics
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
+from vramtop.core.server_down import NOT_ANSWERING_S
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -151,6 +152,8 @@ class Scraper:
         self._served_model: str | None = None
         self._max_model_len: int | None = None
         self._info_error: str | None = None
+        # When requests began to time out (monotonic), None while the server answers.
+        self._silent_since: float | None = None
         self._info_wanted = True
         self._info_retry_in = 0
         # The last /health answer's status (None: not known), and reads until the next ask.
@@ -174,7 +177,7 @@ class Scraper:
                     answers.update({p: answer for p in paths if p not in answers})
                     break
             latency = time.perf_counter() - start
-            return self._reading(answers, latency)
+            return self._silence(self._reading(answers, latency), answers[paths[0]])
         except Exception as exc:  # a bug here must still not stop the console
             return self._failed(f"unexpected error while reading the server: {exc}")
 
@@ -351,6 +354,27 @@ class Scraper:
         if not stale and reading.metrics is not None:
             self._last_good = reading
         return reading
+
+    def _silence(self, reading: ServerReading, first: _Result) -> ServerReading:
+        """A timeout (the connection accepted, nothing answered) again and again: how long
+        the server has been silent, and past NOT_ANSWERING_S, unhealthy with the reason. A
+        refusal is not silence: nothing listens, the server is down."""
+        if not isinstance(first, TimeoutError):
+            self._silent_since = None
+            return reading
+        now = time.monotonic()
+        if self._silent_since is None:
+            self._silent_since = now - self.timeout_s  # the request that timed out began then
+        quiet = now - self._silent_since
+        if quiet < NOT_ANSWERING_S:
+            return replace(reading, not_answering_s=quiet)
+        return replace(
+            reading,
+            healthy=False,
+            not_answering_s=quiet,
+            error=f"not answering for {quiet:.0f} s: the process holds its port but every "
+            "request times out (hung or stopped)",
+        )
 
     def _restarted(self, metrics: ServerMetrics) -> bool:
         """Counters only fall when the server restarted."""
