@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from vramtop import files
 from vramtop.core import secrets, vllm_args
@@ -111,6 +118,28 @@ class Profile(BaseModel):
         if value <= 0:
             raise ValueError("must be more than 0")
         return value
+
+    @model_validator(mode="after")
+    def _port_is_the_one_vllm_binds(self) -> Profile:
+        """vLLM listens where its own command line says: a `--port` in argv is the profile's
+        port, and a profile whose `port` says otherwise is refused (vramtop would wait for
+        the server on a port it never binds)."""
+        given = vllm_args.get_flag(self.argv, vllm_args.PORT)
+        if given is None:
+            return self
+        try:
+            bound = int(given)
+        except ValueError:
+            raise ValueError(f"the command line's --port {given!r} is not a number") from None
+        if "port" in self.model_fields_set and self.port != bound:
+            raise ValueError(
+                f"port = {self.port} but the command line says --port {bound}, where vLLM "
+                "will listen: remove `port` or make the two agree"
+            )
+        if not 1 <= bound <= 65535:
+            raise ValueError(f"the command line's --port {bound} is not between 1 and 65535")
+        self.port = bound
+        return self
 
     @property
     def url(self) -> str:
@@ -218,11 +247,12 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "(file)"
-        message = error["msg"]
+        message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field (a typo?)"
-        elif "input" in error and error["type"] != "missing":
-            message += f" (got {error['input']!r})"
+        elif "input" in error and error["type"] != "missing" and error["loc"]:
+            # (A whole-profile check would echo the whole file: it says what is wrong.)
+            message += f" (got {secrets.mask_line(repr(error['input']))})"
         lines.append(f"{path}: field '{field}': {message}")
     return "\n".join(lines)
 

@@ -127,3 +127,27 @@ def test_every_field_is_documented() -> None:
             and isinstance(nxt.value, ast.Constant)
         }
         assert set(model.model_fields) == documented, model.__name__
+
+
+def test_the_port_is_the_one_on_the_command_line(tmp_path: Path) -> None:
+    """A profile with `--port 18960` in argv and no `port =` waits on 18960, not 8000."""
+    path = tmp_path / "p.toml"
+    path.write_text('name = "p"\nargv = ["vllm", "serve", "m", "--port", "18960"]\n')
+    assert config.load_profile_file(path).port == 18960
+    assert config.load_profile_file(path).url == "http://127.0.0.1:18960"
+
+
+def test_a_profile_that_contradicts_its_command_line_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "p"\nport = 8000\n'
+        'argv = ["vllm", "serve", "m", "--port=18960", "--api-key", "sk-hidden-3"]\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        config.load_profile_file(path)
+    message = str(err.value)
+    assert "port = 8000" in message and "--port 18960" in message
+    assert "sk-hidden-3" not in message
+    path.write_text('name = "p"\nargv = ["vllm", "serve", "m", "--port", "eighty"]\n')
+    with pytest.raises(ConfigError, match="not a number"):
+        config.load_profile_file(path)

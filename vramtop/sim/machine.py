@@ -31,6 +31,7 @@ from vramtop.sim.protocol import (
     WorldClient,
     WorldUnreachable,
 )
+from vramtop.sim.world import ALREADY_SERVED
 from vramtop.sources.simgpu import SimGpuProbe
 
 DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
@@ -69,6 +70,7 @@ class SimMachine:
         seed: int = 0,
         startup_s: float | None = None,
         card: str = DEFAULT_CARD,
+        idle_exit_s: float = 0.0,
     ) -> None:
         self.home = Path(home)
         self.card = CARDS[card]  # KeyError: not a simulated card (callers offer the choices)
@@ -77,6 +79,8 @@ class SimMachine:
         self.speed = speed
         self.seed = seed
         self.startup_s = startup_s
+        # The daemon leaves by itself once unused this long (0: only when told to).
+        self.idle_exit_s = idle_exit_s
         self.world_proc: subprocess.Popen[bytes] | None = None
         self.load: subprocess.Popen[bytes] | None = None  # the agent, a process of its own
 
@@ -103,6 +107,7 @@ class SimMachine:
             "--speed", str(self.speed),
             "--seed", str(self.seed),
             "--card", self.card.key,
+            "--idle-exit", str(self.idle_exit_s),
         ]  # fmt: skip
         self.world_proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -110,7 +115,11 @@ class SimMachine:
         log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.world_proc.poll() is not None:
+            code = self.world_proc.poll() if self.world_proc is not None else None
+            if code == ALREADY_SERVED:
+                # Another one started at the same moment serves the socket: use that one.
+                self.world_proc = None
+            elif code is not None:
                 text = (self.home / "gpu.log").read_text(errors="replace")[-500:]
                 raise RuntimeError(f"the simulated GPU did not start: {text.strip()}")
             with contextlib.suppress(WorldUnreachable):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -56,6 +57,7 @@ class World:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
+        self.last_request = time.monotonic()  # when a client last asked anything
 
     def now(self) -> float:
         return (time.monotonic() - self._t0) * self.speed
@@ -67,8 +69,17 @@ class World:
                     self.ledger.free(pid)
             self.ledger.advance(self.now())
 
+    def idle_for(self) -> float | None:
+        """Seconds since the last request while nothing holds simulated memory for a server
+        (no console reads it, no server runs on it); None while something uses it."""
+        with self._lock:
+            if any(self.ledger.state()["servers"]):
+                return None
+            return time.monotonic() - self.last_request
+
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
+        self.last_request = time.monotonic()
         with self._lock:
             self.ledger.advance(self.now())
             if op == "state":
@@ -115,7 +126,16 @@ class _Server(socketserver.ThreadingUnixStreamServer):
     world: World
 
 
-def serve(socket_path: Path, world: World) -> None:
+ALREADY_SERVED = 3  # exit code: another simulated GPU already serves this socket
+
+
+def socket_lock_path(socket_path: Path) -> Path:
+    return socket_path.with_name(socket_path.name + ".lock")
+
+
+def serve(socket_path: Path, world: World, idle_exit_s: float = 0.0) -> None:
+    """Serve `world` on `socket_path` until asked to stop (or, with `idle_exit_s`, once it
+    has been unused that long)."""
     with contextlib.suppress(FileNotFoundError):
         socket_path.unlink()
     socket_path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,6 +146,10 @@ def serve(socket_path: Path, world: World) -> None:
     try:
         while not world.stopping.wait(TICK_S):
             world.tick()
+            idle = world.idle_for() if idle_exit_s > 0 else None
+            if idle is not None and idle > idle_exit_s:
+                print(f"simulated GPU: unused for {idle:.0f} s, leaving", flush=True)
+                break
     finally:
         server.shutdown()
         server.server_close()
@@ -143,6 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         "--card", choices=sorted(CARDS), default=DEFAULT_CARD, help="which machine's GPU"
     )
     parser.add_argument("--total-mib", type=int, default=None, help="default: the card's")
+    parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="leave after S seconds with no request and no server on the card (0: never)",
+    )
     args = parser.parse_args(argv)
     card = CARDS[args.card]
     try:
@@ -155,11 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     world = World(Ledger(scenario, total, args.seed, card=card), args.speed)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: world.stopping.set())
+    # One simulated GPU per socket: the lock is held for the daemon's life (the kernel drops
+    # it when the process dies), so a second one started at the same moment leaves at once.
+    args.socket.parent.mkdir(parents=True, exist_ok=True)
+    lock = os.open(socket_lock_path(args.socket), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        serve(args.socket, world)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"simulated GPU: {args.socket} is already served", flush=True)
+        return ALREADY_SERVED
+    try:
+        serve(args.socket, world, idle_exit_s=args.idle_exit)
     except OSError as exc:
         print(f"simulated GPU: cannot listen on {args.socket}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        os.close(lock)
     return 0
 
 

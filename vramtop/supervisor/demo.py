@@ -23,6 +23,9 @@ DEMO_PROFILE = "demo"
 # `v` key; `field_report` replays the field report's two calls.
 SCENARIO_ENV = "VRAMTOP_SIM_SCENARIO"
 _PORT_FILE = "server-port"
+# The demo's simulated GPU leaves by itself once no server and no console have used it for
+# this long (`stop --demo` stops the server; the GPU needs no stop of its own).
+IDLE_EXIT_S = 45.0
 
 
 def _speed() -> float:
@@ -60,6 +63,7 @@ def demo_machine(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
         speed=_speed(),
         startup_s=_startup_s(),
         card=card,
+        idle_exit_s=IDLE_EXIT_S,
     )
 
 
