@@ -39,7 +39,11 @@ class Backend(Protocol):
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult: ...
 
-    def restart(self, progress: ProgressCallback | None = None) -> ActionResult: ...
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
+        """`requests_lost`: the person confirmed a restart with requests running."""
+        ...
 
     def relaunch(
         self,

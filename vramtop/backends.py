@@ -126,11 +126,13 @@ class MachineBackend:
         self._planned("stop", {"reason": "asked"})
         return self.supervisor.stop(progress=progress)
 
-    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
         self._planned("restart", {"reason": "asked"})
-        return self.supervisor.restart(progress=progress)
+        return self.supervisor.restart(progress=progress, requests_lost=requests_lost)
 
     def relaunch(
         self,

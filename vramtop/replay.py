@@ -91,7 +91,9 @@ class ReplayBackend:
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         return ActionResult(False, READ_ONLY)
 
-    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
         return ActionResult(False, READ_ONLY)
 
     def relaunch(

@@ -4,6 +4,7 @@ does not give back: status and stop say what is really there."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from supervisor_helpers import fake_profile, free_port, ledger_empty
@@ -46,4 +47,32 @@ def test_stop_says_when_the_gpu_still_holds_the_memory(
         assert result.message.startswith("stopped, but the GPU still showed its memory held")
     finally:
         Supervisor(fake_profile("held", free_port(), ledger)).stop()
+    assert ledger_empty(ledger)
+
+
+def test_a_restart_whose_requests_are_lost_does_not_wait_the_whole_stop_timeout(
+    home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Confirmed with requests running: SIGKILL follows SIGTERM after a short grace instead
+    of the profile's stop timeout (uvicorn can spend it waiting for connections to close)."""
+    from vramtop.supervisor import service
+
+    graces: list[float] = []
+    real_end = service.end_server
+
+    def spy(rec: ServerRecord, **kw: Any) -> Any:
+        graces.append(kw["stop_timeout_s"])
+        return real_end(rec, **kw)
+
+    monkeypatch.setattr(service, "end_server", spy)
+    profile = fake_profile("lost", free_port(), ledger).model_copy(update={"stop_timeout_s": 15})
+    sup = Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
+    try:
+        assert sup.start(timeout_s=30).ok
+        assert sup.restart(timeout_s=30).ok
+        assert sup.restart(timeout_s=30, requests_lost=True).ok
+        assert graces == [15, service.LOST_REQUESTS_GRACE_S]
+        assert sup.status().state == ServerState.RUNNING
+    finally:
+        sup.stop()
     assert ledger_empty(ledger)

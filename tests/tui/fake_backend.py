@@ -129,9 +129,11 @@ class FakeBackend:
         _say(progress, "memory released")
         return ActionResult(ok=True, message="vLLM stopped.")
 
-    def restart(self, progress: ProgressCallback | None = None) -> ActionResult:
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
         with self._lock:
-            self.calls.append(("restart",))
+            self.calls.append(("restart", "requests lost") if requests_lost else ("restart",))
             self._events.append({"t": self.t, "event": "restart", "detail": {"reason": "key r"}})
         return self._launch(progress, "restarted")
 

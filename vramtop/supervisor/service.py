@@ -46,6 +46,9 @@ __all__ = ["MEMORY_RELEASE_TIMEOUT_S", "MemoryReleased", "Supervisor", "server_u
 log = logging.getLogger(__name__)
 
 MEMORY_RELEASE_TIMEOUT_S = 10.0
+# SIGTERM to SIGKILL when the requests in flight are lost anyway (a confirmed restart under
+# load): with the kill's own wait, the tree is gone within about 3 s.
+LOST_REQUESTS_GRACE_S = 2.0
 READY_TIMEOUT_S = 900.0
 AUTO_RESTART_LIMIT = 3
 LAST_LINES = 40
@@ -225,8 +228,14 @@ class Supervisor:
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
+        requests_lost: bool = False,
     ) -> ActionResult:
+        """Stop, then start the same command. `requests_lost`: the person confirmed a
+        restart with requests running, which are lost anyway: the server gets
+        LOST_REQUESTS_GRACE_S after SIGTERM (not its full stop timeout, which uvicorn can
+        spend "waiting for connections to close") before SIGKILL."""
         report = progress or _no_progress
+        grace = min(LOST_REQUESTS_GRACE_S, self.profile.stop_timeout_s) if requests_lost else None
 
         def act() -> ActionResult | _Loading:
             rec = self.record()
@@ -235,7 +244,7 @@ class Supervisor:
             refused = self._refuse_without_key(command[2])
             if refused is not None:
                 return refused  # before the stop: the running server stays
-            stopped = self._stop(report)
+            stopped = self._stop(report, grace)
             if not stopped.ok:
                 return stopped
             return self._start(report, wait_ready, command, overrides)
@@ -559,7 +568,7 @@ class Supervisor:
             )
         return ActionResult(False, "stopped while loading: another vramtop stopped the server")
 
-    def _stop(self, progress: ProgressCallback) -> ActionResult:
+    def _stop(self, progress: ProgressCallback, grace_s: float | None = None) -> ActionResult:
         rec = self.record()
         if rec is None:
             return ActionResult(True, "not running")
@@ -568,7 +577,7 @@ class Supervisor:
             progress("stopping")
             rec.state, rec.stop_requested = "stopping", True
             state.save(rec)
-        survivors = self._end(rec, progress)
+        survivors = self._end(rec, progress, grace_s)
         released = self._released
         if survivors:
             state.save(rec)
@@ -591,11 +600,13 @@ class Supervisor:
             )
         return ActionResult(True, "stopped")
 
-    def _end(self, rec: ServerRecord, progress: ProgressCallback | None) -> list[psutil.Process]:
+    def _end(
+        self, rec: ServerRecord, progress: ProgressCallback | None, grace_s: float | None = None
+    ) -> list[psutil.Process]:
         """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
         survivors, self._released = end_server(
             rec,
-            stop_timeout_s=self.profile.stop_timeout_s,
+            stop_timeout_s=self.profile.stop_timeout_s if grace_s is None else grace_s,
             reap=self._reap_child,
             memory_released=self.memory_released,
             # Read at each stop: a test shortens it.

@@ -480,7 +480,12 @@ class VramtopApp(App[int]):
             self.set_timer(RESTART_CONFIRM_S, self._disarm_restart)
             return
         self._restart_armed = False
-        self._start_action("restart", lambda progress: self.backend.restart(progress=progress))
+        # Confirmed with requests running: they are lost anyway, so the server is not given
+        # its whole stop timeout to finish them (uvicorn waits for open connections).
+        lost = running > 0
+        self._start_action(
+            "restart", lambda progress: self.backend.restart(progress=progress, requests_lost=lost)
+        )
 
     def _disarm_restart(self) -> None:
         if self._restart_armed:

