@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from vramtop.cli import add_shared_options
+from vramtop.commands.argtypes import finite_float
 from vramtop.sim.card import CARDS
 
 EXIT_USAGE = 2
@@ -42,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=finite_float,
         default=argparse.SUPPRESS,
         help=f"seconds between samples (default {DEFAULT_INTERVAL_S})",
     )

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from vramtop.commands.argtypes import bounded_int
 from vramtop.supervisor import cli_support
 
 
@@ -15,7 +16,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("logs", help="print the server's log (-f to follow)")
     cli_support.add_common(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    p.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
+    p.add_argument(
+        "-n", "--lines", type=bounded_int, default=50, help="how many lines (default 50)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
