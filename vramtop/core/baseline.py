@@ -20,6 +20,8 @@ WARMUP_SAMPLES = 10
 QUANTILE = 0.9
 # Once known, a sample below this share of the baseline is suspect and does not teach it.
 ADMIT_RATIO = 0.5
+# Two readings further apart than this average unrelated periods: no rate between them.
+MAX_GAP_S = 30.0
 
 
 def counter_delta(previous: float | None, current: float | None) -> float | None:
@@ -30,7 +32,7 @@ def counter_delta(previous: float | None, current: float | None) -> float | None
 
 
 def counter_rate(
-    previous: float | None, current: float | None, dt: float, max_gap_s: float = 30.0
+    previous: float | None, current: float | None, dt: float, max_gap_s: float = MAX_GAP_S
 ) -> float | None:
     """Per-second growth of a counter between two readings `dt` seconds apart.
 

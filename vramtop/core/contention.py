@@ -26,20 +26,32 @@ from vramtop.core.diagnosis_thresholds import (
     UNSEEN_DESKTOP_DEMAND_BYTES,
 )
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
+from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
 from vramtop.core.windows import SpillEvidence, cite_spill
 
 
 @dataclass
 class Point:
-    """One running sample's rates, judged against the baseline."""
+    """One running sample's rates, judged against the normal rate."""
 
     t: float
-    generation_tps: float
-    per_request_tps: float
+    generation_tps: float  # all running requests together
+    per_request_tps: float  # decode speed per request, in `measure`
     prompt_tps: float | None
     running: float
     collapsed: bool
     healthy: bool
+    measure: str = PER_REQUEST
+    ratio: float | None = None  # per_request_tps / the normal for its concurrency (None: none)
+
+
+@dataclass(frozen=True)
+class Squeeze:
+    """What the card shows while the desktop squeezes the server."""
+
+    kv: float | None
+    fill: float
+    growth: int | None
 
 
 @dataclass(frozen=True)
@@ -59,10 +71,11 @@ class Collapse:
     """The collapsed samples that opened the finding, and what the card looked like then."""
 
     points: list[Point]
-    baseline_tps: float
+    baseline_tps: float  # the normal per-request rate the points were compared with
     kv: float | None
     fill: float
     growth: int | None
+    normal: NormalRate | None = None
 
 
 def contention_report(
@@ -88,6 +101,11 @@ def contention_report(
 
 
 def _rate(collapse: Collapse) -> float:
+    """The mean per-request decode speed of the collapsed seconds."""
+    return sum(p.per_request_tps for p in collapse.points) / len(collapse.points)
+
+
+def _total(collapse: Collapse) -> float:
     return sum(p.generation_tps for p in collapse.points) / len(collapse.points)
 
 
@@ -95,10 +113,19 @@ def _evidence(
     s: Sample, device: GpuDevice, collapse: Collapse, desktop: DesktopShare
 ) -> dict[str, Any]:
     rate, base = _rate(collapse), collapse.baseline_tps
+    running = collapse.points[-1].running
+    normal = collapse.normal
     return {
-        "generation_tps": round(rate, 2),
-        "baseline_generation_tps": round(base, 2),
+        "generation_tps": round(_total(collapse), 2),
+        "baseline_generation_tps": round(base * max(1.0, running), 2),
         "ratio": round(rate / base, 3) if base else None,
+        # Additions: the per-request decode speed that was judged, and where its normal
+        # came from (`learned` on this run or `remembered` from an earlier one).
+        "decode_tps": round(rate, 2),
+        "normal_decode_tps": round(base, 2),
+        "decode_measure": collapse.points[-1].measure,
+        "normal_rate_source": normal.source if normal is not None else None,
+        "normal_rate_saved_at": normal.saved_at if normal is not None else None,
         "requests_running": collapse.points[-1].running,
         "kv_cache_usage": collapse.kv,
         "used_bytes": device.used_bytes,
@@ -155,9 +182,11 @@ def _ladder(
         if unified
         else f"the card is {collapse.fill:.0%} full ({used_mib:,.0f} of {total_mib:,.0f} MiB)"
     )
+    latency = collapse.points[-1].measure == INTER_TOKEN_LATENCY
     observed = [
-        f"tokens/s fell to {rate:.1f} from a healthy {base:.1f} with "
-        f"{collapse.points[-1].running:.0f} request(s) running",
+        f"tokens/s per request fell to {rate:.1f} from a normal {base:.1f}"
+        f"{_normal_origin(collapse)} with {collapse.points[-1].running:.0f} request(s) running"
+        + (" (vLLM's per-token latency)" if latency else ""),
         fill,
     ]
     if growth is not None and growth >= DESKTOP_GROWTH_BYTES:
@@ -183,12 +212,20 @@ def _ladder(
     }
 
 
+def _normal_origin(collapse: Collapse) -> str:
+    normal = collapse.normal
+    if normal is not None and normal.source == "remembered":
+        return " remembered from an earlier run"
+    return ""
+
+
 def _summary(collapse: Collapse, device: GpuDevice) -> str:
     rate, base, kv, fill = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.fill
     where = "system memory" if device.memory_kind is MemoryKind.UNIFIED else "the card"
     if base and kv is not None:
         return (
-            f"Generation fell to {rate:.1f} tok/s ({rate / base:.0%} of the usual {base:.0f}) "
+            f"Generation fell to {rate:.1f} tok/s per request ({rate / base:.0%} of the normal "
+            f"{base:.0f}{_normal_origin(collapse)}) "
             f"with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
             "the desktop is squeezing vLLM's memory."
         )

@@ -21,9 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from vramtop.core import sample_facts as read
-from vramtop.core.baseline import ADMIT_RATIO, RateBaseline, counter_delta, counter_rate
+from vramtop.core.baseline import ADMIT_RATIO, MAX_GAP_S, counter_delta, counter_rate
 from vramtop.core.budget import TREND_WINDOW_S, growth_rate, kv_cost, largest_util_for_desktop
-from vramtop.core.contention import Collapse, DesktopShare, Point, contention_report
+from vramtop.core.contention import Collapse, DesktopShare, Point, Squeeze, contention_report
 from vramtop.core.diagnosis_thresholds import (
     CARD_FULL,
     CLOSE_COUNT,
@@ -40,6 +40,7 @@ from vramtop.core.diagnosis_thresholds import (
     PREEMPTION_RECENT_S,
     PREFILL_TPS,
     RECOVERED_RATIO,
+    RELEARN_SAMPLES,
     SLOWDOWN_REASONS,
     THROTTLE_OPEN,
     THROTTLE_WINDOW,
@@ -59,7 +60,16 @@ from vramtop.core.findings import (
     FindingChange,
 )
 from vramtop.core.kv_pressure import kv_report
+from vramtop.core.memory_evidence import memory_evidence, memory_report
 from vramtop.core.model import GpuDevice, Sample, ServerState
+from vramtop.core.normal_rate import (
+    INTER_TOKEN_LATENCY,
+    PER_REQUEST,
+    NormalRate,
+    NormalRateLearner,
+    decode_key,
+    decode_tps,
+)
 from vramtop.core.server_down import (
     NOT_ANSWERING_S,
     crash_report,
@@ -102,6 +112,7 @@ __all__ = [
     "Diagnoser",
     "Finding",
     "FindingChange",
+    "NormalRate",
     "kv_cost",
     "largest_util_for_desktop",
     "startup_oom_facts",
@@ -109,9 +120,16 @@ __all__ = [
 
 
 class Diagnoser:
-    """Feeds on samples and events in time order; keeps open and closed findings."""
+    """Feeds on samples and events in time order; keeps open and closed findings.
 
-    def __init__(self) -> None:
+    `remembered`: a normal rate from an earlier run of the same server (see `remember`).
+    """
+
+    def __init__(self, remembered: NormalRate | None = None) -> None:
+        self._normal = NormalRateLearner(remembered=remembered)
+        self._key: str | None = None
+        self._key_argv: tuple[str, ...] | None = None
+        self._running = 1.0
         self._open: dict[str, Finding] = {}
         self._closed: list[Finding] = []
         self._changes: list[FindingChange] = []
@@ -124,9 +142,12 @@ class Diagnoser:
 
     # --- epochs: one per server start ---------------------------------------------------
     def _new_epoch(self) -> None:
-        self._aggregate = RateBaseline()
-        self._per_request = RateBaseline()
+        # The normal decode speed outlives a restart or relaunch (the budget only sizes the
+        # KV pool): what this run learned is what the next one compares with at once.
+        self._normal = NormalRateLearner(remembered=self._normal.current(self._key))
+        self._contradicted = 0
         self._points: deque[Point] = deque(maxlen=WINDOW)
+        self._memory_window: deque[bool] = deque(maxlen=WINDOW)
         self._desktop_at_start: int | None = None
         self._desktop_history: deque[tuple[float, int]] = deque()
         self._was_healthy = False
@@ -156,8 +177,24 @@ class Diagnoser:
         return self._outside_budget
 
     def healthy_generation_tps(self) -> float | None:
-        """The healthy generation rate learned since the server's last start (None: not yet)."""
-        return self._aggregate.value
+        """The total generation rate the running requests normally reach (None: no normal
+        rate yet); see `normal_rate` for the per-request figure and where it came from."""
+        normal = self.normal_rate()
+        return normal.expected_generation_tps(self._running) if normal is not None else None
+
+    def normal_rate(self) -> NormalRate | None:
+        """The normal decode speed compared with now: learned on this run, or remembered
+        from an earlier one (its `source` says which). None: nothing to compare with yet."""
+        return self._normal.current(self._key)
+
+    @property
+    def decode_key(self) -> str | None:
+        """What the normal rate belongs to (see `normal_rate.decode_key`), once known."""
+        return self._key
+
+    def remember(self, rate: NormalRate | None) -> None:
+        """Compare with `rate` (an earlier run's normal) until this run learns its own."""
+        self._normal.remembered = rate
 
     def spill_evidence(self) -> SpillEvidence | None:
         """WSL2: the VM's shared memory risen past the spill threshold since the server's
@@ -194,6 +231,7 @@ class Diagnoser:
 
     def feed_sample(self, s: Sample) -> None:
         prev, self._prev = self._prev, s
+        self._track_key(s)
         if s.windows is not None:
             self._spill.add(s.windows, s.t)
         if s.split is not None and s.split.server_gtt_bytes is not None:
@@ -231,6 +269,19 @@ class Diagnoser:
             self._changes.append(FindingChange("closed", closed))
 
     # --- measurements --------------------------------------------------------------------------
+    def _track_key(self, s: Sample) -> None:
+        argv = s.info.argv if s.info is not None else ()
+        if self._key is not None and argv == self._key_argv:
+            return  # the same command line: the same key (read once, not every second)
+        key = decode_key(s)
+        if key is None:
+            return
+        if self._key is not None and key != self._key:
+            # Another model, card or dtype: the old normal says nothing about this one.
+            self._normal = NormalRateLearner()
+            self._contradicted = 0
+        self._key, self._key_argv = key, argv
+
     def _track_desktop(self, s: Sample, state: ServerState | None) -> None:
         desktop = read.desktop_bytes(s)
         if desktop is None or state not in (ServerState.RUNNING, None):
@@ -267,30 +318,37 @@ class Diagnoser:
         prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
         if prompt is None:
             prompt = s.rates.prompt_tps
-        per_request = gen / max(1.0, m.requests_running)
-        agg_ratio = self._aggregate.ratio(gen)
-        seq_ratio = self._per_request.ratio(per_request)
-        known = agg_ratio is not None and seq_ratio is not None
-        # Both the total and the per-request rate must fall: fewer running requests lower the
-        # total, more lower each one's share; a real collapse lowers both.
-        collapsed = known and agg_ratio < COLLAPSE_RATIO and seq_ratio < COLLAPSE_RATIO  # type: ignore[operator]
-        healthy = not known or agg_ratio >= RECOVERED_RATIO or seq_ratio >= RECOVERED_RATIO  # type: ignore[operator]
-        return Point(s.t, gen, per_request, prompt, m.requests_running, collapsed, healthy)
+        running = m.requests_running
+        self._running = running
+        # Per request, so that a change of concurrency is never a fall: vLLM's per-token
+        # latency when it has it (prefill does not hide it), else the total over the requests.
+        decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
+        measure, rate = (
+            (INTER_TOKEN_LATENCY, decode)
+            if decode is not None
+            else (PER_REQUEST, gen / max(1.0, running))
+        )
+        ratio = self._normal.ratio(measure, running, rate)
+        collapsed = ratio is not None and ratio < COLLAPSE_RATIO
+        healthy = ratio is None or ratio >= RECOVERED_RATIO
+        return Point(
+            s.t, gen, rate, prompt, running, collapsed, healthy, measure=measure, ratio=ratio
+        )
 
     def _prefilling(self, point: Point) -> bool:
-        return point.prompt_tps is not None and point.prompt_tps >= PREFILL_TPS
+        """A per-request rate that prefill lowers (the latency measure is not lowered)."""
+        return (
+            point.measure == PER_REQUEST
+            and point.prompt_tps is not None
+            and point.prompt_tps >= PREFILL_TPS
+        )
 
     def _learn(self, point: Point) -> None:
         if self._prefilling(point) or VRAM_CONTENTION in self._open:
             return
-        agg, seq = (
-            self._aggregate.ratio(point.generation_tps),
-            self._per_request.ratio(point.per_request_tps),
-        )
-        if agg is not None and seq is not None and agg < ADMIT_RATIO and seq < ADMIT_RATIO:
-            return  # suspect: a collapse must not teach the baseline
-        self._aggregate.add(point.generation_tps)
-        self._per_request.add(point.per_request_tps)
+        if point.ratio is not None and point.ratio < ADMIT_RATIO:
+            return  # suspect: a collapse must not teach the normal
+        self._normal.add(point.measure, point.running, point.per_request_tps)
 
     # --- rules ---------------------------------------------------------------------------------
     def _check_contention(self, s: Sample, device: GpuDevice | None, point: Point | None) -> None:
@@ -299,6 +357,10 @@ class Diagnoser:
                 # Slow clocks explain a slow second: it counts neither way.
                 point = replace(point, collapsed=False, healthy=False)
             self._points.append(point)
+        squeeze = self._squeeze(s, device) if point is not None else None
+        self._check_remembered(point, squeeze)
+        if self._check_memory_only(s, device, point):
+            return
         collapsed = sum(p.collapsed for p in list(self._points)[-OPEN_WINDOW:])
         healthy = sum(p.healthy for p in self._points)
         if VRAM_CONTENTION in self._open and healthy >= CLOSE_COUNT:
@@ -306,14 +368,38 @@ class Diagnoser:
             return
         # Only a sample with requests running can open or refresh it: old slow seconds must
         # not become a finding while idle, and an open one keeps its last numbers.
-        if collapsed < OPEN_COUNT or device is None or point is None:
+        if collapsed < OPEN_COUNT or device is None or point is None or squeeze is None:
             return
+        points = [p for p in list(self._points)[-OPEN_WINDOW:] if p.collapsed]
+        collapse = Collapse(
+            points=points,
+            baseline_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
+            kv=squeeze.kv,
+            fill=squeeze.fill,
+            growth=squeeze.growth,
+            normal=self.normal_rate(),
+        )
+        spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
+        report = contention_report(s, device, collapse, self._desktop_share(), spill)
+        self._set(VRAM_CONTENTION, s.t, **report)
+
+    def _desktop_share(self) -> DesktopShare:
+        return DesktopShare(
+            self._desktop_at_start,
+            self._desktop_peak,
+            self._outside_budget,
+            growth_rate(self._desktop_history),
+        )
+
+    def _squeeze(self, s: Sample, device: GpuDevice | None) -> Squeeze | None:
+        """What shows the desktop squeezing the server (KV usage low, clocks not slowed, the
+        card full or the desktop grown), or None when the card does not show it."""
+        if device is None or set(device.throttle) & SLOWDOWN_REASONS:
+            return None  # clocks explain a slowdown: gpu_throttling speaks instead
         m = read.metrics(s)
         kv = m.kv_cache_usage if m else None
         if kv is not None and kv > KV_LOW:
-            return
-        if set(device.throttle) & SLOWDOWN_REASONS:
-            return  # clocks explain it: gpu_throttling speaks instead
+            return None
         fill = device.used_bytes / device.total_bytes if device.total_bytes else 0.0
         desktop = read.desktop_bytes(s)
         growth = (
@@ -322,23 +408,43 @@ class Diagnoser:
             else None
         )
         if fill < CARD_FULL and (growth is None or growth < DESKTOP_GROWTH_BYTES):
+            return None
+        return Squeeze(kv=kv, fill=fill, growth=growth)
+
+    def _check_remembered(self, point: Point | None, squeeze: Squeeze | None) -> None:
+        """A remembered normal that running seconds contradict for long while nothing
+        squeezes the server was wrong for this run (a new driver, longer contexts): forget it
+        and learn the normal again."""
+        if point is None or point.ratio is None or self._normal.remembered is None:
             return
-        collapse = Collapse(
-            points=[p for p in list(self._points)[-OPEN_WINDOW:] if p.collapsed],
-            baseline_tps=self._aggregate.value or 0.0,
-            kv=kv,
-            fill=fill,
-            growth=growth,
-        )
-        desktop_share = DesktopShare(
-            self._desktop_at_start,
-            self._desktop_peak,
-            self._outside_budget,
-            growth_rate(self._desktop_history),
-        )
-        spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
-        report = contention_report(s, device, collapse, desktop_share, spill)
-        self._set(VRAM_CONTENTION, s.t, **report)
+        if point.healthy or squeeze is not None or VRAM_CONTENTION in self._open:
+            self._contradicted = 0 if point.healthy else self._contradicted
+            return
+        self._contradicted += 1
+        if self._contradicted >= RELEARN_SAMPLES:
+            self._normal.forget_remembered()
+            self._contradicted = 0
+
+    def _check_memory_only(self, s: Sample, device: GpuDevice | None, point: Point | None) -> bool:
+        """With no normal rate at all, the Windows side alone can show the squeeze: the
+        desktop's programs hold more than the budget leaves them and part of the WSL VM's
+        memory is in system memory. True while that rule owns the finding."""
+        current = self._open.get(VRAM_CONTENTION)
+        memory_only = current is not None and current.confidence is not None
+        if point is None or device is None:
+            return memory_only
+        if point.ratio is not None and not memory_only:
+            return False  # a normal rate is known: the rate rule decides
+        evidence = memory_evidence(s, self._spill.spill_evidence())
+        self._memory_window.append(evidence is not None)
+        if memory_only and not any(list(self._memory_window)[-OPEN_WINDOW:]):
+            self._close(VRAM_CONTENTION, s.t)
+            return True
+        if evidence is not None and sum(list(self._memory_window)[-OPEN_WINDOW:]) >= OPEN_COUNT:
+            report = memory_report(s, device, evidence, self._desktop_share())
+            self._set(VRAM_CONTENTION, s.t, **report)
+            return True
+        return memory_only
 
     def _check_kv(self, prev: Sample | None, s: Sample) -> None:
         m = read.metrics(s)
@@ -365,7 +471,7 @@ class Diagnoser:
         if device is None:
             return
         reasons = sorted(set(device.throttle) & SLOWDOWN_REASONS)
-        ratio = self._aggregate.ratio(point.generation_tps) if point is not None else None
+        ratio = point.ratio if point is not None else None
         slow = ratio is not None and ratio < HOT_SLOW_RATIO  # 0.0 (stalled) is slow too
         hot = device.temperature_c is not None and device.temperature_c >= HOT_C
         self._throttle_window.append(bool(reasons) or (hot and slow))

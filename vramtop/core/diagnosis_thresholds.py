@@ -13,6 +13,9 @@ WINDOW = 12
 OPEN_WINDOW = 6
 OPEN_COUNT = 5
 CLOSE_COUNT = 10
+# Running seconds that contradict a remembered normal (not healthy, nothing squeezing the
+# server) before it is forgotten and the normal learned again.
+RELEARN_SAMPLES = 30
 PREFILL_TPS = 100.0  # prompt tokens/s above this: a prefill is making progress, not stuck
 KV_LOW = 0.5  # KV usage at or below this cannot explain a slowdown
 CARD_FULL = 0.97  # used/total at or above this: the card is nearly full

@@ -55,6 +55,9 @@ class Finding:
     # observed / inferred / hypothesis: lists of sentences, as the field report's ladder.
     ladder: Mapping[str, Sequence[str]] = field(default_factory=dict)
     remedy: Mapping[str, Any] = field(default_factory=dict)
+    # How sure the finding is, when it is less sure than its kind usually is (e.g. "memory
+    # evidence, no normal rate"); None: the usual certainty. Written to JSON only when set.
+    confidence: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -67,6 +70,7 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         """The `findings[]` entry of `vramtop diagnose --json` (extra keys are additive)."""
+        extra = {"confidence": self.confidence} if self.confidence is not None else {}
         return {
             "kind": self.kind,
             "severity": self.severity,
@@ -79,6 +83,7 @@ class Finding:
             "ruled_out": dict(self.ruled_out),
             "ladder": {k: list(v) for k, v in self.ladder.items()},
             "remedy": dict(self.remedy),
+            **extra,
         }
 
 

@@ -29,7 +29,14 @@ _SUMMED = {
 # when a page has both (the old name was kept beside the new one for a few releases).
 _KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 _CACHE_INFO = "vllm:cache_config_info"
-_WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO))
+# The per-token decode latency histogram, newest name first (`time_per_output_token_seconds`
+# before it was renamed): its `_sum` and `_count` series, summed over engines. One name's pair
+# is used whole, never a sum from one name and a count from the other.
+_DECODE_LATENCY_NAMES = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+_DECODE_LATENCY_SERIES = tuple(
+    name + part for name in _DECODE_LATENCY_NAMES for part in ("_sum", "_count")
+)
+_WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_SERIES))
 # A page is ~50 KB of which vramtop reads a dozen lines; handing only those to the parser
 # makes a scrape several times cheaper. TYPE/HELP lines are dropped too: sample names keep
 # their `_total` either way, and a missing TYPE only makes a family "unknown". The prefixes
@@ -85,10 +92,18 @@ class _Collector:
             if found:
                 kv_usage = sum(found) / len(found)
                 break
+        latency_sum = latency_count = None
+        for name in _DECODE_LATENCY_NAMES:
+            sums, counts = self.get(name + "_sum"), self.get(name + "_count")
+            if sums and counts:
+                latency_sum, latency_count = sum(sums), sum(counts)
+                break
         return ServerMetrics(
             kv_cache_usage=kv_usage,
             model_name=self.model_name,
             cache=_cache_config(self.cache_labels or {}),
+            inter_token_latency_sum_s=latency_sum,
+            inter_token_latency_count=latency_count,
             **summed,
         )
 

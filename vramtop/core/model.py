@@ -116,6 +116,12 @@ class ServerMetrics:
     prefix_cache_hits_total: float | None = None
     model_name: str | None = None
     cache: CacheConfig = field(default_factory=CacheConfig)
+    # vLLM's per-token decode latency histogram (`inter_token_latency_seconds`; older
+    # releases: `time_per_output_token_seconds`): its cumulative sum (seconds) and count
+    # (tokens). Their deltas between two scrapes give the decode speed of that interval,
+    # whatever the concurrency and however much prefill ran.
+    inter_token_latency_sum_s: float | None = None
+    inter_token_latency_count: float | None = None
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,8 @@ def _server(
         requests_waiting=_num(s, "requests_waiting"),
         preemptions_total=_num(s, "preemptions_total"),
         kv_cache_usage=_num(s, "kv_cache_usage"),
+        inter_token_latency_sum_s=_num(s, "inter_token_latency_sum_s"),
+        inter_token_latency_count=_num(s, "inter_token_latency_count"),
         cache=CacheConfig(
             gpu_memory_utilization=util,
             kv_cache_size_tokens=_int(s, "kv_cache_tokens"),

@@ -54,6 +54,9 @@ class Tick:
     throttle: tuple[str, ...] = ()
     state: ServerState = ServerState.RUNNING
     healthy: bool | None = True
+    # Per-request decode speed as vLLM's per-token latency histogram shows it; None: the
+    # server exposes no such histogram (an older vLLM), as before it was read.
+    decode_tps: float | None = None
 
 
 @dataclass
@@ -90,6 +93,9 @@ class Card:
             c["gen"] = c.get("gen", 0.0) + tick.generation_tps
             c["prompt"] = c.get("prompt", 0.0) + tick.prompt_tps
             c["pre"] = c.get("pre", 0.0) + tick.preemptions
+            if tick.decode_tps is not None and tick.decode_tps > 0:
+                c["itl_count"] = c.get("itl_count", 0.0) + tick.generation_tps
+                c["itl_sum"] = c.get("itl_sum", 0.0) + tick.generation_tps / tick.decode_tps
         budget = math.ceil(self.total_bytes * self.util)
         server_full = budget + OUTSIDE_BUDGET_BYTES if running_server else 0
         if self.wsl:
@@ -129,6 +135,8 @@ class Card:
                 requests_waiting=float(tick.waiting),
                 preemptions_total=c["pre"],
                 kv_cache_usage=tick.kv_cache_usage,
+                inter_token_latency_sum_s=c.get("itl_sum"),
+                inter_token_latency_count=c.get("itl_count"),
                 cache=CacheConfig(
                     gpu_memory_utilization=self.util,
                     kv_cache_size_tokens=self.kv_tokens,

@@ -130,6 +130,9 @@ def _server_line(sample: Sample) -> dict[str, Any] | None:
         )
         if m.cache.kv_cache_memory_bytes is not None:
             out["kv_cache_memory_bytes"] = m.cache.kv_cache_memory_bytes
+        if m.inter_token_latency_count is not None:  # optional: the decode latency histogram
+            out["inter_token_latency_sum_s"] = m.inter_token_latency_sum_s
+            out["inter_token_latency_count"] = m.inter_token_latency_count
     tokens = m.cache.kv_cache_size_tokens if m is not None else None
     if tokens is None and sample.startup is not None:
         tokens = sample.startup.kv_cache_tokens

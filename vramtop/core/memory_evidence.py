@@ -1,0 +1,93 @@
+"""vram_contention from memory alone: what the Windows side shows when no rate can be judged.
+
+With no normal rate (a first run opened in the middle of a call) the token rate says nothing:
+9 tok/s may be this model's speed. Under WSL2 the Windows side can still show the squeeze
+directly: the desktop's programs hold more VRAM than the server's budget leaves them, and
+part of the WSL VM's GPU memory sits in system memory. Both together are enough to name the
+collapse, with a `confidence` that says no rate confirmed it. A derived split cannot show
+this (it never lets the desktop exceed its allowance), so without the Windows side the rule
+stays silent and the console says the rate cannot be judged yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vramtop.core.contention import DesktopShare, contention_remedy
+from vramtop.core.model import GIB, GpuDevice, Sample
+from vramtop.core.windows import SPILL_THRESHOLD_BYTES, SpillEvidence, cite_spill
+
+NO_NORMAL_RATE = "memory evidence, no normal rate"
+
+
+@dataclass(frozen=True)
+class MemoryEvidence:
+    desktop_bytes: int  # what the desktop's programs hold in VRAM (Windows' counters)
+    allowance_bytes: int  # what the server's budget leaves them
+    vm_shared_bytes: int  # the WSL VM's GPU memory in system memory
+    vm_dedicated_bytes: int
+    spill: SpillEvidence | None  # a rise seen since the start, when there was one
+
+
+def memory_evidence(s: Sample, spill: SpillEvidence | None) -> MemoryEvidence | None:
+    """The squeeze as the Windows side shows it this second, or None."""
+    reading, split = s.windows, s.split
+    if reading is None or reading.error is not None or reading.wsl_vm is None:
+        return None
+    if split is None or split.headroom_bytes is None:
+        return None  # the budget's allowance is not known
+    desktop = reading.desktop_bytes
+    vm = reading.wsl_vm
+    spilled = spill is not None or vm.shared_bytes >= SPILL_THRESHOLD_BYTES
+    if desktop <= split.headroom_bytes or not spilled:
+        return None
+    return MemoryEvidence(desktop, split.headroom_bytes, vm.shared_bytes, vm.dedicated_bytes, spill)
+
+
+def memory_report(
+    s: Sample, device: GpuDevice, evidence: MemoryEvidence, desktop: DesktopShare
+) -> dict[str, Any]:
+    """The finding's fields when memory alone names the collapse."""
+    over = evidence.desktop_bytes - evidence.allowance_bytes
+    ladder: dict[str, list[str]] = {
+        "observed": [
+            f"Windows counters: the desktop's programs hold {evidence.desktop_bytes / GIB:.2f} "
+            f"GiB of VRAM, {over / GIB:.2f} GiB more than the {evidence.allowance_bytes / GIB:.2f}"
+            " GiB the budget leaves them",
+            f"the WSL VM has {evidence.vm_shared_bytes / GIB:.2f} GiB of its GPU memory in "
+            "system memory",
+            "no normal rate is known yet for this server, so the token rate cannot be judged",
+        ],
+        "inferred": ["the desktop and vLLM are competing for physical VRAM"],
+        "hypothesis": [
+            "decoding is slowed by reads of the spilled memory; a restart that brings the "
+            "token rate back would confirm it"
+        ],
+    }
+    ev: dict[str, Any] = {
+        "desktop_bytes": evidence.desktop_bytes,
+        "desktop_allowance_bytes": evidence.allowance_bytes,
+        "wsl_vm_shared_bytes": evidence.vm_shared_bytes,
+        "wsl_vm_dedicated_bytes": evidence.vm_dedicated_bytes,
+        "used_bytes": device.used_bytes,
+        "total_bytes": device.total_bytes,
+        "generation_tps": s.rates.generation_tps,
+        "baseline_generation_tps": None,
+    }
+    if evidence.spill is not None:
+        ladder, ev = cite_spill(ladder, ev, evidence.spill)
+    return {
+        "severity": "critical",
+        "summary": (
+            f"The desktop's programs hold {evidence.desktop_bytes / GIB:.1f} GiB, more than "
+            f"the {evidence.allowance_bytes / GIB:.1f} GiB vLLM's budget leaves them, and "
+            f"{evidence.vm_shared_bytes / GIB:.1f} GiB of vLLM's memory is in system memory: "
+            "the desktop is squeezing vLLM (no normal rate to compare with yet)."
+        ),
+        "evidence": ev,
+        "ruled_out": {},
+        "ladder": ladder,
+        "remedy": contention_remedy(s, device, desktop),
+        "confidence": NO_NORMAL_RATE,
+    }
