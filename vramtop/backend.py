@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample
+from vramtop.core.normal_rate import NormalRate
 
 # Progress of a long action, in the user's words: "stopping", "memory released", "loading",
 # "profiling", "capturing graphs", "ready", "failed".
@@ -87,6 +88,11 @@ class ConsoleExtras(Protocol):
 
     def healthy_baseline(self) -> Rates | None:
         """The healthy token rates learned for the current server start."""
+        ...
+
+    def normal_rate(self) -> NormalRate | None:
+        """The normal decode speed compared with now, and where it came from (learned on
+        this run, or remembered from an earlier one and when)."""
         ...
 
     def headroom_inputs(self) -> HeadroomInputs | None:

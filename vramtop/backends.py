@@ -21,8 +21,10 @@ from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import Rates, Sample
+from vramtop.core.normal_rate import NormalRate
 from vramtop.monitor import Monitor
 from vramtop.session.live import LiveSession
+from vramtop.session.normal_store import NormalRateStore
 from vramtop.supervisor.service import Supervisor
 from vramtop.supervisor.stopping import memory_released_on
 
@@ -65,7 +67,7 @@ class MachineBackend:
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
-        self.session = LiveSession(log_lines=monitor.log_lines)
+        self.session = LiveSession(log_lines=monitor.log_lines, normal_store=NormalRateStore())
 
     @property
     def can_act(self) -> bool:
@@ -102,6 +104,10 @@ class MachineBackend:
             return vllm_args.gpu_memory_utilization(self.supervisor.profile.argv)
         except ValueError:
             return None
+
+    def normal_rate(self) -> NormalRate | None:
+        """The normal decode speed and where it came from (see `LiveSession.normal_rate`)."""
+        return self.session.normal_rate()
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.monitor.timeline.latest

@@ -17,6 +17,7 @@ from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GpuReading, Rates, Sample
+from vramtop.core.normal_rate import NormalRate
 from vramtop.session.reader import SessionEvent
 from vramtop.session.replay import ReplaySource
 
@@ -75,6 +76,9 @@ class ReplayBackend:
 
     def healthy_baseline(self) -> Rates:
         return Rates(generation_tps=self.source.diagnoser.healthy_generation_tps())
+
+    def normal_rate(self) -> NormalRate | None:
+        return self.source.diagnoser.normal_rate()
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.source.latest

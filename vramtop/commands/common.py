@@ -6,10 +6,20 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from vramtop.backends import MachineBackend
 from vramtop.core.model import Sample
 from vramtop.session.writer import SessionWriter, make_header
+
+
+def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
+    """The header's optional `normal_rate`: what the recording's rates are compared with."""
+    normal = backend.normal_rate()
+    extra: dict[str, Any] = {"demo": backend.demo}
+    if normal is not None:
+        extra["normal_rate"] = normal.to_json()
+    return extra
 
 
 class UsageError(Exception):
@@ -61,6 +71,6 @@ def open_session_file(
         gpus=first.gpu.devices,
         info=first.info,
         wsl=backend.wsl,
-        extra={"demo": backend.demo},
+        extra=_normal_rate_field(backend),
     )
     return SessionWriter(path, header, replace=replace)

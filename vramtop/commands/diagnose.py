@@ -11,6 +11,7 @@ from typing import Any
 
 from vramtop.core.diagnosis import Diagnoser, Finding
 from vramtop.core.model import GIB, Sample
+from vramtop.core.normal_rate import NormalRate
 from vramtop.session.reader import Record, SessionError, SessionReader
 
 EXIT_UNREADABLE = 2
@@ -33,9 +34,10 @@ def add_parser(subparsers: Any) -> None:
     )
 
 
-def diagnose_records(records: Iterable[Record]) -> list[Finding]:
-    """Every finding of a session, closed and open, in the order first seen."""
-    diagnoser = Diagnoser()
+def diagnose_records(records: Iterable[Record], normal: NormalRate | None = None) -> list[Finding]:
+    """Every finding of a session, closed and open, in the order first seen (`normal`: the
+    normal rate the recording's header carries, compared with from the first second)."""
+    diagnoser = Diagnoser(remembered=normal)
     for record in records:
         if isinstance(record, Sample):
             diagnoser.feed_sample(record)
@@ -48,7 +50,7 @@ def diagnose_file(path: str | Path) -> list[Finding]:
     """Raises `SessionError` when the file is not a readable session, or has no readable
     sample (every line damaged: "no findings" would be a false all-clear)."""
     reader = SessionReader(path)
-    findings = diagnose_records(reader.records())
+    findings = diagnose_records(reader.records(), reader.header.normal_rate)
     if reader.samples_read == 0:
         damaged = f" ({reader.skipped_lines} damaged lines skipped)" if reader.skipped_lines else ""
         raise SessionError(f"{path}: no readable sample{damaged}, nothing to diagnose")

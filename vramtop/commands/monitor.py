@@ -100,6 +100,11 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
             )
             return EXIT_USAGE
         data = snapshot(sample, wsl=backend.wsl, demo=backend.demo)
+        # An addition: the normal decode speed compared with, and where it came from.
+        normal = backend.normal_rate()
+        data["normal_rate"] = (
+            None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
+        )
         print(json.dumps(data, indent=2) if args.json else _text(sample, data))
         return 0
     finally:
@@ -138,6 +143,8 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     rates = data["rates"]
     gen = rates["generation_tps"]
     lines.append(f"generation {'?' if gen is None else f'{gen:.1f}'} tok/s")
+    normal = data.get("normal_rate")
+    lines.append(normal["text"] if normal else "normal rate: not known yet (cannot judge it)")
     return "\n".join(lines)
 
 

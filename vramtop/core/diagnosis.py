@@ -344,11 +344,20 @@ class Diagnoser:
         )
 
     def _learn(self, point: Point) -> None:
-        if self._prefilling(point) or VRAM_CONTENTION in self._open:
+        if VRAM_CONTENTION in self._open:
             return
         if point.ratio is not None and point.ratio < ADMIT_RATIO:
             return  # suspect: a collapse must not teach the normal
-        self._normal.add(point.measure, point.running, point.per_request_tps)
+        if point.measure == INTER_TOKEN_LATENCY:
+            self._normal.add(INTER_TOKEN_LATENCY, point.running, point.per_request_tps)
+        # The fallback measure is learned too (a second whose histogram saw too few tokens is
+        # judged by it), but only from seconds without prefill, which lowers it.
+        if point.prompt_tps is not None and point.prompt_tps >= PREFILL_TPS:
+            return
+        per_request = point.generation_tps / max(1.0, point.running)
+        ratio = self._normal.ratio(PER_REQUEST, point.running, per_request)
+        if ratio is None or ratio >= ADMIT_RATIO:
+            self._normal.add(PER_REQUEST, point.running, per_request)
 
     # --- rules ---------------------------------------------------------------------------------
     def _check_contention(self, s: Sample, device: GpuDevice | None, point: Point | None) -> None:
@@ -433,7 +442,7 @@ class Diagnoser:
         memory_only = current is not None and current.confidence is not None
         if point is None or device is None:
             return memory_only
-        if point.ratio is not None and not memory_only:
+        if not memory_only and self.normal_rate() is not None:
             return False  # a normal rate is known: the rate rule decides
         evidence = memory_evidence(s, self._spill.spill_evidence())
         self._memory_window.append(evidence is not None)

@@ -70,6 +70,9 @@ def memory_report(
         "desktop_allowance_bytes": evidence.allowance_bytes,
         "wsl_vm_shared_bytes": evidence.vm_shared_bytes,
         "wsl_vm_dedicated_bytes": evidence.vm_dedicated_bytes,
+        "kv_cache_usage": s.server.metrics.kv_cache_usage
+        if s.server is not None and s.server.metrics is not None
+        else None,
         "used_bytes": device.used_bytes,
         "total_bytes": device.total_bytes,
         "generation_tps": s.rates.generation_tps,

@@ -15,11 +15,14 @@ from typing import Any
 
 from vramtop.core.diagnosis import Diagnoser, Finding
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.normal_rate import LEARNED, NormalRate
 from vramtop.core.windows import SpillEvidence
+from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.writer import SessionWriter
 
 LAST_LINES = 20  # log lines kept with an `exit` event
 EVENTS_KEPT = 1000
+SAVE_EVERY_S = 60.0  # a learned normal rate is written to the store at most this often
 
 
 def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str, dict[str, Any]]]:
@@ -56,10 +59,16 @@ class LiveSession:
         self,
         writer: SessionWriter | None = None,
         log_lines: Callable[[int], list[str]] | None = None,
+        normal_store: NormalRateStore | None = None,
     ) -> None:
         self.diagnoser = Diagnoser()
         self._writer = writer
         self._log_lines = log_lines
+        # Remembered normal rates: loaded when the server's setup becomes known, saved as
+        # this run learns its own (None: nothing is remembered, e.g. in tests).
+        self._store = normal_store
+        self._loaded_key: str | None = None
+        self._saved: tuple[str, float] | None = None  # key, sample t of the last save
         self._previous: Sample | None = None
         self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
         self._lock = threading.Lock()
@@ -83,6 +92,7 @@ class LiveSession:
             if self._writer is not None:
                 self._writer.sample(sample)
             self.diagnoser.feed_sample(sample)
+            self._sync_normal(sample.t)
             self._take_changes(sample.t)
             self._previous = sample
 
@@ -112,11 +122,45 @@ class LiveSession:
         with self._lock:
             return self.diagnoser.spill_evidence()
 
+    def normal_rate(self) -> NormalRate | None:
+        """The normal decode speed compared with now, and where it came from (learned on
+        this run, or remembered with when): for the header, `--once`, recordings, exporters."""
+        with self._lock:
+            return self.diagnoser.normal_rate()
+
     def close(self) -> None:
         with self._lock:
+            self._save_normal(None, force=True)
             if self._writer is not None:
                 self._writer.close()
                 self._writer = None
+
+    def _sync_normal(self, t: float) -> None:
+        key = self.diagnoser.decode_key
+        if self._store is None or key is None:
+            return
+        if key != self._loaded_key:
+            self._loaded_key = key
+            remembered = self._store.load(key)
+            if remembered is not None:
+                self.diagnoser.remember(remembered)
+        self._save_normal(t)
+
+    def _save_normal(self, t: float | None, force: bool = False) -> None:
+        """Write the normal learned on this run (a remembered one is already stored): as soon
+        as it is known, then at most every `SAVE_EVERY_S`, and when the session closes."""
+        key = self.diagnoser.decode_key
+        normal = self.diagnoser.normal_rate()
+        if self._store is None or key is None or normal is None or normal.source != LEARNED:
+            return
+        last = self._saved
+        recent = (
+            last is not None and last[0] == key and t is not None and t - last[1] < SAVE_EVERY_S
+        )
+        if recent and not force:
+            return
+        self._store.save(key, normal)
+        self._saved = (key, t if t is not None else 0.0)
 
     def _event(self, t: float, name: str, detail: dict[str, Any]) -> None:
         self._events.append({"t": t, "event": name, "detail": detail})

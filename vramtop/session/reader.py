@@ -30,6 +30,7 @@ from vramtop.core.model import (
     Split,
     SplitMethod,
 )
+from vramtop.core.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.windows import reading_from_sample
 from vramtop.session.writer import FORMAT, VERSION
 
@@ -46,6 +47,12 @@ class SessionHeader:
     gpus: tuple[Mapping[str, Any], ...]
     server: Mapping[str, Any] | None
     raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def normal_rate(self) -> NormalRate | None:
+        """The optional `normal_rate`: the normal decode speed the recording compared with
+        from its first second (None when absent or unusable)."""
+        return NormalRate.from_json(self.raw.get("normal_rate"), source=REMEMBERED)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ class ReplaySource:
         self.header: SessionHeader = self._reader.header
         self.speed = speed
         self._sleep = sleep
-        self.diagnoser = Diagnoser()
+        self.diagnoser = Diagnoser(remembered=self.header.normal_rate)
         self._pending: Iterator[Record] = self._reader.records()
         self._next: Record | None = None
         self._start_t: float | None = None
