@@ -46,3 +46,14 @@ def test_the_bar_splits_the_card_and_marks_the_budget() -> None:
     drawn = VramBar(split).draw(32).plain
     assert drawn == "█" * 16 + "▓" * 7 + "▌" + "░" * 8
     assert VramBar(None).draw(4).plain == "····"  # no reading: no made-up split
+
+
+def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
+    """After a relaunch a 2000 tok/s blip scrolled out of sight: 320–411 tok/s read as bars."""
+    from vramtop.tui.widgets.throughput_panel import _plot
+
+    history = (2000.0, *([411.0, 320.0, 380.0] * 10))
+    drawn = _plot(history, baseline=None).draw(20).plain
+    assert "▁" not in drawn and drawn.count("█") >= 6
+    # While the spike is still on screen it sets the top, and the rest sits low beside it.
+    assert "▁" in _plot(history, baseline=None).draw(len(history)).plain

@@ -54,3 +54,8 @@ def test_history_is_bounded_and_old_data_is_downsampled() -> None:
 def test_counter_rate_is_never_negative(values: list[float]) -> None:
     rate = window_rate([(float(i), v) for i, v in enumerate(values)])
     assert rate is not None and rate >= 0
+
+
+def test_readings_less_than_a_second_apart_give_no_rate() -> None:
+    assert window_rate([(100.0, 5000.0), (100.06, 5120.0)]) is None
+    assert window_rate([(100.0, 5000.0), (101.0, 5080.0)]) == 80.0

@@ -17,6 +17,9 @@ from vramtop.core.model import Rates, Sample, ServerMetrics
 # Rates are taken over this many seconds of samples: long enough that the jitter of one
 # scrape does not show, short enough that a collapse shows within a few seconds.
 RATE_WINDOW_S = 5.0
+# Readings closer than this give no rate: a counter read twice 60 ms apart (a tick right after
+# an action's) turns the jitter of one scrape into thousands of tokens/s.
+MIN_RATE_SPAN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,13 +42,14 @@ def window_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
     across a reset or a long gap, so that a restart never teaches its baseline.)
 
     A value lower than the one before it means the counter was reset (the server restarted):
-    the new value counts as the increase since the reset. Unknown values are skipped.
+    the new value counts as the increase since the reset. Unknown values are skipped. Points
+    spanning less than `MIN_RATE_SPAN_S` give None.
     """
     known = [(t, v) for t, v in points if v is not None]
     if len(known) < 2:
         return None
     span = known[-1][0] - known[0][0]
-    if span <= 0:
+    if span < MIN_RATE_SPAN_S:
         return None
     increase = 0.0
     for (_, before), (_, after) in pairwise(known):

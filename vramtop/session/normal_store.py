@@ -52,8 +52,9 @@ class NormalRateStore:
     def save(self, key: str, rate: NormalRate) -> None:
         """Remember `rate` for `key`, stamped now. Failures are logged, never raised."""
         entries = self._read()
-        entries[key] = {**rate.to_json(), "key": key, "saved_at": self._clock()}
-        newest = sorted(entries.items(), key=lambda kv: _saved_at(kv[1]), reverse=True)
+        entries.pop(key, None)
+        others = sorted(entries.items(), key=lambda kv: _saved_at(kv[1]), reverse=True)
+        newest = [(key, {**rate.to_json(), "key": key, "saved_at": self._clock()}), *others]
         data = {"version": 1, "rates": dict(newest[:MAX_ENTRIES])}
         try:
             self._write(json.dumps(data, indent=1))

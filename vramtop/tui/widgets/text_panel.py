@@ -64,9 +64,15 @@ class Spark:
     data: tuple[float, ...]
     ceiling: float = 1.0
     style: str = "$primary"
+    # Raise the ceiling to the largest value *drawn* (not the largest kept): a spike that has
+    # scrolled off the left edge no longer flattens what is on screen.
+    fit_drawn: bool = False
 
     def draw(self, width: int) -> Content:
-        return Content.styled(spark_text(self.data, self.ceiling, width), self.style)
+        ceiling = self.ceiling
+        if self.fit_drawn and width > 0 and self.data:
+            ceiling = max(ceiling, *self.data[-width:])
+        return Content.styled(spark_text(self.data, ceiling, width), self.style)
 
 
 def spark_text(data: Sequence[float], ceiling: float, width: int) -> str:

@@ -88,5 +88,6 @@ def shown_rate(now: float | None, history: tuple[float, ...]) -> float | None:
 
 
 def _plot(data: tuple[float, ...], baseline: float | None) -> Spark:
-    # Fixed scale: a bit above the normal rate, so a collapse reads as a fall, not as noise.
-    return Spark(data, ceiling=max([*(data or (1.0,)), (baseline or 0.0) * 1.15, 1.0]))
+    # Fixed scale: a bit above the normal rate, so a collapse reads as a fall, not as noise;
+    # raised to the largest value on screen when traffic runs above it.
+    return Spark(data, ceiling=max((baseline or 0.0) * 1.15, 1.0), fit_drawn=True)
