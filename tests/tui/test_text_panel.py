@@ -57,3 +57,23 @@ def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
     assert "▁" not in drawn and drawn.count("█") >= 6
     # While the spike is still on screen it sets the top, and the rest sits low beside it.
     assert "▁" in _plot(history, baseline=None).draw(len(history)).plain
+
+
+def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
+    from vramtop.core.memory_evidence import NO_NORMAL_RATE
+    from vramtop.tui.widgets.finding_banner import banner_text
+
+    finding = {"kind": "vram_contention", "summary": "squeezed", "confidence": NO_NORMAL_RATE}
+    text = banner_text(finding).plain
+    assert "no normal rate" in text and "restart" in text
+    assert "no normal rate" not in banner_text({**finding, "confidence": None}).plain
+
+
+def test_the_throughput_panel_says_where_the_normal_rate_came_from() -> None:
+    from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
+    from vramtop.tui.widgets.throughput_panel import normal_origin
+
+    remembered = NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}, REMEMBERED, saved_at=0.0)
+    assert normal_origin(remembered, 7200.0) == "remembered 2 h ago"
+    assert normal_origin(NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}), 5.0) == "learned now"
+    assert normal_origin(None, 5.0) == "can't judge yet"

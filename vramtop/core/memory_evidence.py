@@ -86,7 +86,8 @@ def memory_report(
             f"The desktop's programs hold {evidence.desktop_bytes / GIB:.1f} GiB, more than "
             f"the {evidence.allowance_bytes / GIB:.1f} GiB vLLM's budget leaves them, and "
             f"{evidence.vm_shared_bytes / GIB:.1f} GiB of vLLM's memory is in system memory: "
-            "the desktop is squeezing vLLM (no normal rate to compare with yet)."
+            "the desktop is squeezing vLLM. There is no normal rate to compare with yet: a "
+            "restart that brings the token rate back would confirm it."
         ),
         "evidence": ev,
         "ruled_out": {},

@@ -142,7 +142,7 @@ class NormalRate:
         figure = "normal —" if tps is None else f"normal {tps:.0f} tok/s"
         age = self.age_s(now)
         if self.source == REMEMBERED and age is not None:
-            return f"{figure} (remembered from {_ago(age)})"
+            return f"{figure} (remembered from {ago(age)})"
         return f"{figure} ({'learned now' if self.source == LEARNED else self.source})"
 
     def to_json(self) -> dict[str, Any]:
@@ -191,7 +191,8 @@ class NormalRate:
         )
 
 
-def _ago(seconds: float) -> str:
+def ago(seconds: float) -> str:
+    """'just now', '5 min ago', '2 h ago', '3 days ago'."""
     if seconds < 90:
         return "just now" if seconds < 30 else "1 min ago"
     if seconds < 90 * 60:

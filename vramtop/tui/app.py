@@ -49,7 +49,7 @@ from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.text_panel import TextPanel
-from vramtop.tui.widgets.throughput_panel import ThroughputPanel
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel, normal_origin
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 log = logging.getLogger(__name__)
@@ -197,6 +197,7 @@ class VramtopApp(App[int]):
         self.events: list[Any] = []
         self.headroom_inputs: HeadroomInputs | None = None
         self.baseline: Rates | None = None
+        self.normal_origin: str | None = None
         self.busy: str | None = None  # the action running now, if any
         self.activity: str | None = None  # one line: progress or the last action's result
         self._activity_until: float | None = None  # when a result stops being news
@@ -343,6 +344,13 @@ class VramtopApp(App[int]):
             events = _optional_call(backend, "events", [])
             headroom_inputs = _optional_call(backend, "headroom_inputs", None)
             baseline = _optional_call(backend, "healthy_baseline", None)
+            # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
+            # none is known yet), from backends that keep one.
+            origin = (
+                normal_origin(backend.normal_rate(), self._clock())
+                if hasattr(backend, "normal_rate")
+                else None
+            )
         except Exception as error:  # a backend bug must not take the console down
             log.exception("tick failed")
             self.post_message(TickFailed(f"{type(error).__name__}: {error}", answers=answers))
@@ -357,6 +365,7 @@ class VramtopApp(App[int]):
                 events,
                 headroom_inputs=headroom_inputs,
                 baseline=baseline,
+                normal_origin=origin,
                 answers=answers,
             )
         )
@@ -376,6 +385,7 @@ class VramtopApp(App[int]):
         self.events = message.events
         self.headroom_inputs = message.headroom_inputs
         self.baseline = message.baseline
+        self.normal_origin = message.normal_origin
         if previous is None or sample.t != previous.t:
             self._remember(sample)  # the same frame again (a replay's last) is no new history
         if getattr(self.backend, "finished", False) and not self._ended:
@@ -410,7 +420,13 @@ class VramtopApp(App[int]):
             sample.gpu, sample.split, sample.info, sample.windows, util=sample_facts.util(sample)
         )
         self._kv.show(sample, tuple(self._kv_usage))
-        self._throughput.show(sample, self.baseline, tuple(self._generation), tuple(self._prompt))
+        self._throughput.show(
+            sample,
+            self.baseline,
+            tuple(self._generation),
+            tuple(self._prompt),
+            origin=self.normal_origin,
+        )
         self._server_log.show(log_lines, _log_notice(sample))
 
     def _render_banner(self) -> None:

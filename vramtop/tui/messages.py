@@ -23,6 +23,7 @@ class SampleArrived(Message):
         *,
         headroom_inputs: HeadroomInputs | None = None,
         baseline: Rates | None = None,
+        normal_origin: str | None = None,
         answers: int = 0,
     ) -> None:
         super().__init__()
@@ -33,6 +34,7 @@ class SampleArrived(Message):
         self.events = events
         self.headroom_inputs = headroom_inputs
         self.baseline = baseline
+        self.normal_origin = normal_origin  # where the normal rate came from, in words
 
 
 class TickFailed(Message):

@@ -110,7 +110,9 @@ def confidence_note(finding: Any) -> str | None:
     if confidence is None or confidence == "high":
         return None
     if isinstance(confidence, str):
-        return f"{confidence} confidence"
+        # A level ("low") reads "low confidence"; a phrase ("memory evidence, no normal
+        # rate") is shown as it is.
+        return f"{confidence} confidence" if " " not in confidence else confidence
     level, why = field(confidence, "level"), field(confidence, "why")
     if level in (None, "high") and not why:
         return None

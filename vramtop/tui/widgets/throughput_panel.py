@@ -12,6 +12,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramtop.core.model import Rates, Sample
+from vramtop.core.normal_rate import REMEMBERED, NormalRate, ago
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
@@ -35,7 +36,9 @@ class ThroughputPanel(TextPanel):
         baseline: Rates | None,
         generation: tuple[float, ...],
         prompt: tuple[float, ...],
+        origin: str | None = None,
     ) -> None:
+        """`origin`: where the normal rate came from, in a few words."""
         rates = sample.rates
         base_gen = baseline.generation_tps if baseline else None
         base_prompt = baseline.prompt_tps if baseline else None
@@ -53,7 +56,9 @@ class ThroughputPanel(TextPanel):
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         self.set_rows(
             [
-                _rate_line("generation", shown_rate(rates.generation_tps, generation), base_gen),
+                _rate_line(
+                    "generation", shown_rate(rates.generation_tps, generation), base_gen, origin
+                ),
                 Detail(_plot(generation, base_gen)),
                 # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
                 _rate_line("prompt", rates.prompt_tps, None),
@@ -63,7 +68,20 @@ class ThroughputPanel(TextPanel):
         )
 
 
-def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
+def normal_origin(normal: NormalRate | None, now: float) -> str:
+    """Where the normal rate came from: 'learned now', 'remembered 2 h ago', or that there is
+    none yet to judge the rate by."""
+    if normal is None:
+        return "can't judge yet"
+    age = normal.age_s(now)
+    if normal.source == REMEMBERED and age is not None:
+        return "remembered " + ago(age)
+    return "learned now"
+
+
+def _rate_line(
+    label: str, now: float | None, baseline: float | None, origin: str | None = None
+) -> Content:
     low = now is not None and baseline is not None and baseline > 0 and now < LOW_SHARE * baseline
     parts: list[str | tuple[str, str]] = [
         f"{label:<10} ",
@@ -73,6 +91,8 @@ def _rate_line(label: str, now: float | None, baseline: float | None) -> Content
         # Learned while requests run, per server start (see core/baseline.py).
         normal = f"normal {tps(baseline)}"  # "—" until learned
         parts.append((f"  {normal}", "$text-muted"))
+        if origin:
+            parts.append((f" · {origin}", "$text-muted"))
     return Content.assemble(*parts)
 
 
