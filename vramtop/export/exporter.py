@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
@@ -24,6 +24,8 @@ from vramtop import __version__
 from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for
 from vramtop.core.findings import Finding
 from vramtop.core.model import Rates, Sample
+from vramtop.core.windows import SpillEvidence
+from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +156,10 @@ class Exporter:
         return registry
 
 
-def _spill(backend: Sampled) -> Any:
-    session = getattr(backend, "session", None)
-    method = getattr(session, "spill_evidence", None)
-    return method() if callable(method) else None
+def _spill(backend: Sampled) -> SpillEvidence | None:
+    """The live session's spill evidence (WSL2), where the backend keeps a session."""
+    session: LiveSession | None = getattr(backend, "session", None)
+    return session.spill_evidence() if session is not None else None
 
 
 def families(series: list[Series]) -> Iterator[Metric]:
