@@ -9,6 +9,7 @@ covered by the promtool unit tests in rules_test.yml). Skipped, saying why, wher
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -197,6 +198,8 @@ def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
         lambda: "firing" in alert_states(prometheus, "VllmSpillToSharedMemory"),
         60,
     )
+    body = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
+    print(json.dumps(body["data"]["alerts"], indent=1))  # shown with -s: the closing note
     suggested = query(
         prometheus,
         "vramtop_suggested_budget_ratio < ignoring(kind) group_left vramtop_budget_ratio",
