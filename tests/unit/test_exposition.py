@@ -38,6 +38,7 @@ def state_at(t: float, *, wsl: bool = True) -> ExportState:
         sample=last,
         open_findings=tuple(diagnoser.open_findings()),
         normal_generation_tps=diagnoser.healthy_generation_tps(),
+        normal=diagnoser.normal_rate(),
         spill=diagnoser.spill_evidence(),
         samples=int(t),
         errors={"server": 2},
@@ -171,3 +172,22 @@ def test_a_unified_amd_style_card_says_its_memory_kind_and_gtt() -> None:
     assert one(series, "vramtop_gpu_gtt_total_bytes") == 32 * GIB
     assert one(series, "vramtop_gpu_gtt_used_bytes") == 3 * GIB
     assert values(series, "vramtop_server_gtt_bytes") == {(("gpu", "1"),): 2 * GIB}
+
+
+def test_a_normal_rate_learned_now_and_one_remembered_say_so() -> None:
+    from vramtop.core.normal_rate import PER_REQUEST, REMEMBERED, NormalRate
+
+    learned = series_for(state_at(CALL_AT - 10))
+    assert one(learned, "vramtop_normal_rate_remembered") == 0
+    assert "vramtop_normal_rate_saved_timestamp_seconds" not in {s.name for s in learned}
+    decode = values(learned, "vramtop_decode_normal_tokens_per_second")
+    assert len(decode) == 1 and 70 < next(iter(decode.values())) < 85
+
+    remembered = NormalRate({PER_REQUEST: {1: 77.0}}, source=REMEMBERED, saved_at=1.7e9)
+    state = ExportState(version="1", sample=state_at(5).sample, normal=remembered)
+    series = series_for(state)
+    assert one(series, "vramtop_normal_rate_remembered") == 1
+    assert one(series, "vramtop_normal_rate_saved_timestamp_seconds") == 1.7e9
+    assert values(series, "vramtop_decode_normal_tokens_per_second") == {
+        (("measure", PER_REQUEST),): 77.0
+    }

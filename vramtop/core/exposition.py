@@ -19,6 +19,7 @@ from typing import Any
 from vramtop.core.budget import budget_bytes
 from vramtop.core.findings import KINDS, Finding
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.windows import SpillEvidence
 
@@ -107,8 +108,23 @@ METRICS: tuple[MetricSpec, ...] = (
     _g("generation_tokens_per_second", "Decode rate: generated tokens per second."),
     _g(
         "generation_normal_tokens_per_second",
-        "The normal decode rate vramtop learned while requests ran since the server's start "
-        "(a collapse never teaches it).",
+        "The generation rate the running requests normally reach: the normal per-request "
+        "rate at this concurrency times the requests running (a collapse never teaches it).",
+    ),
+    _g(
+        "decode_normal_tokens_per_second",
+        "The normal decode speed of one request at the lowest concurrency known; `measure`: "
+        "inter_token_latency (vLLM's histogram) or per_request (the fallback).",
+        "measure",
+    ),
+    _g(
+        "normal_rate_remembered",
+        "1 when the normal rate is remembered from an earlier run of the same setup, 0 when "
+        "it was learned on this one.",
+    ),
+    _g(
+        "normal_rate_saved_timestamp_seconds",
+        "When a remembered normal rate was last learned (Unix time).",
     ),
     _g("finding_open", "1 while vramtop's finding of this kind is open, else 0.", "kind"),
     _g("server_up", "1 when vLLM answered this sample's scrape, else 0."),
@@ -148,7 +164,8 @@ class ExportState:
     version: str
     sample: Sample | None = None
     open_findings: Sequence[Finding] = ()
-    normal_generation_tps: float | None = None
+    normal_generation_tps: float | None = None  # at the current concurrency
+    normal: NormalRate | None = None
     spill: SpillEvidence | None = None
     samples: int = 0
     errors: Mapping[str, int] = field(default_factory=dict)
@@ -172,6 +189,7 @@ def series_for(state: ExportState) -> list[Series]:
         return out
     out += _card(sample)
     out += _server(sample, state.normal_generation_tps)
+    out += _normal(state.normal)
     out += _findings(sample, state.open_findings)
     out += _windows(sample, state.spill)
     return out
@@ -222,6 +240,18 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
         _add(out, "vramtop_requests_waiting", metrics.requests_waiting)
     _add(out, "vramtop_generation_tokens_per_second", sample.rates.generation_tps)
     _add(out, "vramtop_generation_normal_tokens_per_second", normal_tps)
+    return out
+
+
+def _normal(normal: NormalRate | None) -> list[Series]:
+    out: list[Series] = []
+    if normal is None:
+        return out
+    if normal.measure is not None:
+        _add(out, "vramtop_decode_normal_tokens_per_second", normal.tps, measure=normal.measure)
+    _add(out, "vramtop_normal_rate_remembered", float(normal.source == REMEMBERED))
+    if normal.source == REMEMBERED:
+        _add(out, "vramtop_normal_rate_saved_timestamp_seconds", normal.saved_at)
     return out
 
 

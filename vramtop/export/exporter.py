@@ -24,6 +24,7 @@ from vramtop import __version__
 from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for
 from vramtop.core.findings import Finding
 from vramtop.core.model import Rates, Sample
+from vramtop.core.normal_rate import NormalRate
 from vramtop.core.windows import SpillEvidence
 from vramtop.session.live import LiveSession
 
@@ -109,6 +110,7 @@ class Exporter:
             sample = self._backend.tick()
             findings = tuple(self._backend.findings())
             normal = self._backend.healthy_baseline().generation_tps
+            normal_rate = _normal_rate(self._backend)
             spill = _spill(self._backend)
         except Exception:
             log.exception("vramtop export: a sample failed")
@@ -125,6 +127,7 @@ class Exporter:
                 sample=sample,
                 open_findings=findings,
                 normal_generation_tps=normal,
+                normal=normal_rate,
                 spill=spill,
                 samples=self._state.samples + 1,
                 errors=dict(self._errors),
@@ -154,6 +157,12 @@ class Exporter:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         return registry
+
+
+def _normal_rate(backend: Sampled) -> NormalRate | None:
+    """The normal rate and where it came from (learned, or remembered from an earlier run)."""
+    method = getattr(backend, "normal_rate", None)
+    return method() if callable(method) else None
 
 
 def _spill(backend: Sampled) -> SpillEvidence | None:
