@@ -73,3 +73,11 @@ def test_print_flags_print_the_bundled_files(
 ) -> None:
     assert cli.main(["export", flag]) == 0
     assert capsys.readouterr().out == (ROOT / "vramtop" / "export" / asset).read_text()
+
+
+def test_the_readme_names_every_finding_kind_of_vramtop_finding_open() -> None:
+    from vramtop.core.findings import KINDS
+
+    readme = (ROOT / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `vramtop_finding_open`"))
+    assert [kind for kind in KINDS if f"`{kind}`" not in row] == []
