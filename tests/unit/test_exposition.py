@@ -191,3 +191,30 @@ def test_a_normal_rate_learned_now_and_one_remembered_say_so() -> None:
     assert values(series, "vramtop_decode_normal_tokens_per_second") == {
         (("measure", PER_REQUEST),): 77.0
     }
+
+
+def test_the_budget_that_would_fit_leaves_the_desktop_its_peak_and_margin_and_no_more() -> None:
+    import math
+
+    from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
+
+    sample = state_at(30, wsl=False).sample
+    assert sample is not None
+    total = sample.gpu.devices[0].total_bytes
+    outside = GIB // 2
+    for peak in (int(1.35 * GIB), int(4.3 * GIB)):
+        state = ExportState(
+            version="1", sample=sample, desktop_peak_bytes=peak, outside_budget_bytes=outside
+        )
+        series = series_for(state)
+        util = one(series, "vramtop_budget_for_desktop_peak_ratio")
+        assert one(series, "vramtop_desktop_peak_bytes") == peak
+
+        def leaves(u: float) -> int:
+            return total - math.ceil(total * u) - outside
+
+        assert leaves(util) >= peak + DESKTOP_MARGIN_BYTES
+        assert leaves(round(util + 0.01, 2)) < peak + DESKTOP_MARGIN_BYTES
+    assert "vramtop_budget_for_desktop_peak_ratio" not in {
+        s.name for s in series_for(ExportState(version="1", sample=sample))
+    }

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.core.budget import budget_bytes
+from vramtop.core import budget
+from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
 from vramtop.core.findings import KINDS, Finding
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.normal_rate import REMEMBERED, NormalRate
@@ -90,6 +91,12 @@ METRICS: tuple[MetricSpec, ...] = (
         "kind",
     ),
     _g("suggested_budget_bytes", "The suggested budget in bytes of the card.", "gpu", "kind"),
+    _g("desktop_peak_bytes", "The desktop's largest share seen since the exporter started.", "gpu"),
+    _g(
+        "budget_for_desktop_peak_ratio",
+        "The largest --gpu-memory-utilization that leaves the desktop its peak plus a margin "
+        "(the what-if's suggested budget): the budget that would fit.",
+    ),
     _g("wsl_vm_dedicated_bytes", "WSL2: the WSL VM's GPU memory in VRAM (Windows' counters)."),
     _g(
         "wsl_vm_shared_bytes",
@@ -171,6 +178,8 @@ class ExportState:
     errors: Mapping[str, int] = field(default_factory=dict)
     sampled_at: float | None = None  # Unix time of the latest sample
     sample_duration_s: float | None = None
+    desktop_peak_bytes: int | None = None  # the largest desktop share seen so far
+    outside_budget_bytes: int | None = None  # vLLM's memory outside its budget, as measured
 
 
 def series_for(state: ExportState) -> list[Series]:
@@ -191,6 +200,7 @@ def series_for(state: ExportState) -> list[Series]:
     out += _server(sample, state.normal_generation_tps)
     out += _normal(state.normal)
     out += _findings(sample, state.open_findings)
+    out += _budget_for_peak(sample, state.desktop_peak_bytes, state.outside_budget_bytes)
     out += _windows(sample, state.spill)
     return out
 
@@ -269,8 +279,25 @@ def _findings(sample: Sample, findings: Sequence[Finding]) -> list[Series]:
             continue
         _add(out, "vramtop_suggested_budget_ratio", util, kind=finding.kind)
         if total and gpu is not None:
-            bytes_ = budget_bytes(total, util)
+            bytes_ = budget.budget_bytes(total, util)
             _add(out, "vramtop_suggested_budget_bytes", bytes_, gpu=gpu, kind=finding.kind)
+    return out
+
+
+def _budget_for_peak(sample: Sample, peak: int | None, outside: int | None) -> list[Series]:
+    """The what-if's suggestion: the budget that leaves the desktop its peak plus the margin."""
+    out: list[Series] = []
+    if peak is None or not sample.gpu.devices:
+        return out
+    device = sample.gpu.devices[0]
+    fit = budget.suggested_budget(
+        device.total_bytes,
+        budget.DesktopDemand(peak=peak),
+        DESKTOP_MARGIN_BYTES,
+        outside_budget_bytes=budget.outside_budget(outside),
+    )
+    _add(out, "vramtop_desktop_peak_bytes", peak, gpu=str(device.index))
+    _add(out, "vramtop_budget_for_desktop_peak_ratio", fit.util)
     return out
 
 

@@ -79,6 +79,7 @@ class Exporter:
         self._errors: Counter[str] = Counter()
         self._say = say
         self._failing: set[str] = set()
+        self._desktop_peak: int | None = None  # as the console keeps it, for the what-if
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -120,6 +121,9 @@ class Exporter:
             return
         failed = failed_sources(sample)
         self._tell_changes(failed)
+        desktop = sample.split.desktop_bytes if sample.split else None
+        if desktop is not None:
+            self._desktop_peak = max(desktop, self._desktop_peak or 0)
         with self._lock:
             self._errors.update(failed.keys())
             self._state = replace(
@@ -133,6 +137,8 @@ class Exporter:
                 errors=dict(self._errors),
                 sampled_at=self._clock(),
                 sample_duration_s=self._monotonic() - began,
+                desktop_peak_bytes=self._desktop_peak,
+                outside_budget_bytes=_outside_budget(self._backend),
             )
 
     def _tell_changes(self, failed: dict[str, str]) -> None:
@@ -163,6 +169,13 @@ def _normal_rate(backend: Sampled) -> NormalRate | None:
     """The normal rate and where it came from (learned, or remembered from an earlier run)."""
     method = getattr(backend, "normal_rate", None)
     return method() if callable(method) else None
+
+
+def _outside_budget(backend: Sampled) -> int | None:
+    """vLLM's memory outside its budget as the diagnosis measured it (asked in the sampler
+    thread, the only one that feeds the session's diagnosis)."""
+    session: LiveSession | None = getattr(backend, "session", None)
+    return session.diagnoser.outside_budget_bytes if session is not None else None
 
 
 def _spill(backend: Sampled) -> SpillEvidence | None:
