@@ -251,3 +251,36 @@ async def test_a_budget_that_does_not_fit_now_needs_a_second_enter() -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert backend.calls == [("relaunch", 0.97)]
+
+
+class RelaunchedBackend(FakeBackend):
+    """Running at 0.85 after a relaunch that was not saved: the profile still says 0.93."""
+
+    launch_budget = 0.93
+
+    def __init__(self) -> None:
+        super().__init__(util=0.85)
+
+
+async def test_the_what_if_compares_with_now_and_with_the_launch_budget() -> None:
+    app = make_app(RelaunchedBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("c")
+        assert isinstance(app.screen, HeadroomScreen)
+        await pilot.press("minus")
+        table = text(app, "#headroom-table")
+        now = next(line for line in table.splitlines() if line.startswith("vs now: "))
+        launch = next(line for line in table.splitlines() if line.startswith("vs the profile"))
+        assert re.fullmatch(
+            r"vs now: frees 0\.32 GiB for the desktop, costs [\d,]+ KV tokens against 0\.85", now
+        )
+        assert re.fullmatch(
+            r"vs the profile's launch budget: frees 2\.8\d GiB for the desktop, "
+            r"costs [\d,]+ KV tokens against 0\.93",
+            launch,
+        )
+        await pilot.press("plus", "plus", "plus", "plus", "plus")  # 0.89: more than now
+        table = text(app, "#headroom-table")
+        assert "vs now: takes 1.27 GiB from the desktop, gains " in table
+        assert "vs the profile's launch budget: frees 1.27 GiB for the desktop, costs " in table

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from vramtop.core.headroom import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
+from vramtop.core.budget import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
 from vramtop.core.model import GIB, GpuDevice, MemoryKind, Split, SplitMethod
 from vramtop.core.windows import WindowsGpuReading
 
