@@ -152,7 +152,7 @@ def test_while_the_desktop_grows_the_suggestion_leaves_room_for_the_growth() -> 
     growing = DesktopDemand(peak=gib(3), now=gib(3), growth_bytes_per_s=30 * MIB)
     s = suggested_budget(TOTAL, growing, GIB // 2, outside_budget_bytes=outside)
     assert s.growing
-    assert s.desktop_headroom_bytes >= gib(3) + 60 * 30 * MIB + GIB // 2
+    assert s.desktop_headroom_bytes >= gib(3) + 45 * 30 * MIB + GIB // 2
     still = suggested_budget(
         TOTAL, DesktopDemand(peak=gib(3)), GIB // 2, outside_budget_bytes=outside
     )

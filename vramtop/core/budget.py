@@ -275,14 +275,16 @@ def suggested_relaunch_budget(findings: Iterable[Any]) -> float | None:
 
 
 # While the desktop's share still grows, the suggestion leaves room for this much more of the
-# same growth: a video call's memory takes up to a minute to reach its peak.
-GROWTH_HORIZON_S = 60.0
+# same growth: a video call's memory takes up to a minute to reach its peak, and the finding
+# opens some way into it (once the card is full). Longer only costs KV pool: the person is
+# also told to wait until it levels off, when the suggestion rises to fit the peak.
+GROWTH_HORIZON_S = 45.0
 # Below this the desktop is not growing (a compositor's wobble).
 GROWING_BYTES_PER_S = 4 * MIB
 
 
 # The desktop's trend is read over this much of its recent history.
-TREND_WINDOW_S = 30.0
+TREND_WINDOW_S = 15.0
 
 
 def growth_rate(history: Sequence[tuple[float, int]]) -> float:

@@ -168,7 +168,8 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         if now is not None and now.util != proposed.util:
             lines += ["\nvs now: ", change_words(now, proposed)]
         launch = _safe_predict(inputs, self._launch)
-        if launch is not None and launch.util != proposed.util:
+        same_as_now = now is not None and launch is not None and launch.util == now.util
+        if launch is not None and launch.util != proposed.util and not same_as_now:
             lines += ["\nvs the profile's launch budget: ", change_words(launch, proposed)]
         return Content.assemble(*lines)
 
