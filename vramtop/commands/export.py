@@ -103,9 +103,9 @@ def exposure_warning(host: str) -> str | None:
     where = "every network interface" if host in ("0.0.0.0", "::") else host
     return (
         f"warning: the metrics are served on {where}: anyone who can reach this machine can "
-        "read them (model, budget, findings). Fix: keep --listen on 127.0.0.1 and let "
-        "Prometheus reach it through a firewall rule or an SSH tunnel, or limit the port to "
-        "the Prometheus host."
+        "read them (model, budget, findings). Fix: allow the port only from the Prometheus "
+        "host in your firewall, or keep --listen on 127.0.0.1 and let Prometheus reach it "
+        "through an SSH tunnel."
     )
 
 
