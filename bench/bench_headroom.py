@@ -2,11 +2,13 @@
 
 Baseline in the same run: one bare `math.ceil(total × util)` (the budget alone), so the ratio
 says how much the full accounting costs on top of the cheapest possible step.
-Run from the repository root: PYTHONPATH=. python bench/bench_headroom.py
+Run from the repository root: PYTHONPATH=. python bench/bench_headroom.py [--scale 1.0]
+(--scale 0.01: a hundredth of the calls, one repeat; a quick smoke run)
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import timeit
 from collections.abc import Callable
@@ -27,16 +29,20 @@ HYBRID = Architecture(
 INPUTS = HeadroomInputs(total_bytes=gib(31.84), architecture=HYBRID, weights_bytes=gib(18.85))
 
 
-def per_second(call: Callable[[], object], number: int) -> float:
-    seconds = min(timeit.repeat(call, number=number, repeat=5))
+def per_second(call: Callable[[], object], number: int, scale: float = 1.0) -> float:
+    number = max(1, int(number * scale))
+    seconds = min(timeit.repeat(call, number=number, repeat=5 if scale >= 1 else 1))
     return number / seconds
 
 
 def main() -> None:
-    baseline = per_second(lambda: math.ceil(INPUTS.total_bytes * 0.93), 200_000)
-    predictions = per_second(lambda: predict(INPUTS, 0.93), 20_000)
-    headroom = per_second(lambda: largest_util_for_headroom(INPUTS, gib(3)), 20_000)
-    tokens = per_second(lambda: util_for_kv_tokens(INPUTS, 100_000), 2_000)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="share of the calls to time")
+    scale = parser.parse_args().scale
+    baseline = per_second(lambda: math.ceil(INPUTS.total_bytes * 0.93), 200_000, scale)
+    predictions = per_second(lambda: predict(INPUTS, 0.93), 20_000, scale)
+    headroom = per_second(lambda: largest_util_for_headroom(INPUTS, gib(3)), 20_000, scale)
+    tokens = per_second(lambda: util_for_kv_tokens(INPUTS, 100_000), 2_000, scale)
     print(f"baseline budget only     {baseline:12,.0f} /s")
     print(f"predict (hybrid)         {predictions:12,.0f} /s  ratio {baseline / predictions:6.1f}x")
     print(f"largest_util_for_headroom{headroom:12,.0f} /s")

@@ -1,11 +1,12 @@
 """Median time to parse a real vLLM /metrics page: vramtop's parse_metrics against
 prometheus_client's parser alone (the baseline it builds on).
 
-Usage: python bench/bench_parse.py [path/to/metrics.txt]
+Usage: python bench/bench_parse.py [--rounds 200] [path/to/metrics.txt]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -34,14 +35,18 @@ def median_seconds(fn: object, text: str, rounds: int = 200) -> float:
 
 
 def main() -> int:
-    paths = [Path(a) for a in sys.argv[1:]] or list(CANDIDATES)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("paths", nargs="*", type=Path, help="captured /metrics pages")
+    parser.add_argument("--rounds", type=int, default=200, help="parses timed of each")
+    args = parser.parse_args()
+    paths = args.paths or list(CANDIDATES)
     path = next((p for p in paths if p.is_file()), None)
     if path is None:
         print("bench_parse: no captured metrics.txt found; pass its path as an argument")
         return 0
     text = path.read_text()
-    baseline = median_seconds(lambda t: list(text_string_to_metric_families(t)), text)
-    ours = median_seconds(parse_metrics, text)
+    baseline = median_seconds(lambda t: list(text_string_to_metric_families(t)), text, args.rounds)
+    ours = median_seconds(parse_metrics, text, args.rounds)
     print(f"page: {path.name}, {len(text) / 1024:.1f} KiB")
     print(f"prometheus_client alone: {baseline * 1e3:.3f} ms median")
     print(f"parse_metrics:           {ours * 1e3:.3f} ms median")

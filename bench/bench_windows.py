@@ -6,11 +6,12 @@
    starting a fresh PowerShell per sample (what the long-lived loop avoids): the fake's start
    is only Python's, so the real ratio (Windows PowerShell: seconds) is far larger.
 
-Usage: python bench/bench_windows.py
+Usage: python bench/bench_windows.py [--rounds 2000] [--starts 5]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -51,10 +52,14 @@ def median(fn: object, rounds: int) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=2000, help="parses and reads timed")
+    parser.add_argument("--starts", type=int, default=5, help="fresh PowerShells timed")
+    args = parser.parse_args()
     env = dict(os.environ, VRAMTOP_FAKE_PS_MODE="normal")
     line = one_line(env)
-    parse = median(lambda: parse_line(line, 0.0), 2000)
-    floor = median(lambda: json.loads(line), 2000)
+    parse = median(lambda: parse_line(line, 0.0), args.rounds)
+    floor = median(lambda: json.loads(line), args.rounds)
     print(
         f"parse_line: {parse * 1e6:.1f} µs/line; json.loads alone {floor * 1e6:.1f} µs "
         f"(x{parse / floor:.1f})"
@@ -69,10 +74,10 @@ def main() -> None:
     source = WindowsGpuSource(interval_s=1.0, env=slow, check_interop=False)
     try:
         source.read()
-        read = median(source.read, 2000)
+        read = median(source.read, args.rounds)
     finally:
         source.close()
-    per_sample = median(lambda: one_line(env), 5)
+    per_sample = median(lambda: one_line(env), args.starts)
     print(
         f"read() during a slow start: {read * 1e6:.1f} µs; a fresh (fake) PowerShell per "
         f"sample {per_sample * 1e3:.0f} ms (x{per_sample / read:,.0f})"

@@ -1,6 +1,6 @@
 """Replays the field report on the simulated machine and prints the decode rates it produces.
 
-    python bench/sim_field_report.py [--speed 20]
+    python bench/sim_field_report.py [--speed 20] [--budgets 0.93,0.85] [--reads 300]
 
 For each budget (0.93, 0.85): tokens/s (simulated time) before a video call, at the call's
 peak, after it ends, and after a restart of the server; plus how long one simulated-GPU probe
@@ -110,11 +110,11 @@ def run_budget(util: float, speed: float, home: Path) -> None:
     )
 
 
-def probe_latency(home: Path) -> None:
+def probe_latency(home: Path, reads: int) -> None:
     with SimMachine(home / "probe") as m:
         probe = m.probe()
         times = []
-        for _ in range(300):
+        for _ in range(reads):
             t0 = time.perf_counter()
             probe.read()
             times.append(time.perf_counter() - t0)
@@ -128,12 +128,14 @@ def probe_latency(home: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--speed", type=float, default=20.0)
+    parser.add_argument("--budgets", default="0.93,0.85", help="comma-separated budgets")
+    parser.add_argument("--reads", type=int, default=300, help="probe reads timed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["VRAMTOP_HOME"] = tmp
-        for util in (0.93, 0.85):
+        for util in (float(b) for b in args.budgets.split(",") if b):
             run_budget(util, args.speed, Path(tmp))
-        probe_latency(Path(tmp))
+        probe_latency(Path(tmp), args.reads)
 
 
 if __name__ == "__main__":
