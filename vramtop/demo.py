@@ -75,5 +75,7 @@ def demo_backend(
         wsl=wsl,
     )
     backend.autostart = start_server and not server_was_running
-    machine.start_load(profile.url)
+    # A real agent's traffic: long contexts re-read every turn, one or two streams at once
+    # (the demo server runs at most two, as the field report's --max-num-seqs 2).
+    machine.start_load(profile.url, concurrency=2, agent=True)
     return backend, owned

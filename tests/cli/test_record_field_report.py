@@ -52,3 +52,19 @@ def test_recorded_field_report_diagnoses_as_vram_contention(tmp_path: Path, wsl:
     remedy = contention["remedy"]
     assert remedy["action"] == "relaunch"
     assert remedy["gpu_memory_utilization"] <= 0.88
+    # The demo's agent (long contexts re-read every turn, one or two streams) taught a normal
+    # rate before the call began, from the per-token latency vLLM's /metrics exposes.
+    from vramtop.core.diagnosis import Diagnoser
+    from vramtop.core.model import Sample
+    from vramtop.session.reader import SessionReader
+
+    diagnoser = Diagnoser()
+    learned_at = None
+    for record in SessionReader(session):
+        if isinstance(record, Sample):
+            diagnoser.feed_sample(record)
+            if learned_at is None and diagnoser.normal_rate() is not None:
+                learned_at = record.t
+    assert learned_at is not None and learned_at < 12
+    normal = diagnoser.normal_rate()
+    assert normal is not None and normal.measure == "inter_token_latency"

