@@ -43,56 +43,77 @@ def latency(onset: float, wsl: bool) -> float | None:
     return None
 
 
-def demo_latency(onset: float, speed: float, wsl: bool, home: Path) -> tuple[float | None, str]:
-    """(seconds from the call to the finding, simulated; where the normal rate came from)."""
+# The simulator's onset of the collapse: the simulated engine decodes this much slower than
+# it can (its memory started to spill), read from the simulated machine itself.
+ONSET_RATE_FACTOR = 0.9
+
+
+def demo_latency(
+    onset: float, speed: float, wsl: bool, home: Path
+) -> tuple[float | None, float | None, str]:
+    """Simulated seconds from the call switched on and from the simulator's onset of the
+    collapse to the finding (None: not detected), and where the normal rate came from."""
     os.environ["VRAMTOP_HOME"] = str(home)
     os.environ["VRAMTOP_SIM_SPEED"] = str(speed)
     os.environ.setdefault("VRAMTOP_SIM_STARTUP_S", "0.3")
     from vramtop.demo import demo_backend
+    from vramtop.supervisor.demo import demo_machine
 
     backend, _ = demo_backend(wsl=wsl)
+    machine = demo_machine(wsl)
     try:
         if backend.autostart and not backend.start().ok:
-            return None, "the simulated server did not start"
+            return None, None, "the simulated server did not start"
         tick = 1.0 / speed
         ready = time.monotonic()
         call_at: float | None = None
+        collapse_at: float | None = None
         while time.monotonic() - ready < (onset + 60) / speed:
             began = time.monotonic()
             backend.tick()
             if call_at is None and began - ready >= onset / speed:
                 backend.toggle_call()
                 call_at = began
+            if call_at is not None and collapse_at is None:
+                servers = machine.state().get("servers", [])
+                if any(sv["rate_factor"] < ONSET_RATE_FACTOR for sv in servers):
+                    collapse_at = began
             if call_at is not None:
                 found = [f for f in backend.findings() if f.kind == VRAM_CONTENTION]
                 if found:
                     normal = backend.normal_rate()
                     origin = normal.source if normal is not None else "none (memory evidence)"
-                    return (time.monotonic() - call_at) * speed, origin
+                    now = time.monotonic()
+                    since_collapse = None if collapse_at is None else (now - collapse_at) * speed
+                    return (now - call_at) * speed, since_collapse, origin
             time.sleep(max(0.0, tick - (time.monotonic() - began)))
-        return None, "not detected"
+        return None, None, "not detected"
     finally:
         backend.close(stop_server=True)
 
 
 def demo_main(speed: float, onsets: list[float], wsl: bool) -> None:
     began = time.process_time()
-    worst = 0.0
+    worst = worst_call = 0.0
     for onset in onsets:
         home = Path(tempfile.mkdtemp(prefix="vramtop-bench-"))
         try:
             for run in ("fresh", "reopened"):
-                found, origin = demo_latency(onset, speed, wsl, home)
+                from_call, found, origin = demo_latency(onset, speed, wsl, home)
                 print(
-                    f"demo{' wsl2' if wsl else ''} onset {onset:4.0f} s ({run}): detected after "
-                    f"{'never' if found is None else f'{found:.1f} s'} (normal rate: {origin})"
+                    f"demo{' wsl2' if wsl else ''} call at {onset:4.0f} s ({run}): detected "
+                    f"{'never' if found is None else f'{found:.1f} s'} after the collapse's "
+                    f"onset, {'never' if from_call is None else f'{from_call:.1f} s'} after "
+                    f"the call was switched on (normal rate: {origin})"
                 )
                 worst = max(worst, found if found is not None else float("inf"))
+                worst_call = max(worst_call, from_call if from_call is not None else float("inf"))
         finally:
             shutil.rmtree(home, ignore_errors=True)
     print(
-        f"worst detection latency: {worst:.1f} s simulated "
-        f"(target < {TARGET_S:.0f} s, ratio {worst / TARGET_S:.2f}); speed ×{speed:g}, "
+        f"worst detection latency: {worst:.1f} s simulated from the collapse's onset "
+        f"(target < {TARGET_S:.0f} s, ratio {worst / TARGET_S:.2f}), {worst_call:.1f} s from "
+        f"the call's switch (its memory ramps up over 20 s); speed ×{speed:g}, "
         f"this process's CPU {time.process_time() - began:.1f} s"
     )
 
