@@ -1,6 +1,12 @@
 """False alarms: an 8-hour healthy session (pauses, bursts, one or two requests, lone slow
 seconds, long prefills, a video call while idle) replayed fast through the Diagnoser.
 
+Two traffic shapes: `classic` (a server without the per-token latency histogram, judged by the
+per-request rate) and `agent` (vLLM's latency histogram; prefill in most seconds as an agent
+re-reads its context; 1 to 4 streams, changing; a prefill chunk now and then stalling decode
+for a second or two). The agent shape also runs from a remembered normal rate 15 % above
+today's (a slower day after a driver update: it must be relearned, not raised).
+
 Prints the number of findings (target 0) and the run time against a baseline pass that only
 builds the samples (so the figure is the diagnosis's own cost).
 
@@ -15,6 +21,7 @@ import time
 
 from vramtop.core.diagnosis import Diagnoser
 from vramtop.core.model import GIB
+from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.session.synthetic import Card, Tick, build, busy, idle
 
 
@@ -47,18 +54,66 @@ def healthy_day(hours: float, seed: int) -> list[Tick | tuple]:
     return items
 
 
+def agent_day(hours: float, seed: int) -> list[Tick | tuple]:
+    rng = random.Random(seed)
+    items: list[Tick | tuple] = [(0.0, "start", {}), (1.0, "ready", {})]
+    t, end = 2, int(hours * 3600)
+    while t < end:
+        running = rng.choice([1, 2, 3, 4])
+        for _ in range(rng.randint(10, 300)):  # a phase of agent work at one concurrency
+            per_request = rng.uniform(70, 80) * (1.0 - 0.06 * (running - 1))
+            decode = per_request
+            if rng.random() < 0.03:
+                decode *= rng.uniform(0.1, 0.3)  # a long prompt's chunk stalls decoding
+            share = rng.uniform(0.3, 0.9)  # of the time the requests decoded, not prefilled
+            tps = decode * running * share
+            prompt = rng.uniform(300, 9000) if rng.random() < 0.7 else rng.uniform(0, 40)
+            kv = min(0.5, 0.05 + (t % 3600) / 3600 * 0.4)
+            items.append(
+                busy(
+                    float(t),
+                    tps=tps,
+                    running=running,
+                    prompt_tps=prompt,
+                    kv_cache_usage=kv,
+                    decode_tps=decode,
+                )
+            )
+            t += 1
+        pause = rng.choice([0, 0, rng.randint(1, 30), rng.randint(60, 1800)])
+        call = rng.random() < 0.1
+        desktop = int((4.3 if call else 1.35) * GIB)
+        for _ in range(pause):
+            items.append(idle(float(t), desktop_bytes=desktop))
+            t += 1
+    return items
+
+
+SHAPES = {"classic": healthy_day, "agent": agent_day}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    for wsl in (True, False):
-        items = healthy_day(args.hours, args.seed)
+    runs = [
+        (shape, wsl, remembered)
+        for shape in SHAPES
+        for wsl in (True, False)
+        for remembered in ((False, True) if shape == "agent" else (False,))
+    ]
+    for shape, wsl, remembered in runs:
+        items = SHAPES[shape](args.hours, args.seed)
         began = time.perf_counter()
         records = list(build(Card(wsl=wsl), items))
         built = time.perf_counter() - began
         began = time.perf_counter()
-        d = Diagnoser()
+        d = Diagnoser(
+            remembered=NormalRate({INTER_TOKEN_LATENCY: {1: 75.0 * 1.15}}, REMEMBERED, 0.0)
+            if remembered
+            else None
+        )
         samples = 0
         for record in records:
             if isinstance(record, tuple):
@@ -68,7 +123,7 @@ def main() -> None:
                 samples += 1
         ran = time.perf_counter() - began
         findings = d.all_findings()
-        label = "wsl2" if wsl else "native"
+        label = f"{shape} {'wsl2' if wsl else 'native'}" + (" remembered" if remembered else "")
         print(
             f"{label}: {samples} samples ({args.hours:g} h at 1 Hz): {len(findings)} findings "
             f"(target 0); diagnosis {ran:.2f} s = {ran / samples * 1e6:.0f} µs/sample; "

@@ -35,8 +35,6 @@ from vramtop.core.diagnosis_thresholds import (
     KV_CLEAR,
     KV_HIGH,
     KV_LOW,
-    LATENCY_OPEN_COUNT,
-    LATENCY_OPEN_WINDOW,
     OPEN_COUNT,
     OPEN_WINDOW,
     PREEMPTION_RECENT_S,
@@ -378,7 +376,8 @@ class Diagnoser:
             return
         # Only a sample with requests running can open or refresh it: old slow seconds must
         # not become a finding while idle, and an open one keeps its last numbers.
-        if not self._collapsed_enough() or device is None or point is None or squeeze is None:
+        collapsed = sum(p.collapsed for p in list(self._points)[-OPEN_WINDOW:])
+        if collapsed < OPEN_COUNT or device is None or point is None or squeeze is None:
             return
         points = [p for p in list(self._points)[-OPEN_WINDOW:] if p.collapsed]
         collapse = Collapse(
@@ -392,19 +391,6 @@ class Diagnoser:
         spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
         report = contention_report(s, device, collapse, self._desktop_share(), spill)
         self._set(VRAM_CONTENTION, s.t, **report)
-
-    def _collapsed_enough(self) -> bool:
-        """5 of the last 6 running seconds collapsed, or 3 of the last 4 when all 4 were
-        judged by vLLM's per-token latency (a steadier measure)."""
-        points = list(self._points)
-        if sum(p.collapsed for p in points[-OPEN_WINDOW:]) >= OPEN_COUNT:
-            return True
-        latest = points[-LATENCY_OPEN_WINDOW:]
-        return (
-            len(latest) == LATENCY_OPEN_WINDOW
-            and all(p.measure == INTER_TOKEN_LATENCY for p in latest)
-            and sum(p.collapsed for p in latest) >= LATENCY_OPEN_COUNT
-        )
 
     def _desktop_share(self) -> DesktopShare:
         return DesktopShare(

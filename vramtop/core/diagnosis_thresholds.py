@@ -13,10 +13,6 @@ WINDOW = 12
 OPEN_WINDOW = 6
 OPEN_COUNT = 5
 CLOSE_COUNT = 10
-# Judged by vLLM's per-token latency, decode speed does not jump with prefill or with a
-# request ending mid-second: 3 collapsed of the last 4 (all of that measure) are enough.
-LATENCY_OPEN_WINDOW = 4
-LATENCY_OPEN_COUNT = 3
 # Running seconds that contradict a remembered normal (not healthy, nothing squeezing the
 # server) before it is forgotten and the normal learned again.
 RELEARN_SAMPLES = 30
