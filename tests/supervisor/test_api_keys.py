@@ -88,7 +88,9 @@ def test_a_key_the_server_prints_is_masked_in_what_vramtop_shows_and_stores(
     assert cli.main(["start", "--profile", "printed", "--timeout", "60"]) == 2
     assert cli.main(["status", "--profile", "printed"]) == 0
     assert cli.main(["status", "--profile", "printed", "--json"]) == 0
+    assert cli.main(["logs", "--profile", "printed", "-n", "100"]) == 0
     shown = capsys.readouterr()
+    assert f"'api_key': ['{MASK}']" in shown.out  # `logs` shows the line, masked
     assert "start failed" in shown.err
     assert KEY not in shown.out + shown.err
     stored = state.state_path("printed").read_text()

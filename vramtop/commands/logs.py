@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from vramtop.commands.argtypes import bounded_int
+from vramtop.core.secrets import mask_line
 from vramtop.supervisor import cli_support
 
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             raise cli_support.CommandError(f"no log yet ({path}); start the server first")
         for line in tail(path, args.lines):
-            print(line)
+            print(mask_line(line))  # the file is the server's; what vramtop shows is masked
         sys.stdout.flush()
         if args.follow:
             follow(path)
@@ -61,5 +62,5 @@ def follow(path: Path) -> None:
             pass
         while True:
             for line in reader.read_new():
-                print(line, flush=True)
+                print(mask_line(line), flush=True)
             time.sleep(0.25)
