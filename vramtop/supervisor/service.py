@@ -411,6 +411,7 @@ class Supervisor:
         progress(causes.LOADING)
         try:
             child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
+            log.info("launched %s: pid %d", self.name, child.pid)
         except OSError as exc:
             rec.state, rec.last_error = "crashed", f"could not launch: {exc}"
             state.save(rec)

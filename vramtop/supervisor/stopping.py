@@ -41,8 +41,14 @@ def end_server(
     was seen released. `reap` collects the server when this process is its parent."""
     procs = tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
     pids = frozenset(procs) | {int(p) for p in rec.tree}
-    survivors = tree.end_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, stop_timeout_s)
+    began = time.monotonic()
+    log.info("ending %s: SIGTERM, SIGKILL after %.1f s", sorted(procs), stop_timeout_s)
+    survivors = tree.end_tree(
+        rec.pid, rec.pgid, rec.tree, rec.launch_id, stop_timeout_s, found=procs
+    )
     reap()
+    if not survivors:
+        log.info("tree gone %.2f s after SIGTERM", time.monotonic() - began)
     if survivors:
         return survivors, True
     released = True

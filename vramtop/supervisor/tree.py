@@ -152,10 +152,12 @@ def end_tree(
     launch_id: str | None,
     term_timeout_s: float,
     kill_timeout_s: float = 5.0,
+    found: dict[int, psutil.Process] | None = None,
 ) -> list[psutil.Process]:
     """SIGTERM the tree, wait, SIGKILL what is left, wait again. Returns the survivors
-    (empty when the whole tree is gone)."""
-    procs = find_tree(pid, pgid, remembered, launch_id)
+    (empty when the whole tree is gone). `found`: the tree as the caller just found it (a
+    scan of every process spared before the SIGTERM)."""
+    procs = find_tree(pid, pgid, remembered, launch_id) if found is None else found
     if not procs and not (pgid and _group_exists(pgid)):
         return []
     signal_tree(procs, pgid, signal.SIGTERM)
