@@ -175,3 +175,14 @@ def test_profile_show_masks_and_a_relaunch_save_keeps_the_key(
 
 def saved_at() -> datetime:
     return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_lint_refuses_a_profile_whose_port_contradicts_its_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    profiles.profile_path("p").parent.mkdir(parents=True, exist_ok=True)
+    profiles.profile_path("p").write_text(
+        'name = "p"\nport = 8000\nargv = ["vllm", "serve", "m", "--port", "18960"]\n'
+    )
+    assert cli.main(["lint", "p", "--total-gib", "32"]) == 2
+    assert "--port 18960" in capsys.readouterr().err
