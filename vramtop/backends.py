@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
@@ -25,8 +25,11 @@ from vramtop.core.normal_rate import NormalRate
 from vramtop.monitor import Monitor
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
-from vramtop.supervisor.service import Supervisor
-from vramtop.supervisor.stopping import memory_released_on
+
+if TYPE_CHECKING:
+    # Imported where a profile needs one: watching a URL (`--once --url`) never acts, and
+    # the supervisor brings httpx and psutil.
+    from vramtop.supervisor.service import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +204,12 @@ def live_backend(
 
     wsl = is_wsl()
     probe = choose_probe(gpu_probe)
-    supervisor = Supervisor(profile, memory_released=memory_released_on(probe)) if profile else None
+    supervisor = None
+    if profile is not None:
+        from vramtop.supervisor.service import Supervisor
+        from vramtop.supervisor.stopping import memory_released_on
+
+        supervisor = Supervisor(profile, memory_released=memory_released_on(probe))
     monitor = Monitor(
         probe=probe,
         url=url or (profile.url if profile else DEFAULT_URL),

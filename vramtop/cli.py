@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from vramtop import __version__
 from vramtop.commands.argtypes import finite_float, server_url
@@ -136,9 +137,38 @@ def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
         parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
 
 
+class _NotForTheShortParser(Exception):
+    """The arguments need the whole parser (a subcommand, help, or an error to word)."""
+
+
+class _ShortParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotForTheShortParser(message)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The arguments, parsed. With no subcommand (the console, `--once`), by a parser of the
+    top-level options alone: the whole one imports every command's module, which the console
+    and `--once` never use (`--once` is timed by people). Anything else, help and every error
+    go to the whole parser, so what it accepts and says is the same."""
+    tokens = list(sys.argv[1:] if argv is None else argv)
+    if not {"-h", "--help"} & set(tokens):
+        short = _ShortParser(prog="vramtop", add_help=False)
+        add_monitor_options(short)
+        short.add_argument("--version", action="version", version=f"vramtop {__version__}")
+        try:
+            args, rest = short.parse_known_args(tokens)
+        except _NotForTheShortParser:
+            pass
+        else:
+            if not rest:
+                args.command = None
+                return args
+    return build_parser().parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     from vramtop.locations import home_problem
 
     problem = home_problem()

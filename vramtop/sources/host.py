@@ -6,8 +6,6 @@ import os
 import platform
 from pathlib import Path
 
-import psutil
-
 
 def is_wsl(proc_version: Path = Path("/proc/version")) -> bool:
     """True inside WSL (WSL2's kernel names Microsoft in its release and /proc/version)."""
@@ -48,6 +46,8 @@ def read_meminfo(path: Path = MEMINFO) -> tuple[int, int] | None:
 
 def process_name(pid: int) -> str:
     """The process's name, or "pid N" when it is gone or not ours to read."""
+    import psutil  # here: watching a server (`--once --url`) may never name a process
+
     try:
         return psutil.Process(pid).name()
     except (psutil.Error, OSError):

@@ -1,0 +1,106 @@
+"""One-shot answers: `vramtop --once --json --url` against a ready (simulated) server, and
+`vramtop --demo --once`, timed as people run them.
+
+`--once` reads vLLM's counters twice, 1 s apart (its rate window), so the figure that matters
+is the time beyond that window. For `--demo --once` it is the time beyond the simulated
+server's own start (VRAMTOP_SIM_STARTUP_S, set here) and the window. Each command runs as a
+fresh process with byte-compiled modules (as installed: PYTHONDONTWRITEBYTECODE is dropped
+and a first run writes them); its CPU (user + system, from the kernel) is printed beside its
+wall time, since wall time swings with whatever else the machine does. The baseline in the
+same run: `python -c pass` (an interpreter's start alone).
+
+    python bench/bench_once.py [--runs 5] [--only url,demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WINDOW_S = 1.0  # vramtop.commands.monitor.ONCE_GAP_S
+SIM_STARTUP_S = 0.3
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (the child's), stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done.stdout
+
+
+def row(label: str, walls: list[float], cpus: list[float], beyond: float) -> None:
+    wall = statistics.median(walls)
+    print(
+        f"{label:<34} wall median {wall:5.2f} s (beyond {beyond:g} s: {wall - beyond:5.2f} s)"
+        f"  CPU median {statistics.median(cpus):5.2f} s  ({len(walls)} runs)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", default="url,demo", help="url, demo or both")
+    args = parser.parse_args()
+    kinds = args.only.split(",")
+    vramtop = [sys.executable, "-m", "vramtop"]
+    with tempfile.TemporaryDirectory() as home:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(VRAMTOP_HOME=home, VRAMTOP_SIM_STARTUP_S=str(SIM_STARTUP_S))
+        subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
+        try:
+            status = json.loads(
+                timed([*vramtop, "status", "--demo", "--json"], env)[2]  # also writes .pyc
+            )
+            url = f"http://127.0.0.1:{status['port']}"
+            results: dict[str, tuple[list[float], list[float]]] = {}
+            commands = {"floor": [sys.executable, "-c", "pass"]}
+            if "url" in kinds:
+                commands["url"] = [*vramtop, "--once", "--json", "--url", url]
+            for _ in range(args.runs):
+                for kind, argv in commands.items():
+                    wall, cpu, out = timed(argv, env)
+                    if kind == "url" and json.loads(out)["rates"] is None:
+                        raise SystemExit("--once printed no rates")
+                    walls, cpus = results.setdefault(kind, ([], []))
+                    walls.append(wall)
+                    cpus.append(cpu)
+        finally:
+            subprocess.run([*vramtop, "stop", "--demo"], env=env, capture_output=True)
+        if "demo" in kinds:
+            # Its own home: the command starts the simulated machine and stops it again.
+            for _ in range(args.runs):
+                with tempfile.TemporaryDirectory() as own:
+                    wall, cpu, _out = timed(
+                        [*vramtop, "--demo", "--once"], {**env, "VRAMTOP_HOME": own}
+                    )
+                walls, cpus = results.setdefault("demo", ([], []))
+                walls.append(wall)
+                cpus.append(cpu)
+
+    row("python -c pass", *results["floor"], 0.0)
+    if "url" in results:
+        row("vramtop --once --json --url", *results["url"], WINDOW_S)
+    if "demo" in results:
+        row("vramtop --demo --once", *results["demo"], WINDOW_S + SIM_STARTUP_S)
+    print(
+        "targets: --once --url <= 0.3 s beyond its window; --demo --once <= 1 s beyond the "
+        "simulated server's start (wall times here swing with the machine's load)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
