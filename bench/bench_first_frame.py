@@ -1,63 +1,152 @@
-"""Time from launching a process to its first complete frame: vramtop vs a minimal Textual app.
+"""Time from launching a command to its first painted frame, in a real terminal (a pty of
+120x40): `vramtop --url` against a ready (simulated) server and `vramtop --demo`, against a
+minimal Textual app (one Label) in the same terminal.
 
-The child marks the moment its first frame with real data has been drawn (for vramtop: after
-the first sample was rendered) on the system-wide monotonic clock; the parent started its clock
-just before launching it. Median of --runs.
+The clock starts just before the process is launched and stops when the text that marks the
+frame has come out of the terminal (escape sequences removed): the console's layout ("VRAM
+split") for the first frame, and for `--url` also the KV pool's token count, the first frame
+with the server's data. Modules are byte-compiled as installed (PYTHONDONTWRITEBYTECODE is
+dropped; a first run writes them). Medians of --runs, the commands taking turns; wall times
+swing with the machine's load, so the ratios to the minimal app are the figures to read.
 
-    python bench/bench_first_frame.py [--runs 5]
+    python bench/bench_first_frame.py [--runs 5] [--timeout 60]
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
 import statistics
+import struct
 import subprocess
 import sys
+import tempfile
+import termios
 import time
 
+SIZE = (40, 120)  # rows, columns
+ANSI = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|.)")
+FLOOR_APP = """
+from textual.app import App, ComposeResult
+from textual.widgets import Label
 
-def child(kind: str) -> None:
-    from _bench_apps import FloorApp, console_app
+class Floor(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Label("floor ready")
 
-    marks: list[float] = []
-
-    def drawn() -> None:
-        if not marks:
-            marks.append(time.monotonic())
-            app.exit()
-
-    app = console_app(on_first_sample=drawn) if kind == "console" else FloorApp()
-    if kind != "console":
-        app.call_later(lambda: app.call_after_refresh(drawn))
-    app.run(headless=True, size=(120, 40))
-    print(marks[0])
+Floor().run()
+"""
 
 
-def measure(kind: str, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.monotonic()
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", kind], capture_output=True, text=True, check=True
-        ).stdout
-        times.append(float(out.strip().splitlines()[-1]) - start)
-    return statistics.median(times)
+def until_marks(argv: list[str], env: dict[str, str], marks: list[bytes], timeout: float):  # type: ignore[no-untyped-def]
+    """Seconds from launch to each mark's first appearance on the terminal (None: never)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the terminal's size, then the command
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", *SIZE, 0, 0))
+        os.execve(argv[0], argv, env)
+    start = time.monotonic()
+    seen: dict[bytes, float] = {}
+    text = b""
+    try:
+        while len(seen) < len(marks) and time.monotonic() - start < timeout:
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            now = time.monotonic() - start
+            text += chunk
+            plain = ANSI.sub(b"", text)
+            for mark in marks:
+                if mark not in seen and re.search(mark, plain):
+                    seen[mark] = now
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:  # drain, so a child writing its goodbye never blocks on a full pty
+                if select.select([fd], [], [], 0.05)[0]:
+                    os.read(fd, 65536)
+            except OSError:
+                pass
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                break
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    return [seen.get(mark) for mark in marks]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=None, help="ignored; for symmetry")
-    parser.add_argument("--child", choices=["console", "floor"])
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a frame")
+    parser.add_argument("--only", default="url,demo", help="url, demo or both")
     args = parser.parse_args()
-    if args.child:
-        child(args.child)
-        return 0
-    floor = measure("floor", args.runs)
-    console = measure("console", args.runs)
-    print(f"minimal Textual app first frame: {floor * 1000:.0f} ms (median of {args.runs})")
-    print(f"vramtop console first frame:     {console * 1000:.0f} ms (median of {args.runs})")
-    print(f"ratio: {console / floor:.2f}x")
+    kinds = args.only.split(",")
+    vramtop = [sys.executable, "-m", "vramtop"]
+    layout, tokens = rb"VRAM split", rb"[\d,]+ tokens"
+    with tempfile.TemporaryDirectory() as home:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(
+            VRAMTOP_HOME=os.path.join(home, "url"),
+            VRAMTOP_SIM_STARTUP_S="0.3",
+            TERM="xterm-256color",
+            PYTHONPATH=os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")]),
+        )
+        subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
+        times: dict[str, list[float]] = {}
+        try:
+            status = subprocess.run(
+                [*vramtop, "status", "--demo", "--json"], env=env, capture_output=True, text=True
+            )
+            url = f"http://127.0.0.1:{json.loads(status.stdout)['port']}"
+            runs: dict[str, tuple[list[str], list[bytes], dict[str, str]]] = {
+                "floor": ([sys.executable, "-c", FLOOR_APP], [rb"floor ready"], env),
+            }
+            if "url" in kinds:
+                runs["url"] = ([*vramtop, "--url", url], [layout, tokens], env)
+            if "demo" in kinds:
+                demo_env = {**env, "VRAMTOP_HOME": os.path.join(home, "demo")}
+                runs["demo"] = ([*vramtop, "--demo"], [layout], demo_env)
+            for argv, marks, run_env in runs.values():  # a first run writes the .pyc files
+                until_marks(argv, run_env, marks, args.timeout)
+            for _ in range(args.runs):
+                for kind, (argv, marks, run_env) in runs.items():
+                    found = until_marks(argv, run_env, marks, args.timeout)
+                    for mark, seconds in zip(marks, found, strict=True):
+                        if seconds is None:
+                            raise SystemExit(f"{kind}: no {mark.decode()!r} within the timeout")
+                        label = kind if mark != tokens else f"{kind}-data"
+                        times.setdefault(label, []).append(seconds)
+        finally:
+            subprocess.run([*vramtop, "stop", "--demo"], env=env, capture_output=True)
+            demo_env = {**env, "VRAMTOP_HOME": os.path.join(home, "demo")}
+            subprocess.run([*vramtop, "stop", "--demo"], env=demo_env, capture_output=True)
+
+    floor = statistics.median(times["floor"])
+    labels = {
+        "floor": "minimal Textual app (one Label)",
+        "url": "vramtop --url, first frame",
+        "url-data": "vramtop --url, first frame w/ data",
+        "demo": "vramtop --demo, first frame",
+    }
+    for label, values in times.items():
+        median = statistics.median(values)
+        spread = ", ".join(f"{v:.2f}" for v in values)
+        ratio = "" if label == "floor" else f"  ratio {median / floor:.2f}x (target <= 1.5x)"
+        print(f"{labels[label]:<36} {median * 1000:6.0f} ms median ({spread}){ratio}")
     return 0
 
 
