@@ -5,7 +5,9 @@ minimal Textual app (one Label) in the same terminal.
 The clock starts just before the process is launched and stops when the text that marks the
 frame has come out of the terminal (escape sequences removed): the console's layout ("VRAM
 split") for the first frame, and for `--url` also the KV pool's token count, the first frame
-with the server's data. Modules are byte-compiled as installed (PYTHONDONTWRITEBYTECODE is
+with the server's data. Beside the wall time, the CPU the process had used by then (from
+/proc, all its threads): on a busy machine the wall time swings with everyone else's work,
+the CPU much less. Modules are byte-compiled as installed (PYTHONDONTWRITEBYTECODE is
 dropped; a first run writes them). Medians of --runs, the commands taking turns; wall times
 swing with the machine's load, so the ratios to the minimal app are the figures to read.
 
@@ -44,14 +46,22 @@ Floor().run()
 """
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU so far (user + system, all threads)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def until_marks(argv: list[str], env: dict[str, str], marks: list[bytes], timeout: float):  # type: ignore[no-untyped-def]
-    """Seconds from launch to each mark's first appearance on the terminal (None: never)."""
+    """(wall seconds, CPU seconds) from launch to each mark's first appearance on the
+    terminal (None: never)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal's size, then the command
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", *SIZE, 0, 0))
         os.execve(argv[0], argv, env)
     start = time.monotonic()
-    seen: dict[bytes, float] = {}
+    seen: dict[bytes, tuple[float, float]] = {}
     text = b""
     try:
         while len(seen) < len(marks) and time.monotonic() - start < timeout:
@@ -69,7 +79,7 @@ def until_marks(argv: list[str], env: dict[str, str], marks: list[bytes], timeou
             plain = ANSI.sub(b"", text)
             for mark in marks:
                 if mark not in seen and re.search(mark, plain):
-                    seen[mark] = now
+                    seen[mark] = (now, cpu_s(pid))
     finally:
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
@@ -106,7 +116,7 @@ def main() -> int:
             PYTHONPATH=os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")]),
         )
         subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[tuple[float, float]]] = {}
         try:
             status = subprocess.run(
                 [*vramtop, "status", "--demo", "--json"], env=env, capture_output=True, text=True
@@ -135,7 +145,8 @@ def main() -> int:
             demo_env = {**env, "VRAMTOP_HOME": os.path.join(home, "demo")}
             subprocess.run([*vramtop, "stop", "--demo"], env=demo_env, capture_output=True)
 
-    floor = statistics.median(times["floor"])
+    floor = statistics.median(t for t, _ in times["floor"])
+    floor_cpu = statistics.median(c for _, c in times["floor"])
     labels = {
         "floor": "minimal Textual app (one Label)",
         "url": "vramtop --url, first frame",
@@ -143,10 +154,18 @@ def main() -> int:
         "demo": "vramtop --demo, first frame",
     }
     for label, values in times.items():
-        median = statistics.median(values)
-        spread = ", ".join(f"{v:.2f}" for v in values)
-        ratio = "" if label == "floor" else f"  ratio {median / floor:.2f}x (target <= 1.5x)"
-        print(f"{labels[label]:<36} {median * 1000:6.0f} ms median ({spread}){ratio}")
+        median = statistics.median(t for t, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        spread = ", ".join(f"{t:.2f}" for t, _ in values)
+        ratio = (
+            ""
+            if label == "floor"
+            else f"  ratio {median / floor:.2f}x (target <= 1.5x), CPU {cpu / floor_cpu:.2f}x"
+        )
+        print(
+            f"{labels[label]:<36} {median * 1000:6.0f} ms median ({spread}), "
+            f"CPU {cpu * 1000:4.0f} ms{ratio}"
+        )
     return 0
 
 
