@@ -107,6 +107,19 @@ def test_lint_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["lint", "demo", "--total-gib", "32"]) == 0
 
 
+def test_lint_without_a_target_lints_the_default_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # As `vramtop` with no argument opens the default profile.
+    assert cli.main(["lint", "--total-gib", "32"]) == 2
+    assert "vramtop import launch.sh" in capsys.readouterr().err  # none yet: how to make one
+    assert cli.main(["import", str(SCRIPTS / "field-report.sh"), "--name", "qwen"]) == 0
+    capsys.readouterr()
+    assert cli.main(["lint", "--total-gib", "32"]) == 1
+    out = capsys.readouterr().out
+    assert "exposed" in out and "remote-code" in out
+
+
 def test_broken_profile_is_a_message_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     profiles.profile_path("x").write_text('name = "x"\nargv = [1,\nport = \n')
     assert cli.main(["profile", "show", "x"]) == 2

@@ -6,11 +6,15 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from vramtop.backends import MachineBackend
 from vramtop.core.model import Sample
 from vramtop.session.writer import SessionWriter, make_header
+
+if TYPE_CHECKING:
+    from vramtop.config import Profile
 
 
 def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
@@ -57,8 +61,46 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
         gpu_probe = load_settings().gpu_probe
     except ConfigError as exc:
         raise UsageError(str(exc)) from exc
+    if profile is None and url:
+        # A URL that is a profile's own server: its state, pid and profile are known too.
+        profile = profile_serving(url)
     api_key_env = getattr(args, "api_key_env", None)
     return live_backend(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe), False
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0", ""}
+
+
+def same_server(a: str, b: str) -> bool:
+    """Whether two URLs reach the same server (loopback names are one host)."""
+    first, second = urlsplit(a), urlsplit(b)
+    try:
+        ports = (first.port or 80, second.port or 80)
+    except ValueError:
+        return False
+    hosts = [(u.hostname or "").lower() for u in (first, second)]
+    same_host = hosts[0] == hosts[1] or (hosts[0] in LOOPBACK and hosts[1] in LOOPBACK)
+    return same_host and ports[0] == ports[1]
+
+
+def profile_serving(url: str) -> Profile | None:
+    """The profile whose server `url` is (the default one first), if any. A profile that
+    cannot be read is passed over: watching a URL does not need it."""
+    from vramtop import config
+    from vramtop.profiles import list_profiles, load_profile
+
+    try:
+        default = config.load_settings().default_profile
+    except config.ConfigError:
+        default = None
+    for name in sorted(list_profiles(), key=lambda n: n != default):
+        try:
+            profile = load_profile(name)
+        except config.ConfigError:
+            continue
+        if same_server(profile.url, url):
+            return profile
+    return None
 
 
 def open_session_file(

@@ -1,4 +1,4 @@
-"""`vramtop lint PROFILE|SCRIPT`: warnings about exposure, remote code, the key, and headroom.
+"""`vramtop lint [PROFILE|SCRIPT]`: warnings about exposure, remote code, the key, and headroom.
 
 Exit 0: clean; 1: warnings; 2: the input cannot be used.
 """
@@ -24,7 +24,12 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lint", help="check a profile or launch script for risky settings", description=__doc__
     )
-    parser.add_argument("target", help="a profile name, or a launch script's path")
+    parser.add_argument(
+        "target",
+        nargs="?",
+        help="a profile name, or a launch script's path (default: the default profile, as "
+        "`vramtop` with no argument opens it)",
+    )
     parser.add_argument(
         "--total-gib",
         type=finite_float,
@@ -48,10 +53,14 @@ def _card_total_bytes() -> tuple[int | None, str | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = Path(args.target)
+    target = Path(args.target or "")
     try:
         settings = config.load_settings()
-        if target.suffix in (".sh", ".bash") or (target.is_file() and "/" in args.target):
+        if args.target is None:
+            profile = profiles.load_profile(None)  # the default; says how to make one if none
+            args.target = profile.name
+            argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
+        elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in args.target):
             parsed = read_script(target)
             argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
             defaults = read_config_defaults(parsed, target)

@@ -16,6 +16,7 @@ from vramtop.commands.common import UsageError, backend_for, open_session_file
 from vramtop.core.model import GIB, Sample
 
 EXIT_USAGE = 2
+UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
 ONCE_GAP_S = 1.0
 
@@ -99,7 +100,7 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        data = snapshot(sample, wsl=backend.wsl, demo=backend.demo)
+        data = _uncounted_is_unknown(snapshot(sample, wsl=backend.wsl, demo=backend.demo))
         # An addition: the normal decode speed compared with, and where it came from.
         normal = backend.normal_rate()
         data["normal_rate"] = (
@@ -112,8 +113,18 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
             backend.close(stop_server=True)
 
 
+def _uncounted_is_unknown(data: dict[str, Any]) -> dict[str, Any]:
+    """One snapshot's rate is taken over one short gap. While requests run, no generated
+    token counted in it (a long prompt's prefill, counters not moved yet) does not say the
+    rate is zero: it is unknown (null, shown "—")."""
+    running = data["requests"]["running"]
+    if running and data["rates"]["generation_tps"] == 0:
+        data["rates"] = {**data["rates"], "generation_tps": None}
+    return data
+
+
 def _gib(value: int | None) -> str:
-    return "?" if value is None else f"{value / GIB:.2f} GiB"
+    return UNKNOWN if value is None else f"{value / GIB:.2f} GiB"
 
 
 def _text(sample: Sample, data: dict[str, Any]) -> str:
@@ -134,15 +145,16 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     server = data["server"]
     lines.append(
         f"server {server['url']}: {server['state'] or ('up' if server['reachable'] else 'down')}"
-        f"  vLLM {server['version'] or '?'}  util {server['gpu_memory_utilization'] or '?'}"
+        f"  vLLM {server['version'] or UNKNOWN}"
+        f"  util {server['gpu_memory_utilization'] or UNKNOWN}"
     )
     kv = data["kv_pool"]
-    usage = "?" if kv["usage"] is None else f"{kv['usage']:.1%}"
-    kv_gib = "?" if kv["gib"] is None else f"{kv['gib']:.2f}"
-    lines.append(f"KV pool {kv_gib} GiB, {kv['tokens'] or '?'} tokens, usage {usage}")
+    usage = UNKNOWN if kv["usage"] is None else f"{kv['usage']:.1%}"
+    kv_gib = UNKNOWN if kv["gib"] is None else f"{kv['gib']:.2f}"
+    lines.append(f"KV pool {kv_gib} GiB, {kv['tokens'] or UNKNOWN} tokens, usage {usage}")
     rates = data["rates"]
     gen = rates["generation_tps"]
-    lines.append(f"generation {'?' if gen is None else f'{gen:.1f}'} tok/s")
+    lines.append(f"generation {UNKNOWN if gen is None else f'{gen:.1f}'} tok/s")
     normal = data.get("normal_rate")
     lines.append(normal["text"] if normal else "normal rate: not known yet (cannot judge it)")
     return "\n".join(lines)
