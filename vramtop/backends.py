@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
+LOG_ELSEWHERE = "started outside vramtop: its output goes elsewhere · attach --log PATH shows it"
 NO_PROFILE = (
     "vramtop is only watching this server. To let it start and restart vLLM, import your "
     "launch script: vramtop import launch.sh"
@@ -94,6 +95,13 @@ class MachineBackend:
 
     def events(self) -> list[dict[str, Any]]:
         return self.session.events()
+
+    def log_notice(self) -> str | None:
+        """Why the server's output cannot be shown, when it cannot: an attached server whose
+        stdout and stderr are not files (none was given to attach --log)."""
+        if self.supervisor is None or self.supervisor.log_path is not None:
+            return None
+        return LOG_ELSEWHERE
 
     def healthy_baseline(self) -> Rates:
         return Rates(generation_tps=self.session.healthy_generation_tps())

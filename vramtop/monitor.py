@@ -112,9 +112,16 @@ class Monitor:
 
     def _read_log(self, info: ServerInfo | None) -> StartupFacts | None:
         path = self._log_path()
+        if path != (self._tail.path if self._tail is not None else None):
+            # Another server's output (an attached one's own file, or none that can be read):
+            # the lines kept so far were the previous server's, not this one's.
+            if self._tail is not None:
+                self._tail.close()
+            self._tail = None
+            self._lines.clear()
         if path is None:
             return None
-        if self._tail is None or self._tail.path != path:
+        if self._tail is None:
             self._tail = LogTail(path)
         started_at = info.started_at if info else None
         if started_at != self._started_at:

@@ -1,8 +1,10 @@
-"""`vramtop attach [--port 8000 | --pid N]`: adopt a vLLM server something else started."""
+"""`vramtop attach [--port 8000 | --pid N] [--log PATH]`: adopt a vLLM server something else
+started (and, with --log, the file its output goes to)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from vramtop.commands.argtypes import bounded_int
 from vramtop.supervisor import cli_support
@@ -14,6 +16,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     which = p.add_mutually_exclusive_group()
     which.add_argument("--port", type=bounded_int, help="the port it listens on (default 8000)")
     which.add_argument("--pid", type=bounded_int, help="its process id")
+    p.add_argument(
+        "--log",
+        type=Path,
+        metavar="PATH",
+        help="the file its output goes to (default: its stdout or stderr, when that is a file)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
         port = args.port
         if port is None and args.pid is None:
             port = t.supervisor.profile.port
-        return cli_support.finish(t.supervisor.attach(port=port, pid=args.pid))
+        log = args.log
+        if log is not None:
+            log = log.expanduser().absolute()
+            if not log.is_file():
+                raise cli_support.CommandError(f"--log {args.log}: no such file")
+        return cli_support.finish(t.supervisor.attach(port=port, pid=args.pid, log=log))
 
     return cli_support.run_guarded(act, args)

@@ -24,12 +24,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
+        path: Path | None
         if getattr(args, "demo", False):
             from vramtop.supervisor import demo, state
 
             path = state.log_path(demo.DEMO_PROFILE)
         else:
             path = cli_support.target(args, without_profile=True).supervisor.log_path
+        if path is None:
+            raise cli_support.CommandError(
+                "this server was started outside vramtop and its output goes elsewhere (a "
+                "terminal or a pipe); attach it with --log PATH to name the file it writes to"
+            )
         if not path.exists():
             raise cli_support.CommandError(f"no log yet ({path}); start the server first")
         for line in tail(path, args.lines):

@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
         info = t.supervisor.housekeeping()
         data = asdict(info)
         rec = state.load(t.supervisor.name)
-        data["log_path"] = str(t.supervisor.log_path)
+        log_path = t.supervisor.log_path
+        data["log_path"] = str(log_path) if log_path is not None else None
         if rec is not None:
+            data["pids"] = live_pids(info.pids, rec.tree)
             data["started_by"] = rec.started_by
             data["url"] = server_url(rec.host, rec.port)
             data["error_kind"] = rec.error_kind
@@ -93,5 +95,27 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         lines.append(f"    | {line}")
     if data.get("log_path"):
         lines.append(f"  log: {data['log_path']}")
+    elif data.get("started_by") == "attached":
+        lines.append("  log: its output goes elsewhere (attach --log PATH names its file)")
     print("\n".join(lines))
     return 0
+
+
+def live_pids(pids: tuple[int, ...] | list[int], tree: dict[str, float]) -> list[int]:
+    """The server's processes still alive: its tree remembers every one it saw (start-up
+    workers that came and went too), each with its start time to tell a reused pid."""
+    import psutil
+
+    live = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            born = tree.get(str(pid))
+            if born is not None and abs(proc.create_time() - born) > 1.0:
+                continue  # the pid was given to another process since
+        except psutil.Error:
+            continue
+        live.append(pid)
+    return live

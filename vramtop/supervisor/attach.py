@@ -78,6 +78,20 @@ def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRe
     )
 
 
+def output_file(pid: int) -> str | None:
+    """The file a process writes its output to (its stdout, else its stderr) when that is a
+    regular file: a server started as `vllm serve … > server.log 2>&1`. None for a terminal,
+    a pipe, a deleted file, or a system without /proc."""
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and os.path.isfile(target):
+            return target
+    return None
+
+
 def command_of(pid: int) -> tuple[list[str], str | None, dict[str, str] | None] | None:
     """Command line, cwd and environment (where readable) of a live process."""
     try:

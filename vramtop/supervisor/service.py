@@ -45,6 +45,12 @@ __all__ = ["MEMORY_RELEASE_TIMEOUT_S", "MemoryReleased", "Supervisor", "server_u
 
 log = logging.getLogger(__name__)
 
+# Said of an attached server whose stdout and stderr are not files vramtop can read.
+OUTPUT_ELSEWHERE = (
+    "; its output goes elsewhere (a terminal or a pipe): vramtop cannot show it. "
+    "Attach with --log PATH to name the file it writes to"
+)
+
 MEMORY_RELEASE_TIMEOUT_S = 10.0
 # SIGTERM to SIGKILL when the requests in flight are lost anyway (a confirmed restart under
 # load): with the kill's own wait, the tree is gone within about 3 s.
@@ -104,7 +110,13 @@ class Supervisor:
         return self.profile.name
 
     @property
-    def log_path(self) -> Path:
+    def log_path(self) -> Path | None:
+        """Where the current server's output is: vramtop's log of the servers it starts, or
+        an attached server's own file (found, or given to attach). None: an attached server
+        whose output goes elsewhere (a terminal, a pipe), which vramtop cannot read."""
+        rec = self.record()
+        if rec is not None and rec.started_by == "attached":
+            return Path(rec.log_path) if rec.log_path else None
         return state.log_path(self.name)
 
     def record(self) -> ServerRecord | None:
@@ -305,9 +317,15 @@ class Supervisor:
 
         return self._launch_then_wait(act, report, timeout_s)
 
-    def attach(self, port: int | None = None, pid: int | None = None) -> ActionResult:
-        """Adopt a vLLM server something else started (found by its port or its pid)."""
-        return self._locked(lambda: self._attach(port, pid))
+    def attach(
+        self, port: int | None = None, pid: int | None = None, log: Path | None = None
+    ) -> ActionResult:
+        """Adopt a vLLM server something else started (found by its port or its pid).
+
+        `log`: the file its output goes to; without it, its stdout or stderr when that is a
+        file. Otherwise its output goes elsewhere, and the console says so rather than show
+        an earlier server's log as this one's."""
+        return self._locked(lambda: self._attach(port, pid, log))
 
     def wait_ready(
         self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S
@@ -374,7 +392,7 @@ class Supervisor:
             handed = {} if env_base is not None else self._handed_secrets()
         except launch.MissingSecret as exc:
             return ActionResult(False, *exc.args)
-        log_file = self.log_path
+        log_file = state.log_path(self.name)
         launch.rotate_log(log_file)
         shown = vllm_args.mask_secrets(argv)
         offset = launch.write_marker(log_file, f"start {self.name}: {' '.join(shown)}")
@@ -616,7 +634,7 @@ class Supervisor:
         )
         return survivors
 
-    def _attach(self, port: int | None, pid: int | None) -> ActionResult:
+    def _attach(self, port: int | None, pid: int | None, log: Path | None = None) -> ActionResult:
         from vramtop.supervisor import attach
 
         found = attach.find_server(port=port, pid=pid)
@@ -631,10 +649,12 @@ class Supervisor:
                 f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
             )
         new = attach.record_for(self.name, found, port)
+        new.log_path = str(log) if log is not None else attach.output_file(found.pid)
         new.state = "running" if healthy_once(server_url(new.host, new.port)) else "starting"
         self._remember_tree(new)
         state.save(new)
-        return ActionResult(True, f"attached to pid {found.pid} on port {new.port}")
+        output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
+        return ActionResult(True, f"attached to pid {found.pid} on port {new.port}{output}")
 
     # --- helpers -------------------------------------------------------------------------
 

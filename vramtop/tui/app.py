@@ -216,6 +216,7 @@ class VramtopApp(App[int]):
         self._pending_flags: dict[str, Any] = {}
         self._quitting = False
         self._ended = False  # a replay reached the end of its file
+        self._log_elsewhere: str | None = None  # an attached server's output goes elsewhere
         self._banner_details = False  # the finding banner's ladder, shown on demand (d)
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
@@ -351,6 +352,7 @@ class VramtopApp(App[int]):
                 if hasattr(backend, "normal_rate")
                 else None
             )
+            log_notice = _optional_call(backend, "log_notice", None)
         except Exception as error:  # a backend bug must not take the console down
             log.exception("tick failed")
             self.post_message(TickFailed(f"{type(error).__name__}: {error}", answers=answers))
@@ -367,6 +369,7 @@ class VramtopApp(App[int]):
                 baseline=baseline,
                 normal_origin=origin,
                 answers=answers,
+                log_notice=log_notice,
             )
         )
 
@@ -386,6 +389,7 @@ class VramtopApp(App[int]):
         self.headroom_inputs = message.headroom_inputs
         self.baseline = message.baseline
         self.normal_origin = message.normal_origin
+        self._log_elsewhere = message.log_notice
         if previous is None or sample.t != previous.t:
             self._remember(sample)  # the same frame again (a replay's last) is no new history
         if getattr(self.backend, "finished", False) and not self._ended:
@@ -427,7 +431,7 @@ class VramtopApp(App[int]):
             tuple(self._prompt),
             origin=self.normal_origin,
         )
-        self._server_log.show(log_lines, _log_notice(sample))
+        self._server_log.show(log_lines, _log_notice(sample) or self._log_elsewhere)
 
     def _render_banner(self) -> None:
         had = self._banner.has_class("-open")

@@ -25,9 +25,11 @@ class SampleArrived(Message):
         baseline: Rates | None = None,
         normal_origin: str | None = None,
         answers: int = 0,
+        log_notice: str | None = None,
     ) -> None:
         super().__init__()
         self.answers = answers  # the console's asks for a read, up to this one, are answered
+        self.log_notice = log_notice  # why the server's output cannot be shown, if it cannot
         self.sample = sample
         self.log_lines = log_lines
         self.findings = findings

@@ -1,0 +1,138 @@
+"""An attached server's output: its own file when it writes to one (found, or given with
+--log), else a clear "its output goes elsewhere", never an earlier server's log as its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import psutil
+from supervisor_helpers import FAKE_SERVER, fake_profile, free_port
+
+from vramtop import cli
+from vramtop.backends import LOG_ELSEWHERE, MachineBackend
+from vramtop.commands.status import live_pids
+from vramtop.core.model import GpuReading
+from vramtop.monitor import Monitor
+from vramtop.profiles import save_profile
+from vramtop.supervisor import Supervisor, state
+
+
+@contextmanager
+def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[int]:
+    argv = [sys.executable, str(FAKE_SERVER), "m", "--port", str(port)]
+    env = {**os.environ, "FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.1"}
+    proc = subprocess.Popen(
+        argv, env=env, start_new_session=True, stdout=stdout, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        yield proc.pid
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+class NoGpu:
+    def read(self) -> GpuReading:
+        return GpuReading(error="no GPU here")
+
+    def close(self) -> None:
+        pass
+
+
+def console_backend(sup: Supervisor) -> MachineBackend:
+    monitor = Monitor(
+        probe=NoGpu(),
+        url=None,
+        info=sup.status,
+        log_path=lambda: sup.log_path,
+    )
+    return MachineBackend(monitor=monitor, supervisor=sup)
+
+
+def previous_servers_log(name: str) -> None:
+    """What vramtop's own log of this profile holds: an earlier server's last words."""
+    path = state.log_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("INFO: Shutting down\nINFO: Finished server process [1234]\n")
+
+
+def test_a_server_writing_to_a_file_is_shown_from_that_file(
+    home: Path, ledger: Path, tmp_path: Path, capsys: Any
+) -> None:
+    port = free_port()
+    previous_servers_log("own")
+    out = tmp_path / "by-hand.log"
+    with out.open("w") as stdout, started_by_hand(ledger, port, stdout) as pid:
+        save_profile(fake_profile("own", port, ledger))
+        sup = Supervisor(fake_profile("own", port, ledger))
+        result = sup.attach(port=port)
+        assert result.ok and str(out) in result.message
+        assert sup.log_path == out
+        backend = console_backend(sup)
+        try:
+            backend.tick()
+            lines = backend.log_lines()
+        finally:
+            backend.close(stop_server=False)
+        assert lines and not any("Shutting down" in line for line in lines)
+        assert backend.log_notice() is None
+        assert cli.main(["status", "--profile", "own", "--json"]) == 0
+        printed = capsys.readouterr().out
+        assert str(out) in printed and str(pid) in printed
+
+
+def test_a_server_whose_output_goes_elsewhere_says_so(home: Path, ledger: Path) -> None:
+    port = free_port()
+    previous_servers_log("term")
+    with started_by_hand(ledger, port, subprocess.DEVNULL):
+        save_profile(fake_profile("term", port, ledger))
+        sup = Supervisor(fake_profile("term", port, ledger))
+        result = sup.attach(port=port)
+        assert result.ok and "goes elsewhere" in result.message and "--log" in result.message
+        assert sup.log_path is None
+        backend = console_backend(sup)
+        try:
+            backend.tick()
+            assert backend.log_lines() == []  # not the previous server's shutdown
+            assert backend.log_notice() == LOG_ELSEWHERE
+        finally:
+            backend.close(stop_server=False)
+        assert cli.main(["logs", "--profile", "term"]) == 2
+
+
+def test_attach_log_names_the_file(home: Path, ledger: Path, tmp_path: Path) -> None:
+    port = free_port()
+    given = tmp_path / "vllm.log"
+    given.write_text("INFO: written by the launcher script\n")
+    with started_by_hand(ledger, port, subprocess.DEVNULL):
+        sup = Supervisor(fake_profile("given", port, ledger))
+        assert sup.attach(port=port, log=given).ok
+        assert sup.log_path == given
+    assert cli.main(["attach", "--port", str(port), "--log", str(tmp_path / "nope.log")]) == 2
+
+
+def test_status_lists_the_live_processes_only() -> None:
+    me = psutil.Process()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    tree = {str(me.pid): me.create_time(), str(child.pid): time.time()}
+    assert live_pids((me.pid, child.pid), tree) == [me.pid]
+    # A pid given to another process since the tree saw it is not the server's.
+    assert live_pids((me.pid,), {str(me.pid): me.create_time() - 100}) == []
