@@ -40,12 +40,22 @@ def find_server(port: int | None = None, pid: int | None = None) -> psutil.Proce
     if not looks_like_vllm(cmdline):
         shown = " ".join(vllm_args.mask_secrets(cmdline)[:4]) or proc.name()
         return f"pid {pid} ({shown}) does not look like a vLLM server"
-    # Given the EngineCore or a worker: climb to the API server that started it.
+    # Given the EngineCore or a worker: climb to the API server that started it, and no
+    # further: a shell that ran it (`bash -c "… vllm serve …"`, serve_vllm.sh) is not it.
     with contextlib.suppress(psutil.Error):
         parent = proc.parent()
-        while parent is not None and looks_like_vllm(parent.cmdline()):
+        while parent is not None and _is_server_process(parent.cmdline()):
             proc, parent = parent, parent.parent()
     return proc
+
+
+SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "tmux", "screen", "nohup", "setsid"}
+
+
+def _is_server_process(cmdline: list[str]) -> bool:
+    if not cmdline or os.path.basename(cmdline[0]) in SHELLS:
+        return False
+    return looks_like_vllm(cmdline)
 
 
 def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRecord:

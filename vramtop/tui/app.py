@@ -404,7 +404,7 @@ class VramtopApp(App[int]):
         self._ended = True
         self._ticker.stop()
         # (The header's first line says when it ended.)
-        self._say("end of the recording: the clock is stopped · q quits", news=False)
+        self._say("the clock stopped · q quits", news=False)
 
     def _remember(self, sample: Sample) -> None:
         rates = sample.rates

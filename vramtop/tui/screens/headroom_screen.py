@@ -267,9 +267,9 @@ def no_terms(sample: Sample | None) -> str:
             "(s), or use `vramtop calc`."
         )
     if sample is not None and not sample.gpu.devices:
-        why = sample.gpu.error or "no GPU reading"
+        why = (sample.gpu.error or "no GPU reading").rstrip(". ")
         return (
-            head + f"the card's total memory, and the GPU cannot be read ({why}). "
+            head + f"the card's total memory, and the GPU cannot be read: {why}. "
             "`vramtop calc --total-gib N` works from numbers you give it."
         )
     return (
