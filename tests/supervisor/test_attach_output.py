@@ -24,6 +24,7 @@ from vramtop.core.model import GpuReading
 from vramtop.monitor import Monitor
 from vramtop.profiles import save_profile
 from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.attach import _is_server_process
 
 
 @contextmanager
@@ -98,7 +99,9 @@ def test_a_server_writing_to_a_file_is_shown_from_that_file(
         assert str(out) in printed and str(pid) in printed
 
 
-def test_a_server_whose_output_goes_elsewhere_says_so(home: Path, ledger: Path) -> None:
+def test_a_server_whose_output_goes_elsewhere_says_so(
+    home: Path, ledger: Path, capsys: Any
+) -> None:
     port = free_port()
     previous_servers_log("term")
     with started_by_hand(ledger, port, subprocess.DEVNULL):
@@ -115,6 +118,11 @@ def test_a_server_whose_output_goes_elsewhere_says_so(home: Path, ledger: Path) 
         finally:
             backend.close(stop_server=False)
         assert cli.main(["logs", "--profile", "term"]) == 2
+        assert "goes elsewhere" in capsys.readouterr().err
+        assert cli.main(["status", "--profile", "term"]) == 0
+        printed = capsys.readouterr().out
+        assert "ready time unknown" in printed and "None" not in printed
+        assert "its output goes elsewhere" in printed
 
 
 def test_attach_log_names_the_file(home: Path, ledger: Path, tmp_path: Path) -> None:
@@ -136,3 +144,11 @@ def test_status_lists_the_live_processes_only() -> None:
     assert live_pids((me.pid, child.pid), tree) == [me.pid]
     # A pid given to another process since the tree saw it is not the server's.
     assert live_pids((me.pid,), {str(me.pid): me.create_time() - 100}) == []
+
+
+def test_attach_climbs_from_the_engine_to_the_api_server_but_not_to_a_shell() -> None:
+    assert _is_server_process([sys.executable, "-m", "vllm.entrypoints.openai.api_server"])
+    assert _is_server_process([sys.executable, "-m", "vramtop.sim.server", "m"])
+    assert not _is_server_process(["bash", "-c", "cd /srv && vllm serve m --port 8000"])
+    assert not _is_server_process(["/bin/sh", "serve_vllm.sh"])
+    assert not _is_server_process([])
