@@ -3,6 +3,8 @@ the banner in words, one list of themes, whole events, a status line that says t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from conftest import make_app, settle, ticks
 from fake_backend import FakeBackend
 from test_console_app import start_a_call_and_let_it_collapse, text
@@ -15,7 +17,7 @@ from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import banner_text
-from vramtop.tui.widgets.throughput_panel import SMOOTH_SAMPLES, shown_rate
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel, shown_rate
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 
@@ -143,11 +145,29 @@ async def test_a_finished_start_is_said_once() -> None:
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
     # An agent's requests with pauses between them: 82 while generating, nothing between,
     # and a second in which a request ended halfway.
-    history = (82.0, 0.0, 29.0, 82.0, 0.0)
-    assert shown_rate(0.0, history) == (82 + 29 + 82) / 3
-    assert shown_rate(None, history) is None  # not known now: "—"
-    idle = (82.0,) + (0.0,) * SMOOTH_SAMPLES
-    assert shown_rate(0.0, idle) == 0.0  # idle for a while: it says so
+    recent = list(enumerate((82.0, 0.0, 29.0, 82.0, 0.0)))
+    assert shown_rate(0.0, recent) == (82 + 29 + 82) / 3
+    assert shown_rate(None, recent) is None  # not known now: "—"
+    assert shown_rate(0.0, [(t, 0.0) for t in range(5)]) == 0.0  # idle: it says so
+
+
+async def test_the_rate_shown_averages_seconds_of_the_samples_own_time() -> None:
+    # Three frames 50 s apart (a replay at ×50): the figure is the latest, not their mean.
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        panel = app.query_one(ThroughputPanel)
+        sample = app.sample
+        assert sample is not None
+        for t, rate in ((100.0, 79.0), (150.0, 8.0), (200.0, 8.0), (200.0, 8.0)):
+            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
+            panel.show(frame, None, (), ())
+        assert "generation     8 tok/s" in panel.lines[0].plain
+        for t, rate in ((201.0, 0.0), (202.0, 80.0), (203.0, 0.0)):
+            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
+            panel.show(frame, None, (), ())
+        # A pause between requests: the figure rides over it, on the last seconds' mean.
+        assert "generation    44 tok/s" in panel.lines[0].plain  # (8 + 80) / 2
 
 
 def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None:

@@ -9,6 +9,9 @@ unsmoothed inputs.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
+
 from textual.content import Content
 
 from vramtop.core.model import Rates, Sample
@@ -16,8 +19,9 @@ from vramtop.core.normal_rate import REMEMBERED, NormalRate, ago
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
-# Seconds (samples) of generating that the figure shown averages over.
-SMOOTH_SAMPLES = 5
+# Seconds of the samples' own time that the figure shown averages over (a replay at ×20
+# covers 100 s of recording in five ticks: those are not the last few seconds).
+SMOOTH_S = 5.0
 
 # A collapse is a fall below this share of the normal rate: colour the figure, nothing more
 # (naming a collapse is the diagnosis engine's job).
@@ -26,6 +30,11 @@ LOW_SHARE = 0.5
 
 class ThroughputPanel(TextPanel):
     """Rows: generation rate and its history, prompt rate and its history, requests."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        # (sample time, generation rate) of the last SMOOTH_S seconds: the figure shown.
+        self._recent: deque[tuple[float, float]] = deque()
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
@@ -54,10 +63,15 @@ class ThroughputPanel(TextPanel):
             gone = server_gone(sample)
             if gone:
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
+        recent = self._recent
+        if not recent or sample.t != recent[-1][0]:  # the same frame again adds nothing
+            recent.append((sample.t, rates.generation_tps or 0.0))
+        while recent and recent[0][0] <= sample.t - SMOOTH_S:
+            recent.popleft()
         self.set_rows(
             [
                 _rate_line(
-                    "generation", shown_rate(rates.generation_tps, generation), base_gen, origin
+                    "generation", shown_rate(rates.generation_tps, recent), base_gen, origin
                 ),
                 Detail(_plot(generation, base_gen)),
                 # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
@@ -96,14 +110,15 @@ def _rate_line(
     return Content.assemble(*parts)
 
 
-def shown_rate(now: float | None, history: tuple[float, ...]) -> float | None:
-    """The figure to show: the mean of the last few seconds that generated anything.
+def shown_rate(now: float | None, recent: Iterable[tuple[float, float]]) -> float | None:
+    """The figure to show: the mean of the `recent` (time, rate) readings that generated
+    anything (the caller keeps the last `SMOOTH_S` seconds).
 
-    None (shown "—") when the rate is not known now; 0 once nothing was generated for
-    `SMOOTH_SAMPLES` seconds (idle, not a pause between two requests)."""
+    None (shown "—") when the rate is not known now; 0 once nothing was generated in the
+    whole window (idle, not a pause between two requests)."""
     if now is None:
         return None
-    generating = [v for v in history[-SMOOTH_SAMPLES:] if v > 0]
+    generating = [rate for _t, rate in recent if rate > 0]
     return sum(generating) / len(generating) if generating else now
 
 
