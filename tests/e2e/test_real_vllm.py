@@ -333,6 +333,10 @@ def test_once_json_shows_the_real_version_and_kv_numbers(served: Served) -> None
     data = json.loads(out.stdout)
     served.once_json = data
     assert data["server"]["reachable"] is True
+    # The URL is the saved profile's own server: its state, pid and profile are filled in.
+    assert data["server"]["profile"] == served.profile.name
+    assert data["server"]["state"] == "running"
+    assert data["server"]["pid"] == served.supervisor.status().pid
     assert data["server"]["version"] == VLLM_VERSION
     assert data["server"]["version"] == httpx.get(f"{served.url}/version").json()["version"]
     assert data["server"]["model"] == SERVED_NAME
