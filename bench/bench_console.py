@@ -309,6 +309,9 @@ def real(args: argparse.Namespace) -> int:
         load.stop.set()
     finally:
         sup.stop()
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
     if args.repeat > 1:
         for kind, values in ratios.items():
             if values:
