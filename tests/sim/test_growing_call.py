@@ -37,8 +37,10 @@ def profile_for(machine: SimMachine) -> Profile:
 
 @pytest.mark.parametrize("moment", ["first offered", "half grown"])
 def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
-    tmp_path: Path, moment: str
+    tmp_path: Path, moment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A private home: the server's state file and the normal rate it remembers stay here.
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
     with SimMachine(tmp_path / "sim", scenario="long_call", speed=SPEED, startup_s=0.2) as machine:
         profile = profile_for(machine)
         supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
