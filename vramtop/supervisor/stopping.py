@@ -34,12 +34,14 @@ def end_server(
     memory_released: MemoryReleased | None,
     release_timeout_s: float,
     progress: ProgressCallback | None,
+    found: dict[int, psutil.Process] | None = None,
 ) -> tuple[list[psutil.Process], bool]:
     """End the whole tree, then wait (bounded) until the GPU shows the memory back.
 
     Returns the processes that survived (none: `rec.tree` is emptied) and whether the memory
-    was seen released. `reap` collects the server when this process is its parent."""
-    procs = tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
+    was seen released. `reap` collects the server when this process is its parent. `found`:
+    the tree as the caller just found it (no second scan of every process before SIGTERM)."""
+    procs = tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id) if found is None else found
     pids = frozenset(procs) | {int(p) for p in rec.tree}
     began = time.monotonic()
     log.info("ending %s: SIGTERM, SIGKILL after %.1f s", sorted(procs), stop_timeout_s)
