@@ -44,6 +44,33 @@ def test_headroom_below_minimum_suggests_a_budget_that_fits() -> None:
     assert lint_launch([*argv[:-2], "--gpu-memory-utilization", "0.85"], total_bytes=32 * GIB) == []
 
 
+def test_vllm_port_is_not_where_the_server_listens() -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "8001"]
+    (finding,) = lint_launch(argv, env={"VLLM_PORT": "8001", "PATH": "/bin"})
+    assert finding.code == "internal-port"
+    assert "VLLM_PORT=8001" in finding.message and "--port (8001)" in finding.message
+    # Without --port, vLLM's default is named.
+    (finding,) = lint_launch(argv[:-2], env={"VLLM_PORT": "9000"})
+    assert "--port (8000)" in finding.message
+    assert _codes(argv, env={"VLLM_PORT": ""}) == []
+    assert _codes(argv, env={"VLLM_HOST_IP": "10.0.0.1"}) == []
+
+
+def test_lint_command_sees_vllm_port_in_the_profile_and_the_shell(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "8001"]
+    argv += ["--gpu-memory-utilization", "0.85"]
+    profiles.save_profile(Profile(name="p", argv=argv, env={"VLLM_PORT": "8001"}))
+    monkeypatch.delenv("VLLM_PORT", raising=False)
+    assert cli.main(["lint", "p", "--total-gib", "32"]) == 1
+    assert "warning: internal-port: VLLM_PORT=8001" in capsys.readouterr().out
+    profiles.save_profile(Profile(name="q", argv=argv))
+    assert cli.main(["lint", "q", "--total-gib", "32"]) == 0
+    monkeypatch.setenv("VLLM_PORT", "8001")  # the server inherits the shell's variables
+    assert cli.main(["lint", "q", "--total-gib", "32"]) == 1
+
+
 def test_config_yaml_budget_counts() -> None:
     argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--config", "c.yaml"]
     codes = _codes(argv, defaults={"gpu_memory_utilization": 0.95}, total_bytes=32 * GIB)

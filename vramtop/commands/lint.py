@@ -6,6 +6,7 @@ Exit 0: clean; 1: warnings; 2: the input cannot be used.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,13 +61,16 @@ def run(args: argparse.Namespace) -> int:
             profile = profiles.load_profile(None)  # the default; says how to make one if none
             args.target = profile.name
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
+            env = profile.env
         elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in args.target):
             parsed = read_script(target)
             argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
             defaults = read_config_defaults(parsed, target)
+            env = parsed.env
         else:
             profile = profiles.load_profile(args.target)
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
+            env = profile.env
     except ConfigError as exc:
         print(f"vramtop lint: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -82,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         defaults=defaults,
         total_bytes=total,
         min_headroom_gib=settings.min_desktop_headroom_gib,
+        # What the server starts with: this environment, then the launch's own variables.
+        env={**os.environ, **env},
     )
     for finding in findings:
         print(f"warning: {finding}")

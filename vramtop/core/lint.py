@@ -21,7 +21,7 @@ DEFAULT_UTILIZATION = 0.92
 
 @dataclass(frozen=True)
 class Finding:
-    code: str  # stable id: exposed, remote-code, key-on-command-line, headroom
+    code: str  # stable id: exposed, remote-code, key-on-command-line, internal-port, headroom
     message: str
     fix: str
 
@@ -37,7 +37,9 @@ def lint_launch(
     defaults: Mapping[str, Any] | None = None,
     total_bytes: int | None = None,
     min_headroom_gib: float = 3.0,
+    env: Mapping[str, str] | None = None,
 ) -> list[Finding]:
+    """`env`: the environment the server starts with (vLLM reads VLLM_* from it)."""
     findings: list[Finding] = []
     host = vllm_args.host(argv, defaults)
     key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
@@ -68,8 +70,28 @@ def lint_launch(
                 "remove --api-key and export VLLM_API_KEY in your shell (vLLM reads it).",
             )
         )
+    findings.extend(_internal_port_findings(argv, defaults, env or {}))
     findings.extend(_budget_findings(argv, defaults, total_bytes, min_headroom_gib))
     return findings
+
+
+def _internal_port_findings(
+    argv: Sequence[str], defaults: Mapping[str, Any] | None, env: Mapping[str, str]
+) -> list[Finding]:
+    """VLLM_PORT is the port vLLM uses internally, never the API server's: vLLM reads no
+    variable for that, only --port. A launch that sets it usually means the API port."""
+    internal = env.get("VLLM_PORT", "").strip()
+    if not internal:
+        return []
+    api = vllm_args.get_flag(argv, vllm_args.PORT, defaults) or "8000"
+    return [
+        Finding(
+            "internal-port",
+            f"VLLM_PORT={internal} is vLLM's internal port, not where the server listens: "
+            f"that is --port ({api}).",
+            "unset VLLM_PORT; give the server's port with --port.",
+        )
+    ]
 
 
 def _budget_findings(
