@@ -61,7 +61,7 @@ def create_new(path: Path, *, replace: bool = False) -> int:
     return open_private(path, os.O_WRONLY | os.O_CREAT | extra)
 
 
-def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data` whole: a temporary file beside it (created new, never
     through a link), then a rename, which replaces a link itself rather than its target."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
@@ -69,9 +69,6 @@ def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-            if fsync:
-                out.flush()
-                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -501,6 +501,7 @@ class Supervisor:
                     if failed is not None:
                         return failed
                 elif healthy(client, url):
+                    log.info("answered /health (pid %s)", rec.pid)
                     rec.phase, rec.state = causes.READY, "running"
                     rec.actor_pid = rec.actor_create_time = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
