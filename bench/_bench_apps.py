@@ -53,7 +53,7 @@ def console_app(interval_s: float = 1.0, on_first_sample=None, log_rate: float =
                 self._log.append(REQUEST_LINE.format(port=40000 + len(self._log) % 20000))
             return super().tick()
 
-    from vramtop.config import Settings
+    from vramtop.settings import Settings
     from vramtop.tui.app import VramtopApp
     from vramtop.tui.messages import SampleArrived
 
@@ -74,9 +74,9 @@ def demo_console_app(interval_s: float = 1.0, part: str | None = None):  # type:
     `part` leaves something out once the server serves, to see what the rest costs:
     "reads" draws nothing (the reads, and the samples' messages, only); "still-log" keeps
     the server log as it was (everything but the log's new lines)."""
-    from vramtop.config import Settings
     from vramtop.core.model import Sample, ServerState
     from vramtop.demo import demo_backend
+    from vramtop.settings import Settings
     from vramtop.tui.app import VramtopApp
 
     class ReadsOnly(VramtopApp):

@@ -66,8 +66,8 @@ def child(
     app: Any
     if kind in REAL_KINDS:
         from vramtop.backends import live_backend
-        from vramtop.config import Settings
         from vramtop.profiles import load_profile
+        from vramtop.settings import Settings
         from vramtop.tui.app import VramtopApp
 
         profile = load_profile(REAL_PROFILE)

@@ -29,8 +29,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 import _bench_apps  # noqa: E402,F401  (puts the tests' fake backend on the path)
 from fake_backend import FakeBackend  # noqa: E402
 
-from vramtop.config import Settings  # noqa: E402
 from vramtop.session.live import LiveSession  # noqa: E402
+from vramtop.settings import Settings  # noqa: E402
 from vramtop.tui.app import VramtopApp  # noqa: E402
 
 HOUR = 3600

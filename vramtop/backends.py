@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramtop.backend import ActionResult, ProgressCallback
-from vramtop.config import Profile
 from vramtop.core import vllm_args
 from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
@@ -27,6 +26,9 @@ from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 
 if TYPE_CHECKING:
+    # pydantic comes with a profile: watching a URL reads none before its first frame.
+    from vramtop.config import Profile
+
     # Imported where a profile needs one: watching a URL (`--once --url`) never acts, and
     # the supervisor brings httpx and psutil.
     from vramtop.supervisor.service import Supervisor
@@ -207,11 +209,11 @@ def live_backend(
     """The real machine: its GPU probe (see sources/probes.py), and the profile's server (or
     just a URL to watch)."""
     from vramtop.sources.host import is_wsl
-    from vramtop.sources.probes import choose_probe
+    from vramtop.sources.probes import DeferredProbe
     from vramtop.sources.windows import WindowsGpuSource
 
     wsl = is_wsl()
-    probe = choose_probe(gpu_probe)
+    probe = DeferredProbe(gpu_probe)
     supervisor = None
     if profile is not None:
         from vramtop.supervisor.service import Supervisor

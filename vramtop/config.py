@@ -1,4 +1,5 @@
-"""Settings (config.toml) and server profiles (profiles/NAME.toml): models, loading, saving.
+"""Server profiles (profiles/NAME.toml): models, loading, saving (the settings are in
+settings.py).
 
 Every field carries a docstring: they are the user documentation of the files. A broken file
 never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or the field
@@ -8,11 +9,10 @@ never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import tomli_w
 from pydantic import (
@@ -24,17 +24,14 @@ from pydantic import (
     model_validator,
 )
 
-from vramtop import files
 from vramtop.core import secrets, vllm_args
+from vramtop.settings import ConfigError as ConfigError  # the error of every config file
+from vramtop.settings import read_toml, write_private
 
 # Profile names become file names: keep them portable and free of path separators.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # Where a listening-on-everything host is scraped from this machine.
 _ALL_INTERFACES = {"0.0.0.0", "::", "", "[::]"}
-
-
-class ConfigError(Exception):
-    """A settings or profile file vramtop cannot use; the message is for the user."""
 
 
 class ProfileChange(BaseModel):
@@ -185,61 +182,7 @@ def profile_from_argv(name: str, argv: list[str], **fields: Any) -> Profile:
     return Profile(name=name, argv=argv, host=host, port=port, **fields)
 
 
-class Settings(BaseModel):
-    """vramtop's settings (config.toml in the config directory). Every field is optional."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    interval_s: float = 1.0
-    """Seconds between samples of the GPU and the server."""
-    default_profile: str | None = None
-    """The profile used when none is named (set by the first `vramtop import`)."""
-    min_desktop_headroom_gib: float = 3.0
-    """The VRAM (GiB) the budget must leave for the desktop; `vramtop lint` warns below it."""
-    theme: str = "vramtop-dark"
-    """The console's colour theme (bundled, or a file in the themes directory)."""
-    keys: dict[str, str] = Field(default_factory=dict)
-    """Key remapping: action id → key, e.g. {relaunch = "ctrl+r"}."""
-    record_sessions: bool = False
-    """Record every console session to a file under the log directory (sessions/), for
-    `vramtop diagnose` and `vramtop replay`."""
-    gpu_probe: Literal["auto", "nvml", "nvml-unified", "amd", "amd-sysfs"] = "auto"
-    """How the GPU is read. `auto` picks NVML for NVIDIA (unified memory recognised on a known
-    integrated device such as the DGX Spark's GB10), else AMD; `nvml` reads dedicated VRAM only;
-    `nvml-unified` takes NVML's "not supported" memory as one pool shared with the system
-    (read from /proc/meminfo); `amd` uses amdsmi when it works, else sysfs and DRM fdinfo;
-    `amd-sysfs` never tries amdsmi."""
-
-    @field_validator("interval_s")
-    @classmethod
-    def _interval_positive(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be more than 0")
-        return value
-
-    @field_validator("min_desktop_headroom_gib")
-    @classmethod
-    def _headroom_not_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError("must be 0 or more")
-        return value
-
-
 # --- files ---------------------------------------------------------------------------------
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        # The message already says "(at line N, column M)".
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
 def describe_validation_error(path: Path, exc: ValidationError) -> str:
@@ -258,24 +201,9 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
 
 
 def load_profile_file(path: Path) -> Profile:
-    data = _read_toml(path)
+    data = read_toml(path)
     try:
         return Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(path, exc)) from None
-
-
-def load_settings(path: Path | None = None) -> Settings:
-    """The settings; defaults when the file does not exist."""
-    if path is None:
-        from vramtop.locations import settings_file
-
-        path = settings_file()
-    if not path.exists():
-        return Settings()
-    data = _read_toml(path)
-    try:
-        return Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, exc)) from None
 
@@ -297,23 +225,5 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
     return tomli_w.dumps(data)
 
 
-def settings_to_toml(settings: Settings) -> str:
-    return tomli_w.dumps(settings.model_dump(mode="python", exclude_none=True))
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write `text` atomically to a file only the user can read (mode 0600)."""
-    files.private_dir(path.parent)
-    files.write_atomic(path, text.encode("utf-8"))
-
-
 def save_profile_file(path: Path, profile: Profile) -> None:
     write_private(path, profile_to_toml(profile))
-
-
-def save_settings(settings: Settings, path: Path | None = None) -> None:
-    if path is None:
-        from vramtop.locations import settings_file
-
-        path = settings_file()
-    write_private(path, settings_to_toml(settings))

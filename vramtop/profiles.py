@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vramtop import config, locations
-from vramtop.config import ConfigError, Profile
-from vramtop.core.launch_script import ParsedLaunch
+from vramtop import locations, settings
+from vramtop.settings import ConfigError
+
+if TYPE_CHECKING:
+    # Loaded where a profile is: watching a URL lists the profiles (often none) and needs
+    # neither pydantic nor the launch-script parser before its first frame.
+    from vramtop.config import Profile
+    from vramtop.core.launch_script import ParsedLaunch
 
 
 def profile_path(name: str) -> Path:
@@ -21,7 +27,7 @@ def list_profiles() -> list[str]:
 def load_profile(name: str | None = None) -> Profile:
     """The named profile, else the default one; `ConfigError` says what is missing or wrong."""
     if name is None:
-        name = config.load_settings().default_profile
+        name = settings.load_settings().default_profile
         if name is None:
             raise ConfigError(
                 "no profile given and no default profile set: "
@@ -31,12 +37,14 @@ def load_profile(name: str | None = None) -> Profile:
     if not path.exists():
         known = ", ".join(list_profiles()) or "none yet"
         raise ConfigError(f"no profile named {name!r} (profiles: {known})")
+    from vramtop import config
+
     return config.load_profile_file(path)
 
 
 def load_default_profile() -> Profile | None:
     """The default profile, or None when none is set (a broken one is a `ConfigError`)."""
-    name = config.load_settings().default_profile
+    name = settings.load_settings().default_profile
     return None if name is None else load_profile(name)
 
 
@@ -45,10 +53,11 @@ def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
     path = profile_path(profile.name)
     if path.exists() and not overwrite:
         raise ConfigError(f"a profile named {profile.name!r} already exists ({path})")
+    from vramtop import config
+
     first = not list_profiles()
     config.save_profile_file(path, profile)
-    settings = config.load_settings()
-    if first or settings.default_profile is None:
+    if first or settings.load_settings().default_profile is None:
         set_default_profile(profile.name)
     return path
 
@@ -56,12 +65,13 @@ def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
 def set_default_profile(name: str) -> None:
     if not profile_path(name).exists():
         raise ConfigError(f"no profile named {name!r}")
-    settings = config.load_settings().model_copy(update={"default_profile": name})
-    config.save_settings(settings)
+    settings.save_settings(settings.load_settings().replace(default_profile=name))
 
 
 def profile_from_launch(parsed: ParsedLaunch, name: str, source: str | None = None) -> Profile:
     """A profile from a parsed launch script (its API key, if any, stays outside)."""
+    from vramtop import config
+
     return config.profile_from_argv(
         name,
         parsed.argv,

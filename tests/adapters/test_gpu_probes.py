@@ -15,7 +15,7 @@ from vramtop.core.model import GIB, MIB, MemoryKind
 from vramtop.sources.amd import AmdProbe, parse_fdinfo, scan_fdinfo
 from vramtop.sources.host import read_meminfo
 from vramtop.sources.nvml import NvmlProbe, UnifiedMemoryProbe, known_integrated
-from vramtop.sources.probes import choose_probe
+from vramtop.sources.probes import DeferredProbe, choose_probe
 
 # A DGX Spark's /proc/meminfo (shape as the kernel prints it; 119.7 GiB of LPDDR5x).
 SPARK_MEMINFO = """\
@@ -398,6 +398,20 @@ def test_auto_picks_amd_without_nvidia(r9700: tuple[Path, Path]) -> None:
 def test_auto_falls_back_to_nvml_whose_reading_says_why(tmp_path: Path) -> None:
     probe = choose_probe("auto", nvml=FakeNvml("x", count=0), drm_root=tmp_path)
     assert isinstance(probe, NvmlProbe)
+
+
+def test_the_console_s_probe_looks_at_the_machine_at_its_first_read(
+    r9700: tuple[Path, Path],
+) -> None:
+    drm, proc = r9700
+    fake = FakeNvml("x", count=0)
+    probe = DeferredProbe("auto", nvml=fake, drm_root=drm, proc_root=proc)
+    assert fake.inits == 0 and probe.name == "auto"  # made before the first frame: no look
+    assert probe.read().available and probe.name == AmdProbe.name
+    assert isinstance(probe.chosen(), AmdProbe) and fake.inits == 1  # looked once
+    probe.read()
+    assert fake.inits == 1
+    probe.close()
 
 
 def test_the_setting_overrides_the_choice(r9700: tuple[Path, Path], meminfo: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 from fake_backend import FakeBackend
 from textual.pilot import Pilot
 
-from vramtop.config import Settings
+from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 
 # Ticks are driven by the tests (`settle`), never by the wall clock.

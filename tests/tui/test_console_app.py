@@ -19,8 +19,8 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input
 
-from vramtop.config import Settings
 from vramtop.core.model import Sample
+from vramtop.settings import Settings
 from vramtop.tui.app import READER_CHECK_S, SETTLE_S, VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen

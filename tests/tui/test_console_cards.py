@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from textual.pilot import Pilot
 
-from vramtop.config import Settings
 from vramtop.core.model import MemoryKind, ServerState
 from vramtop.demo import demo_backend
+from vramtop.settings import Settings
 from vramtop.supervisor.demo import stop_demo_world
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader

@@ -11,9 +11,9 @@ import psutil
 import pytest
 from textual.pilot import Pilot
 
-from vramtop.config import Settings
 from vramtop.core.model import ServerState
 from vramtop.demo import demo_backend
+from vramtop.settings import Settings
 from vramtop.supervisor.demo import stop_demo_world
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog

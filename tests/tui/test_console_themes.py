@@ -8,7 +8,7 @@ import pytest
 from conftest import make_app
 
 from vramtop import locations
-from vramtop.config import Settings
+from vramtop.settings import Settings
 from vramtop.tui.themes import ThemeFileError, load_themes, theme_from_file, theme_from_mapping
 
 

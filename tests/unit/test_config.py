@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from vramtop import config
-from vramtop.config import ConfigError, Profile, Settings
+from vramtop.config import ConfigError, Profile
 from vramtop.core import vllm_args
+from vramtop.settings import Settings, load_settings, save_settings
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -88,7 +89,37 @@ def test_unknown_setting_is_called_a_typo(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("interval = 2\n")
     with pytest.raises(ConfigError, match=r"field 'interval': unknown field"):
-        config.load_settings(path)
+        load_settings(path)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("interval_s = 0", r"field 'interval_s': must be more than 0 \(got 0\)"),
+        ('interval_s = "two"', r"field 'interval_s': must be a number \(got 'two'\)"),
+        ("min_desktop_headroom_gib = -1", r"field 'min_desktop_headroom_gib': must be 0 or more"),
+        ('gpu_probe = "cuda"', r"field 'gpu_probe': must be one of auto, nvml, .*'cuda'"),
+        ('record_sessions = "yes"', r"field 'record_sessions': must be true or false"),
+        ("keys = { relaunch = 3 }", r"field 'keys': must be a table of action = key strings"),
+    ],
+)
+def test_an_unusable_setting_is_named_with_what_it_must_be(
+    tmp_path: Path, line: str, said: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f"{line}\n")
+    with pytest.raises(ConfigError, match=rf"config.toml: {said}"):
+        load_settings(path)
+
+
+def test_settings_read_whole_numbers_as_the_numbers_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('interval_s = 2\ngpu_probe = "amd"\n')
+    settings = load_settings(path)
+    assert settings == Settings(interval_s=2.0, gpu_probe="amd")
+    assert isinstance(settings.interval_s, float)
+    with pytest.raises(ValueError, match="interval_s"):
+        settings.replace(interval_s=-1)
 
 
 def test_missing_required_field(tmp_path: Path) -> None:
@@ -105,14 +136,15 @@ def test_profile_names_must_be_file_names(name: str) -> None:
 
 
 def test_settings_defaults_and_round_trip(tmp_path: Path) -> None:
-    assert config.load_settings(tmp_path / "none.toml") == Settings()
+    assert load_settings(tmp_path / "none.toml") == Settings()
     s = Settings(default_profile="p", keys={"relaunch": "ctrl+r"}, interval_s=0.5)
-    config.save_settings(s, tmp_path / "c.toml")
-    assert config.load_settings(tmp_path / "c.toml") == s
+    save_settings(s, tmp_path / "c.toml")
+    assert load_settings(tmp_path / "c.toml") == s
 
 
 def test_every_field_is_documented() -> None:
     import ast
+    import dataclasses
     import inspect
     import itertools
 
@@ -126,7 +158,12 @@ def test_every_field_is_documented() -> None:
             and isinstance(nxt, ast.Expr)
             and isinstance(nxt.value, ast.Constant)
         }
-        assert set(model.model_fields) == documented, model.__name__
+        names = (
+            {f.name for f in dataclasses.fields(model)}
+            if dataclasses.is_dataclass(model)
+            else set(model.model_fields)
+        )
+        assert names == documented, model.__name__
 
 
 def test_the_port_is_the_one_on_the_command_line(tmp_path: Path) -> None:

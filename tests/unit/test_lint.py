@@ -11,6 +11,7 @@ import pytest
 from vramtop import cli, config, profiles
 from vramtop.config import Profile
 from vramtop.core.lint import GIB, lint_launch
+from vramtop.settings import load_settings
 
 SCRIPTS = Path(__file__).parent.parent / "fixtures" / "scripts"
 
@@ -83,7 +84,7 @@ def test_import_field_report_saves_private_default_profile(
     assert cli.main(["import", str(SCRIPTS / "field-report.sh"), "--name", "qwen"]) == 0
     path = profiles.profile_path("qwen")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert config.load_settings().default_profile == "qwen"
+    assert load_settings().default_profile == "qwen"
     p = profiles.load_profile()
     assert p.flag("--gpu-memory-utilization") == "0.85" and p.url == "http://127.0.0.1:8000"
     assert p.prelude and p.prelude.startswith("source /path/to/miniconda3")

@@ -225,3 +225,34 @@ def test_a_known_series_with_any_value_reads_as_the_library_reads_it(
     # The series is read once and kept; the value is read each time: both ways must agree.
     line = f"{series} {value}{timestamp}"
     assert _same(_samples(line), _read_line(line)), line
+
+
+_LABEL_NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True)
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    labels=st.lists(st.tuples(_LABEL_NAMES, st.text(max_size=12)), max_size=4), comma=st.booleans()
+)
+def test_a_plain_series_reads_as_the_library_reads_it(
+    labels: list[tuple[str, str]], comma: bool
+) -> None:
+    """vLLM's series are read without the library (its import costs more than a one-shot
+    answer's parse): any label values, escaped as the format says, read the same."""
+    body = ",".join(f'{name}="{_escaped(value)}"' for name, value in labels)
+    series = f"vllm:prompt_tokens_total{{{body}{',' if comma and body else ''}}}"
+    line = f"{series} 7"
+    assert _same(_samples(line), _read_line(line)), line
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    series=st.text(alphabet=st.sampled_from(list('vlm:_ab{}=",\\n xé0')), min_size=1, max_size=30)
+)
+def test_any_series_text_reads_as_the_library_reads_it(series: str) -> None:
+    line = f"{series} 7"
+    assert _same(_samples(line), _read_line(line)), line

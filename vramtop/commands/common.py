@@ -49,8 +49,8 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     if getattr(args, "card", None):
         raise UsageError("--card picks a simulated machine: use it with --demo.")
     from vramtop.backends import live_backend
-    from vramtop.config import ConfigError, load_settings
     from vramtop.profiles import load_default_profile, load_profile
+    from vramtop.settings import ConfigError, load_settings
 
     profile_name = getattr(args, "profile", None)
     url = getattr(args, "url", None)
@@ -86,17 +86,17 @@ def same_server(a: str, b: str) -> bool:
 def profile_serving(url: str) -> Profile | None:
     """The profile whose server `url` is (the default one first), if any. A profile that
     cannot be read is passed over: watching a URL does not need it."""
-    from vramtop import config
     from vramtop.profiles import list_profiles, load_profile
+    from vramtop.settings import ConfigError, load_settings
 
     try:
-        default = config.load_settings().default_profile
-    except config.ConfigError:
+        default = load_settings().default_profile
+    except ConfigError:
         default = None
     for name in sorted(list_profiles(), key=lambda n: n != default):
         try:
             profile = load_profile(name)
-        except config.ConfigError:
+        except ConfigError:
             continue
         if same_server(profile.url, url):
             return profile

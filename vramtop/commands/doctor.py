@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def gather(args: argparse.Namespace) -> Facts:
-    from vramtop.config import ConfigError, load_settings
+    from vramtop.settings import ConfigError, load_settings
     from vramtop.sources.amd import AmdProbe, amd_cards
     from vramtop.sources.host import is_wsl
     from vramtop.sources.probes import choose_probe

@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramtop import config, profiles
+from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.config import ConfigError
 from vramtop.core.lint import GIB, lint_launch
+from vramtop.settings import load_settings
 
 EXIT_WARNINGS = 1
 EXIT_USAGE = 2
@@ -56,7 +57,7 @@ def _card_total_bytes() -> tuple[int | None, str | None]:
 def run(args: argparse.Namespace) -> int:
     target = Path(args.target or "")
     try:
-        settings = config.load_settings()
+        settings = load_settings()
         if args.target is None:
             profile = profiles.load_profile(None)  # the default; says how to make one if none
             args.target = profile.name

@@ -34,14 +34,14 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--interval must be a positive number of seconds.")
     if args.url and not args.url.startswith(("http://", "https://")):
         return _usage(f"--url {args.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
-    from vramtop.config import ConfigError, load_settings
+    from vramtop.settings import ConfigError, load_settings
 
     try:
         settings = load_settings()
     except ConfigError as exc:
         return _usage(str(exc))
     if args.interval is not None:
-        settings = settings.model_copy(update={"interval_s": args.interval})
+        settings = settings.replace(interval_s=args.interval)
     try:
         backend, owned = backend_for(args)
     except UsageError as exc:

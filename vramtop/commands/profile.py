@@ -8,6 +8,7 @@ from typing import Any
 
 from vramtop import config, profiles
 from vramtop.config import ConfigError
+from vramtop.settings import load_settings
 
 
 def add_parser(subparsers: Any) -> None:
@@ -23,7 +24,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
-            default = config.load_settings().default_profile
+            default = load_settings().default_profile
             names = profiles.list_profiles()
             if not names:
                 print("no profiles yet: run `vramtop import launch.sh`")

@@ -47,6 +47,15 @@ _LINE_PREFIXES = tuple(sorted(_WANTED))
 _WANTED_NAMES = frozenset(name for base in _WANTED for name in (base, base + "_total"))
 # Where a sample's name ends, as the parser reads it: at its labels or at the value.
 _NAME_END = re.compile(r"[{ \t]")
+# A series in the plain shape (see `_plain_series`): legacy name, `label="value"` pairs with
+# only the escapes \\, \" and \n, an optional trailing comma.
+_LABEL_TEXT = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\n"])*"'
+_PLAIN_SERIES = re.compile(
+    rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_LABEL_TEXT})(?:,{_LABEL_TEXT})*,?)?\}})?"
+)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\n"])*)"')
+_ESCAPE = re.compile(r'\\[\\n"]')
+_ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 # One sample as the parser gave it: name, labels in page order, value.
 _Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
@@ -182,8 +191,32 @@ def _value(text: str) -> float | None:
 
 @functools.lru_cache(maxsize=256)
 def _series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    plain = _plain_series(series)
+    if plain is not None:
+        return plain
     read = _read_line(series + " 0")
     return (read[0][0], read[0][1]) if len(read) == 1 else None
+
+
+def _plain_series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """A series in the plain shape every vLLM page uses (`name{label="value",…}`: legacy
+    names, quoted values with the format's three escapes), read as the library reads it; None
+    for anything else, which the library then reads. Importing the library (its package
+    brings its HTTP exporter) costs more CPU than a one-shot answer's whole parse."""
+    match = _PLAIN_SERIES.fullmatch(series)
+    if match is None:
+        return None
+    name, body = match.group(1), match.group(2)
+    if not body:
+        return name, ()
+    labels = tuple(
+        (label, _ESCAPE.sub(lambda m: _ESCAPES[m.group(0)], value))
+        for label, value in _LABEL.findall(body)
+    )
+    names = [label for label, _ in labels]
+    if len(set(names)) != len(names) or any(n.startswith("__") for n in names):
+        return None  # the library refuses or treats them apart: let it say
+    return name, labels
 
 
 @functools.lru_cache(maxsize=8)
@@ -193,7 +226,7 @@ def _parse_line(line: str) -> tuple[_Sample, ...]:
     Its ~40 labels would be most of a tick's parsing, yet the line does not change while a
     server runs. Keyed by the exact text, so a restarted server's new line is read anew; a
     few entries cover data-parallel engines (a line each) and a restart's old and new lines."""
-    return _read_line(line)
+    return _samples(line)
 
 
 def _read_line(line: str) -> tuple[_Sample, ...]:

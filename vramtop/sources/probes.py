@@ -18,22 +18,25 @@ says why there is no GPU).
 from __future__ import annotations
 
 import contextlib
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
 from vramtop.core.model import GpuReading
+from vramtop.settings import GPU_PROBES
 from vramtop.sources.amd import DRM_ROOT, PROC_ROOT, AmdProbe, amd_cards
 from vramtop.sources.host import MEMINFO
 from vramtop.sources.nvml import NvmlProbe, UnifiedMemoryProbe
 
-PROBE_CHOICES: tuple[str, ...] = ("auto", "nvml", "nvml-unified", "amd", "amd-sysfs")
+PROBE_CHOICES = GPU_PROBES
 
 
 class GpuProbe(Protocol):
     """What the monitor reads the GPU through."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def read(self) -> GpuReading: ...
 
@@ -85,10 +88,43 @@ def choose_probe(
     return NvmlProbe(nvml, unified=False if setting == "nvml" else None, meminfo=meminfo)
 
 
+class DeferredProbe:
+    """The probe `setting` names, chosen at its first read rather than when it is made.
+
+    Choosing loads the GPU library and initialises it (`auto` looks at the machine): the
+    console makes its probe before its first frame and reads it after, in its reader."""
+
+    def __init__(self, setting: str = "auto", **options: Any) -> None:
+        if setting not in PROBE_CHOICES:
+            choose_probe(setting)  # raises the same ValueError, now
+        self._setting = setting
+        self._options = options  # choose_probe's (the libraries and paths it looks at)
+        self._probe: NvmlProbe | AmdProbe | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._setting if self._probe is None else self._probe.name
+
+    def chosen(self) -> NvmlProbe | AmdProbe:
+        with self._lock:
+            if self._probe is None:
+                self._probe = choose_probe(self._setting, **self._options)
+            return self._probe
+
+    def read(self) -> GpuReading:
+        return self.chosen().read()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._probe is not None:
+                self._probe.close()
+
+
 def configured_probe() -> NvmlProbe | AmdProbe:
     """The probe config.toml's `gpu_probe` asks for (`auto` when the file is unusable: the
     commands that read it report that themselves)."""
-    from vramtop.config import ConfigError, load_settings
+    from vramtop.settings import ConfigError, load_settings
 
     try:
         setting = load_settings().gpu_probe

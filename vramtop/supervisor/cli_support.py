@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from vramtop import config
 from vramtop.backend import ActionResult
 from vramtop.commands.argtypes import finite_float
+from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
 
@@ -106,7 +107,7 @@ def load_profile(name: str | None) -> config.Profile:
 
 def _default_named() -> bool:
     try:
-        return config.load_settings().default_profile is not None
+        return load_settings().default_profile is not None
     except config.ConfigError:
         return True
 

@@ -29,11 +29,11 @@ from textual.worker import get_current_worker
 
 from vramtop import locations
 from vramtop.backend import ActionResult, Backend
-from vramtop.config import Settings
 from vramtop.core import sample_facts
 from vramtop.core.findings import headline
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
+from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.format import field
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
@@ -250,8 +250,13 @@ class VramtopApp(App[int]):
         self._render_header()
         self._reader()
         self._ticker = self.set_interval(self.settings.interval_s, self.request_tick)
-        self.request_tick()
+        # The first frame comes first: a read (or a start) begun now runs in its thread while
+        # the layout is drawn, and the person waits for both.
+        self.call_after_refresh(self._after_first_frame)
         self.set_timer(SETTLE_S, _set_aside_start_up)
+
+    def _after_first_frame(self) -> None:
+        self.request_tick()
         if getattr(self.backend, "autostart", False):
             # The demo (and a profile with no server yet) starts vLLM here, in a worker, so
             # the console shows the loading progress instead of waiting before it opens.

@@ -12,7 +12,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
@@ -77,9 +76,22 @@ def load_themes(directories: list[Path] | None = None) -> LoadedThemes:
 def theme_from_file(path: Path) -> Theme:
     try:
         text = path.read_text(encoding="utf-8")
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError) as error:
         raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
+    else:
+        # Imported for a YAML theme only: the bundled ones are TOML, and the console's first
+        # frame waits for every module imported before it.
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     return theme_from_mapping(data, default_name=path.stem)
 
 

@@ -1,0 +1,165 @@
+"""vramtop's settings (config.toml): the model, loading and saving; and what every config file
+shares (`ConfigError`, reading TOML, writing a private file).
+
+Kept free of pydantic (profiles, in config.py, use it): the console and `--once` read the
+settings before their first frame or answer, and importing pydantic and building its models
+cost more CPU than the whole first frame of a minimal Textual app. Every field carries a
+docstring: they are the user documentation of the file. A broken file never gives a
+traceback: `ConfigError` names the file, the line (TOML syntax) or the field, and what is
+wrong, worded as for a profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vramtop import files
+from vramtop.core import secrets
+
+# How the GPU is read (see sources/probes.py).
+GPU_PROBES: tuple[str, ...] = ("auto", "nvml", "nvml-unified", "amd", "amd-sysfs")
+
+
+class ConfigError(Exception):
+    """A settings or profile file vramtop cannot use; the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """vramtop's settings (config.toml in the config directory). Every field is optional."""
+
+    interval_s: float = 1.0
+    """Seconds between samples of the GPU and the server."""
+    default_profile: str | None = None
+    """The profile used when none is named (set by the first `vramtop import`)."""
+    min_desktop_headroom_gib: float = 3.0
+    """The VRAM (GiB) the budget must leave for the desktop; `vramtop lint` warns below it."""
+    theme: str = "vramtop-dark"
+    """The console's colour theme (bundled, or a file in the themes directory)."""
+    keys: dict[str, str] = field(default_factory=dict)
+    """Key remapping: action id → key, e.g. {relaunch = "ctrl+r"}."""
+    record_sessions: bool = False
+    """Record every console session to a file under the log directory (sessions/), for
+    `vramtop diagnose` and `vramtop replay`."""
+    gpu_probe: str = "auto"
+    """How the GPU is read. `auto` picks NVML for NVIDIA (unified memory recognised on a known
+    integrated device such as the DGX Spark's GB10), else AMD; `nvml` reads dedicated VRAM only;
+    `nvml-unified` takes NVML's "not supported" memory as one pool shared with the system
+    (read from /proc/meminfo); `amd` uses amdsmi when it works, else sysfs and DRM fdinfo;
+    `amd-sysfs` never tries amdsmi."""
+
+    def __post_init__(self) -> None:
+        problems = _problems(dataclasses.asdict(self))
+        if problems:
+            raise ValueError("; ".join(f"{name}: {message}" for name, message in problems))
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes` (checked as the file's fields are)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _keys(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+# field -> (is its type right?, what it must be, a further check: the problem or None)
+_CHECKS: dict[str, tuple[Any, str, Any]] = {
+    "interval_s": (_number, "a number", lambda v: None if v > 0 else "must be more than 0"),
+    "default_profile": (_text_or_none, "a string", lambda v: None),
+    "min_desktop_headroom_gib": (
+        _number,
+        "a number",
+        lambda v: None if v >= 0 else "must be 0 or more",
+    ),
+    "theme": (lambda v: isinstance(v, str), "a string", lambda v: None),
+    "keys": (_keys, "a table of action = key strings", lambda v: None),
+    "record_sessions": (lambda v: isinstance(v, bool), "true or false", lambda v: None),
+    "gpu_probe": (
+        lambda v: isinstance(v, str),
+        "a string",
+        lambda v: None if v in GPU_PROBES else f"must be one of {', '.join(GPU_PROBES)}",
+    ),
+}
+
+
+def _problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, what is wrong with it) for each field of `data` that is not usable."""
+    problems = []
+    for name, value in data.items():
+        if name not in _CHECKS:
+            problems.append((name, "unknown field (a typo?)"))
+            continue
+        right_type, wanted, check = _CHECKS[name]
+        problem = check(value) if right_type(value) else f"must be {wanted}"
+        if problem is not None:
+            problems.append((name, f"{problem} (got {secrets.mask_line(repr(value))})"))
+    return problems
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # The message already says "(at line N, column M)".
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def settings_from(data: dict[str, Any], path: Path) -> Settings:
+    """The settings `data` (a config file's table) holds; ConfigError naming each field that
+    is not usable, one line each."""
+    problems = _problems(data)
+    if problems:
+        raise ConfigError("\n".join(f"{path}: field '{name}': {why}" for name, why in problems))
+    # Whole numbers are read as the floats they stand for.
+    numbers = ("interval_s", "min_desktop_headroom_gib")
+    return Settings(**{k: float(v) if k in numbers else v for k, v in data.items()})
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """The settings; defaults when the file does not exist."""
+    if path is None:
+        from vramtop.locations import settings_file
+
+        path = settings_file()
+    if not path.exists():
+        return Settings()
+    return settings_from(read_toml(path), path)
+
+
+def settings_to_toml(settings: Settings) -> str:
+    import tomli_w
+
+    data = {k: v for k, v in dataclasses.asdict(settings).items() if v is not None}
+    return tomli_w.dumps(data)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` atomically to a file only the user can read (mode 0600)."""
+    files.private_dir(path.parent)
+    files.write_atomic(path, text.encode("utf-8"))
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    if path is None:
+        from vramtop.locations import settings_file
+
+        path = settings_file()
+    write_private(path, settings_to_toml(settings))
