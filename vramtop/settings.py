@@ -130,7 +130,8 @@ def settings_from(data: dict[str, Any], path: Path) -> Settings:
         raise ConfigError("\n".join(f"{path}: field '{name}': {why}" for name, why in problems))
     # Whole numbers are read as the floats they stand for.
     numbers = ("interval_s", "min_desktop_headroom_gib")
-    return Settings(**{k: float(v) if k in numbers else v for k, v in data.items()})
+    fields: dict[str, Any] = {k: float(v) if k in numbers else v for k, v in data.items()}
+    return Settings(**fields)
 
 
 def load_settings(path: Path | None = None) -> Settings:
