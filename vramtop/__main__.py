@@ -1,3 +1,3 @@
-from vramtop.cli import main
+from vramtop.entry import run
 
-raise SystemExit(main())
+run()
