@@ -11,7 +11,9 @@ vramtop, so the interpreter's own start-up cost is visible apart from vramtop's.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +58,7 @@ def main() -> int:
     parser.add_argument("--startup", type=float, default=1.0, help="fake server startup (s)")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="vramtop-bench-"))
+    atexit.register(shutil.rmtree, home, True)  # the state, logs and sockets of this run
     os.environ["VRAMTOP_HOME"] = str(home)
     from vramtop.supervisor import Supervisor
     from vramtop.supervisor.demo import memory_released_check

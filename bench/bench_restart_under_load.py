@@ -19,9 +19,11 @@ Needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (`.ci/setup-vllm`).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -175,6 +177,7 @@ def main() -> int:
         print("needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (.ci/setup-vllm)")
         return 2
     home = Path(tempfile.mkdtemp(prefix="vramtop-bench-"))
+    atexit.register(shutil.rmtree, home, True)  # the state, logs and sockets of this run
     os.environ["VRAMTOP_HOME"] = str(home)
     from vramtop.supervisor import Supervisor
 

@@ -75,6 +75,7 @@ def _healthy(url: str) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 200 real operations: ~190-230 s on two busy cores, near 300 s
 def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) -> None:
     rng = random.Random(SEED)
     profile = sim_profile(machine, "soak")
