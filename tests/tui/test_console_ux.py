@@ -11,7 +11,7 @@ from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
 from textual.widgets import DataTable, Input, Label
 
-from vramtop.core.model import ServerState
+from vramtop.core.model import Rates, ServerState
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
@@ -168,6 +168,26 @@ async def test_the_rate_shown_averages_seconds_of_the_samples_own_time() -> None
             panel.show(frame, None, (), ())
         # A pause between requests: the figure rides over it, on the last seconds' mean.
         assert "generation    44 tok/s" in panel.lines[0].plain  # (8 + 80) / 2
+
+
+async def test_the_normal_shown_beside_the_rate_is_smoothed_over_the_same_seconds() -> None:
+    # An agent moving between one and two requests, each at its normal 80 tok/s: the total
+    # and its normal both alternate 80 / 160. Figure and normal compare the same seconds.
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        panel = app.query_one(ThroughputPanel)
+        sample = app.sample
+        assert sample is not None
+        for t, rate in ((300.0, 80.0), (301.0, 160.0), (302.0, 80.0), (303.0, 160.0)):
+            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
+            panel.show(frame, Rates(generation_tps=rate), (), ())
+        assert "generation   120 tok/s  normal 120" in panel.lines[0].plain
+        # A collapse at the same concurrencies: a tenth of normal, beside the same normal.
+        for t, rate in ((310.0, 8.0), (311.0, 16.0), (312.0, 8.0), (313.0, 16.0)):
+            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
+            panel.show(frame, Rates(generation_tps=rate * 10), (), ())
+        assert "generation    12 tok/s  normal 120" in panel.lines[0].plain
 
 
 def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None:

@@ -3,7 +3,10 @@
 The normal rate is the one expected at the current concurrency (learned by the diagnosis).
 The generation figure shown is smoothed over a few seconds of generating: an agent's
 requests come with pauses between them, and a second in which one ended halfway would make
-the figure jump (29, 82, 31, …). Only the screen is smoothed; the diagnosis keeps its own
+the figure jump (29, 82, 31, …). The normal rate beside it is smoothed over the same
+readings: the expected total follows the number of requests running, which an agent changes
+every few seconds, and a 5 s figure beside this second's normal would read as a fall (80
+beside 148) when nothing is slow. Only the screen is smoothed; the diagnosis keeps its own
 unsmoothed inputs.
 """
 
@@ -33,8 +36,9 @@ class ThroughputPanel(TextPanel):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        # (sample time, generation rate) of the last SMOOTH_S seconds: the figure shown.
-        self._recent: deque[tuple[float, float]] = deque()
+        # (sample time, generation rate, normal rate then) of the last SMOOTH_S seconds: the
+        # figures shown.
+        self._recent: deque[tuple[float, float, float | None]] = deque()
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
@@ -65,15 +69,15 @@ class ThroughputPanel(TextPanel):
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         recent = self._recent
         if not recent or sample.t != recent[-1][0]:  # the same frame again adds nothing
-            recent.append((sample.t, rates.generation_tps or 0.0))
+            recent.append((sample.t, rates.generation_tps or 0.0, base_gen))
         while recent and recent[0][0] <= sample.t - SMOOTH_S:
             recent.popleft()
+        shown = shown_rate(rates.generation_tps, [(t, rate) for t, rate, _ in recent])
+        normal = shown_normal(base_gen, recent)
         self.set_rows(
             [
-                _rate_line(
-                    "generation", shown_rate(rates.generation_tps, recent), base_gen, origin
-                ),
-                Detail(_plot(generation, base_gen)),
+                _rate_line("generation", shown, normal, origin),
+                Detail(_plot(generation, normal)),
                 # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
                 _rate_line("prompt", rates.prompt_tps, None),
                 Detail(_plot(prompt, base_prompt)),
@@ -120,6 +124,15 @@ def shown_rate(now: float | None, recent: Iterable[tuple[float, float]]) -> floa
         return None
     generating = [rate for _t, rate in recent if rate > 0]
     return sum(generating) / len(generating) if generating else now
+
+
+def shown_normal(
+    now: float | None, recent: Iterable[tuple[float, float, float | None]]
+) -> float | None:
+    """The normal rate to show beside `shown_rate`'s figure: the mean of the normal rates of
+    the same readings (those that generated anything), else the one of now."""
+    normals = [normal for _t, rate, normal in recent if rate > 0 and normal is not None]
+    return sum(normals) / len(normals) if normals else now
 
 
 def _plot(data: tuple[float, ...], baseline: float | None) -> Spark:
