@@ -3,6 +3,7 @@ the banner in words, one list of themes, whole events, a status line that says t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from conftest import make_app, settle, ticks
@@ -12,6 +13,7 @@ from textual import events
 from textual.widgets import DataTable, Input, Label
 
 from vramtop.core.model import Rates, ServerState
+from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
@@ -151,23 +153,31 @@ def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
     assert shown_rate(0.0, [(t, 0.0) for t in range(5)]) == 0.0  # idle: it says so
 
 
+def _show(
+    app: VramtopApp, frames: Iterable[tuple[float, float]], normal_share: float | None = None
+) -> str:
+    """Show (time, generation rate) frames on the throughput panel; `normal_share`: the rate's
+    share of its normal (None: no normal rate). The panel's first line."""
+    panel = app.query_one(ThroughputPanel)
+    sample = app.sample
+    assert sample is not None
+    for t, rate in frames:
+        frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
+        normal = None if normal_share is None else Rates(generation_tps=rate / normal_share)
+        panel.show(frame, normal, (), ())
+    return panel.lines[0].plain
+
+
 async def test_the_rate_shown_averages_seconds_of_the_samples_own_time() -> None:
     # Three frames 50 s apart (a replay at ×50): the figure is the latest, not their mean.
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        panel = app.query_one(ThroughputPanel)
-        sample = app.sample
-        assert sample is not None
-        for t, rate in ((100.0, 79.0), (150.0, 8.0), (200.0, 8.0), (200.0, 8.0)):
-            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
-            panel.show(frame, None, (), ())
-        assert "generation     8 tok/s" in panel.lines[0].plain
-        for t, rate in ((201.0, 0.0), (202.0, 80.0), (203.0, 0.0)):
-            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
-            panel.show(frame, None, (), ())
+        frames = ((100.0, 79.0), (150.0, 8.0), (200.0, 8.0), (200.0, 8.0))
+        assert "generation     8 tok/s" in _show(app, frames)
         # A pause between requests: the figure rides over it, on the last seconds' mean.
-        assert "generation    44 tok/s" in panel.lines[0].plain  # (8 + 80) / 2
+        line = _show(app, ((201.0, 0.0), (202.0, 80.0), (203.0, 0.0)))
+        assert "generation    44 tok/s" in line  # (8 + 80) / 2
 
 
 async def test_the_normal_shown_beside_the_rate_is_smoothed_over_the_same_seconds() -> None:
@@ -176,18 +186,11 @@ async def test_the_normal_shown_beside_the_rate_is_smoothed_over_the_same_second
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        panel = app.query_one(ThroughputPanel)
-        sample = app.sample
-        assert sample is not None
-        for t, rate in ((300.0, 80.0), (301.0, 160.0), (302.0, 80.0), (303.0, 160.0)):
-            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
-            panel.show(frame, Rates(generation_tps=rate), (), ())
-        assert "generation   120 tok/s  normal 120" in panel.lines[0].plain
+        frames = ((300.0, 80.0), (301.0, 160.0), (302.0, 80.0), (303.0, 160.0))
+        assert "generation   120 tok/s  normal 120" in _show(app, frames, normal_share=1.0)
         # A collapse at the same concurrencies: a tenth of normal, beside the same normal.
-        for t, rate in ((310.0, 8.0), (311.0, 16.0), (312.0, 8.0), (313.0, 16.0)):
-            frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
-            panel.show(frame, Rates(generation_tps=rate * 10), (), ())
-        assert "generation    12 tok/s  normal 120" in panel.lines[0].plain
+        frames = ((310.0, 8.0), (311.0, 16.0), (312.0, 8.0), (313.0, 16.0))
+        assert "generation    12 tok/s  normal 120" in _show(app, frames, normal_share=0.1)
 
 
 def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None:
