@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+# How often the housekeeping step runs beside the ticks (`MachineBackend.keep_house`).
+HOUSEKEEPING_S = 1.0
 
 LOG_ELSEWHERE = "started outside vramtop: its output goes elsewhere · attach --log PATH shows it"
 NO_PROFILE = (
@@ -74,16 +77,41 @@ class MachineBackend:
         self.autostart = False
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
         self.session = LiveSession(log_lines=monitor.log_lines, normal_store=NormalRateStore())
+        self._housekeeper: threading.Thread | None = None
+        self._closed = threading.Event()
 
     @property
     def can_act(self) -> bool:
         return self.supervisor is not None
 
-    def tick(self) -> Sample:
+    def housekeeping(self) -> None:
+        """One housekeeping step: the server's record settled against what is really there
+        (a crash noticed, an interrupted start or stop, an automatic restart due). It may
+        take seconds (ending a crashed server's tree, waiting for its memory), so it is
+        never part of `tick`: `keep_house` runs it on a thread of its own."""
         if self.supervisor is not None:
-            # The record settled against what is really there before it is read (an
-            # interrupted start, a crash, a stop whose vramtop died).
             self.supervisor.housekeeping()
+
+    def keep_house(self, interval_s: float = HOUSEKEEPING_S) -> None:
+        """Run `housekeeping` now and every `interval_s` on a thread of its own until
+        `close` (again: nothing more). The ticks read the record as it is meanwhile."""
+        if self.supervisor is None or self._housekeeper is not None:
+            return
+
+        def loop() -> None:
+            while not self._closed.is_set():
+                try:
+                    self.housekeeping()
+                except Exception:  # a bug must not end the loop: the next step tries again
+                    log.exception("housekeeping failed")
+                self._closed.wait(interval_s)
+
+        self._housekeeper = threading.Thread(target=loop, name="housekeeping", daemon=True)
+        self._housekeeper.start()
+
+    def tick(self) -> Sample:
+        """Read every source once and return the new sample. Reads only: a stop or a
+        housekeeping step under way on another thread never holds it up."""
         sample = self.monitor.tick()
         if self._demo is not None:
             # Asked here, in the tick's worker thread: the console only reads the attribute.
@@ -185,6 +213,7 @@ class MachineBackend:
         return self.call_on
 
     def close(self, stop_server: bool) -> None:
+        self._closed.set()
         if stop_server and self.supervisor is not None:
             self._planned("stop", {"reason": "quit"})
             self.supervisor.stop()

@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from vramtop import __version__
 from vramtop.commands.argtypes import finite_float, server_url
+from vramtop.commands.errors import ExitCode
 from vramtop.sim.card import CARDS
 
 # Subcommand modules, in the order `--help` lists them.
@@ -39,7 +40,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "export",
 )
 
-EXIT_USAGE = 2
 
 DESCRIPTION = """\
 vramtop watches a vLLM server on the GPU your desktop also uses: VRAM split between vLLM and
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = home_problem()
     if problem is not None:
         print(f"vramtop: {problem}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     _log_to_file()
     try:
         if args.command:
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return monitor.run(args)
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`vramtop diagnose f --json | head`): nothing left to say.
         sys.stderr.close()
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{own_log_file()}; please report it.",
             file=sys.stderr,
         )
-        return 1
+        return ExitCode.ERROR
 
 
 def _module_for(command: str) -> str:

@@ -20,13 +20,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from vramtop.commands.errors import ExitCode
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
-EXIT_SPLIT_SHOWN = 0
-EXIT_SPLIT_DERIVED = 3
-EXIT_NO_GPU = 4
+EXIT_SPLIT_SHOWN = ExitCode.OK
+EXIT_SPLIT_DERIVED = ExitCode.DERIVED_ONLY
+EXIT_NO_GPU = ExitCode.NO_GPU
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ def test_a_stop_whose_vramtop_died_after_the_tree_ended_reads_stopped(
 def test_stop_says_when_the_gpu_still_holds_the_memory(
     home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vramtop.supervisor import service
+    from vramtop.supervisor import handle
 
-    monkeypatch.setattr(service, "MEMORY_RELEASE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(handle, "MEMORY_RELEASE_TIMEOUT_S", 0.2)
     try:
         sup = Supervisor(fake_profile("held", free_port(), ledger), memory_released=lambda: False)
         assert sup.start(timeout_s=30).ok
@@ -55,23 +55,23 @@ def test_a_restart_whose_requests_are_lost_does_not_wait_the_whole_stop_timeout(
 ) -> None:
     """Confirmed with requests running: SIGKILL follows SIGTERM after a short grace instead
     of the profile's stop timeout (uvicorn can spend it waiting for connections to close)."""
-    from vramtop.supervisor import service
+    from vramtop.supervisor import actions, handle
 
     graces: list[float] = []
-    real_end = service.end_server
+    real_end = handle.end_server
 
     def spy(rec: ServerRecord, **kw: Any) -> Any:
         graces.append(kw["stop_timeout_s"])
         return real_end(rec, **kw)
 
-    monkeypatch.setattr(service, "end_server", spy)
+    monkeypatch.setattr(handle, "end_server", spy)
     profile = fake_profile("lost", free_port(), ledger).model_copy(update={"stop_timeout_s": 15})
     sup = Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
     try:
         assert sup.start(timeout_s=30).ok
         assert sup.restart(timeout_s=30).ok
         assert sup.restart(timeout_s=30, requests_lost=True).ok
-        assert graces == [15, service.LOST_REQUESTS_GRACE_S]
+        assert graces == [15, actions.LOST_REQUESTS_GRACE_S]
         assert sup.status().state == ServerState.RUNNING
     finally:
         sup.stop()

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from vramtop.commands import supervised
 from vramtop.commands.argtypes import bounded_int
-from vramtop.supervisor import cli_support
+from vramtop.commands.errors import CommandError
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("attach", help="adopt a running vLLM server (by port or pid)")
-    cli_support.add_common(p)
+    supervised.add_common(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--port", type=bounded_int, help="the port it listens on (default 8000)")
     which.add_argument("--pid", type=bounded_int, help="its process id")
@@ -26,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
-        t = cli_support.target(args, without_profile=True)
+        t = supervised.target(args, without_profile=True)
         port = args.port
         if port is None and args.pid is None:
             port = t.supervisor.profile.port
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         if log is not None:
             log = log.expanduser().absolute()
             if not log.is_file():
-                raise cli_support.CommandError(f"--log {args.log}: no such file")
-        return cli_support.finish(t.supervisor.attach(port=port, pid=args.pid, log=log))
+                raise CommandError(f"--log {args.log}: no such file")
+        return supervised.finish(t.supervisor.attach(port=port, pid=args.pid, log=log))
 
-    return cli_support.run_guarded(act, args)
+    return supervised.run_guarded(act, args)

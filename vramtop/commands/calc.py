@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.argtypes import bounded_int, finite_float
+from vramtop.commands.errors import ExitCode
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
     budget_bytes,
@@ -36,8 +37,6 @@ from vramtop.core.live_headroom import pool_inputs
 from vramtop.core.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
 from vramtop.core.model import StartupFacts
 from vramtop.core.model_config import ModelConfigError, architecture_from_config
-
-EXIT_USAGE = 2
 
 EPILOG = """\
 examples:
@@ -126,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         result = calculate(args)
     except (CalcError, HeadroomError, ModelConfigError) as error:
         print(f"vramtop calc: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2))
     else:

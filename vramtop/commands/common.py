@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vramtop.backends import MachineBackend
+from vramtop.commands.errors import CommandError
 from vramtop.core.model import Sample
 from vramtop.session.writer import SessionWriter, make_header
 
@@ -24,10 +25,6 @@ def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
     if normal is not None:
         extra["normal_rate"] = normal.to_json()
     return extra
-
-
-class UsageError(Exception):
-    """Arguments that cannot be used, with the message to show."""
 
 
 def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
@@ -45,9 +42,9 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
                 card=getattr(args, "card", None) or DEFAULT_CARD,
             )
         except RuntimeError as exc:
-            raise UsageError(f"the simulated machine could not start: {exc}") from exc
+            raise CommandError(f"the simulated machine could not start: {exc}") from exc
     if getattr(args, "card", None):
-        raise UsageError("--card picks a simulated machine: use it with --demo.")
+        raise CommandError("--card picks a simulated machine: use it with --demo.")
     from vramtop.backends import live_backend
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings
@@ -60,7 +57,7 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
             profile = load_default_profile()
         gpu_probe = load_settings().gpu_probe
     except ConfigError as exc:
-        raise UsageError(str(exc)) from exc
+        raise CommandError(str(exc)) from exc
     if profile is None and url:
         # A URL that is a profile's own server: its state, pid and profile are known too.
         profile = profile_serving(url)

@@ -18,9 +18,9 @@ from typing import Any
 
 from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.sim.card import CARDS
 
-EXIT_USAGE = 2
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_INTERVAL_S = 1.0
 RULES_FILE = "vramtop-rules.yml"
@@ -129,13 +129,14 @@ def run(args: argparse.Namespace) -> int:
         host, port = parse_listen(args.listen)
     except ValueError as exc:
         return _usage(str(exc))
-    from vramtop.commands.common import UsageError, backend_for
+    from vramtop.commands.common import backend_for
 
     try:
         backend, owned = backend_for(args)
-    except UsageError as exc:
+    except CommandError as exc:
         return _usage(str(exc))
     try:
+        backend.keep_house()  # crashes settled beside the samples, not in them
         return _serve(backend, host, port, interval)
     finally:
         backend.close(stop_server=owned)
@@ -195,4 +196,4 @@ def _start_server(backend: Any) -> None:
 
 def _usage(message: str) -> int:
     print(f"vramtop export: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return ExitCode.USAGE

@@ -12,11 +12,10 @@ import yaml
 from pydantic import ValidationError
 
 from vramtop import profiles
+from vramtop.commands.errors import ExitCode
 from vramtop.config import ConfigError, profile_to_toml
 from vramtop.core import vllm_args
 from vramtop.core.launch_script import LaunchScriptError, ParsedLaunch, parse_launch_script
-
-EXIT_USAGE = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -95,10 +94,10 @@ def run(args: argparse.Namespace) -> int:
             profile = profile.model_validate(profile.model_dump() | update)
     except ValidationError as exc:
         print(f"vramtop import: {_validation_problems(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except (ConfigError, ValueError) as exc:
         print(f"vramtop import: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     for warning in parsed.warnings:
         print(f"note: {script}: {warning}", file=sys.stderr)
     if parsed.api_key_in_script:
@@ -126,6 +125,6 @@ def run(args: argparse.Namespace) -> int:
         path = profiles.save_profile(profile, overwrite=args.force)
     except ConfigError as exc:
         print(f"vramtop import: {exc}; use --force to replace it", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     print(f"saved profile {profile.name!r} to {path}")
     return 0

@@ -13,13 +13,13 @@ from typing import Any
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.errors import ExitCode
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.config import ConfigError
 from vramtop.core.lint import GIB, lint_launch
 from vramtop.settings import load_settings
 
 EXIT_WARNINGS = 1
-EXIT_USAGE = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             env = profile.env
     except ConfigError as exc:
         print(f"vramtop lint: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     total: int | None = int(args.total_gib * GIB) if args.total_gib else None
     if total is None:
         total, why = _card_total_bytes()

@@ -8,14 +8,15 @@ import sys
 import time
 from pathlib import Path
 
+from vramtop.commands import supervised
 from vramtop.commands.argtypes import bounded_int
+from vramtop.commands.errors import CommandError
 from vramtop.core.secrets import mask_line
-from vramtop.supervisor import cli_support
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("logs", help="print the server's log (-f to follow)")
-    cli_support.add_common(p)
+    supervised.add_common(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(
         "-n", "--lines", type=bounded_int, default=50, help="how many lines (default 50)"
@@ -30,14 +31,14 @@ def run(args: argparse.Namespace) -> int:
 
             path = state.log_path(demo.DEMO_PROFILE)
         else:
-            path = cli_support.target(args, without_profile=True).supervisor.log_path
+            path = supervised.target(args, without_profile=True).supervisor.log_path
         if path is None:
-            raise cli_support.CommandError(
+            raise CommandError(
                 "this server was started outside vramtop and its output goes elsewhere (a "
                 "terminal or a pipe); attach it with --log PATH to name the file it writes to"
             )
         if not path.exists():
-            raise cli_support.CommandError(f"no log yet ({path}); start the server first")
+            raise CommandError(f"no log yet ({path}); start the server first")
         for line in tail(path, args.lines):
             print(mask_line(line))  # the file is the server's; what vramtop shows is masked
         sys.stdout.flush()
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             follow(path)
         return 0
 
-    return cli_support.run_guarded(act, args)
+    return supervised.run_guarded(act, args)
 
 
 def tail(path: Path, count: int) -> list[str]:

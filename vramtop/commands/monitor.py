@@ -12,10 +12,10 @@ from typing import Any
 
 from vramtop import files
 from vramtop.backends import MachineBackend
-from vramtop.commands.common import UsageError, backend_for, open_session_file
+from vramtop.commands.common import backend_for, open_session_file
+from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.model import GIB, Sample
 
-EXIT_USAGE = 2
 UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
 ONCE_GAP_S = 1.0
@@ -44,10 +44,12 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.replace(interval_s=args.interval)
     try:
         backend, owned = backend_for(args)
-    except UsageError as exc:
+    except CommandError as exc:
         return _usage(str(exc))
     if args.once:
         return _once(backend, args, owned)
+    # Crash settling and automatic restarts on a thread of their own: a tick only reads.
+    backend.keep_house()
     record = args.record or (_session_file() if settings.record_sessions else None)
     if record is not None:
         error = _start_recording(backend, record)
@@ -89,7 +91,8 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
             if not result.ok:
                 detail = f"\n{result.detail}" if result.detail else ""
                 print(f"vramtop: {result.message}{detail}", file=sys.stderr)
-                return 1
+                return ExitCode.ERROR
+        backend.housekeeping()  # the record as it really is before it is reported
         backend.tick()
         time.sleep(args.interval or ONCE_GAP_S)
         sample = backend.tick()
@@ -99,7 +102,7 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
                 f"vramtop: cannot reach the vLLM server at {sample.server.url}: {error}",
                 file=sys.stderr,
             )
-            return EXIT_USAGE
+            return ExitCode.USAGE
         data = _uncounted_is_unknown(snapshot(sample, wsl=backend.wsl, demo=backend.demo))
         # An addition: the normal decode speed compared with, and where it came from.
         normal = backend.normal_rate()
@@ -162,4 +165,4 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
 
 def _usage(message: str) -> int:
     print(f"vramtop: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return ExitCode.USAGE

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from vramtop import config, profiles
+from vramtop.commands.errors import ExitCode
 from vramtop.config import ConfigError
 from vramtop.settings import load_settings
 
@@ -37,5 +38,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"default profile: {args.name}")
     except ConfigError as exc:
         print(f"vramtop profile: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     return 0

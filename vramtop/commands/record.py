@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.diagnosis import Diagnoser
 from vramtop.core.model import Sample
 from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter
 
-EXIT_USAGE = 2
 DEFAULT_INTERVAL_S = 1.0
 
 
@@ -83,39 +83,40 @@ def record_loop(
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtop.commands.common import UsageError, backend_for, open_session_file
+    from vramtop.commands.common import backend_for, open_session_file
 
     interval = getattr(args, "interval", None) or DEFAULT_INTERVAL_S
     if interval <= 0 or (args.duration is not None and args.duration <= 0):
         print("vramtop record: --interval and --duration must be positive", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if getattr(args, "wsl", False) and not getattr(args, "demo", False):
         print("vramtop record: --wsl only applies with --demo", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if (args.file.exists() or args.file.is_symlink()) and not args.force:
         print(
             f"vramtop record: {args.file} already exists; nothing was recorded "
             "(choose another name, or --force to replace it)",
             file=sys.stderr,
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         backend, owned = backend_for(args)
-    except UsageError as exc:
+    except CommandError as exc:
         print(f"vramtop record: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         if backend.autostart:
             result = backend.start()
             if not result.ok:
                 print(f"vramtop record: {result.message}", file=sys.stderr)
-                return 1
+                return ExitCode.ERROR
+        backend.keep_house()  # crashes settled (and recorded) beside the ticks
         first = backend.tick()
         try:
             writer = open_session_file(args.file, backend, first, replace=args.force)
         except OSError as exc:
             print(f"vramtop record: cannot write {args.file}: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
         with writer:
             writer.sample(first)
             print(f"recording to {args.file} (Ctrl+C to stop)", file=sys.stderr)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from vramtop.commands import supervised
 from vramtop.commands.argtypes import bounded_int
-from vramtop.supervisor import cli_support
+from vramtop.commands.errors import CommandError
 
 
 def _budget(text: str) -> float:
@@ -23,29 +24,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "relaunch", help="restart with a new budget, max-model-len or KV dtype"
     )
-    cli_support.add_common(p)
+    supervised.add_common(p)
     p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
     p.add_argument("--max-model-len", type=bounded_int, help="new --max-model-len")
     p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
     p.add_argument("--save", action="store_true", help="write the change into the profile file")
-    cli_support.add_wait_options(p)
+    supervised.add_wait_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
         if args.budget is None and args.max_model_len is None and args.kv_cache_dtype is None:
-            raise cli_support.CommandError(
-                "say what to change: --budget, --max-model-len or --kv-cache-dtype"
-            )
-        t = cli_support.target(args)
+            raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
+        t = supervised.target(args)
         result = t.supervisor.relaunch(
             util=args.budget,
             max_model_len=args.max_model_len,
             kv_cache_dtype=args.kv_cache_dtype,
             save=args.save and not t.demo,
-            progress=cli_support.progress_printer(args.quiet),  # type: ignore[arg-type]
+            progress=supervised.progress_printer(args.quiet),
             timeout_s=args.timeout,
         )
-        return cli_support.finish(result)
+        return supervised.finish(result)
 
-    return cli_support.run_guarded(act, args)
+    return supervised.run_guarded(act, args)

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.argtypes import finite_float
-
-EXIT_USAGE = 2
+from vramtop.commands.errors import ExitCode
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,12 +34,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.speed <= 0:
         print("vramtop replay: --speed must be a positive number, e.g. 10", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         backend = ReplayBackend(args.file, speed=args.speed)
     except (SessionError, OSError) as exc:
         print(f"vramtop replay: cannot read {args.file}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     from vramtop.tui.app import run_console
 
     return run_console(backend)

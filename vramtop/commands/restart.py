@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from vramtop.supervisor import cli_support
+from vramtop.commands import supervised
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("restart", help="stop and start the server with the same flags")
-    cli_support.add_launch_options(p)
+    supervised.add_launch_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    return cli_support.run_launch(args, "restart")
+    return supervised.run_launch(args, "restart")

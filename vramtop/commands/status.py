@@ -7,7 +7,8 @@ import json
 import time
 from dataclasses import asdict
 
-from vramtop.supervisor import cli_support, state
+from vramtop.commands import supervised
+from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 
 HEALTH_TIMEOUT_S = 3.0
@@ -15,7 +16,7 @@ HEALTH_TIMEOUT_S = 3.0
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("status", help="show the server's state (--json for scripts)")
-    cli_support.add_common(p, json=True)
+    supervised.add_common(p, json=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
             if not demo.world_alive(demo.demo_machine()):
                 return _print(args, {"state": "stopped", "profile": demo.DEMO_PROFILE})
-        t = cli_support.target(args, without_profile=True)
+        t = supervised.target(args, without_profile=True)
         info = t.supervisor.housekeeping()
         data = asdict(info)
         rec = state.load(t.supervisor.name)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                 data["healthy"], data["reason"] = _health(data["url"])
         return _print(args, data)
 
-    return cli_support.run_guarded(act, args)
+    return supervised.run_guarded(act, args)
 
 
 def _health(url: str) -> tuple[bool, str | None]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from vramtop.supervisor import cli_support
+from vramtop.commands import supervised
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("stop", help="stop the server (every process of it)")
-    cli_support.add_common(p)
+    supervised.add_common(p)
     p.add_argument("--all", action="store_true", help="with --demo: also stop the simulated GPU")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
@@ -22,9 +22,9 @@ def run(args: argparse.Namespace) -> int:
             if not demo.world_alive(demo.demo_machine()):
                 print("not running")
                 return 0
-        t = cli_support.target(args, without_profile=True)
-        code = cli_support.finish(
-            t.supervisor.stop(progress=cli_support.progress_printer(args.quiet))  # type: ignore[arg-type]
+        t = supervised.target(args, without_profile=True)
+        code = supervised.finish(
+            t.supervisor.stop(progress=supervised.progress_printer(args.quiet))
         )
         if code == 0 and t.demo and args.all:
             from vramtop.supervisor import demo
@@ -33,4 +33,4 @@ def run(args: argparse.Namespace) -> int:
             print("simulated machine stopped")
         return code
 
-    return cli_support.run_guarded(act, args)
+    return supervised.run_guarded(act, args)

@@ -9,7 +9,7 @@ import psutil
 
 from vramtop.core import vllm_args
 from vramtop.supervisor import launch
-from vramtop.supervisor.state import ServerRecord
+from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 _MARKERS = ("vllm", "api_server", "vramtop.sim.server")
 
@@ -71,7 +71,7 @@ def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRe
         pgid = None
     return ServerRecord(
         profile=profile,
-        state="running",
+        state=Lifecycle.RUNNING,
         pid=proc.pid,
         pgid=pgid,
         create_time=proc.create_time(),

@@ -18,16 +18,36 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from vramtop import files, locations
+from vramtop.core.model import ServerState
 
 log = logging.getLogger(__name__)
 
-# Lifecycle words stored in the file (the values of vramtop.core.model.ServerState, plus
-# "launching": the launch was decided but the pid is not known yet).
-LAUNCHING = "launching"
+
+class Lifecycle(StrEnum):
+    """The lifecycle words stored in the file: core's `ServerState`, plus LAUNCHING (the
+    launch was decided but the pid is not known yet), which a reader sees as starting."""
+
+    LAUNCHING = "launching"
+    STARTING = ServerState.STARTING.value
+    RUNNING = ServerState.RUNNING.value
+    STOPPING = ServerState.STOPPING.value
+    STOPPED = ServerState.STOPPED.value
+    CRASHED = ServerState.CRASHED.value
+
+    @property
+    def shown(self) -> ServerState:
+        """The state as the session format, the console and the commands name it."""
+        return ServerState.STARTING if self is Lifecycle.LAUNCHING else ServerState(self.value)
+
+
+LAUNCHING = Lifecycle.LAUNCHING
+# A tree may be there: the states whose processes a reader lists.
+ALIVE = frozenset({Lifecycle.LAUNCHING, Lifecycle.STARTING, Lifecycle.RUNNING, Lifecycle.STOPPING})
 
 
 @dataclass
@@ -35,7 +55,7 @@ class ServerRecord:
     """Everything the state file holds about one profile's server. Secrets are never in it."""
 
     profile: str
-    state: str = "stopped"  # launching, starting, running, stopping, stopped, crashed
+    state: Lifecycle = Lifecycle.STOPPED
     pid: int | None = None
     pgid: int | None = None
     create_time: float | None = None  # of `pid`: tells a reused pid from our server
@@ -76,7 +96,9 @@ class ServerRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServerRecord:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        record = cls(**{k: v for k, v in data.items() if k in known})
+        record.state = Lifecycle(record.state)  # ValueError: a word this vramtop does not know
+        return record
 
 
 def _safe_name(profile: str) -> str:
@@ -109,7 +131,7 @@ def load(profile: str) -> ServerRecord | None:
         return None
     try:
         return ServerRecord.from_json(data)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         log.warning("state file %s has unexpected content: %s", path, exc)
         return None
 

@@ -1,24 +1,22 @@
-"""What the headless commands share: finding the profile, building its Supervisor, printing."""
+"""What the commands that act on the supervised server share (start, stop, restart, relaunch,
+status, logs, attach): finding the profile, building its Supervisor, printing the result."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramtop import config
-from vramtop.backend import ActionResult
+from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
 
-EXIT_FAILED = 2
 PLACEHOLDER = "default"
-
-
-class CommandError(Exception):
-    """A message for stderr; the command exits with code 2."""
 
 
 @dataclass
@@ -134,7 +132,7 @@ def nvml_memory_released() -> MemoryReleased:
     return memory_released_on(configured_probe())
 
 
-def progress_printer(quiet: bool) -> object:
+def progress_printer(quiet: bool) -> ProgressCallback:
     def report(word: str) -> None:
         if not quiet:
             print(f"… {word}", file=sys.stderr, flush=True)
@@ -143,22 +141,22 @@ def progress_printer(quiet: bool) -> object:
 
 
 def finish(result: ActionResult) -> int:
-    """Print the result: success on stdout, failure on stderr with exit code 2."""
+    """Print the result: success on stdout, failure on stderr with `ExitCode.USAGE`."""
     if result.ok:
         print(result.message)
-        return 0
+        return ExitCode.OK
     print(f"vramtop: {result.message}", file=sys.stderr)
     if result.detail:
         print(result.detail, file=sys.stderr)
-    return EXIT_FAILED
+    return ExitCode.USAGE
 
 
-def run_guarded(action: object, args: argparse.Namespace) -> int:
+def run_guarded(action: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run `action(args)`, turning a CommandError into one line on stderr."""
     try:
-        return int(action(args))  # type: ignore[operator]
+        return action(args)
     except CommandError as exc:
         print(f"vramtop: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.USAGE
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED

@@ -1,0 +1,23 @@
+"""How every command ends: one error type for a message on stderr, and the exit codes.
+
+The codes are a contract (scripts check them): 0 done; 1 failed (an unexpected error, or the
+server a monitoring command started did not come up); 2 bad usage, or an action that could
+not be done (the message says which); 3 and 4 `doctor`'s verdicts; 130 interrupted (Ctrl+C).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1  # failed: an unexpected error (traceback in the own log), a start that failed
+    USAGE = 2  # bad usage, or an action refused or failed
+    DERIVED_ONLY = 3  # doctor: the split can only be derived here
+    NO_GPU = 4  # doctor: the GPU cannot be read
+    INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """A message for stderr; the command exits with `ExitCode.USAGE`."""

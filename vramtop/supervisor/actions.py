@@ -1,0 +1,403 @@
+"""The actions a person asks for: start, stop, restart, relaunch, attach.
+
+Every one holds the profile's lock while it decides and launches, and everything a later
+vramtop needs is in the state file, so the server outlives this process and is never started
+twice. The load that follows a launch is waited for after the lock is released (`following`),
+so a stop from another vramtop can end a slow or wedged one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.config import Profile
+from vramtop.core import vllm_args
+from vramtop.supervisor import causes, handle, launch, state, tree
+from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
+from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid
+from vramtop.supervisor.readiness import healthy_once, server_url
+from vramtop.supervisor.state import Lifecycle, ServerRecord
+
+log = logging.getLogger(__name__)
+
+# Said of an attached server whose stdout and stderr are not files vramtop can read.
+OUTPUT_ELSEWHERE = (
+    "; its output goes elsewhere (a terminal or a pipe): vramtop cannot show it. "
+    "Attach with --log PATH to name the file it writes to"
+)
+
+# SIGTERM to SIGKILL when the requests in flight are lost anyway (a confirmed restart under
+# load): with vramtop's steps before it and the kill's own wait, the tree is gone within
+# about 3 s (measured 3.9-5.5 s with a 2 s grace on a machine 6-8x slower than usual:
+# bench/bench_restart_under_load.py).
+LOST_REQUESTS_GRACE_S = 1.0
+
+
+@dataclass
+class _Loading:
+    """A server launched (or found) under the lock, still loading: the wait for it happens
+    after the lock is released."""
+
+    rec: ServerRecord
+
+
+class ServerActions(LoadFollower):
+    """What a person can ask of the server; each returns an `ActionResult`, never raises for
+    outside-world failures."""
+
+    def start(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        report = progress or _no_progress
+        return self._launch_then_wait(lambda: self._start(report, wait_ready), report, timeout_s)
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return self._locked(lambda: self._stop(progress or _no_progress))
+
+    def restart(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+        requests_lost: bool = False,
+    ) -> ActionResult:
+        """Stop, then start the same command. `requests_lost`: the person confirmed a
+        restart with requests running, which are lost anyway: the server gets
+        LOST_REQUESTS_GRACE_S after SIGTERM (not its full stop timeout, which uvicorn can
+        spend "waiting for connections to close") before SIGKILL."""
+        report = progress or _no_progress
+        grace = min(LOST_REQUESTS_GRACE_S, self.profile.stop_timeout_s) if requests_lost else None
+
+        def act() -> ActionResult | _Loading:
+            rec = self.record()
+            overrides = dict(rec.flag_overrides) if rec is not None else {}
+            command = self._command_for_restart() or self._profile_command(overrides)
+            refused = self._refuse_without_key(command[2])
+            if refused is not None:
+                return refused  # before the stop: the running server stays
+            stopped = self._stop(report, grace)
+            if not stopped.ok:
+                return stopped
+            return self._start(report, wait_ready, command, overrides)
+
+        return self._launch_then_wait(act, report, timeout_s)
+
+    def relaunch(
+        self,
+        util: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        save: bool = False,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        """Stop, then start with changed flags; the change goes into the profile's history
+        (and into its file only when `save`)."""
+        changes: dict[str, str | None] = {}
+        if util is not None:
+            changes[vllm_args.GPU_MEMORY_UTILIZATION] = f"{util:g}"
+        if max_model_len is not None:
+            changes[vllm_args.MAX_MODEL_LEN] = str(max_model_len)
+        if kv_cache_dtype is not None:
+            changes[vllm_args.KV_CACHE_DTYPE] = kv_cache_dtype
+        if not changes:
+            return ActionResult(
+                False, "nothing to change: give a budget, max-model-len or KV dtype"
+            )
+
+        report = progress or _no_progress
+
+        def act() -> ActionResult | _Loading:
+            rec = self.record()
+            overrides = dict(rec.flag_overrides) if rec is not None else {}
+            overrides.update({k: v for k, v in changes.items() if v is not None})
+            command = self._command_for_restart()
+            if command is not None:
+                argv, cwd, env = command
+                for flag, value in changes.items():
+                    argv = vllm_args.set_flag(argv, flag, value)
+                command = (argv, cwd, env)
+            self.profile = self.profile.relaunched(changes, datetime.now(UTC))
+            if save:
+                saved = _save_profile(self.profile)
+                if saved is not None:
+                    return ActionResult(False, "could not save the profile", saved)
+                overrides = {}  # the profile says it now
+            if command is None:
+                command = self._profile_command(overrides)
+            refused = self._refuse_without_key(command[2])
+            if refused is not None:
+                return refused  # before the stop: the running server stays
+            stopped = self._stop(report)
+            if not stopped.ok:
+                return stopped
+            return self._start(report, wait_ready, command, overrides)
+
+        return self._launch_then_wait(act, report, timeout_s)
+
+    def attach(
+        self, port: int | None = None, pid: int | None = None, log: Path | None = None
+    ) -> ActionResult:
+        """Adopt a vLLM server something else started (found by its port or its pid).
+
+        `log`: the file its output goes to; without it, its stdout or stderr when that is a
+        file. Otherwise its output goes elsewhere, and the console says so rather than show
+        an earlier server's log as this one's."""
+        return self._locked(lambda: self._attach(port, pid, log))
+
+    def wait_ready(
+        self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S
+    ) -> ActionResult:
+        """Follow a start already under way (e.g. begun by another vramtop) until ready."""
+        rec = self.record()
+        if rec is None or not self._alive(rec):
+            return ActionResult(False, "no server is running")
+        return self._wait_ready(rec, progress or _no_progress, timeout_s)
+
+    def _launch_then_wait(
+        self,
+        act: Callable[[], ActionResult | _Loading],
+        progress: ProgressCallback,
+        timeout_s: float,
+    ) -> ActionResult:
+        """Launch under the lock; wait for ready after releasing it, so another vramtop can
+        stop a slow or wedged load (a second start still finds the launch and waits too)."""
+        outcome = self._locked(act)
+        if isinstance(outcome, _Loading):
+            return self._wait_ready(outcome.rec, progress, timeout_s)
+        return outcome
+
+    def _start(
+        self,
+        progress: ProgressCallback,
+        wait_ready: bool,
+        command: tuple[list[str], str | None, dict[str, str] | None] | None = None,
+        overrides: dict[str, str] | None = None,
+    ) -> ActionResult | _Loading:
+        """Launch, or find the server already there; `_Loading`: wait for it once the lock
+        is released."""
+        rec = self.record()
+        if rec is not None:
+            adopted = self._recover(rec)
+            if adopted is not None:
+                if rec.state == Lifecycle.STARTING and wait_ready:
+                    return _Loading(rec)
+                return adopted
+            self._clean_leftovers(rec)
+        profile = self.profile
+        host, port = profile.host, profile.port
+        owner = launch.port_owner(host, port)
+        if owner is not None:
+            return ActionResult(
+                False,
+                f"port {port} is already in use by {owner}; nothing was started",
+                "stop that program, or give this profile another --port",
+            )
+        argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
+        try:
+            handed = {} if env_base is not None else self._handed_secrets()
+        except launch.MissingSecret as exc:
+            return ActionResult(False, *exc.args)
+        log_file = state.log_path(self.name)
+        launch.rotate_log(log_file)
+        shown = vllm_args.mask_secrets(argv)
+        offset = launch.write_marker(log_file, f"start {self.name}: {' '.join(shown)}")
+        launch_id = uuid.uuid4().hex
+        rec = ServerRecord(
+            profile=self.name,
+            state=Lifecycle.LAUNCHING,
+            launch_id=launch_id,
+            argv=shown,
+            cwd=cwd,
+            host=host,
+            port=port,
+            log_path=str(log_file),
+            log_offset=offset,
+            started_at=time.time(),
+            phase=causes.LOADING,
+            flag_overrides=dict(overrides or {}),
+            # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
+            actor_pid=os.getpid() if wait_ready else None,
+            actor_create_time=_own_create_time() if wait_ready else None,
+            **_flags_of(argv),
+        )
+        # Saved before the launch: a vramtop killed right after it still finds the server
+        # by its launch id.
+        state.save(rec)
+        env = launch.build_env(
+            profile.env if env_base is None else None,
+            {tree.LAUNCH_ID_ENV: launch_id, **handed},
+            base=env_base,
+        )
+        # The profile's own command (possibly with relaunch overrides) runs in its prelude;
+        # an adopted server's command line is already resolved.
+        prelude = profile.prelude if env_base is None else None
+        progress(causes.LOADING)
+        try:
+            child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
+            log.info("launched %s: pid %d", self.name, child.pid)
+        except OSError as exc:
+            rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"
+            state.save(rec)
+            progress("failed")
+            return ActionResult(False, f"could not launch the server: {exc}")
+        self._child = child
+        rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
+        rec.create_time = _create_time(child.pid)
+        rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
+        rec.state = Lifecycle.STARTING
+        state.save(rec)
+        if not wait_ready:
+            return ActionResult(True, f"started (pid {child.pid}); loading")
+        return _Loading(rec)
+
+    def _handed_secrets(self) -> dict[str, str]:
+        return launch.handed_secrets(
+            self.profile.api_key_env, self.profile.hf_token_env, os.environ
+        )
+
+    def _refuse_without_key(self, env_base: dict[str, str] | None) -> ActionResult | None:
+        """A profile launch whose API key variable is unset: refused (None: go ahead)."""
+        if env_base is not None:
+            return None  # an adopted server's own environment, key included
+        try:
+            self._handed_secrets()
+        except launch.MissingSecret as exc:
+            return ActionResult(False, *exc.args)
+        return None
+
+    def _stop(self, progress: ProgressCallback, grace_s: float | None = None) -> ActionResult:
+        rec = self.record()
+        if rec is None:
+            return ActionResult(True, "not running")
+        found = self._tree(rec)
+        was_running = bool(found)
+        if was_running:
+            progress("stopping")
+            rec.state, rec.stop_requested = Lifecycle.STOPPING, True
+            state.save(rec)
+        survivors = self._end(rec, progress, grace_s, found)
+        released = self._released
+        if survivors:
+            state.save(rec)
+            return ActionResult(
+                False,
+                f"could not stop every process: {tree.describe(survivors)} still running",
+            )
+        rec.state = Lifecycle.STOPPED
+        rec.restarts, rec.next_restart_at = 0, None
+        state.save(rec)
+        if not was_running:
+            return ActionResult(True, "not running")
+        if not released:
+            # Every process is gone, but the driver still lists memory for them: say so
+            # rather than a plain "stopped" the next start would contradict.
+            return ActionResult(
+                True,
+                f"stopped, but the GPU still showed its memory held after "
+                f"{handle.MEMORY_RELEASE_TIMEOUT_S:.0f} s",
+            )
+        return ActionResult(True, "stopped")
+
+    def _attach(self, port: int | None, pid: int | None, log: Path | None = None) -> ActionResult:
+        from vramtop.supervisor import attach
+
+        found = attach.find_server(port=port, pid=pid)
+        if isinstance(found, str):
+            return ActionResult(False, found)
+        rec = self.record()
+        if rec is not None and self._alive(rec):
+            if rec.pid == found.pid:
+                return ActionResult(True, f"already attached to pid {found.pid}")
+            return ActionResult(
+                False,
+                f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
+            )
+        new = attach.record_for(self.name, found, port)
+        new.log_path = str(log) if log is not None else attach.output_file(found.pid)
+        new.state = (
+            Lifecycle.RUNNING
+            if healthy_once(server_url(new.host, new.port))
+            else Lifecycle.STARTING
+        )
+        self._remember_tree(new)
+        state.save(new)
+        output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
+        return ActionResult(True, f"attached to pid {found.pid} on port {new.port}{output}")
+
+    def _recover(self, rec: ServerRecord) -> ActionResult | None:
+        """A live server already recorded (or launched by a vramtop that died before it
+        learnt the pid): re-attach to it instead of starting a second one."""
+        if rec.state == Lifecycle.LAUNCHING and rec.pid is None and rec.launch_id:
+            procs = tree.find_by_launch_id(rec.launch_id)
+            roots = [p for p in procs if _pgid(p.pid) == p.pid] or procs
+            if roots:
+                root = min(roots, key=lambda p: p.pid)
+                rec.pid, rec.pgid = root.pid, _pgid(root.pid)
+                rec.create_time = _create_time(root.pid)
+                rec.state = Lifecycle.STARTING
+                self._remember_tree(rec)
+                state.save(rec)
+        if rec.state in (
+            Lifecycle.STOPPING,
+            Lifecycle.STOPPED,
+            Lifecycle.CRASHED,
+        ) or not self._alive(rec):
+            return None
+        if rec.state == Lifecycle.LAUNCHING:
+            rec.state = Lifecycle.STARTING
+            state.save(rec)
+        return ActionResult(True, f"already running (pid {rec.pid}); re-attached")
+
+    def _clean_leftovers(self, rec: ServerRecord) -> None:
+        if self._tree(rec):
+            log.info("ending what is left of the previous server: %s", rec.pid)
+            self._end(rec, progress=None)
+            if rec.state != Lifecycle.CRASHED:
+                rec.state = Lifecycle.STOPPED
+            state.save(rec)
+
+    def _command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
+        """For an adopted server: its own command line, cwd and environment (read from the
+        live process, so no secret ever sits in a file). None: use the profile."""
+        rec = self.record()
+        if rec is None or rec.started_by != "attached":
+            return None
+        from vramtop.supervisor import attach
+
+        if rec.pid and self._alive(rec):
+            return attach.command_of(rec.pid)
+        if rec.argv and vllm_args.MASK not in rec.argv:
+            return list(rec.argv), rec.cwd, None
+        return None
+
+    def _profile_command(
+        self, overrides: dict[str, str]
+    ) -> tuple[list[str], str | None, dict[str, str] | None]:
+        argv = list(self.profile.argv)
+        for flag, value in overrides.items():
+            argv = vllm_args.set_flag(argv, flag, value)
+        return argv, self.profile.cwd, None
+
+
+def _save_profile(profile: Profile) -> str | None:
+    """Write the profile back to its file; returns what went wrong, or None."""
+    try:
+        from vramtop import config, locations
+
+        config.save_profile_file(locations.profiles_dir() / f"{profile.name}.toml", profile)
+    except Exception as exc:  # a write failure is reported, never raised
+        return str(exc)
+    return None

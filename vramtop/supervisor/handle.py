@@ -1,0 +1,207 @@
+"""What every part of the supervisor shares: one profile's server as recorded, and the
+process helpers (is it alive, its tree, ending it, recording an exit).
+
+`ServerHandle` only reads the record and the process table; the parts that change the record
+build on it: `following` (a load, to ready), `actions` (start, stop, restart, relaunch,
+attach) and `service` (housekeeping, the `Supervisor` itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.config import Profile
+from vramtop.core import secrets, vllm_args
+from vramtop.core.model import ServerInfo, ServerState
+from vramtop.supervisor import causes, state, tree
+from vramtop.supervisor.readiness import tail
+from vramtop.supervisor.state import ALIVE, ServerRecord
+from vramtop.supervisor.stopping import MemoryReleased, end_server
+
+log = logging.getLogger(__name__)
+
+MEMORY_RELEASE_TIMEOUT_S = 10.0
+LAST_LINES = 40
+
+_T = TypeVar("_T")
+
+
+def _no_progress(_word: str) -> None:
+    pass
+
+
+class ServerHandle:
+    """One profile's server. Cheap to create; holds no process of its own between calls."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        memory_released: MemoryReleased | None = None,
+        health_timeout_s: float = 1.0,
+    ) -> None:
+        self.profile = profile
+        self.memory_released = memory_released
+        self.health_timeout_s = health_timeout_s
+        self._child: Any = None  # our own Popen, when this process launched the server
+        self._released = True  # whether the last _end saw the GPU give the memory back
+        self._records = state.RecordCache()
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def log_path(self) -> Path | None:
+        """Where the current server's output is: vramtop's log of the servers it starts, or
+        an attached server's own file (found, or given to attach). None: an attached server
+        whose output goes elsewhere (a terminal, a pipe), which vramtop cannot read."""
+        rec = self.record()
+        if rec is not None and rec.started_by == "attached":
+            return Path(rec.log_path) if rec.log_path else None
+        return state.log_path(self.name)
+
+    def record(self) -> ServerRecord | None:
+        return self._records.load(self.name)
+
+    def status(self) -> ServerInfo:
+        """The server as recorded. Only reads: `housekeeping` brings the record in line
+        with what is really there."""
+        rec = self.record()
+        if rec is None:
+            return ServerInfo(state=ServerState.STOPPED, profile=self.name)
+        return self._info(rec)
+
+    def _info(self, rec: ServerRecord) -> ServerInfo:
+        alive = rec.state in ALIVE
+        pids = tuple(sorted(int(p) for p in rec.tree)) if alive else ()
+        return ServerInfo(
+            state=rec.state.shown,
+            pid=rec.pid,
+            pgid=rec.pgid,
+            port=rec.port,
+            started_at=rec.started_at,
+            ready_s=rec.ready_s,
+            phase=rec.phase,
+            profile=rec.profile,
+            argv=tuple(rec.argv),
+            gpu_memory_utilization=rec.gpu_memory_utilization,
+            max_model_len=rec.max_model_len,
+            kv_cache_dtype=rec.kv_cache_dtype,
+            pids=pids,
+            returncode=rec.returncode,
+            last_error=rec.last_error,
+        )
+
+    def _locked(self, act: Callable[[], _T]) -> _T | ActionResult:
+        try:
+            with state.locked(self.name):
+                return act()
+        except state.Busy:
+            return ActionResult(False, "another vramtop is acting on this server; try again")
+        except OSError as exc:
+            log.exception("supervisor action failed")
+            return ActionResult(False, f"could not act on the server: {exc}")
+
+    def _end(
+        self,
+        rec: ServerRecord,
+        progress: ProgressCallback | None,
+        grace_s: float | None = None,
+        found: dict[int, psutil.Process] | None = None,
+    ) -> list[psutil.Process]:
+        """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
+        survivors, self._released = end_server(
+            rec,
+            stop_timeout_s=self.profile.stop_timeout_s if grace_s is None else grace_s,
+            reap=self._reap_child,
+            memory_released=self.memory_released,
+            # Read at each stop: a test shortens it.
+            release_timeout_s=MEMORY_RELEASE_TIMEOUT_S,
+            progress=progress,
+            found=found,
+        )
+        return survivors
+
+    def _alive(self, rec: ServerRecord) -> bool:
+        if self._child is not None and rec.pid == self._child.pid:
+            # Our own child: only Popen may collect it, or its exit code is lost (a waitpid
+            # elsewhere on its zombie leaves the crash report without one).
+            return self._child.poll() is None
+        return tree.process_alive(rec.pid, rec.create_time)
+
+    def _tree(self, rec: ServerRecord) -> dict[int, psutil.Process]:
+        return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
+
+    def _remember_tree(self, rec: ServerRecord) -> None:
+        for pid, proc in self._tree(rec).items():
+            with contextlib.suppress(psutil.Error):
+                rec.tree[str(pid)] = proc.create_time()
+
+    def _reap_child(self, timeout_s: float = 0.5) -> None:
+        if self._child is not None:
+            try:
+                self._child.wait(timeout=timeout_s)
+            except Exception:  # still running: it is not ours to wait for any longer
+                log.debug("child not reaped")
+
+    def _record_exit(self, rec: ServerRecord, lines: list[str] | None = None) -> None:
+        if self._child is not None and rec.pid == self._child.pid:
+            rec.returncode = self._child.poll()
+        if lines is None:
+            lines = tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
+        # The server's own log file keeps what it printed; what vramtop records is masked.
+        rec.last_lines = secrets.mask_lines(lines[-LAST_LINES:])
+        cause = causes.find_cause(lines)
+        if cause is not None:
+            rec.last_error, rec.error_kind = secrets.mask_line(cause.message), cause.kind
+            rec.largest_fitting_budget = cause.largest_fitting_budget
+        else:
+            code = f" with code {rec.returncode}" if rec.returncode is not None else ""
+            rec.last_error, rec.error_kind = f"the server exited unexpectedly{code}", "other"
+
+
+# --- small functions ---------------------------------------------------------------------
+
+
+def _flags_of(argv: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, read in (
+        ("gpu_memory_utilization", vllm_args.gpu_memory_utilization),
+        ("max_model_len", vllm_args.max_model_len),
+        ("kv_cache_dtype", vllm_args.kv_cache_dtype),
+    ):
+        try:
+            out[key] = read(argv)
+        except ValueError:
+            out[key] = None
+    return out
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+@functools.cache
+def _own_create_time() -> float | None:
+    """This vramtop's create time: with its pid, names it as a launch's follower."""
+    return _create_time(os.getpid())
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
