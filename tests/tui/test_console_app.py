@@ -485,6 +485,9 @@ async def test_demo_header_fits_80_columns_with_the_call_marker_and_a_quick_star
         assert "call on" in first
         assert len(first.rstrip()) <= 78  # the header's width inside its padding
         assert "· demo" not in first  # "demo" once, not also as the profile's name
+        assert "simulated call started" in second  # the news is whole: details give way
+        await ticks(pilot, 20)  # the fake clock moves one second a tick: the news is old
+        second = text(app, ConsoleHeader).splitlines()[1]
         assert "ready in 0.6s" in second
 
 
@@ -645,3 +648,19 @@ async def test_text_selected_in_a_panel_is_the_text_of_the_rows_dragged_over() -
                 if any(s.style and s.style.bgcolor == selected for s in strip)
             ]
             assert highlighted == [y0 + row]
+
+
+async def test_the_restart_prompt_is_whole_at_80_columns() -> None:
+    # Requests run: `r` asks for a second `r`. The state's details give way to the prompt.
+    backend = FakeBackend()
+    backend.ready_s = 72.0
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 3)
+        assert "ready in" in text(app, ConsoleHeader).splitlines()[1]
+        await pilot.press("r")
+        await pilot.pause()
+        second = text(app, ConsoleHeader).splitlines()[1]
+        assert "request(s) running: press r again to restart" in second
+        assert "…" not in second and "ready in" not in second
+        assert "● running pid" in second and "budget" in second

@@ -38,12 +38,30 @@ class ConsoleHeader(TextPanel):
         activity: str | None,
     ) -> None:
         # Two rows: the second (state, uptime) changes every second, the first rarely.
+        width = self.content_region.width or None  # None before the first layout
         self.set_rows(
             [
-                Content.assemble(*_machine_line(sample, wsl, call_on, demo, profile)),
-                Content.assemble(*_server_line(sample, now, activity)),
+                _fit(_machine_line(sample, wsl, call_on, demo, profile), width),
+                _fit(_server_line(sample, now, activity), width),
             ]
         )
+
+
+class Optional(tuple[str, str]):
+    """A header part that gives way when the line is too long for the terminal: what
+    happens now (a prompt to confirm, the call marker) must stay readable at 80 columns."""
+
+
+def _fit(parts: list[Part], width: int | None) -> Content:
+    """The line, its `Optional` parts left out from the last while it is wider than `width`
+    (what still does not fit is cut with an ellipsis)."""
+    kept = list(parts)
+    while width is not None and Content.assemble(*kept).cell_length > width:
+        optional = [i for i, part in enumerate(kept) if isinstance(part, Optional)]
+        if not optional:
+            break
+        del kept[optional[-1]]
+    return Content.assemble(*kept)
 
 
 def _machine_line(
@@ -67,7 +85,7 @@ def _machine_line(
         parts.append(f" · {profile_name}")
     version = _version(sample)
     if version:
-        parts.append(f" · vLLM {version}")
+        parts.append(Optional((f" · vLLM {version}", "")))
     if call_on:
         parts.append(("  ● call on ", "bold reverse $warning"))
     return parts
@@ -93,10 +111,11 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
         parts.append((f"● {info.state.value}", STATE_STYLE.get(info.state, "")))
         if info.pid is not None:
             parts.append(f" pid {info.pid}")
+        # The details that give way to `activity` first: the last listed goes first.
         if info.state is ServerState.RUNNING and info.started_at is not None:
-            parts.append(f" · up {uptime(now - info.started_at)}")
+            parts.append(Optional((f" · up {uptime(now - info.started_at)}", "")))
         if info.ready_s is not None:
-            parts.append(f" · ready in {_ready(info.ready_s)}")
+            parts.append(Optional((f" · ready in {_ready(info.ready_s)}", "")))
         if info.gpu_memory_utilization is not None:
             parts.append(f" · budget {info.gpu_memory_utilization:.2f}")
     if activity:
