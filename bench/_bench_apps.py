@@ -75,7 +75,7 @@ def demo_console_app(interval_s: float = 1.0, part: str | None = None):  # type:
     "reads" draws nothing (the reads, and the samples' messages, only); "still-log" keeps
     the server log as it was (everything but the log's new lines)."""
     from vramtop.core.model import Sample, ServerState
-    from vramtop.demo import demo_backend
+    from vramtop.machines.demo_backend import demo_backend
     from vramtop.settings import Settings
     from vramtop.tui.app import VramtopApp
 

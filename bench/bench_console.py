@@ -65,7 +65,7 @@ def child(
 
     app: Any
     if kind in REAL_KINDS:
-        from vramtop.backends import live_backend
+        from vramtop.machines.machine_backend import live_backend
         from vramtop.profiles import load_profile
         from vramtop.settings import Settings
         from vramtop.tui.app import VramtopApp

@@ -56,8 +56,8 @@ def demo_latency(
     os.environ["VRAMTOP_HOME"] = str(home)
     os.environ["VRAMTOP_SIM_SPEED"] = str(speed)
     os.environ.setdefault("VRAMTOP_SIM_STARTUP_S", "0.3")
-    from vramtop.demo import demo_backend
-    from vramtop.supervisor.demo import demo_machine
+    from vramtop.machines.demo_backend import demo_backend
+    from vramtop.machines.demo_world import demo_machine
 
     backend, _ = demo_backend(wsl=wsl)
     machine = demo_machine(wsl)

@@ -60,8 +60,8 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="vramtop-bench-"))
     atexit.register(shutil.rmtree, home, True)  # the state, logs and sockets of this run
     os.environ["VRAMTOP_HOME"] = str(home)
+    from vramtop.machines.demo_world import memory_released_check
     from vramtop.supervisor import Supervisor
-    from vramtop.supervisor.demo import memory_released_check
 
     with SimMachine(home / "sim", speed=20.0, startup_s=args.startup) as machine:
         port = free_port()

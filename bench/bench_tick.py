@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from vramtop.monitor import Monitor
+from vramtop.machines.sampler import Sampler
 from vramtop.sim.machine import SimMachine, free_port
 
 
@@ -99,12 +99,12 @@ def main() -> int:
                 stderr=subprocess.DEVNULL,
             )
             time.sleep(1.0)
-            monitor = Monitor(probe=machine.probe(), url=url, log_path=lambda: home / "server.log")
-            monitor.tick()  # first tick also fetches /version and /v1/models
+            sampler = Sampler(probe=machine.probe(), url=url, log_path=lambda: home / "server.log")
+            sampler.tick()  # first tick also fetches /version and /v1/models
             walls, cpus = [], []
             for _ in range(args.ticks):
                 w0, c0 = time.perf_counter(), time.process_time()
-                sample = monitor.tick()
+                sample = sampler.tick()
                 cpus.append(time.process_time() - c0)
                 walls.append(time.perf_counter() - w0)
             assert sample.server is not None and sample.server.reachable
@@ -151,8 +151,8 @@ def demo(seconds: int, profile: bool) -> int:
         # setting them here, before the backend exists, is enough.
         os.environ.update(VRAMTOP_HOME=tmp, VRAMTOP_SIM_STARTUP_S="0.3")
         from vramtop.core.model import ServerState
-        from vramtop.demo import demo_backend
-        from vramtop.supervisor.demo import demo_machine, world_alive
+        from vramtop.machines.demo_backend import demo_backend
+        from vramtop.machines.demo_world import demo_machine, world_alive
 
         backend, _owned = demo_backend()
         try:
@@ -219,10 +219,10 @@ def worst(hz: float, steady: int) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update(VRAMTOP_HOME=tmp, VRAMTOP_SIM_STARTUP_S="0.3")
-        from vramtop.backends import MachineBackend
         from vramtop.core.model import ServerState
-        from vramtop.demo import demo_backend
-        from vramtop.supervisor.demo import demo_machine, world_alive
+        from vramtop.machines.demo_backend import demo_backend
+        from vramtop.machines.demo_world import demo_machine, world_alive
+        from vramtop.machines.machine_backend import MachineBackend
 
         backend, _owned = demo_backend()
         backend.keep_house()  # the housekeeping on its own thread, as the console runs it
@@ -232,7 +232,7 @@ def worst(hz: float, steady: int) -> int:
         silent.listen(8)
         silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
         slow = MachineBackend(
-            monitor=Monitor(probe=demo_machine().probe(), url=silent_url, timeout_s=1.0),
+            sampler=Sampler(probe=demo_machine().probe(), url=silent_url, timeout_s=1.0),
             supervisor=None,
         )
         rows: list[tuple[str, list[float], list[float]]] = []

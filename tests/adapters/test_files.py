@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from vramtop import cli, files, locations
+from vramtop.machines.demo_world import demo_port
 from vramtop.session.writer import SessionWriter
 from vramtop.supervisor import launch, state
-from vramtop.supervisor.demo import demo_port
 
 
 @pytest.fixture

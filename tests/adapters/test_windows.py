@@ -19,9 +19,9 @@ import pytest
 from vramtop.core.model import GIB
 from vramtop.core.windows import SpillTracker, WindowsGpuReading
 from vramtop.sim.machine import SimMachine
-from vramtop.sim.windows import SimWindowsSource
-from vramtop.sources import windows as winsrc
-from vramtop.sources.windows import (
+from vramtop.sim.windows_counters import SimWindowsSource
+from vramtop.sources import windows_counters as winsrc
+from vramtop.sources.windows_counters import (
     WindowsGpuSource,
     describe_exit,
     find_powershell,

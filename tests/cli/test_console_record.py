@@ -10,8 +10,8 @@ import pytest
 
 from vramtop.cli import build_parser
 from vramtop.commands import monitor
+from vramtop.machines.demo_world import stop_demo_world
 from vramtop.session.reader import read_session
-from vramtop.supervisor.demo import stop_demo_world
 
 
 def test_console_records_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,10 +36,10 @@ from tests.e2e.conftest import (
     vllm_titled,
 )
 from vramtop import profiles
-from vramtop.backends import MachineBackend, live_backend
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm_log import parse_startup
+from vramtop.machines.machine_backend import MachineBackend, live_backend
 from vramtop.sources.scraper import Scraper
 from vramtop.supervisor import Supervisor
 

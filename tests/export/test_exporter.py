@@ -13,10 +13,10 @@ import httpx
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
-from vramtop.backends import MachineBackend
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
-from vramtop.monitor import Monitor
+from vramtop.machines.machine_backend import MachineBackend
+from vramtop.machines.sampler import Sampler
 
 # Prometheus's default scrape timeout: an answer later than this is a failed scrape.
 SCRAPE_TIMEOUT_S = 10.0
@@ -76,7 +76,7 @@ def scrape(url: str) -> dict[str, float]:
 
 def test_a_hung_gpu_probe_leaves_the_scrape_answering_with_the_last_sample() -> None:
     probe = HangingProbe(answers=1)
-    backend = MachineBackend(monitor=Monitor(probe=probe, url=None), supervisor=None)
+    backend = MachineBackend(sampler=Sampler(probe=probe, url=None), supervisor=None)
     exporter = Exporter(backend, interval_s=0.05)
     try:
         with serving(exporter) as url:
@@ -140,8 +140,8 @@ def silent_server() -> tuple[socket.socket, int]:
 def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_served() -> None:
     listener, port = silent_server()
     probe = HangingProbe(answers=10**9)
-    monitor = Monitor(probe=probe, url=f"http://127.0.0.1:{port}", timeout_s=0.3)
-    backend = MachineBackend(monitor=monitor, supervisor=None)
+    sampler = Sampler(probe=probe, url=f"http://127.0.0.1:{port}", timeout_s=0.3)
+    backend = MachineBackend(sampler=sampler, supervisor=None)
     exporter = Exporter(backend, interval_s=0.1)
     try:
         with serving(exporter) as url:
@@ -149,7 +149,7 @@ def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_s
             seen = scrape(url)
     finally:
         listener.close()
-        monitor.close()
+        sampler.close()
     assert seen["vramtop_server_up"] == 0
     assert seen['vramtop_scrape_errors_total{source="server"}'] >= 2
     assert seen['vramtop_gpu_memory_total_bytes{gpu="0"}'] == 32 * GIB

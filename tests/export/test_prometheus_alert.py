@@ -160,7 +160,7 @@ def alert_states(base: str, name: str) -> list[str]:
 def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
     prometheus: str, env: dict[str, str]
 ) -> None:
-    from vramtop.supervisor.demo import demo_machine
+    from vramtop.machines.demo_world import demo_machine
 
     wait_for(
         "the exporter's target to be up", lambda: query(prometheus, 'up{job="vramtop"} == 1'), 60

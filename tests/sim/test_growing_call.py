@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from test_sim_contention import Agent, rate
 
-from vramtop.backends import MachineBackend
 from vramtop.config import Profile
 from vramtop.core.budget import suggested_relaunch_budget
-from vramtop.monitor import Monitor
+from vramtop.machines.demo_world import memory_released_check
+from vramtop.machines.machine_backend import MachineBackend
+from vramtop.machines.sampler import Sampler
 from vramtop.sim.machine import SimMachine, free_port
-from vramtop.supervisor.demo import memory_released_check
 from vramtop.supervisor.service import Supervisor
 
 SPEED = 20.0  # the contention test's pace: `rate` reads simulated seconds at this speed
@@ -46,14 +46,14 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
         supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
         assert supervisor.start().ok
         # Samples stamped in simulated seconds, as the console's are in real ones.
-        monitor = Monitor(
+        sampler = Sampler(
             probe=machine.probe(),
             url=profile.url,
             info=supervisor.status,
             log_path=lambda: supervisor.log_path,
             clock=lambda: time.monotonic() * SPEED,
         )
-        backend = MachineBackend(monitor=monitor, supervisor=supervisor)
+        backend = MachineBackend(sampler=sampler, supervisor=supervisor)
         agent = Agent(profile.url)
         try:
             normal = rate(profile.url)
@@ -81,5 +81,5 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
         finally:
             agent.close()
             supervisor.stop()
-            monitor.close()
+            sampler.close()
             backend.session.close()

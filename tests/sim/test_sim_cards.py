@@ -9,8 +9,8 @@ from typing import Any
 from vramtop.core.model import MemoryKind
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, GIB, MIB, plan_kv
+from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.ledger import Ledger
-from vramtop.sources.simgpu import SimGpuProbe
 
 SERVER = 1234
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.sim.card import GIB
+from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.protocol import WorldClient
-from vramtop.sources.simgpu import SimGpuProbe
 
 
 def eventually(check: Any, timeout_s: float = 5.0) -> Any:
@@ -175,7 +175,7 @@ def test_a_scenario_file_that_is_not_an_object_is_a_clear_error(tmp_path: Path) 
 
 
 def test_simulated_windows_side_never_raises_on_an_odd_state(tmp_path: Path) -> None:
-    from vramtop.sim.windows import SimWindowsSource
+    from vramtop.sim.windows_counters import SimWindowsSource
 
     path = tmp_path / "odd.sock"
     listener, thread = _one_answer_server(path, b'{"ok": true, "servers": [{"no_pid": 1}]}\n')

@@ -16,11 +16,11 @@ from sim_helpers import sim_api_servers, sim_profile
 from vramtop import cli, profiles
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.secrets import MASK
-from vramtop.monitor import Monitor
+from vramtop.machines.demo_world import memory_released_check
+from vramtop.machines.sampler import Sampler
+from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.machine import SimMachine
-from vramtop.sources.simgpu import SimGpuProbe
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.demo import memory_released_check
 
 KEY = "sk-my-key-4242"
 
@@ -100,12 +100,12 @@ def test_a_key_the_server_prints_is_masked_in_what_vramtop_shows_and_stores(
     log_path = state.log_path("printed")
     assert f"'api_key': ['{KEY}']" in log_path.read_text()
     # The console's log panel shows the lines masked.
-    monitor = Monitor(
+    sampler = Sampler(
         probe=SimGpuProbe(machine.socket_path),
         url=None,
         info=lambda: ServerInfo(state=ServerState.CRASHED),
         log_path=lambda: log_path,
     )
-    monitor.tick()
-    panel = "\n".join(monitor.log_lines())
+    sampler.tick()
+    panel = "\n".join(sampler.log_lines())
     assert "non-default args" in panel and KEY not in panel

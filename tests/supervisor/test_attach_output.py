@@ -18,13 +18,13 @@ import psutil
 from supervisor_helpers import FAKE_SERVER, fake_profile, free_port
 
 from vramtop import cli
-from vramtop.backends import LOG_ELSEWHERE, MachineBackend
 from vramtop.commands.status import live_pids
 from vramtop.core.model import GpuReading
-from vramtop.monitor import Monitor
+from vramtop.machines.machine_backend import LOG_ELSEWHERE, MachineBackend
+from vramtop.machines.sampler import Sampler
 from vramtop.profiles import save_profile
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.attach import _is_server_process
+from vramtop.supervisor.adoption import _is_server_process
 
 
 @contextmanager
@@ -58,13 +58,13 @@ class NoGpu:
 
 
 def console_backend(sup: Supervisor) -> MachineBackend:
-    monitor = Monitor(
+    sampler = Sampler(
         probe=NoGpu(),
         url=None,
         info=sup.status,
         log_path=lambda: sup.log_path,
     )
-    return MachineBackend(monitor=monitor, supervisor=sup)
+    return MachineBackend(sampler=sampler, supervisor=sup)
 
 
 def previous_servers_log(name: str) -> None:

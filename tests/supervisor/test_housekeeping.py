@@ -17,9 +17,9 @@ from sim_helpers import sim_api_servers, sim_profile
 from vramtop import profiles
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.demo import memory_released_check
 
 LOAD_S = 4.0
 

@@ -12,9 +12,9 @@ import pytest
 from sim_helpers import gone, sim_profile
 
 from vramtop.core.model import ServerState
+from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.demo import memory_released_check
 
 
 @pytest.fixture

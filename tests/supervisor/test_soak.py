@@ -25,9 +25,9 @@ from sim_helpers import sim_api_servers, sim_profile
 
 from vramtop import config, locations
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.demo import memory_released_check
 
 OPS = int(os.environ.get("VRAMTOP_SOAK_OPS", "200"))
 SEED = int(os.environ.get("VRAMTOP_SOAK_SEED", "1"))

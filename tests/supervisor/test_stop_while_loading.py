@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from sim_helpers import gone, sim_api_servers, sim_profile
 
-from vramtop.backend import ActionResult
 from vramtop.core.model import ServerState
+from vramtop.machines.demo_world import memory_released_check
+from vramtop.machines.interface import ActionResult
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.demo import memory_released_check
 from vramtop.supervisor.state import ServerRecord
 
 # Long enough that every check below happens while the server is still loading.

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from supervisor_helpers import fake_profile, free_port, ledger_empty
 
-from vramtop.backend import ActionResult
-from vramtop.backends import MachineBackend
 from vramtop.core.model import GpuReading, ServerState
-from vramtop.monitor import Monitor
+from vramtop.machines.interface import ActionResult
+from vramtop.machines.machine_backend import MachineBackend
+from vramtop.machines.sampler import Sampler
 from vramtop.supervisor import Supervisor, handle, state
 
 
@@ -29,8 +29,8 @@ def test_a_tick_returns_while_a_stop_is_blocked(
     home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sup = Supervisor(fake_profile("held", free_port(), ledger))
-    monitor = Monitor(probe=NoGpu(), url=None, info=sup.status, log_path=lambda: sup.log_path)
-    backend = MachineBackend(monitor=monitor, supervisor=sup)
+    sampler = Sampler(probe=NoGpu(), url=None, info=sup.status, log_path=lambda: sup.log_path)
+    backend = MachineBackend(sampler=sampler, supervisor=sup)
     assert sup.start(timeout_s=30).ok
 
     inside, release = threading.Event(), threading.Event()

@@ -13,7 +13,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.core.headroom import Architecture, HeadroomInputs
 from vramtop.core.model import (
     GIB,
@@ -32,6 +31,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
+from vramtop.machines.interface import ActionResult, ProgressCallback
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
 TOTAL_BYTES = 32_607 * MIB

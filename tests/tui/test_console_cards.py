@@ -11,9 +11,9 @@ import pytest
 from textual.pilot import Pilot
 
 from vramtop.core.model import MemoryKind, ServerState
-from vramtop.demo import demo_backend
+from vramtop.machines.demo_backend import demo_backend
+from vramtop.machines.demo_world import stop_demo_world
 from vramtop.settings import Settings
-from vramtop.supervisor.demo import stop_demo_world
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.vram_split_panel import UNIFIED_TITLE, VramSplitPanel

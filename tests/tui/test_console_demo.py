@@ -12,9 +12,9 @@ import pytest
 from textual.pilot import Pilot
 
 from vramtop.core.model import ServerState
-from vramtop.demo import demo_backend
+from vramtop.machines.demo_backend import demo_backend
+from vramtop.machines.demo_world import stop_demo_world
 from vramtop.settings import Settings
-from vramtop.supervisor.demo import stop_demo_world
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.quit_dialog import QuitDialog

@@ -8,7 +8,7 @@ from conftest import NO_TIMER, ticks
 from test_console_app import text
 
 from vramtop.core.model import Sample
-from vramtop.replay import ReplayBackend
+from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter
 from vramtop.tui.app import VramtopApp

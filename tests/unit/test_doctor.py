@@ -17,7 +17,7 @@ from vramtop.core.model import (
     ServerMetrics,
     ServerReading,
 )
-from vramtop.doctor import Facts, render, run_checks
+from vramtop.machines.setup_checks import Facts, render, run_checks
 from vramtop.sim.machine import free_port
 
 

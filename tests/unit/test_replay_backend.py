@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vramtop.core.diagnosis import VRAM_CONTENTION
 from vramtop.core.model import Sample
-from vramtop.replay import ReplayBackend
+from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter
 

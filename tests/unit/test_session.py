@@ -16,8 +16,8 @@ from vramtop.core.diagnosis import (
     Diagnoser,
 )
 from vramtop.core.model import Sample
+from vramtop.session.playback import ReplaySource
 from vramtop.session.reader import SessionError, SessionEvent, SessionReader, read_session
-from vramtop.session.replay import ReplaySource
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter, make_header, sample_line
 

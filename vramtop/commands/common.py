@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from vramtop.backends import MachineBackend
 from vramtop.commands.errors import CommandError
 from vramtop.core.model import Sample
+from vramtop.machines.machine_backend import MachineBackend
 from vramtop.session.writer import SessionWriter, make_header
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     machine itself (then it stops it again when done)."""
     windows = not getattr(args, "no_windows", False)
     if getattr(args, "demo", False):
-        from vramtop.demo import demo_backend
+        from vramtop.machines.demo_backend import demo_backend
         from vramtop.sim.card import DEFAULT_CARD
 
         try:
@@ -45,7 +45,7 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc
     if getattr(args, "card", None):
         raise CommandError("--card picks a simulated machine: use it with --demo.")
-    from vramtop.backends import live_backend
+    from vramtop.machines.machine_backend import live_backend
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from vramtop.doctor import Facts, render, run_checks, wait_for_windows
+from vramtop.machines.setup_checks import Facts, render, run_checks, wait_for_windows
 
 WINDOWS_WAIT_S = 15.0
 
@@ -69,7 +69,7 @@ def gather(args: argparse.Namespace) -> Facts:
 
 
 def _windows(facts: Facts, *, windows: bool) -> None:
-    from vramtop.sources.windows import WindowsGpuSource, find_powershell, interop_problem
+    from vramtop.sources.windows_counters import WindowsGpuSource, find_powershell, interop_problem
 
     facts.powershell = find_powershell()
     facts.interop_problem = interop_problem()
@@ -89,8 +89,8 @@ def _windows(facts: Facts, *, windows: bool) -> None:
 
 def _server(facts: Facts, args: argparse.Namespace) -> None:
     from vramtop import locations
-    from vramtop.backends import DEFAULT_URL, api_key_from
     from vramtop.config import ConfigError
+    from vramtop.machines.machine_backend import DEFAULT_URL, api_key_from
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.sources.scraper import Scraper
     from vramtop.supervisor import state

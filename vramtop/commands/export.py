@@ -178,7 +178,7 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
 def _watched(backend: Any) -> str:
     if getattr(backend, "demo", False):
         return "the simulated machine"
-    url = backend.monitor.url
+    url = backend.sampler.url
     name = getattr(backend, "profile_name", None)
     return f"the profile {name!r} at {url}" if name else f"the server at {url}"
 

@@ -27,9 +27,10 @@ def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
         path: Path | None
         if getattr(args, "demo", False):
-            from vramtop.supervisor import demo, state
+            from vramtop.machines import demo_world
+            from vramtop.supervisor import state
 
-            path = state.log_path(demo.DEMO_PROFILE)
+            path = state.log_path(demo_world.DEMO_PROFILE)
         else:
             path = supervised.target(args, without_profile=True).supervisor.log_path
         if path is None:

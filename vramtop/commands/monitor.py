@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from vramtop import files
-from vramtop.backends import MachineBackend
 from vramtop.commands.common import backend_for, open_session_file
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.model import GIB, Sample
+from vramtop.machines.machine_backend import MachineBackend
 
 UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.

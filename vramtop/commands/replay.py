@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from vramtop.replay import ReplayBackend
+    from vramtop.machines.replay_backend import ReplayBackend
     from vramtop.session.reader import SessionError
 
     if args.speed <= 0:

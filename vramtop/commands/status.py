@@ -22,10 +22,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
         if getattr(args, "demo", False):
-            from vramtop.supervisor import demo
+            from vramtop.machines import demo_world
 
-            if not demo.world_alive(demo.demo_machine()):
-                return _print(args, {"state": "stopped", "profile": demo.DEMO_PROFILE})
+            if not demo_world.world_alive(demo_world.demo_machine()):
+                return _print(args, {"state": "stopped", "profile": demo_world.DEMO_PROFILE})
         t = supervised.target(args, without_profile=True)
         info = t.supervisor.housekeeping()
         data = asdict(info)

@@ -17,9 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
         if getattr(args, "demo", False):
-            from vramtop.supervisor import demo
+            from vramtop.machines import demo_world
 
-            if not demo.world_alive(demo.demo_machine()):
+            if not demo_world.world_alive(demo_world.demo_machine()):
                 print("not running")
                 return 0
         t = supervised.target(args, without_profile=True)
@@ -27,9 +27,9 @@ def run(args: argparse.Namespace) -> int:
             t.supervisor.stop(progress=supervised.progress_printer(args.quiet))
         )
         if code == 0 and t.demo and args.all:
-            from vramtop.supervisor import demo
+            from vramtop.machines import demo_world
 
-            demo.stop_demo_world()
+            demo_world.stop_demo_world()
             print("simulated machine stopped")
         return code
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramtop import config
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
@@ -73,15 +73,15 @@ def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
     `without_profile`: with no profile named and none configured, act on the server recorded
     under the name "default" (an adopted server needs no profile)."""
     if getattr(args, "demo", False):
-        from vramtop.supervisor import demo
+        from vramtop.machines import demo_world
 
         try:
-            machine = demo.ensure_demo_world(wsl=bool(getattr(args, "wsl", False)))
+            machine = demo_world.ensure_demo_world(wsl=bool(getattr(args, "wsl", False)))
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine did not start: {exc}") from None
-        profile = demo.demo_profile(machine)
+        profile = demo_world.demo_profile(machine)
         return Target(
-            Supervisor(profile, memory_released=demo.memory_released_check(machine)), True
+            Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
     name = getattr(args, "profile", None)
     try:

@@ -1,6 +1,6 @@
 """The Windows side of a WSL2 machine: who holds the card, and whether the WSL VM spilled.
 
-Pure: a JSON line printed by the PowerShell loop (see `vramtop.sources.windows`) goes in,
+Pure: a JSON line printed by the PowerShell loop (`sources/windows_counters.py`) goes in,
 frozen values come out; time is passed in. Under WSL2, NVML shows the card's totals but no
 process, so the desktop's share can only be derived. Windows charges every GPU allocation to
 a Windows process, and its `GPU Process Memory` counters split each process's memory into

@@ -23,6 +23,7 @@ import psutil
 
 from vramtop import files
 from vramtop.sim.card import CARDS, DEFAULT_CARD
+from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.load import API_KEY_ENV
 from vramtop.sim.protocol import (
     SOCKET_ENV,
@@ -32,7 +33,6 @@ from vramtop.sim.protocol import (
     WorldUnreachable,
 )
 from vramtop.sim.world import ALREADY_SERVED
-from vramtop.sources.simgpu import SimGpuProbe
 
 DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
 # The field report's launch flags (loopback instead of 0.0.0.0, as the report advises).

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
 from vramtop.core import vllm_args
+from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid
@@ -312,9 +312,9 @@ class ServerActions(LoadFollower):
         return ActionResult(True, "stopped")
 
     def _attach(self, port: int | None, pid: int | None, log: Path | None = None) -> ActionResult:
-        from vramtop.supervisor import attach
+        from vramtop.supervisor import adoption
 
-        found = attach.find_server(port=port, pid=pid)
+        found = adoption.find_server(port=port, pid=pid)
         if isinstance(found, str):
             return ActionResult(False, found)
         rec = self.record()
@@ -325,8 +325,8 @@ class ServerActions(LoadFollower):
                 False,
                 f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
             )
-        new = attach.record_for(self.name, found, port)
-        new.log_path = str(log) if log is not None else attach.output_file(found.pid)
+        new = adoption.record_for(self.name, found, port)
+        new.log_path = str(log) if log is not None else adoption.output_file(found.pid)
         new.state = (
             Lifecycle.RUNNING
             if healthy_once(server_url(new.host, new.port))
@@ -375,10 +375,10 @@ class ServerActions(LoadFollower):
         rec = self.record()
         if rec is None or rec.started_by != "attached":
             return None
-        from vramtop.supervisor import attach
+        from vramtop.supervisor import adoption
 
         if rec.pid and self._alive(rec):
-            return attach.command_of(rec.pid)
+            return adoption.command_of(rec.pid)
         if rec.argv and vllm_args.MASK not in rec.argv:
             return list(rec.argv), rec.cwd, None
         return None

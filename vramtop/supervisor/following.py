@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from vramtop.backend import ActionResult, ProgressCallback
+from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, healthy, server_url

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 import psutil
 
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.config import Profile
 from vramtop.core import secrets, vllm_args
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.state import ALIVE, ServerRecord

@@ -19,8 +19,8 @@ import os
 import threading
 import time
 
-from vramtop.backend import ActionResult
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.machines.interface import ActionResult
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.following import READY_TIMEOUT_S

@@ -12,8 +12,8 @@ from typing import Protocol
 
 import psutil
 
-from vramtop.backend import ProgressCallback
 from vramtop.core.model import GpuReading
+from vramtop.machines.interface import ProgressCallback
 from vramtop.supervisor import tree
 from vramtop.supervisor.state import ServerRecord
 

@@ -28,11 +28,11 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from vramtop import locations
-from vramtop.backend import ActionResult, Backend
 from vramtop.core import sample_facts
 from vramtop.core.findings import headline
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
+from vramtop.machines.interface import ActionResult, Backend
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.format import field

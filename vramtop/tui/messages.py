@@ -6,9 +6,9 @@ from typing import Any
 
 from textual.message import Message
 
-from vramtop.backend import ActionResult
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample
+from vramtop.machines.interface import ActionResult
 
 
 class SampleArrived(Message):

@@ -1,6 +1,6 @@
 """The Windows side of the simulated machine, for `vramtop --demo --wsl`.
 
-Same interface as `vramtop.sources.windows.WindowsGpuSource` (`read()`, `close()`), fed by
+Same interface as `sources.windows_counters.WindowsGpuSource` (`read()`, `close()`), fed by
 the world daemon's `state`: the desktop apps become Windows processes (the scenario already
 names them `dwm.exe`, `msedge.exe`, `ms-teams.exe`), and every non-desktop allocation — the
 servers running inside WSL — is charged to one `vmmemWSL` entry whose dedicated usage is

@@ -1,6 +1,6 @@
 """One sampling tick: read every source once and assemble a `Sample`.
 
-The monitor owns no policy: it asks the GPU probe, the scraper, the server's log file and the
+The sampler owns no policy: it asks the GPU probe, the scraper, the server's log file and the
 supervisor, and hands the values to the core (split, timeline). It blocks for at most the
 scrape timeout; the console calls it from a thread worker.
 """
@@ -45,7 +45,7 @@ class WindowsSource(Protocol):
     def close(self) -> None: ...
 
 
-class Monitor:
+class Sampler:
     """Sources in, samples out. `info` and `log_path` are asked each tick (they change on
     restart); `clock` is injectable so tests and replays control time."""
 
@@ -80,7 +80,7 @@ class Monitor:
         return self._scraper.url if self._scraper else None
 
     def now(self) -> float:
-        """Seconds since this monitor started: the `t` of samples and events."""
+        """Seconds since this sampler started: the `t` of samples and events."""
         return self._clock() - self._t0
 
     def tick(self) -> Sample:

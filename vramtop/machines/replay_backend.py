@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.core.normal_rate import NormalRate
+from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.session.playback import ReplaySource
 from vramtop.session.reader import SessionEvent
-from vramtop.session.replay import ReplaySource
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
 

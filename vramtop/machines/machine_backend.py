@@ -1,6 +1,6 @@
 """The two machines the console and `--once` run against: the real one and the simulated one.
 
-Both are the same `MachineBackend`: a `Monitor` (GPU probe + scraper + log) plus, when vramtop
+Both are the same `MachineBackend`: a `Sampler` (GPU probe + scraper + log) plus, when vramtop
 may act on the server, a `Supervisor`. Only their parts differ: NVML or the simulated GPU, a
 user profile or the demo profile.
 """
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vramtop.backend import ActionResult, ProgressCallback
 from vramtop.core import vllm_args
 from vramtop.core.diagnosis import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
-from vramtop.monitor import Monitor
+from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 
@@ -57,17 +57,17 @@ class DemoHooks:
 
 
 class MachineBackend:
-    """A `Backend` (see vramtop/backend.py) over a monitor and an optional supervisor."""
+    """A `Backend` (see `interface.py`) over a sampler and an optional supervisor."""
 
     def __init__(
         self,
         *,
-        monitor: Monitor,
+        sampler: Sampler,
         supervisor: Supervisor | None,
         demo: DemoHooks | None = None,
         wsl: bool = False,
     ) -> None:
-        self.monitor = monitor
+        self.sampler = sampler
         self.supervisor = supervisor
         self._demo = demo
         self.demo = demo is not None
@@ -76,7 +76,7 @@ class MachineBackend:
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
-        self.session = LiveSession(log_lines=monitor.log_lines, normal_store=NormalRateStore())
+        self.session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
         self._housekeeper: threading.Thread | None = None
         self._closed = threading.Event()
 
@@ -112,7 +112,7 @@ class MachineBackend:
     def tick(self) -> Sample:
         """Read every source once and return the new sample. Reads only: a stop or a
         housekeeping step under way on another thread never holds it up."""
-        sample = self.monitor.tick()
+        sample = self.sampler.tick()
         if self._demo is not None:
             # Asked here, in the tick's worker thread: the console only reads the attribute.
             self.call_on = self._demo.call_on()
@@ -151,7 +151,7 @@ class MachineBackend:
         return self.session.normal_rate()
 
     def headroom_inputs(self) -> HeadroomInputs | None:
-        latest = self.monitor.timeline.latest
+        latest = self.sampler.timeline.latest
         if latest is None:
             return None
         return live_headroom_inputs(latest, self.session.diagnoser.outside_budget_bytes)
@@ -160,7 +160,7 @@ class MachineBackend:
         return time.time()
 
     def _planned(self, name: str, detail: dict[str, Any]) -> None:
-        self.session.action(self.monitor.now(), name, detail)
+        self.session.action(self.sampler.now(), name, detail)
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
@@ -204,7 +204,7 @@ class MachineBackend:
         )
 
     def log_lines(self, limit: int = 500) -> list[str]:
-        return self.monitor.log_lines(limit)
+        return self.sampler.log_lines(limit)
 
     def toggle_call(self) -> bool:
         if self._demo is None:
@@ -219,7 +219,7 @@ class MachineBackend:
             self.supervisor.stop()
         if self._demo is not None:
             self._demo.shutdown(stop_server)
-        self.monitor.close()
+        self.sampler.close()
         self.session.close()
 
 
@@ -239,7 +239,7 @@ def live_backend(
     just a URL to watch)."""
     from vramtop.sources.host import is_wsl
     from vramtop.sources.probes import DeferredProbe
-    from vramtop.sources.windows import WindowsGpuSource
+    from vramtop.sources.windows_counters import WindowsGpuSource
 
     wsl = is_wsl()
     probe = DeferredProbe(gpu_probe)
@@ -249,7 +249,7 @@ def live_backend(
         from vramtop.supervisor.stopping import memory_released_on
 
         supervisor = Supervisor(profile, memory_released=memory_released_on(probe))
-    monitor = Monitor(
+    sampler = Sampler(
         probe=probe,
         url=url or (profile.url if profile else DEFAULT_URL),
         api_key=api_key_from(profile, api_key_env),
@@ -259,4 +259,4 @@ def live_backend(
         # programs and show whether vLLM's memory spilled into system memory.
         windows=WindowsGpuSource() if wsl and windows else None,
     )
-    return MachineBackend(monitor=monitor, supervisor=supervisor, wsl=wsl)
+    return MachineBackend(sampler=sampler, supervisor=supervisor, wsl=wsl)

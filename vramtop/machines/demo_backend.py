@@ -7,12 +7,8 @@ the demo profile; a coding agent (the load generator) runs inside the console's 
 
 from __future__ import annotations
 
-from vramtop.backends import DemoHooks, MachineBackend
 from vramtop.core.model import ServerState
-from vramtop.monitor import Monitor
-from vramtop.sim.card import DEFAULT_CARD
-from vramtop.sim.windows import SimWindowsSource
-from vramtop.supervisor.demo import (
+from vramtop.machines.demo_world import (
     demo_machine,
     demo_profile,
     ensure_demo_world,
@@ -20,6 +16,10 @@ from vramtop.supervisor.demo import (
     stop_demo_world,
     world_alive,
 )
+from vramtop.machines.machine_backend import DemoHooks, MachineBackend
+from vramtop.machines.sampler import Sampler
+from vramtop.sim.card import DEFAULT_CARD
+from vramtop.sim.windows_counters import SimWindowsSource
 from vramtop.supervisor.service import Supervisor
 
 
@@ -40,7 +40,7 @@ def demo_backend(
     profile = demo_profile(machine)
     supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
     probe = machine.probe()
-    monitor = Monitor(
+    sampler = Sampler(
         probe=probe,
         url=profile.url,
         info=supervisor.status,
@@ -69,7 +69,7 @@ def demo_backend(
             stop_demo_world(card)
 
     backend = MachineBackend(
-        monitor=monitor,
+        sampler=sampler,
         supervisor=supervisor,
         demo=DemoHooks(toggle_call=toggle_call, call_on=call_on, shutdown=shutdown),
         wsl=wsl,
