@@ -28,6 +28,8 @@ from vramtop.core.diagnosis_thresholds import (
     CARD_FULL,
     CLOSE_COUNT,
     COLLAPSE_RATIO,
+    CORROBORATED_COUNT,
+    CORROBORATED_WINDOW,
     DESKTOP_GROWTH_BYTES,
     DESKTOP_MARGIN_BYTES,
     HOT_C,
@@ -60,7 +62,7 @@ from vramtop.core.findings import (
     FindingChange,
 )
 from vramtop.core.kv_pressure import kv_report
-from vramtop.core.memory_evidence import memory_evidence, memory_report
+from vramtop.core.memory_evidence import memory_evidence, memory_report, squeeze_in_memory
 from vramtop.core.model import GpuDevice, Sample, ServerState
 from vramtop.core.normal_rate import (
     INTER_TOKEN_LATENCY,
@@ -84,6 +86,8 @@ __all__ = [
     "CARD_FULL",
     "CLOSE_COUNT",
     "COLLAPSE_RATIO",
+    "CORROBORATED_COUNT",
+    "CORROBORATED_WINDOW",
     "DESKTOP_GROWTH_BYTES",
     "DESKTOP_MARGIN_BYTES",
     "GPU_THROTTLING",
@@ -361,7 +365,9 @@ class Diagnoser:
 
     # --- rules ---------------------------------------------------------------------------------
     def _check_contention(self, s: Sample, device: GpuDevice | None, point: Point | None) -> None:
-        if point is not None and not self._prefilling(point):
+        # A second with no normal to judge it by (its histogram saw too few tokens and the
+        # fallback measure has none yet) says nothing either way: it neither opens nor closes.
+        if point is not None and point.ratio is not None and not self._prefilling(point):
             if device is not None and set(device.throttle) & SLOWDOWN_REASONS:
                 # Slow clocks explain a slow second: it counts neither way.
                 point = replace(point, collapsed=False, healthy=False)
@@ -376,10 +382,11 @@ class Diagnoser:
             return
         # Only a sample with requests running can open or refresh it: old slow seconds must
         # not become a finding while idle, and an open one keeps its last numbers.
-        collapsed = sum(p.collapsed for p in list(self._points)[-OPEN_WINDOW:])
-        if collapsed < OPEN_COUNT or device is None or point is None or squeeze is None:
+        if device is None or point is None or squeeze is None:
             return
-        points = [p for p in list(self._points)[-OPEN_WINDOW:] if p.collapsed]
+        points = self._collapsed_points(s)
+        if not points:
+            return
         collapse = Collapse(
             points=points,
             baseline_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
@@ -391,6 +398,25 @@ class Diagnoser:
         spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
         report = contention_report(s, device, collapse, self._desktop_share(), spill)
         self._set(VRAM_CONTENTION, s.t, **report)
+
+    def _collapsed_points(self, s: Sample) -> list[Point]:
+        """The collapsed seconds that open (or refresh) the finding: 5 of the last 6 judged,
+        or 3 of the last 4 while the memory itself shows the squeeze (see
+        `squeeze_in_memory`); empty when neither holds."""
+        recent = list(self._points)
+        for window, count, needs_memory in (
+            (OPEN_WINDOW, OPEN_COUNT, False),
+            (CORROBORATED_WINDOW, CORROBORATED_COUNT, True),
+        ):
+            points = [p for p in recent[-window:] if p.collapsed]
+            if len(points) < count:
+                continue
+            if not needs_memory:
+                return points
+            spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
+            if squeeze_in_memory(s, spill, self._outside_budget):
+                return points
+        return []
 
     def _desktop_share(self) -> DesktopShare:
         return DesktopShare(

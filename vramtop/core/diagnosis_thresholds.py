@@ -7,11 +7,17 @@ from vramtop.core.model import GIB, MIB
 
 COLLAPSE_RATIO = 0.35  # below a third of healthy: the field report fell to ~10 %
 RECOVERED_RATIO = 0.6  # a mild dip (83 → 52 at 0.85) is not a collapse and counts as healthy
-# Running samples (1 Hz): the collapse opens when it holds on 5 of the last 6, and closes only
-# when 10 of the last 12 are healthy again, so a noisy collapse does not flap.
+# Judged running samples (1 Hz; a second in a prefill or with no normal to compare with is not
+# judged): the collapse opens when it holds on 5 of the last 6, and closes only when 10 of the
+# last 12 are healthy again, so a noisy collapse does not flap.
 WINDOW = 12
 OPEN_WINDOW = 6
 OPEN_COUNT = 5
+# When the card's memory itself shows the squeeze (the desktop holds more than the budget leaves
+# it, or the server's memory spilled), the rate has a cause in plain sight: 3 collapsed of the
+# last 4 are enough. A long prefill's stall or a lone slow second never comes with that evidence.
+CORROBORATED_WINDOW = 4
+CORROBORATED_COUNT = 3
 CLOSE_COUNT = 10
 # Running seconds that contradict a remembered normal (not healthy, nothing squeezing the
 # server) before it is forgotten and the normal learned again.

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vramtop.core.budget import outside_budget
 from vramtop.core.contention import DesktopShare, contention_remedy
-from vramtop.core.model import GIB, GpuDevice, Sample
+from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
 from vramtop.core.windows import SPILL_THRESHOLD_BYTES, SpillEvidence, cite_spill
 
 NO_NORMAL_RATE = "memory evidence, no normal rate"
@@ -43,6 +44,36 @@ def memory_evidence(s: Sample, spill: SpillEvidence | None) -> MemoryEvidence | 
     if desktop <= split.headroom_bytes or not spilled:
         return None
     return MemoryEvidence(desktop, split.headroom_bytes, vm.shared_bytes, vm.dedicated_bytes, spill)
+
+
+def desktop_over_allowance(s: Sample, outside_budget_bytes: int | None) -> int | None:
+    """How far the desktop's share is past what the server's budget leaves it (negative:
+    within it), counted with what the server holds outside its budget (`outside_budget_bytes`,
+    measured; None: the estimate). None where the split cannot show it: no budget known, or a
+    derived split, which by construction never lets the desktop past its allowance."""
+    split = s.split
+    if (
+        split is None
+        or split.method in (SplitMethod.DERIVED, SplitMethod.UNKNOWN)
+        or split.desktop_bytes is None
+        or split.budget_bytes is None
+    ):
+        return None
+    allowance = split.total_bytes - split.budget_bytes - outside_budget(outside_budget_bytes)
+    return split.desktop_bytes - allowance
+
+
+def squeeze_in_memory(
+    s: Sample, spill: SpillEvidence | None, outside_budget_bytes: int | None
+) -> bool:
+    """The memory itself shows the desktop squeezing the server this second, not only a full
+    card: the server's memory spilled (the WSL VM's shared memory, AMD's GTT: `spill`), or the
+    desktop holds clearly more than the budget leaves it, which it can only have taken from
+    the server (by the spill threshold: more than an error in the outside-budget figure)."""
+    if spill is not None:
+        return True
+    over = desktop_over_allowance(s, outside_budget_bytes)
+    return over is not None and over >= SPILL_THRESHOLD_BYTES
 
 
 def memory_report(
