@@ -67,7 +67,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     values = {
         "VRAMTOP_HOME": str(tmp_path / "home"),
         "VRAMTOP_SIM_SCENARIO": "manual",  # the call starts when the test asks
-        "VRAMTOP_SIM_SPEED": "2",  # the call's demand ramps up in 10 s instead of 20
+        "VRAMTOP_SIM_SPEED": "2",  # simulated time runs twice as fast
         "VRAMTOP_SIM_STARTUP_S": "0.3",
     }
     for key, value in values.items():

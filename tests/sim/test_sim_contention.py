@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-SPEED = 20.0  # a 20 s call ramp takes one real second
+SPEED = 20.0  # simulated time runs 20 times faster (a call ramps up in 0.2 s)
 
 
 def generated(url: str) -> float:

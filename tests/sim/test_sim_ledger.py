@@ -53,16 +53,22 @@ def test_idle_desktop_is_about_one_and_a_half_gib() -> None:
     assert not lg.call_on
 
 
-def test_call_grows_the_desktop_over_twenty_seconds_and_shrinks_after() -> None:
+def test_call_grows_the_desktop_within_seconds_and_shrinks_after() -> None:
+    # A video call takes its memory within a few seconds of joining; the long_call scenario
+    # keeps one that grows for a minute.
     lg = ledger()
     idle = lg.desktop_bytes()
     lg.set_call(True)
-    lg.advance(10)
+    lg.advance(2)
     half = lg.desktop_bytes()
-    lg.advance(20)
+    lg.advance(5)
     full = lg.desktop_bytes()
     assert 1.2 * GIB < half - idle < 1.8 * GIB
     assert 2.0 * GIB < full - idle < 3.2 * GIB
+    slow = ledger("long_call")
+    slow.set_call(True)
+    slow.advance(30)
+    assert 1.2 * GIB < slow.desktop_bytes() - idle < 1.8 * GIB
     lg.set_call(False)
     lg.advance(30)
     assert lg.desktop_bytes() == pytest.approx(idle, abs=0.05 * GIB)
@@ -100,6 +106,45 @@ def test_at_093_a_call_collapses_the_rate_and_it_stays_low_until_restart() -> No
     assert lg.alloc(SERVER, "VLLM::EngineCore", footprint)["ok"]
     lg.advance(61)
     assert tps(lg) > 75
+
+
+def test_the_onset_is_recorded_when_the_memory_first_slows_decoding() -> None:
+    lg = ledger()
+    assert lg.alloc(SERVER, "VLLM::EngineCore", plan_kv(0.93, kv_cache_dtype="fp8").footprint)
+    for t in range(1, 11):
+        lg.advance(t)
+    server = lg.state()["servers"][0]
+    assert server["slowed_at"] is None and server["collapsed_at"] is None
+    lg.set_call(True)
+    t = 10.0
+    while lg.state()["servers"][0]["collapsed_at"] is None and t < 30:
+        t += 0.1
+        lg.advance(t)
+    server = lg.state()["servers"][0]
+    # From the previous step of the clock: at most 0.1 s before the factor was seen.
+    assert 10.0 <= server["slowed_at"] < server["collapsed_at"] < t
+    assert lg.condition(SERVER)["rate_factor"] < 1 / 3
+    # A restart: the new allocation decodes at full speed, with no onset.
+    lg.free(SERVER)
+    lg.set_call(False)
+    lg.advance(t + 10)
+    assert lg.alloc(SERVER, "VLLM::EngineCore", plan_kv(0.93, kv_cache_dtype="fp8").footprint)
+    lg.advance(t + 11)
+    assert lg.state()["servers"][0]["slowed_at"] is None
+
+
+def test_a_spill_slows_prefill_far_less_than_decoding() -> None:
+    # Decoding reads the weights for every token; prefill once per chunk of 8,192.
+    lg = ledger()
+    assert lg.alloc(SERVER, "VLLM::EngineCore", plan_kv(0.93, kv_cache_dtype="fp8").footprint)
+    lg.advance(1)
+    lg.set_call(True)
+    lg.advance(30)
+    cond = lg.condition(SERVER)
+    assert cond["rate_factor"] < 0.2
+    # The full card's paging still costs it the mild dip a decode step would see without
+    # the spill.
+    assert cond["prefill_factor"] > 3 * cond["rate_factor"]
 
 
 def test_at_085_the_same_call_costs_only_a_mild_dip() -> None:

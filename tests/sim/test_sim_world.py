@@ -47,7 +47,7 @@ def test_state_alloc_free_over_the_socket(machine: Any) -> None:
 
 
 def test_a_call_grows_the_desktop_faster_with_a_speed_factor(machine_factory: Any) -> None:
-    m = machine_factory(speed=20.0)  # the 20 s call ramp takes one real second
+    m = machine_factory(speed=20.0)  # the call ramps up in a fraction of a second
     idle = m.state()["desktop_bytes"]
     m.set_call(True)
     assert m.call_on()

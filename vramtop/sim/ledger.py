@@ -14,6 +14,13 @@ Contention, as in the field report:
   gone (under PRESSURE_WINDOW_GIB) the driver's paging costs a mild dip:
       pressure_factor = 1 − PRESSURE_DEPTH × (1 − free / window)
   The slower of the two wins; a thermal throttle scales the result by the clock ratio.
+- Prefill is bound by compute, not by reading the weights: a step streams the weights once
+  for a whole chunk of prompt tokens (~2 s of work at 8,192 tokens), so the same PCIe time
+  per step slows it far less (`prefill_factor`; paging near a full card slows both alike).
+- The onset, for benches that time detection: each server's allocation keeps the simulated
+  second its memory first slowed decoding below `SLOWED_FACTOR` (`slowed_at`) and below
+  `COLLAPSED_FACTOR` (`collapsed_at`), counted from the previous step of the clock (the
+  earliest it can have happened), until it decodes at full speed again.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ NOMINAL_STEP_S = 1 / 80
 SPILL_BYTES_PER_S = 24 * GIB
 PRESSURE_WINDOW_GIB = 0.5
 PRESSURE_DEPTH = 0.45
+# The memory's factor on decode speed below which a server counts as slowed (the onset of a
+# collapse), and as collapsed (under a third of its speed).
+SLOWED_FACTOR = 0.9
+COLLAPSED_FACTOR = 1 / 3
+# One prefill step: a chunk of 8,192 prompt tokens (vLLM's default batch) at ~4,000 tokens/s.
+PREFILL_STEP_S = 2.0
 # Desktop processes get pids above any real pid (pid_max is at most 2**22), so code that walks
 # the server's process tree never confuses them with real processes.
 DESKTOP_PID_BASE = 4_194_400
@@ -44,6 +57,8 @@ class Allocation:
     allocated: int
     kind: str = "server"
     spilled: int = 0
+    slowed_at: float | None = None
+    collapsed_at: float | None = None
 
     @property
     def resident(self) -> int:
@@ -71,13 +86,14 @@ class Ledger:
     def advance(self, t: float) -> None:
         """Move simulated time forward to `t`: calls ramp, and spills happen."""
         dt = max(0.0, t - self.t)
-        self.t = max(self.t, t)
+        before, self.t = self.t, max(self.t, t)
         target = 1.0 if self.call_on else 0.0
         if self.call_level < target:
             self.call_level = min(target, self.call_level + dt / self.scenario.call_ramp_up_s)
         elif self.call_level > target:
             self.call_level = max(target, self.call_level - dt / self.scenario.call_ramp_down_s)
         self._spill()
+        self._mark_onsets(before)
 
     @property
     def call_on(self) -> bool:
@@ -122,6 +138,27 @@ class Ledger:
         for a in holders:
             a.spilled += min(a.resident, math.ceil(excess * a.resident / held))
 
+    def _mark_onsets(self, since: float) -> None:
+        for a in self.allocations.values():
+            factor = self._memory_factor(a)
+            if factor >= SLOWED_FACTOR:
+                a.slowed_at = a.collapsed_at = None
+                continue
+            if a.slowed_at is None:
+                a.slowed_at = since
+            if factor < COLLAPSED_FACTOR and a.collapsed_at is None:
+                a.collapsed_at = since
+
+    def _memory_factor(self, a: Allocation | None, step_s: float = NOMINAL_STEP_S) -> float:
+        """How much the card's memory slows `a`'s steps of `step_s` (a decode step by
+        default): spilled bytes over PCIe, or the driver's paging when free memory is nearly
+        gone (1.0: not at all)."""
+        spilled = a.spilled if a else 0
+        spill_factor = step_s / (step_s + spilled / SPILL_BYTES_PER_S)
+        window = PRESSURE_WINDOW_GIB * GIB
+        squeeze = max(0.0, 1 - self.free_bytes() / window)
+        return min(spill_factor, 1 - PRESSURE_DEPTH * squeeze)
+
     def alloc(self, pid: int, name: str, nbytes: int, kind: str = "server") -> dict[str, Any]:
         free = self.free_bytes()
         if nbytes > free:
@@ -158,10 +195,6 @@ class Ledger:
         a = self.allocations.get(pid)
         spilled = a.spilled if a else 0
         fraction = spilled / a.allocated if a and a.allocated else 0.0
-        spill_factor = NOMINAL_STEP_S / (NOMINAL_STEP_S + spilled / SPILL_BYTES_PER_S)
-        window = PRESSURE_WINDOW_GIB * GIB
-        squeeze = max(0.0, 1 - self.free_bytes() / window)
-        pressure_factor = 1 - PRESSURE_DEPTH * squeeze
         _, clock, _ = self.thermal()
         clock_factor = min(1.0, clock / self.scenario.sm_clock_mhz)
         return {
@@ -170,7 +203,8 @@ class Ledger:
             "known": a is not None,
             "spilled_bytes": spilled,
             "spill_fraction": fraction,
-            "rate_factor": min(spill_factor, pressure_factor)
+            "rate_factor": self._memory_factor(a) * clock_factor * self.card.decode_scale,
+            "prefill_factor": self._memory_factor(a, PREFILL_STEP_S)
             * clock_factor
             * self.card.decode_scale,
         }
@@ -207,6 +241,8 @@ class Ledger:
                     "spilled_bytes": a.spilled,
                     "spill_fraction": cond["spill_fraction"],
                     "rate_factor": cond["rate_factor"],
+                    "slowed_at": a.slowed_at,
+                    "collapsed_at": a.collapsed_at,
                 }
             )
         return {

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
+CALL_RAMP_UP_S = 4.0
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ class Scenario:
     desktop: tuple[DesktopApp, ...] = ()
     calls: tuple[Window, ...] = ()
     hot_spells: tuple[HotSpell, ...] = ()
-    # How fast a call's demand appears and goes away (simulated seconds, linear).
-    call_ramp_up_s: float = 20.0
+    # How fast a call's demand appears and goes away (simulated seconds, linear). A video call
+    # takes its memory within a few seconds of joining (camera, encoder, decoders).
+    call_ramp_up_s: float = CALL_RAMP_UP_S
     call_ramp_down_s: float = 5.0
     # Slow wobble of each desktop app's demand, so graphs look alive (GiB, peak).
     jitter_gib: float = 0.01
@@ -112,7 +114,7 @@ def from_dict(data: dict[str, Any], default_name: str = "custom") -> Scenario:
             )
             for h in data.get("hot_spells", [])
         ),
-        call_ramp_up_s=float(data.get("call_ramp_up_s", 20.0)),
+        call_ramp_up_s=float(data.get("call_ramp_up_s", CALL_RAMP_UP_S)),
         call_ramp_down_s=float(data.get("call_ramp_down_s", 5.0)),
         jitter_gib=float(data.get("jitter_gib", 0.01)),
         idle_temperature_c=int(data.get("idle_temperature_c", 48)),

@@ -1,7 +1,9 @@
 """Token generation at the simulated rate, and the counters /metrics and the stats line show.
 
 Rates are in simulated time: a request decodes at BASE_TPS × the world's rate factor for the
-engine's pid (re-asked once per simulated second), slightly less each with two running.
+engine's pid (re-asked once per simulated second), slightly less each with two running, and
+its prompt is read at PREFILL_TPS × the world's prefill factor (compute-bound: a spill slows
+it far less than decoding).
 Real sleeps are simulated durations divided by the speed factor.
 """
 
@@ -93,6 +95,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.waiting = 0
         self.rate_factor = 1.0
+        self.prefill_factor = 1.0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.prefix_queries_total = 0
@@ -119,6 +122,7 @@ class Scheduler:
                 answer = self.world.request("server_condition", pid=self.engine_pid)
                 if answer.get("ok"):
                     self.rate_factor = float(answer["rate_factor"])
+                    self.prefill_factor = float(answer.get("prefill_factor", self.rate_factor))
             except (WorldUnreachable, KeyError, ValueError):
                 pass  # keep the last factor; the world may be restarting
             self.stop.wait(max(0.05, 1.0 / self.speed))
@@ -153,7 +157,8 @@ class Scheduler:
             self.prefix_queries_total += prompt_tokens
             self.prefix_hits_total += hits
         try:
-            self.sleep_sim((prompt_tokens - hits) / (PREFILL_TPS * max(self.rate_factor, 0.05)))
+            prefill_tps = PREFILL_TPS * max(self.prefill_factor, 0.05)
+            self.sleep_sim((prompt_tokens - hits) / prefill_tps)
             with self.lock:
                 self.prompt_tokens_total += prompt_tokens
             self.ttft.observe(self.sim_now() - started)
