@@ -133,3 +133,15 @@ def test_the_memory_shows_the_squeeze_past_the_allowance_or_by_a_spill() -> None
         baseline_dedicated_bytes=29 * GIB,
     )
     assert squeeze_in_memory(derived, spill, None)
+
+
+def test_a_call_in_the_first_seconds_is_named_from_one_healthy_second() -> None:
+    # The normal is a high quantile of the first seconds: one healthy second among them is
+    # what normal is, and the collapsed ones after it do not pull it down.
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items += [agent(2, 77.0), agent(3, 77.0)]
+    items += [agent(t, 8.0, CALL) for t in range(4, 40)]
+    d = run(items, Card(wsl=False))
+    assert contention(d) == [10.0]  # known on the 5th judged second (7), then 3 of 4
+    normal = d.normal_rate()
+    assert normal is not None and normal.tps == 77.0

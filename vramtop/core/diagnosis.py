@@ -395,8 +395,7 @@ class Diagnoser:
             growth=squeeze.growth,
             normal=self.normal_rate(),
         )
-        spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
-        report = contention_report(s, device, collapse, self._desktop_share(), spill)
+        report = contention_report(s, device, collapse, self._desktop_share(), self._any_spill())
         self._set(VRAM_CONTENTION, s.t, **report)
 
     def _collapsed_points(self, s: Sample) -> list[Point]:
@@ -411,12 +410,13 @@ class Diagnoser:
             points = [p for p in recent[-window:] if p.collapsed]
             if len(points) < count:
                 continue
-            if not needs_memory:
-                return points
-            spill = self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
-            if squeeze_in_memory(s, spill, self._outside_budget):
+            if not needs_memory or squeeze_in_memory(s, self._any_spill(), self._outside_budget):
                 return points
         return []
+
+    def _any_spill(self) -> SpillEvidence | None:
+        """The server's memory seen spilled: the WSL VM's shared memory, or AMD's GTT."""
+        return self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
 
     def _desktop_share(self) -> DesktopShare:
         return DesktopShare(
