@@ -145,3 +145,20 @@ def test_a_call_in_the_first_seconds_is_named_from_one_healthy_second() -> None:
     assert contention(d) == [10.0]  # known on the 5th judged second (7), then 3 of 4
     normal = d.normal_rate()
     assert normal is not None and normal.tps == 77.0
+
+
+def test_an_interval_in_which_a_request_ended_is_judged_by_its_latency() -> None:
+    # Short answers: every other sample finds no request running, yet tokens came in the
+    # second before it. The per-token latency counts only decoded tokens, so those seconds
+    # are judged (once no second with an idle end was, and this collapse was never named).
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items += [agent(t, 77.0) for t in range(2, CALL_AT)]
+    for t in range(CALL_AT, CALL_AT + 30):
+        ended = t % 2 == 1
+        items.append(
+            busy(float(t), tps=6.0, running=0, decode_tps=8.0, desktop_bytes=CALL)
+            if ended
+            else agent(t, 8.0, CALL)
+        )
+    d = run(items, Card(wsl=True))
+    assert contention(d) == [CALL_AT + 4.0]

@@ -43,6 +43,7 @@ class Point:
     healthy: bool
     measure: str = PER_REQUEST
     ratio: float | None = None  # per_request_tps / the normal for its concurrency (None: none)
+    whole: bool = True  # requests ran at both ends of the interval (else only the latency)
 
 
 @dataclass(frozen=True)

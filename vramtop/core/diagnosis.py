@@ -307,13 +307,23 @@ class Diagnoser:
             self._outside_budget = max(0, split.server_bytes - split.budget_bytes)
 
     def _measure(self, prev: Sample | None, s: Sample, state: ServerState | None) -> Point | None:
-        """The rates of a sample taken while requests ran at both ends (else None)."""
+        """The rates of a sample taken while requests ran (else None). vLLM's per-token latency
+        needs no request running at both ends: it counts only tokens decoded, so an interval in
+        which a request ended or began is judged by it too (the per-request fallback is not:
+        a request ending mid-interval lowers it)."""
         if state not in (ServerState.RUNNING, None) or prev is None:
             return None
         m, pm = read.metrics(s), read.metrics(prev)
-        if m is None or pm is None or not m.requests_running or not pm.requests_running:
+        if m is None or pm is None:
             return None
+        now, before = m.requests_running or 0.0, pm.requests_running or 0.0
+        if not (now or before):
+            return None
+        whole = bool(now and before)
         dt = s.t - prev.t
+        decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
+        if not whole and decode is None:
+            return None
         gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
         if gen is None:
             gen = s.rates.generation_tps
@@ -322,11 +332,11 @@ class Diagnoser:
         prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
         if prompt is None:
             prompt = s.rates.prompt_tps
-        running = m.requests_running
-        self._running = running
+        running = now if whole else max(now, before)
+        if whole:
+            self._running = running
         # Per request, so that a change of concurrency is never a fall: vLLM's per-token
         # latency when it has it (prefill does not hide it), else the total over the requests.
-        decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
         measure, rate = (
             (INTER_TOKEN_LATENCY, decode)
             if decode is not None
@@ -336,7 +346,16 @@ class Diagnoser:
         collapsed = ratio is not None and ratio < COLLAPSE_RATIO
         healthy = ratio is None or ratio >= RECOVERED_RATIO
         return Point(
-            s.t, gen, rate, prompt, running, collapsed, healthy, measure=measure, ratio=ratio
+            s.t,
+            gen,
+            rate,
+            prompt,
+            running,
+            collapsed,
+            healthy,
+            measure=measure,
+            ratio=ratio,
+            whole=whole,
         )
 
     def _prefilling(self, point: Point) -> bool:
@@ -355,8 +374,9 @@ class Diagnoser:
         if point.measure == INTER_TOKEN_LATENCY:
             self._normal.add(INTER_TOKEN_LATENCY, point.running, point.per_request_tps)
         # The fallback measure is learned too (a second whose histogram saw too few tokens is
-        # judged by it), but only from seconds without prefill, which lowers it.
-        if point.prompt_tps is not None and point.prompt_tps >= PREFILL_TPS:
+        # judged by it), but only from seconds without prefill, which lowers it, and with
+        # requests running from end to end.
+        if not point.whole or (point.prompt_tps is not None and point.prompt_tps >= PREFILL_TPS):
             return
         per_request = point.generation_tps / max(1.0, point.running)
         ratio = self._normal.ratio(PER_REQUEST, point.running, per_request)
