@@ -42,6 +42,10 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
     # A private home: the server's state file and the normal rate it remembers stay here.
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
     with SimMachine(tmp_path / "sim", scenario="long_call", speed=SPEED, startup_s=0.2) as machine:
+        # The call (the scenario's, growing for a minute) starts once the console has seen the
+        # normal rate, not at a fixed simulated second: on a loaded machine the server's
+        # processes can take longer to start than the scenario waits.
+        machine.set_call(False)
         profile = profile_for(machine)
         supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
         assert supervisor.start().ok
@@ -57,6 +61,12 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
         agent = Agent(profile.url)
         try:
             normal = rate(profile.url)
+            deadline = time.monotonic() + 60
+            while backend.normal_rate() is None and time.monotonic() < deadline:
+                backend.tick()
+                time.sleep(1 / SPEED)
+            assert backend.normal_rate() is not None, "no normal rate was learned"
+            machine.set_call(True)
             suggestion: float | None = None
             deadline = time.monotonic() + 60
             while suggestion is None and time.monotonic() < deadline:
