@@ -24,8 +24,9 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
 VRAMTOP_TINY_MODEL; started once, by a profile) under a bounded streaming load of this
 script's own (--streams requests at a time, 400 tokens each, over and over), with the runs
 url (`vramtop --url`: watching only), profile (`vramtop` with the profile: its server's log
-too) and the floor, side by side; targets: profile <= 1.5x, url <= 1.4x the floor. The load
-and the server run in other processes or threads and are not counted.
+too) and the floor, side by side (and vllmstat `-i 1` in a terminal of its own, when this
+Python can import it); targets: profile <= 1.5x, url <= 1.4x the floor. The load and the
+server run in other processes or threads and are not counted.
 
 The runs go side by side, at the same time: the floor itself moved from 0.18 to 0.40 s a
 minute from one minute to the next on a shared machine, and a floor measured in another minute
@@ -36,6 +37,8 @@ With --repeat N it is all done N times and the median ratio is printed too.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import resource
@@ -64,6 +67,9 @@ def child(
     from _bench_apps import FloorApp, console_app, demo_console_app
 
     app: Any
+    if kind == "vllmstat":
+        external_child(seconds, size, settle_s)
+        return
     if kind in REAL_KINDS:
         from vramtop.machines.machine_backend import live_backend
         from vramtop.profiles import load_profile
@@ -109,6 +115,57 @@ def child(
     app.call_later(lambda: app.set_timer(1.0, begin))
     app.run(headless=True, size=size)
     close()
+    print(json.dumps(result))
+
+
+def external_child(seconds: float, size: tuple[int, int], settle_s: float) -> None:
+    """vllmstat (`-i 1`) on the profile's server, in a terminal of its own (a pty of `size`):
+    its CPU (all threads, from /proc) over `seconds` after `settle_s`."""
+    import fcntl
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+    import threading
+
+    from vramtop.profiles import load_profile
+
+    url = load_profile(REAL_PROFILE).url
+    argv = [sys.executable, "-m", "vllmstat", "-u", url, "-i", "1"]
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        os.execvpe(argv[0], argv, {**os.environ, "TERM": "xterm-256color"})
+    done = threading.Event()
+
+    def drain() -> None:  # a terminal nobody reads would block the app's writes
+        while not done.is_set():
+            try:
+                if select.select([fd], [], [], 0.2)[0] and not os.read(fd, 65536):
+                    return
+            except OSError:
+                return
+
+    threading.Thread(target=drain, daemon=True).start()
+
+    def cpu() -> float:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    try:
+        time.sleep(1.0 + settle_s)
+        start_cpu, start_wall = cpu(), time.monotonic()
+        time.sleep(seconds)
+        result = {"cpu_s": cpu() - start_cpu, "wall_s": time.monotonic() - start_wall}
+    finally:
+        done.set()
+        os.kill(pid, signal.SIGTERM)
+        time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
     print(json.dumps(result))
 
 
@@ -162,13 +219,14 @@ LABELS = {
     "still-log": "demo, log held still",
     "url": "vramtop --url, real vLLM",
     "profile": "vramtop (profile), real vLLM",
+    "vllmstat": "vllmstat -i 1, real vLLM",
 }
 KINDS = tuple(LABELS)
 # The demo, whole or with the part of that name left out once the server serves (see
 # demo_console_app).
 DEMO_KINDS = ("demo", "reads", "still-log")
 # The real server's runs (--real), and the profile they share.
-REAL_KINDS = ("url", "profile")
+REAL_KINDS = ("url", "profile", "vllmstat")
 REAL_PROFILE = "bench-console"
 TARGETS = {"demo": 2.0, "url": 1.4, "profile": 1.5}
 
@@ -188,6 +246,11 @@ def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[
             ratios[kind] = results[kind]["cpu_s"] / floor
             target = f" (target <= {TARGETS[kind]:g}x)" if kind in TARGETS else ""
             print(f"ratio {kind}/floor: {ratios[kind]:.2f}x{target}")
+    if "vllmstat" in results:
+        for kind in ("url", "profile"):
+            if kind in results:
+                ratios[f"{kind}/vllmstat"] = results[kind]["cpu_s"] / results["vllmstat"]["cpu_s"]
+                print(f"ratio {kind}/vllmstat: {ratios[f'{kind}/vllmstat']:.2f}x")
     if floor and "ui" in results and "ui-log" in results:
         ratios["log"] = (results["ui-log"]["cpu_s"] - results["ui"]["cpu_s"]) / floor
         print(
@@ -286,6 +349,10 @@ def real(args: argparse.Namespace) -> int:
         print(f"the server did not start: {started.message}")
         return 1
     ratios: dict[str, list[float]] = {k: [] for k in ("url", "profile")}
+    # vllmstat, when this Python has it, beside them (it is no dependency of vramtop's).
+    vllmstat = importlib.util.find_spec("vllmstat") is not None
+    if not vllmstat:
+        print("vllmstat is not installed here: measured without it")
     try:
         load = Streams(profile.url, args.streams).start()
         deadline = time.monotonic() + 60
@@ -296,7 +363,7 @@ def real(args: argparse.Namespace) -> int:
                 print(f"run {run} of {args.repeat}")
             chunks = load.chunks
             results = measure(
-                ["floor", "url", "profile"],
+                ["floor", "url", "profile", *(["vllmstat"] if vllmstat else [])],
                 args.seconds,
                 args.size,
                 args.settle,
@@ -316,7 +383,8 @@ def real(args: argparse.Namespace) -> int:
         for kind, values in ratios.items():
             if values:
                 spread = ", ".join(f"{v:.2f}" for v in values)
-                print(f"median ratio {kind}/floor: {statistics.median(values):.2f}x ({spread})")
+                label = kind if "/" in kind else f"{kind}/floor"
+                print(f"median ratio {label}: {statistics.median(values):.2f}x ({spread})")
     return 0
 
 

@@ -11,32 +11,46 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # Loaded later, where they are used: validation of profiles, the GPU library (in the reader,
 # after the first frame), YAML (for a YAML theme), the supervisor's HTTP client and process
 # tree, and the exporter's Prometheus client.
 NOT_BEFORE_THE_FIRST_FRAME = ("pydantic", "pynvml", "yaml", "httpx", "psutil", "prometheus_client")
+# vramtop's own, built after the first frame (vramtop/machines/deferred_backend.py): the
+# sampler and its diagnosis, the supervisor, the simulator, and the screens a key opens.
+OWN_LATER = (
+    "vramtop.machines.machine_backend",
+    "vramtop.supervisor",
+    "vramtop.sim.machine",
+    "vramtop.core.diagnosis",
+    "vramtop.tui.screens.timeline_screen",
+)
 
 
-def test_watching_a_url_opens_without_the_heavy_libraries(tmp_path: Path) -> None:
-    """Everything `vramtop --url` does up to the console's first frame: the options, the
-    settings, the profiles (none here), the backend and the app's modules and themes."""
+@pytest.mark.parametrize("argv", [["--url", "http://127.0.0.1:9"], ["--demo"]])
+def test_the_console_draws_before_it_loads_the_heavy_parts(tmp_path: Path, argv: list[str]) -> None:
+    """Everything `vramtop --url` and `vramtop --demo` do up to the console's first frame:
+    the options, the settings, the profiles (none here), the backend, the app's modules and
+    themes (the app itself is not run: the console replaced by one that reports)."""
     code = (
         "import sys\n"
         "from vramtop import cli\n"
-        "from vramtop.commands import common\n"
-        "from vramtop.settings import load_settings\n"
         "from vramtop.tui import app, themes\n"
-        "args = cli.parse_args(['--url', 'http://127.0.0.1:9'])\n"
-        "load_settings()\n"
-        "backend, _ = common.backend_for(args)\n"
-        "themes.load_themes()\n"
-        f"print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in "
-        f"{NOT_BEFORE_THE_FIRST_FRAME!r})))\n"
+        "def console(backend, settings):\n"
+        "    themes.load_themes()\n"
+        "    assert backend.demo == ('--demo' in sys.argv) and not backend.is_built\n"
+        "    print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in "
+        f"{NOT_BEFORE_THE_FIRST_FRAME!r} or n in {OWN_LATER!r})))\n"
+        "    return 0\n"
+        "app.run_console = console\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     env = {**os.environ, "VRAMTOP_HOME": str(tmp_path)}
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env
     )
+    assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "", f"imported before the first frame: {out.stdout.strip()}"
 
 

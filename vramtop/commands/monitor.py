@@ -8,13 +8,17 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtop import files
-from vramtop.commands.common import backend_for, open_session_file
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.model import GIB, Sample
-from vramtop.machines.machine_backend import MachineBackend
+
+if TYPE_CHECKING:
+    # Imported where a backend is built: the console watching a URL or the demo builds its
+    # own after its first frame (machines/deferred_backend.py), and these bring the sampler,
+    # the diagnosis and the session writer.
+    from vramtop.machines.machine_backend import MachineBackend
 
 UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
@@ -42,6 +46,18 @@ def run(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     if args.interval is not None:
         settings = settings.replace(interval_s=args.interval)
+    record = None
+    if not args.once:
+        record = args.record or (_session_file() if settings.record_sessions else None)
+        if record is None and (args.demo or (args.url and not (args.profile or args.card))):
+            # Nothing to refuse before the console opens (a build that fails is a read that
+            # fails, shown in it): it draws first and builds its backend after.
+            from vramtop.machines.deferred_backend import console_backend
+            from vramtop.tui.app import run_console
+
+            return run_console(console_backend(args), settings)
+    from vramtop.commands.common import backend_for
+
     try:
         backend, owned = backend_for(args)
     except CommandError as exc:
@@ -50,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
         return _once(backend, args, owned)
     # Crash settling and automatic restarts on a thread of their own: a tick only reads.
     backend.keep_house()
-    record = args.record or (_session_file() if settings.record_sessions else None)
     if record is not None:
         error = _start_recording(backend, record)
         if error is not None:
@@ -72,6 +87,8 @@ def _session_file() -> Path:
 
 def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     """Record the console's session to `path` (every tick, event and finding from now on)."""
+    from vramtop.commands.common import open_session_file
+
     try:
         writer = open_session_file(path, backend, backend.tick())
     except FileExistsError:

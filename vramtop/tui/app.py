@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -37,13 +37,7 @@ from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.format import field
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
-from vramtop.tui.screens.budget_dialog import BudgetDialog
-from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal, no_terms
-from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog, left_running
-from vramtop.tui.screens.timeline_screen import TimelineScreen
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
-from vramtop.tui.whatif import Machine
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
@@ -51,6 +45,13 @@ from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.text_panel import TextPanel
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel, normal_origin
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+if TYPE_CHECKING:
+    # The screens a key opens are imported when it is pressed: the first frame waits for
+    # every module imported before it (the timeline's table alone is Textual's DataTable).
+    from vramtop.tui.screens.headroom_screen import Proposal
+    from vramtop.tui.screens.quit_dialog import QuitChoice
+    from vramtop.tui.whatif import Machine
 
 log = logging.getLogger(__name__)
 
@@ -523,6 +524,8 @@ class VramtopApp(App[int]):
         return sample_facts.util(self.sample) if self.sample else None
 
     def _machine(self) -> Machine:
+        from vramtop.tui.whatif import Machine
+
         sample = self.sample
         if sample is None:
             return Machine()
@@ -539,6 +542,8 @@ class VramtopApp(App[int]):
         value = suggested or remedy_util or current or 0.9
         if suggested is not None:
             why = "proposed in the headroom panel"
+        from vramtop.tui.screens.budget_dialog import BudgetDialog
+
         self.push_screen(
             BudgetDialog(value, current, self.headroom_inputs, why=why, machine=self._machine()),
             self._relaunch_chosen,
@@ -562,6 +567,8 @@ class VramtopApp(App[int]):
             self._start_action("start", lambda progress: self.backend.start(progress=progress))
 
     def action_headroom(self) -> None:
+        from vramtop.tui.screens.headroom_screen import HeadroomScreen, no_terms
+
         remedy_util, why = _remedy_util(self.findings)
         self.push_screen(
             HeadroomScreen(
@@ -583,6 +590,8 @@ class VramtopApp(App[int]):
         self.action_relaunch(suggested=proposal.util)
 
     def action_timeline(self) -> None:
+        from vramtop.tui.screens.timeline_screen import TimelineScreen
+
         self.push_screen(TimelineScreen(self.events))
 
     def action_toggle_details(self) -> None:
@@ -628,6 +637,8 @@ class VramtopApp(App[int]):
         self.notify(f"Theme: {self.theme}", timeout=2)
 
     def action_help(self) -> None:
+        from vramtop.tui.screens.help_screen import HelpScreen
+
         self.push_screen(HelpScreen(self.help_rows()))
 
     def help_rows(self) -> list[tuple[str, str, str]]:
@@ -641,6 +652,8 @@ class VramtopApp(App[int]):
         return rows
 
     def action_quit_console(self) -> None:
+        from vramtop.tui.screens.quit_dialog import QuitDialog
+
         if isinstance(self.screen, QuitDialog) or self._quitting:
             return  # asked already (a second Ctrl+Q while the question is up)
         if self._server_to_leave():
@@ -681,6 +694,8 @@ class VramtopApp(App[int]):
         if choice is None:
             return
         if choice == "leave":
+            from vramtop.tui.screens.quit_dialog import left_running
+
             self.farewell = left_running(
                 self.sample, demo=self.backend.demo, profile=self.backend.profile_name
             )

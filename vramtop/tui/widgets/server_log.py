@@ -81,6 +81,19 @@ class TailLog(ScrollView, can_focus=True):
     @following.setter
     def following(self, value: bool) -> None:
         self.set_class(value, "-following")
+        if not value and self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = self.scroll_y  # not moved while it was hidden
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        # ScrollView's own moves the scrollbar and repaints the region it looks up. While the
+        # log follows its tail its scrollbar is hidden (no width), yet moving it marks it for
+        # a repaint, and a repaint of a widget that is not on screen makes the compositor
+        # build its map of the whole screen again: once a second under a busy log, a fifth
+        # of what the log cost (bench_console.py --only floor,ui,ui-log).
+        if not self.following and self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh()
 
     def write_lines(self, lines: list[str]) -> None:
         if not lines:
