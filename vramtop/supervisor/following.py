@@ -12,12 +12,10 @@ import logging
 import time
 from pathlib import Path
 
-import httpx
-
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
-from vramtop.supervisor.readiness import LogReader, healthy, server_url
+from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 log = logging.getLogger(__name__)
@@ -61,7 +59,7 @@ class LoadFollower(ServerHandle):
         deadline = time.monotonic() + timeout_s
         lines: list[str] = []
         seen_tree_at = 0.0
-        with httpx.Client(timeout=self.health_timeout_s) as client:
+        with client_for(url, self.health_timeout_s) as client:
             while True:
                 for line in reader.read_new():
                     lines.append(line)
