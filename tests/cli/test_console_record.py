@@ -10,6 +10,7 @@ import pytest
 
 from vramtop.cli import build_parser
 from vramtop.commands import monitor
+from vramtop.core.events import Event
 from vramtop.machines.demo_world import stop_demo_world
 from vramtop.session.reader import read_session
 
@@ -38,7 +39,7 @@ def test_console_records_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert seen["interval"] == 0.5
     header, records = read_session(session)
     assert header.server is not None
-    events = [r.event for r in records if hasattr(r, "event")]
+    events = [r.name for r in records if isinstance(r, Event)]
     assert "start" in events or "ready" in events
     assert "stop" in events  # leaving with "stop vLLM" is a planned stop, recorded
     lines = session.read_text().splitlines()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_backend import FakeBackend
 from textual.pilot import Pilot
 
+from vramtop.core.findings import Finding
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 
@@ -60,3 +62,11 @@ async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
         await pilot.pause(0.01)
         waited += 0.01
     await pilot.pause()
+
+
+def open_finding(kind: str = "vram_contention", **fields: Any) -> Finding:
+    """An open critical finding of `kind` at t=0, with `fields` (summary, remedy, …)."""
+    fields.setdefault("summary", "squeezed")
+    return Finding(
+        kind=kind, severity="critical", first_seen_t=0.0, last_seen_t=0.0, closed_t=None, **fields
+    )

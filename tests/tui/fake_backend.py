@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import random
 import threading
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
+from vramtop.core.events import Event
+from vramtop.core.findings import Evidence, Finding, Ladder, Remedy
 from vramtop.core.headroom import Architecture, HeadroomInputs
 from vramtop.core.model import (
     GIB,
@@ -42,21 +44,6 @@ BYTES_PER_TOKEN = 32_768  # fp8, 8 full-attention layers of a hybrid model
 MAX_MODEL_LEN = 163_840
 DESKTOP_QUIET_BYTES = int(1.3 * GIB)
 CALL_EXTRA_BYTES = int(3.2 * GIB)
-
-
-@dataclass
-class FakeFinding:
-    """Shaped like core.diagnosis.Finding, for the banner and timeline."""
-
-    kind: str
-    severity: str
-    summary: str
-    first_seen_t: float
-    evidence: dict[str, Any] = field(default_factory=dict)
-    ruled_out: dict[str, Any] = field(default_factory=dict)
-    ladder: dict[str, str] = field(default_factory=dict)
-    remedy: dict[str, Any] = field(default_factory=dict)
-    closed_t: float | None = None
 
 
 class FakeBackend:
@@ -95,11 +82,11 @@ class FakeBackend:
         self.gpu_source = "nvml"  # "sim": the demo's simulated GPU
         self.metrics_error: str | None = None
         self._log: list[str] = list(_STARTUP_LOG)
-        self._events: list[dict[str, Any]] = [
-            {"t": 0.0, "event": "start", "detail": {"gpu_memory_utilization": util}},
-            {"t": 0.0, "event": "ready", "detail": {"ready_s": 94.0}},
+        self._events: list[Event] = [
+            Event(0.0, "start", {"gpu_memory_utilization": util}),
+            Event(0.0, "ready", {"ready_s": 94.0}),
         ]
-        self._findings: list[FakeFinding] = []
+        self._findings: list[Finding] = []
         # What the console asked for, in order: ("restart",), ("relaunch", 0.85), ("close", False)
         self.calls: list[tuple[Any, ...]] = []
         self.closed_with: bool | None = None
@@ -124,7 +111,7 @@ class FakeBackend:
             self.calls.append(("stop",))
             self.state = ServerState.STOPPED
             self.pid = self.pid  # kept for the log; the header shows the state
-            self._events.append({"t": self.t, "event": "stop", "detail": {"reason": "key s"}})
+            self._events.append(Event(self.t, "stop", {"reason": "key s"}))
         _say(progress, "stopping")
         _say(progress, "memory released")
         return ActionResult(ok=True, message="vLLM stopped.")
@@ -134,7 +121,7 @@ class FakeBackend:
     ) -> ActionResult:
         with self._lock:
             self.calls.append(("restart", "requests lost") if requests_lost else ("restart",))
-            self._events.append({"t": self.t, "event": "restart", "detail": {"reason": "key r"}})
+            self._events.append(Event(self.t, "restart", {"reason": "key r"}))
         return self._launch(progress, "restarted")
 
     def relaunch(
@@ -148,13 +135,7 @@ class FakeBackend:
             self.calls.append(("relaunch", gpu_memory_utilization))
             if gpu_memory_utilization is not None:
                 self.util = gpu_memory_utilization
-            self._events.append(
-                {
-                    "t": self.t,
-                    "event": "relaunch",
-                    "detail": {"gpu_memory_utilization": self.util},
-                }
-            )
+            self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))
         return self._launch(progress, f"relaunched at {self.util:.2f}")
 
     def log_lines(self, limit: int = 500) -> list[str]:
@@ -173,19 +154,19 @@ class FakeBackend:
             self.closed_with = stop_server
 
     # -- optional console extras ------------------------------------------------------------
-    def findings(self) -> list[FakeFinding]:
+    def findings(self) -> list[Finding]:
         with self._lock:
             return [f for f in self._findings if f.closed_t is None]
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         with self._lock:
-            rows: list[dict[str, Any]] = list(self._events)
+            rows: list[Event] = list(self._events)
             for f in self._findings:
-                detail = {"kind": f.kind, "summary": f.summary}
-                if f.closed_t is not None:
-                    detail["duration_s"] = f.closed_t - f.first_seen_t
-                rows.append({"t": f.first_seen_t, "event": "finding", "detail": detail})
-            return sorted(rows, key=lambda r: r["t"])
+                detail: dict[str, Any] = {"kind": f.kind, "summary": f.summary}
+                if f.duration_s is not None:
+                    detail["duration_s"] = f.duration_s
+                rows.append(Event(f.first_seen_t, "finding", detail))
+            return sorted(rows, key=lambda r: r.t)
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         return _headroom_inputs(self.util) if self.state is ServerState.RUNNING else None
@@ -204,20 +185,22 @@ class FakeBackend:
                 "memory access was encountered",
                 "vLLM exited with code -9",
             ]
-            self._events.append({"t": self.t, "event": "exit", "detail": {"returncode": -9}})
+            self._events.append(Event(self.t, "exit", {"returncode": -9}))
             self._findings.append(
-                FakeFinding(
+                Finding(
                     kind="server_crashed",
                     severity="critical",
                     summary="vLLM exited without being asked to (code -9).",
                     first_seen_t=self.t,
-                    evidence={"returncode": -9},
-                    ladder={
-                        "observed": "the server process exited with code -9",
-                        "inferred": "the engine died; nothing is serving requests",
-                        "hypothesis": "killed for memory, or a CUDA fault (see the log)",
-                    },
-                    remedy={"action": "restart"},
+                    last_seen_t=self.t,
+                    closed_t=None,
+                    evidence=Evidence({"returncode": -9}),
+                    ladder=Ladder(
+                        observed=("the server process exited with code -9",),
+                        inferred=("the engine died; nothing is serving requests",),
+                        hypothesis=("killed for memory, or a CUDA fault (see the log)",),
+                    ),
+                    remedy=Remedy(action="restart"),
                 )
             )
 
@@ -232,10 +215,10 @@ class FakeBackend:
             self.ready_s = 91.0
             self.collapse = 0.0
             self.last_error = None
-            for f in self._findings:
-                if f.closed_t is None:
-                    f.closed_t = self.t
-            self._events.append({"t": self.t, "event": "ready", "detail": {"ready_s": 91.0}})
+            self._findings = [
+                replace(f, closed_t=self.t) if f.closed_t is None else f for f in self._findings
+            ]
+            self._events.append(Event(self.t, "ready", {"ready_s": 91.0}))
             self._log.append(f"INFO vramtop: server {verb}, pid {self.pid}")
         return ActionResult(ok=True, message=f"vLLM {verb} (pid {self.pid}).")
 
@@ -305,24 +288,30 @@ class FakeBackend:
 
     def _open_contention(self) -> None:
         self._findings.append(
-            FakeFinding(
+            Finding(
                 kind="vram_contention",
                 severity="critical",
                 summary="Tokens/s collapsed (77 → 10) while the desktop took the card's "
                 "headroom: the desktop is squeezing vLLM.",
                 first_seen_t=self.t,
-                evidence={"generation_tps": 10.0, "baseline_tps": 77.0, "kv_usage": 0.017},
+                last_seen_t=self.t,
+                closed_t=None,
+                evidence=Evidence(
+                    {"generation_tps": 10.0, "baseline_tps": 77.0, "kv_usage": 0.017}
+                ),
                 ruled_out={"kv_pressure": "KV usage 1.7 %", "gpu_throttling": "no throttle"},
-                ladder={
-                    "observed": "card full (31.9 of 31.8 GiB), desktop share +3.2 GiB, "
-                    "tokens/s 77 → 10, KV usage 1.7 %, no throttling",
-                    "inferred": "contention for physical VRAM with the desktop",
-                    "hypothesis": "serving memory lost residency and is read over PCIe",
-                },
-                remedy={"action": "relaunch", "gpu_memory_utilization": 0.85},
+                ladder=Ladder(
+                    observed=(
+                        "card full (31.9 of 31.8 GiB), desktop share +3.2 GiB, "
+                        "tokens/s 77 → 10, KV usage 1.7 %, no throttling",
+                    ),
+                    inferred=("contention for physical VRAM with the desktop",),
+                    hypothesis=("serving memory lost residency and is read over PCIe",),
+                ),
+                remedy=Remedy(action="relaunch", gpu_memory_utilization=0.85),
             )
         )
-        self._events.append({"t": self.t, "event": "log", "detail": {"line": "collapse onset"}})
+        self._events.append(Event(self.t, "log", {"line": "collapse onset"}))
 
     def _gpu(self, used: int) -> GpuReading:
         if self.nvml_error:

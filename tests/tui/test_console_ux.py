@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from conftest import make_app, settle, ticks
+from conftest import make_app, open_finding, settle, ticks
 from fake_backend import FakeBackend
 from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
 from textual.widgets import DataTable, Input, Label
 
+from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerState
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
@@ -194,15 +195,14 @@ async def test_the_normal_shown_beside_the_rate_is_smoothed_over_the_same_second
 
 
 def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None:
-    finding = {
-        "kind": "vram_contention",
-        "summary": "Generation fell to 9 tok/s with the card full.",
-        "confidence": "low",
-        "remedy": {"gpu_memory_utilization": 0.84},
-    }
+    finding = open_finding(
+        summary="Generation fell to 9 tok/s with the card full.",
+        confidence="low",
+        remedy=Remedy(gpu_memory_utilization=0.84),
+    )
     first = banner_text(finding).plain.splitlines()[0]
     assert first == "⚠ The desktop is squeezing vLLM's memory  (low confidence)"
-    sure = banner_text({**finding, "confidence": "high"}).plain.splitlines()[0]
+    sure = banner_text(replace(finding, confidence="high")).plain.splitlines()[0]
     assert "confidence" not in sure
 
 

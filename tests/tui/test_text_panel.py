@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vramtop.core.model import GIB, Split, SplitMethod
 from vramtop.tui.widgets.text_panel import SPARK_BLOCKS, spark_text
 from vramtop.tui.widgets.vram_bar import VramBar, bar_cells
@@ -60,13 +62,15 @@ def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
 
 
 def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
+    from conftest import open_finding
+
     from vramtop.core.memory_evidence import NO_NORMAL_RATE
     from vramtop.tui.widgets.finding_banner import banner_text
 
-    finding = {"kind": "vram_contention", "summary": "squeezed", "confidence": NO_NORMAL_RATE}
+    finding = open_finding(confidence=NO_NORMAL_RATE)
     text = banner_text(finding).plain
     assert "no normal rate" in text and "restart" in text
-    assert "no normal rate" not in banner_text({**finding, "confidence": None}).plain
+    assert "no normal rate" not in banner_text(replace(finding, confidence=None)).plain
 
 
 def test_the_throughput_panel_says_where_the_normal_rate_came_from() -> None:

@@ -67,9 +67,9 @@ def test_field_report_is_vram_contention_within_seconds(wsl: bool) -> None:
     assert f.evidence["ratio"] < 0.2
     assert f.evidence["used_fraction"] >= 0.97
     assert set(f.ruled_out) >= {"kv_pressure", "gpu_throttling", "long_prefill"}
-    assert f.ladder["observed"] and f.ladder["inferred"] and f.ladder["hypothesis"]
-    assert f.remedy["gpu_memory_utilization"] <= 0.88
-    assert f.remedy["kv_cache_tokens_after"] < f.remedy["kv_cache_tokens"]
+    assert f.ladder.observed and f.ladder.inferred and f.ladder.hypothesis
+    assert f.remedy.gpu_memory_utilization <= 0.88
+    assert f.remedy.details["kv_cache_tokens_after"] < f.remedy.details["kv_cache_tokens"]
     assert "." in f.summary and f.summary.count(". ") == 0  # one sentence
 
 
@@ -78,15 +78,15 @@ def test_field_report_remedy_turns_to_restart_when_the_call_is_over() -> None:
     d = run(field_report(call_at=120, restart_at=400), Card(wsl=False))
     f = only(d, VRAM_CONTENTION)
     # The call ended at 300 and the rate stayed low until the restart: restart now.
-    assert f.remedy["action"] == "restart"
+    assert f.remedy.action == "restart"
 
 
 def test_remedy_during_the_call_is_a_relaunch() -> None:
     items = field_report(call_at=120, restart_at=400)
     d = run([i for i in items if (i.t if isinstance(i, Tick) else i[0]) < 200])
     f = d.open_findings()[0]
-    assert f.remedy["action"] == "relaunch"
-    assert f.remedy["gpu_memory_utilization"] <= 0.88
+    assert f.remedy.action == "relaunch"
+    assert f.remedy.gpu_memory_utilization <= 0.88
 
 
 def test_changes_report_open_then_close_once() -> None:
@@ -213,9 +213,9 @@ def test_kv_pressure_with_preemptions() -> None:
     d = run(started(items))
     assert kinds(d) == [KV_PRESSURE]
     f = only(d, KV_PRESSURE)
-    flags = {o["flag"]: o for o in f.remedy["options"]}
-    assert flags["--max-num-seqs"]["value"] == 1
-    assert flags["--max-model-len"]["value"] == 81920
+    flags = {o.flag: o for o in f.remedy.options}
+    assert flags["--max-num-seqs"].value == 1
+    assert flags["--max-model-len"].value == 81920
     # At 0.93 on this card the desktop has no room to give: no budget-up option.
     assert "--gpu-memory-utilization" not in flags
 
@@ -226,9 +226,9 @@ def test_kv_pressure_offers_a_bigger_budget_when_the_desktop_allows_it() -> None
         busy(float(t), running=2, waiting=2, tps=100.0, kv_cache_usage=0.95) for t in range(2, 30)
     ]
     f = only(run(started(items), card), KV_PRESSURE)
-    flags = {o["flag"]: o for o in f.remedy["options"]}
+    flags = {o.flag: o for o in f.remedy.options}
     up = flags["--gpu-memory-utilization"]
-    assert up["value"] > 0.7 and up["kv_cache_tokens_after"] > up["kv_cache_tokens"]
+    assert up.value > 0.7 and up.details["kv_cache_tokens_after"] > up.details["kv_cache_tokens"]
 
 
 def test_thermal_throttling_is_not_called_memory() -> None:
@@ -261,7 +261,7 @@ def test_start_that_fails_for_lack_of_memory() -> None:
     f = only(d, STARTUP_OUT_OF_MEMORY)
     # 30.12 of 31.84 GiB free: 0.94 (29.93 GiB) would leave less than the start margin of
     # what is free, so 0.93 is the largest that fits now.
-    assert f.remedy["gpu_memory_utilization"] == 0.93
+    assert f.remedy.gpu_memory_utilization == 0.93
     assert f.evidence["free_gib"] == 30.12
 
 
@@ -353,9 +353,9 @@ def test_contention_remedy_never_proposes_a_budget_too_small_for_one_request() -
     items += [busy(float(t), tps=6.0, desktop_bytes=8 * GIB) for t in range(120, 200)]
     card = Card(wsl=False, max_model_len=65_536)
     f = only(run(started(items), card), VRAM_CONTENTION)
-    util = f.remedy["gpu_memory_utilization"]
-    assert f.remedy["kv_cache_tokens_after"] >= card.max_model_len
-    assert f.remedy["leaves_desktop_peak"] is False
+    util = f.remedy.gpu_memory_utilization
+    assert f.remedy.details["kv_cache_tokens_after"] >= card.max_model_len
+    assert f.remedy.details["leaves_desktop_peak"] is False
     assert 0 < util < card.util
 
 
@@ -365,8 +365,8 @@ def test_contention_remedy_never_proposes_a_budget_with_no_pool() -> None:
     items: list[Tick | Event] = [busy(float(t)) for t in range(2, 120)]
     items += [busy(float(t), tps=6.0, desktop_bytes=14 * GIB) for t in range(120, 200)]
     f = only(run(started(items), Card(wsl=False)), VRAM_CONTENTION)
-    assert f.remedy["kv_pool_bytes_after"] > 0 and f.remedy["kv_cache_tokens_after"] > 0
-    assert f.remedy["leaves_desktop_peak"] is False
+    assert f.remedy.kv_pool_bytes_after > 0 and f.remedy.details["kv_cache_tokens_after"] > 0
+    assert f.remedy.details["leaves_desktop_peak"] is False
 
 
 def test_kv_remedy_reads_max_num_seqs_as_vllm_does() -> None:
@@ -375,5 +375,5 @@ def test_kv_remedy_reads_max_num_seqs_as_vllm_does() -> None:
     ]
     card = Card(argv=("vllm", "serve", "m", "--max-num-seqs", "2", "--max-num-seqs=8"))
     f = only(run(started(items), card), KV_PRESSURE)
-    flags = {o["flag"]: o for o in f.remedy["options"]}
-    assert flags["--max-num-seqs"]["value"] == 4  # the last occurrence wins
+    flags = {o.flag: o for o in f.remedy.options}
+    assert flags["--max-num-seqs"].value == 4  # the last occurrence wins

@@ -41,11 +41,11 @@ def test_on_unified_memory_contention_is_system_memory_pressure() -> None:
     assert ev["memory_kind"] == "unified"
     assert ev["memory_available_bytes"] is not None and ev["memory_available_bytes"] < 2 * GIB
     assert ev["budget_bytes"] is not None and ev["total_bytes"] == SPARK_POOL
-    assert any("system memory, shared with the GPU" in line for line in finding.ladder["observed"])
-    assert finding.ladder["inferred"] == [
-        "the desktop and vLLM are competing for the memory they share"
-    ]
-    assert not any("VRAM" in line for line in finding.ladder["hypothesis"])
+    assert any("system memory, shared with the GPU" in line for line in finding.ladder.observed)
+    assert finding.ladder.inferred == (
+        "the desktop and vLLM are competing for the memory they share",
+    )
+    assert not any("VRAM" in line for line in finding.ladder.hypothesis)
     assert "system memory" in finding.summary and "the card" not in finding.summary
 
 
@@ -53,7 +53,7 @@ def test_on_a_discrete_card_the_evidence_names_dedicated_memory() -> None:
     finding = contention(samples(Card(wsl=False)))
     assert finding.evidence["memory_kind"] == "dedicated"
     assert finding.evidence["memory_available_bytes"] is None
-    assert any("the card is" in line for line in finding.ladder["observed"])
+    assert any("the card is" in line for line in finding.ladder.observed)
 
 
 def with_gtt(s: Sample) -> Sample:
@@ -66,17 +66,15 @@ def with_gtt(s: Sample) -> Sample:
 def test_on_the_r9700_a_gtt_spill_is_the_direct_evidence() -> None:
     without = contention(samples(Card(wsl=False)))
     assert "spill_source" not in without.evidence
-    assert any("residency" in h for h in without.ladder["hypothesis"])
+    assert any("residency" in h for h in without.ladder.hypothesis)
 
     finding = contention([with_gtt(s) for s in samples(Card(wsl=False))])
     ev = finding.evidence
     assert ev["spill_source"] == "gtt" and ev["spill_level"] == "observed"
     assert ev["server_gtt_baseline_bytes"] == 120 * MIB
     assert ev["server_gtt_rise_bytes"] >= 2 * GIB
-    assert any(
-        line.startswith("amdgpu: vLLM's buffers in GTT") for line in finding.ladder["observed"]
-    )
+    assert any(line.startswith("amdgpu: vLLM's buffers in GTT") for line in finding.ladder.observed)
     # Measured now, so no longer a hypothesis; what it does to decoding is inferred.
-    assert not any("residency" in h for h in finding.ladder["hypothesis"])
-    assert any("PCIe" in line for line in finding.ladder["inferred"])
+    assert not any("residency" in h for h in finding.ladder.hypothesis)
+    assert any("PCIe" in line for line in finding.ladder.inferred)
     assert "wsl_vm_shared_bytes" not in ev

@@ -39,13 +39,13 @@ def contention(samples: list[Sample]):  # type: ignore[no-untyped-def]
 
 def test_without_the_windows_side_the_spill_stays_a_hypothesis() -> None:
     finding = contention(field_report_samples(with_windows=False))
-    assert finding.ladder["hypothesis"], "the spill is unmeasured: it must stay a hypothesis"
-    assert not any("shared" in line for line in finding.ladder["observed"])
+    assert finding.ladder.hypothesis, "the spill is unmeasured: it must stay a hypothesis"
+    assert not any("shared" in line for line in finding.ladder.observed)
 
 
 def test_a_rising_shared_usage_is_cited_as_observed() -> None:
     finding = contention(field_report_samples(with_windows=True))
-    assert any("shared" in line for line in finding.ladder["observed"])
+    assert any("shared" in line for line in finding.ladder.observed)
     assert finding.evidence["wsl_vm_shared_rise_bytes"] > 256 * 1024**2
 
 
@@ -59,4 +59,4 @@ def test_the_windows_field_survives_a_recording(tmp_path: Path) -> None:
     assert replayed[-1].windows is not None
     assert replayed[-1].windows.wsl_vm is not None
     finding = contention(replayed)
-    assert any("shared" in line for line in finding.ladder["observed"])
+    assert any("shared" in line for line in finding.ladder.observed)

@@ -236,7 +236,7 @@ def test_with_the_windows_side_memory_alone_names_it_without_a_rate() -> None:
     assert len(found) == 1 and found[0].first_seen_t <= 1 + 15
     assert found[0].confidence == NO_NORMAL_RATE
     assert found[0].to_json()["confidence"] == NO_NORMAL_RATE
-    assert any("restart" in h for h in found[0].ladder["hypothesis"])
+    assert any("restart" in h for h in found[0].ladder.hypothesis)
 
 
 def test_memory_evidence_needs_the_desktop_over_its_allowance() -> None:

@@ -36,7 +36,7 @@ def test_silent_past_the_limit_opens_offering_a_restart_and_an_answer_closes_it(
     quiet: list[float | None] = [None] * 5 + [2.0, 6.0, NOT_ANSWERING_S + 1, 15.0] + [None] * 3
     d = _run(_samples(quiet))
     (finding,) = [f for f in d.all_findings() if f.kind == SERVER_NOT_ANSWERING]
-    assert finding.remedy["action"] == "restart"
+    assert finding.remedy.action == "restart"
     assert finding.first_seen_t == 7.0 and finding.closed_t == 9.0
     assert finding.evidence["not_answering_s"] == 15.0
 

@@ -45,7 +45,7 @@ def test_replay_paces_by_speed_and_reraises_the_collapse(tmp_path: Path) -> None
     end = backend.tick()
     assert end.t == last_t and backend.finished
     assert not backend.findings(), "the restart closed the collapse"
-    assert any(e["event"] == "restart" for e in backend.events())
+    assert any(e.name == "restart" for e in backend.events())
 
 
 def test_replay_refuses_actions(tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ from vramtop.core.diagnosis import (
     VRAM_CONTENTION,
     Diagnoser,
 )
+from vramtop.core.events import Event
 from vramtop.core.model import Sample
 from vramtop.session.playback import ReplaySource
-from vramtop.session.reader import SessionError, SessionEvent, SessionReader, read_session
+from vramtop.session.reader import SessionError, SessionReader, read_session
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter, make_header, sample_line
 
@@ -57,7 +58,7 @@ def test_round_trip_diagnoses_the_same(tmp_path: Path, wsl: bool) -> None:
     replayed = diagnose.diagnose_file(path)
     assert [f.to_json() for f in replayed] == [f.to_json() for f in live.all_findings()]
     assert [f.kind for f in replayed] == [VRAM_CONTENTION]
-    assert replayed[0].remedy["gpu_memory_utilization"] <= 0.88
+    assert replayed[0].remedy.gpu_memory_utilization <= 0.88
 
 
 def test_sample_line_has_the_contract_fields(tmp_path: Path) -> None:
@@ -100,8 +101,8 @@ def test_reader_rebuilds_samples_with_rates_and_events(tmp_path: Path) -> None:
     header, records = read_session(path)
     assert header.wsl is False and header.gpus[0]["total_bytes"] == Card().total_bytes
     samples = [r for r in records if isinstance(r, Sample)]
-    events = [r for r in records if isinstance(r, SessionEvent)]
-    assert [e.event for e in events] == ["start", "ready", "restart", "ready"]
+    events = [r for r in records if isinstance(r, Event)]
+    assert [e.name for e in events] == ["start", "ready", "restart", "ready"]
     assert samples[10].gpu.devices[0].processes is not None
     assert samples[10].split is not None and samples[10].split.desktop_bytes is not None
     assert samples[10].rates.generation_tps == pytest.approx(77.0, abs=3)
@@ -211,7 +212,7 @@ def test_replay_paces_by_speed(tmp_path: Path) -> None:
     slept: list[float] = []
     source = ReplaySource(FIXTURES / "planned_restart.jsonl", speed=10.0, sleep=slept.append)
     records = list(source)
-    assert isinstance(records[0], Sample) and isinstance(records[1], SessionEvent)
+    assert isinstance(records[0], Sample) and isinstance(records[1], Event)
     # 1 s to 52 s of recording at 10× speed: about 5.1 s of waiting in all.
     assert sum(slept) == pytest.approx(5.1)
     assert all(s >= 0 for s in slept)
@@ -260,7 +261,7 @@ def test_record_loop_writes_samples_lifecycle_and_findings(tmp_path: Path) -> No
             sleep=lambda s: clock.__setitem__(0, clock[0] + 1.0),
         )
     _, records = read_session(path)
-    names = [r.event for r in records if isinstance(r, SessionEvent)]
+    names = [r.name for r in records if isinstance(r, Event)]
     # The restart shows as a start (state starting) and a ready; the finding opens and closes.
     assert names.count("finding") == 2 and "start" in names and "ready" in names
     assert sum(isinstance(r, Sample) for r in records) == len(samples)

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vramtop.core.diagnosis import Diagnoser, Finding
+from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.findings import Finding, Remedy
 from vramtop.core.model import GIB, Sample
 from vramtop.core.normal_rate import NormalRate
 from vramtop.session.reader import Record, SessionError, SessionReader
@@ -41,8 +42,8 @@ def diagnose_records(records: Iterable[Record], normal: NormalRate | None = None
     for record in records:
         if isinstance(record, Sample):
             diagnoser.feed_sample(record)
-        elif record.event != "finding":  # what the console concluded live is not input
-            diagnoser.feed_event(record.t, record.event, record.detail)
+        elif record.name != "finding":  # what the console concluded live is not input
+            diagnoser.feed_event(record.t, record.name, record.detail)
     return diagnoser.all_findings()
 
 
@@ -87,26 +88,25 @@ def render_text(findings: list[Finding]) -> str:
             else f"from {f.first_seen_t:.0f} s to {f.closed_t:.0f} s ({f.duration_s:.0f} s)"
         )
         lines = [f"[{f.severity}] {f.kind} — {when}", f"  {f.summary}"]
-        for rung in ("observed", "inferred", "hypothesis"):
-            for sentence in f.ladder.get(rung, ()):
+        for rung, sentences in f.ladder.rungs():
+            for sentence in sentences:
                 lines.append(f"  {rung}: {sentence}")
         lines.append(f"  remedy: {_remedy_text(f.remedy)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _remedy_text(remedy: Any) -> str:
-    action = remedy.get("action", "?")
-    parts = [action]
-    util = remedy.get("gpu_memory_utilization")
+def _remedy_text(remedy: Remedy) -> str:
+    parts = [remedy.action or "?"]
+    util = remedy.gpu_memory_utilization
     if util is not None:
         parts.append(f"--gpu-memory-utilization {util:.2f}")
-    pool, after = remedy.get("kv_pool_bytes"), remedy.get("kv_pool_bytes_after")
+    pool, after = remedy.kv_pool_bytes, remedy.kv_pool_bytes_after
     if pool and after is not None:
         parts.append(f"(KV pool {pool / GIB:.2f} → {after / GIB:.2f} GiB)")
-    for option in remedy.get("options", ()):
-        if option.get("value") is not None:
-            parts.append(f"{option['flag']} {option['value']}")
-    if remedy.get("why"):
-        parts.append(f"— {remedy['why']}")
+    for option in remedy.options:
+        if option.value is not None:
+            parts.append(f"{option.flag} {option.value}")
+    if remedy.why:
+        parts.append(f"— {remedy.why}")
     return " ".join(parts)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from vramtop.core.findings import Finding
     from vramtop.core.headroom import Prediction
 
 GIB = 1024**3
@@ -261,16 +262,12 @@ def change_words(base: Prediction, new: Prediction) -> str:
 # --- the suggested budget --------------------------------------------------------------------
 
 
-def suggested_relaunch_budget(findings: Iterable[Any]) -> float | None:
+def suggested_relaunch_budget(findings: Iterable[Finding]) -> float | None:
     """The budget the open findings suggest relaunching at (the first that names one), as the
     banner's `b`, the relaunch dialog and the what-if offer it; None when none does."""
     for finding in findings:
-        remedy = getattr(finding, "remedy", None)
-        if remedy is None and isinstance(finding, dict):
-            remedy = finding.get("remedy")
-        util = remedy.get("gpu_memory_utilization") if isinstance(remedy, dict) else None
-        if isinstance(util, int | float):
-            return float(util)
+        if finding.remedy.gpu_memory_utilization is not None:
+            return finding.remedy.gpu_memory_utilization
     return None
 
 

@@ -60,6 +60,7 @@ from vramtop.core.findings import (
     VRAM_CONTENTION,
     Finding,
     FindingChange,
+    report_fields,
 )
 from vramtop.core.kv_pressure import kv_report
 from vramtop.core.memory_evidence import memory_evidence, memory_report, squeeze_in_memory
@@ -257,6 +258,7 @@ class Diagnoser:
     # --- bookkeeping -------------------------------------------------------------------------
     def _set(self, kind: str, t: float, **fields: Any) -> None:
         """Open `kind` at `t`, or refresh the open one with newer numbers."""
+        fields = report_fields(fields)
         current = self._open.get(kind)
         if current is None:
             finding = Finding(kind=kind, first_seen_t=t, last_seen_t=t, closed_t=None, **fields)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from vramtop.core import budget
 from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
@@ -303,8 +302,8 @@ def _budget_for_peak(sample: Sample, peak: int | None, outside: int | None) -> l
 
 def suggested_budget(finding: Finding) -> float | None:
     """The --gpu-memory-utilization a finding's remedy proposes (None: it proposes none)."""
-    util: Any = finding.remedy.get("gpu_memory_utilization")
-    return float(util) if isinstance(util, int | float) and 0 < util <= 1 else None
+    util = finding.remedy.gpu_memory_utilization
+    return util if util is not None and 0 < util <= 1 else None
 
 
 def _windows(sample: Sample, spill: SpillEvidence | None) -> list[Series]:

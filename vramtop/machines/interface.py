@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
@@ -78,12 +80,12 @@ class ConsoleExtras(Protocol):
     wsl: bool | None  # None: not known
     call_on: bool  # demo: a simulated video call is on
 
-    def findings(self) -> list[Any]:
-        """Open findings (core.diagnosis.Finding or mappings with the same fields)."""
+    def findings(self) -> list[Finding]:
+        """Open findings."""
         ...
 
-    def events(self) -> list[Any]:
-        """The session's events, oldest first: mappings {t, event, detail} as recorded."""
+    def events(self) -> list[Event]:
+        """The session's events, oldest first."""
         ...
 
     def healthy_baseline(self) -> Rates | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramtop.core import vllm_args
 from vramtop.core.diagnosis import Finding
+from vramtop.core.events import Event
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import Rates, Sample
@@ -123,7 +124,7 @@ class MachineBackend:
     def findings(self) -> list[Finding]:
         return self.session.findings()
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         return self.session.events()
 
     def log_notice(self) -> str | None:

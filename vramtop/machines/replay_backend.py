@@ -10,16 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from vramtop.core.diagnosis import Finding
+from vramtop.core.events import Event
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.core.normal_rate import NormalRate
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.session.playback import ReplaySource
-from vramtop.session.reader import SessionEvent
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
 
@@ -44,7 +43,7 @@ class ReplayBackend:
         self.autostart = False
         self._clock = clock
         self._started = clock()
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Event] = []
         self._log: list[str] = []
         self._empty = Sample(t=0.0, gpu=GpuReading(source="recording", error="no sample yet"))
 
@@ -54,9 +53,9 @@ class ReplayBackend:
 
     def tick(self) -> Sample:
         for record in self.source.advance(self._clock() - self._started):
-            if isinstance(record, SessionEvent):
-                self._events.append({"t": record.t, "event": record.event, "detail": record.detail})
-                if record.event == "log" and isinstance(record.detail.get("line"), str):
+            if isinstance(record, Event):
+                self._events.append(record)
+                if record.name == "log" and isinstance(record.detail.get("line"), str):
                     self._log.append(record.detail["line"])
                 for line in record.detail.get("last_lines") or []:
                     self._log.append(str(line))
@@ -71,7 +70,7 @@ class ReplayBackend:
     def findings(self) -> list[Finding]:
         return self.source.diagnoser.open_findings()
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         return list(self._events)
 
     def healthy_baseline(self) -> Rates:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vramtop.core.diagnosis import Diagnoser, Finding
+from vramtop.core.events import Event
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.normal_rate import LEARNED, NormalRate
 from vramtop.core.windows import SpillEvidence
@@ -25,19 +26,19 @@ EVENTS_KEPT = 1000
 SAVE_EVERY_S = 60.0  # a learned normal rate is written to the store at most this often
 
 
-def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str, dict[str, Any]]]:
-    """The session events a change of the server's state stands for."""
+def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
+    """The session events a change of the server's state stands for (at the sample's t)."""
     before = previous.info.state if previous is not None and previous.info else None
-    info = sample.info
+    info, t = sample.info, sample.t
     if info is None or info.state == before:
         return []
     if info.state is ServerState.STARTING:
-        return [("start", {})]
-    ready = ("ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})
+        return [Event(t, "start")]
+    ready = Event(t, "ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})
     if info.state is ServerState.RUNNING and before is ServerState.STARTING:
         return [ready]
     if info.state is ServerState.RUNNING and before in (ServerState.STOPPED, ServerState.CRASHED):
-        return [("start", {}), ready]  # it started and became ready between two ticks
+        return [Event(t, "start"), ready]  # it started and became ready between two ticks
     if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
         ServerState.RUNNING,
         ServerState.STARTING,
@@ -46,9 +47,9 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[tuple[str,
         detail: dict[str, Any] = {"returncode": info.returncode}
         if info.last_error:
             detail["last_lines"] = [info.last_error]
-        return [("exit", detail)]
+        return [Event(t, "exit", detail)]
     if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
-        return [("stop", {"reason": "observed"})]
+        return [Event(t, "stop", {"reason": "observed"})]
     return []
 
 
@@ -70,7 +71,7 @@ class LiveSession:
         self._loaded_key: str | None = None
         self._saved: tuple[str, float] | None = None  # key, sample t of the last save
         self._previous: Sample | None = None
-        self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._lock = threading.Lock()
 
     @property
@@ -85,10 +86,11 @@ class LiveSession:
 
     def observe(self, sample: Sample) -> None:
         with self._lock:
-            for name, detail in lifecycle_events(self._previous, sample):
-                if name == "exit" and self._log_lines is not None:
+            for event in lifecycle_events(self._previous, sample):
+                detail = dict(event.detail)
+                if event.name == "exit" and self._log_lines is not None:
                     detail.setdefault("last_lines", self._log_lines(LAST_LINES))
-                self._event(sample.t, name, detail)
+                self._event(event.t, event.name, detail)
             if self._writer is not None:
                 self._writer.sample(sample)
             self.diagnoser.feed_sample(sample)
@@ -110,7 +112,7 @@ class LiveSession:
         with self._lock:
             return self.diagnoser.all_findings()
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         with self._lock:
             return list(self._events)
 
@@ -163,7 +165,7 @@ class LiveSession:
         self._saved = (key, t if t is not None else 0.0)
 
     def _event(self, t: float, name: str, detail: dict[str, Any]) -> None:
-        self._events.append({"t": t, "event": name, "detail": detail})
+        self._events.append(Event(t, name, detail))
         if self._writer is not None:
             self._writer.event(t, name, detail)
         self.diagnoser.feed_event(t, name, detail)
@@ -178,6 +180,6 @@ class LiveSession:
             }
             if finding.duration_s is not None:
                 detail["duration_s"] = round(finding.duration_s, 1)
-            self._events.append({"t": t, "event": "finding", "detail": detail})
+            self._events.append(Event(t, "finding", detail))
             if self._writer is not None:
                 self._writer.finding(t, finding, change.change)

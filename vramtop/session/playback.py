@@ -23,7 +23,7 @@ from vramtop.session.reader import Record, SessionHeader, SessionReader
 
 
 class ReplaySource:
-    """A recorded session as a stream of `Sample`s and `SessionEvent`s."""
+    """A recorded session as a stream of `Sample`s and `Event`s."""
 
     def __init__(
         self,
@@ -58,8 +58,8 @@ class ReplaySource:
         if isinstance(record, Sample):
             self.latest = record
             self.diagnoser.feed_sample(record)
-        elif record.event != "finding":
-            self.diagnoser.feed_event(record.t, record.event, record.detail)
+        elif record.name != "finding":
+            self.diagnoser.feed_event(record.t, record.name, record.detail)
         return record
 
     def __iter__(self) -> Iterator[Record]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.core.baseline import counter_rate
+from vramtop.core.events import Event
 from vramtop.core.model import (
     CacheConfig,
     GpuDevice,
@@ -55,14 +56,7 @@ class SessionHeader:
         return NormalRate.from_json(self.raw.get("normal_rate"), source=REMEMBERED)
 
 
-@dataclass(frozen=True)
-class SessionEvent:
-    t: float
-    event: str
-    detail: Mapping[str, Any]
-
-
-Record = Sample | SessionEvent
+Record = Sample | Event
 
 
 def _num(obj: Mapping[str, Any], key: str) -> float | None:
@@ -166,7 +160,7 @@ class SessionReader:
         t = float(obj["t"])
         if isinstance(obj.get("event"), str):
             detail = obj.get("detail")
-            return SessionEvent(t, obj["event"], detail if isinstance(detail, dict) else {})
+            return Event(t, obj["event"], detail if isinstance(detail, dict) else {})
         return self._sample(t, obj)
 
     def _sample(self, t: float, obj: Mapping[str, Any]) -> Sample:

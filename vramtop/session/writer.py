@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from vramtop import files
 from vramtop.core.diagnosis import Finding
+from vramtop.core.events import Event
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import process_fields
@@ -230,7 +231,7 @@ class SessionWriter:
         self._write(sample_line(sample))
 
     def event(self, t: float, name: str, detail: Mapping[str, Any] | None = None) -> None:
-        self._write({"t": t, "event": name, "detail": _masked(detail or {})})
+        self._write(Event(t, name, _masked(detail or {})).to_json())
 
     def finding(self, t: float, finding: Finding, change: str = "opened") -> None:
         """A `finding` event: the finding as `diagnose --json` prints it, and what changed."""

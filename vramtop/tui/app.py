@@ -29,13 +29,13 @@ from textual.worker import get_current_worker
 
 from vramtop import locations
 from vramtop.core import sample_facts
-from vramtop.core.findings import headline
+from vramtop.core.events import Event
+from vramtop.core.findings import Finding, headline
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
 from vramtop.machines.interface import ActionResult, Backend
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
-from vramtop.tui.format import field
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from vramtop.tui.widgets.console_header import ConsoleHeader
@@ -194,8 +194,8 @@ class VramtopApp(App[int]):
         self.settings = settings or Settings()
         self._clock = clock
         self.sample: Sample | None = None
-        self.findings: list[Any] = []
-        self.events: list[Any] = []
+        self.findings: list[Finding] = []
+        self.events: list[Event] = []
         self.headroom_inputs: HeadroomInputs | None = None
         self.baseline: Rates | None = None
         self.normal_origin: str | None = None
@@ -772,11 +772,11 @@ def _optional_call(backend: object, name: str, default: Any) -> Any:
     return method() if callable(method) else default
 
 
-def _remedy_util(findings: list[Any]) -> tuple[float | None, str | None]:
+def _remedy_util(findings: list[Finding]) -> tuple[float | None, str | None]:
     for finding in findings:
-        util = field(field(finding, "remedy"), "gpu_memory_utilization")
+        util = finding.remedy.gpu_memory_utilization
         if util is not None:
-            return float(util), f"suggested for: {headline(str(field(finding, 'kind')))}"
+            return util, f"suggested for: {headline(finding.kind)}"
     return None, None
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from vramtop.core.model import GIB, Sample, ServerState
 
 
@@ -41,15 +38,6 @@ def uptime(seconds: float | None) -> str:
     if seconds is not None and 60 <= seconds < 3600:
         return f"{int(seconds) // 60}m"
     return duration(seconds)
-
-
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    """Read `name` from a dataclass-like object or a mapping (findings, events, ladders)."""
-    if obj is None:
-        return default
-    if isinstance(obj, Mapping):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
 
 
 def server_gone(sample: Sample) -> str | None:

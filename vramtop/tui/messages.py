@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.message import Message
 
+from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.model import Rates, Sample
 from vramtop.machines.interface import ActionResult
@@ -18,8 +18,8 @@ class SampleArrived(Message):
         self,
         sample: Sample,
         log_lines: list[str],
-        findings: list[Any],
-        events: list[Any],
+        findings: list[Finding],
+        events: list[Event],
         *,
         headroom_inputs: HeadroomInputs | None = None,
         baseline: Rates | None = None,

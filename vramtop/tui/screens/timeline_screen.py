@@ -14,13 +14,14 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-from vramtop.tui.format import duration, field
+from vramtop.core.events import Event
+from vramtop.tui.format import duration
 
 
 class TimelineScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,e,q", "close", "Close")]
 
-    def __init__(self, events: list[Any]) -> None:
+    def __init__(self, events: list[Event]) -> None:
         super().__init__()
         self._events = events
 
@@ -39,7 +40,7 @@ class TimelineScreen(ModalScreen[None]):
         table = self.query_one(DataTable)
         table.add_columns("at", "event", "what")
         for event in self._events:
-            table.add_row(_at(field(event, "t")), str(field(event, "event", "?")), describe(event))
+            table.add_row(_at(event.t), event.name, describe(event))
         table.focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -56,7 +57,7 @@ class EventScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter,q", "close", "Close")]
 
-    def __init__(self, event: Any) -> None:
+    def __init__(self, event: Event) -> None:
         super().__init__()
         self._event = event
 
@@ -65,19 +66,16 @@ class EventScreen(ModalScreen[None]):
             yield Static(event_text(self._event))
 
     def on_mount(self) -> None:
-        at = _at(field(self._event, "t"))
-        self.query_one("#event").border_title = f"{field(self._event, 'event', 'event')} at {at}"
+        self.query_one("#event").border_title = f"{self._event.name} at {_at(self._event.t)}"
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
-def event_text(event: Any) -> Content:
+def event_text(event: Event) -> Content:
     """The event's description, then each of its fields (a finding's ladder, one per line)."""
     parts: list[str | tuple[str, str]] = [describe(event)]
-    detail = field(event, "detail") or {}
-    items = detail.items() if isinstance(detail, dict) else ()
-    for key, value in items:
+    for key, value in event.detail.items():
         if isinstance(value, dict):
             for inner, text in value.items():
                 parts += ["\n", (f"{key} {inner}: ", "bold"), _words(text)]
@@ -96,25 +94,22 @@ def _at(t: Any) -> str:
     return duration(float(t)) if isinstance(t, int | float) else "—"
 
 
-def describe(event: Any) -> str:
-    detail = field(event, "detail") or {}
-    kind = field(event, "event")
+def describe(event: Event) -> str:
+    detail, kind = event.detail, event.name
     if kind == "finding":
-        lasted = field(detail, "duration_s")
-        if field(detail, "change") == "closed" and lasted is not None:
-            return f"{field(detail, 'kind', '')} closed after {duration(lasted)}"
-        text = f"{field(detail, 'kind', '')}: {field(detail, 'summary', '')}"
+        lasted = detail.get("duration_s")
+        if detail.get("change") == "closed" and lasted is not None:
+            return f"{detail.get('kind', '')} closed after {duration(lasted)}"
+        text = f"{detail.get('kind', '')}: {detail.get('summary', '')}"
         return text + (f" (lasted {duration(lasted)})" if lasted is not None else "")
-    if kind == "relaunch" and field(detail, "gpu_memory_utilization") is not None:
-        return f"budget {float(field(detail, 'gpu_memory_utilization')):.2f}"
+    if kind == "relaunch" and detail.get("gpu_memory_utilization") is not None:
+        return f"budget {float(detail['gpu_memory_utilization']):.2f}"
     if kind == "exit":
-        return f"exit code {field(detail, 'returncode')}"
-    if kind == "ready" and isinstance(field(detail, "ready_s"), int | float):
-        return f"ready in {duration(float(field(detail, 'ready_s')))}"
-    if kind in ("start", "stop", "restart") and field(detail, "reason") in ("asked", "quit"):
-        return "asked from vramtop" if field(detail, "reason") == "asked" else "on quit"
-    if kind == "stop" and field(detail, "reason") == "observed":
+        return f"exit code {detail.get('returncode')}"
+    if kind == "ready" and isinstance(detail.get("ready_s"), int | float):
+        return f"ready in {duration(float(detail['ready_s']))}"
+    if kind in ("start", "stop", "restart") and detail.get("reason") in ("asked", "quit"):
+        return "asked from vramtop" if detail.get("reason") == "asked" else "on quit"
+    if kind == "stop" and detail.get("reason") == "observed":
         return "the server is shutting down"
-    if isinstance(detail, dict):
-        return ", ".join(f"{k} {v}" for k, v in detail.items())
-    return str(detail)
+    return ", ".join(f"{k} {v}" for k, v in detail.items())

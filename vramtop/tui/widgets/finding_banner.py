@@ -7,16 +7,13 @@ finding's id, its evidence ladder and the remedy's reasoning.
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
 from textual.widgets import Static
 
-from vramtop.core.findings import headline
+from vramtop.core.findings import Finding, Ladder, Remedy, headline
 from vramtop.core.windows import SYSMEM_FALLBACK_ADVICE
-from vramtop.tui.format import field
 
 Part = str | tuple[str, str]
 
@@ -41,7 +38,7 @@ class FindingBanner(Static):
 
     def show(
         self,
-        findings: list[Any],
+        findings: list[Finding],
         *,
         details: bool = False,
         short: bool = False,
@@ -72,93 +69,71 @@ class FindingBanner(Static):
 
 
 def banner_text(
-    finding: Any,
+    finding: Finding,
     more: int = 0,
     details: bool = False,
     short: bool = False,
     can_act: bool = True,
 ) -> Content:
-    kind = str(field(finding, "kind", "finding"))
-    parts: list[Part] = [(f"⚠ {headline(kind)}", "bold $error")]
+    parts: list[Part] = [(f"⚠ {headline(finding.kind)}", "bold $error")]
     note = confidence_note(finding)
     if note:
         parts.append((f"  ({note})", "bold"))
     if more:
         parts.append((f"  (+{more} more: e)", "$text-muted"))
-    parts += ["\n", str(field(finding, "summary", ""))]
+    parts += ["\n", finding.summary]
     if details:
-        parts += ["\n", ("finding: ", "bold"), kind]
-        severity = field(finding, "severity")
-        if severity:
-            parts.append(f" · {severity}")
-        parts += _ladder(field(finding, "ladder"), short)
-        why = field(field(finding, "remedy"), "why")
-        if why:
-            parts += ["\n", ("remedy: ", "bold"), str(why)]
-    parts += ["\n", *remedy_keys(field(finding, "remedy"), can_act=can_act, details=details)]
-    evidence = field(finding, "evidence") or {}
-    if details and not short and field(evidence, "wsl_vm_shared_rise_bytes"):
+        parts += ["\n", ("finding: ", "bold"), finding.kind]
+        if finding.severity:
+            parts.append(f" · {finding.severity}")
+        parts += _ladder(finding.ladder, short)
+        if finding.remedy.why:
+            parts += ["\n", ("remedy: ", "bold"), finding.remedy.why]
+    parts += ["\n", *remedy_keys(finding.remedy, can_act=can_act, details=details)]
+    if details and not short and finding.evidence.spill_rise_bytes:
         # A spill was observed on the Windows side: the driver setting that may prevent it.
         parts += ["\n", ("spill: ", "bold"), SYSMEM_FALLBACK_ADVICE]
     return Content.assemble(*parts)
 
 
-def confidence_note(finding: Any) -> str | None:
+def confidence_note(finding: Finding) -> str | None:
     """How sure the finding is, when it says it is less than sure (e.g. raised before a
     normal rate was learned): kept in the compact form, where the ladder is not shown."""
-    confidence = field(finding, "confidence")
+    confidence = finding.confidence
     if confidence is None or confidence == "high":
         return None
-    if isinstance(confidence, str):
-        # A level ("low") reads "low confidence"; a phrase ("memory evidence, no normal
-        # rate") is shown as it is.
-        return f"{confidence} confidence" if " " not in confidence else confidence
-    level, why = field(confidence, "level"), field(confidence, "why")
-    if level in (None, "high") and not why:
-        return None
-    return "; ".join(str(p) for p in (f"{level} confidence" if level else None, why) if p)
+    # A level ("low") reads "low confidence"; a phrase ("memory evidence, no normal rate")
+    # is shown as it is.
+    return f"{confidence} confidence" if " " not in confidence else confidence
 
 
-def _ladder(ladder: Any, short: bool) -> list[Part]:
-    if not ladder:
-        return []
-    steps = [
-        (name, field(ladder, name))
-        for name in ("observed", "inferred", "hypothesis")
-        if field(ladder, name)
-    ]
+def _ladder(ladder: Ladder, short: bool) -> list[Part]:
     parts: list[Part] = []
     if short:
-        parts.append("\n")
-        for index, (name, text) in enumerate(steps):
-            parts += [" → " if index else "", (f"{name}: ", "bold"), _sentences(text)]
+        if ladder.rungs():
+            parts.append("\n")
+        for index, (name, sentences) in enumerate(ladder.rungs()):
+            parts += [" → " if index else "", (f"{name}: ", "bold"), "; ".join(sentences)]
     else:
-        for name, text in steps:
-            parts += ["\n", (f"{name}: ", "bold"), _sentences(text)]
+        for name, sentences in ladder.rungs():
+            parts += ["\n", (f"{name}: ", "bold"), "; ".join(sentences)]
     return parts
 
 
-def _sentences(text: Any) -> str:
-    """A ladder rung is a list of sentences (or one string): joined as the report writes it."""
-    if isinstance(text, list | tuple):
-        return "; ".join(str(t) for t in text)
-    return str(text)
-
-
-def remedy_keys(remedy: Any, can_act: bool = True, details: bool = False) -> list[Part]:
-    util = field(remedy, "gpu_memory_utilization")
+def remedy_keys(remedy: Remedy, can_act: bool = True, details: bool = False) -> list[Part]:
+    util = remedy.gpu_memory_utilization
     keys: list[Part] = []
     if can_act:
-        if not field(remedy, "restart_fails"):
+        if not remedy.restart_fails:
             # After a start that failed for memory a restart at that budget fails again.
             keys += [("r", "bold reverse"), " restart now   "]
         if util is not None:
-            keys += [("b", "bold reverse"), f" relaunch at {float(util):.2f}   "]
+            keys += [("b", "bold reverse"), f" relaunch at {util:.2f}   "]
         else:
             keys += [("b", "bold reverse"), " relaunch with another budget   "]
     elif util is not None:
         # Nothing can be acted on here, but the fix is still worth saying.
-        keys.append(f"remedy: relaunch at {float(util):.2f}   ")
+        keys.append(f"remedy: relaunch at {util:.2f}   ")
     keys += [("d", "bold reverse"), " fewer details   " if details else " details   "]
     keys += [("e", "bold reverse"), " timeline"]
     return keys
