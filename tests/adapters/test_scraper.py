@@ -312,6 +312,21 @@ def test_a_page_with_no_vllm_metric_is_not_a_vllm_server(server: FakeVllm) -> No
     assert reading.error is not None and "not a vLLM server" in reading.error
 
 
+def test_an_unreadable_metrics_line_is_skipped_and_logged_once(
+    server: FakeVllm, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.metrics = _page() + 'vllm:num_requests_running{engine="0 1.0\n'
+    scraper = Scraper(server.url)
+    with caplog.at_level("WARNING", logger="vramtop.sources.scraper"):
+        first, second = scraper.read_sync(), scraper.read_sync()
+    scraper.close()
+    assert first.metrics is not None and first.metrics.skipped_lines == 1
+    assert first.metrics.generation_tokens_total is not None  # the rest of the page is read
+    assert second.metrics is not None and second.metrics.skipped_lines == 1
+    warned = [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(warned) == 1 and "1 line(s)" in warned[0]
+
+
 def test_an_endless_metrics_body_is_cut_at_the_cap(server: FakeVllm) -> None:
     server.metrics = "vllm:x 1\n" + "#" * (MAX_BODY_BYTES + 10)
     scraper = Scraper(server.url)

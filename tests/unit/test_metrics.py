@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,13 @@ def test_a_broken_line_costs_only_itself(page: str) -> None:
     half = len(page) // 2
     cut = page.index("\n", half) + 1
     broken = page[:cut] + 'vllm:oops{engine="0" 1.0\n' + page[cut:]
-    assert parse_metrics(broken) == parse_metrics(page)
+    assert parse_metrics(broken) == parse_metrics(page)  # a metric not read: not even parsed
+    # One vramtop reads, damaged (a label's quote never closed): skipped, and counted.
+    broken = page[:cut] + 'vllm:num_requests_running{engine="0 1.0\n' + page[cut:]
+    read = parse_metrics(broken)
+    assert parse_metrics(page).skipped_lines == 0
+    assert read.skipped_lines == 1  # counted, for the scraper to log
+    assert replace(read, skipped_lines=0) == parse_metrics(page)
 
 
 def test_a_changed_cache_config_line_is_read_anew(page: str) -> None:
@@ -151,6 +158,7 @@ def test_a_changed_cache_config_line_is_read_anew(page: str) -> None:
     broken = page.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="8192')
     assert parse_metrics(broken).cache == CacheConfig()
     assert parse_metrics(broken).generation_tokens_total == 903.0
+    assert parse_metrics(broken).skipped_lines == 1
 
 
 def test_truncated_page_keeps_what_came_before(page: str) -> None:

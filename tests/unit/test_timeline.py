@@ -40,14 +40,12 @@ def test_unreachable_server_gives_no_rate_instead_of_a_false_zero() -> None:
     assert stored.rates.generation_tps is None
 
 
-def test_history_is_bounded_and_old_data_is_downsampled() -> None:
-    timeline = Timeline(recent_s=60, coarse_step_s=10, coarse_keep=100)
+def test_only_the_rate_window_is_kept() -> None:
+    timeline = Timeline(window_s=5.0)
     for i in range(6 * 3600):  # six hours at 1 Hz
-        timeline.add(sample(float(i), 50.0 * i))
-    assert len(timeline.recent()) <= 61
-    assert len(timeline.coarse()) == 100
-    assert timeline.coarse()[-1].generation_tps == 50.0
-    assert len(timeline) < 200
+        stored = timeline.add(sample(float(i), 50.0 * i))
+    assert len(timeline) <= 7
+    assert stored.rates.generation_tps == 50.0 and timeline.latest is stored
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1e9), min_size=2, max_size=30))

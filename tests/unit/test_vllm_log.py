@@ -388,9 +388,23 @@ def test_unexpected_text_never_raises(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(line=st.sampled_from(GPU_START), cut=st.integers(min_value=0, max_value=400))
 def test_cut_lines_never_raise(line: str, cut: int) -> None:
-    parse_startup([line[:cut]])
+    # The startup parser skips a line that raises: that it counted none is what says so.
+    parser = StartupParser()
+    parser.feed(line[:cut])
+    assert parser.skipped_lines == 0, parser.last_skipped
     parse_stats_line(line[:cut])
     detect_phase(line[:cut])
+
+
+def test_the_startup_parser_skips_a_bad_line_counts_it_and_reads_on() -> None:
+    # A KV size of 400 digits is too large for an int: that line is skipped, not the log.
+    huge = "INFO 05-03 17:14:33 [kv_cache_utils.py:1711] GPU KV cache size: " + "9" * 400
+    parser = StartupParser()
+    parser.feed(huge + " tokens")
+    assert parser.skipped_lines == 1
+    assert parser.last_skipped is not None and "OverflowError" in parser.last_skipped
+    parser.feed("INFO 05-03 17:14:33 [kv_cache_utils.py:1711] GPU KV cache size: 2,158,880 tokens")
+    assert parser.facts.kv_cache_tokens == 2_158_880 and parser.skipped_lines == 1
 
 
 def test_polled_endpoint_access_lines_are_recognised_as_noise() -> None:

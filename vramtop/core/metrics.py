@@ -1,7 +1,8 @@
 """vLLM's /metrics page (Prometheus text) turned into a `ServerMetrics` value.
 
 Tolerant by design: metric names drift between vLLM releases, pages can arrive truncated, and
-a monitor must show what it could read rather than nothing. `parse_metrics` never raises.
+a monitor must show what it could read rather than nothing. `parse_metrics` never raises: a
+line it cannot read is skipped and counted (`ServerMetrics.skipped_lines`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from vramtop.core.model import CacheConfig, ServerMetrics
 
@@ -90,8 +92,9 @@ class _Collector:
     def get(self, base: str) -> list[float] | None:
         return self.values.get((base, True)) or self.values.get((base, False))
 
-    def result(self) -> ServerMetrics:
-        summed: dict[str, float | None] = {}
+    def result(self, skipped_lines: int) -> ServerMetrics:
+        # Values by field name (floats, or None where the page had none).
+        summed: dict[str, Any] = {}
         for base, field_name in _SUMMED.items():
             found = self.get(base)
             summed[field_name] = sum(found) if found else None
@@ -113,6 +116,7 @@ class _Collector:
             cache=_cache_config(self.cache_labels or {}),
             inter_token_latency_sum_s=latency_sum,
             inter_token_latency_count=latency_count,
+            skipped_lines=skipped_lines,
             **summed,
         )
 
@@ -129,25 +133,26 @@ def _families(text: str) -> Iterable[object]:
 def parse_metrics(text: str) -> ServerMetrics:
     """Read the figures vramtop uses from a /metrics page; whatever is unreadable is None."""
     collector = _Collector()
-    try:
-        info_lines: list[str] = []
-        for line in text.splitlines():
-            if not (line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES):
-                continue
-            if line.startswith(_CACHE_INFO):
-                info_lines.append(line)
-                continue
-            # Line by line: one bad (or cut-off) line costs only itself.
-            for name, labels, value in _samples(line):
-                collector.add(name, dict(labels), value)
-        # After the rest, where vLLM prints it.
-        for line in info_lines:
-            for name, labels, value in _parse_line(line):
-                collector.add(name, dict(labels), value)
-        return collector.result()
-    except Exception:
-        # Nothing above should raise; a monitor still must not die on a page it cannot read.
-        return ServerMetrics()
+    skipped = 0
+    info_lines: list[str] = []
+    for line in text.splitlines():
+        if not (line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES):
+            continue
+        if line.startswith(_CACHE_INFO):
+            info_lines.append(line)
+            continue
+        # Line by line: one bad (or cut-off) line costs only itself, and is counted.
+        samples = _samples(line)
+        skipped += samples is None
+        for name, labels, value in samples or ():
+            collector.add(name, dict(labels), value)
+    # After the rest, where vLLM prints it.
+    for line in info_lines:
+        samples = _parse_line(line)
+        skipped += samples is None
+        for name, labels, value in samples or ():
+            collector.add(name, dict(labels), value)
+    return collector.result(skipped)
 
 
 def _name(line: str) -> str:
@@ -155,13 +160,13 @@ def _name(line: str) -> str:
     return line[: end.start()] if end else line
 
 
-def _samples(line: str) -> tuple[_Sample, ...]:
+def _samples(line: str) -> tuple[_Sample, ...] | None:
     """The sample on one line: its series read once by the library, its value each time.
 
     A series (name and labels, the text before the value) stays the same from one scrape to
     the next while its value moves, and its labels are most of the parsing: the library
     reads them a character at a time. Anything but the plain `series value [timestamp]`
-    shape goes to the library whole."""
+    shape goes to the library whole. None: a line the library cannot read."""
     if " # " not in line:  # (an exemplar has braces of its own)
         close = line.rfind("}")
         if close >= 0:
@@ -173,7 +178,7 @@ def _samples(line: str) -> tuple[_Sample, ...]:
             known = _series(series)
             if known is not None:
                 value = _value(fields[0])
-                return () if value is None else ((known[0], known[1], value),)
+                return None if value is None else ((known[0], known[1], value),)
     return _read_line(line)
 
 
@@ -195,7 +200,7 @@ def _series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     if plain is not None:
         return plain
     read = _read_line(series + " 0")
-    return (read[0][0], read[0][1]) if len(read) == 1 else None
+    return (read[0][0], read[0][1]) if read is not None and len(read) == 1 else None
 
 
 def _plain_series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
@@ -220,7 +225,7 @@ def _plain_series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None
 
 
 @functools.lru_cache(maxsize=8)
-def _parse_line(line: str) -> tuple[_Sample, ...]:
+def _parse_line(line: str) -> tuple[_Sample, ...] | None:
     """The samples on one vllm:cache_config_info line, kept while the line stays the same.
 
     Its ~40 labels would be most of a tick's parsing, yet the line does not change while a
@@ -229,16 +234,17 @@ def _parse_line(line: str) -> tuple[_Sample, ...]:
     return _samples(line)
 
 
-def _read_line(line: str) -> tuple[_Sample, ...]:
-    """The samples on one line, as the library reads them; none when it cannot."""
+def _read_line(line: str) -> tuple[_Sample, ...] | None:
+    """The samples on one line, as the library reads them; None when it cannot (a damaged
+    or cut-off line: the library raises ValueError, or on some damage TypeError/IndexError)."""
     try:
         return tuple(
             (sample.name, tuple(sample.labels.items()), sample.value)
             for family in _families(line + "\n")
             for sample in family.samples  # type: ignore[attr-defined]
         )
-    except Exception:
-        return ()
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
 
 
 def _cache_config(labels: dict[str, str]) -> CacheConfig:

@@ -122,6 +122,8 @@ class ServerMetrics:
     # whatever the concurrency and however much prefill ran.
     inter_token_latency_sum_s: float | None = None
     inter_token_latency_count: float | None = None
+    # Lines of the page that could not be read (skipped; the scraper logs them).
+    skipped_lines: int = 0
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 vLLM's wording drifts between releases (one line or two for the KV size, `GPU`/`CPU` prefixes,
 thousands separators, process tags such as `(EngineCore_DP0 pid=…)`), so every pattern here
-looks for the words that carry meaning and ignores the rest. Nothing in this module raises on
-unexpected text: an unrecognised line is simply not a fact.
+looks for the words that carry meaning and ignores the rest: an unrecognised line is simply
+not a fact. A line that breaks the startup parser (a number too large for an int, or a bug
+here) is skipped and counted (`StartupParser.skipped_lines`), for the monitor to log.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ class StartupParser:
         self._facts = StartupFacts()
         self._weights_part: float | None = None
         self._non_torch_part: float | None = None
+        self.skipped_lines = 0  # lines that raised: skipped, counted
+        self.last_skipped: str | None = None  # why the last one was skipped, and its start
 
     @property
     def facts(self) -> StartupFacts:
@@ -161,9 +164,11 @@ class StartupParser:
     def feed(self, line: str) -> None:
         try:
             self._feed(line)
-        except Exception:
-            # A parser bug must not stop the console from reading the rest of the log.
-            return
+        except Exception as exc:
+            # One bad line (or a parser bug) must not stop the console from reading the rest
+            # of the log: skip it, and keep why, for the monitor to log.
+            self.skipped_lines += 1
+            self.last_skipped = f"{type(exc).__name__}: {exc} in {line[:120]!r}"
 
     def _set(self, **values: Any) -> None:
         fresh = {
@@ -322,10 +327,7 @@ _PREFIX_HIT_V0 = re.compile(rf"\bGPU prefix cache hit rate: ({_NUM})%")
 
 def parse_stats_line(line: str) -> StatsLine | None:
     """The `Avg prompt throughput …` line as a value; None for any other line."""
-    try:
-        return _parse_stats(strip_prefix(line))
-    except Exception:
-        return None
+    return _parse_stats(strip_prefix(line))
 
 
 def _parse_stats(text: str) -> StatsLine | None:
@@ -402,15 +404,12 @@ _PHASES: tuple[tuple[Phase, re.Pattern[str]], ...] = (
 def detect_phase(line: str) -> Phase | None:
     """The startup phase a line announces: loading weights, profiling, capturing graphs,
     ready, or failed; None when the line says nothing about the phase."""
-    try:
-        level, text = _split(line)
-        if _error(level, text) is not None:
-            return Phase.FAILED
-        for phase, pattern in _PHASES:
-            if pattern.search(text):
-                return phase
-    except Exception:
-        return None
+    level, text = _split(line)
+    if _error(level, text) is not None:
+        return Phase.FAILED
+    for phase, pattern in _PHASES:
+        if pattern.search(text):
+            return phase
     return None
 
 

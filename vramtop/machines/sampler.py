@@ -7,6 +7,7 @@ scrape timeout; the console calls it from a thread worker.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from vramtop.core.windows import WindowsGpuReading
 from vramtop.sources.logtail import LogTail
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
+
+log = logging.getLogger(__name__)
 
 LOG_LINES_KEPT = 2000
 START_MARKER = "=== vramtop: start"
@@ -139,7 +142,12 @@ class Sampler:
                 # earlier server (an old startup failure must not stick to the new one).
                 self._startup = StartupParser()
                 self._stats = None
+            skipped = self._startup.skipped_lines
             self._startup.feed(line)
+            if self._startup.skipped_lines > skipped:
+                log.warning(
+                    "server log: a line could not be read, skipped (%s)", self._startup.last_skipped
+                )
             stats = parse_stats_line(line)
             if stats is not None:
                 self._stats = stats

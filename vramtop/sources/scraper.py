@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import io
 import json
+import logging
 import socket
 import time
 import urllib.parse
@@ -21,6 +22,8 @@ from vramtop.core.metrics import parse_metrics
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.server_down import NOT_ANSWERING_S
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -159,6 +162,14 @@ class Scraper:
         # The last /health answer's status (None: not known), and reads until the next ask.
         self._health_status: int | None = None
         self._health_in = 0
+        self._skipped_lines = 0  # unreadable /metrics lines on the last page (logged on change)
+
+    def _note_skipped(self, skipped: int) -> None:
+        """Log lines of the /metrics page that could not be read: once when it starts (or
+        the count changes), not on every scrape of the same page."""
+        if skipped != self._skipped_lines and skipped:
+            log.warning("%s/metrics: %d line(s) could not be read, skipped", self.url, skipped)
+        self._skipped_lines = skipped
 
     # --- public API -----------------------------------------------------------------------
 
@@ -321,6 +332,7 @@ class Scraper:
         elif isinstance(metrics_answer, _Answer) and metrics_answer.status == 200:
             if _VLLM_METRIC in metrics_answer.text:
                 metrics = parse_metrics(metrics_answer.text)
+                self._note_skipped(metrics.skipped_lines)
             else:
                 error = "not a vLLM server: its /metrics page has no vLLM metric"
                 healthy = False
