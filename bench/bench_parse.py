@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from vramtop.core.metrics import parse_metrics  # noqa: E402
+from vramtop.core.vllm.metrics import parse_metrics  # noqa: E402
 
 CANDIDATES = (
     ROOT / "tests" / "fixtures" / "vllm-0.32-cpu" / "metrics.txt",

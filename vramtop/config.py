@@ -24,7 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from vramtop.core import secrets, vllm_args
+from vramtop.core import secrets
+from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
 from vramtop.settings import read_toml, write_private
 

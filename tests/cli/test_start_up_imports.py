@@ -59,7 +59,7 @@ def test_reading_a_real_metrics_page_needs_no_prometheus_client() -> None:
     page = Path(__file__).parents[1] / "fixtures" / "vllm-0.32-cpu" / "metrics.txt"
     code = (
         "import sys\n"
-        "from vramtop.core.metrics import parse_metrics\n"
+        "from vramtop.core.vllm.metrics import parse_metrics\n"
         f"metrics = parse_metrics(open({str(page)!r}).read())\n"
         "assert metrics.generation_tokens_total and metrics.cache.num_gpu_blocks\n"
         "print('prometheus_client' in sys.modules)\n"

@@ -38,7 +38,7 @@ from tests.e2e.conftest import (
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.vllm_log import parse_startup
+from vramtop.core.vllm.log import parse_startup
 from vramtop.machines.machine_backend import MachineBackend, live_backend
 from vramtop.sources.scraper import Scraper
 from vramtop.supervisor import Supervisor

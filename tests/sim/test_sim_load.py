@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import psutil
 
-from vramtop.core.metrics import parse_metrics
+from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
 
 

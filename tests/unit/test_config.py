@@ -10,7 +10,7 @@ import pytest
 
 from vramtop import config
 from vramtop.config import ConfigError, Profile
-from vramtop.core import vllm_args
+from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import Settings, load_settings, save_settings
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vramtop.core.metrics import _read_line, _samples, parse_metrics
 from vramtop.core.model import CacheConfig, ServerMetrics
+from vramtop.core.vllm.metrics import _read_line, _samples, parse_metrics
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CANDIDATES = (

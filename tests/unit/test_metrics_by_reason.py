@@ -1,6 +1,6 @@
 """vLLM 0.32's `num_requests_waiting_by_reason` must not be mistaken for the waiting gauge."""
 
-from vramtop.core.metrics import parse_metrics
+from vramtop.core.vllm.metrics import parse_metrics
 
 PAGE = """\
 # HELP vllm:num_requests_waiting Number of requests waiting to be processed.

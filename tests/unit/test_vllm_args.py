@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vramtop.core import vllm_args as va
+from vramtop.core.vllm import args as va
 
 FIELD = [
     "vllm", "serve", "gittensor-model-hub/Qwen3.8-27B-NVFP4-RTX5090",

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vramtop.core.model import StartupFacts, StatsLine
-from vramtop.core.vllm_log import (
+from vramtop.core.vllm.log import (
     StartupParser,
     detect_phase,
     parse_startup,
@@ -408,7 +408,7 @@ def test_the_startup_parser_skips_a_bad_line_counts_it_and_reads_on() -> None:
 
 
 def test_polled_endpoint_access_lines_are_recognised_as_noise() -> None:
-    from vramtop.core.vllm_log import is_poll_access_line
+    from vramtop.core.vllm.log import is_poll_access_line
 
     assert is_poll_access_line('INFO:     127.0.0.1:54788 - "GET /metrics HTTP/1.1" 200 OK')
     assert is_poll_access_line('INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK')

@@ -34,9 +34,9 @@ from vramtop.core.headroom import (
     util_for_kv_tokens,
 )
 from vramtop.core.live_headroom import pool_inputs
-from vramtop.core.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
 from vramtop.core.model import StartupFacts
 from vramtop.core.model_config import ModelConfigError, architecture_from_config
+from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
 
 EPILOG = """\
 examples:

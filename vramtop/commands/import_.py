@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from vramtop import profiles
 from vramtop.commands.errors import ExitCode
 from vramtop.config import ConfigError, profile_to_toml
-from vramtop.core import vllm_args
-from vramtop.core.launch_script import LaunchScriptError, ParsedLaunch, parse_launch_script
+from vramtop.core.launch.script import LaunchScriptError, ParsedLaunch, parse_launch_script
+from vramtop.core.vllm import args as vllm_args
 
 
 def add_parser(subparsers: Any) -> None:

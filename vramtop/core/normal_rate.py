@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.core import vllm_args
 from vramtop.core.baseline import RateBaseline, counter_delta
 from vramtop.core.model import Sample, ServerMetrics
+from vramtop.core.vllm import args as vllm_args
 
 INTER_TOKEN_LATENCY = "inter_token_latency"  # 1 / mean inter-token latency of the interval
 PER_REQUEST = "per_request"  # generation tokens/s over the running requests (the fallback)

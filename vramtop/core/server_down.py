@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramtop.core.budget import largest_util_that_fits_logged
-from vramtop.core.vllm_log import parse_startup_oom
+from vramtop.core.vllm.log import parse_startup_oom
 
 
 def startup_oom_facts(line: str) -> dict[str, float] | None:

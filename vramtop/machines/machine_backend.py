@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vramtop.core import vllm_args
 from vramtop.core.diagnosis import Finding
 from vramtop.core.events import Event
 from vramtop.core.headroom import HeadroomInputs
 from vramtop.core.live_headroom import live_headroom_inputs
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
+from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession

@@ -28,7 +28,7 @@ VERSION = 1
 MAX_PROCESSES = 64  # per device and line: keeps a line's size bounded
 
 try:  # the shared argv reader knows every secret flag and both spellings
-    from vramtop.core.vllm_args import mask_secrets as _mask_argv
+    from vramtop.core.vllm.args import mask_secrets as _mask_argv
 except ImportError:  # pragma: no cover
 
     def _mask_argv(argv: Sequence[str]) -> list[str]:

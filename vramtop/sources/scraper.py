@@ -18,10 +18,10 @@ import urllib.parse
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from vramtop.core.metrics import parse_metrics
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.server_down import NOT_ANSWERING_S
+from vramtop.core.vllm.metrics import parse_metrics
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vramtop.config import Profile
-from vramtop.core import vllm_args
+from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower

@@ -7,7 +7,7 @@ import os
 
 import psutil
 
-from vramtop.core import vllm_args
+from vramtop.core.vllm import args as vllm_args
 from vramtop.supervisor import launch
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 

@@ -1,7 +1,7 @@
 """What the server's log says about how far it got and why it stopped.
 
 The log's facts (the phase a line announces, vLLM's start-failed line) are read by
-`vramtop.core.vllm_log`; the budget that fits by `vramtop.core.budget`. This module only turns
+`vramtop.core.vllm.log`; the budget that fits by `vramtop.core.budget`. This module only turns
 them into the supervisor's one-sentence cause, with a few markers of its own for failures the
 parser does not classify.
 """
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from vramtop.core.budget import largest_util_that_fits_logged
-from vramtop.core.vllm_log import Phase, detect_phase, parse_startup_oom
+from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom
 
 LOADING = Phase.LOADING_WEIGHTS
 READY = Phase.READY

@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 import psutil
 
 from vramtop.config import Profile
-from vramtop.core import secrets, vllm_args
+from vramtop.core import secrets
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.readiness import tail

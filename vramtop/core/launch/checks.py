@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from vramtop.core.launch_problems import Problem
-from vramtop.core.shell_commands import Command
-from vramtop.core.shell_lex import Word
+from vramtop.core.launch.problems import Problem
+from vramtop.core.launch.shell_commands import Command
+from vramtop.core.launch.shell_lex import Word
 
 _BLOCK_OPEN = {"if": "fi", "for": "done", "while": "done", "until": "done", "case": "esac"}
 _BLOCK_OPEN |= {"select": "done", "{": "}", "function": "}"}

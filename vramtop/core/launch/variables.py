@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vramtop.core.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
+from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
 
 
 class Unresolved(Exception):

@@ -36,12 +36,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from vramtop.core import launch_checks as checks
-from vramtop.core import secrets, vllm_args
-from vramtop.core.launch_problems import LaunchScriptError, Problem
-from vramtop.core.script_variables import ScriptVariables, Unresolved, Variable
-from vramtop.core.shell_commands import Command, split_commands
-from vramtop.core.shell_lex import (
+from vramtop.core import secrets
+from vramtop.core.launch import checks
+from vramtop.core.launch.problems import LaunchScriptError, Problem
+from vramtop.core.launch.shell_commands import Command, split_commands
+from vramtop.core.launch.shell_lex import (
     Cmd,
     Lit,
     Segment,
@@ -50,6 +49,8 @@ from vramtop.core.shell_lex import (
     Word,
     tokenize,
 )
+from vramtop.core.launch.variables import ScriptVariables, Unresolved, Variable
+from vramtop.core.vllm import args as vllm_args
 
 __all__ = ["LaunchScriptError", "ParsedLaunch", "Problem", "parse_launch_script"]
 

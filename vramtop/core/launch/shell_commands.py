@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vramtop.core.shell_lex import Lit, Op, Token, Word
+from vramtop.core.launch.shell_lex import Lit, Op, Token, Word
 
 
 @dataclass

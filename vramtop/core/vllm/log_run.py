@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core import vllm_log
 from vramtop.core.budget import is_cpu_server
 from vramtop.core.model import StartupFacts
+from vramtop.core.vllm import log as vllm_log
 
 DEFAULT_BLOCK_SIZE = {"gpu": 16, "cpu": 128}  # vLLM's when --block-size is not given
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core import vllm_args
 from vramtop.core.budget import desktop_headroom_bytes, largest_util_leaving
+from vramtop.core.vllm import args as vllm_args
 
 GIB = 1024**3
 ALL_INTERFACES = frozenset({"0.0.0.0", "::", "", "[::]"})

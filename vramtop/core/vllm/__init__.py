@@ -1,0 +1,1 @@
+"""What vLLM itself says, as values: its /metrics page, its log lines, its command line."""
