@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vramtop.core.windows import parse_line  # noqa: E402
+from vramtop.core.windows.powershell import parse_line  # noqa: E402
 from vramtop.sources.windows_counters import WindowsGpuSource, powershell_argv  # noqa: E402
 
 FAKE_DIR = ROOT / "tests" / "fixtures" / "fake_powershell"

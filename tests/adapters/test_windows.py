@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from vramtop.core.model import GIB
-from vramtop.core.windows import SpillTracker, WindowsGpuReading
+from vramtop.core.windows.reading import WindowsGpuReading
+from vramtop.core.windows.spill import SpillTracker
 from vramtop.sim.machine import SimMachine
 from vramtop.sim.windows_counters import SimWindowsSource
 from vramtop.sources import windows_counters as winsrc

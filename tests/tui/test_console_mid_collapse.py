@@ -11,7 +11,7 @@ from test_console_app import text
 
 from vramtop.core.model import GIB, Sample
 from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
-from vramtop.core.windows import WindowsGpuReading, WindowsProcessGpu
+from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.synthetic import Card, build, busy
 from vramtop.session.writer import SessionWriter, make_header

@@ -13,7 +13,7 @@ from dataclasses import replace
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
 from vramtop.core.memory_evidence import desktop_over_allowance, squeeze_in_memory
 from vramtop.core.model import GIB, Sample, SplitMethod
-from vramtop.core.windows import SpillEvidence
+from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.synthetic import Card, Event, Tick, build, busy
 
 CALL = int(4.3 * GIB)  # the desktop during a video call

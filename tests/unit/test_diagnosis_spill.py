@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
 from vramtop.core.model import GIB, Sample
-from vramtop.core.windows import WindowsGpuReading, WindowsProcessGpu
+from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.session.reader import read_session
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter

@@ -21,7 +21,7 @@ from vramtop.core.normal_rate import (
     decode_key,
     decode_tps,
 )
-from vramtop.core.windows import WindowsGpuReading, WindowsProcessGpu
+from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.session.synthetic import Card, Event, Tick, build, busy
 
 CALL = int(4.3 * GIB)  # what the desktop asks for during a video call

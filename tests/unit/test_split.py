@@ -52,7 +52,7 @@ def test_no_server_means_everything_used_is_desktop() -> None:
 
 def test_windows_counters_name_the_desktop_and_give_the_vms_share() -> None:
     from vramtop.core.split import split_from_windows
-    from vramtop.core.windows import WindowsGpuReading, WindowsProcessGpu
+    from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 
     vm = WindowsProcessGpu(9000, "vmmemWSL", 28 * GIB, 2 * GIB)
     teams = WindowsProcessGpu(10456, "ms-teams.exe", int(2.5 * GIB), 0)
@@ -66,6 +66,6 @@ def test_windows_counters_name_the_desktop_and_give_the_vms_share() -> None:
 
 def test_windows_without_a_vm_falls_back() -> None:
     from vramtop.core.split import split_from_windows
-    from vramtop.core.windows import unavailable
+    from vramtop.core.windows.reading import unavailable
 
     assert split_from_windows(device(31 * GIB, None), unavailable("interop off"), util=0.93) is None

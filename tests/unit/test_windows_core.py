@@ -9,21 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vramtop.core.model import GIB, MIB
-from vramtop.core.windows import (
-    SPILL_THRESHOLD_BYTES,
-    SYSMEM_FALLBACK_ADVICE,
-    SpillTracker,
-    VmPoint,
-    WindowsGpuReading,
-    WindowsProcessGpu,
-    cite_spill,
-    parse_line,
-    parse_process_instance,
-    reading_from_sample,
-    spill_evidence,
-    windows_name,
-    windows_sample_fields,
-)
+from vramtop.core.windows.attribution import parse_process_instance, windows_name
+from vramtop.core.windows.powershell import parse_line
+from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE, cite_spill
+from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
+from vramtop.core.windows.session_fields import reading_from_sample, windows_sample_fields
+from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillTracker, VmPoint, spill_evidence
 
 NV = "0x00000000_0x0000C3F1"
 IGPU = "0x00000000_0x0000A1B2"
@@ -298,7 +289,7 @@ def test_cite_spill_moves_the_rung_from_hypothesis_to_observed() -> None:
 
 
 def test_a_superscript_pid_key_is_ignored_not_raised() -> None:
-    from vramtop.core.windows import reading_from_json
+    from vramtop.core.windows.powershell import reading_from_json
 
     reading = reading_from_json({"processes": [], "adapters": [{}], "names": {"¹": "x"}}, 0.0)
     assert reading is not None

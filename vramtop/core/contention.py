@@ -27,7 +27,8 @@ from vramtop.core.diagnosis_thresholds import (
 )
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
 from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
-from vramtop.core.windows import SpillEvidence, cite_spill
+from vramtop.core.windows.prose import cite_spill
+from vramtop.core.windows.spill import SpillEvidence
 
 
 @dataclass

@@ -81,7 +81,7 @@ from vramtop.core.server_down import (
     startup_oom_report,
 )
 from vramtop.core.throttling import throttle_report
-from vramtop.core.windows import SpillEvidence, SpillTracker
+from vramtop.core.windows.spill import SpillEvidence, SpillTracker
 
 __all__ = [
     "CARD_FULL",

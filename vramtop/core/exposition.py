@@ -21,7 +21,7 @@ from vramtop.core.findings import KINDS, Finding
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.snapshot import kv_pool, server_util
-from vramtop.core.windows import SpillEvidence
+from vramtop.core.windows.spill import SpillEvidence
 
 GAUGE = "gauge"
 COUNTER = "counter"

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vramtop.core.windows import WindowsGpuReading
+    from vramtop.core.windows.reading import WindowsGpuReading
 
 GIB = 1024**3
 MIB = 1024**2

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramtop.core.model import GIB, GpuDevice, ProcessMemory, Sample
-from vramtop.core.windows import windows_sample_fields
+from vramtop.core.windows.session_fields import windows_sample_fields
 
 
 def kv_pool(sample: Sample) -> dict[str, Any]:

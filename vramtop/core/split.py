@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from vramtop.core.budget import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
 from vramtop.core.model import GIB, GpuDevice, MemoryKind, Split, SplitMethod
-from vramtop.core.windows import WindowsGpuReading
+from vramtop.core.windows.reading import WindowsGpuReading
 
 __all__ = ["OUTSIDE_BUDGET_ESTIMATE_BYTES", "budget_bytes", "split_card", "split_from_windows"]
 

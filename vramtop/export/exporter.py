@@ -25,7 +25,7 @@ from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_
 from vramtop.core.findings import Finding
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
-from vramtop.core.windows import SpillEvidence
+from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)

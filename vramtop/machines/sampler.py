@@ -29,7 +29,7 @@ from vramtop.core.snapshot import server_util
 from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
-from vramtop.core.windows import WindowsGpuReading
+from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.sources.logtail import LogTail
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper

@@ -17,7 +17,7 @@ from vramtop.core.diagnosis import Diagnoser, Finding
 from vramtop.core.events import Event
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.normal_rate import LEARNED, NormalRate
-from vramtop.core.windows import SpillEvidence
+from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.writer import SessionWriter
 

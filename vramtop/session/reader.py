@@ -32,7 +32,7 @@ from vramtop.core.model import (
     SplitMethod,
 )
 from vramtop.core.normal_rate import REMEMBERED, NormalRate
-from vramtop.core.windows import reading_from_sample
+from vramtop.core.windows.session_fields import reading_from_sample
 from vramtop.session.writer import FORMAT, VERSION
 
 

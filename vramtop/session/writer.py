@@ -21,7 +21,7 @@ from vramtop.core.events import Event
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import process_fields
-from vramtop.core.windows import windows_sample_fields
+from vramtop.core.windows.session_fields import windows_sample_fields
 
 FORMAT = "vramtop-session"
 VERSION = 1

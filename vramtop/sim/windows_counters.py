@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.core.model import MIB
-from vramtop.core.windows import (
-    WindowsGpuReading,
-    attribute,
-    unavailable,
-)
+from vramtop.core.windows.attribution import attribute
+from vramtop.core.windows.reading import WindowsGpuReading, unavailable
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 NVIDIA_LUID = "0x00000000_0x0000C3F1"

@@ -29,7 +29,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from vramtop.core.windows import WindowsGpuReading, parse_line, unavailable
+from vramtop.core.windows.powershell import parse_line
+from vramtop.core.windows.reading import WindowsGpuReading, unavailable
 from vramtop.sources.host import is_wsl
 
 # "about_Execution_Policies", "execution policy", "ExecutionPolicy", "is not digitally signed".

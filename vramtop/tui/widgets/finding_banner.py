@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from vramtop.core.findings import Finding, Ladder, Remedy, headline
-from vramtop.core.windows import SYSMEM_FALLBACK_ADVICE
+from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE
 
 Part = str | tuple[str, str]
 

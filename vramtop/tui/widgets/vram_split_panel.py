@@ -6,7 +6,7 @@ from textual.content import Content
 
 from vramtop.core.budget import budget_bytes
 from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
-from vramtop.core.windows import WindowsGpuReading
+from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel, Wrapped
 from vramtop.tui.widgets.vram_bar import VramBar
