@@ -13,14 +13,9 @@ import math
 import timeit
 from collections.abc import Callable
 
-from vramtop.core.headroom import (
-    Architecture,
-    HeadroomInputs,
-    gib,
-    largest_util_for_headroom,
-    predict,
-    util_for_kv_tokens,
-)
+from vramtop.core.headroom.from_startup import gib
+from vramtop.core.headroom.model import largest_util_for_headroom, predict, util_for_kv_tokens
+from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 
 HYBRID = Architecture(
     full_attention_layers=12, kv_heads=2, head_dim=256, recurrent_layers=36,

@@ -15,7 +15,7 @@ from typing import Any
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Evidence, Finding, Ladder, Remedy
-from vramtop.core.headroom import Architecture, HeadroomInputs
+from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.model import (
     GIB,
     MIB,

@@ -14,9 +14,10 @@ from fake_backend import FakeBackend
 from test_console_app import text
 
 from vramtop.cli import main
+from vramtop.core.budget import GIB
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
-from vramtop.core.headroom import GIB, HeadroomInputs
-from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Sample
 from vramtop.session.synthetic import Card, build, field_report
 from vramtop.tui.screens.budget_dialog import BudgetDialog

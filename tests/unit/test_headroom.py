@@ -8,20 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vramtop.core.headroom import (
-    CUDAGRAPH_ESTIMATE_BYTES,
-    GIB,
-    MIB,
-    Architecture,
-    HeadroomError,
-    HeadroomInputs,
+from vramtop.core.budget import GIB, MIB, desktop_headroom_bytes
+from vramtop.core.headroom.from_startup import gib, inputs_from_startup
+from vramtop.core.headroom.model import (
     calibrate,
-    desktop_headroom_bytes,
-    gib,
-    inputs_from_startup,
     largest_util_for_headroom,
     predict,
     util_for_kv_tokens,
+)
+from vramtop.core.headroom.terms import (
+    CUDAGRAPH_ESTIMATE_BYTES,
+    Architecture,
+    HeadroomError,
+    HeadroomInputs,
 )
 from vramtop.core.model import StartupFacts
 

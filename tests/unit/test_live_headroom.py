@@ -1,7 +1,7 @@
 """Budget what-ifs from a live server's own numbers reproduce the field report."""
 
-from vramtop.core.headroom import predict
-from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.model import predict
 from vramtop.core.model import (
     GIB,
     MIB,

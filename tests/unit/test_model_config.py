@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from vramtop.core.model_config import ModelConfigError, architecture_from_config
+from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
 
 LLAMA_31_8B: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],

@@ -17,25 +17,17 @@ from vramtop.commands.argtypes import bounded_int, finite_float
 from vramtop.commands.errors import ExitCode
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
+    GIB,
     budget_bytes,
     leaves_no_kv_block,
     outside_budget,
 )
-from vramtop.core.headroom import (
-    GIB,
-    Architecture,
-    HeadroomError,
-    HeadroomInputs,
-    Prediction,
-    gib,
-    inputs_from_startup,
-    largest_util_for_headroom,
-    predict,
-    util_for_kv_tokens,
-)
-from vramtop.core.live_headroom import pool_inputs
+from vramtop.core.headroom.from_startup import gib, inputs_from_startup
+from vramtop.core.headroom.live import pool_inputs
+from vramtop.core.headroom.model import largest_util_for_headroom, predict, util_for_kv_tokens
+from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
+from vramtop.core.headroom.terms import Architecture, HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import StartupFacts
-from vramtop.core.model_config import ModelConfigError, architecture_from_config
 from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
 
 EPILOG = """\

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vramtop.core.findings import Finding
-    from vramtop.core.headroom import Prediction
+    from vramtop.core.headroom.terms import Prediction
 
 GIB = 1024**3
 MIB = 1024**2

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vramtop.core.headroom import HeadroomError, Prediction, predict, util_for_kv_tokens
-from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.model import predict, util_for_kv_tokens
+from vramtop.core.headroom.terms import HeadroomError, Prediction
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import server_util
 from vramtop.core.vllm import args as vllm_args

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
-from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from vramtop.core.diagnosis import Finding
 from vramtop.core.events import Event
-from vramtop.core.headroom import HeadroomInputs
-from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample
 from vramtop.core.normal_rate import NormalRate
 from vramtop.core.vllm import args as vllm_args

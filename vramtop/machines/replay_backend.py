@@ -13,8 +13,8 @@ from pathlib import Path
 
 from vramtop.core.diagnosis import Finding
 from vramtop.core.events import Event
-from vramtop.core.headroom import HeadroomInputs
-from vramtop.core.live_headroom import live_headroom_inputs
+from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.core.normal_rate import NormalRate
 from vramtop.machines.interface import ActionResult, ProgressCallback

@@ -31,7 +31,7 @@ from vramtop import locations
 from vramtop.core import sample_facts
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding, headline
-from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample, ServerState
 from vramtop.machines.interface import ActionResult, Backend
 from vramtop.settings import Settings

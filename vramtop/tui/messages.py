@@ -6,7 +6,7 @@ from textual.message import Message
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
-from vramtop.core.headroom import HeadroomInputs
+from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample
 from vramtop.machines.interface import ActionResult
 

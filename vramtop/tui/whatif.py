@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vramtop.core.budget import CONFIRM, BudgetWarning, budget_warnings, outside_budget
-from vramtop.core.headroom import HeadroomError, HeadroomInputs, Prediction, predict
+from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 
 STEP = 0.01
 

@@ -9,9 +9,8 @@ here) is skipped and counted (`StartupParser.skipped_lines`), for the monitor to
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -27,7 +26,7 @@ _PREFIX = re.compile(
     r"(?:\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?|:\s+))?"
 )
 
-_NUM = r"-?[\d,]*\.?\d+"
+NUMBER = r"-?[\d,]*\.?\d+"
 
 
 def _split(line: str) -> tuple[str | None, str]:
@@ -44,7 +43,8 @@ def strip_prefix(line: str) -> str:
     return _split(line)[1]
 
 
-def _float(raw: str) -> float | None:
+def to_float(raw: str) -> float | None:
+    """A number as vLLM prints it (thousands separators allowed); None when it is not one."""
     try:
         return float(raw.replace(",", ""))
     except ValueError:
@@ -52,42 +52,42 @@ def _float(raw: str) -> float | None:
 
 
 def _int(raw: str) -> int | None:
-    value = _float(raw)
+    value = to_float(raw)
     return None if value is None else int(value)
 
 
 # --- startup facts ---------------------------------------------------------------------
 
-_VERSION = (
+VERSION_LINES = (
     re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)\s*$"),  # the banner art's version line
     re.compile(r"vLLM API server version (\d+\.\d+[\w.+-]*)"),
     re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
 )
 _MODEL_LOADING = re.compile(
-    rf"Model loading took ({_NUM}) GiB(?: memory)? and ({_NUM}) s(?:econds?)?"
+    rf"Model loading took ({NUMBER}) GiB(?: memory)? and ({NUMBER}) s(?:econds?)?"
 )
-_OLD_WEIGHTS = re.compile(rf"Loading model weights took ({_NUM}) GB")
-_AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({_NUM}) GiB")
+_OLD_WEIGHTS = re.compile(rf"Loading model weights took ({NUMBER}) GB")
+_AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({NUMBER}) GiB")
 _KV_SIZE = re.compile(r"\b([A-Z]+) KV cache size: ([\d,]+) tokens")
-_CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({_NUM})x")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({NUMBER})x")
 # Both vLLM's start-failed line ("… on startup is less than desired GPU memory utilization
 # (0.95, 30.25 GiB)") and 0.28+'s summary ("… on startup. Desired GPU memory utilization is
 # (0.93, 29.61 GiB). Actual usage is …"): the only place either is matched.
 _FREE_ON_DEVICE = re.compile(
-    rf"Free memory on device(?:\s+\S+)?\s*\(\s*({_NUM})\s*/\s*({_NUM})\s*GiB\)\s*on startup"
-    rf"(?P<short>\s+is less than)?.*?\(\s*({_NUM})\s*,\s*({_NUM})\s*GiB\)",
+    rf"Free memory on device(?:\s+\S+)?\s*\(\s*({NUMBER})\s*/\s*({NUMBER})\s*GiB\)\s*on startup"
+    rf"(?P<short>\s+is less than)?.*?\(\s*({NUMBER})\s*,\s*({NUMBER})\s*GiB\)",
     re.IGNORECASE,
 )
 _TERMS = {
-    "consumed": re.compile(rf"({_NUM}) GiB for consumed memory"),
-    "weights": re.compile(rf"({_NUM}) GiB for weights?\b"),
-    "non_torch": re.compile(rf"({_NUM}) GiB for non-torch memory"),
-    "activation": re.compile(rf"({_NUM}) GiB for peak activation"),
-    "cudagraph": re.compile(rf"({_NUM}) GiB for CUDAGraph memory"),
+    "consumed": re.compile(rf"({NUMBER}) GiB for consumed memory"),
+    "weights": re.compile(rf"({NUMBER}) GiB for weights?\b"),
+    "non_torch": re.compile(rf"({NUMBER}) GiB for non-torch memory"),
+    "activation": re.compile(rf"({NUMBER}) GiB for peak activation"),
+    "cudagraph": re.compile(rf"({NUMBER}) GiB for CUDAGraph memory"),
 }
 _EQUIVALENT = re.compile(
-    rf"(?:--gpu-memory-utilization=)?({_NUM}) is equivalent to "
-    rf"(?:--gpu-memory-utilization=)?({_NUM}) without CUDA graph"
+    rf"(?:--gpu-memory-utilization=)?({NUMBER}) is equivalent to "
+    rf"(?:--gpu-memory-utilization=)?({NUMBER}) without CUDA graph"
 )
 _LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+?)[.,]?$")
 
@@ -140,7 +140,7 @@ def parse_startup_oom(line: str) -> StartupOom | None:
     match = _FREE_ON_DEVICE.search(line)
     if match is None or match.group("short") is None:
         return None
-    free, total, util, want = (_float(match.group(i)) for i in (1, 2, 4, 5))
+    free, total, util, want = (to_float(match.group(i)) for i in (1, 2, 4, 5))
     if free is None or total is None or util is None or want is None:
         return None
     return StartupOom(free, total, util, want)
@@ -182,34 +182,34 @@ class StartupParser:
         if not text.strip():
             return
         if self._facts.version is None:
-            for pattern in _VERSION:
+            for pattern in VERSION_LINES:
                 if match := pattern.search(text):
                     self._set(version=match.group(1))
                     break
         if match := _MODEL_LOADING.search(text):
-            self._set(weights_gib=_float(match.group(1)), load_seconds=_float(match.group(2)))
+            self._set(weights_gib=to_float(match.group(1)), load_seconds=to_float(match.group(2)))
         elif match := _OLD_WEIGHTS.search(text):
-            self._set(weights_gib=_float(match.group(1)))
+            self._set(weights_gib=to_float(match.group(1)))
         if match := _AVAILABLE_KV.search(text):
-            self._set(available_kv_gib=_float(match.group(1)))
+            self._set(available_kv_gib=to_float(match.group(1)))
         if match := _KV_SIZE.search(text):
             self._set(device_kind=match.group(1), kv_cache_tokens=_int(match.group(2)))
         if match := _CONCURRENCY.search(text):
             self._set(
                 max_concurrency_len=_int(match.group(1)),
-                max_concurrency=_float(match.group(2)),
+                max_concurrency=to_float(match.group(2)),
             )
         if match := _FREE_ON_DEVICE.search(text):
             self._set(
-                startup_free_gib=_float(match.group(1)),
-                startup_total_gib=_float(match.group(2)),
-                requested_util=_float(match.group(4)),
-                requested_gib=_float(match.group(5)),
+                startup_free_gib=to_float(match.group(1)),
+                startup_total_gib=to_float(match.group(2)),
+                requested_util=to_float(match.group(4)),
+                requested_gib=to_float(match.group(5)),
             )
             if match.group("short") is None:
                 self._read_terms(text)
         if match := _EQUIVALENT.search(text):
-            current, without = _float(match.group(1)), _float(match.group(2))
+            current, without = to_float(match.group(1)), to_float(match.group(2))
             if current is not None and without is not None:
                 self._set(cudagraph_equivalent_util=(current, without))
         if match := _LISTEN.search(text):
@@ -218,7 +218,7 @@ class StartupParser:
             self._set(error_kind=found[0], error=found[1])
 
     def _read_terms(self, text: str) -> None:
-        terms = {k: _float(m.group(1)) for k, p in _TERMS.items() if (m := p.search(text))}
+        terms = {k: to_float(m.group(1)) for k, p in _TERMS.items() if (m := p.search(text))}
         consumed = terms.get("consumed")
         if consumed is None and "weights" in terms and "non_torch" in terms:
             # 0.28-0.30 printed weights and non-torch memory as separate terms.
@@ -239,90 +239,19 @@ def parse_startup(lines: Iterable[str]) -> StartupFacts:
     return parser.facts
 
 
-# --- a whole log file: its runs, their settings ------------------------------------------------
-
-# Lines a server prints once per start, before anything else: a second one begins a new run.
-_RUN_MARKERS: tuple[re.Pattern[str], ...] = (
-    _VERSION[0],
-    _VERSION[1],
-    re.compile(r"non-default args: \{"),
-)
-_NON_DEFAULT_ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
-_ENGINE_CONFIG = re.compile(r"Initializing an? (?:V1 )?LLM engine .*? with config: ")
-_CONFIG_VALUE = re.compile(
-    r"\b(dtype|kv_cache_dtype|device_config|tensor_parallel_size|block_size"
-    r"|max_seq_len|enforce_eager)=([\w.]+)"
-)
-_CPU_KV_SPACE = re.compile(rf"Explicitly set \(({_NUM})/({_NUM})\) GiB for KV cache")
-
-
-def last_run(lines: Sequence[str]) -> list[str]:
-    """The lines of the log's last server start: a log appended to by several starts (a
-    failed one, then a good one) describes the last one only by its tail."""
-    start, seen = 0, set[int]()
-    for index, line in enumerate(lines):
-        text = strip_prefix(line)
-        for kind, pattern in enumerate(_RUN_MARKERS):
-            if pattern.search(text):
-                if kind in seen:
-                    start, seen = index, set()
-                seen.add(kind)
-                break
-    return list(lines[start:])
-
-
-def non_default_args(lines: Iterable[str]) -> dict[str, Any]:
-    """vLLM's "non-default args: {…}" line as a dict (the last one: its last run's); {} when
-    there is none or it cannot be read."""
-    found: dict[str, Any] = {}
-    for line in lines:
-        match = _NON_DEFAULT_ARGS.search(strip_prefix(line))
-        if match is None:
-            continue
-        try:
-            value = ast.literal_eval(match.group(1))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, dict):
-            found = {str(k): v for k, v in value.items()}
-    return found
-
-
-def engine_config(lines: Iterable[str]) -> dict[str, str]:
-    """A few values of the engine's "Initializing a V1 LLM engine … with config:" line:
-    dtype, kv_cache_dtype, device_config, tensor_parallel_size, max_seq_len, enforce_eager."""
-    for line in lines:
-        text = strip_prefix(line)
-        match = _ENGINE_CONFIG.search(text)
-        if match is not None:
-            rest = text[match.end() :]
-            return {k: v for k, v in _CONFIG_VALUE.findall(rest)}
-    return {}
-
-
-def cpu_kv_cache_gib(lines: Iterable[str]) -> float | None:
-    """The CPU build's pool: "Explicitly set (1.0/12.96) GiB for KV cache on node 0" (the
-    VLLM_CPU_KVCACHE_SPACE it was given); None when not printed."""
-    for line in lines:
-        match = _CPU_KV_SPACE.search(line)
-        if match is not None:
-            return _float(match.group(1))
-    return None
-
-
 # --- the periodic stats line ---------------------------------------------------------------
 
 _STATS_HEAD = re.compile(
-    rf"(?:Engine (\w+): )?Avg prompt throughput: ({_NUM}) tokens/s, "
-    rf"Avg generation throughput: ({_NUM}) tokens/s"
+    rf"(?:Engine (\w+): )?Avg prompt throughput: ({NUMBER}) tokens/s, "
+    rf"Avg generation throughput: ({NUMBER}) tokens/s"
 )
 _RUNNING = re.compile(r"\bRunning: (\d+) reqs?")
 _WAITING = re.compile(r"\b(?:Waiting|Pending): (\d+) reqs?")
 _PREEMPTIONS = re.compile(r"\bPreemptions: (\d+)")
-_KV_USAGE = re.compile(rf"\b(?:(\w+) )?KV cache usage: ({_NUM})%")
+_KV_USAGE = re.compile(rf"\b(?:(\w+) )?KV cache usage: ({NUMBER})%")
 # Case matters: "External prefix cache hit rate" (KV connectors) is a different figure.
-_PREFIX_HIT = re.compile(rf"\bPrefix cache hit rate: (?:GPU: )?({_NUM})%")
-_PREFIX_HIT_V0 = re.compile(rf"\bGPU prefix cache hit rate: ({_NUM})%")
+_PREFIX_HIT = re.compile(rf"\bPrefix cache hit rate: (?:GPU: )?({NUMBER})%")
+_PREFIX_HIT_V0 = re.compile(rf"\bGPU prefix cache hit rate: ({NUMBER})%")
 
 
 def parse_stats_line(line: str) -> StatsLine | None:
@@ -336,19 +265,19 @@ def _parse_stats(text: str) -> StatsLine | None:
     waiting = _WAITING.search(text)
     if head is None or running is None or waiting is None:
         return None
-    prompt_tps, generation_tps = _float(head.group(2)), _float(head.group(3))
+    prompt_tps, generation_tps = to_float(head.group(2)), to_float(head.group(3))
     if prompt_tps is None or generation_tps is None:
         return None
     usage: float | None = None
     for match in _KV_USAGE.finditer(text):
         # Older versions print GPU and CPU (swap space) usage; the GPU one is the pool.
-        value = _float(match.group(2))
+        value = to_float(match.group(2))
         if value is not None and (usage is None or match.group(1) != "CPU"):
             usage = value / 100
             if match.group(1) != "CPU":
                 break
     hit = _PREFIX_HIT.search(text) or _PREFIX_HIT_V0.search(text)
-    hit_rate = _float(hit.group(1)) if hit else None
+    hit_rate = to_float(hit.group(1)) if hit else None
     preemptions = _PREEMPTIONS.search(text)
     return StatsLine(
         engine=head.group(1),

@@ -7,7 +7,9 @@ read. Its settings come from the "non-default args" line and the engine's config
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +86,85 @@ def _positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
+# --- a whole log file: its runs, their settings ------------------------------------------------
+
+# Lines a server prints once per start, before anything else: a second one begins a new run.
+_RUN_MARKERS: tuple[re.Pattern[str], ...] = (
+    vllm_log.VERSION_LINES[0],
+    vllm_log.VERSION_LINES[1],
+    re.compile(r"non-default args: \{"),
+)
+_NON_DEFAULT_ARGS = re.compile(r"non-default args: (\{.*\})\s*$")
+_ENGINE_CONFIG = re.compile(r"Initializing an? (?:V1 )?LLM engine .*? with config: ")
+_CONFIG_VALUE = re.compile(
+    r"\b(dtype|kv_cache_dtype|device_config|tensor_parallel_size|block_size"
+    r"|max_seq_len|enforce_eager)=([\w.]+)"
+)
+_CPU_KV_SPACE = re.compile(
+    rf"Explicitly set \(({vllm_log.NUMBER})/({vllm_log.NUMBER})\) GiB for KV cache"
+)
+
+
+def last_run(lines: Sequence[str]) -> list[str]:
+    """The lines of the log's last server start: a log appended to by several starts (a
+    failed one, then a good one) describes the last one only by its tail."""
+    start, seen = 0, set[int]()
+    for index, line in enumerate(lines):
+        text = vllm_log.strip_prefix(line)
+        for kind, pattern in enumerate(_RUN_MARKERS):
+            if pattern.search(text):
+                if kind in seen:
+                    start, seen = index, set()
+                seen.add(kind)
+                break
+    return list(lines[start:])
+
+
+def non_default_args(lines: Iterable[str]) -> dict[str, Any]:
+    """vLLM's "non-default args: {…}" line as a dict (the last one: its last run's); {} when
+    there is none or it cannot be read."""
+    found: dict[str, Any] = {}
+    for line in lines:
+        match = _NON_DEFAULT_ARGS.search(vllm_log.strip_prefix(line))
+        if match is None:
+            continue
+        try:
+            value = ast.literal_eval(match.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            found = {str(k): v for k, v in value.items()}
+    return found
+
+
+def engine_config(lines: Iterable[str]) -> dict[str, str]:
+    """A few values of the engine's "Initializing a V1 LLM engine … with config:" line:
+    dtype, kv_cache_dtype, device_config, tensor_parallel_size, max_seq_len, enforce_eager."""
+    for line in lines:
+        text = vllm_log.strip_prefix(line)
+        match = _ENGINE_CONFIG.search(text)
+        if match is not None:
+            rest = text[match.end() :]
+            return {k: v for k, v in _CONFIG_VALUE.findall(rest)}
+    return {}
+
+
+def cpu_kv_cache_gib(lines: Iterable[str]) -> float | None:
+    """The CPU build's pool: "Explicitly set (1.0/12.96) GiB for KV cache on node 0" (the
+    VLLM_CPU_KVCACHE_SPACE it was given); None when not printed."""
+    for line in lines:
+        match = _CPU_KV_SPACE.search(line)
+        if match is not None:
+            return vllm_log.to_float(match.group(1))
+    return None
+
+
 def read_run(lines: Sequence[str]) -> LogRun:
-    """The log's last run (see `vllm_log.last_run`)."""
-    run = vllm_log.last_run(lines)
+    """The log's last run (see `last_run`)."""
+    run = last_run(lines)
     return LogRun(
         facts=vllm_log.parse_startup(run),
-        args=vllm_log.non_default_args(run),
-        config=vllm_log.engine_config(run),
-        cpu_kv_gib=vllm_log.cpu_kv_cache_gib(run),
+        args=non_default_args(run),
+        config=engine_config(run),
+        cpu_kv_gib=cpu_kv_cache_gib(run),
     )

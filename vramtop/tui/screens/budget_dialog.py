@@ -12,7 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
-from vramtop.core.headroom import HeadroomInputs, Prediction, predict
+from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.terms import HeadroomInputs, Prediction
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, BudgetCheck, Machine, check_budget, step
 from vramtop.tui.widgets.typed_input import TypedInput

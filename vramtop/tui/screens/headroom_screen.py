@@ -12,16 +12,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from vramtop.core.budget import DesktopDemand, change_words, suggested_budget
+from vramtop.core.budget import GIB, DesktopDemand, change_words, suggested_budget
 from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
-from vramtop.core.headroom import (
-    GIB,
-    HeadroomError,
-    HeadroomInputs,
-    Prediction,
-    largest_util_for_headroom,
-    predict,
-)
+from vramtop.core.headroom.model import largest_util_for_headroom, predict
+from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, step

@@ -36,142 +36,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-# The budget's own rules live in `vramtop.core.budget`; re-exported for the calculator's users.
-from vramtop.core.budget import GIB as GIB
-from vramtop.core.budget import LOG_ROUNDING_BYTES as LOG_ROUNDING_BYTES
-from vramtop.core.budget import MIB as MIB
-from vramtop.core.budget import OUTSIDE_BUDGET_ESTIMATE_BYTES as OUTSIDE_BUDGET_ESTIMATE_BYTES
-from vramtop.core.budget import budget_bytes as budget_bytes
-from vramtop.core.budget import desktop_headroom_bytes as desktop_headroom_bytes
-from vramtop.core.budget import largest_util_leaving
-from vramtop.core.model import StartupFacts
-
-# Estimates used only when nothing better is known; every use is labelled "estimated".
-NON_TORCH_TP1_BYTES = round(0.25 * GIB)  # measured on H100, one GPU
-NON_TORCH_TP_BYTES = round(2.1 * GIB)  # per GPU with tensor parallel 2-4 (NCCL buffers)
-CUDAGRAPH_ESTIMATE_BYTES = round(0.75 * GIB)  # graph pools seen at 0.3-1 GiB on 8-32B models
-DEFAULT_VOCAB = 128_256
-# vLLM subtracts its CUDA-graph memory estimate from the pool from this release on.
-CUDAGRAPH_SUBTRACTED_SINCE = (0, 21)
-
-_KV_DTYPE_BYTES = {
-    "bfloat16": 2,
-    "bf16": 2,
-    "float16": 2,
-    "fp16": 2,
-    "half": 2,
-    "float32": 4,
-    "float": 4,
-    "fp32": 4,
-    "fp8": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "fp8_inc": 1,
-    "int8": 1,
-}
-
-
-class HeadroomError(ValueError):
-    """Inputs the calculator cannot use; the message says which and why."""
-
-
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a model or KV dtype name (`auto` is not resolved here)."""
-    try:
-        return _KV_DTYPE_BYTES[dtype.lower().removeprefix("torch.")]
-    except KeyError:
-        known = ", ".join(sorted(_KV_DTYPE_BYTES))
-        raise HeadroomError(f"unknown dtype {dtype!r} (known: {known}, auto)") from None
-
-
-def model_dtype_bytes(dtype: str) -> int:
-    # vLLM's "auto" serves float32 checkpoints in 16 bits.
-    size = dtype_bytes(dtype)
-    return 2 if size == 4 else size
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """What a model's layers keep per token and per request (from config.json or numbers)."""
-
-    full_attention_layers: int
-    kv_heads: int
-    head_dim: int  # MLA: the latent width, kv_lora_rank + qk_rope_head_dim
-    sliding_attention_layers: int = 0
-    sliding_window: int | None = None
-    mla: bool = False  # one latent "head" per token, no separate V, not split by TP
-    recurrent_layers: int = 0  # Gated DeltaNet / Mamba / linear attention layers
-    recurrent_conv_elements: int = 0  # per layer, whole model (split by TP)
-    recurrent_ssm_elements: int = 0  # per layer, whole model (split by TP)
-    recurrent_ssm_dtype: str | None = None  # None: the model dtype
-    dtype: str = "bfloat16"
-    vocab_size: int | None = None
-    name: str | None = None  # the config's model_type, for display
-
-    @property
-    def kind(self) -> str:
-        if self.recurrent_layers:
-            return "hybrid"
-        if self.mla:
-            return "mla"
-        if self.sliding_attention_layers:
-            return "sliding"
-        return "gqa"
-
-    @property
-    def attention_layers(self) -> int:
-        return self.full_attention_layers + self.sliding_attention_layers
-
-
-@dataclass(frozen=True)
-class HeadroomInputs:
-    """Everything a prediction needs. Byte terms are per GPU; None means "estimate it"."""
-
-    total_bytes: int
-    architecture: Architecture
-    weights_bytes: int
-    non_torch_bytes: int | None = None
-    activation_bytes: int | None = None
-    cudagraph_bytes: int | None = None
-    outside_budget_bytes: int | None = None
-    kv_cache_dtype: str = "auto"
-    served_dtype: str | None = None  # an explicit --dtype; None or "auto": the checkpoint's
-    block_size: int = 16
-    max_model_len: int = 8192
-    max_num_batched_tokens: int = 8192
-    tensor_parallel_size: int = 1
-    enforce_eager: bool = False
-    vllm_version: str | None = None
-    weights_estimated: bool = False  # e.g. from safetensors sizes rather than a log
-    # Difference between the pool the log's (rounded) terms imply and the pool vLLM really
-    # got at the calibration point; 0 when not calibrated. See `calibrate`.
-    calibration_bytes: int = 0
-    calibrated_util: float | None = None
-
-
-@dataclass(frozen=True)
-class Prediction:
-    util: float
-    budget_bytes: int
-    kv_cache_bytes: int  # negative: the model does not fit in this budget
-    num_blocks: int
-    kv_cache_tokens: int
-    max_concurrency: float
-    desktop_headroom_bytes: int  # negative: the budget plus the context exceed the card
-    estimated: tuple[str, ...]
-    block_size: int  # the attention block size vLLM will use (hybrids raise it)
-    weights_bytes: int
-    non_torch_bytes: int
-    activation_bytes: int
-    cudagraph_bytes: int
-    outside_budget_bytes: int
-    recurrent_state_bytes_per_request: int
-    calibrated: bool
-
-    @property
-    def fits(self) -> bool:
-        """vLLM starts only if one request of max-model-len fits in the pool."""
-        return self.kv_cache_bytes > 0 and self.max_concurrency >= 1.0
+from vramtop.core.budget import (
+    LOG_ROUNDING_BYTES,
+    OUTSIDE_BUDGET_ESTIMATE_BYTES,
+    budget_bytes,
+    desktop_headroom_bytes,
+    largest_util_leaving,
+)
+from vramtop.core.headroom.terms import (
+    CUDAGRAPH_ESTIMATE_BYTES,
+    HeadroomError,
+    HeadroomInputs,
+    Prediction,
+    cudagraph_subtracted,
+    dtype_bytes,
+    estimate_activation_bytes,
+    estimate_non_torch_bytes,
+    kv_element_bytes,
+    model_dtype_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -204,18 +87,6 @@ class _Layout:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def kv_element_bytes(kv_cache_dtype: str, model_dtype: str, served_dtype: str | None) -> int:
-    """Bytes per cached element: the KV dtype when set; with `auto`, the dtype vLLM serves in:
-    an explicit `--dtype` as given (float32 keeps 4 bytes), else the checkpoint's (float32
-    checkpoints are served in 16 bits)."""
-    kv = kv_cache_dtype.lower()
-    if kv not in ("auto", ""):
-        return dtype_bytes(kv)
-    if served_dtype is not None and served_dtype.lower() not in ("auto", ""):
-        return dtype_bytes(served_dtype)
-    return model_dtype_bytes(model_dtype)
 
 
 def _kv_element_bytes(inputs: HeadroomInputs) -> int:
@@ -277,34 +148,6 @@ def _pages_per_request(group: str, inputs: HeadroomInputs, block_size: int) -> i
         window = inputs.architecture.sliding_window - 1 + inputs.max_num_batched_tokens
         return _cdiv(min(window, inputs.max_model_len), block_size) + 1
     return _cdiv(inputs.max_model_len, block_size)
-
-
-def parse_version(version: str | None) -> tuple[int, int] | None:
-    """(major, minor) of "0.21.0", "0.19.1rc2", "0.10.1+cu126"; None if unreadable."""
-    if not version:
-        return None
-    parts = version.strip().lstrip("v").split(".")
-    try:
-        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "x")
-    except (IndexError, ValueError):
-        return None
-
-
-def cudagraph_subtracted(vllm_version: str | None, enforce_eager: bool) -> bool:
-    """Whether vLLM takes its CUDA-graph estimate out of the pool (unknown version: recent)."""
-    if enforce_eager:
-        return False
-    parsed = parse_version(vllm_version)
-    return parsed is None or parsed >= CUDAGRAPH_SUBTRACTED_SINCE
-
-
-def estimate_activation_bytes(max_num_batched_tokens: int, vocab_size: int | None) -> int:
-    """Peak activation of vLLM's profiling pass: the logits of one full batch in 16 bits."""
-    return max_num_batched_tokens * (vocab_size or DEFAULT_VOCAB) * 2
-
-
-def estimate_non_torch_bytes(tensor_parallel_size: int) -> int:
-    return NON_TORCH_TP1_BYTES if tensor_parallel_size <= 1 else NON_TORCH_TP_BYTES
 
 
 @dataclass(frozen=True)
@@ -432,63 +275,6 @@ def calibrate(
         calibration_bytes=uncalibrated.kv_cache_bytes - measured,
         calibrated_util=util,
     )
-
-
-def gib(value: float) -> int:
-    return round(value * GIB)
-
-
-def inputs_from_startup(
-    facts: StartupFacts,
-    total_bytes: int | None,
-    architecture: Architecture,
-    *,
-    kv_cache_dtype: str = "auto",
-    block_size: int = 16,
-    max_model_len: int | None = None,
-    max_num_batched_tokens: int = 8192,
-    tensor_parallel_size: int = 1,
-    enforce_eager: bool = False,
-    outside_budget_bytes: int | None = None,
-) -> HeadroomInputs:
-    """Inputs measured from a parsed vLLM startup log, calibrated to the pool it got.
-
-    The 0.28+ summary line gives every term; older logs give weights and the pool, and the
-    rest is estimated (and labelled) — the calibration still makes budget what-ifs exact.
-    """
-    if total_bytes is None:
-        if facts.startup_total_gib is None:
-            raise HeadroomError("the card's total memory is unknown (not in the log)")
-        total_bytes = gib(facts.startup_total_gib)
-    if facts.weights_gib is None:
-        raise HeadroomError("the log has no 'Model loading took … GiB' line")
-    non_torch = None
-    if facts.consumed_gib is not None:
-        non_torch = max(0, gib(facts.consumed_gib) - gib(facts.weights_gib))
-    cudagraph = gib(facts.cudagraph_gib) if facts.cudagraph_gib is not None else None
-    if cudagraph is None and facts.cudagraph_equivalent_util is not None:
-        with_graphs, without = facts.cudagraph_equivalent_util
-        cudagraph = max(0, round((with_graphs - without) * total_bytes))
-    inputs = HeadroomInputs(
-        total_bytes=total_bytes,
-        architecture=architecture,
-        weights_bytes=gib(facts.weights_gib),
-        non_torch_bytes=non_torch,
-        activation_bytes=gib(facts.activation_gib) if facts.activation_gib is not None else None,
-        cudagraph_bytes=cudagraph,
-        outside_budget_bytes=outside_budget_bytes,
-        kv_cache_dtype=kv_cache_dtype,
-        block_size=block_size,
-        max_model_len=max_model_len or facts.max_concurrency_len or 8192,
-        max_num_batched_tokens=max_num_batched_tokens,
-        tensor_parallel_size=tensor_parallel_size,
-        enforce_eager=enforce_eager,
-        vllm_version=facts.version,
-    )
-    if facts.requested_util is None:
-        return inputs
-    kv = gib(facts.available_kv_gib) if facts.available_kv_gib is not None else None
-    return calibrate(inputs, facts.requested_util, kv, facts.kv_cache_tokens)
 
 
 def largest_util_for_headroom(inputs: HeadroomInputs, headroom_bytes: int) -> float:

@@ -13,12 +13,12 @@ from dataclasses import replace
 from functools import lru_cache
 
 from vramtop.core.budget import budget_bytes, outside_budget
-from vramtop.core.headroom import (
+from vramtop.core.headroom.from_startup import inputs_from_startup
+from vramtop.core.headroom.model import calibrate
+from vramtop.core.headroom.terms import (
     Architecture,
     HeadroomError,
     HeadroomInputs,
-    calibrate,
-    inputs_from_startup,
     kv_element_bytes,
 )
 from vramtop.core.model import Sample, StartupFacts

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vramtop.core.headroom import Architecture, dtype_bytes
+from vramtop.core.headroom.terms import Architecture, dtype_bytes
 
 _FULL = {"full_attention", "attention", "global_attention", "full"}
 _SLIDING = {"sliding_attention", "sliding_window", "local_attention", "chunked_attention"}
