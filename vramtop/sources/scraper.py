@@ -9,24 +9,28 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import io
 import json
 import logging
-import socket
 import time
 import urllib.parse
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.server_down import NOT_ANSWERING_S
 from vramtop.core.vllm.metrics import parse_metrics
+from vramtop.sources.http_answer import (
+    REQUEST_FAILURES,
+    STALE_CONNECTION,
+    Answer,
+    ConnectFailed,
+    Deadline,
+    Result,
+    response_class,
+)
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer
 
 # Why http.client and not httpx (which the rest of vramtop uses): a GET of an 8.5 KB /metrics
 # page from a local http.server on a kept-alive connection costs ~0.34 ms of CPU through
@@ -45,14 +49,6 @@ _INFO_RETRY_READS = 30
 # the API server down shortly after, which the next /metrics sees at once. Any other answer
 # has /health asked on every read again.
 _HEALTH_EVERY_READS = 5
-
-# How a kept-alive connection that the server has closed in the meantime fails before any
-# response arrives (RemoteDisconnected: an empty status line). Such a request is sent once
-# more, on a fresh connection.
-_STALE_CONNECTION = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
-# The failures of a request that are answers of a kind ("the server did not answer"); any
-# other exception is a bug and reported as one.
-_REQUEST_FAILURES = (OSError, http.client.HTTPException, ValueError)
 # Characters a path may hold as they are (RFC 3986 pchar, "/" and "%" escapes already made).
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 # vLLM's /metrics page is ~50 KB; a body larger than this is not one (an endless body would
@@ -60,74 +56,6 @@ _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # Every vLLM metric's name starts with this; a /metrics page with none is another program's.
 _VLLM_METRIC = "vllm:"
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """An HTTP answer, whatever its status."""
-
-    status: int
-    text: str
-    too_large: bool = False  # the body passed MAX_BODY_BYTES: `text` is empty
-
-
-# An answer, or why there was none (a timeout, a refused connection, ...).
-_Result = _Answer | Exception
-
-
-class _ConnectFailed(OSError):
-    """Opening the connection failed (the cause is chained): the server was not reached."""
-
-
-class _Deadline:
-    """When the request under way must be over: every wait on the socket gets the time left."""
-
-    def __init__(self) -> None:
-        self.at = 0.0
-
-    def left(self) -> float:
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request ran past its deadline")
-        return left
-
-
-class _DeadlineReader(io.RawIOBase):
-    """The socket file a response reads from, with the socket's timeout set to the time left
-    before each receive: a server trickling its status line, headers or body a byte at a time
-    cannot hold a request past its deadline (a plain socket timeout bounds each receive only)."""
-
-    def __init__(self, raw: io.RawIOBase, sock: socket.socket, deadline: _Deadline) -> None:
-        super().__init__()
-        self._raw, self._sock, self._deadline = raw, sock, deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: WriteableBuffer) -> int | None:
-        self._sock.settimeout(self._deadline.left())
-        return self._raw.readinto(buffer)
-
-    def close(self) -> None:
-        if not self.closed:
-            self._raw.close()  # the socket file: the socket itself is the connection's to close
-        super().close()
-
-
-def _response_class(deadline: _Deadline) -> type[http.client.HTTPResponse]:
-    class _Response(http.client.HTTPResponse):
-        def __init__(
-            self,
-            sock: socket.socket,
-            debuglevel: int = 0,
-            method: str | None = None,
-            url: str | None = None,
-        ) -> None:
-            super().__init__(sock, debuglevel, method, url)
-            raw = self.fp.detach()  # socket.makefile's reader, which keeps the socket open
-            self.fp = io.BufferedReader(_DeadlineReader(raw, sock, deadline))
-
-    return _Response
 
 
 def normalise_url(url: str) -> str:
@@ -148,8 +76,8 @@ class Scraper:
         # The URL's path, kept before each path asked (http://host:8000/p asks /p/metrics).
         self._prefix = urllib.parse.quote(urllib.parse.urlsplit(self.url).path, _PATH_SAFE)
         self._connection: http.client.HTTPConnection | None = None
-        self._deadline = _Deadline()
-        self._response_class = _response_class(self._deadline)
+        self._deadline = Deadline()
+        self.response_class = response_class(self._deadline)
         self._last_good: ServerReading | None = None
         self._version: str | None = None
         self._served_model: str | None = None
@@ -178,11 +106,11 @@ class Scraper:
         try:
             paths = self._paths_to_fetch()
             start = time.perf_counter()
-            answers: dict[str, _Result] = {}
+            answers: dict[str, Result] = {}
             for path in paths:
                 answer = self._get(path)
                 answers[path] = answer
-                if not isinstance(answer, _Answer):
+                if not isinstance(answer, Answer):
                     # Requests run one after another: a server that did not answer one will
                     # not answer the next, and waiting again would double the stall.
                     answers.update({p: answer for p in paths if p not in answers})
@@ -207,16 +135,16 @@ class Scraper:
             return {"Authorization": f"Bearer {self._api_key}"}
         return {}
 
-    def _get(self, path: str) -> _Result:
+    def _get(self, path: str) -> Result:
         try:
             return self._request(path)
         except Exception as exc:
             self.close()  # whatever state the connection is in, the next request starts afresh
-            if isinstance(exc, _REQUEST_FAILURES):
+            if isinstance(exc, REQUEST_FAILURES):
                 return exc
             raise
 
-    def _request(self, path: str) -> _Answer:
+    def _request(self, path: str) -> Answer:
         """One GET within `timeout_s` from the start of connecting to the body's last byte."""
         self._deadline.at = time.monotonic() + self.timeout_s
         connection = self._connection or self._open()
@@ -225,7 +153,7 @@ class Scraper:
         reused = connection.sock is not None
         try:
             response = self._send(connection, target, headers)
-        except _STALE_CONNECTION:
+        except STALE_CONNECTION:
             if not reused:
                 raise
             self.close()  # closed by the server while idle: once more, on a new connection
@@ -236,10 +164,10 @@ class Scraper:
         body = response.read(MAX_BODY_BYTES + 1)
         if len(body) > MAX_BODY_BYTES:
             self.close()  # the rest of the body is never read
-            return _Answer(response.status, "", too_large=True)
+            return Answer(response.status, "", too_large=True)
         if response.will_close:
             self.close()
-        return _Answer(response.status, body.decode("utf-8", errors="replace"))
+        return Answer(response.status, body.decode("utf-8", errors="replace"))
 
     def _send(
         self, connection: http.client.HTTPConnection, target: str, headers: dict[str, str]
@@ -252,7 +180,7 @@ class Scraper:
             except OSError as exc:
                 if isinstance(exc, TimeoutError):
                     raise
-                raise _ConnectFailed(str(exc) or type(exc).__name__) from exc
+                raise ConnectFailed(str(exc) or type(exc).__name__) from exc
         assert connection.sock is not None
         connection.sock.settimeout(self._deadline.left())
         # http.client adds Host, and Accept-Encoding: identity (no compressed body to undo).
@@ -279,7 +207,7 @@ class Scraper:
             connection = http.client.HTTPConnection(
                 parts.hostname, 80 if port is None else port, timeout=self.timeout_s
             )
-        connection.response_class = self._response_class
+        connection.response_class = self.response_class
         self._connection = connection
         return connection
 
@@ -300,18 +228,16 @@ class Scraper:
 
     # --- building the reading ---------------------------------------------------------------
 
-    def _reading(self, answers: dict[str, _Result], latency: float) -> ServerReading:
+    def _reading(self, answers: dict[str, Result], latency: float) -> ServerReading:
         metrics_answer = answers[_METRICS]
         if _HEALTH in answers:
             health_answer = answers[_HEALTH]
             self._health_status = (
-                health_answer.status if isinstance(health_answer, _Answer) else None
+                health_answer.status if isinstance(health_answer, Answer) else None
             )
-        if not (isinstance(metrics_answer, _Answer) and metrics_answer.status == 200):
+        if not (isinstance(metrics_answer, Answer) and metrics_answer.status == 200):
             self._health_in = 0  # something is wrong: ask /health on the next read too
-        if not isinstance(metrics_answer, _Answer) and not isinstance(
-            answers.get(_HEALTH), _Answer
-        ):
+        if not isinstance(metrics_answer, Answer) and not isinstance(answers.get(_HEALTH), Answer):
             # The server did not answer at all: after it comes back, it may be a new start.
             # (When /health was not asked, /metrics not answering says the same.)
             self._info_wanted, self._info_retry_in = True, 0
@@ -323,20 +249,20 @@ class Scraper:
         healthy = None if health_status is None else health_status == 200
         metrics: ServerMetrics | None = None
         error: str | None = None
-        if isinstance(metrics_answer, _Answer) and metrics_answer.too_large:
+        if isinstance(metrics_answer, Answer) and metrics_answer.too_large:
             error = (
                 f"not a vLLM server: its /metrics page is over {MAX_BODY_BYTES // 2**20} MB "
                 "(vLLM's is about 50 KB)"
             )
             healthy = False
-        elif isinstance(metrics_answer, _Answer) and metrics_answer.status == 200:
+        elif isinstance(metrics_answer, Answer) and metrics_answer.status == 200:
             if _VLLM_METRIC in metrics_answer.text:
                 metrics = parse_metrics(metrics_answer.text)
                 self._note_skipped(metrics.skipped_lines)
             else:
                 error = "not a vLLM server: its /metrics page has no vLLM metric"
                 healthy = False
-        elif isinstance(metrics_answer, _Answer):
+        elif isinstance(metrics_answer, Answer):
             error = f"/metrics answered HTTP {metrics_answer.status}"
         else:
             error = f"/metrics: {self._describe(metrics_answer)}"
@@ -367,7 +293,7 @@ class Scraper:
             self._last_good = reading
         return reading
 
-    def _silence(self, reading: ServerReading, first: _Result) -> ServerReading:
+    def _silence(self, reading: ServerReading, first: Result) -> ServerReading:
         """A timeout (the connection accepted, nothing answered) again and again: how long
         the server has been silent, and past NOT_ANSWERING_S, unhealthy with the reason. A
         refusal is not silence: nothing listens, the server is down."""
@@ -399,14 +325,14 @@ class Scraper:
         )
         return any(old is not None and new is not None and new < old for old, new in pairs)
 
-    def _read_info(self, version_answer: _Result, models_answer: _Result) -> None:
+    def _read_info(self, version_answer: Result, models_answer: Result) -> None:
         problems = []
-        if isinstance(version_answer, _Answer) and version_answer.status == 200:
+        if isinstance(version_answer, Answer) and version_answer.status == 200:
             version = _json(version_answer).get("version")
             self._version = str(version) if version is not None else self._version
         else:
             problems.append(_VERSION)
-        if isinstance(models_answer, _Answer) and models_answer.status == 200:
+        if isinstance(models_answer, Answer) and models_answer.status == 200:
             models = _json(models_answer).get("data")
             first = models[0] if isinstance(models, list) and models else {}
             if isinstance(first, dict):
@@ -414,7 +340,7 @@ class Scraper:
                 length = first.get("max_model_len")
                 self._max_model_len = length if isinstance(length, int) else None
             self._info_error = None
-        elif isinstance(models_answer, _Answer) and models_answer.status in (401, 403):
+        elif isinstance(models_answer, Answer) and models_answer.status in (401, 403):
             problems.append(_MODELS)
             self._info_error = (
                 "/v1/models refused the request (HTTP "
@@ -433,20 +359,20 @@ class Scraper:
             return ServerReading(url=self.url, reachable=False, error=error)
         return replace(last, reachable=False, healthy=None, stale=True, error=error, latency_s=None)
 
-    def _describe(self, answer: _Result) -> str:
-        if isinstance(answer, _Answer):
+    def _describe(self, answer: Result) -> str:
+        if isinstance(answer, Answer):
             return f"HTTP {answer.status}"
         if isinstance(answer, TimeoutError):  # socket.timeout is TimeoutError
             return f"timed out after {self.timeout_s} s"
         if _refused(answer):
             return "connection refused: is the server running?"
 
-        if isinstance(answer, _ConnectFailed):
+        if isinstance(answer, ConnectFailed):
             return f"cannot connect to {self.url}: {answer}"
         return f"request failed: {str(answer) or type(answer).__name__}"
 
 
-def _json(answer: _Answer) -> dict[str, Any]:
+def _json(answer: Answer) -> dict[str, Any]:
     try:
         value = json.loads(answer.text)
     except ValueError:
