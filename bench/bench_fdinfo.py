@@ -17,7 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from vramtop.sources.amd import FdinfoIndex
+from vramtop.sources.amd_fdinfo import FdinfoIndex
 
 
 def cpu_per_tick(index: FdinfoIndex, ticks: int) -> float:

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from vramtop.core.model import GIB, MIB, MemoryKind
-from vramtop.sources.amd import AmdProbe, parse_fdinfo, scan_fdinfo
+from vramtop.sources.amd import AmdProbe
+from vramtop.sources.amd_fdinfo import parse_fdinfo, scan_fdinfo
 from vramtop.sources.host import read_meminfo
 from vramtop.sources.nvml import NvmlProbe, UnifiedMemoryProbe, known_integrated
 from vramtop.sources.probes import DeferredProbe, choose_probe
@@ -429,7 +430,7 @@ def test_the_setting_overrides_the_choice(r9700: tuple[Path, Path], meminfo: Pat
 def test_the_fd_index_finds_a_new_process_at_once_and_new_fds_on_refresh(
     r9700: tuple[Path, Path],
 ) -> None:
-    from vramtop.sources.amd import FdinfoIndex
+    from vramtop.sources.amd_fdinfo import FdinfoIndex
 
     _, proc = r9700
     now = [0.0]

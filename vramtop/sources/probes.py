@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from vramtop.core.model import GpuReading
 from vramtop.settings import GPU_PROBES
-from vramtop.sources.amd import DRM_ROOT, PROC_ROOT, AmdProbe, amd_cards
+from vramtop.sources.amd import DRM_ROOT, AmdProbe, amd_cards
+from vramtop.sources.amd_fdinfo import PROC_ROOT
 from vramtop.sources.host import MEMINFO
 from vramtop.sources.nvml import NvmlProbe, UnifiedMemoryProbe
 
