@@ -1,0 +1,274 @@
+"""`vramtop calc`'s inputs: the flags, a startup log, a checkpoint folder and its config.json
+turned into one `HeadroomInputs` (and the notes on what was estimated), or a `CalcError`
+that says which input is missing or wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from vramtop.core.budget import (
+    GIB,
+    outside_budget,
+)
+from vramtop.core.headroom.from_startup import gib, inputs_from_startup
+from vramtop.core.headroom.live import pool_inputs
+from vramtop.core.headroom.model_config import architecture_from_config
+from vramtop.core.headroom.terms import Architecture, HeadroomInputs
+from vramtop.core.model import StartupFacts
+from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
+
+
+class CalcError(Exception):
+    """Unusable input; the message is shown as is."""
+
+
+def build_inputs(args: argparse.Namespace, log: LogRun | None) -> tuple[HeadroomInputs, list[str]]:
+    notes: list[str] = []
+    for flag in ("total_gib", "weights_gib", "non_torch_gib", "activation_gib", "cudagraph_gib"):
+        value = getattr(args, flag)
+        if value is not None and value < 0:
+            raise CalcError(f"--{flag.replace('_', '-')} cannot be negative")
+    if args.outside_budget_gib is not None and args.outside_budget_gib < 0:
+        raise CalcError("--outside-budget-gib cannot be negative")
+    facts = log.facts if log is not None else None
+    total = args.total_gib if args.total_gib is not None else None
+    if total is None and facts is not None:
+        total = facts.startup_total_gib
+    if not total:
+        raise CalcError("the card's total memory is unknown: give --total-gib")
+    outside = gib(args.outside_budget_gib) if args.outside_budget_gib is not None else None
+    block_size, block_note = choose_block_size(args, log)
+    if log is not None:
+        notes.append(block_note)
+    settings: dict[str, Any] = {
+        "kv_cache_dtype": args.kv_cache_dtype or (log.kv_cache_dtype if log else None) or "auto",
+        "block_size": block_size,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "tensor_parallel_size": _tensor_parallel_size(args, log),
+        "enforce_eager": args.enforce_eager or bool(log and log.enforce_eager),
+    }
+    served = args.dtype if args.dtype and args.dtype != "auto" else None
+    if served is None and log is not None:
+        served = log.served_dtype
+    max_model_len = args.max_model_len or (log.max_model_len if log else None)
+    if log is not None and not _has_model_terms(args) and log.pool_known:
+        inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, args)
+        notes.append(
+            f"calibrated to the pool the log reports at util {inputs.calibrated_util}: bytes per "
+            "token from its KV cache size, no model config needed"
+        )
+    else:
+        inputs = _from_terms(args, log, gib(total), settings, served, max_model_len, outside, notes)
+    overrides: dict[str, Any] = {
+        "weights_bytes": _gib_or_none(args.weights_gib),
+        "non_torch_bytes": _gib_or_none(args.non_torch_gib),
+        "activation_bytes": _gib_or_none(args.activation_gib),
+        "cudagraph_bytes": _gib_or_none(args.cudagraph_gib),
+    }
+    # Explicit flags override what the log measured.
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return replace(inputs, **overrides), notes
+
+
+def _has_model_terms(args: argparse.Namespace) -> bool:
+    """Whether the flags describe the model's layers (then they, not the log's pool, do)."""
+    has_config = args.model_config is not None or (
+        args.model_dir is not None and (args.model_dir / "config.json").is_file()
+    )
+    return has_config or bool(args.layers and args.kv_heads and args.head_dim)
+
+
+def _from_pool(
+    log: LogRun,
+    total: int,
+    settings: dict[str, Any],
+    served: str | None,
+    max_model_len: int | None,
+    outside: int | None,
+    args: argparse.Namespace,
+) -> HeadroomInputs:
+    facts = log.facts
+    util = log.util if log.util is not None else args.log_util
+    if util is None:
+        raise CalcError(
+            "the log does not say its --gpu-memory-utilization: pass --log-util to read its pool"
+        )
+    if args.vllm_version:
+        facts = replace(facts, version=args.vllm_version)
+    assert facts.available_kv_gib is not None and facts.kv_cache_tokens is not None
+    inputs = pool_inputs(
+        total,
+        util,
+        gib(facts.available_kv_gib),
+        facts.kv_cache_tokens,
+        settings["kv_cache_dtype"],
+        settings["block_size"],
+        max_model_len or facts.max_concurrency_len or 8192,
+        facts if facts.weights_gib is not None else None,
+        outside_budget(outside),
+        served_dtype=served,
+    )
+    if outside is None:
+        inputs = replace(inputs, outside_budget_bytes=None)  # listed as estimated
+    return replace(
+        inputs,
+        max_num_batched_tokens=settings["max_num_batched_tokens"],
+        tensor_parallel_size=settings["tensor_parallel_size"],
+        enforce_eager=settings["enforce_eager"],
+    )
+
+
+def _from_terms(
+    args: argparse.Namespace,
+    log: LogRun | None,
+    total: int,
+    settings: dict[str, Any],
+    served: str | None,
+    max_model_len: int | None,
+    outside: int | None,
+    notes: list[str],
+) -> HeadroomInputs:
+    arch = _architecture(args, log)
+    facts = log.facts if log is not None else None
+    weights, weights_estimated = _weights(args, facts)
+    if facts is not None and log is not None:
+        log_util = log.util or args.log_util
+        if facts.weights_gib is None:
+            notes.append("the log has no weights line; weights from the flags")
+            facts = replace(facts, weights_gib=weights / GIB)
+        facts = replace(facts, requested_util=log_util)
+        if args.vllm_version:
+            facts = replace(facts, version=args.vllm_version)
+        inputs = inputs_from_startup(
+            facts, total, arch, max_model_len=max_model_len, outside_budget_bytes=outside,
+            **settings,
+        )  # fmt: skip
+        if inputs.calibrated_util is None:
+            notes.append(
+                "not calibrated: the log does not say its --gpu-memory-utilization; pass --log-util"
+            )
+        else:
+            notes.append(f"calibrated to the pool the log reports at util {log_util}")
+    else:
+        inputs = HeadroomInputs(
+            total_bytes=total,
+            architecture=arch,
+            weights_bytes=weights,
+            outside_budget_bytes=outside,
+            max_model_len=max_model_len or 8192,
+            vllm_version=args.vllm_version,
+            **settings,
+        )
+    return replace(
+        inputs, served_dtype=served, weights_bytes=weights, weights_estimated=weights_estimated
+    )
+
+
+def _tensor_parallel_size(args: argparse.Namespace, log: LogRun | None) -> int:
+    if args.tensor_parallel_size is not None:
+        return int(args.tensor_parallel_size)  # below 1: the model says so
+    return (log.tensor_parallel_size if log else None) or 1
+
+
+def choose_block_size(args: argparse.Namespace, log: LogRun | None) -> tuple[int, str]:
+    """The block size and where it came from, in words."""
+    if args.block_size is not None:
+        if args.block_size < 1:
+            raise CalcError("--block-size must be at least 1")
+        return args.block_size, f"block size {args.block_size} (--block-size)"
+    if log is not None and log.block_size is not None:
+        return log.block_size, f"block size {log.block_size} (the log's settings)"
+    device = log.device if log is not None else "gpu"
+    default = DEFAULT_BLOCK_SIZE.get(device, 16)
+    return default, f"block size {default}: vLLM's default on {device.upper()} (not in the log)"
+
+
+def _gib_or_none(value: float | None) -> int | None:
+    return gib(value) if value is not None else None
+
+
+def _architecture(args: argparse.Namespace, log: LogRun | None = None) -> Architecture:
+    config: dict[str, Any] | None = None
+    path = args.model_config
+    if path is None and args.model_dir is not None and (args.model_dir / "config.json").is_file():
+        path = args.model_dir / "config.json"
+    if path is not None:
+        config = _read_json(path)
+        arch = architecture_from_config(config)
+    elif args.layers and args.kv_heads and args.head_dim:
+        arch = Architecture(
+            full_attention_layers=args.layers, kv_heads=args.kv_heads, head_dim=args.head_dim
+        )
+    else:
+        why = " (the log does not print its KV pool in GiB and tokens)" if log else ""
+        raise CalcError(
+            f"give --model-config config.json, or --layers, --kv-heads and --head-dim{why}"
+        )
+    if (args.layers is not None and args.layers < 1) or (
+        args.kv_heads is not None and args.kv_heads < 1
+    ):
+        raise CalcError("--layers and --kv-heads must be at least 1")
+    changes: dict[str, Any] = {}
+    if args.vocab_size:
+        changes["vocab_size"] = args.vocab_size
+    if args.dtype and args.dtype != "auto":
+        changes["dtype"] = args.dtype
+    return replace(arch, **changes)
+
+
+def _weights(args: argparse.Namespace, facts: StartupFacts | None) -> tuple[int, bool]:
+    """(bytes per GPU, estimated?) from the flag, the log, or the checkpoint's files."""
+    if args.weights_gib is not None:
+        return gib(args.weights_gib), False
+    if facts is not None and facts.weights_gib is not None:
+        return gib(facts.weights_gib), False
+    if args.model_dir is not None:
+        tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else 1
+        return checkpoint_bytes(args.model_dir) // max(1, tp), True
+    if facts is not None:
+        raise CalcError("the weights are unknown (the log has no weights line): give --weights-gib")
+    raise CalcError("the weights are unknown: give --weights-gib, --model-dir or --from-log")
+
+
+def checkpoint_bytes(model_dir: Path) -> int:
+    """A checkpoint's weight bytes: the safetensors index's total_size, else the files' sizes."""
+    if not model_dir.is_dir():
+        raise CalcError(f"{model_dir} is not a folder")
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        total = _read_json(index).get("metadata", {}).get("total_size")
+        if isinstance(total, int) and total > 0:
+            return total
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise CalcError(f"{model_dir} holds no *.safetensors files; give --weights-gib")
+    return sum(f.stat().st_size for f in files)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CalcError(f"cannot read {path}: {error.strerror or error}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CalcError(f"{path} is not JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise CalcError(f"{path} is not a JSON object")
+    return data
+
+
+def read_log(path: Path) -> LogRun:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            run = read_run(lines.read().splitlines())
+    except OSError as error:
+        raise CalcError(f"cannot read {path}: {error.strerror or error}") from None
+    facts = run.facts
+    if facts.version is None and facts.available_kv_gib is None and facts.kv_cache_tokens is None:
+        raise CalcError(f"{path} does not look like a vLLM startup log")
+    return run
