@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     # Loaded where a profile is: watching a URL lists the profiles (often none) and needs
     # neither pydantic nor the launch-script parser before its first frame.
     from vramtop.config import Profile
-    from vramtop.core.launch.script import ParsedLaunch
+    from vramtop.core.launch.interpreter import ParsedLaunch
 
 
 def profile_path(name: str) -> Path:

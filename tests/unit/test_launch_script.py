@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vramtop.core.launch.script import LaunchScriptError, parse_launch_script
+from vramtop.core.launch.problems import LaunchScriptError
+from vramtop.core.launch.script import parse_launch_script
 from vramtop.core.vllm import args as va
 
 SCRIPTS = Path(__file__).parent.parent / "fixtures" / "scripts"

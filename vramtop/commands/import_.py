@@ -14,7 +14,9 @@ from pydantic import ValidationError
 from vramtop import profiles
 from vramtop.commands.errors import ExitCode
 from vramtop.config import ConfigError, profile_to_toml
-from vramtop.core.launch.script import LaunchScriptError, ParsedLaunch, parse_launch_script
+from vramtop.core.launch.interpreter import ParsedLaunch
+from vramtop.core.launch.problems import LaunchScriptError
+from vramtop.core.launch.script import parse_launch_script
 from vramtop.core.vllm import args as vllm_args
 
 
