@@ -47,11 +47,11 @@ def console_app(interval_s: float = 1.0, on_first_sample=None, log_rate: float =
     class FakeBackend(_FakeBackend):
         written = 0.0
 
-        def tick(self):  # type: ignore[no-untyped-def]
+        def next_sample(self):  # type: ignore[no-untyped-def]
             self.written += log_rate * interval_s
             while len(self._log) < int(self.written) + 20:
                 self._log.append(REQUEST_LINE.format(port=40000 + len(self._log) % 20000))
-            return super().tick()
+            return super().next_sample()
 
     from vramtop.settings import Settings
     from vramtop.tui.app import VramtopApp

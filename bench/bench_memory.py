@@ -29,6 +29,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 import _bench_apps  # noqa: E402,F401  (puts the tests' fake backend on the path)
 from fake_backend import FakeBackend  # noqa: E402
 
+from vramtop.core.model import Sample  # noqa: E402
 from vramtop.session.live import LiveSession  # noqa: E402
 from vramtop.settings import Settings  # noqa: E402
 from vramtop.tui.app import VramtopApp  # noqa: E402
@@ -51,7 +52,7 @@ class DayOfTraffic(FakeBackend):
         super().__init__()
         self.session = LiveSession(log_lines=self.log_lines)
 
-    def tick(self) -> Any:
+    def next_sample(self) -> Sample:
         second = int(self.t) % HOUR
         if second == CALL[0]:
             self.call_on = True
@@ -64,7 +65,7 @@ class DayOfTraffic(FakeBackend):
             for i in range(2)
         ]
         del self._log[:-2000]  # the log file is the server's; vramtop reads its tail
-        sample = super().tick()
+        sample = super().next_sample()
         self.session.observe(sample)
         return sample
 

@@ -5,9 +5,10 @@ the fake server and the load generator run in other processes and are not counte
 ratio of a tick's CPU to a bare HTTP GET of /metrics (http.client, kept alive) in the same run.
 
 With --demo it measures what the console's worker thread asks of the demo backend once a second
-instead: `tick()` and the five reads beside it, on the calling thread's CPU clock (the demo's load
-generator runs in this process, in other threads, and is not counted). --profile adds the
-functions that cost most, from cProfile on the same clock.
+instead: `tick()`, whose frame carries the log tail, findings, events and the rest, on the
+calling thread's CPU clock (the demo's load generator runs in this process, in other threads,
+and is not counted). --profile adds the functions that cost most, from cProfile on the same
+clock.
 
     python bench/bench_tick.py [--ticks 200]
     python bench/bench_tick.py --demo [--seconds 20] [--profile]
@@ -160,19 +161,14 @@ def demo(seconds: int, profile: bool) -> int:
             if not started.ok:
                 raise SystemExit(f"the simulated server did not start: {started.message}")
             deadline = time.monotonic() + 60
-            while (info := backend.tick().info) is None or info.state != ServerState.RUNNING:
+            while (info := backend.tick().sample.info) is None or info.state != ServerState.RUNNING:
                 if time.monotonic() > deadline:
                     raise SystemExit("the simulated server did not come up")
                 time.sleep(0.2)
             time.sleep(1.0)  # let the load generator get going
 
             def one_tick() -> None:
-                backend.tick()
-                backend.log_lines()
-                backend.findings()
-                backend.events()
-                backend.headroom_inputs()
-                backend.healthy_baseline()
+                backend.tick()  # its frame carries the log tail, findings, events, …
 
             profiler = None
             if profile:
@@ -256,7 +252,7 @@ def worst(hz: float, steady: int) -> int:
             if not started.ok:
                 raise SystemExit(f"the simulated server did not start: {started.message}")
             deadline = time.monotonic() + 60
-            while (info := backend.tick().info) is None or info.state != ServerState.RUNNING:
+            while (info := backend.tick().sample.info) is None or info.state != ServerState.RUNNING:
                 if time.monotonic() > deadline:
                     raise SystemExit("the simulated server did not come up")
                 time.sleep(0.2)

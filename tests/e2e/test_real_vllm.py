@@ -228,10 +228,10 @@ def require_running(served: Served) -> None:
 
 def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Sample:
     deadline = time.monotonic() + timeout
-    sample = backend.tick()
+    sample = backend.tick().sample
     while not done(sample) and time.monotonic() < deadline:
         time.sleep(0.5)
-        sample = backend.tick()
+        sample = backend.tick().sample
     return sample
 
 
@@ -288,12 +288,12 @@ def test_tokens_per_second_under_load_match_the_counters(served: Served) -> None
     samples = [before]
     while load.thread is not None and load.thread.is_alive():
         time.sleep(0.5)
-        samples.append(backend.tick())
+        samples.append(backend.tick().sample)
     load.join()
     assert not load.errors, load.errors
     # Let the counters settle, then one more reading.
     time.sleep(1.0)
-    samples.append(backend.tick())
+    samples.append(backend.tick().sample)
 
     def generated(sample: Sample) -> float:
         assert sample.server and sample.server.metrics

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
+from vramtop.machines.interface import Frame
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 
@@ -99,19 +100,11 @@ class RefusingBackend:
     def __init__(self) -> None:
         self.ticks = 0
 
-    def tick(self) -> Sample:
+    def tick(self, log_limit: int = 0) -> Frame:
         self.ticks += 1
         if self.ticks % 2 == 0:
             raise RuntimeError("a source broke")
-        return Sample(t=float(self.ticks), gpu=CARD)
-
-    def findings(self) -> list[object]:
-        return []
-
-    def healthy_baseline(self):  # type: ignore[no-untyped-def]
-        from vramtop.core.model import Rates
-
-        return Rates()
+        return Frame(Sample(t=float(self.ticks), gpu=CARD))
 
 
 def test_a_failing_sample_is_counted_and_the_previous_one_stays() -> None:
@@ -159,13 +152,13 @@ def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_s
 class FlakyServerBackend(RefusingBackend):
     """The server answers, then not for two samples, then again."""
 
-    def tick(self) -> Sample:
+    def tick(self, log_limit: int = 0) -> Frame:
         from vramtop.core.model import ServerReading
 
         self.ticks += 1
         up = self.ticks not in (2, 3)
         server = ServerReading("http://box:8000", reachable=up, error=None if up else "timeout")
-        return Sample(t=float(self.ticks), gpu=CARD, server=server)
+        return Frame(Sample(t=float(self.ticks), gpu=CARD, server=server))
 
 
 def test_a_failing_source_is_said_once_when_it_fails_and_once_when_it_answers_again() -> None:

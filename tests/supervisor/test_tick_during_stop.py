@@ -56,7 +56,7 @@ def test_a_tick_returns_while_a_stop_is_blocked(
     try:
         assert inside.wait(30), "the stop never reached the tree"
         asked_before = len(lock_asks)
-        sample = backend.tick()  # would wait on the stop if the tick tried the lock
+        sample = backend.tick().sample  # would wait on the stop if the tick tried the lock
         assert stopper.is_alive() and not results  # the stop is still blocked
         assert len(lock_asks) == asked_before  # the tick never asked for the lock
         assert sample.info is not None and sample.info.state == ServerState.STOPPING
@@ -65,7 +65,7 @@ def test_a_tick_returns_while_a_stop_is_blocked(
         stopper.join(60)
     assert results and results[0].ok
     backend.housekeeping()  # the step the console runs on its own timer
-    info = backend.tick().info
+    info = backend.tick().sample.info
     assert info is not None and info.state == ServerState.STOPPED
     backend.close(stop_server=False)
     assert ledger_empty(ledger)

@@ -33,7 +33,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
 TOTAL_BYTES = 32_607 * MIB
@@ -46,7 +46,7 @@ DESKTOP_QUIET_BYTES = int(1.3 * GIB)
 CALL_EXTRA_BYTES = int(3.2 * GIB)
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     """Scripted samples: `tick()` advances a fixed clock by one second."""
 
     def __init__(
@@ -61,6 +61,7 @@ class FakeBackend:
     ) -> None:
         self.demo = demo
         self.wsl = wsl
+        self.acts = True  # False: watching only, as a URL or a recording
         self.profile_name = profile_name
         self.version = version
         self.call_on = False
@@ -95,8 +96,25 @@ class FakeBackend:
     def clock(self) -> float:
         return EPOCH + self.t
 
+    @property
+    def can_act(self) -> bool:
+        return self.acts
+
     # -- Backend ----------------------------------------------------------------------------
-    def tick(self) -> Sample:
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        sample = self.next_sample()
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            headroom_inputs=self.headroom_inputs(),
+            baseline=self.healthy_baseline(),
+            call_on=self.call_on,
+        )
+
+    def next_sample(self) -> Sample:
+        """The next scripted sample (a subclass changes it here; `tick` frames it)."""
         with self._lock:
             self.t += 1.0
             return self._sample()

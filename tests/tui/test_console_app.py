@@ -299,6 +299,22 @@ async def test_keys_are_remapped_from_settings() -> None:
         assert rows["relaunch"] == "x"
 
 
+async def test_a_remapped_key_shows_in_the_banner_and_the_log_notice() -> None:
+    """Keys moved in the settings are the keys the banner and the status name."""
+    backend = FakeBackend()
+    keys = {"restart": "k", "relaunch": "x", "timeline": "n", "start_stop": "g"}
+    app = make_app(backend, Settings(interval_s=3600, keys=keys))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        backend.crash()
+        await ticks(pilot, 1)
+        banner = text(app, FindingBanner)
+        assert "k restart now" in banner and "x relaunch" in banner and "n timeline" in banner
+        assert "r restart now" not in banner and "b relaunch" not in banner
+        notice = app.query_one(ServerLog).border_subtitle
+        assert "g starts it again" in notice and "s starts" not in notice
+
+
 async def test_actions_are_disabled_while_one_runs() -> None:
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -537,11 +553,11 @@ class _HangingBackend(FakeBackend):
         self.reads = 0
         self.thread: threading.Thread | None = None
 
-    def tick(self) -> Sample:
+    def next_sample(self) -> Sample:
         self.reads += 1
         self.thread = threading.current_thread()
         self.hang.wait(10)
-        return super().tick()
+        return super().next_sample()
 
 
 async def test_a_hanging_source_neither_piles_up_reads_nor_freezes_keys() -> None:

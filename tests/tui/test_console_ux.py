@@ -84,7 +84,7 @@ async def test_q_without_a_server_quits_without_asking() -> None:
 async def test_watching_only_q_quits_and_stops_nothing() -> None:
     # A URL or a recording: there is nothing vramtop could stop, so nothing is offered.
     backend = FakeBackend(demo=False)
-    backend.can_act = False  # type: ignore[attr-defined]
+    backend.acts = False
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)

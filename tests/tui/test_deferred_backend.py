@@ -18,12 +18,12 @@ def test_nothing_is_built_until_the_first_read() -> None:
         built.append(FakeBackend())
         return built[-1]
 
-    backend = DeferredBackend(build, demo=True, profile_name=None, call_on=False)
-    assert backend.demo and backend.profile_name is None and backend.call_on is False
+    backend = DeferredBackend(build, demo=True, profile_name=None)
+    assert backend.demo and backend.profile_name is None and not backend.can_act
     assert not built and not backend.is_built
     backend.close(stop_server=True)  # nothing was started: nothing to stop, nothing built
     assert not built
-    sample = backend.tick()
+    sample = backend.tick().sample
     assert len(built) == 1 and backend.is_built and sample.gpu is not None
     assert backend.demo == built[0].demo  # from now on, the backend's own answers
     backend.tick()
@@ -41,7 +41,7 @@ def test_a_build_that_fails_says_why_at_each_use_and_is_not_retried() -> None:
     for _ in range(2):
         with pytest.raises(BackendUnavailable, match="no room for its socket"):
             backend.tick()
-    assert getattr(backend, "autostart", False) is False  # unknown: nothing is started
+    assert backend.autostart is False  # unknown: nothing is started
     assert backend.demo is True  # still what was known
     assert len(calls) == 1
 

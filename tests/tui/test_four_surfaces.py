@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import make_app, settle, ticks
@@ -39,10 +38,10 @@ class StateBackend(FakeBackend):
         self._finding = finding
         self._inputs = inputs
 
-    def tick(self) -> Sample:
+    def next_sample(self) -> Sample:
         return self._state
 
-    def findings(self) -> list[Any]:
+    def findings(self) -> list[Finding]:
         return [self._finding]
 
     def headroom_inputs(self) -> HeadroomInputs | None:
@@ -199,12 +198,12 @@ def test_the_budget_line_never_prints_one_budget_beside_anothers_bytes() -> None
 class CpuBackend(FakeBackend):
     """A CPU server started without a budget: vLLM reports its default, 0.92."""
 
-    def tick(self) -> Sample:
+    def next_sample(self) -> Sample:
         from dataclasses import replace
 
         from vramtop.core.model import StartupFacts
 
-        sample = super().tick()
+        sample = super().next_sample()
         assert sample.server is not None and sample.server.metrics is not None
         metrics = sample.server.metrics
         cache = replace(metrics.cache, gpu_memory_utilization=0.92)

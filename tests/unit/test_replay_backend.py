@@ -31,9 +31,9 @@ def test_replay_paces_by_speed_and_reraises_the_collapse(tmp_path: Path) -> None
     backend = ReplayBackend(path, speed=10.0, clock=lambda: now[0])
     assert backend.wsl is True
 
-    first = backend.tick()
+    first = backend.tick().sample
     now[0] = 10.0  # 10 s of playback at ×10 = 100 recorded seconds
-    before_call = backend.tick()
+    before_call = backend.tick().sample
     assert 90 <= before_call.t - first.t <= 101
     assert not backend.findings()
 
@@ -42,7 +42,7 @@ def test_replay_paces_by_speed_and_reraises_the_collapse(tmp_path: Path) -> None
     assert [f.kind for f in backend.findings()] == [VRAM_CONTENTION]
 
     now[0] = 10_000.0
-    end = backend.tick()
+    end = backend.tick().sample
     assert end.t == last_t and backend.finished
     assert not backend.findings(), "the restart closed the collapse"
     assert any(e.name == "restart" for e in backend.events())

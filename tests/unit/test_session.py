@@ -17,6 +17,7 @@ from vramtop.core.diagnosis import (
 )
 from vramtop.core.events import Event
 from vramtop.core.model import Sample
+from vramtop.machines.interface import Frame
 from vramtop.session.playback import ReplaySource
 from vramtop.session.reader import SessionError, SessionReader, read_session
 from vramtop.session.synthetic import Card, build, field_report
@@ -245,10 +246,10 @@ def test_record_loop_writes_samples_lifecycle_and_findings(tmp_path: Path) -> No
         def __init__(self) -> None:
             self.i = 0
 
-        def tick(self) -> Sample:
+        def tick(self, log_limit: int = 0) -> Frame:
             sample = samples[min(self.i, len(samples) - 1)]
             self.i += 1
-            return sample
+            return Frame(sample)
 
     clock = [0.0]
     path = tmp_path / "rec.jsonl"

@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage(str(exc))
     if args.once:
         return _once(backend, args, owned)
-    # Crash settling and automatic restarts on a thread of their own: a tick only reads.
-    backend.keep_house()
+    record = args.record or (_session_file() if settings.record_sessions else None)
     if record is not None:
         error = _start_recording(backend, record)
         if error is not None:
@@ -90,7 +89,7 @@ def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     from vramtop.commands.common import open_session_file
 
     try:
-        writer = open_session_file(path, backend, backend.tick())
+        writer = open_session_file(path, backend, backend.tick(log_limit=0).sample)
     except FileExistsError:
         return f"cannot record to {path}: it already exists (nothing was replaced)"
     except OSError as exc:
@@ -110,9 +109,9 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
                 print(f"vramtop: {result.message}{detail}", file=sys.stderr)
                 return ExitCode.ERROR
         backend.housekeeping()  # the record as it really is before it is reported
-        backend.tick()
+        backend.tick(log_limit=0)
         time.sleep(args.interval or ONCE_GAP_S)
-        sample = backend.tick()
+        sample = backend.tick(log_limit=0).sample
         if sample.server is not None and not sample.server.reachable and not args.demo:
             error = sample.server.error or "no answer"
             print(
@@ -120,7 +119,7 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
                 file=sys.stderr,
             )
             return ExitCode.USAGE
-        data = _uncounted_is_unknown(snapshot(sample, wsl=backend.wsl, demo=backend.demo))
+        data = _uncounted_is_unknown(snapshot(sample, wsl=bool(backend.wsl), demo=backend.demo))
         # An addition: the normal decode speed compared with, and where it came from.
         normal = backend.normal_rate()
         data["normal_rate"] = (

@@ -17,7 +17,7 @@ from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.diagnosis import Diagnoser
-from vramtop.core.model import Sample
+from vramtop.machines.interface import Frame
 from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter
 
@@ -25,7 +25,7 @@ DEFAULT_INTERVAL_S = 1.0
 
 
 class Ticking(Protocol):
-    def tick(self) -> Sample: ...
+    def tick(self, log_limit: int = ...) -> Frame: ...
 
 
 def add_parser(subparsers: Any) -> None:
@@ -71,7 +71,7 @@ def record_loop(
     try:
         while not should_stop():
             began = clock()
-            sample = backend.tick()
+            sample = backend.tick(log_limit=0).sample
             if observe:
                 session.observe(sample)
             if duration_s is not None and clock() - start >= duration_s:
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"vramtop record: {result.message}", file=sys.stderr)
                 return ExitCode.ERROR
         backend.keep_house()  # crashes settled (and recorded) beside the ticks
-        first = backend.tick()
+        first = backend.tick(log_limit=0).sample
         try:
             writer = open_session_file(args.file, backend, first, replace=args.force)
         except OSError as exc:

@@ -22,10 +22,9 @@ from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
 from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for
-from vramtop.core.findings import Finding
-from vramtop.core.model import Rates, Sample
-from vramtop.core.normal_rate import NormalRate
+from vramtop.core.model import Sample
 from vramtop.core.windows.spill import SpillEvidence
+from vramtop.machines.interface import Frame
 from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)
@@ -34,11 +33,7 @@ log = logging.getLogger(__name__)
 class Sampled(Protocol):
     """What the exporter needs of a backend (`MachineBackend` is one)."""
 
-    def tick(self) -> Sample: ...
-
-    def findings(self) -> list[Finding]: ...
-
-    def healthy_baseline(self) -> Rates: ...
+    def tick(self, log_limit: int = ...) -> Frame: ...
 
 
 def failed_sources(sample: Sample) -> dict[str, str]:
@@ -108,10 +103,9 @@ class Exporter:
         failing tick is counted as the sampler's error and the previous sample stays."""
         began = self._monotonic()
         try:
-            sample = self._backend.tick()
-            findings = tuple(self._backend.findings())
-            normal = self._backend.healthy_baseline().generation_tps
-            normal_rate = _normal_rate(self._backend)
+            frame = self._backend.tick(log_limit=0)  # no log lines: nothing exposes them
+            sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
+            normal = frame.baseline.generation_tps if frame.baseline is not None else None
             spill = _spill(self._backend)
         except Exception:
             log.exception("vramtop export: a sample failed")
@@ -163,12 +157,6 @@ class Exporter:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
         return registry
-
-
-def _normal_rate(backend: Sampled) -> NormalRate | None:
-    """The normal rate and where it came from (learned, or remembered from an earlier run)."""
-    method = getattr(backend, "normal_rate", None)
-    return method() if callable(method) else None
 
 
 def _outside_budget(backend: Sampled) -> int | None:

@@ -16,10 +16,8 @@ import argparse
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from vramtop.core.model import Sample
-from vramtop.machines.interface import ActionResult, Backend, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +26,23 @@ class BackendUnavailable(RuntimeError):
     """The backend could not be built; the message says why, for the person."""
 
 
-class DeferredBackend:
-    """A `Backend` (and its console extras) that `build` makes at the first use.
+class DeferredBackend(Backend):
+    """A `Backend` that `build` makes at the first use.
 
-    `known`: attributes the console reads before then, with the values they have until the
-    backend is built (e.g. `demo=True`); after that every attribute is the built backend's."""
+    `demo`, `can_act`, `wsl` and `profile_name`: what the console shows until the backend is
+    built (or when it cannot be); after that every member is the built backend's."""
 
-    def __init__(self, build: Callable[[], Backend], **known: Any) -> None:
+    def __init__(
+        self,
+        build: Callable[[], Backend],
+        *,
+        demo: bool,
+        profile_name: str | None,
+        can_act: bool = False,
+        wsl: bool | None = None,
+    ) -> None:
         self._build = build
-        self._known = known
+        self._demo, self._profile_name, self._can_act, self._wsl = demo, profile_name, can_act, wsl
         self._backend: Backend | None = None
         self._error: str | None = None
         self._lock = threading.Lock()
@@ -58,39 +64,68 @@ class DeferredBackend:
                 raise BackendUnavailable(self._error)
             return self._backend
 
-    def __getattr__(self, name: str) -> Any:
-        # Only for what is not defined here: the console extras (findings, events, …).
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._backend is None and name in self._known:
-            return self._known[name]
-        try:
-            return getattr(self.built(), name)
-        except BackendUnavailable:
-            if name in self._known:
-                return self._known[name]
-            raise AttributeError(name) from None
-
-    # -- the Backend protocol -----------------------------------------------------------------
+    # -- what the console shows before the build ---------------------------------------------
     @property
     def demo(self) -> bool:
-        return bool(self.__getattr__("demo"))
+        return self._backend.demo if self._backend is not None else self._demo
 
     @demo.setter
-    def demo(self, value: bool) -> None:  # (the protocol's attribute is settable)
-        self._known["demo"] = value
+    def demo(self, value: bool) -> None:
+        self._demo = value
 
     @property
     def profile_name(self) -> str | None:
-        name = self.__getattr__("profile_name")
-        return None if name is None else str(name)
+        return self._backend.profile_name if self._backend is not None else self._profile_name
 
     @profile_name.setter
     def profile_name(self, value: str | None) -> None:
-        self._known["profile_name"] = value
+        self._profile_name = value
 
-    def tick(self) -> Sample:
-        return self.built().tick()
+    @property
+    def wsl(self) -> bool | None:
+        return self._backend.wsl if self._backend is not None else self._wsl
+
+    @wsl.setter
+    def wsl(self, value: bool | None) -> None:
+        self._wsl = value
+
+    @property
+    def can_act(self) -> bool:
+        return self._backend.can_act if self._backend is not None else self._can_act
+
+    @property
+    def autostart(self) -> bool:
+        """Asked once the first frame is drawn: builds the backend then (False when it
+        cannot be built: nothing is started)."""
+        try:
+            return self.built().autostart
+        except BackendUnavailable:
+            return False
+
+    @autostart.setter
+    def autostart(self, value: bool) -> None:
+        self.built().autostart = value
+
+    @property
+    def finished(self) -> bool:
+        return self._backend.finished if self._backend is not None else False
+
+    @property
+    def launch_budget(self) -> float | None:
+        return self._backend.launch_budget if self._backend is not None else None
+
+    # -- the rest is the built backend's ------------------------------------------------------
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        return self.built().tick(log_limit)
+
+    def housekeeping(self) -> None:
+        if self._backend is not None:
+            self._backend.housekeeping()
+
+    def keep_house(self) -> None:
+        """The build starts the housekeeping itself (it runs after the first frame)."""
+        if self._backend is not None:
+            self._backend.keep_house()
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         return self.built().start(progress=progress)
@@ -116,9 +151,6 @@ class DeferredBackend:
             kv_cache_dtype=kv_cache_dtype,
             progress=progress,
         )
-
-    def log_lines(self, limit: int = 500) -> list[str]:
-        return self.built().log_lines(limit)
 
     def toggle_call(self) -> bool:
         return self.built().toggle_call()
@@ -153,5 +185,4 @@ def console_backend(args: argparse.Namespace) -> DeferredBackend:
         can_act=demo,  # watching a URL; a profile serving it is found at the build
         profile_name=None,
         wsl=bool(args.wsl) if demo else None,
-        call_on=False,
     )

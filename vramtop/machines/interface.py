@@ -1,16 +1,21 @@
 """What the console (and the headless commands) need from the machine, as one interface.
 
-Two implementations: the real machine (NVML + a supervised or attached vLLM) and the simulated
-machine (`--demo`). Every method may block: the console calls them from thread workers, never
-on the event loop. Methods never raise for outside-world failures; they report them in the
-returned values (`Sample`, `ActionResult`).
+Three implementations: the real machine (NVML + a supervised or attached vLLM), the simulated
+machine (`--demo`), both `MachineBackend`s, and a recording (`ReplayBackend`). Every method
+may block: the console calls them from thread workers, never on the event loop. Methods never
+raise for outside-world failures; they report them in the returned values (`Frame`,
+`ActionResult`).
+
+`Backend` is an abstract class whose every member the console uses: what a machine cannot do
+has a default here (a recording cannot act, only the demo has a call), so the console never
+asks whether a member exists.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
@@ -22,6 +27,10 @@ from vramtop.core.normal_rate import NormalRate
 # "profiling", "capturing graphs", "ready", "failed".
 ProgressCallback = Callable[[str], None]
 
+# How many of the server's last log lines a frame carries unless asked for another number.
+LOG_TAIL = 300
+CANNOT_ACT = "vramtop cannot act on this server"
+
 
 @dataclass(frozen=True)
 class ActionResult:
@@ -30,23 +39,71 @@ class ActionResult:
     detail: str | None = None  # e.g. the startup failure vLLM printed
 
 
-class Backend(Protocol):
-    demo: bool
-    profile_name: str | None
+@dataclass(frozen=True)
+class Frame:
+    """One tick's worth of everything the console shows, read together on the reader's
+    thread: the console only renders it."""
 
-    def tick(self) -> Sample:
-        """Read every source once and return the new sample (also appended to the timeline)."""
-        ...
+    sample: Sample
+    findings: tuple[Finding, ...] = ()  # open, most important first
+    events: tuple[Event, ...] = ()  # the session's, oldest first
+    log_lines: tuple[str, ...] = ()  # the tail of the server's log, newest last
+    # Why the server's output cannot be shown, when it cannot (an attached server whose
+    # output goes to a terminal).
+    log_notice: str | None = None
+    headroom_inputs: HeadroomInputs | None = None  # the live server's calibrated terms
+    baseline: Rates | None = None  # the healthy rates learned for this server start
+    normal_rate: NormalRate | None = None  # the normal decode speed, and where it came from
+    call_on: bool = False  # demo: a simulated video call is on
 
-    def start(self, progress: ProgressCallback | None = None) -> ActionResult: ...
 
-    def stop(self, progress: ProgressCallback | None = None) -> ActionResult: ...
+class Backend(ABC):
+    """The machine the console runs against."""
+
+    demo: bool = False  # the simulated machine
+    wsl: bool | None = None  # None: not known
+    profile_name: str | None = None  # shown in the header
+    autostart: bool = False  # the console starts the server on mount (in a worker)
+
+    @property
+    def can_act(self) -> bool:
+        """Whether start, stop, restart and relaunch can do anything here."""
+        return False
+
+    @property
+    def finished(self) -> bool:
+        """A recording reached its end: the clock stops, the last frame stays."""
+        return False
+
+    @property
+    def launch_budget(self) -> float | None:
+        """The budget the profile launches with (None: not known, or no profile)."""
+        return None
+
+    @abstractmethod
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        """Read every source once; the new sample and everything shown beside it."""
+
+    def housekeeping(self) -> None:
+        """One step that settles the server's recorded state against what is really there;
+        never part of `tick` (it may take seconds)."""
+        return None  # nothing is supervised here
+
+    def keep_house(self) -> None:
+        """Run `housekeeping` on a thread of its own until `close`."""
+        return None  # nothing is supervised here
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return ActionResult(False, CANNOT_ACT)
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return ActionResult(False, CANNOT_ACT)
 
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
     ) -> ActionResult:
         """`requests_lost`: the person confirmed a restart with requests running."""
-        ...
+        return ActionResult(False, CANNOT_ACT)
 
     def relaunch(
         self,
@@ -54,49 +111,14 @@ class Backend(Protocol):
         max_model_len: int | None = None,
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
-    ) -> ActionResult: ...
-
-    def log_lines(self, limit: int = 500) -> list[str]:
-        """The tail of the server's log (newest last)."""
-        ...
+    ) -> ActionResult:
+        return ActionResult(False, CANNOT_ACT)
 
     def toggle_call(self) -> bool:
         """Demo only: start or end a simulated video call; returns whether a call is now on.
         Raises when the simulated machine cannot be asked (the console says so)."""
-        ...
+        return False
 
+    @abstractmethod
     def close(self, stop_server: bool) -> None:
         """Leave: stop the server only when asked (the default is to leave it running)."""
-        ...
-
-
-class ConsoleExtras(Protocol):
-    """What a backend may also offer the console; every member is optional.
-
-    The console reads these with `getattr` and shows less when one is missing, so a backend
-    can grow into them one at a time.
-    """
-
-    wsl: bool | None  # None: not known
-    call_on: bool  # demo: a simulated video call is on
-
-    def findings(self) -> list[Finding]:
-        """Open findings."""
-        ...
-
-    def events(self) -> list[Event]:
-        """The session's events, oldest first."""
-        ...
-
-    def healthy_baseline(self) -> Rates | None:
-        """The healthy token rates learned for the current server start."""
-        ...
-
-    def normal_rate(self) -> NormalRate | None:
-        """The normal decode speed compared with now, and where it came from (learned on
-        this run, or remembered from an earlier one and when)."""
-        ...
-
-    def headroom_inputs(self) -> HeadroomInputs | None:
-        """The live server's terms for the headroom calculator (calibrated), if known."""
-        ...

@@ -19,10 +19,10 @@ from vramtop.core.diagnosis import Finding
 from vramtop.core.events import Event
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.model import Rates, Sample
+from vramtop.core.model import Rates
 from vramtop.core.normal_rate import NormalRate
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
@@ -57,8 +57,8 @@ class DemoHooks:
     shutdown: Callable[[bool], None]  # stop_server -> None: ends the load, maybe the world
 
 
-class MachineBackend:
-    """A `Backend` (see `interface.py`) over a sampler and an optional supervisor."""
+class MachineBackend(Backend):
+    """A `Backend` over a sampler and an optional supervisor."""
 
     def __init__(
         self,
@@ -110,15 +110,26 @@ class MachineBackend:
         self._housekeeper = threading.Thread(target=loop, name="housekeeping", daemon=True)
         self._housekeeper.start()
 
-    def tick(self) -> Sample:
-        """Read every source once and return the new sample. Reads only: a stop or a
-        housekeeping step under way on another thread never holds it up."""
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        """Read every source once; the new sample and what the console shows beside it.
+        Reads only: a stop or a housekeeping step under way on another thread never holds
+        it up."""
         sample = self.sampler.tick()
         if self._demo is not None:
-            # Asked here, in the tick's worker thread: the console only reads the attribute.
+            # Asked here, in the tick's worker thread: the console only reads the frame.
             self.call_on = self._demo.call_on()
         self.session.observe(sample)
-        return sample
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            log_notice=self.log_notice(),
+            headroom_inputs=self.headroom_inputs(),
+            baseline=self.healthy_baseline(),
+            normal_rate=self.normal_rate(),
+            call_on=self.call_on,
+        )
 
     # -- what the console shows beside the latest sample ------------------------------------
     def findings(self) -> list[Finding]:

@@ -17,17 +17,14 @@ from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.core.normal_rate import NormalRate
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 from vramtop.session.playback import ReplaySource
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
 
 
-class ReplayBackend:
-    """A `Backend` over a session file."""
-
-    demo = False
-    can_act = False  # a recording: nothing to start, stop or relaunch
+class ReplayBackend(Backend):
+    """A `Backend` over a session file: nothing to start, stop or relaunch."""
 
     def __init__(
         self,
@@ -39,8 +36,6 @@ class ReplayBackend:
         self.profile_name: str | None = f"replay of {path.name} ×{speed:g}"
         self._name = path.name
         self.wsl = bool(self.source.header.wsl)
-        self.call_on = False
-        self.autostart = False
         self._clock = clock
         self._started = clock()
         self._events: list[Event] = []
@@ -51,7 +46,19 @@ class ReplayBackend:
     def finished(self) -> bool:
         return self.source.finished
 
-    def tick(self) -> Sample:
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        sample = self._advance()
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            headroom_inputs=self.headroom_inputs(),
+            baseline=self.healthy_baseline(),
+            normal_rate=self.normal_rate(),
+        )
+
+    def _advance(self) -> Sample:
         for record in self.source.advance(self._clock() - self._started):
             if isinstance(record, Event):
                 self._events.append(record)
@@ -107,9 +114,6 @@ class ReplayBackend:
         progress: ProgressCallback | None = None,
     ) -> ActionResult:
         return ActionResult(False, READ_ONLY)
-
-    def toggle_call(self) -> bool:
-        return False
 
     def close(self, stop_server: bool) -> None:
         pass

@@ -32,13 +32,14 @@ from vramtop.core import sample_facts
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding, headline
 from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.model import Rates, Sample, ServerState
-from vramtop.machines.interface import ActionResult, Backend
+from vramtop.core.model import GpuReading, Rates, Sample, ServerState
+from vramtop.machines.interface import ActionResult, Backend, Frame
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.finding_banner import DEFAULT_KEYS as BANNER_KEYS
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
@@ -161,6 +162,7 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
 KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
+DEFAULT_KEYS = {binding_id: key for binding_id, key, *_rest in ACTIONS}
 # d (details) is offered by the banner itself, the only time it does anything.
 FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log", "details"}
 
@@ -193,6 +195,7 @@ class VramtopApp(App[int]):
         self.backend = backend
         self.settings = settings or Settings()
         self._clock = clock
+        self.frame = Frame(Sample(t=0.0, gpu=GpuReading(source="none", error="no sample yet")))
         self.sample: Sample | None = None
         self.findings: list[Finding] = []
         self.events: list[Event] = []
@@ -214,10 +217,10 @@ class VramtopApp(App[int]):
         self._closing = False
         self._restart_armed = False
         self._theme_names: list[str] = []
+        self._keys: dict[str, str] = {}  # binding id -> key(s), as remapped in the settings
         self._pending_flags: dict[str, Any] = {}
         self._quitting = False
         self._ended = False  # a replay reached the end of its file
-        self._log_elsewhere: str | None = None  # an attached server's output goes elsewhere
         self._banner_details = False  # the finding banner's ladder, shown on demand (d)
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
@@ -247,7 +250,8 @@ class VramtopApp(App[int]):
         self._server_log = self.query_one(ServerLog)
         self._install_themes()
         if self.settings.keys:
-            self.set_keymap(dict(self.settings.keys))
+            self._keys = dict(self.settings.keys)
+            self.set_keymap(self._keys)
         self._render_header()
         self._reader()
         self._ticker = self.set_interval(self.settings.interval_s, self.request_tick)
@@ -258,7 +262,10 @@ class VramtopApp(App[int]):
 
     def _after_first_frame(self) -> None:
         self.request_tick()
-        if getattr(self.backend, "autostart", False):
+        # Crash settling and automatic restarts on a thread of their own, every second: a
+        # tick only reads, so it never waits on them (nor on a stop under way).
+        self.backend.keep_house()
+        if self.backend.autostart:
             # The demo (and a profile with no server yet) starts vLLM here, in a worker, so
             # the console shows the loading progress instead of waiting before it opens.
             self._start_action("start", lambda progress: self.backend.start(progress=progress))
@@ -343,41 +350,18 @@ class VramtopApp(App[int]):
             self._read(self._reads_asked)
 
     def _read(self, answers: int) -> None:
-        backend = self.backend
         try:
-            sample = backend.tick()
-            lines = backend.log_lines(LOG_TAIL)
-            findings = _optional_call(backend, "findings", [])
-            events = _optional_call(backend, "events", [])
-            headroom_inputs = _optional_call(backend, "headroom_inputs", None)
-            baseline = _optional_call(backend, "healthy_baseline", None)
+            frame = self.backend.tick(LOG_TAIL)
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
-            # none is known yet), from backends that keep one.
-            origin = (
-                normal_origin(backend.normal_rate(), self._clock())
-                if hasattr(backend, "normal_rate")
-                else None
-            )
-            log_notice = _optional_call(backend, "log_notice", None)
+            # none is known yet).
+            origin = normal_origin(frame.normal_rate, self._clock())
         except Exception as error:  # a backend bug must not take the console down
             log.exception("tick failed")
             self.post_message(TickFailed(f"{type(error).__name__}: {error}", answers=answers))
             return
         # Everything goes back in the message: the app's state is written on the event loop
         # only, never from this thread while a dialog may be reading it.
-        self.post_message(
-            SampleArrived(
-                sample,
-                lines,
-                findings,
-                events,
-                headroom_inputs=headroom_inputs,
-                baseline=baseline,
-                normal_origin=origin,
-                answers=answers,
-                log_notice=log_notice,
-            )
-        )
+        self.post_message(SampleArrived(frame, normal_origin=origin, answers=answers))
 
     def on_tick_failed(self, message: TickFailed) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
@@ -386,21 +370,22 @@ class VramtopApp(App[int]):
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
-        sample = message.sample
+        frame = message.frame
+        sample = frame.sample
         previous = self.sample
         previous_state = previous.info.state if previous and previous.info else None
+        self.frame = frame
         self.sample = sample
-        self.findings = message.findings
-        self.events = message.events
-        self.headroom_inputs = message.headroom_inputs
-        self.baseline = message.baseline
+        self.findings = list(frame.findings)
+        self.events = list(frame.events)
+        self.headroom_inputs = frame.headroom_inputs
+        self.baseline = frame.baseline
         self.normal_origin = message.normal_origin
-        self._log_elsewhere = message.log_notice
         if previous is None or sample.t != previous.t:
             self._remember(sample)  # the same frame again (a replay's last) is no new history
-        if getattr(self.backend, "finished", False) and not self._ended:
+        if self.backend.finished and not self._ended:
             self._end_of_recording(sample)
-        self._render(sample, message.log_lines)
+        self._render(sample, list(frame.log_lines))
         state = sample.info.state if sample.info else None
         if state != previous_state:
             self.refresh_bindings()
@@ -410,7 +395,7 @@ class VramtopApp(App[int]):
         self._ended = True
         self._ticker.stop()
         # (The header's first line says when it ended.)
-        self._say("the clock stopped · q quits", news=False)
+        self._say(f"the clock stopped · {self.key_of('quit')} quits", news=False)
 
     def _remember(self, sample: Sample) -> None:
         rates = sample.rates
@@ -437,7 +422,8 @@ class VramtopApp(App[int]):
             tuple(self._prompt),
             origin=self.normal_origin,
         )
-        self._server_log.show(log_lines, _log_notice(sample) or self._log_elsewhere)
+        notice = _log_notice(sample, self.key_of("start_stop"))
+        self._server_log.show(log_lines, notice or self.frame.log_notice)
 
     def _render_banner(self) -> None:
         had = self._banner.has_class("-open")
@@ -445,7 +431,8 @@ class VramtopApp(App[int]):
             self.findings,
             details=self._banner_details,
             short=self.size.height < SHORT_HEIGHT,
-            can_act=bool(getattr(self.backend, "can_act", True)),
+            can_act=self.backend.can_act,
+            keys={name: self.key_of(name) for name in BANNER_KEYS},
         )
         if had != bool(self.findings):
             self.refresh_bindings()  # d (details) is offered while a finding is open
@@ -462,8 +449,8 @@ class VramtopApp(App[int]):
         self._header.show(
             self.sample,
             self._clock(),
-            wsl=getattr(self.backend, "wsl", None),
-            call_on=bool(getattr(self.backend, "call_on", False)),
+            wsl=self.backend.wsl,
+            call_on=self.frame.call_on,
             demo=self.backend.demo,
             profile=self.backend.profile_name,
             activity=self.activity,
@@ -476,7 +463,7 @@ class VramtopApp(App[int]):
         if action == "toggle_details":
             return bool(self.findings)  # details of the open finding: hidden without one
         if action in ("restart", "relaunch", "start_stop"):
-            if not getattr(self.backend, "can_act", True):
+            if not self.backend.can_act:
                 return False  # watching only (a URL, a recording): nothing to start or stop
             if self.busy is not None:
                 return None  # shown dimmed: wait for the running action
@@ -501,7 +488,8 @@ class VramtopApp(App[int]):
         running = int(metrics.requests_running or 0) if metrics else 0
         if running and not self._restart_armed:
             self._restart_armed = True
-            self._say(f"{running} request(s) running: press r again to restart", news=False)
+            again = self.key_of("restart")
+            self._say(f"{running} request(s) running: press {again} again to restart", news=False)
             self._render_header()
             self.set_timer(RESTART_CONFIRM_S, self._disarm_restart)
             return
@@ -576,7 +564,7 @@ class VramtopApp(App[int]):
                 self._current_budget(),
                 self.desktop_peak_bytes,
                 self.settings.min_desktop_headroom_gib,
-                launch_util=getattr(self.backend, "launch_budget", None),
+                launch_util=self.backend.launch_budget,
                 suggested=(remedy_util, why or "") if remedy_util is not None else None,
                 no_terms_why=no_terms(self.sample),
             ),
@@ -642,14 +630,19 @@ class VramtopApp(App[int]):
         self.push_screen(HelpScreen(self.help_rows()))
 
     def help_rows(self) -> list[tuple[str, str, str]]:
-        keymap = getattr(self, "_keymap", {})
         rows = []
-        for binding_id, key, action, _label, _title, help_text in ACTIONS:
+        for binding_id, _key, action, _label, _title, help_text in ACTIONS:
             if action == "toggle_call" and not self.backend.demo:
                 continue
-            shown = keymap.get(binding_id, key)
-            rows.append((KEY_DISPLAY.get(shown, shown), help_text, binding_id))
+            rows.append((self.key_of(binding_id), help_text, binding_id))
         return rows
+
+    def key_of(self, binding_id: str) -> str:
+        """The key an action is on, as shown: the settings' keymap, else the default (the
+        first of several)."""
+        keys = self._keys.get(binding_id) or DEFAULT_KEYS[binding_id]
+        first = keys.split(",")[0].strip()
+        return KEY_DISPLAY.get(first, first)
 
     def action_quit_console(self) -> None:
         from vramtop.tui.screens.quit_dialog import QuitDialog
@@ -684,7 +677,7 @@ class VramtopApp(App[int]):
     def _server_to_leave(self) -> bool:
         """Whether quitting has a choice: a server vramtop may stop is up (or its state is
         not known yet, or an action is bringing one up)."""
-        if not getattr(self.backend, "can_act", True):
+        if not self.backend.can_act:
             return False  # watching a URL or a recording: nothing of ours to stop
         if self.sample is None or self.busy in ("start", "restart", "relaunch"):
             return True
@@ -767,11 +760,6 @@ class VramtopApp(App[int]):
         self.request_tick()
 
 
-def _optional_call(backend: object, name: str, default: Any) -> Any:
-    method = getattr(backend, name, None)
-    return method() if callable(method) else default
-
-
 def _remedy_util(findings: list[Finding]) -> tuple[float | None, str | None]:
     for finding in findings:
         util = finding.remedy.gpu_memory_utilization
@@ -780,10 +768,10 @@ def _remedy_util(findings: list[Finding]) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _log_notice(sample: Sample) -> str | None:
+def _log_notice(sample: Sample, start_key: str) -> str | None:
     info = sample.info
     if info and info.state is ServerState.CRASHED:
-        return "vLLM exited: the last lines say why · s starts it again"
+        return f"vLLM exited: the last lines say why · {start_key} starts it again"
     return None
 
 

@@ -7,6 +7,8 @@ finding's id, its evidence ladder and the remedy's reasoning.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
@@ -16,6 +18,8 @@ from vramtop.core.findings import Finding, Ladder, Remedy, headline
 from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE
 
 Part = str | tuple[str, str]
+# The keys the banner names, by binding id, as shown (the console passes its keymap's).
+DEFAULT_KEYS: Mapping[str, str] = {"restart": "r", "relaunch": "b", "details": "d", "timeline": "e"}
 
 
 class FindingBanner(Static):
@@ -38,11 +42,12 @@ class FindingBanner(Static):
 
     def show(
         self,
-        findings: list[Finding],
+        findings: Sequence[Finding],
         *,
         details: bool = False,
         short: bool = False,
         can_act: bool = True,
+        keys: Mapping[str, str] = DEFAULT_KEYS,
     ) -> None:
         """`details`: the evidence ladder and the finding's id too (else the compact form).
 
@@ -51,6 +56,9 @@ class FindingBanner(Static):
 
         `can_act`: False when watching only (a recording, a URL): the remedy is said, but
         no key is offered for it, since r and b do nothing there.
+
+        `keys`: the key of each binding the banner names (restart, relaunch, details,
+        timeline), as the keymap has them.
         """
         if not findings:
             if self.has_class("-open"):
@@ -59,7 +67,12 @@ class FindingBanner(Static):
         self.set_class(True, "-open")
         self.set_class(short or not details, "-short")
         text = banner_text(
-            findings[0], more=len(findings) - 1, details=details, short=short, can_act=can_act
+            findings[0],
+            more=len(findings) - 1,
+            details=details,
+            short=short,
+            can_act=can_act,
+            keys=keys,
         )
         if self._shown is None or not self._shown.is_same(text):
             # Only on change: an update lays the whole screen out again (the banner's height
@@ -74,13 +87,15 @@ def banner_text(
     details: bool = False,
     short: bool = False,
     can_act: bool = True,
+    keys: Mapping[str, str] = DEFAULT_KEYS,
 ) -> Content:
+    key = {**DEFAULT_KEYS, **keys}
     parts: list[Part] = [(f"⚠ {headline(finding.kind)}", "bold $error")]
     note = confidence_note(finding)
     if note:
         parts.append((f"  ({note})", "bold"))
     if more:
-        parts.append((f"  (+{more} more: e)", "$text-muted"))
+        parts.append((f"  (+{more} more: {key['timeline']})", "$text-muted"))
     parts += ["\n", finding.summary]
     if details:
         parts += ["\n", ("finding: ", "bold"), finding.kind]
@@ -89,7 +104,7 @@ def banner_text(
         parts += _ladder(finding.ladder, short)
         if finding.remedy.why:
             parts += ["\n", ("remedy: ", "bold"), finding.remedy.why]
-    parts += ["\n", *remedy_keys(finding.remedy, can_act=can_act, details=details)]
+    parts += ["\n", *remedy_keys(finding.remedy, can_act=can_act, details=details, keys=key)]
     if details and not short and finding.evidence.spill_rise_bytes:
         # A spill was observed on the Windows side: the driver setting that may prevent it.
         parts += ["\n", ("spill: ", "bold"), SYSMEM_FALLBACK_ADVICE]
@@ -120,20 +135,26 @@ def _ladder(ladder: Ladder, short: bool) -> list[Part]:
     return parts
 
 
-def remedy_keys(remedy: Remedy, can_act: bool = True, details: bool = False) -> list[Part]:
+def remedy_keys(
+    remedy: Remedy,
+    can_act: bool = True,
+    details: bool = False,
+    keys: Mapping[str, str] = DEFAULT_KEYS,
+) -> list[Part]:
+    key = {**DEFAULT_KEYS, **keys}
     util = remedy.gpu_memory_utilization
-    keys: list[Part] = []
+    parts: list[Part] = []
     if can_act:
         if not remedy.restart_fails:
             # After a start that failed for memory a restart at that budget fails again.
-            keys += [("r", "bold reverse"), " restart now   "]
+            parts += [(key["restart"], "bold reverse"), " restart now   "]
         if util is not None:
-            keys += [("b", "bold reverse"), f" relaunch at {util:.2f}   "]
+            parts += [(key["relaunch"], "bold reverse"), f" relaunch at {util:.2f}   "]
         else:
-            keys += [("b", "bold reverse"), " relaunch with another budget   "]
+            parts += [(key["relaunch"], "bold reverse"), " relaunch with another budget   "]
     elif util is not None:
         # Nothing can be acted on here, but the fix is still worth saying.
-        keys.append(f"remedy: relaunch at {util:.2f}   ")
-    keys += [("d", "bold reverse"), " fewer details   " if details else " details   "]
-    keys += [("e", "bold reverse"), " timeline"]
-    return keys
+        parts.append(f"remedy: relaunch at {util:.2f}   ")
+    parts += [(key["details"], "bold reverse"), " fewer details   " if details else " details   "]
+    parts += [(key["timeline"], "bold reverse"), " timeline"]
+    return parts
