@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "tui")]
+from vramtop.core.model import Sample
+
+if TYPE_CHECKING:
+    from vramtop.tui.app import VramtopApp
 
 
 class FloorApp(App[None]):
@@ -38,16 +40,20 @@ REQUEST_LINE = (
 )
 
 
-def console_app(interval_s: float = 1.0, on_first_sample=None, log_rate: float = 0.0):  # type: ignore[no-untyped-def]
+def console_app(
+    interval_s: float = 1.0,
+    on_first_sample: Callable[[], object] | None = None,
+    log_rate: float = 0.0,
+) -> VramtopApp:
     """vramtop's console on the deterministic fake backend (no simulator processes to count).
 
     With `log_rate`, the server writes that many request lines a second to its log."""
-    from fake_backend import FakeBackend as _FakeBackend
+    from tests.support.fake_backend import FakeBackend as _FakeBackend
 
     class FakeBackend(_FakeBackend):
         written = 0.0
 
-        def next_sample(self):  # type: ignore[no-untyped-def]
+        def next_sample(self) -> Sample:
             self.written += log_rate * interval_s
             while len(self._log) < int(self.written) + 20:
                 self._log.append(REQUEST_LINE.format(port=40000 + len(self._log) % 20000))
@@ -68,13 +74,15 @@ def console_app(interval_s: float = 1.0, on_first_sample=None, log_rate: float =
     return MarkedApp(backend, Settings(interval_s=interval_s), clock=backend.clock)
 
 
-def demo_console_app(interval_s: float = 1.0, part: str | None = None):  # type: ignore[no-untyped-def]
+def demo_console_app(
+    interval_s: float = 1.0, part: str | None = None
+) -> tuple[VramtopApp, Callable[[], bool], Callable[[], None]]:
     """vramtop's console on the demo, as `vramtop --demo` runs it; (app, serving?, close).
 
     `part` leaves something out once the server serves, to see what the rest costs:
     "reads" draws nothing (the reads, and the samples' messages, only); "still-log" keeps
     the server log as it was (everything but the log's new lines)."""
-    from vramtop.core.model import Sample, ServerState
+    from vramtop.core.model import ServerState
     from vramtop.machines.demo_backend import demo_backend
     from vramtop.settings import Settings
     from vramtop.tui.app import VramtopApp

@@ -16,9 +16,9 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
   (the reads and the samples' messages); "still-log" draws all but the server log's new
   lines. So demo - still-log is the log, and still-log - reads the header and panels.
 
-    python bench/bench_console.py [--seconds 60] [--size 120x40] [--only floor,demo,ui]
+    python -m bench.bench_console [--seconds 60] [--size 120x40] [--only floor,demo,ui]
                                   [--repeat N] [--apart] [--settle S]
-    python bench/bench_console.py --real [--streams 3] [--seconds 60] [--settle 15]
+    python -m bench.bench_console --real [--streams 3] [--seconds 60] [--settle 15]
 
 --real measures where users run it: the real vLLM of the end-to-end tests (VRAMTOP_VLLM_PYTHON,
 VRAMTOP_TINY_MODEL; started once, by a profile) under a bounded streaming load of this
@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
@@ -64,12 +65,14 @@ def child(
     settle_s: float = WARMUP_S,
     log_rate: float = 0.0,
 ) -> None:
-    from _bench_apps import FloorApp, console_app, demo_console_app
+    from bench._bench_apps import FloorApp, console_app, demo_console_app
 
     app: Any
     if kind == "vllmstat":
         external_child(seconds, size, settle_s)
         return
+    ready: Callable[[], bool]
+    close: Callable[[], None]
     if kind in REAL_KINDS:
         from vramtop.machines.machine_backend import live_backend
         from vramtop.profiles import load_profile
@@ -325,14 +328,10 @@ def real(args: argparse.Namespace) -> int:
     if not (os.environ.get("VRAMTOP_VLLM_PYTHON") and os.environ.get("VRAMTOP_TINY_MODEL")):
         print("--real needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (.ci/setup-vllm)")
         return 2
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(root))
     home = tempfile.mkdtemp(prefix="vramtop-bench-")
     os.environ["VRAMTOP_HOME"] = home
-    from bench_restart_under_load import Streams, running_requests  # type: ignore[import-not-found]
-
+    from bench.bench_restart_under_load import Streams, running_requests
     from tests.e2e.conftest import free_port, vllm_argv, vllm_env
     from vramtop.config import profile_from_argv
     from vramtop.profiles import save_profile

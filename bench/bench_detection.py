@@ -13,8 +13,8 @@ finding, and broken down from the call's switch: onset, decode under a third of 
 finding. Each onset is run twice: on a fresh home (nothing remembered) and again with the
 normal rate the first run remembered (a console reopened mid-collapse would start from it).
 
-    python bench/bench_detection.py
-    python bench/bench_detection.py --demo [--speed 10] [--onsets 20,45,90] [--wsl]
+    python -m bench.bench_detection
+    python -m bench.bench_detection --demo [--speed 10] [--onsets 20,45,90] [--wsl]
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.synthetic import Card, build, field_report
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
-from vramtop.session.synthetic import Card, build, field_report
 
 TARGET_S = 10.0
 

@@ -13,7 +13,7 @@ stall decoding for a second or two, during calls too.
 Prints the number of findings (target 0) and the run time against a baseline pass that only
 builds the samples (so the figure is the diagnosis's own cost).
 
-    python bench/bench_false_alarms.py [--hours 8] [--seed 1]
+    python -m bench.bench_false_alarms [--hours 8] [--seed 1]
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import argparse
 import random
 import time
 
+from tests.support.synthetic import FIELD_UTIL, Card, Event, Tick, build, busy, idle
 from vramtop.core.diagnosis import Diagnoser
 from vramtop.core.model import GIB
 from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
-from vramtop.session.synthetic import FIELD_UTIL, Card, Tick, build, busy, idle
 
 
-def healthy_day(hours: float, seed: int) -> list[Tick | tuple]:
+def healthy_day(hours: float, seed: int) -> list[Tick | Event]:
     rng = random.Random(seed)
-    items: list[Tick | tuple] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
     t, end = 2, int(hours * 3600)
     while t < end:
         running = rng.choice([1, 1, 1, 2])
@@ -57,9 +57,9 @@ def healthy_day(hours: float, seed: int) -> list[Tick | tuple]:
     return items
 
 
-def agent_day(hours: float, seed: int) -> list[Tick | tuple]:
+def agent_day(hours: float, seed: int) -> list[Tick | Event]:
     rng = random.Random(seed)
-    items: list[Tick | tuple] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
     t, end = 2, int(hours * 3600)
     while t < end:
         running = rng.choice([1, 2, 3, 4])
@@ -92,12 +92,12 @@ def agent_day(hours: float, seed: int) -> list[Tick | tuple]:
     return items
 
 
-def agent_calls_day(hours: float, seed: int) -> list[Tick | tuple]:
+def agent_calls_day(hours: float, seed: int) -> list[Tick | Event]:
     """Agent work at a budget that leaves a call room (0.85, the field report's fix): calls
     start and end while the agent works, costing a mild dip (83 → 52 in the report), and long
     prompts stall decoding for a second or two at a time, during calls too."""
     rng = random.Random(seed)
-    items: list[Tick | tuple] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
     t, end = 2, int(hours * 3600)
     call_left = 0
     stall_left = 0

@@ -6,7 +6,7 @@ the fdinfo of the fds it found, and searches processes it has not seen before. P
 time per tick of a full search and of an indexed tick, and their ratio, in the same run (CPU
 time of this process: other load on the machine does not count).
 
-    python bench/bench_fdinfo.py [--ticks 50] [--proc /proc]
+    python -m bench.bench_fdinfo [--ticks 50] [--proc /proc]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the CPU much less. Modules are byte-compiled as installed (PYTHONDONTWRITEBYTECO
 dropped; a first run writes them). Medians of --runs, the commands taking turns; wall times
 swing with the machine's load, so the ratios to the minimal app are the figures to read.
 
-    python bench/bench_first_frame.py [--runs 5] [--timeout 60]
+    python -m bench.bench_first_frame [--runs 5] [--timeout 60]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Baseline in the same run: one bare `math.ceil(total × util)` (the budget alone), so the ratio
 says how much the full accounting costs on top of the cheapest possible step.
-Run from the repository root: PYTHONPATH=. python bench/bench_headroom.py [--scale 1.0]
+Run from the repository root: PYTHONPATH=. python -m bench.bench_headroom [--scale 1.0]
 (--scale 0.01: a hundredth of the calls, one repeat; a quick smoke run)
 """
 

@@ -9,7 +9,7 @@ message handler, so what the console keeps per tick (sparklines, log, events, fi
 diagnosis's history) builds up as it would over a day; the screen is painted every
 PAINT_EVERY ticks.
 
-    python bench/bench_memory.py [--hours 24] [--size 120x40]
+    python -m bench.bench_memory [--hours 24] [--size 120x40]
 
 It prints the RSS at each simulated hour and the growth per hour in the first and the last
 quarter of the run: memory that is bounded flattens (the last quarter's growth near zero).
@@ -22,17 +22,13 @@ import asyncio
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parent)]
-import _bench_apps  # noqa: E402,F401  (puts the tests' fake backend on the path)
-from fake_backend import FakeBackend  # noqa: E402
-
-from vramtop.core.model import Sample  # noqa: E402
-from vramtop.session.live import LiveSession  # noqa: E402
-from vramtop.settings import Settings  # noqa: E402
-from vramtop.tui.app import VramtopApp  # noqa: E402
+from tests.support.fake_backend import FakeBackend
+from vramtop.core.model import Sample
+from vramtop.session.live import LiveSession
+from vramtop.settings import Settings
+from vramtop.tui.app import VramtopApp
 
 HOUR = 3600
 CALL = (1200, 1800)  # seconds into each hour: a ten-minute call, then a restart
@@ -78,7 +74,7 @@ class DayOfTraffic(FakeBackend):
 
 async def run(hours: float, size: tuple[int, int]) -> list[tuple[float, int]]:
     backend = DayOfTraffic()
-    app = VramtopApp(backend, Settings(interval_s=3600), clock=backend.clock)  # type: ignore[arg-type]
+    app = VramtopApp(backend, Settings(interval_s=3600), clock=backend.clock)
     points: list[tuple[float, int]] = []
     total = int(hours * HOUR)
     every = max(1, min(HOUR, total // 24))

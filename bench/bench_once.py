@@ -9,7 +9,7 @@ and a first run writes them); its CPU (user + system, from the kernel) is printe
 wall time, since wall time swings with whatever else the machine does. The baseline in the
 same run: `python -c pass` (an interpreter's start alone).
 
-    python bench/bench_once.py [--runs 5] [--only url,demo]
+    python -m bench.bench_once [--runs 5] [--only url,demo]
 """
 
 from __future__ import annotations

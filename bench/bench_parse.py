@@ -1,19 +1,17 @@
 """Median time to parse a real vLLM /metrics page: vramtop's parse_metrics against
 prometheus_client's parser alone (the baseline it builds on).
 
-Usage: python bench/bench_parse.py [--rounds 200] [path/to/metrics.txt]
+Usage: python -m bench.bench_parse [--rounds 200] [path/to/metrics.txt]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 

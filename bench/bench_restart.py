@@ -5,7 +5,7 @@ readiness polling). Median over 20 restarts on the simulated machine. Target: un
 A baseline measured in the same run: the fake server started bare (Popen, poll /health), no
 vramtop, so the interpreter's own start-up cost is visible apart from vramtop's.
 
-    python bench/bench_restart.py [--restarts 20] [--startup 1.0]
+    python -m bench.bench_restart [--restarts 20] [--startup 1.0]
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vramtop.config import Profile
 from vramtop.sim.machine import SimMachine, free_port

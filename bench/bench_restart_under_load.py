@@ -13,7 +13,7 @@ close".
 
 Needs VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL (`.ci/setup-vllm`).
 
-    python bench/bench_restart_under_load.py [--lost 2] [--plain 1] [--streams 3]
+    python -m bench.bench_restart_under_load [--lost 2] [--plain 1] [--streams 3]
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from tests.e2e.conftest import SERVED_NAME, free_port, vllm_argv, vllm_env  # noqa: E402
 from vramtop.config import profile_from_argv  # noqa: E402

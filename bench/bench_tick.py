@@ -10,9 +10,9 @@ calling thread's CPU clock (the demo's load generator runs in this process, in o
 and is not counted). --profile adds the functions that cost most, from cProfile on the same
 clock.
 
-    python bench/bench_tick.py [--ticks 200]
-    python bench/bench_tick.py --demo [--seconds 20] [--profile]
-    python bench/bench_tick.py --worst [--hz 4]
+    python -m bench.bench_tick [--ticks 200]
+    python -m bench.bench_tick --demo [--seconds 20] [--profile]
+    python -m bench.bench_tick --worst [--hz 4]
 
 With --worst it measures the console's whole tick (`MachineBackend.tick`: the reads and the
 live session; the supervisor's housekeeping runs on its own thread, `keep_house`, as in the
@@ -237,7 +237,9 @@ def worst(hz: float, steady: int) -> int:
             thread = threading.Thread(target=action, daemon=True) if action else None
             if thread is not None:
                 thread.start()
-            cpus, walls, next_at = [], [], time.monotonic()
+            cpus: list[float] = []
+            walls: list[float] = []
+            next_at = time.monotonic()
             while len(cpus) < least or (thread is not None and thread.is_alive()):
                 w0, c0 = time.monotonic(), time.thread_time()
                 target.tick()

@@ -6,7 +6,7 @@
    starting a fresh PowerShell per sample (what the long-lived loop avoids): the fake's start
    is only Python's, so the real ratio (Windows PowerShell: seconds) is far larger.
 
-Usage: python bench/bench_windows.py [--rounds 2000] [--starts 5]
+Usage: python -m bench.bench_windows [--rounds 2000] [--starts 5]
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from vramtop.core.windows.powershell import parse_line  # noqa: E402
 from vramtop.sources.windows_counters import WindowsGpuSource, powershell_argv  # noqa: E402

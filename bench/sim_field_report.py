@@ -1,6 +1,6 @@
 """Replays the field report on the simulated machine and prints the decode rates it produces.
 
-    python bench/sim_field_report.py [--speed 20] [--budgets 0.93,0.85] [--reads 300]
+    python -m bench.sim_field_report [--speed 20] [--budgets 0.93,0.85] [--reads 300]
 
 For each budget (0.93, 0.85): tokens/s (simulated time) before a video call, at the call's
 peak, after it ends, and after a restart of the server; plus how long one simulated-GPU probe

@@ -1,21 +1,11 @@
-"""Console tests: a fake backend on a fixed clock, and vramtop's files kept in a temp dir."""
+"""Console tests: vramtop's files kept in a temp dir (the helpers: tests.support.console)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fake_backend import FakeBackend
-from textual.pilot import Pilot
-
-from vramtop.core.findings import Finding
-from vramtop.settings import Settings
-from vramtop.tui.app import VramtopApp
-
-# Ticks are driven by the tests (`settle`), never by the wall clock.
-NO_TIMER = Settings(interval_s=3600)
 
 
 @pytest.fixture(autouse=True)
@@ -23,50 +13,3 @@ def vramtop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("NO_COLOR", raising=False)
     yield tmp_path / "home"
-
-
-def make_app(backend: FakeBackend | None = None, settings: Settings | None = None) -> VramtopApp:
-    backend = backend or FakeBackend()
-    return VramtopApp(backend, settings or NO_TIMER, clock=backend.clock)
-
-
-async def settle(pilot: Pilot[int]) -> None:
-    """Let every action finish, every read asked for be shown, and every message they
-    posted be handled (a finished action asks for a read)."""
-    app = pilot.app
-    assert isinstance(app, VramtopApp)
-    for _ in range(4):
-        # The reader lives as long as the console: wait for the others, and for its reads.
-        actions = [w for w in app.workers if w.group != "tick"]
-        if actions:  # (an empty list means every worker to Textual)
-            await app.workers.wait_for_complete(actions)
-        await _reads_shown(pilot)
-
-
-async def ticks(pilot: Pilot[int], count: int) -> None:
-    app = pilot.app
-    assert isinstance(app, VramtopApp)
-    await _reads_shown(pilot)  # the read asked for at mount, first: one read per tick
-    for _ in range(count):
-        app.request_tick()
-        await _reads_shown(pilot)
-
-
-async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
-    app = pilot.app
-    assert isinstance(app, VramtopApp)
-    waited = 0.0
-    while app.reads_pending:
-        if waited > timeout_s:
-            raise AssertionError(f"no sample shown within {timeout_s} s of asking for a read")
-        await pilot.pause(0.01)
-        waited += 0.01
-    await pilot.pause()
-
-
-def open_finding(kind: str = "vram_contention", **fields: Any) -> Finding:
-    """An open critical finding of `kind` at t=0, with `fields` (summary, remedy, …)."""
-    fields.setdefault("summary", "squeezed")
-    return Finding(
-        kind=kind, severity="critical", first_seen_t=0.0, last_seen_t=0.0, closed_t=None, **fields
-    )

@@ -11,14 +11,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from conftest import make_app, settle, ticks
-from fake_backend import FakeBackend
 from textual.app import App
 from textual.events import MouseScrollUp
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input
 
+from tests.support.console import make_app, settle, ticks
+from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
 from vramtop.tui.app import READER_CHECK_S, SETTLE_S, VramtopApp

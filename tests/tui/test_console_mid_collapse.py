@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import NO_TIMER, ticks
 from test_console_app import text
 
+from tests.support.console import NO_TIMER, ticks
+from tests.support.synthetic import Card, build, busy
 from vramtop.core.model import GIB, Sample
 from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.machines.replay_backend import ReplayBackend
-from vramtop.session.synthetic import Card, build, busy
 from vramtop.session.writer import SessionWriter, make_header
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.finding_banner import FindingBanner

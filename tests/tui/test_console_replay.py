@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import NO_TIMER, ticks
 from test_console_app import text
 
+from tests.support.console import NO_TIMER, ticks
+from tests.support.synthetic import Card, build, field_report
 from vramtop.core.model import Sample
 from vramtop.machines.replay_backend import ReplayBackend
-from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader

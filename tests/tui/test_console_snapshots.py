@@ -7,10 +7,11 @@ change, and look at the report before committing the new SVGs.
 from __future__ import annotations
 
 import pytest
-from conftest import make_app, settle, ticks
-from fake_backend import FakeBackend
 from textual.pilot import Pilot
 from textual.widgets import Input
+
+from tests.support.console import make_app, settle, ticks
+from tests.support.fake_backend import FakeBackend
 
 SIZES = [(80, 24), (160, 48)]
 HISTORY_TICKS = 24

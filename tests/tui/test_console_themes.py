@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_app
 
+from tests.support.console import make_app
 from vramtop import locations
 from vramtop.settings import Settings
 from vramtop.tui.themes import ThemeFileError, load_themes, theme_from_file, theme_from_mapping

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from conftest import make_app, open_finding, settle, ticks
-from fake_backend import FakeBackend
 from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
 from textual.widgets import DataTable, Input, Label
 
+from tests.support.console import make_app, open_finding, settle, ticks
+from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerState
 from vramtop.tui.app import VramtopApp

@@ -4,9 +4,9 @@ what it shows before, and a build that fails."""
 from __future__ import annotations
 
 import pytest
-from conftest import NO_TIMER, settle
-from fake_backend import FakeBackend
 
+from tests.support.console import NO_TIMER, settle
+from tests.support.fake_backend import FakeBackend
 from vramtop.machines.deferred_backend import BackendUnavailable, DeferredBackend
 from vramtop.tui.app import VramtopApp
 

@@ -8,17 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import make_app, settle, ticks
-from fake_backend import FakeBackend
 from test_console_app import text
 
+from tests.support.console import make_app, settle, ticks
+from tests.support.fake_backend import FakeBackend
+from tests.support.synthetic import Card, build, field_report
 from vramtop.cli import main
 from vramtop.core.budget import GIB
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Sample
-from vramtop.session.synthetic import Card, build, field_report
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.widgets.finding_banner import banner_text

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import make_app, ticks
-from fake_backend import FakeBackend
 from textual.geometry import Region
 
+from tests.support.console import make_app, ticks
+from tests.support.fake_backend import FakeBackend
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.widgets.server_log import TailLog
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
+from tests.support.synthetic import Card, Event, Tick, build, busy, field_report, idle
 from vramtop.core.baseline import RateBaseline, counter_rate
 from vramtop.core.diagnosis import (
     GPU_THROTTLING,
@@ -19,7 +20,6 @@ from vramtop.core.diagnosis import (
     startup_oom_facts,
 )
 from vramtop.core.model import GIB, ServerState
-from vramtop.session.synthetic import Card, Event, Tick, build, busy, field_report, idle
 
 OOM_LINE = (
     "ValueError: Free memory on device cuda:0 (30.12/31.84 GiB) on startup is less than "

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
 from vramtop.core.memory_evidence import desktop_over_allowance, squeeze_in_memory
 from vramtop.core.model import GIB, Sample, SplitMethod
 from vramtop.core.windows.spill import SpillEvidence
-from vramtop.session.synthetic import Card, Event, Tick, build, busy
 
 CALL = int(4.3 * GIB)  # the desktop during a video call
 IDLE = int(1.35 * GIB)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.support.synthetic import Card, build, field_report
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
 from vramtop.core.findings import Finding
 from vramtop.core.model import GIB, MIB, MemoryKind, Sample
-from vramtop.session.synthetic import Card, build, field_report
 
 CALL_AT = 120.0
 SPARK_POOL = 125487628 * 1024

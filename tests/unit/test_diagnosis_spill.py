@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tests.support.synthetic import Card, build, field_report
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
 from vramtop.core.model import GIB, Sample
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.session.reader import read_session
-from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter
 
 CALL_AT = 120.0

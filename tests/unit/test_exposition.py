@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from tests.support.synthetic import Card, build, field_report
 from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
 from vramtop.core.diagnosis import COLLAPSE_RATIO, Diagnoser
 from vramtop.core.exposition import (
@@ -17,7 +18,6 @@ from vramtop.core.exposition import (
 from vramtop.core.findings import KINDS, VRAM_CONTENTION
 from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
 from vramtop.core.timeline import Timeline
-from vramtop.session.synthetic import Card, build, field_report
 
 
 def state_at(t: float, *, wsl: bool = True) -> ExportState:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
 from vramtop.core.memory_evidence import NO_NORMAL_RATE
 from vramtop.core.model import GIB, Sample, ServerInfo, ServerMetrics, ServerState
@@ -22,7 +23,6 @@ from vramtop.core.normal_rate import (
     decode_tps,
 )
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
-from vramtop.session.synthetic import Card, Event, Tick, build, busy
 
 CALL = int(4.3 * GIB)  # what the desktop asks for during a video call
 NORMAL = 77.0

@@ -6,6 +6,7 @@ import json
 import stat
 from pathlib import Path
 
+from tests.support.synthetic import Card, Tick, build, busy
 from vramtop.commands.diagnose import diagnose_file
 from vramtop.core.diagnosis import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample
@@ -13,7 +14,6 @@ from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, LEARNED, REMEMBERED, N
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.reader import SessionReader
-from vramtop.session.synthetic import Card, Tick, build, busy
 from vramtop.session.writer import SessionWriter, make_header
 
 CALL = int(4.3 * GIB)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tests.support.synthetic import Card, build, busy
 from vramtop.core.diagnosis import SERVER_NOT_ANSWERING, Diagnoser
 from vramtop.core.findings import KINDS
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.server_down import NOT_ANSWERING_S
-from vramtop.session.synthetic import Card, build, busy
 
 
 def _samples(quiet: list[float | None], state: ServerState = ServerState.RUNNING) -> list[Sample]:

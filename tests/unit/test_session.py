@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.synthetic import Card, build, field_report
 from vramtop.commands import diagnose
 from vramtop.core.diagnosis import (
     SERVER_CRASHED,
@@ -20,7 +21,6 @@ from vramtop.core.model import Sample
 from vramtop.machines.interface import Frame
 from vramtop.session.playback import ReplaySource
 from vramtop.session.reader import SessionError, SessionReader, read_session
-from vramtop.session.synthetic import Card, build, field_report
 from vramtop.session.writer import SessionWriter, make_header, sample_line
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sessions"

@@ -1,0 +1,1 @@
+"""The tests; `tests.support` holds what they share with the benches."""
