@@ -33,6 +33,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
+from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
@@ -110,6 +111,8 @@ class FakeBackend(Backend):
             log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
             headroom_inputs=self.headroom_inputs(),
             baseline=self.healthy_baseline(),
+            # The same 77 tok/s as the baseline, learned on this run.
+            normal_rate=NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}),
             call_on=self.call_on,
         )
 
