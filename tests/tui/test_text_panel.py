@@ -62,8 +62,7 @@ def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
 
 
 def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
-    from conftest import open_finding
-
+    from tests.support.console import open_finding
     from vramtop.core.memory_evidence import NO_NORMAL_RATE
     from vramtop.tui.widgets.finding_banner import banner_text
 
