@@ -134,6 +134,10 @@ def test_growth_rate_is_the_recent_trend_and_never_negative() -> None:
     falling = [(float(t), gib(5) - t * 50 * MIB) for t in range(30)]
     assert growth_rate(falling) == 0.0
     assert growth_rate(rising[:2]) == 0.0
+    # A call's memory arrives in a few seconds and then holds still: it has levelled off.
+    step = [(float(t), gib(1.35) + min(t, 4) * gib(0.75)) for t in range(12)]
+    assert growth_rate(step[:4]) > gib(0.5)  # still rising
+    assert growth_rate(step) == 0.0  # flat for the last 7 s
 
 
 def test_the_suggestion_keeps_as_much_pool_as_is_safe() -> None:

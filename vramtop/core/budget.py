@@ -280,14 +280,29 @@ GROWTH_HORIZON_S = 45.0
 GROWING_BYTES_PER_S = 4 * MIB
 
 
-# The desktop's trend is read over this much of its recent history.
+# The desktop's trend is read over this much of its recent history, and it has levelled off
+# when its last LEVELLED_S seconds held still.
 TREND_WINDOW_S = 15.0
+LEVELLED_S = 5.0
 
 
 def growth_rate(history: Sequence[tuple[float, int]]) -> float:
     """Bytes a second the desktop's share grew by over `history` ((t, bytes), oldest first):
-    the least-squares slope, 0.0 when it shrank, held still or is too short to tell."""
-    if len(history) < 3 or history[-1][0] - history[0][0] < 2.0:
+    the least-squares slope, 0.0 when it shrank, held still or is too short to tell. A share
+    that jumped and has held still for the last `LEVELLED_S` has levelled off (a video call
+    takes its memory in a few seconds): the slope of those seconds bounds the whole one."""
+    whole = _slope(history)
+    end = history[-1][0] if history else 0.0
+    recent = [(t, b) for t, b in history if t >= end - LEVELLED_S]
+    return min(whole, _slope(recent)) if _long_enough(recent) else whole
+
+
+def _long_enough(history: Sequence[tuple[float, int]]) -> bool:
+    return len(history) >= 3 and history[-1][0] - history[0][0] >= 2.0
+
+
+def _slope(history: Sequence[tuple[float, int]]) -> float:
+    if not _long_enough(history):
         return 0.0
     n = len(history)
     mean_t = sum(t for t, _ in history) / n
