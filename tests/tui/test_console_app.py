@@ -21,11 +21,12 @@ from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
-from vramtop.tui.app import READER_CHECK_S, SETTLE_S, VramtopApp
+from vramtop.tui.app import SETTLE_S, VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.screens.timeline_screen import TimelineScreen
+from vramtop.tui.showing import READER_CHECK_S
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel

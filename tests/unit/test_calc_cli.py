@@ -321,3 +321,11 @@ def test_a_config_that_is_not_a_model_config(
     code, _, err = calc(capsys, "--total-gib", "24", "--util", "0.9", *MEASURED,
                         "--model-config", str(bad))  # fmt: skip
     assert code == 2 and "is not JSON" in err
+
+
+def test_budget_is_an_alias_of_util(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("--total-gib", "79.19", *MEASURED, *LLAMA, "--max-model-len", "8192")
+    by_util = calc_json(capsys, *base, "--util", "0.9", "--util", "0.85")
+    by_budget = calc_json(capsys, *base, "--budget", "0.9", "--util", "0.85")
+    assert by_budget == by_util
+    assert [row["util"] for row in by_budget["rows"]] == [0.9, 0.85]

@@ -45,7 +45,7 @@ Terms not given, measured or calibrated are estimated and listed as such.
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calc",
-        help="what a --gpu-memory-utilization gives the KV cache and leaves the desktop",
+        help="what a budget (--gpu-memory-utilization) gives the KV cache and leaves the desktop",
         description="Predict vLLM's KV pool, tokens and concurrency for one or more budgets, "
         "and the desktop headroom each leaves.",
         epilog=EPILOG,
@@ -55,9 +55,11 @@ def add_parser(subparsers: Any) -> None:
     card.add_argument("--total-gib", type=finite_float, help="the GPU's total memory in GiB")
     card.add_argument(
         "--util",
+        "--budget",
+        dest="util",
         type=finite_float,
         action="append",
-        help="a --gpu-memory-utilization to try (repeat)",
+        help="a budget (vLLM's --gpu-memory-utilization) to try (repeat)",
     )
     card.add_argument(
         "--outside-budget-gib",
@@ -65,10 +67,10 @@ def add_parser(subparsers: Any) -> None:
         help="server memory outside its budget, e.g. the CUDA context (default: estimated)",
     )
     card.add_argument(
-        "--for-headroom-gib", type=finite_float, help="largest util leaving this much"
+        "--for-headroom-gib", type=finite_float, help="largest budget leaving this much"
     )
     card.add_argument(
-        "--for-kv-tokens", type=bounded_int, help="smallest util whose pool holds N tokens"
+        "--for-kv-tokens", type=bounded_int, help="smallest budget whose pool holds N tokens"
     )
     terms = parser.add_argument_group("memory terms (per GPU; a log or estimates fill the rest)")
     terms.add_argument("--weights-gib", type=finite_float)
@@ -82,7 +84,7 @@ def add_parser(subparsers: Any) -> None:
     terms.add_argument(
         "--log-util",
         type=finite_float,
-        help="the util the logged server ran with, if its log omits it",
+        help="the budget the logged server ran with, if its log omits it",
     )
     model = parser.add_argument_group("model and vLLM settings")
     model.add_argument("--model-config", type=Path, help="the model's config.json")

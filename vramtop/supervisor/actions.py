@@ -369,28 +369,6 @@ class ServerActions(LoadFollower):
                 rec.state = Lifecycle.STOPPED
             state.save(rec)
 
-    def _command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
-        """For an adopted server: its own command line, cwd and environment (read from the
-        live process, so no secret ever sits in a file). None: use the profile."""
-        rec = self.record()
-        if rec is None or rec.started_by != "attached":
-            return None
-        from vramtop.supervisor import adoption
-
-        if rec.pid and self._alive(rec):
-            return adoption.command_of(rec.pid)
-        if rec.argv and vllm_args.MASK not in rec.argv:
-            return list(rec.argv), rec.cwd, None
-        return None
-
-    def _profile_command(
-        self, overrides: dict[str, str]
-    ) -> tuple[list[str], str | None, dict[str, str] | None]:
-        argv = list(self.profile.argv)
-        for flag, value in overrides.items():
-            argv = vllm_args.set_flag(argv, flag, value)
-        return argv, self.profile.cwd, None
-
 
 def _save_profile(profile: Profile) -> str | None:
     """Write the profile back to its file; returns what went wrong, or None."""

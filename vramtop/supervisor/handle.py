@@ -133,6 +133,28 @@ class ServerHandle:
         )
         return survivors
 
+    def _command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
+        """For an adopted server: its own command line, cwd and environment (read from the
+        live process, so no secret ever sits in a file). None: use the profile."""
+        rec = self.record()
+        if rec is None or rec.started_by != "attached":
+            return None
+        from vramtop.supervisor import adoption
+
+        if rec.pid and self._alive(rec):
+            return adoption.command_of(rec.pid)
+        if rec.argv and vllm_args.MASK not in rec.argv:
+            return list(rec.argv), rec.cwd, None
+        return None
+
+    def _profile_command(
+        self, overrides: dict[str, str]
+    ) -> tuple[list[str], str | None, dict[str, str] | None]:
+        argv = list(self.profile.argv)
+        for flag, value in overrides.items():
+            argv = vllm_args.set_flag(argv, flag, value)
+        return argv, self.profile.cwd, None
+
     def _alive(self, rec: ServerRecord) -> bool:
         if self._child is not None and rec.pid == self._child.pid:
             # Our own child: only Popen may collect it, or its exit code is lost (a waitpid
