@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.synthetic import Card, build, field_report
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.findings import VRAM_CONTENTION
 
 TARGET_S = 10.0
 

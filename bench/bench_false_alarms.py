@@ -23,9 +23,9 @@ import random
 import time
 
 from tests.support.synthetic import FIELD_UTIL, Card, Event, Tick, build, busy, idle
-from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.core.model import GIB
-from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 
 
 def healthy_day(hours: float, seed: int) -> list[Tick | Event]:

@@ -54,7 +54,7 @@ def test_recorded_field_report_diagnoses_as_vram_contention(tmp_path: Path, wsl:
     assert remedy["gpu_memory_utilization"] <= 0.88
     # The demo's agent (long contexts re-read every turn, one or two streams) taught a normal
     # rate before the call began, from the per-token latency vLLM's /metrics exposes.
-    from vramtop.core.diagnosis import Diagnoser
+    from vramtop.core.diagnosis.diagnoser import Diagnoser
     from vramtop.core.model import Sample
     from vramtop.session.reader import SessionReader
 

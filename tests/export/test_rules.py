@@ -12,7 +12,7 @@ import yaml
 from tests.export.promtool import promtool
 from vramtop import cli
 from vramtop.commands.export import DASHBOARD_FILE, RULES_FILE, asset_text
-from vramtop.core.diagnosis_thresholds import CARD_FULL, COLLAPSE_RATIO
+from vramtop.core.diagnosis.thresholds import CARD_FULL, COLLAPSE_RATIO
 from vramtop.core.exposition import METRICS, SPECS
 
 HERE = Path(__file__).resolve().parent

@@ -13,6 +13,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.events import Event
 from vramtop.core.findings import Evidence, Finding, Ladder, Remedy
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
@@ -33,7 +34,6 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
-from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame

@@ -10,8 +10,8 @@ from test_console_app import text
 
 from tests.support.console import NO_TIMER, ticks
 from tests.support.synthetic import Card, build, busy
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.core.model import GIB, Sample
-from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.writer import SessionWriter, make_header

@@ -15,7 +15,8 @@ from tests.support.fake_backend import FakeBackend
 from tests.support.synthetic import Card, build, field_report
 from vramtop.cli import main
 from vramtop.core.budget import GIB
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.findings import VRAM_CONTENTION, Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Sample

@@ -63,7 +63,7 @@ def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
 
 def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
     from tests.support.console import open_finding
-    from vramtop.core.memory_evidence import NO_NORMAL_RATE
+    from vramtop.core.diagnosis.memory_evidence import NO_NORMAL_RATE
     from vramtop.tui.widgets.finding_banner import banner_text
 
     finding = open_finding(confidence=NO_NORMAL_RATE)
@@ -73,7 +73,7 @@ def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
 
 
 def test_the_throughput_panel_says_where_the_normal_rate_came_from() -> None:
-    from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
+    from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
     from vramtop.tui.widgets.throughput_panel import normal_origin
 
     remembered = NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}, REMEMBERED, saved_at=0.0)

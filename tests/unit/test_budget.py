@@ -29,10 +29,10 @@ from vramtop.core.budget import (
     leaves_no_kv_block,
     suggested_budget,
 )
+from vramtop.core.diagnosis.server_down import startup_oom_facts, startup_oom_report
 from vramtop.core.headroom.from_startup import gib
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
-from vramtop.core.server_down import startup_oom_facts, startup_oom_report
 from vramtop.supervisor.causes import find_cause
 
 TOTAL = gib(31.84)

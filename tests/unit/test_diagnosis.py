@@ -8,16 +8,16 @@ from collections.abc import Iterable
 import pytest
 
 from tests.support.synthetic import Card, Event, Tick, build, busy, field_report, idle
-from vramtop.core.baseline import RateBaseline, counter_rate
-from vramtop.core.diagnosis import (
+from vramtop.core.diagnosis.baseline import RateBaseline, counter_rate
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.server_down import startup_oom_facts
+from vramtop.core.findings import (
     GPU_THROTTLING,
     KV_PRESSURE,
     SERVER_CRASHED,
     STARTUP_OUT_OF_MEMORY,
     VRAM_CONTENTION,
-    Diagnoser,
     Finding,
-    startup_oom_facts,
 )
 from vramtop.core.model import GIB, ServerState
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.support.synthetic import Card, Event, Tick, build, busy
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
-from vramtop.core.memory_evidence import desktop_over_allowance, squeeze_in_memory
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
+from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample, SplitMethod
 from vramtop.core.windows.spill import SpillEvidence
 

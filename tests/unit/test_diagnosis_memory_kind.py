@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.support.synthetic import Card, build, field_report
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
-from vramtop.core.findings import Finding
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.findings import VRAM_CONTENTION, Finding
 from vramtop.core.model import GIB, MIB, MemoryKind, Sample
 
 CALL_AT = 120.0

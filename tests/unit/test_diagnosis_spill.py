@@ -6,7 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.support.synthetic import Card, build, field_report
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.session.reader import read_session

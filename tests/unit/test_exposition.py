@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from tests.support.synthetic import Card, build, field_report
 from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
-from vramtop.core.diagnosis import COLLAPSE_RATIO, Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.thresholds import COLLAPSE_RATIO
 from vramtop.core.exposition import (
     ERROR_SOURCES,
     METRICS,
@@ -175,7 +176,7 @@ def test_a_unified_amd_style_card_says_its_memory_kind_and_gtt() -> None:
 
 
 def test_a_normal_rate_learned_now_and_one_remembered_say_so() -> None:
-    from vramtop.core.normal_rate import PER_REQUEST, REMEMBERED, NormalRate
+    from vramtop.core.diagnosis.normal_rate import PER_REQUEST, REMEMBERED, NormalRate
 
     learned = series_for(state_at(CALL_AT - 10))
     assert one(learned, "vramtop_normal_rate_remembered") == 0
@@ -196,7 +197,7 @@ def test_a_normal_rate_learned_now_and_one_remembered_say_so() -> None:
 def test_the_budget_that_would_fit_leaves_the_desktop_its_peak_and_margin_and_no_more() -> None:
     import math
 
-    from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
+    from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
 
     sample = state_at(30, wsl=False).sample
     assert sample is not None

@@ -9,10 +9,9 @@ from dataclasses import replace
 import pytest
 
 from tests.support.synthetic import Card, Event, Tick, build, busy
-from vramtop.core.diagnosis import VRAM_CONTENTION, Diagnoser, Finding
-from vramtop.core.memory_evidence import NO_NORMAL_RATE
-from vramtop.core.model import GIB, Sample, ServerInfo, ServerMetrics, ServerState
-from vramtop.core.normal_rate import (
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.memory_evidence import NO_NORMAL_RATE
+from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     LEARNED,
     PER_REQUEST,
@@ -22,6 +21,8 @@ from vramtop.core.normal_rate import (
     decode_key,
     decode_tps,
 )
+from vramtop.core.findings import VRAM_CONTENTION, Finding
+from vramtop.core.model import GIB, Sample, ServerInfo, ServerMetrics, ServerState
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 
 CALL = int(4.3 * GIB)  # what the desktop asks for during a video call

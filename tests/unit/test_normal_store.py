@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tests.support.synthetic import Card, Tick, build, busy
 from vramtop.commands.diagnose import diagnose_file
-from vramtop.core.diagnosis import VRAM_CONTENTION
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, LEARNED, REMEMBERED, NormalRate
+from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample
-from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, LEARNED, REMEMBERED, NormalRate
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.reader import SessionReader

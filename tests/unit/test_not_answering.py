@@ -6,10 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.support.synthetic import Card, build, busy
-from vramtop.core.diagnosis import SERVER_NOT_ANSWERING, Diagnoser
-from vramtop.core.findings import KINDS
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.server_down import NOT_ANSWERING_S
+from vramtop.core.findings import KINDS, SERVER_NOT_ANSWERING
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.server_down import NOT_ANSWERING_S
 
 
 def _samples(quiet: list[float | None], state: ServerState = ServerState.RUNNING) -> list[Sample]:

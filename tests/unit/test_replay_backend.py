@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.synthetic import Card, build, field_report
-from vramtop.core.diagnosis import VRAM_CONTENTION
+from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import Sample
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.writer import SessionWriter

@@ -10,13 +10,9 @@ import pytest
 
 from tests.support.synthetic import Card, build, field_report
 from vramtop.commands import diagnose
-from vramtop.core.diagnosis import (
-    SERVER_CRASHED,
-    STARTUP_OUT_OF_MEMORY,
-    VRAM_CONTENTION,
-    Diagnoser,
-)
+from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.events import Event
+from vramtop.core.findings import SERVER_CRASHED, STARTUP_OUT_OF_MEMORY, VRAM_CONTENTION
 from vramtop.core.model import Sample
 from vramtop.machines.interface import Frame
 from vramtop.session.playback import ReplaySource

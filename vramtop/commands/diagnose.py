@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.findings import Finding, Remedy
 from vramtop.core.model import GIB, Sample
-from vramtop.core.normal_rate import NormalRate
 from vramtop.session.reader import Record, SessionError, SessionReader
 
 EXIT_UNREADABLE = 2

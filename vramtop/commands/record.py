@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
-from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.machines.interface import Frame
 from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vramtop.core import budget
-from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
+from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
+from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
 from vramtop.core.findings import KINDS, Finding
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.windows.spill import SpillEvidence
 

@@ -17,11 +17,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample
-from vramtop.core.normal_rate import NormalRate
 
 # Progress of a long action, in the user's words: "stopping", "memory released", "loading",
 # "profiling", "capturing graphs", "ready", "failed".

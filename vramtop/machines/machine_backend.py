@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vramtop.core.diagnosis import Finding
+from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
-from vramtop.core.normal_rate import NormalRate
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 from vramtop.machines.sampler import Sampler

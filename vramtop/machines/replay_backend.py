@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vramtop.core.diagnosis import Finding
+from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
-from vramtop.core.normal_rate import NormalRate
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 from vramtop.session.playback import ReplaySource
 

@@ -13,10 +13,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from vramtop.core.diagnosis import Diagnoser, Finding
+from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.normal_rate import LEARNED, NormalRate
 from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.normal_rate import LEARNED, NormalRate
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.writer import SessionWriter

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vramtop.core.normal_rate import REMEMBERED, NormalRate
+from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 
 log = logging.getLogger(__name__)
 

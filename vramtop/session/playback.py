@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from vramtop.core.diagnosis import Diagnoser
+from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.model import Sample
 from vramtop.session.reader import Record, SessionHeader, SessionReader
 

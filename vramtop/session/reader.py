@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vramtop.core.baseline import counter_rate
+from vramtop.core.diagnosis.baseline import counter_rate
+from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.events import Event
 from vramtop.core.model import (
     CacheConfig,
@@ -31,7 +32,6 @@ from vramtop.core.model import (
     Split,
     SplitMethod,
 )
-from vramtop.core.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.windows.session_fields import reading_from_sample
 from vramtop.session.writer import FORMAT, VERSION
 

@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from vramtop import files
-from vramtop.core.diagnosis import Finding
 from vramtop.core.events import Event
+from vramtop.core.findings import Finding
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import process_fields

@@ -16,9 +16,9 @@ import urllib.parse
 from dataclasses import replace
 from typing import Any
 
+from vramtop.core.diagnosis.server_down import NOT_ANSWERING_S
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
-from vramtop.core.server_down import NOT_ANSWERING_S
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sources.http_answer import (
     REQUEST_FAILURES,

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from vramtop.core.budget import GIB, DesktopDemand, change_words, suggested_budget
-from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
+from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 from textual.content import Content
 
+from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate, ago
 from vramtop.core.model import Rates, Sample
-from vramtop.core.normal_rate import REMEMBERED, NormalRate, ago
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 

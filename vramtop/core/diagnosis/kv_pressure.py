@@ -1,18 +1,68 @@
 """kv_pressure: the KV cache is nearly full and requests wait or are preempted.
 
-What the finding says once the rule in `Diagnoser` has opened it, and the three ways to give
-each request more of the pool: a larger budget (when the desktop can spare it), fewer
-sequences, shorter requests.
+When it opens and closes (`KvWatch`), what the finding says, and the three ways to give each
+request more of the pool: a larger budget (when the desktop can spare it), fewer sequences,
+shorter requests.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import kv_cost, largest_util_for_desktop
-from vramtop.core.diagnosis_thresholds import DESKTOP_MARGIN_BYTES
-from vramtop.core.model import Sample, ServerMetrics
+from vramtop.core.diagnosis.baseline import counter_delta
+from vramtop.core.diagnosis.book import FindingBook
+from vramtop.core.diagnosis.thresholds import (
+    DESKTOP_MARGIN_BYTES,
+    KV_CLEAR,
+    KV_HIGH,
+    PREEMPTION_RECENT_S,
+    THROTTLE_OPEN,
+    THROTTLE_WINDOW,
+)
+from vramtop.core.findings import KV_PRESSURE
+from vramtop.core.model import Sample, ServerMetrics, ServerState
+
+
+class KvWatch:
+    """Open while the KV cache is nearly full and requests wait or were preempted lately, on
+    enough of the last samples; close once none is and usage fell below `KV_CLEAR`."""
+
+    def __init__(self, book: FindingBook) -> None:
+        self._book = book
+        self.new_epoch()
+
+    def new_epoch(self) -> None:
+        self._window: deque[bool] = deque(maxlen=THROTTLE_WINDOW)
+        self._last_preemption_t: float | None = None
+
+    def check(
+        self,
+        prev: Sample | None,
+        s: Sample,
+        desktop_peak: int | None,
+        outside_budget: int | None,
+    ) -> None:
+        m = read.metrics(s)
+        if m is None or read.state(s) not in (ServerState.RUNNING, None):
+            return
+        pm = read.metrics(prev) if prev is not None else None
+        if counter_delta(pm.preemptions_total if pm else None, m.preemptions_total):
+            self._last_preemption_t = s.t
+        preempting = (
+            self._last_preemption_t is not None
+            and s.t - self._last_preemption_t <= PREEMPTION_RECENT_S
+        )
+        waiting = bool(m.requests_waiting)
+        kv = m.kv_cache_usage
+        self._window.append(kv is not None and kv >= KV_HIGH and (preempting or waiting))
+        if self._book.is_open(KV_PRESSURE) and not any(self._window) and (kv or 0) < KV_CLEAR:
+            self._book.close(KV_PRESSURE, s.t)
+        elif sum(self._window) >= THROTTLE_OPEN and kv is not None:
+            report = kv_report(s, m, kv, preempting, desktop_peak, outside_budget)
+            self._book.set(KV_PRESSURE, s.t, **report)
 
 
 def kv_report(

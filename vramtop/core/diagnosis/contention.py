@@ -20,13 +20,13 @@ from vramtop.core.budget import (
     outside_budget,
     suggested_budget,
 )
-from vramtop.core.diagnosis_thresholds import (
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
+from vramtop.core.diagnosis.thresholds import (
     DESKTOP_GROWTH_BYTES,
     DESKTOP_MARGIN_BYTES,
     UNSEEN_DESKTOP_DEMAND_BYTES,
 )
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
-from vramtop.core.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
 from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SpillEvidence
 

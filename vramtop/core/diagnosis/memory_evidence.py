@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramtop.core.budget import outside_budget
-from vramtop.core.contention import DesktopShare, contention_remedy
+from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
 from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillEvidence

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.core.baseline import RateBaseline, counter_delta
+from vramtop.core.diagnosis.baseline import RateBaseline, counter_delta
 from vramtop.core.model import Sample, ServerMetrics
 from vramtop.core.vllm import args as vllm_args
 

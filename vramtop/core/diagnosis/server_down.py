@@ -1,0 +1,184 @@
+"""server_crashed, startup_out_of_memory and server_not_answering: vLLM is not serving, and
+why. `ServerWatch` holds when each opens and closes; the `*_report` functions what each says.
+
+A startup out-of-memory is read from vLLM's own line ("Free memory on device … is less than
+desired GPU memory utilization …"), whose numbers give the largest budget that would fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vramtop.core.budget import largest_util_that_fits_logged
+from vramtop.core.diagnosis.book import FindingBook
+from vramtop.core.diagnosis.thresholds import UNHEALTHY_SAMPLES
+from vramtop.core.findings import (
+    KV_PRESSURE,
+    SERVER_CRASHED,
+    SERVER_NOT_ANSWERING,
+    STARTUP_OUT_OF_MEMORY,
+    VRAM_CONTENTION,
+)
+from vramtop.core.model import Sample, ServerState
+from vramtop.core.vllm.log import parse_startup_oom
+
+
+def startup_oom_facts(line: str) -> dict[str, float] | None:
+    """The numbers of vLLM's 'Free memory on device … is less than desired …' line."""
+    oom = parse_startup_oom(line)
+    return oom.as_dict() if oom is not None else None
+
+
+def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
+    """The finding's fields for the OOM line `text` and its `startup_oom_facts`."""
+    util = largest_util_that_fits_logged(facts["free_gib"], facts["total_gib"])
+    return {
+        "severity": "critical",
+        "summary": (
+            f"vLLM could not start: {facts['free_gib']:.2f} GiB were free but its budget "
+            f"at {facts['requested_util']:.2f} needs {facts['requested_gib']:.2f} GiB."
+        ),
+        "evidence": facts,
+        "ruled_out": {},
+        "ladder": {
+            "observed": [text.strip()],
+            "inferred": ["other programs hold more of the card than the budget leaves them"],
+            "hypothesis": [],
+        },
+        "remedy": {
+            "action": "relaunch",
+            "gpu_memory_utilization": util,
+            # The same budget would fail the same way: no restart is offered.
+            "restart_fails": True,
+            "why": f"{util:.2f} is the largest budget that fits the free memory; or close "
+            "what holds the card and start again",
+        },
+    }
+
+
+# A server whose every request times out for this long is hung (or stopped), not slow: vLLM
+# answers /metrics and /health from its API process even while the engine is busy.
+NOT_ANSWERING_S = 10.0
+
+
+def not_answering_report(seconds: float) -> dict[str, Any]:
+    """The finding's fields for a server whose process is there but answers nothing."""
+    observed = f"every request has timed out for {seconds:.0f} s; its port is still held"
+    return {
+        "severity": "critical",
+        "summary": f"vLLM is not answering: no reply for {seconds:.0f} s.",
+        "evidence": {"not_answering_s": round(seconds, 1)},
+        "ruled_out": {"down": {"why": "the connection is accepted: a process holds the port"}},
+        "ladder": {
+            "observed": [observed],
+            "inferred": ["the server process is hung or stopped (SIGSTOP, a debugger, swap)"],
+            "hypothesis": [],
+        },
+        "remedy": {
+            "action": "restart",
+            "why": "restart the server; requests in flight are already lost",
+        },
+    }
+
+
+def crash_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The finding's fields for a server that went down unasked (`why`, in words)."""
+    return {
+        "severity": "critical",
+        "summary": f"vLLM is down: {why}.",
+        "evidence": evidence,
+        "ruled_out": {"planned": {"why": "no stop, restart or relaunch was requested"}},
+        "ladder": {"observed": [why], "inferred": [], "hypothesis": []},
+        "remedy": {
+            "action": "restart",
+            "why": "start the server again and read its last log lines",
+        },
+    }
+
+
+class ServerWatch:
+    """The rules of the three kinds that say vLLM is not serving. The `Diagnoser` feeds it the
+    server's state each sample and its lifecycle events; it opens and closes in `book`."""
+
+    def __init__(self, book: FindingBook) -> None:
+        self._book = book
+        self._planned_exit = False  # a stop, restart or relaunch was asked: an exit is no crash
+        self.new_epoch()
+
+    def new_epoch(self) -> None:
+        """A new server start: what was seen of the last one says nothing of this one."""
+        self._was_healthy = False
+        self._exit_seen = False
+        self._unhealthy_run = 0
+
+    def planned(self) -> None:
+        """vramtop asked the server to go (stop, restart, relaunch)."""
+        self._planned_exit = True
+
+    def ready(self, t: float) -> None:
+        self._planned_exit = False
+        self._exit_seen = False
+        self._book.close(STARTUP_OUT_OF_MEMORY, t)
+        self._book.close(SERVER_CRASHED, t)
+
+    def check_health(self, s: Sample, state: ServerState | None) -> None:
+        if state is ServerState.CRASHED:
+            # An exit event already said why (a crash, a startup failure, a planned stop).
+            if not self._planned_exit and not self._exit_seen:
+                self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
+            return
+        server = s.server
+        if server is None or not server.reachable or state not in (ServerState.RUNNING, None):
+            return
+        if server.healthy:
+            self._was_healthy = True
+            self._unhealthy_run = 0
+            self._book.close(SERVER_CRASHED, s.t)
+        elif server.healthy is False and self._was_healthy:
+            self._unhealthy_run += 1
+            if self._unhealthy_run >= UNHEALTHY_SAMPLES:
+                self._crash(
+                    s.t, "/health fails after being healthy: the engine died", {"healthy": False}
+                )
+
+    def check_answering(self, s: Sample, state: ServerState | None) -> None:
+        """Open while the server's process holds its port but answers nothing (hung or
+        stopped); close once it answers again or is down."""
+        quiet = s.server.not_answering_s if s.server is not None else None
+        down = state in (ServerState.STOPPED, ServerState.STOPPING, ServerState.CRASHED)
+        if quiet is not None and quiet >= NOT_ANSWERING_S and not down:
+            self._book.set(SERVER_NOT_ANSWERING, s.t, **not_answering_report(quiet))
+        else:
+            self._book.close(SERVER_NOT_ANSWERING, s.t)
+
+    def on_exit(self, t: float, detail: Mapping[str, Any]) -> None:
+        self._exit_seen = True
+        lines = detail.get("last_lines") or []
+        if isinstance(lines, str):
+            lines = [lines]
+        elif not isinstance(lines, (list, tuple)):
+            lines = []  # a malformed recording: no lines to read
+        if any(self.check_oom_text(t, str(line)) for line in lines):
+            self._planned_exit = False
+            return
+        if self._planned_exit:
+            self._planned_exit = False
+            return
+        code = detail.get("returncode")
+        self._crash(
+            t, f"the server exited with code {code} without being asked to", {"returncode": code}
+        )
+
+    def check_oom_text(self, t: float, text: str) -> bool:
+        """Open startup_out_of_memory when `text` is vLLM's out-of-memory line."""
+        facts = startup_oom_facts(text)
+        if facts is None:
+            return False
+        self._book.set(STARTUP_OUT_OF_MEMORY, t, **startup_oom_report(text, facts))
+        return True
+
+    def _crash(self, t: float, why: str, evidence: dict[str, Any]) -> None:
+        for kind in (VRAM_CONTENTION, KV_PRESSURE):
+            self._book.close(kind, t)
+        self._book.set(SERVER_CRASHED, t, **crash_report(why, evidence))
