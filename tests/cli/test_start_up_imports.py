@@ -23,7 +23,7 @@ OWN_LATER = (
     "vramtop.machines.machine_backend",
     "vramtop.supervisor",
     "vramtop.sim.machine",
-    "vramtop.core.diagnosis",
+    "vramtop.core.diagnosis.diagnoser",
     "vramtop.tui.screens.timeline_screen",
 )
 
