@@ -1,7 +1,7 @@
 """A finding's value: its kind, the numbers that show it, what rules out the rest, what to do.
 
-Kinds are a fixed vocabulary (see the session format); `Diagnoser` (in `diagnosis`) opens and
-closes findings, and each kind's module says what one contains.
+Kinds are a fixed vocabulary (see the session format); the `Diagnoser` (`diagnosis.diagnoser`)
+opens and closes findings, and each kind's module in `diagnosis` says what one contains.
 """
 
 from __future__ import annotations
