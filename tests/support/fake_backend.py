@@ -103,18 +103,11 @@ class FakeBackend(Backend):
 
     # -- Backend ----------------------------------------------------------------------------
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        sample = self.next_sample()
-        return Frame(
-            sample=sample,
-            findings=tuple(self.findings()),
-            events=tuple(self.events()),
-            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
-            headroom_inputs=self.headroom_inputs(),
-            baseline=self.healthy_baseline(),
-            # The same 77 tok/s as the baseline, learned on this run.
-            normal_rate=NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}),
-            call_on=self.call_on,
-        )
+        return self.framed(self.next_sample(), log_limit)
+
+    def normal_rate(self) -> NormalRate:
+        # The same 77 tok/s as the baseline, learned on this run.
+        return NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}})
 
     def next_sample(self) -> Sample:
         """The next scripted sample (a subclass changes it here; `tick` frames it)."""

@@ -64,6 +64,9 @@ class Backend(ABC):
     wsl: bool | None = None  # None: not known
     profile_name: str | None = None  # shown in the header
     autostart: bool = False  # the console starts the server on mount (in a worker)
+    call_on: bool = False  # demo: a simulated video call is on
+    # Why start, stop, restart and relaunch did nothing, where they cannot act.
+    cannot_act: str = CANNOT_ACT
 
     @property
     def can_act(self) -> bool:
@@ -84,6 +87,43 @@ class Backend(ABC):
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
         """Read every source once; the new sample and everything shown beside it."""
 
+    def framed(self, sample: Sample, log_limit: int) -> Frame:
+        """`sample` and everything shown beside it, from this machine's readers below: what
+        an implementation's `tick` returns once it has its sample."""
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            log_notice=self.log_notice(),
+            headroom_inputs=self.headroom_inputs(),
+            baseline=self.healthy_baseline(),
+            normal_rate=self.normal_rate(),
+            call_on=self.call_on,
+        )
+
+    # What a frame carries beside its sample (a machine that has none keeps the default).
+    def findings(self) -> list[Finding]:
+        return []
+
+    def events(self) -> list[Event]:
+        return []
+
+    def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
+        return []
+
+    def log_notice(self) -> str | None:
+        return None
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        return None
+
+    def healthy_baseline(self) -> Rates | None:
+        return None
+
+    def normal_rate(self) -> NormalRate | None:
+        return None
+
     def housekeeping(self) -> None:
         """One step that settles the server's recorded state against what is really there;
         never part of `tick` (it may take seconds)."""
@@ -94,16 +134,16 @@ class Backend(ABC):
         return None  # nothing is supervised here
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return ActionResult(False, CANNOT_ACT)
+        return ActionResult(False, self.cannot_act)
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return ActionResult(False, CANNOT_ACT)
+        return ActionResult(False, self.cannot_act)
 
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
     ) -> ActionResult:
         """`requests_lost`: the person confirmed a restart with requests running."""
-        return ActionResult(False, CANNOT_ACT)
+        return ActionResult(False, self.cannot_act)
 
     def relaunch(
         self,
@@ -112,7 +152,7 @@ class Backend(ABC):
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
     ) -> ActionResult:
-        return ActionResult(False, CANNOT_ACT)
+        return ActionResult(False, self.cannot_act)
 
     def toggle_call(self) -> bool:
         """Demo only: start or end a simulated video call; returns whether a call is now on.

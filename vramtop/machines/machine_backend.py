@@ -119,17 +119,7 @@ class MachineBackend(Backend):
             # Asked here, in the tick's worker thread: the console only reads the frame.
             self.call_on = self._demo.call_on()
         self.session.observe(sample)
-        return Frame(
-            sample=sample,
-            findings=tuple(self.findings()),
-            events=tuple(self.events()),
-            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
-            log_notice=self.log_notice(),
-            headroom_inputs=self.headroom_inputs(),
-            baseline=self.healthy_baseline(),
-            normal_rate=self.normal_rate(),
-            call_on=self.call_on,
-        )
+        return self.framed(sample, log_limit)
 
     # -- what the console shows beside the latest sample ------------------------------------
     def findings(self) -> list[Finding]:

@@ -17,7 +17,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
-from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.session.playback import ReplaySource
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
@@ -25,6 +25,8 @@ READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop
 
 class ReplayBackend(Backend):
     """A `Backend` over a session file: nothing to start, stop or relaunch."""
+
+    cannot_act = READ_ONLY
 
     def __init__(
         self,
@@ -47,16 +49,7 @@ class ReplayBackend(Backend):
         return self.source.finished
 
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        sample = self._advance()
-        return Frame(
-            sample=sample,
-            findings=tuple(self.findings()),
-            events=tuple(self.events()),
-            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
-            headroom_inputs=self.headroom_inputs(),
-            baseline=self.healthy_baseline(),
-            normal_rate=self.normal_rate(),
-        )
+        return self.framed(self._advance(), log_limit)
 
     def _advance(self) -> Sample:
         for record in self.source.advance(self._clock() - self._started):
@@ -94,26 +87,6 @@ class ReplayBackend(Backend):
 
     def log_lines(self, limit: int = 500) -> list[str]:
         return self._log[-limit:]
-
-    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return ActionResult(False, READ_ONLY)
-
-    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return ActionResult(False, READ_ONLY)
-
-    def restart(
-        self, progress: ProgressCallback | None = None, requests_lost: bool = False
-    ) -> ActionResult:
-        return ActionResult(False, READ_ONLY)
-
-    def relaunch(
-        self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> ActionResult:
-        return ActionResult(False, READ_ONLY)
 
     def close(self, stop_server: bool) -> None:
         pass
