@@ -310,7 +310,7 @@ async def test_a_remapped_key_shows_in_the_banner_and_the_log_notice() -> None:
         backend.crash()
         await ticks(pilot, 1)
         banner = text(app, FindingBanner)
-        assert "k restart now" in banner and "x relaunch" in banner and "n timeline" in banner
+        assert "k restart now" in banner and "x relaunch" in banner and "n events" in banner
         assert "r restart now" not in banner and "b relaunch" not in banner
         notice = app.query_one(ServerLog).border_subtitle
         assert "g starts it again" in notice and "s starts" not in notice

@@ -47,7 +47,7 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         banner = text(app, FindingBanner)
         assert "The desktop is squeezing vLLM's memory" in banner
         assert "r restart now" not in banner and "b relaunch" not in banner
-        assert "remedy: relaunch at 0.85" in banner and "timeline" in banner
+        assert "remedy: relaunch at 0.85" in banner and "events" in banner
         # The clock stopped with the recording: no more ticks, no flat line added.
         assert "the clock stopped" in text(app, ConsoleHeader)
         assert app._ticker._task is None  # the timer that asks for reads is stopped

@@ -156,5 +156,5 @@ def remedy_keys(
         # Nothing can be acted on here, but the fix is still worth saying.
         parts.append(f"remedy: relaunch at {util:.2f}   ")
     parts += [(key["details"], "bold reverse"), " fewer details   " if details else " details   "]
-    parts += [(key["timeline"], "bold reverse"), " timeline"]
+    parts += [(key["timeline"], "bold reverse"), " events"]
     return parts
