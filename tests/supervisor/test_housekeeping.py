@@ -56,10 +56,19 @@ def _start_then_interrupt(profile: Profile, how: signal.Signals) -> None:
     cli.wait(timeout=20)
 
 
+@pytest.fixture
+def slow_loading(home: Path) -> Iterator[SimMachine]:
+    """A load long enough that the interrupt lands while it runs also on a busy machine (4 s
+    was not: once the interrupted start had already seen the server ready)."""
+    with SimMachine(home / "sim", speed=20.0, startup_s=3 * LOAD_S) as sim:
+        yield sim
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_a_start_interrupted_while_loading_settles_to_running(
-    machine: SimMachine, how: signal.Signals
+    slow_loading: SimMachine, how: signal.Signals
 ) -> None:
+    machine = slow_loading
     profile = sim_profile(machine, "cut")
     _start_then_interrupt(profile, how)
     sup = Supervisor(profile, memory_released=memory_released_check(machine))
