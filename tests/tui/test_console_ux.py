@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Input, Label
 
 from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerState
 from vramtop.tui.app import VramtopApp
@@ -192,6 +193,60 @@ async def test_the_normal_shown_beside_the_rate_is_smoothed_over_the_same_second
         # A collapse at the same concurrencies: a tenth of normal, beside the same normal.
         frames = ((310.0, 8.0), (311.0, 16.0), (312.0, 8.0), (313.0, 16.0))
         assert "generation    12 tok/s  normal 120" in _show(app, frames, normal_share=0.1)
+
+
+async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() -> None:
+    # Three requests running, two of them still reading their prompts: 40 tok/s in all while
+    # the one decoding runs at its normal 80 (vLLM's latency histogram: 80 tokens per second
+    # of decoding). The normal per-request speed stands beside the per-request figure, not
+    # beside the total, so nothing reads as slow; a collapse of the decode speed does.
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        panel = app.query_one(ThroughputPanel)
+        sample = app.sample
+        assert sample is not None and sample.server is not None
+        metrics = sample.server.metrics
+        assert metrics is not None
+        normal = NormalRate({INTER_TOKEN_LATENCY: {2: 80.0}})
+
+        def show(t: float, tokens: float, seconds: float) -> str:
+            m = replace(
+                metrics,
+                requests_running=3.0,
+                inter_token_latency_count=tokens,
+                inter_token_latency_sum_s=seconds,
+            )
+            server = replace(sample.server, metrics=m)
+            rates = replace(sample.rates, generation_tps=40.0)
+            frame = replace(sample, t=t, server=server, rates=rates)
+            panel.show(frame, Rates(generation_tps=240.0), (), (), "learned now", normal)
+            return str(panel.lines[0].plain)
+
+        show(400.0, 1000.0, 10.0)
+        line = show(402.0, 1160.0, 12.0)  # 160 tokens in 2 s of decoding
+        assert "40 tok/s  80/req · normal 80 · learned now" in line
+        assert "normal 240" not in line
+        assert not _error_coloured(panel)
+        line = show(404.0, 1180.0, 14.0)  # then 20 tokens in 2 s: 180 in 4 s over the window
+        assert "45/req · normal 80" in line
+        show(410.0, 1190.0, 16.0)  # 10 tokens in 2 s: a tenth of normal, alone in the window
+        show(412.0, 1200.0, 18.0)
+        assert "5/req · normal 80" in panel.lines[0].plain
+        assert _error_coloured(panel)
+
+
+def _error_coloured(panel: ThroughputPanel) -> bool:
+    return any("error" in str(span.style) for span in panel.lines[0].spans)
+
+
+async def test_the_generation_line_drops_detail_before_the_normal_at_80_columns() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 3)
+        line = app.query_one(ThroughputPanel).lines[0].plain
+        width = app.query_one(ThroughputPanel).content_region.width
+        assert "normal" in line and len(line) <= width
 
 
 def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None:

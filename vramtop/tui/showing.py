@@ -215,6 +215,7 @@ class ShowingConsole(App[int]):
             tuple(self._generation),
             tuple(self._prompt),
             origin=self.normal_origin,
+            normal_rate=self.frame.normal_rate,
         )
         notice = _log_notice(sample, self.key_of("start_stop"))
         self._server_log.show(log_lines, notice or self.frame.log_notice)

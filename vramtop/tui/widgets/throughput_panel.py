@@ -8,17 +8,33 @@ readings: the expected total follows the number of requests running, which an ag
 every few seconds, and a 5 s figure beside this second's normal would read as a fall (80
 beside 148) when nothing is slow. Only the screen is smoothed; the diagnosis keeps its own
 unsmoothed inputs.
+
+Under an agent's traffic the total understates decode speed: a running request that is still
+reading its prompt generates nothing, so three requests can make 41 tok/s between them while
+each decodes at its normal 80. Where vLLM exports its per-token latency histogram, the panel
+also shows the speed each request decodes at over the same seconds (the measure the diagnosis
+judges a collapse by) and puts the normal per-request speed beside that figure, not beside the
+total: like is compared with like. Without the histogram the total is compared with the total
+the running requests normally reach.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from rich.cells import cell_len
 from textual.content import Content
 
-from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate, ago
-from vramtop.core.model import Rates, Sample
+from vramtop.core.diagnosis.normal_rate import (
+    INTER_TOKEN_LATENCY,
+    REMEMBERED,
+    NormalRate,
+    ago,
+    decode_tps,
+)
+from vramtop.core.model import Rates, Sample, ServerMetrics
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
 
@@ -36,9 +52,8 @@ class ThroughputPanel(TextPanel):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        # (sample time, generation rate, normal rate then) of the last SMOOTH_S seconds: the
-        # figures shown.
-        self._recent: deque[tuple[float, float, float | None]] = deque()
+        # The readings of the last SMOOTH_S seconds: the figures shown.
+        self._recent: deque[_Reading] = deque()
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
@@ -50,8 +65,10 @@ class ThroughputPanel(TextPanel):
         generation: tuple[float, ...],
         prompt: tuple[float, ...],
         origin: str | None = None,
+        normal_rate: NormalRate | None = None,
     ) -> None:
-        """`origin`: where the normal rate came from, in a few words."""
+        """`origin`: where the normal rate came from, in a few words; `normal_rate`: the
+        normal per-request speeds (compared with the per-request decode speed)."""
         rates = sample.rates
         base_gen = baseline.generation_tps if baseline else None
         base_prompt = baseline.prompt_tps if baseline else None
@@ -68,15 +85,19 @@ class ThroughputPanel(TextPanel):
             if gone:
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         recent = self._recent
-        if not recent or sample.t != recent[-1][0]:  # the same frame again adds nothing
-            recent.append((sample.t, rates.generation_tps or 0.0, base_gen))
-        while recent and recent[0][0] <= sample.t - SMOOTH_S:
+        if not recent or sample.t != recent[-1].t:  # the same frame again adds nothing
+            running = max(1.0, (metrics.requests_running or 0.0) if metrics else 0.0)
+            each = normal_rate.for_running(running, INTER_TOKEN_LATENCY) if normal_rate else None
+            recent.append(_Reading(sample.t, rates.generation_tps or 0.0, base_gen, metrics, each))
+        while recent and recent[0].t <= sample.t - SMOOTH_S:
             recent.popleft()
-        shown = shown_rate(rates.generation_tps, [(t, rate) for t, rate, _ in recent])
-        normal = shown_normal(base_gen, recent)
+        shown = shown_rate(rates.generation_tps, [(r.t, r.generation) for r in recent])
+        normal = shown_normal(base_gen, [(r.t, r.generation, r.normal) for r in recent])
+        decode = window_decode_tps([r.metrics for r in recent])
+        each_normal = _mean([r.normal_each for r in recent if r.normal_each is not None])
         self.set_rows(
             [
-                _rate_line("generation", shown, normal, origin),
+                _GenerationRow(shown, normal, origin, decode, each_normal),
                 Detail(_plot(generation, normal)),
                 # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
                 _rate_line("prompt", rates.prompt_tps, None),
@@ -97,21 +118,76 @@ def normal_origin(normal: NormalRate | None, now: float) -> str:
     return "learned now"
 
 
-def _rate_line(
-    label: str, now: float | None, baseline: float | None, origin: str | None = None
-) -> Content:
-    low = now is not None and baseline is not None and baseline > 0 and now < LOW_SHARE * baseline
-    parts: list[str | tuple[str, str]] = [
-        f"{label:<10} ",
-        (f"{tps(now):>5} tok/s", "bold $error" if low else "bold"),
-    ]
-    if label == "generation":
-        # Learned while requests run, per server start (see core/baseline.py).
-        normal = f"normal {tps(baseline)}"  # "—" until learned
-        parts.append((f"  {normal}", "$text-muted"))
-        if origin:
-            parts.append((f" · {origin}", "$text-muted"))
-    return Content.assemble(*parts)
+@dataclass(frozen=True)
+class _Reading:
+    t: float
+    generation: float
+    normal: float | None  # the total the running requests normally reach
+    metrics: ServerMetrics | None
+    normal_each: float | None  # the normal per-request decode speed (latency measure)
+
+
+@dataclass(frozen=True)
+class _GenerationRow:
+    """The generation figure and its normal, in as much detail as the panel's width holds:
+    where-the-normal-came-from goes first, then the label's padding."""
+
+    total: float | None
+    normal_total: float | None
+    origin: str | None
+    each: float | None = None  # per request, from vLLM's latency histogram
+    normal_each: float | None = None
+
+    def draw(self, width: int) -> Content:
+        variants = self._variants()
+        for variant in variants:
+            if width <= 0 or cell_len(variant.plain) <= width:
+                return variant
+        return variants[-1]
+
+    def _variants(self) -> list[Content]:
+        origin = [(f" · {self.origin}", "$text-muted")] if self.origin else []
+        if self.each is None or self.normal_each is None:
+            # Learned while requests run, per server start (see core/diagnosis/normal_rate.py).
+            total = _figure(f"{tps(self.total):>5} tok/s", self.total, self.normal_total)
+            normal = (f"  normal {tps(self.normal_total)}", "$text-muted")  # "—" until learned
+            return [
+                Content.assemble(f"{'generation':<10} ", total, normal, *origin),
+                Content.assemble(f"{'generation':<10} ", total, normal),
+                Content.assemble("gen ", total, normal),
+            ]
+        total = (f"{tps(self.total):>5} tok/s", "bold")
+        each = _figure(f"{tps(self.each)}/req", self.each, self.normal_each)
+        normal = (f" · normal {tps(self.normal_each)}", "$text-muted")
+        return [
+            Content.assemble(f"{'generation':<10} ", total, "  ", each, normal, *origin),
+            Content.assemble(f"{'generation':<10} ", total, "  ", each, normal),
+            Content.assemble("gen ", (f"{tps(self.total)} tok/s", "bold"), " · ", each, normal),
+        ]
+
+
+def _figure(text: str, now: float | None, normal: float | None) -> tuple[str, str]:
+    """A figure, in the error colour when it fell below LOW_SHARE of its normal."""
+    low = now is not None and normal is not None and normal > 0 and now < LOW_SHARE * normal
+    return text, "bold $error" if low else "bold"
+
+
+def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
+    return Content.assemble(f"{label:<10} ", _figure(f"{tps(now):>5} tok/s", now, baseline))
+
+
+def window_decode_tps(readings: Iterable[ServerMetrics | None]) -> float | None:
+    """The speed each running request decoded at over the readings' seconds: vLLM's
+    per-token latency histogram from the first reading that has it to the last (None
+    without the histogram, across a reset, or with too few tokens decoded)."""
+    with_histogram = [m for m in readings if m and m.inter_token_latency_count is not None]
+    if len(with_histogram) < 2:
+        return None
+    return decode_tps(with_histogram[0], with_histogram[-1])
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def shown_rate(now: float | None, recent: Iterable[tuple[float, float]]) -> float | None:
