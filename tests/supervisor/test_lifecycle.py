@@ -50,6 +50,8 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     result = sup.start(progress=words.append)
     assert result.ok, result
     assert words[-1] == "ready" and "loading weights" in words and "capturing graphs" in words
+    # Launched first; the phases come from the log's own lines, never guessed before them.
+    assert words[0] == "launching" and words.index("loading weights") > 0
     first = sup.status()
     assert first.state == ServerState.RUNNING and first.ready_s is not None
     assert len(first.pids) == 2  # the API server and its engine child

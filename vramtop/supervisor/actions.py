@@ -20,7 +20,7 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, handle, launch, state, tree
+from vramtop.supervisor import handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid
 from vramtop.supervisor.readiness import healthy_once, server_url
@@ -39,6 +39,9 @@ OUTPUT_ELSEWHERE = (
 # about 3 s (measured 3.9-5.5 s with a 2 s grace on a machine 6-8x slower than usual:
 # bench/bench_restart_under_load.py).
 LOST_REQUESTS_GRACE_S = 1.0
+# The progress word between the launch and the first phase the log names (vLLM imports its
+# libraries for seconds before it starts loading weights: "loading weights" then was a guess).
+LAUNCHING = "launching"
 
 
 @dataclass
@@ -226,7 +229,7 @@ class ServerActions(LoadFollower):
             log_path=str(log_file),
             log_offset=offset,
             started_at=time.time(),
-            phase=causes.LOADING,
+            phase=None,  # until the log names one: vLLM imports for a while before it loads
             flag_overrides=dict(overrides or {}),
             # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
             actor_pid=os.getpid() if wait_ready else None,
@@ -244,7 +247,7 @@ class ServerActions(LoadFollower):
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
         # an adopted server's command line is already resolved.
         prelude = profile.prelude if env_base is None else None
-        progress(causes.LOADING)
+        progress(LAUNCHING)
         try:
             child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
             log.info("launched %s: pid %d", self.name, child.pid)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from vramtop.core.budget import largest_util_that_fits_logged
 from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom
 
-LOADING = Phase.LOADING_WEIGHTS
 READY = Phase.READY
 
 _ENGINE_DEAD = re.compile(r"EngineDeadError|Engine core .*died|EngineCore .*failed", re.I)
