@@ -4,18 +4,21 @@ from the arguments, and opening a session file."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vramtop.commands.errors import CommandError
-from vramtop.core.model import Sample
-from vramtop.machines.machine_backend import MachineBackend
-from vramtop.session.writer import SessionWriter, make_header
 
 if TYPE_CHECKING:
+    # Imported where they are used: a one-shot answer takes its first reading before the
+    # backend (its session, its diagnosis) is loaded.
     from vramtop.config import Profile
+    from vramtop.core.model import Sample
+    from vramtop.machines.machine_backend import MachineBackend
+    from vramtop.session.writer import SessionWriter
 
 
 def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
@@ -27,10 +30,20 @@ def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
     return extra
 
 
+@dataclass(frozen=True)
+class LiveTarget:
+    """The real machine's server the arguments name: a profile's, or a URL watched."""
+
+    profile: Profile | None
+    url: str | None
+    api_key_env: str | None
+    windows: bool
+    gpu_probe: str
+
+
 def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     """The backend the arguments ask for, and whether this command started the simulated
     machine itself (then it stops it again when done)."""
-    windows = not getattr(args, "no_windows", False)
     if getattr(args, "demo", False):
         from vramtop.machines.demo_backend import demo_backend
         from vramtop.sim.card import DEFAULT_CARD
@@ -38,14 +51,29 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
         try:
             return demo_backend(
                 wsl=bool(getattr(args, "wsl", False)),
-                windows=windows,
+                windows=not getattr(args, "no_windows", False),
                 card=getattr(args, "card", None) or DEFAULT_CARD,
             )
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc
+    from vramtop.machines.machine_backend import live_backend
+
+    target = live_target(args)
+    backend = live_backend(
+        target.profile,
+        target.url,
+        target.api_key_env,
+        windows=target.windows,
+        gpu_probe=target.gpu_probe,
+    )
+    return backend, False
+
+
+def live_target(args: argparse.Namespace) -> LiveTarget:
+    """The server of the real machine the arguments name (not `--demo`). CommandError when
+    the arguments or a profile they name cannot be used."""
     if getattr(args, "card", None):
         raise CommandError("--card picks a simulated machine: use it with --demo.")
-    from vramtop.machines.machine_backend import live_backend
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings
 
@@ -61,8 +89,13 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     if profile is None and url:
         # A URL that is a profile's own server: its state, pid and profile are known too.
         profile = profile_serving(url)
-    api_key_env = getattr(args, "api_key_env", None)
-    return live_backend(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe), False
+    return LiveTarget(
+        profile=profile,
+        url=url,
+        api_key_env=getattr(args, "api_key_env", None),
+        windows=not getattr(args, "no_windows", False),
+        gpu_probe=gpu_probe,
+    )
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "0.0.0.0", ""}
@@ -105,6 +138,8 @@ def open_session_file(
 ) -> SessionWriter:
     """A session file whose header describes `backend` as `first` saw it. OSError if the
     file cannot be written (`FileExistsError` if it exists and not `replace`)."""
+    from vramtop.session.writer import SessionWriter, make_header
+
     header = make_header(
         started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         gpus=first.gpu.devices,

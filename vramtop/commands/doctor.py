@@ -90,7 +90,7 @@ def _windows(facts: Facts, *, windows: bool) -> None:
 def _server(facts: Facts, args: argparse.Namespace) -> None:
     from vramtop import locations
     from vramtop.config import ConfigError
-    from vramtop.machines.machine_backend import DEFAULT_URL, api_key_from
+    from vramtop.machines.live_machine import DEFAULT_URL, api_key_from
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.sources.scraper import Scraper
     from vramtop.supervisor import state

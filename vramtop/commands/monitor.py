@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     # own after its first frame (machines/deferred_backend.py), and these bring the sampler,
     # the diagnosis and the session writer.
     from vramtop.machines.machine_backend import MachineBackend
+    from vramtop.machines.sampler import Sampler
 
 UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
@@ -56,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
             from vramtop.tui.app import run_console
 
             return run_console(console_backend(args), settings)
+    if args.once and not args.demo:
+        return _once_watching(args)
     from vramtop.commands.common import backend_for
 
     try:
@@ -98,7 +102,66 @@ def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     return None
 
 
-def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int:
+def _once_watching(args: argparse.Namespace) -> int:
+    """`--once` on the real machine. Its first reading is taken as soon as the sampler
+    exists, on a thread of its own: the rate window runs while the rest of the backend (the
+    session and its diagnosis) loads, rather than after it."""
+    from vramtop.commands.common import live_target
+    from vramtop.machines.live_machine import live_machine
+
+    try:
+        target = live_target(args)
+    except CommandError as exc:
+        return _usage(str(exc))
+    machine = live_machine(
+        target.profile,
+        target.url,
+        target.api_key_env,
+        windows=target.windows,
+        gpu_probe=target.gpu_probe,
+    )
+    first = _FirstReading(machine.sampler)
+    from vramtop.machines.machine_backend import MachineBackend
+
+    backend = MachineBackend(
+        sampler=machine.sampler, supervisor=machine.supervisor, wsl=machine.wsl
+    )
+    return _once(backend, args, owned=False, first=first)
+
+
+class _FirstReading:
+    """One sampler tick taken on a thread of its own, from now."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self._sample: Sample | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._read, args=(sampler,), name="first-reading", daemon=True
+        )
+        self._thread.start()
+
+    def _read(self, sampler: Sampler) -> None:
+        try:
+            self._sample = sampler.tick()
+        except BaseException as exc:  # handed to the caller, who reports it as its own
+            self._error = exc
+
+    def result(self) -> Sample:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._sample is not None
+        return self._sample
+
+
+def _once(
+    backend: MachineBackend,
+    args: argparse.Namespace,
+    owned: bool,
+    first: _FirstReading | None = None,
+) -> int:
+    """One snapshot: two readings `--interval` (ONCE_GAP_S) apart, the second reported.
+    `first`: the first reading, already under way (taken by the backend's sampler)."""
     from vramtop.core.snapshot import snapshot
 
     try:
@@ -109,8 +172,15 @@ def _once(backend: MachineBackend, args: argparse.Namespace, owned: bool) -> int
                 print(f"vramtop: {result.message}{detail}", file=sys.stderr)
                 return ExitCode.ERROR
         backend.housekeeping()  # the record as it really is before it is reported
-        backend.tick(log_limit=0)
-        time.sleep(args.interval or ONCE_GAP_S)
+        if first is None:
+            first_t = backend.tick(log_limit=0).sample.t
+        else:
+            taken = first.result()
+            backend.session.observe(taken)  # as a tick of the backend would have
+            first_t = taken.t
+        # The gap from the first reading's time (its counters' read), not from the end of
+        # what followed it.
+        time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))
         sample = backend.tick(log_limit=0).sample
         if sample.server is not None and not sample.server.reachable and not args.demo:
             error = sample.server.error or "no answer"

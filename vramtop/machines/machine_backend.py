@@ -8,7 +8,6 @@ user profile or the demo profile.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
+from vramtop.machines.live_machine import live_machine
 from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_URL = "http://127.0.0.1:8000"
 # How often the housekeeping step runs beside the ticks (`MachineBackend.keep_house`).
 HOUSEKEEPING_S = 1.0
 
@@ -225,11 +224,6 @@ class MachineBackend(Backend):
         self.session.close()
 
 
-def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:
-    name = env_var or (profile.api_key_env if profile else None)
-    return os.environ.get(name) if name else None
-
-
 def live_backend(
     profile: Profile | None,
     url: str | None,
@@ -237,28 +231,6 @@ def live_backend(
     windows: bool = True,
     gpu_probe: str = "auto",
 ) -> MachineBackend:
-    """The real machine: its GPU probe (see sources/probes.py), and the profile's server (or
-    just a URL to watch)."""
-    from vramtop.sources.host import is_wsl
-    from vramtop.sources.probes import DeferredProbe
-    from vramtop.sources.windows_counters import WindowsGpuSource
-
-    wsl = is_wsl()
-    probe = DeferredProbe(gpu_probe)
-    supervisor = None
-    if profile is not None:
-        from vramtop.supervisor.service import Supervisor
-        from vramtop.supervisor.stopping import memory_released_on
-
-        supervisor = Supervisor(profile, memory_released=memory_released_on(probe))
-    sampler = Sampler(
-        probe=probe,
-        url=url or (profile.url if profile else DEFAULT_URL),
-        api_key=api_key_from(profile, api_key_env),
-        info=supervisor.status if supervisor else (lambda: None),
-        log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
-        # Under WSL2 NVML has no per-process numbers: Windows' own counters name the desktop
-        # programs and show whether vLLM's memory spilled into system memory.
-        windows=WindowsGpuSource() if wsl and windows else None,
-    )
-    return MachineBackend(sampler=sampler, supervisor=supervisor, wsl=wsl)
+    """The real machine (see live_machine.py): the profile's server, or just a URL to watch."""
+    machine = live_machine(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe)
+    return MachineBackend(sampler=machine.sampler, supervisor=machine.supervisor, wsl=machine.wsl)

@@ -87,12 +87,16 @@ class Sampler:
         return self._clock() - self._t0
 
     def tick(self) -> Sample:
+        # The server first, and the sample's time right after it: rates divide the counters'
+        # increase by the time between two ticks' reads of them, whatever else a tick waits on
+        # (the GPU library's first read, a first tick on a busy thread).
+        server = self._scraper.read_sync() if self._scraper else None
+        t = self.now()
         gpu = self._probe.read()
         info = self._info()
-        server = self._scraper.read_sync() if self._scraper else None
         startup = self._read_log(info)
         sample = Sample(
-            t=self.now(),
+            t=t,
             gpu=gpu,
             server=server,
             info=info,
