@@ -3,6 +3,8 @@ what it shows before, and a build that fails."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.support.console import NO_TIMER, settle
@@ -56,3 +58,30 @@ async def test_the_console_shows_a_failed_build_as_a_failed_read() -> None:
         assert app.activity is not None
         assert "reading failed" in app.activity and "no room for its socket" in app.activity
         assert app.is_running
+
+
+async def test_a_slow_build_holds_neither_the_keys_nor_the_start_it_decides() -> None:
+    """Whether to start the server is known only once the backend is built: the console asks
+    off its event loop, and keeps answering keys meanwhile."""
+    building, release = threading.Event(), threading.Event()
+    made: list[FakeBackend] = []
+
+    def build() -> FakeBackend:
+        building.set()
+        release.wait(5)  # a slow start of the simulated machine; let go by the test
+        backend = FakeBackend()
+        backend.autostart = True
+        made.append(backend)
+        return backend
+
+    app = VramtopApp(DeferredBackend(build, demo=True, profile_name=None), NO_TIMER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        while not building.is_set():  # the first frame is drawn, the build under way
+            await pilot.pause(0.01)
+        theme = app.theme
+        await pilot.press("t")
+        assert app.theme != theme
+        assert not made, "the key waited for the build"
+        release.set()
+        await settle(pilot)
+        assert made and made[0].calls == [("start",)]

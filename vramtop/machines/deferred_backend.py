@@ -95,8 +95,8 @@ class DeferredBackend(Backend):
 
     @property
     def autostart(self) -> bool:
-        """Asked once the first frame is drawn: builds the backend then (False when it
-        cannot be built: nothing is started)."""
+        """Builds the backend (False when it cannot be built: nothing is started). The
+        console asks after its first frame, in a worker: never on its event loop."""
         try:
             return self.built().autostart
         except BackendUnavailable:

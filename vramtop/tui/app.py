@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
@@ -114,10 +115,18 @@ class VramtopApp(ActingConsole):
         # Crash settling and automatic restarts on a thread of their own, every second: a
         # tick only reads, so it never waits on them (nor on a stop under way).
         self.backend.keep_house()
+        self._autostart()
+
+    @work(thread=True, exit_on_error=False, group="autostart")
+    def _autostart(self) -> None:
+        """The demo (and a profile with no server yet) starts vLLM here, in a worker, so the
+        console shows the loading progress instead of waiting before it opens. Whether to
+        start is asked here too, off the event loop: a backend built after the first frame
+        (machines/deferred_backend.py) is built to know it."""
         if self.backend.autostart:
-            # The demo (and a profile with no server yet) starts vLLM here, in a worker, so
-            # the console shows the loading progress instead of waiting before it opens.
-            self._start_action("start", lambda progress: self.backend.start(progress=progress))
+            self.call_from_thread(
+                self._start_action, "start", lambda progress: self.backend.start(progress=progress)
+            )
 
     def on_resize(self, event: Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
