@@ -45,14 +45,20 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     """The backend the arguments ask for, and whether this command started the simulated
     machine itself (then it stops it again when done)."""
     if getattr(args, "demo", False):
-        from vramtop.machines.demo_backend import demo_backend
+        from vramtop.machines.demo_world import begin_demo_world
         from vramtop.sim.card import DEFAULT_CARD
 
+        wsl, card = bool(getattr(args, "wsl", False)), getattr(args, "card", None) or DEFAULT_CARD
         try:
+            # The simulated GPU's daemon starts while the backend's modules load.
+            begun = begin_demo_world(wsl, card)
+            from vramtop.machines.demo_backend import demo_backend
+
             return demo_backend(
-                wsl=bool(getattr(args, "wsl", False)),
+                wsl=wsl,
                 windows=not getattr(args, "no_windows", False),
-                card=getattr(args, "card", None) or DEFAULT_CARD,
+                card=card,
+                begun=begun,
             )
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc

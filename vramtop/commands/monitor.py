@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     # own after its first frame (machines/deferred_backend.py), and these bring the sampler,
     # the diagnosis and the session writer.
     from vramtop.machines.machine_backend import MachineBackend
-    from vramtop.machines.sampler import Sampler
 
 UNKNOWN = "—"
 # Rates need two readings of vLLM's counters: --once samples this many seconds apart.
@@ -58,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
             from vramtop.tui.app import run_console
 
             return run_console(console_backend(args), settings)
-    if args.once and not args.demo:
-        return _once_watching(args)
+    if args.once:
+        return _once_demo(args) if args.demo else _once_watching(args)
     from vramtop.commands.common import backend_for
 
     try:
@@ -104,8 +102,8 @@ def _start_recording(backend: MachineBackend, path: Path) -> str | None:
 
 def _once_watching(args: argparse.Namespace) -> int:
     """`--once` on the real machine. Its first reading is taken as soon as the sampler
-    exists, on a thread of its own: the rate window runs while the rest of the backend (the
-    session and its diagnosis) loads, rather than after it."""
+    exists: the rate window runs while the rest of the backend (the session and its
+    diagnosis) loads, rather than after it."""
     from vramtop.commands.common import live_target
     from vramtop.machines.live_machine import live_machine
 
@@ -120,7 +118,9 @@ def _once_watching(args: argparse.Namespace) -> int:
         windows=target.windows,
         gpu_probe=target.gpu_probe,
     )
-    first = _FirstReading(machine.sampler)
+    # The rate window starts with this reading: the backend's session and diagnosis load
+    # within it, not before it.
+    first = machine.sampler.tick()
     from vramtop.machines.machine_backend import MachineBackend
 
     backend = MachineBackend(
@@ -129,39 +129,33 @@ def _once_watching(args: argparse.Namespace) -> int:
     return _once(backend, args, owned=False, first=first)
 
 
-class _FirstReading:
-    """One sampler tick taken on a thread of its own, from now."""
+def _once_demo(args: argparse.Namespace) -> int:
+    """`--once` on the simulated machine. The server is launched as soon as the simulated GPU
+    answers, and loads while the rest of the backend does; the answer waits for it."""
+    from vramtop.machines.demo_backend import begin_demo, demo_backend
+    from vramtop.sim.card import DEFAULT_CARD
 
-    def __init__(self, sampler: Sampler) -> None:
-        self._sample: Sample | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(
-            target=self._read, args=(sampler,), name="first-reading", daemon=True
-        )
-        self._thread.start()
-
-    def _read(self, sampler: Sampler) -> None:
-        try:
-            self._sample = sampler.tick()
-        except BaseException as exc:  # handed to the caller, who reports it as its own
-            self._error = exc
-
-    def result(self) -> Sample:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._sample is not None
-        return self._sample
+    wsl, card = bool(args.wsl), args.card or DEFAULT_CARD
+    try:
+        start = begin_demo(wsl=wsl, card=card)
+        if not start.server_was_running:
+            # Not waited for here, nor its outcome read: the start below follows this launch
+            # to ready, or says why there was none.
+            start.supervisor.start(wait_ready=False)
+        backend, owned = demo_backend(wsl=wsl, windows=not args.no_windows, card=card, start=start)
+    except RuntimeError as exc:
+        return _usage(f"the simulated machine could not start: {exc}")
+    return _once(backend, args, owned)
 
 
 def _once(
     backend: MachineBackend,
     args: argparse.Namespace,
     owned: bool,
-    first: _FirstReading | None = None,
+    first: Sample | None = None,
 ) -> int:
     """One snapshot: two readings `--interval` (ONCE_GAP_S) apart, the second reported.
-    `first`: the first reading, already under way (taken by the backend's sampler)."""
+    `first`: the first reading, taken already by the backend's sampler."""
     from vramtop.core.snapshot import snapshot
 
     try:
@@ -175,9 +169,8 @@ def _once(
         if first is None:
             first_t = backend.tick(log_limit=0).sample.t
         else:
-            taken = first.result()
-            backend.session.observe(taken)  # as a tick of the backend would have
-            first_t = taken.t
+            backend.session.observe(first)  # as a tick of the backend would have
+            first_t = first.t
         # The gap from the first reading's time (its counters' read), not from the end of
         # what followed it.
         time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))

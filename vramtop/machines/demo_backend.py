@@ -2,25 +2,69 @@
 
 The simulated GPU runs detached (so a server left running outlives the console, and a second
 console re-attaches to both); the fake vLLM server is supervised exactly like a real one, from
-the demo profile; a coding agent (the load generator) runs inside the console's process.
+the demo profile; a coding agent (the load generator) runs as a process of its own.
+
+In two steps: `begin_demo` brings up the simulated GPU and the demo profile's supervisor (what
+a server's launch needs), `demo_backend` the backend over them (the sampler, the session and
+its diagnosis). A one-shot answer launches the server between the two, so that it loads
+while the rest does.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import (
-    demo_machine,
+    BegunWorld,
+    begin_demo_world,
     demo_profile,
-    ensure_demo_world,
+    finish_demo_world,
     memory_released_check,
     stop_demo_world,
-    world_alive,
 )
-from vramtop.machines.machine_backend import DemoHooks, MachineBackend
-from vramtop.machines.sampler import Sampler
 from vramtop.sim.card import DEFAULT_CARD
-from vramtop.sim.windows_counters import SimWindowsSource
-from vramtop.supervisor.service import Supervisor
+
+if TYPE_CHECKING:
+    from vramtop.machines.machine_backend import MachineBackend
+    from vramtop.sim.machine import SimMachine
+    from vramtop.supervisor.service import Supervisor
+
+
+@dataclass(frozen=True)
+class DemoStart:
+    """The simulated machine before the backend over it: the world (answering), the demo
+    profile's supervisor, and what was running before this command."""
+
+    machine: SimMachine
+    supervisor: Supervisor
+    world_was_running: bool
+    server_was_running: bool
+
+    @property
+    def owned(self) -> bool:
+        """Whether this command started the simulated machine (then it stops it when done)."""
+        return not self.world_was_running and not self.server_was_running
+
+
+def begin_demo(
+    *, wsl: bool = False, card: str = DEFAULT_CARD, begun: BegunWorld | None = None
+) -> DemoStart:
+    """The simulated GPU started (or found) and the demo profile's supervisor, its record
+    settled. `begun`: the world as `begin_demo_world(wsl, card)` began it. RuntimeError: the
+    simulated GPU could not be started (the message says why)."""
+    begun = begun or begin_demo_world(wsl, card)
+    machine = begun.machine
+    # The profile (pydantic) and the supervisor load while the world's daemon starts.
+    profile = demo_profile(machine)
+    from vramtop.supervisor.service import Supervisor
+
+    supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+    finish_demo_world(machine)
+    settled = supervisor.housekeeping()
+    running = settled.state in (ServerState.RUNNING, ServerState.STARTING)
+    return DemoStart(machine, supervisor, begun.was_running, running)
 
 
 def demo_backend(
@@ -29,27 +73,31 @@ def demo_backend(
     start_server: bool = True,
     windows: bool = True,
     card: str = DEFAULT_CARD,
+    begun: BegunWorld | None = None,
+    start: DemoStart | None = None,
+    agent: bool = True,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
 
     With `start_server` the fake server is marked to start (the console starts it in a worker
-    and shows its progress; `--once` starts it and waits). RuntimeError: the simulated GPU
-    could not be started (the message says why)."""
-    world_was_running = world_alive(demo_machine(wsl, card))
-    machine = ensure_demo_world(wsl=wsl, card=card)
-    profile = demo_profile(machine)
-    supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+    and shows its progress; `--once` starts it and waits). `begun`, `start`: the simulated
+    machine as `begin_demo_world` or `begin_demo` brought it up (else this call does).
+    `agent`: start the coding agent now (else the caller does, with `start_agent`).
+    RuntimeError: the simulated GPU could not be started (the message says why)."""
+    from vramtop.machines.machine_backend import DemoHooks, MachineBackend
+    from vramtop.machines.sampler import Sampler
+    from vramtop.sim.windows_counters import SimWindowsSource
+
+    start = start or begin_demo(wsl=wsl, card=card, begun=begun)
+    machine, supervisor = start.machine, start.supervisor
     probe = machine.probe()
     sampler = Sampler(
         probe=probe,
-        url=profile.url,
+        url=supervisor.profile.url,
         info=supervisor.status,
         log_path=lambda: supervisor.log_path,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
     )
-    settled = supervisor.housekeeping()
-    server_was_running = settled.state in (ServerState.RUNNING, ServerState.STARTING)
-    owned = not world_was_running and not server_was_running
 
     def call_on() -> bool:
         # As of the tick's GPU read (an unreachable simulated GPU leaves the last answer; the
@@ -74,8 +122,14 @@ def demo_backend(
         demo=DemoHooks(toggle_call=toggle_call, call_on=call_on, shutdown=shutdown),
         wsl=wsl,
     )
-    backend.autostart = start_server and not server_was_running
-    # A real agent's traffic: long contexts re-read every turn, one or two streams at once
-    # (the demo server runs at most two, as the field report's --max-num-seqs 2).
-    machine.start_load(profile.url, concurrency=2, agent=True)
-    return backend, owned
+    backend.autostart = start_server and not start.server_was_running
+    if agent:
+        start_agent(start)
+    return backend, start.owned
+
+
+def start_agent(start: DemoStart) -> None:
+    """The coding agent on the demo server: a real agent's traffic, long contexts re-read
+    every turn, one or two streams at once (the demo server runs at most two, as the field
+    report's --max-num-seqs 2). A process of its own; it waits for the server."""
+    start.machine.start_load(start.supervisor.profile.url, concurrency=2, agent=True)

@@ -10,13 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramtop import files, locations
-from vramtop.config import Profile
 from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.machine import SimMachine, free_port
 from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
+
+if TYPE_CHECKING:
+    # pydantic, loaded where the profile is made: the world daemon is started before it.
+    from vramtop.config import Profile
 
 DEMO_PROFILE = "demo"
 # Which scenario the demo's desktop plays (vramtop/sim/scenarios/): `manual` waits for the
@@ -77,13 +82,36 @@ def world_alive(machine: SimMachine) -> bool:
 def ensure_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
     """The demo world, started detached if its socket does not answer. Raises RuntimeError
     when it cannot be started (the caller turns that into a message)."""
+    return finish_demo_world(begin_demo_world(wsl, card).machine)
+
+
+@dataclass(frozen=True)
+class BegunWorld:
+    """The demo world as `begin_demo_world` left it: its handle, and whether it was
+    running already (otherwise its daemon is starting)."""
+
+    machine: SimMachine
+    was_running: bool
+
+
+def begin_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> BegunWorld:
+    """The demo world's daemon started, detached, if its socket does not answer; not waited
+    for (`finish_demo_world` waits), so that the rest of a command loads meanwhile."""
     machine = demo_machine(wsl, card)
     if world_alive(machine):
-        return machine
-    machine.start()
-    # Forget the handle's process: the daemon lives on after this command exits (it runs in
-    # its own session) and is stopped through its socket.
-    machine.world_proc = None
+        return BegunWorld(machine, was_running=True)
+    machine.spawn()
+    return BegunWorld(machine, was_running=False)
+
+
+def finish_demo_world(machine: SimMachine) -> SimMachine:
+    """The world `begin_demo_world` started, once it answers. RuntimeError when it cannot be
+    started (the caller turns that into a message)."""
+    if machine.world_proc is not None:
+        machine.wait_started()
+        # Forget the handle's process: the daemon lives on after this command exits (it runs
+        # in its own session) and is stopped through its socket.
+        machine.world_proc = None
     return machine
 
 
@@ -110,6 +138,8 @@ def demo_port(home: Path | None = None) -> int:
 
 def demo_profile(machine: SimMachine) -> Profile:
     """The field report's server on the simulated card."""
+    from vramtop.config import Profile
+
     port = demo_port(machine.home)
     full_env = machine.server_env()
     env = {

@@ -10,8 +10,6 @@ import argparse
 import json
 from typing import Any
 
-import yaml
-
 PROG = "vllm serve"
 
 
@@ -74,6 +72,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = build_parser()
     first = parser.parse_args(argv)
     if first.config:
+        import yaml  # only for a --config file: the server's start does not wait for it
+
         try:
             with open(first.config, encoding="utf-8") as fh:
                 data = yaml.safe_load(fh) or {}

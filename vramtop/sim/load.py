@@ -27,6 +27,8 @@ import threading
 
 import httpx
 
+from vramtop.sim.protocol import LOAD_API_KEY_ENV
+
 WORDS = (
     "file",
     "test",
@@ -100,9 +102,11 @@ class LoadGenerator:
             t.join(timeout_s)
 
     def wait(self) -> None:
+        # Short joins: a stop (SIGTERM) is noticed within 50 ms, so the command that stops
+        # the agent does not wait on it.
         for t in self._threads:
             while t.is_alive() and not self.stopping.is_set():
-                t.join(0.2)
+                t.join(0.05)
 
     def _done_enough(self) -> bool:
         return self.max_requests is not None and self.completed >= self.max_requests
@@ -182,7 +186,7 @@ class LoadGenerator:
         return chunks
 
 
-API_KEY_ENV = "VRAMTOP_LOAD_API_KEY"
+API_KEY_ENV = LOAD_API_KEY_ENV
 PARENT_CHECK_S = 0.5
 
 

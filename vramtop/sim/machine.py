@@ -17,22 +17,22 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from vramtop import files
 from vramtop.sim.card import CARDS, DEFAULT_CARD
-from vramtop.sim.gpu_probe import SimGpuProbe
-from vramtop.sim.load import API_KEY_ENV
 from vramtop.sim.protocol import (
+    ALREADY_SERVED,
+    LOAD_API_KEY_ENV,
     SOCKET_ENV,
     SPEED_ENV,
     STARTUP_ENV,
     WorldClient,
     WorldUnreachable,
 )
-from vramtop.sim.world import ALREADY_SERVED
+
+if TYPE_CHECKING:
+    from vramtop.sim.gpu_probe import SimGpuProbe
 
 DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
 # The field report's launch flags (loopback instead of 0.0.0.0, as the report advises).
@@ -98,6 +98,13 @@ class SimMachine:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> SimMachine:
+        """Start the world daemon and wait until it answers (RuntimeError: it did not)."""
+        self.spawn()
+        return self.wait_started(timeout_s)
+
+    def spawn(self) -> None:
+        """Start the world daemon; `wait_started` waits for it to answer. Apart, so that a
+        command can load the rest of what it needs while the daemon starts."""
         files.private_dir(self.home)
         log = os.fdopen(files.open_append(self.home / "gpu.log"), "ab")
         cmd = [
@@ -113,6 +120,10 @@ class SimMachine:
             cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
+
+    def wait_started(self, timeout_s: float = 10.0) -> SimMachine:
+        """Until the daemon `spawn` started (or another one serving the same socket) answers.
+        RuntimeError when it exited or did not answer within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             code = self.world_proc.poll() if self.world_proc is not None else None
@@ -145,6 +156,8 @@ class SimMachine:
 
     def _kill_sim_processes(self) -> None:
         """Servers and engines still attached to this world (by their environment)."""
+        import psutil
+
         mine = str(self.socket_path)
         victims = []
         for proc in psutil.process_iter(["pid", "cmdline"]):
@@ -229,7 +242,7 @@ class SimMachine:
         self.stop_load()
         env = self.server_env()
         if api_key:
-            env[API_KEY_ENV] = api_key  # not on the command line, where `ps` shows it
+            env[LOAD_API_KEY_ENV] = api_key  # not on the command line, where `ps` shows it
         cmd = [
             sys.executable, "-m", "vramtop.sim.load",
             "--url", url,
@@ -261,4 +274,6 @@ class SimMachine:
             load.wait(2.0)
 
     def probe(self) -> SimGpuProbe:
+        from vramtop.sim.gpu_probe import SimGpuProbe
+
         return SimGpuProbe(self.socket_path, wsl=self.wsl)

@@ -14,6 +14,10 @@ from typing import Any
 SOCKET_ENV = "VRAMTOP_SIM_SOCKET"
 SPEED_ENV = "VRAMTOP_SIM_SPEED"
 STARTUP_ENV = "VRAMTOP_SIM_STARTUP_S"
+# The agent's API key (not on its command line, where `ps` shows it).
+LOAD_API_KEY_ENV = "VRAMTOP_LOAD_API_KEY"
+# The world daemon's exit status when another simulated GPU already serves its socket.
+ALREADY_SERVED = 3
 
 
 class WorldUnreachable(Exception):

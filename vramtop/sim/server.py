@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtop.sim import args as vargs
 from vramtop.sim import engine as engine_mod
@@ -28,9 +28,13 @@ from vramtop.sim.card import (
     NATIVE_MAX_MODEL_LEN,
     VLLM_VERSION,
 )
-from vramtop.sim.http_api import FakeVllmHttp, Handler
 from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldClient, WorldUnreachable
-from vramtop.sim.serving import Scheduler
+
+if TYPE_CHECKING:
+    # Loaded while the engine starts (see `start_engine`): the HTTP server's modules are the
+    # larger part of this process's start.
+    from vramtop.sim.http_api import FakeVllmHttp
+    from vramtop.sim.serving import Scheduler
 
 PROC = "APIServer"
 STATS_INTERVAL_S = 10.0  # simulated seconds between "Engine 000: …" lines
@@ -134,6 +138,8 @@ class ApiServer:
             [sys.executable, "-m", "vramtop.sim.engine"], env=env, pass_fds=(write_fd,)
         )
         os.close(write_fd)
+        from vramtop.sim import http_api, serving  # noqa: F401  (loaded while the engine starts)
+
         buf = b""
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
             while not self.stop.is_set():
@@ -166,6 +172,9 @@ class ApiServer:
 
     # -- serving ------------------------------------------------------------------------------
     def serve(self, ready: dict[str, Any]) -> int:
+        from vramtop.sim.http_api import FakeVllmHttp, Handler
+        from vramtop.sim.serving import Scheduler
+
         a = self.a
         plan = ready["plan"]
         sched = Scheduler(

@@ -29,6 +29,7 @@ from typing import Any
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.ledger import Ledger
+from vramtop.sim.protocol import ALREADY_SERVED
 
 TICK_S = 0.1
 
@@ -124,9 +125,6 @@ class _Handler(socketserver.StreamRequestHandler):
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     world: World
-
-
-ALREADY_SERVED = 3  # exit code: another simulated GPU already serves this socket
 
 
 def socket_lock_path(socket_path: Path) -> Path:

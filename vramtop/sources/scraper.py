@@ -16,7 +16,7 @@ import urllib.parse
 from dataclasses import replace
 from typing import Any
 
-from vramtop.core.diagnosis.server_down import NOT_ANSWERING_S
+from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.vllm.metrics import parse_metrics

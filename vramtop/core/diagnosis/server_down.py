@@ -12,7 +12,7 @@ from typing import Any
 
 from vramtop.core.budget import largest_util_that_fits_logged
 from vramtop.core.diagnosis.book import FindingBook
-from vramtop.core.diagnosis.thresholds import UNHEALTHY_SAMPLES
+from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S, UNHEALTHY_SAMPLES
 from vramtop.core.findings import (
     KV_PRESSURE,
     SERVER_CRASHED,
@@ -55,11 +55,6 @@ def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
             "what holds the card and start again",
         },
     }
-
-
-# A server whose every request times out for this long is hung (or stopped), not slow: vLLM
-# answers /metrics and /health from its API process even while the engine is busy.
-NOT_ANSWERING_S = 10.0
 
 
 def not_answering_report(seconds: float) -> dict[str, Any]:

@@ -42,3 +42,6 @@ SLOWDOWN_REASONS = frozenset({"hw_thermal", "sw_thermal", "hw_slowdown", "hw_pow
 HOT_C = 90  # this hot *and* slower than healthy counts as throttling even without a reason
 HOT_SLOW_RATIO = 0.7
 UNHEALTHY_SAMPLES = 2  # /health failing this many samples in a row after being healthy
+# A server whose every request times out for this long is hung (or stopped), not slow: vLLM
+# answers /metrics and /health from its API process even while the engine is busy.
+NOT_ANSWERING_S = 10.0
