@@ -117,3 +117,41 @@ def test_unusable_arguments_exit_2_with_a_message(
     result = run_vramtop(tmp_path, *args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+# `vramtop --demo --once` with Ctrl+C arriving while the backend loads, and a note on stderr
+# of what the server's record said at that moment.
+_INTERRUPTED_WHILE_LOADING = """
+import sys
+from vramtop.machines import demo_backend as module
+def interrupted(**kwargs):
+    print("STATE " + kwargs["start"].supervisor.status().state, file=sys.stderr)
+    raise KeyboardInterrupt
+module.demo_backend = interrupted
+from vramtop import entry
+sys.argv[0] = "vramtop"
+entry.run()
+"""
+
+
+def test_demo_once_launches_the_server_before_the_backend_loads_and_ctrl_c_stops_it(
+    tmp_path: Path,
+) -> None:
+    env = dict(os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="0.3")
+    result = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_WHILE_LOADING, "--demo", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 130
+    assert "Traceback" not in result.stderr
+    assert "STATE starting" in result.stderr  # the server loads while the backend does
+    # and what this command started (the server, the simulated GPU) is stopped again
+    deadline = time.monotonic() + 5
+    while sim_processes_under(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not sim_processes_under(tmp_path), "the interrupted --once left processes behind"
+    status = run_vramtop(tmp_path, "status", "--demo", "--json")
+    assert json.loads(status.stdout)["state"] == "stopped"

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -132,20 +133,28 @@ def _once_watching(args: argparse.Namespace) -> int:
 def _once_demo(args: argparse.Namespace) -> int:
     """`--once` on the simulated machine. The server is launched as soon as the simulated GPU
     answers, and loads while the rest of the backend does; the answer waits for it."""
-    from vramtop.machines.demo_backend import begin_demo, demo_backend
+    from vramtop.machines.demo_backend import begin_demo, demo_backend, start_agent
     from vramtop.sim.card import DEFAULT_CARD
 
     wsl, card = bool(args.wsl), args.card or DEFAULT_CARD
     try:
         start = begin_demo(wsl=wsl, card=card)
-        if not start.server_was_running:
-            # Not waited for here, nor its outcome read: the start below follows this launch
-            # to ready, or says why there was none.
-            start.supervisor.start(wait_ready=False)
-        backend, owned = demo_backend(wsl=wsl, windows=not args.no_windows, card=card, start=start)
     except RuntimeError as exc:
         return _usage(f"the simulated machine could not start: {exc}")
-    return _once(backend, args, owned)
+    try:
+        if not start.server_was_running:
+            # Not waited for here, nor its outcome read: the start in `_once` follows this
+            # launch to ready, or says why there was none.
+            start.supervisor.start(wait_ready=False)
+        # The agent once the server is up: its start (a process of its own) would take CPU
+        # from the server's.
+        backend, owned = demo_backend(
+            wsl=wsl, windows=not args.no_windows, card=card, start=start, agent=False
+        )
+    except BaseException:  # Ctrl+C too: nothing this command started is left running
+        start.abandon()
+        raise
+    return _once(backend, args, owned, ready=lambda: start_agent(start))
 
 
 def _once(
@@ -153,9 +162,11 @@ def _once(
     args: argparse.Namespace,
     owned: bool,
     first: Sample | None = None,
+    ready: Callable[[], None] | None = None,
 ) -> int:
     """One snapshot: two readings `--interval` (ONCE_GAP_S) apart, the second reported.
-    `first`: the first reading, taken already by the backend's sampler."""
+    `first`: the first reading, taken already by the backend's sampler. `ready`: called once
+    the server is started, before the first reading."""
     from vramtop.core.snapshot import snapshot
 
     try:
@@ -165,6 +176,8 @@ def _once(
                 detail = f"\n{result.detail}" if result.detail else ""
                 print(f"vramtop: {result.message}{detail}", file=sys.stderr)
                 return ExitCode.ERROR
+        if ready is not None:
+            ready()
         backend.housekeeping()  # the record as it really is before it is reported
         if first is None:
             first_t = backend.tick(log_limit=0).sample.t

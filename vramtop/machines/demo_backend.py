@@ -47,6 +47,12 @@ class DemoStart:
         """Whether this command started the simulated machine (then it stops it when done)."""
         return not self.world_was_running and not self.server_was_running
 
+    def abandon(self) -> None:
+        """Stop what this command started, when it goes no further (the server, the world)."""
+        if self.owned:
+            self.supervisor.stop()
+            stop_demo_world(self.machine.card.key)
+
 
 def begin_demo(
     *, wsl: bool = False, card: str = DEFAULT_CARD, begun: BegunWorld | None = None
