@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     # backend (its session, its diagnosis) is loaded.
     from vramtop.config import Profile
     from vramtop.core.model import Sample
+    from vramtop.machines.live_machine import LiveMachine
     from vramtop.machines.machine_backend import MachineBackend
     from vramtop.session.writer import SessionWriter
 
@@ -40,6 +41,18 @@ class LiveTarget:
     windows: bool
     gpu_probe: str
 
+    def machine(self) -> LiveMachine:
+        """Its parts: the GPU probe, the profile's supervisor, the sampler."""
+        from vramtop.machines.live_machine import live_machine
+
+        return live_machine(
+            self.profile,
+            self.url,
+            self.api_key_env,
+            windows=self.windows,
+            gpu_probe=self.gpu_probe,
+        )
+
 
 def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
     """The backend the arguments ask for, and whether this command started the simulated
@@ -62,17 +75,9 @@ def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
             )
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc
-    from vramtop.machines.machine_backend import live_backend
+    from vramtop.machines.machine_backend import backend_over
 
-    target = live_target(args)
-    backend = live_backend(
-        target.profile,
-        target.url,
-        target.api_key_env,
-        windows=target.windows,
-        gpu_probe=target.gpu_probe,
-    )
-    return backend, False
+    return backend_over(live_target(args).machine()), False
 
 
 def live_target(args: argparse.Namespace) -> LiveTarget:

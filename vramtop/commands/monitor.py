@@ -106,28 +106,17 @@ def _once_watching(args: argparse.Namespace) -> int:
     exists: the rate window runs while the rest of the backend (the session and its
     diagnosis) loads, rather than after it."""
     from vramtop.commands.common import live_target
-    from vramtop.machines.live_machine import live_machine
 
     try:
-        target = live_target(args)
+        machine = live_target(args).machine()
     except CommandError as exc:
         return _usage(str(exc))
-    machine = live_machine(
-        target.profile,
-        target.url,
-        target.api_key_env,
-        windows=target.windows,
-        gpu_probe=target.gpu_probe,
-    )
     # The rate window starts with this reading: the backend's session and diagnosis load
     # within it, not before it.
     first = machine.sampler.tick()
-    from vramtop.machines.machine_backend import MachineBackend
+    from vramtop.machines.machine_backend import backend_over
 
-    backend = MachineBackend(
-        sampler=machine.sampler, supervisor=machine.supervisor, wsl=machine.wsl
-    )
-    return _once(backend, args, owned=False, first=first)
+    return _once(backend_over(machine), args, owned=False, first=first)
 
 
 def _once_demo(args: argparse.Namespace) -> int:

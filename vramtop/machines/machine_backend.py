@@ -22,7 +22,7 @@ from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
-from vramtop.machines.live_machine import live_machine
+from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
@@ -232,5 +232,11 @@ def live_backend(
     gpu_probe: str = "auto",
 ) -> MachineBackend:
     """The real machine (see live_machine.py): the profile's server, or just a URL to watch."""
-    machine = live_machine(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe)
+    return backend_over(
+        live_machine(profile, url, api_key_env, windows=windows, gpu_probe=gpu_probe)
+    )
+
+
+def backend_over(machine: LiveMachine) -> MachineBackend:
+    """The backend over the real machine's parts."""
     return MachineBackend(sampler=machine.sampler, supervisor=machine.supervisor, wsl=machine.wsl)
