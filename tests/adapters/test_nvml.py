@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from vramtop.core.model import GIB
-from vramtop.sources.nvml import NvmlProbe
+from vramtop.sources.nvml import INIT_RETRY_READS, NvmlProbe
 
 
 class NVMLError(Exception):
@@ -163,3 +163,17 @@ def test_a_failed_read_shuts_nvml_down_before_the_next_init() -> None:
     # Each failed read shuts down the init it made (NVML counts inits).
     assert nvml.calls.count("nvmlInit") == 2
     assert nvml.calls.count("nvmlShutdown") == 2
+
+
+def test_a_missing_driver_is_looked_for_again_every_few_reads_not_every_read() -> None:
+    fake = FakeNvml(compute=[], graphics=[])
+    fake.fail_on = "nvmlInit"
+    probe = NvmlProbe(nvml=fake, wsl=False)  # type: ignore[arg-type]
+    readings = [probe.read() for _ in range(INIT_RETRY_READS)]
+    # Every read says why there is no GPU; the library was asked once.
+    assert all(r.error is not None and "driver" in r.error for r in readings)
+    assert fake.calls.count("nvmlInit") == 1
+    fake.fail_on = None  # the driver is there now: the next try finds it
+    reading = probe.read()
+    assert fake.calls.count("nvmlInit") == 2
+    assert reading.available

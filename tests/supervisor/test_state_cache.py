@@ -27,13 +27,13 @@ def _settle(profile: str) -> None:
 
 def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = state.load
+    real = state._load
 
-    def counting(profile: str) -> ServerRecord | None:
-        calls.append(profile)
-        return real(profile)
+    def counting(path: Path) -> ServerRecord | None:
+        calls.append(path.name)
+        return real(path)
 
-    monkeypatch.setattr(state, "load", counting)
+    monkeypatch.setattr(state, "_load", counting)
     return calls
 
 
@@ -72,6 +72,41 @@ def test_each_call_returns_its_own_copy(home: Path) -> None:
     again = cache.load("p")
     assert again is not None and again == state.load("p")
     assert again.state == "running" and again.tree and again.argv == ["vllm", "serve", "m"]
+
+
+def test_a_reader_shares_the_kept_record(home: Path) -> None:
+    state.save(_ours("p"))
+    _settle("p")
+    cache = RecordCache()
+    shared = cache.load("p", copy=False)
+    assert shared is not None and shared is cache.load("p", copy=False)
+    assert cache.load("p") is not shared  # a caller that changes it gets its own
+
+
+def test_the_paths_are_found_once_while_the_home_stays(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found: list[str] = []
+    real = state.state_path
+
+    def counting(profile: str) -> Path:
+        found.append(profile)
+        return real(profile)
+
+    monkeypatch.setattr(state, "state_path", counting)
+    state.save(_ours("p"))
+    _settle("p")
+    found.clear()
+    cache = RecordCache()
+    for _ in range(3):
+        assert cache.load("p") is not None
+        assert cache.log_path("p") == state.log_path("p")
+    assert found == ["p"]
+    # Another home (as a test, or the demo, sets VRAMTOP_HOME): its files, at once.
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "other"))
+    assert cache.load("p") is None
+    assert cache.log_path("p") == state.log_path("p")
+    assert str(cache.log_path("p")).startswith(str(tmp_path / "other"))
 
 
 def test_a_file_saved_just_now_is_read_every_time(

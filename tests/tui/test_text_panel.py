@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from vramtop.core.model import GIB, Split, SplitMethod
 from vramtop.tui.widgets.text_panel import SPARK_BLOCKS, spark_text
 from vramtop.tui.widgets.vram_bar import VramBar, bar_cells
@@ -80,3 +82,42 @@ def test_the_throughput_panel_says_where_the_normal_rate_came_from() -> None:
     assert normal_origin(remembered, 7200.0) == "remembered 2 h ago"
     assert normal_origin(NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}), 5.0) == "learned now"
     assert normal_origin(None, 5.0) == "can't judge yet"
+
+
+async def test_a_wrapped_message_is_laid_out_again_only_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Why there is no GPU reading stays up for as long as it is true: wrapping it again every
+    second was most of what the VRAM panel cost to draw."""
+    from textual.app import App, ComposeResult
+    from textual.content import Content
+
+    from vramtop.tui.widgets.text_panel import TextPanel, Wrapped
+
+    wraps: list[str] = []
+    real_wrap = Content.wrap
+
+    def counting(self: Content, width: int, **options: object) -> list[Content]:
+        wraps.append(self.plain)
+        return real_wrap(self, width, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Content, "wrap", counting)
+    message = "GPU readings unavailable: " + "the driver is not loaded " * 4
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield TextPanel()
+
+    app = One()
+    async with app.run_test(size=(40, 10)):
+        panel = app.query_one(TextPanel)
+        for _ in range(3):
+            panel.set_rows(["a row", Wrapped(Content(message))])
+        assert len(wraps) == 1
+        lines = [line.plain for line in panel.lines]
+        assert len(lines) > 2 and "".join(lines[1:]).replace(" ", "") == message.replace(" ", "")
+        # The same words in another style are another row: laid out (and shown) anew.
+        panel.set_rows(["a row", Wrapped(Content.styled(message, "bold"))])
+        assert len(wraps) == 2
+        panel.set_rows(["a row", Wrapped(Content(message + " now"))])
+        assert len(wraps) == 3 and panel.lines[-1].plain.endswith("now")

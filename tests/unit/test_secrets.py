@@ -66,3 +66,72 @@ def test_a_written_key_is_replaced_whole(key: str) -> None:
     assert mask_line(f"--api-key {key}") == f"--api-key {MASK}"
     assert mask_line(f"VLLM_API_KEY={key} vllm") == f"VLLM_API_KEY={MASK} vllm"
     assert mask_line(f"{{'api_key': ['{key}']}}") == f"{{'api_key': ['{MASK}']}}"
+
+
+def _every_pattern(text: str) -> str:
+    """mask_line as it was: every pattern tried on every line."""
+    from vramtop.core import secrets
+
+    if not text:
+        return text
+    text = secrets._URL_PASSWORD.sub(rf"\1{MASK}\3", text)
+    text = secrets._FLAG.sub(rf"\1\2{MASK}", text)
+    text = secrets._LIST.sub(secrets._mask_list, text)
+    text = secrets._QUOTED.sub(rf"\1\2{MASK}\2", text)
+    text = secrets._BARE.sub(rf"\1{MASK}", text)
+    return secrets._BEARER.sub(rf"\1{MASK}", text)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # Letters that (?i) matches besides ASCII: the Kelvin sign, the long s.
+        f"API_\u212aEY={KEY}",
+        f"hf_tokeN: {KEY}",
+        f"my_\u017fecret='{KEY}'",
+        f"--pa\u017f\u017fword {KEY}",
+        f"BEARER {KEY}",
+        f"https://u:{KEY}@host/x and token={KEY}",
+        '(APIServer pid=42) INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 200 OK',
+    ],
+)
+def test_a_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
+    assert mask_line(line) == _every_pattern(line)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "key",
+                "KEY",
+                "K",
+                "to",
+                "ken",
+                "secret",
+                "ſ",
+                "passwd",
+                "bearer",
+                "Bearer ",
+                "://",
+                "@",
+                ":",
+                "=",
+                " ",
+                "'",
+                '"',
+                "[",
+                "]",
+                "--",
+                "-",
+                "_",
+                "api",
+                "x",
+                "1",
+            ]
+        ),
+        max_size=14,
+    ).map("".join)
+)
+def test_any_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
+    assert mask_line(line) == _every_pattern(line)

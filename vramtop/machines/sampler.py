@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import islice
 from pathlib import Path
 from typing import Protocol
 
@@ -114,8 +115,11 @@ class Sampler:
             self._scraper.close()
 
     def log_lines(self, limit: int = 500) -> list[str]:
-        lines = list(self._lines)
-        return lines[-limit:] if limit else lines
+        lines = self._lines
+        if not limit or limit >= len(lines):
+            return list(lines)
+        # The last `limit` only: the console asks every tick, and the log keeps thousands.
+        return list(islice(lines, len(lines) - limit, None))
 
     def _read_log(self, info: ServerInfo | None) -> StartupFacts | None:
         path = self._log_path()

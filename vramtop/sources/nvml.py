@@ -44,6 +44,11 @@ THROTTLE_BITS: tuple[tuple[int, str], ...] = (
 # NVIDIA parts whose GPU shares the system's memory (matched as words of the device name).
 INTEGRATED_NAMES: tuple[str, ...] = ("GB10", "Jetson", "Orin", "Thor")
 NVML_ERROR_NOT_SUPPORTED = 3
+# After NVML failed to load or initialise (no driver, no library), the reads in between answer
+# with the same reason and only every this many reads is it tried again: a driver installed
+# meanwhile is seen within seconds, and a machine without one does not search for the
+# library every second.
+INIT_RETRY_READS = 10
 
 
 def throttle_names(mask: int) -> tuple[str, ...]:
@@ -88,6 +93,7 @@ class NvmlProbe:
         self._lock = threading.Lock()
         self._wsl = is_wsl() if wsl is None else wsl
         self._init_error: str | None = None
+        self._init_retry_in = 0  # reads until the next nvmlInit after one failed
         self._unified = unified
         self._meminfo = meminfo
 
@@ -112,6 +118,16 @@ class NvmlProbe:
     def _ensure_init(self) -> str | None:
         if self._initialised:
             return None
+        if self._init_error is not None and self._init_retry_in > 0:
+            # The library or the driver was not there a moment ago: loading it is tried again
+            # only every INIT_RETRY_READS reads (each try searches the disk for the library).
+            self._init_retry_in -= 1
+            return self._init_error
+        self._init_error = self._init()
+        self._init_retry_in = INIT_RETRY_READS - 1
+        return self._init_error
+
+    def _init(self) -> str | None:
         if self._nvml is None:
             try:
                 import pynvml  # type: ignore[import-untyped]

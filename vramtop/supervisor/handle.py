@@ -66,18 +66,23 @@ class ServerHandle:
         """Where the current server's output is: vramtop's log of the servers it starts, or
         an attached server's own file (found, or given to attach). None: an attached server
         whose output goes elsewhere (a terminal, a pipe), which vramtop cannot read."""
-        rec = self.record()
+        rec = self._recorded()
         if rec is not None and rec.started_by == "attached":
             return Path(rec.log_path) if rec.log_path else None
-        return state.log_path(self.name)
+        return self._records.log_path(self.name)
 
     def record(self) -> ServerRecord | None:
+        """The record, a copy of the caller's own to change and save."""
         return self._records.load(self.name)
+
+    def _recorded(self) -> ServerRecord | None:
+        """The record to read only (shared: never changed), as each tick reads it."""
+        return self._records.load(self.name, copy=False)
 
     def status(self) -> ServerInfo:
         """The server as recorded. Only reads: `housekeeping` brings the record in line
         with what is really there."""
-        rec = self.record()
+        rec = self._recorded()
         if rec is None:
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
         return self._info(rec)

@@ -59,7 +59,7 @@ class Supervisor(ServerActions):
           (a found launch, stopped when the tree is gone, running when it still serves).
 
         Never waits for the lock: an action under way settles the record itself."""
-        rec = self.record()
+        rec = self._recorded()  # read only: what changes it reads its own copy
         if rec is None:
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
@@ -68,7 +68,7 @@ class Supervisor(ServerActions):
             elif rec.state == Lifecycle.STARTING and not self._followed(rec):
                 self._settle_unfollowed_load(rec)
         elif rec.state in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
-            self._settle_interrupted(rec)
+            self._settle_interrupted(state.copied(rec))
         elif rec.state == Lifecycle.CRASHED:
             self._maybe_auto_restart(rec)
         return self.status()

@@ -119,7 +119,10 @@ def log_path(profile: str) -> Path:
 
 def load(profile: str) -> ServerRecord | None:
     """The recorded server, or None when there is none (or the file is unreadable)."""
-    path = state_path(profile)
+    return _load(state_path(profile))
+
+
+def _load(path: Path) -> ServerRecord | None:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -142,47 +145,70 @@ _FileKey = tuple[int, int, int]
 # within one tick of the file system's clock (2 s on FAT) could keep its size and time and,
 # the old inode freed by the rename, even its inode number, and look unchanged.
 _SETTLED_S = 3.0
+# Where vramtop keeps its files depends on these (see `locations`).
+_WHERE_VARIABLES = ("VRAMTOP_HOME", "XDG_STATE_HOME", "HOME")
 
 
 class RecordCache:
     """`load` that reads and parses the file again only when it changed.
 
-    The console asks for the record on every tick (`Supervisor.poll` twice) while the file
-    changes only when someone acts. A change by any process is seen on the next call: `save`
-    replaces the file, which changes its inode, size or modification time. Each call returns
-    a fresh copy, since callers change the record before saving it."""
+    The console asks for the record on every tick (its reader and its housekeeping) while
+    the file changes only when someone acts. A change by any process is seen on the next
+    call: `save` replaces the file, which changes its inode, size or modification time. Each
+    call returns a fresh copy, since callers change the record before saving it, unless the
+    caller only reads (`copy=False`).
+
+    The paths are found once for as long as where vramtop keeps its files stays the same
+    (`VRAMTOP_HOME`, the XDG variables): finding them checks each directory on the way."""
 
     def __init__(self) -> None:
         # Replaced whole, never changed in place: the console's threads share one cache.
         self._kept: tuple[Path, _FileKey, ServerRecord] | None = None
+        self._paths: tuple[tuple[str | None, ...], Path, Path] | None = None
 
-    def load(self, profile: str) -> ServerRecord | None:
-        path = state_path(profile)
+    def _found(self, profile: str) -> tuple[Path, Path]:
+        where = (profile, *(os.environ.get(name) for name in _WHERE_VARIABLES))
+        paths = self._paths
+        if paths is None or paths[0] != where:
+            paths = self._paths = (where, state_path(profile), log_path(profile))
+        return paths[1], paths[2]
+
+    def log_path(self, profile: str) -> Path:
+        """`log_path(profile)`."""
+        return self._found(profile)[1]
+
+    def load(self, profile: str, *, copy: bool = True) -> ServerRecord | None:
+        """The recorded server (see `load`). `copy=False`: the record kept here, shared with
+        every other such caller, which must never change it."""
+        path = self._found(profile)[0]
         try:
             info = path.stat()
         except OSError:
             self._kept = None
-            return load(profile)  # gone, or unreadable: `load` says which
+            return _load(path)  # gone, or unreadable: `_load` says which
         key = (info.st_ino, info.st_size, info.st_mtime_ns)
         kept = self._kept
         if kept is not None and kept[0] == path and kept[1] == key:
-            return _copy(kept[2])
-        record = load(profile)
+            return copied(kept[2]) if copy else kept[2]
+        record = _load(path)
         settled = time.time() - info.st_mtime_ns / 1e9 > _SETTLED_S
         # Read after the stat, so a save in between leaves a newer record under an older key:
         # never matched again, it is only read once more.
-        self._kept = (path, key, _copy(record)) if record is not None and settled else None
-        return record
+        if record is None or not settled:
+            self._kept = None
+            return record
+        self._kept = (path, key, record)
+        return copied(record) if copy else record
 
 
-def _copy(record: ServerRecord) -> ServerRecord:
+def copied(record: ServerRecord) -> ServerRecord:
     """A copy whose lists and dicts (argv, tree, last lines...) are its own: their items are
     strings and numbers, so one level is enough."""
-    copied = copy.copy(record)
+    twin = copy.copy(record)
     for name, value in vars(record).items():
         if isinstance(value, list | dict):
-            setattr(copied, name, value.copy())
-    return copied
+            setattr(twin, name, value.copy())
+    return twin
 
 
 def save(record: ServerRecord) -> None:

@@ -100,6 +100,8 @@ class TextPanel(Widget):
         # Strips of the rows drawn so far, by row; valid for one width and one look.
         self._strips: dict[int, Strip] = {}
         self._strips_width = -1
+        # The Wrapped rows laid out last time, by the line they began on: (text, width, lines).
+        self._wrapped: dict[int, tuple[Content, int, list[Content]]] = {}
 
     @property
     def lines(self) -> tuple[Content, ...]:
@@ -114,12 +116,28 @@ class TextPanel(Widget):
         """Lay the rows out at the current width; repaint only if a line looks different."""
         compact = self.is_mounted and self.screen.has_class("-compact")
         width = self.content_region.width
-        lines = tuple(
-            line
-            for row in self._rows
-            if not (compact and isinstance(row, Detail))
-            for line in _draw(row.row if isinstance(row, Detail) else row, width)
-        )
+        wrapped = self._wrapped
+        self._wrapped = {}
+        lines: list[Content] = []
+        for row in self._rows:
+            if compact and isinstance(row, Detail):
+                continue
+            shown = row.row if isinstance(row, Detail) else row
+            if isinstance(shown, Wrapped):
+                # Wrapping is the dearest way to lay a row out, and a wrapped message (why
+                # there is no GPU reading) stays the same for as long as it is shown.
+                before = wrapped.get(len(lines))
+                if before is not None and before[1] == width and before[0].is_same(shown.text):
+                    drawn = before[2]
+                else:
+                    drawn = _draw(shown, width)
+                self._wrapped[len(lines)] = (shown.text, width, drawn)
+                lines += drawn
+            else:
+                lines += _draw(shown, width)
+        self._show(tuple(lines), width)
+
+    def _show(self, lines: tuple[Content, ...], width: int) -> None:
         before, self._lines = self._lines, lines
         if len(lines) != len(before):
             self._strips.clear()
