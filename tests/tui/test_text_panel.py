@@ -121,3 +121,35 @@ async def test_a_wrapped_message_is_laid_out_again_only_when_it_changes(
         assert len(wraps) == 2
         panel.set_rows(["a row", Wrapped(Content(message + " now"))])
         assert len(wraps) == 3 and panel.lines[-1].plain.endswith("now")
+
+
+async def test_a_panel_shown_the_same_again_repaints_nothing() -> None:
+    """Each second the panels are shown again; one that did not change asks for no repaint.
+    (The VRAM panel set its title each time, and a title set repaints the whole panel: the
+    compositor then redrew every line from it to the rows that did change.)"""
+    from textual.app import App, ComposeResult
+
+    from vramtop.core.model import GpuReading
+    from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield VramSplitPanel()
+
+    app = One()
+    async with app.run_test(size=(60, 12)) as pilot:
+        panel = app.query_one(VramSplitPanel)
+        reading = GpuReading(source="nvml", error="NVML is not available")
+        panel.show(reading, None, None)
+        await pilot.pause()
+        repaints: list[tuple[object, ...]] = []
+        real_refresh = panel.refresh
+
+        def counting(*regions: object, **options: object) -> object:
+            repaints.append(regions)
+            return real_refresh(*regions, **options)  # type: ignore[arg-type]
+
+        panel.refresh = counting  # type: ignore[method-assign]
+        panel.show(reading, None, None)
+        assert repaints == []
+        assert panel.border_title == "VRAM split"

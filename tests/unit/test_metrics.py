@@ -264,3 +264,51 @@ def test_a_plain_series_reads_as_the_library_reads_it(
 def test_any_series_text_reads_as_the_library_reads_it(series: str) -> None:
     line = f"{series} 7"
     assert _same(_samples(line), _read_line(line)), line
+
+
+def _wanted_one_by_one(text: str) -> list[str]:
+    """The lines the parser reads, found as they were: every line split off and tested."""
+    from vramtop.core.vllm import metrics
+
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith(metrics._LINE_PREFIXES) and metrics._name(line) in metrics._WANTED_NAMES
+    ]
+
+
+def test_the_lines_read_are_found_in_one_search_of_the_page(page: str) -> None:
+    from vramtop.core.vllm.metrics import wanted_lines
+
+    assert wanted_lines(page) == _wanted_one_by_one(page)
+    assert len(wanted_lines(page)) >= 10
+
+
+_PAGE_PARTS = st.sampled_from(
+    [
+        "vllm:prompt_tokens_total",
+        "vllm:prompt_tokens",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting_by_reason",
+        "vllm:cache_config_info",
+        "vllm:inter_token_latency_seconds_sum",
+        "# HELP vllm:prompt_tokens_total x",
+        '{engine="0"}',
+        " 3.0",
+        "\t",
+        "x",
+        "_total",
+        "\n",
+        "\r\n",
+        "\r",
+        "\x85",
+        "",
+    ]
+)
+
+
+@given(st.lists(_PAGE_PARTS, max_size=16).map("".join))
+def test_any_page_gives_the_lines_a_line_by_line_test_gives(text: str) -> None:
+    from vramtop.core.vllm.metrics import wanted_lines
+
+    assert wanted_lines(text) == _wanted_one_by_one(text)

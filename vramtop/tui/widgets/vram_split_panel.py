@@ -36,7 +36,10 @@ class VramSplitPanel(TextPanel):
         rows: list[Row | Detail]
         unified = split is not None and split.memory_kind is MemoryKind.UNIFIED
         # One pool for the CPU and the GPU (DGX Spark): the panel says so where it is read first.
-        self.border_title = UNIFIED_TITLE if unified else "VRAM split"
+        title = UNIFIED_TITLE if unified else "VRAM split"
+        if self.border_title != title:
+            # Set only when it changes: setting it repaints the whole panel, border and all.
+            self.border_title = title
         if not gpu.available or split is None:
             reason = gpu.error or "no GPU reading yet"
             rows = [
