@@ -12,6 +12,7 @@ wrong, worded as for a profile.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,8 +63,46 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+# The shortest interval between samples: a tick costs up to ~20 ms of CPU (bench_tick.py).
+MIN_INTERVAL_S = 0.1
+
+# What a true/false field also takes, as the settings always have (case does not matter).
+_TRUE_WORDS = frozenset(("1", "on", "t", "true", "y", "yes"))
+_FALSE_WORDS = frozenset(("0", "off", "f", "false", "n", "no"))
+
+
+def as_number(value: Any) -> float | None:
+    """`value` as the number a number field holds (None: not one). A quoted number ("2") and
+    true/false (1/0) have always been taken; NaN and infinities never are."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def as_bool(value: Any) -> bool | None:
+    """`value` as true/false (None: not one): also 1/0 and the words yes/no, on/off, …"""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return word in _TRUE_WORDS
+    return None
+
+
+def interval_problem(seconds: float) -> str | None:
+    """What is wrong with `seconds` as the interval between samples (None: nothing)."""
+    if seconds < MIN_INTERVAL_S:
+        return f"must be at least {MIN_INTERVAL_S} seconds"
+    return None
 
 
 def _text_or_none(value: Any) -> bool:
@@ -74,24 +113,30 @@ def _keys(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
-# field -> (is its type right?, what it must be, a further check: the problem or None)
+def _number(value: Any) -> bool:
+    return as_number(value) is not None
+
+
+# field -> (is its type right?, what it must be, a further check: the problem or None). A
+# number field's check is given the number (see `as_number`).
 _CHECKS: dict[str, tuple[Any, str, Any]] = {
-    "interval_s": (_number, "a number", lambda v: None if v > 0 else "must be more than 0"),
+    "interval_s": (_number, "a number", lambda v: interval_problem(as_number(v) or 0.0)),
     "default_profile": (_text_or_none, "a string", lambda v: None),
     "min_desktop_headroom_gib": (
         _number,
         "a number",
-        lambda v: None if v >= 0 else "must be 0 or more",
+        lambda v: None if (as_number(v) or 0.0) >= 0 else "must be 0 or more",
     ),
     "theme": (lambda v: isinstance(v, str), "a string", lambda v: None),
     "keys": (_keys, "a table of action = key strings", lambda v: None),
-    "record_sessions": (lambda v: isinstance(v, bool), "true or false", lambda v: None),
+    "record_sessions": (lambda v: as_bool(v) is not None, "true or false", lambda v: None),
     "gpu_probe": (
         lambda v: isinstance(v, str),
         "a string",
         lambda v: None if v in GPU_PROBES else f"must be one of {', '.join(GPU_PROBES)}",
     ),
 }
+_NUMBERS = ("interval_s", "min_desktop_headroom_gib")
 
 
 def _problems(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -128,9 +173,12 @@ def settings_from(data: dict[str, Any], path: Path) -> Settings:
     problems = _problems(data)
     if problems:
         raise ConfigError("\n".join(f"{path}: field '{name}': {why}" for name, why in problems))
-    # Whole numbers are read as the floats they stand for.
-    numbers = ("interval_s", "min_desktop_headroom_gib")
-    fields: dict[str, Any] = {k: float(v) if k in numbers else v for k, v in data.items()}
+    fields: dict[str, Any] = dict(data)
+    for name in _NUMBERS:  # whole numbers and quoted ones: the floats they stand for
+        if name in fields:
+            fields[name] = as_number(fields[name])
+    if "record_sessions" in fields:
+        fields["record_sessions"] = as_bool(fields["record_sessions"])
     return Settings(**fields)
 
 

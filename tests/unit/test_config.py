@@ -95,11 +95,16 @@ def test_unknown_setting_is_called_a_typo(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "said"),
     [
-        ("interval_s = 0", r"field 'interval_s': must be more than 0 \(got 0\)"),
+        ("interval_s = 0", r"field 'interval_s': must be at least 0.1 seconds \(got 0\)"),
+        # A console sampling every 1e-300 s would spin; inf would read once and never again.
+        ("interval_s = 1e-300", r"field 'interval_s': must be at least 0.1 seconds"),
+        ("interval_s = inf", r"field 'interval_s': must be a number \(got inf\)"),
+        ('interval_s = "nan"', r"field 'interval_s': must be a number \(got 'nan'\)"),
         ('interval_s = "two"', r"field 'interval_s': must be a number \(got 'two'\)"),
         ("min_desktop_headroom_gib = -1", r"field 'min_desktop_headroom_gib': must be 0 or more"),
         ('gpu_probe = "cuda"', r"field 'gpu_probe': must be one of auto, nvml, .*'cuda'"),
-        ('record_sessions = "yes"', r"field 'record_sessions': must be true or false"),
+        ('record_sessions = "maybe"', r"field 'record_sessions': must be true or false"),
+        ("record_sessions = 2", r"field 'record_sessions': must be true or false"),
         ("keys = { relaunch = 3 }", r"field 'keys': must be a table of action = key strings"),
     ],
 )
@@ -120,6 +125,26 @@ def test_settings_read_whole_numbers_as_the_numbers_they_are(tmp_path: Path) -> 
     assert isinstance(settings.interval_s, float)
     with pytest.raises(ValueError, match="interval_s"):
         settings.replace(interval_s=-1)
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ('interval_s = "2"', Settings(interval_s=2.0)),
+        ('min_desktop_headroom_gib = " 3.5 "', Settings(min_desktop_headroom_gib=3.5)),
+        ('record_sessions = "yes"', Settings(record_sessions=True)),
+        ('record_sessions = "Off"', Settings(record_sessions=False)),
+        ("record_sessions = 1", Settings(record_sessions=True)),
+    ],
+)
+def test_settings_take_what_they_always_took(
+    tmp_path: Path, lines: str, expected: Settings
+) -> None:
+    # Quoted numbers and yes/no words were taken by every earlier vramtop: a config.toml that
+    # worked keeps working.
+    path = tmp_path / "config.toml"
+    path.write_text(f"{lines}\n")
+    assert load_settings(path) == expected
 
 
 def test_missing_required_field(tmp_path: Path) -> None:

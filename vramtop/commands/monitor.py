@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vramtop import files
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.model import GIB, Sample
+from vramtop.settings import MIN_INTERVAL_S, interval_problem
 
 if TYPE_CHECKING:
     # Imported where a backend is built: the console watching a URL or the demo builds its
@@ -35,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json and not args.once:
         return _usage("--json prints a snapshot: use it with --once.")
-    if args.interval is not None and args.interval <= 0:
-        return _usage("--interval must be a positive number of seconds.")
+    if args.interval is not None and interval_problem(args.interval):
+        return _usage(
+            f"--interval must be a positive number of seconds, at least {MIN_INTERVAL_S}."
+        )
     if args.url and not args.url.startswith(("http://", "https://")):
         return _usage(f"--url {args.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
     from vramtop.settings import ConfigError, load_settings
