@@ -42,6 +42,10 @@ def load_profile(name: str | None = None) -> Profile:
     return config.load_profile_file(path)
 
 
+class ProfileExists(ConfigError):
+    """A profile of that name is saved already (`--force` replaces it)."""
+
+
 def load_default_profile() -> Profile | None:
     """The default profile, or None when none is set (a broken one is a `ConfigError`)."""
     name = settings.load_settings().default_profile
@@ -52,12 +56,15 @@ def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
     """Write the profile (mode 0600); the first profile saved becomes the default."""
     path = profile_path(profile.name)
     if path.exists() and not overwrite:
-        raise ConfigError(f"a profile named {profile.name!r} already exists ({path})")
+        raise ProfileExists(f"a profile named {profile.name!r} already exists ({path})")
     from vramtop import config
 
+    # The settings are read before anything is written: a config.toml that cannot be used
+    # must not leave a profile saved and no default set.
+    current = settings.load_settings()
     first = not list_profiles()
     config.save_profile_file(path, profile)
-    if first or settings.load_settings().default_profile is None:
+    if first or current.default_profile is None:
         set_default_profile(profile.name)
     return path
 

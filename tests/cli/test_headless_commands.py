@@ -35,6 +35,24 @@ def test_import_with_a_bad_name_says_what_is_wrong_in_one_line(
     assert len(err.strip().splitlines()) == 1
 
 
+def test_import_with_an_unusable_config_saves_nothing_and_says_why(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramtop import locations
+
+    config = locations.settings_file()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('theme = ["not", "a", "name"]\n')
+    script = str(SCRIPTS / "field-report.sh")
+    code = cli.main(["import", script, "--name", "mine"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "field 'theme': must be a string" in err and "--force" not in err
+    assert not locations.profiles_dir().joinpath("mine.toml").exists()  # nothing half-done
+    config.write_text("")
+    assert cli.main(["import", script, "--name", "mine"]) == 0  # the same import, once fixed
+
+
 @pytest.mark.parametrize("command", ["start", "restart", "stop", "relaunch", "logs", "attach"])
 def test_help_offers_json_only_where_json_is_printed(
     command: str, capsys: pytest.CaptureFixture[str]

@@ -125,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         path = profiles.save_profile(profile, overwrite=args.force)
-    except ConfigError as exc:
+    except profiles.ProfileExists as exc:
         print(f"vramtop import: {exc}; use --force to replace it", file=sys.stderr)
+        return ExitCode.USAGE
+    except ConfigError as exc:
+        print(f"vramtop import: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     print(f"saved profile {profile.name!r} to {path}")
     return 0
