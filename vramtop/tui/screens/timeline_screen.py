@@ -90,24 +90,33 @@ def _words(value: Any) -> str:
     return str(value)
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _at(t: Any) -> str:
-    return duration(float(t)) if isinstance(t, int | float) else "—"
+    seconds = _number(t)
+    return "—" if seconds is None else duration(seconds)
 
 
 def describe(event: Event) -> str:
+    """An event in words. A recording is anyone's file: a field of the wrong type is shown as
+    it is, never a reason for the console to fail."""
     detail, kind = event.detail, event.name
     if kind == "finding":
-        lasted = detail.get("duration_s")
+        lasted = _number(detail.get("duration_s"))
         if detail.get("change") == "closed" and lasted is not None:
             return f"{detail.get('kind', '')} closed after {duration(lasted)}"
         text = f"{detail.get('kind', '')}: {detail.get('summary', '')}"
         return text + (f" (lasted {duration(lasted)})" if lasted is not None else "")
-    if kind == "relaunch" and detail.get("gpu_memory_utilization") is not None:
-        return f"budget {float(detail['gpu_memory_utilization']):.2f}"
+    budget = _number(detail.get("gpu_memory_utilization"))
+    if kind == "relaunch" and budget is not None:
+        return f"budget {budget:.2f}"
     if kind == "exit":
         return f"exit code {detail.get('returncode')}"
-    if kind == "ready" and isinstance(detail.get("ready_s"), int | float):
-        return f"ready in {duration(float(detail['ready_s']))}"
+    ready = _number(detail.get("ready_s"))
+    if kind == "ready" and ready is not None:
+        return f"ready in {duration(ready)}"
     if kind in ("start", "stop", "restart") and detail.get("reason") in ("asked", "quit"):
         return "asked from vramtop" if detail.get("reason") == "asked" else "on quit"
     if kind == "stop" and detail.get("reason") == "observed":

@@ -1,0 +1,29 @@
+"""The event list in words, for any recording: a field of the wrong type is shown as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtop.core.events import Event
+from vramtop.tui.screens.timeline_screen import describe
+
+
+def test_events_read_as_words() -> None:
+    assert describe(Event(1.0, "relaunch", {"gpu_memory_utilization": 0.85})) == "budget 0.85"
+    assert describe(Event(1.0, "ready", {"ready_s": 75})) == "ready in 1m15s"
+    closed = {"change": "closed", "kind": "vram_contention", "duration_s": 42}
+    assert describe(Event(1.0, "finding", closed)) == "vram_contention closed after 42s"
+
+
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [
+        ("relaunch", {"gpu_memory_utilization": "0.85x"}),
+        ("ready", {"ready_s": "soon"}),
+        ("finding", {"change": "closed", "kind": "k", "duration_s": "long"}),
+        ("finding", {"kind": "k", "summary": "s", "duration_s": [1]}),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_shown_not_fatal(name: str, detail: dict[str, object]) -> None:
+    text = describe(Event(1.0, name, detail))
+    assert isinstance(text, str) and text
