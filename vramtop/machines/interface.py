@@ -45,7 +45,7 @@ class Frame:
     thread: the console only renders it."""
 
     sample: Sample
-    findings: tuple[Finding, ...] = ()  # open, most important first
+    findings: tuple[Finding, ...] = ()  # open, the first seen first
     events: tuple[Event, ...] = ()  # the session's, oldest first
     log_lines: tuple[str, ...] = ()  # the tail of the server's log, newest last
     # Why the server's output cannot be shown, when it cannot (an attached server whose

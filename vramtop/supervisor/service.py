@@ -177,7 +177,7 @@ class Supervisor(ServerActions):
 
     def _follow_in_background(self, rec: ServerRecord) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
-        holding up the poll that launched it (the console reads status every second). Left
+        holding up the housekeeping step that launched it (it runs every second). Left
         alone, the record would say "starting" for as long as the server runs."""
 
         def follow() -> None:
