@@ -38,16 +38,30 @@ class FloorApp(App[None]):
 REQUEST_LINE = (
     '(APIServer pid=4242) INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 )
+# Lines as long, each saying something else (the log folds lines that differ only in their
+# numbers): the worst case, where every line is a row of its own.
+DISTINCT_LINE = "(APIServer pid=4242) INFO:     adapter {word} loaded, serving {word} requests"
+_LETTERS = "ghijklmnop"  # a number spelt in letters that are no hex digits
+
+
+def log_line(kind: str, n: int) -> str:
+    """The `n`th line of a log of `kind`: "access" (request lines) or "distinct"."""
+    if kind == "access":
+        return REQUEST_LINE.format(port=40000 + n % 20000)
+    word = "".join(_LETTERS[int(d)] for d in str(n))
+    return DISTINCT_LINE.format(word=word.rjust(12, "z"))
 
 
 def console_app(
     interval_s: float = 1.0,
     on_first_sample: Callable[[], object] | None = None,
     log_rate: float = 0.0,
+    log_kind: str = "access",
 ) -> VramtopApp:
     """vramtop's console on the deterministic fake backend (no simulator processes to count).
 
-    With `log_rate`, the server writes that many request lines a second to its log."""
+    With `log_rate`, the server writes that many lines a second of `log_kind` (log_line) to
+    its log."""
     from tests.support.fake_backend import FakeBackend as _FakeBackend
 
     class FakeBackend(_FakeBackend):
@@ -56,7 +70,7 @@ def console_app(
         def next_sample(self) -> Sample:
             self.written += log_rate * interval_s
             while len(self._log) < int(self.written) + 20:
-                self._log.append(REQUEST_LINE.format(port=40000 + len(self._log) % 20000))
+                self._log.append(log_line(log_kind, len(self._log)))
             return super().next_sample()
 
     from vramtop.settings import Settings

@@ -9,8 +9,12 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
   processes and is not counted. This is the figure the target applies to: at most 1.5× the
   floor;
 - ui: the console on the deterministic fake backend (no reads at all): what drawing costs;
-- ui-log: the same, while the server writes `--log-rate` request lines a second (20 by
-  default) to its log; ui-log - ui is what the server log costs at that rate;
+- ui-log: the same, while the server writes `--log-rate` lines a second (20 by default) to
+  its log; ui-log - ui is what the server log costs at that rate. `--log-kind` says which
+  lines: "access" (vLLM's request lines, which fold into one row: the default) or
+  "distinct" (lines that each say something else, so that each is a row: the worst case).
+  Several rates or kinds (`--log-rate 5,20,100 --log-kind access,distinct`) run one ui-log
+  each, side by side, to show how the log's cost follows the rate;
 - reads, still-log (not run by default): the demo with one part left out once the server
   serves, to see what each part costs. "reads" reads as the demo does but draws nothing
   (the reads and the samples' messages); "still-log" draws all but the server log's new
@@ -18,6 +22,7 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
 
     python -m bench.bench_console [--seconds 60] [--size 120x40] [--only floor,demo,ui]
                                   [--repeat N] [--apart] [--settle S]
+                                  [--log-rate 20[,R...]] [--log-kind access[,distinct]]
     python -m bench.bench_console --real [--streams 3] [--seconds 60] [--settle 15]
 
 --real measures where users run it: the real vLLM of the end-to-end tests (VRAMTOP_VLLM_PYTHON,
@@ -64,6 +69,7 @@ def child(
     size: tuple[int, int],
     settle_s: float = WARMUP_S,
     log_rate: float = 0.0,
+    log_kind: str = "access",
 ) -> None:
     from bench._bench_apps import FloorApp, console_app, demo_console_app
 
@@ -93,7 +99,7 @@ def child(
         if kind == "ui":
             app = console_app()
         elif kind == "ui-log":
-            app = console_app(log_rate=log_rate)
+            app = console_app(log_rate=log_rate, log_kind=log_kind)
         else:
             app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
@@ -172,6 +178,11 @@ def external_child(seconds: float, size: tuple[int, int], settle_s: float) -> No
     print(json.dumps(result))
 
 
+def log_run(rate: float, kind: str) -> str:
+    """The name of a ui-log run at `rate` lines a second of `kind` (one of several)."""
+    return f"ui-log {rate:g}/s {kind}"
+
+
 def measure(
     kinds: list[str],
     seconds: float,
@@ -179,18 +190,31 @@ def measure(
     settle_s: float = WARMUP_S,
     log_rate: float = 0.0,
     real_home: str | None = None,
+    log_runs: list[tuple[float, str]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
-    that minute (its clock speed, other tenants) weighs on each of them alike."""
+    that minute (its clock speed, other tenants) weighs on each of them alike.
+
+    With `log_runs` (rate, kind), ui-log runs once for each, named by `log_run`."""
+    runs = {kind: (kind, log_rate, "access") for kind in kinds}
+    if log_runs and "ui-log" in runs:
+        del runs["ui-log"]
+        runs.update({log_run(rate, kind): ("ui-log", rate, kind) for rate, kind in log_runs})
     with tempfile.TemporaryDirectory() as homes:
         # Each run's state (simulated GPU socket, server log) in a throwaway home of its own:
         # each demo run has a simulated machine of its own. The simulated server starts
         # quickly.
         args = ["--seconds", str(seconds), "--size", size, "--settle", str(settle_s)]
-        args += ["--log-rate", str(log_rate)]
         children = {
-            kind: subprocess.Popen(
-                [sys.executable, __file__, "--child", kind, *args],
+            name: subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    kind,
+                    *args,
+                    *("--log-rate", str(rate), "--log-kind", log_kind),
+                ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -198,11 +222,11 @@ def measure(
                     **os.environ,
                     "VRAMTOP_HOME": real_home
                     if real_home and kind in REAL_KINDS
-                    else os.path.join(homes, kind),
+                    else os.path.join(homes, name.replace(" ", "-").replace("/", "")),
                     "VRAMTOP_SIM_STARTUP_S": "0.3",
                 },
             )
-            for kind in kinds
+            for name, (kind, rate, log_kind) in runs.items()
         }
         results = {}
         for kind, child in children.items():
@@ -232,6 +256,7 @@ DEMO_KINDS = ("demo", "reads", "still-log")
 REAL_KINDS = ("url", "profile", "vllmstat")
 REAL_PROFILE = "bench-console"
 TARGETS = {"demo": 2.0, "url": 1.4, "profile": 1.5}
+LOG_KINDS = ("access", "distinct")
 
 
 def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[str, float]:
@@ -239,7 +264,7 @@ def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[
     for kind, r in results.items():
         share = r["cpu_s"] / r["wall_s"] * 100
         print(
-            f"{LABELS[kind]:<27} cpu {r['cpu_s']:.3f} s over {r['wall_s']:.1f} s "
+            f"{LABELS.get(kind, kind):<27} cpu {r['cpu_s']:.3f} s over {r['wall_s']:.1f} s "
             f"({share:.2f} % of a core)"
         )
     ratios = {}
@@ -260,6 +285,11 @@ def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[
             f"the server log at {log_rate:g} lines/s: (ui-log - ui)/floor = "
             f"{ratios['log']:.2f}x (target <= 0.15x)"
         )
+    for name in results:
+        if floor and "ui" in results and name.startswith("ui-log "):
+            ratio = (results[name]["cpu_s"] - results["ui"]["cpu_s"]) / floor
+            ratios[name.replace("ui-log", "log")] = ratio
+            print(f"the server log, {name[len('ui-log ') :]}: (run - ui)/floor = {ratio:.2f}x")
     return ratios
 
 
@@ -285,15 +315,30 @@ def main() -> int:
         "first minute has a per-second uptime and a growing log; later ones do not)",
     )
     parser.add_argument(
-        "--log-rate", type=float, default=20.0, help="request lines a second for ui-log"
+        "--log-rate",
+        default="20",
+        help="lines a second for ui-log; several, comma-separated, run one ui-log each",
+    )
+    parser.add_argument(
+        "--log-kind",
+        default="access",
+        help="the lines ui-log's server writes: access (request lines, the default), "
+        "distinct (lines that never fold), or both, comma-separated",
     )
     parser.add_argument("--real", action="store_true", help="the real vLLM under load")
     parser.add_argument("--streams", type=int, default=3, help="with --real: requests at once")
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
+    try:
+        rates = [float(rate) for rate in args.log_rate.split(",")]
+    except ValueError:
+        parser.error(f"--log-rate: numbers, comma-separated, not {args.log_rate!r}")
+    log_kinds = args.log_kind.split(",")
+    if set(log_kinds) - set(LOG_KINDS):
+        parser.error(f"--log-kind: choose from {', '.join(LOG_KINDS)}")
     if args.child:
-        child(args.child, args.seconds, (width, height), args.settle, args.log_rate)
+        child(args.child, args.seconds, (width, height), args.settle, rates[0], log_kinds[0])
         return 0
     if args.real:
         return real(args)
@@ -302,24 +347,32 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown run {', '.join(unknown)}: choose from {', '.join(KINDS)}")
     kinds = [k for k in KINDS if k in asked]
+    log_runs = [(rate, kind) for kind in log_kinds for rate in rates]
+    several = log_runs if len(log_runs) > 1 else None
     ratios: dict[str, list[float]] = {k: [] for k in (*KINDS[1:], "log")}
     for run in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
         if args.apart:
-            results = {
-                k: measure([k], args.seconds, args.size, args.settle, args.log_rate)[k]
-                for k in kinds
-            }
+            results = {}
+            for k in kinds:
+                results.update(
+                    measure([k], args.seconds, args.size, args.settle, rates[0], None, several)
+                )
         else:
-            results = measure(kinds, args.seconds, args.size, args.settle, args.log_rate)
-        for kind, ratio in report(results, args.log_rate).items():
-            ratios[kind].append(ratio)
+            results = measure(kinds, args.seconds, args.size, args.settle, rates[0], None, several)
+        for kind, ratio in report(results, rates[0]).items():
+            ratios.setdefault(kind, []).append(ratio)
     if args.repeat > 1:
         for kind, values in ratios.items():
             if values:
                 spread = ", ".join(f"{v:.2f}" for v in values)
-                print(f"median ratio {kind}/floor: {statistics.median(values):.2f}x ({spread})")
+                label = (
+                    f"the server log, {kind[len('log ') :]}: (run - ui)/floor"
+                    if kind.startswith("log ")
+                    else f"ratio {kind}/floor"
+                )
+                print(f"median {label}: {statistics.median(values):.2f}x ({spread})")
     return 0
 
 

@@ -61,3 +61,9 @@ def open_finding(kind: str = "vram_contention", **fields: Any) -> Finding:
     return Finding(
         kind=kind, severity="critical", first_seen_t=0.0, last_seen_t=0.0, closed_t=None, **fields
     )
+
+
+def distinct_lines(count: int, prefix: str) -> list[str]:
+    """Log lines that do not fold into one row: each says something else (the log folds
+    lines that differ only in their numbers)."""
+    return [f"INFO {prefix} " + "".join("ghijklmnop"[int(d)] for d in str(i)) for i in range(count)]

@@ -17,7 +17,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import distinct_lines, make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
@@ -347,7 +347,7 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
 
 async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
     backend = FakeBackend()
-    backend._log += [f"INFO line {i}" for i in range(60)]  # more than the panel shows
+    backend._log += distinct_lines(60, "line")  # more than the panel shows
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)

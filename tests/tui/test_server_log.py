@@ -1,25 +1,48 @@
-"""The server log's cost follows what is on screen, not how much the server writes."""
+"""The server log's cost follows what is on screen, not how much the server writes; repeated
+lines fold into one row with a count."""
 
 from __future__ import annotations
 
 from textual.geometry import Region
+from textual.strip import Strip
 
-from tests.support.console import make_app, ticks
+from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.widgets.server_log import TailLog
+from vramtop.tui.widgets.server_log import ServerLog, TailLog
+
+ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
 
-def _count_draws(log: TailLog) -> list[int]:
-    drawn: list[int] = []
+def _count_draws(log: TailLog) -> list[str]:
+    """The lines whose rows are styled and drawn anew from now on."""
+    drawn: list[str] = []
     draw = log._draw
 
-    def counting(index, style, selected=None):  # type: ignore[no-untyped-def]
-        drawn.append(index)
-        return draw(index, style, selected)
+    def counting(row, style, selected=None):  # type: ignore[no-untyped-def]
+        drawn.append(row.line)
+        return draw(row, style, selected)
 
     log._draw = counting  # type: ignore[method-assign]
     return drawn
+
+
+def _count_rows_rendered(log: TailLog) -> list[int]:
+    """The rows Textual asks the log for from now on (each one it repaints)."""
+    rendered: list[int] = []
+    render_line = log.render_line
+
+    def counting(y: int) -> Strip:
+        rendered.append(y)
+        return render_line(y)
+
+    log.render_line = counting  # type: ignore[method-assign]
+    return rendered
+
+
+def _shown(log: TailLog) -> list[str]:
+    rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
+    return [strip.text.rstrip() for strip in rows]
 
 
 async def test_a_burst_of_lines_draws_only_the_rows_on_screen() -> None:
@@ -29,11 +52,12 @@ async def test_a_burst_of_lines_draws_only_the_rows_on_screen() -> None:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
         drawn = _count_draws(log)
-        backend._log += [f"INFO request {i} finished" for i in range(400)]
+        burst = distinct_lines(250, "request")  # (the console reads a tail of 300)
+        backend._log += burst
         await ticks(pilot, 1)
         await pilot.pause()
         rows = log.scrollable_content_region.height
-        assert log.texts[-1] == "INFO request 399 finished"  # every line is kept, to scroll to
+        assert log.texts[-len(burst) :] == burst  # every line is kept, to scroll to
         assert 0 < len(drawn) <= rows  # but only what shows was drawn
         assert log.scroll_y == log.max_scroll_y
 
@@ -47,8 +71,7 @@ async def test_a_burst_of_lines_draws_only_the_rows_on_screen() -> None:
         backend._log += ["INFO a", "INFO b", "INFO c"]
         await ticks(pilot, 1)
         await pilot.pause()
-        assert sorted(drawn)[-3:] == [len(log.texts) - 3, len(log.texts) - 2, len(log.texts) - 1]
-        assert len(drawn) == 3
+        assert drawn == ["INFO a", "INFO b", "INFO c"]
 
 
 async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> None:
@@ -59,15 +82,16 @@ async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> Non
         log = app.query_one(TailLog)
         await app.push_screen(HelpScreen(app.help_rows()))
         drawn = _count_draws(log)
-        backend._log += [f"INFO while covered {i}" for i in range(50)]
+        covered = distinct_lines(50, "while covered")
+        backend._log += covered
         await ticks(pilot, 2)
         await pilot.pause()
         assert drawn == []
-        assert "INFO while covered 49" not in log.texts
+        assert covered[-1] not in log.texts
         app.pop_screen()
         await ticks(pilot, 1)
         await pilot.pause()
-        assert log.texts[-1] == "INFO while covered 49"  # all of it, once back
+        assert log.texts[-50:] == covered  # all of it, once back
         assert 0 < len(drawn) <= log.scrollable_content_region.height
 
 
@@ -84,7 +108,7 @@ async def test_control_characters_in_a_line_cannot_move_the_cursor() -> None:
 
 async def test_a_search_from_a_scrolled_up_log_shows_its_matches() -> None:
     backend = FakeBackend()
-    backend._log += [f"INFO line {i}" for i in range(200)] + ["INFO the needle", "INFO end"]
+    backend._log += [*distinct_lines(200, "line"), "INFO the needle", "INFO end"]
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
@@ -97,3 +121,121 @@ async def test_a_search_from_a_scrolled_up_log_shows_its_matches() -> None:
         assert log.texts == ["INFO the needle"]
         rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
         assert "INFO the needle" in "".join(strip.text for strip in rows)
+
+
+async def test_repeated_lines_fold_into_one_row_with_the_newest_line_and_a_count() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one(TailLog)
+        before = len(log.texts)
+        backend._log += [ACCESS.format(port=40000 + i) for i in range(143)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert log.rows[before:] == [(ACCESS.format(port=40142), 143)]
+        assert _shown(log)[before] == ACCESS.format(port=40142) + "  ×143"
+        # A line of another kind is a row of its own, and the requests after it count again.
+        backend._log += ["WARNING the scheduler is slow", ACCESS.format(port=1), "INFO done"]
+        await ticks(pilot, 1)
+        assert log.rows[before:] == [
+            (ACCESS.format(port=1), 144),  # in place: a line or two between do not split it
+            ("WARNING the scheduler is slow", 1),
+            ("INFO done", 1),
+        ]
+        # What is copied is what shows.
+        log.text_select_all()
+        await pilot.pause()
+        copied = app.screen.get_selected_text() or ""
+        assert ACCESS.format(port=1) + "  ×144" in copied.splitlines()
+
+
+async def test_a_folded_row_wider_than_the_panel_keeps_its_count_in_view() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    wide = "(APIServer pid=4242) " + ACCESS  # wider than the panel at 80 columns
+    async with app.run_test(size=(80, 30)) as pilot:
+        backend._log += [wide.format(port=40000 + i) for i in range(12)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        log = app.query_one(TailLog)
+        row = _shown(log)[len(log.texts) - 1 - round(log.scroll_y)]
+        assert row.startswith("(APIServer pid=4242) INFO:     127.0.0.1:40011")
+        assert row.endswith("  ×12")
+        assert len(row) == log.scrollable_content_region.width
+
+
+async def test_repeated_failures_fold_but_keep_their_colour_and_never_hide_what_came_between() -> (
+    None
+):
+    backend = FakeBackend()
+    app = make_app(backend)
+    error = "ERROR 11-14 10:02:{s:02d} [core.py:812] request {s} failed: CUDA error"
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one(TailLog)
+        before = len(log.texts)
+        backend._log += [ACCESS.format(port=1), error.format(s=1), ACCESS.format(port=2)]
+        backend._log += [error.format(s=s) for s in range(2, 6)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert log.rows[before:] == [
+            (ACCESS.format(port=1), 1),
+            (error.format(s=1), 1),
+            (ACCESS.format(port=2), 1),  # not folded into the row above the error
+            (error.format(s=5), 4),
+        ]
+        last = log.render_lines(Region(0, 0, log.size.width, log.size.height))[
+            len(log.texts) - 1 - round(log.scroll_y)
+        ]
+        assert last.text.rstrip().endswith("  ×4")
+        failure = app.query_one(ServerLog).get_component_rich_style("server-log--failure")
+        count = [segment for segment in last if "×4" in segment.text]
+        assert count and all(segment.style and segment.style.bold for segment in count)
+        assert failure.bold  # (the failure style is the one drawn: bold, the error colour)
+        assert count[0].style is not None and count[0].style.color == failure.color
+
+
+async def test_a_search_filters_the_raw_lines_then_folds_what_matches() -> None:
+    backend = FakeBackend()
+    backend._log += [
+        "INFO answer 1 sent",
+        "ERROR 11-14 10:02:11 [core.py:812] EngineCore hiccup",
+        "INFO answer 2 sent",
+    ]
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one(TailLog)
+        assert log.rows[-3:] == [
+            ("INFO answer 1 sent", 1),
+            ("ERROR 11-14 10:02:11 [core.py:812] EngineCore hiccup", 1),
+            ("INFO answer 2 sent", 1),
+        ]
+        await pilot.press("slash", *"answer")
+        await pilot.pause()
+        # The error between them is filtered out first: the two answers are one row.
+        assert log.rows == [("INFO answer 2 sent", 2)]
+
+
+async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() -> None:
+    backend = FakeBackend()
+    backend._log += distinct_lines(60, "startup")  # more than the panel shows: it follows its tail
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        backend._log += [ACCESS.format(port=40000 + i) for i in range(3)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        log = app.query_one(TailLog)
+        assert log.scroll_y == log.max_scroll_y
+        rendered = _count_rows_rendered(log)
+        drawn = _count_draws(log)
+        backend._log += [ACCESS.format(port=41000 + i) for i in range(20)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        # Twenty more requests: the one row that counts them is repainted, nothing else moved.
+        last = len(log.texts) - 1 - round(log.scroll_y)
+        assert log.rows[-1] == (ACCESS.format(port=41019), 23)
+        assert rendered == [last]
+        assert drawn == [ACCESS.format(port=41019)]
+        assert _shown(log)[last].endswith("  ×23")

@@ -1,4 +1,4 @@
-"""The tail of vLLM's output: searchable, startup failures highlighted."""
+"""The tail of vLLM's output: searchable, failures highlighted, repeated lines folded."""
 
 from __future__ import annotations
 
@@ -20,16 +20,11 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input
 
+from vramtop.core.log_rows import FoldedRows, Row
 from vramtop.tui.widgets.typed_input import TypedInput
 
 MAX_LINES = 500
 NO_OUTPUT = "No server output yet."  # shown dim, as a placeholder, not as a line of output
-# What a failed start or a dying engine prints; worth a colour even in a long tail.
-FAILURE = re.compile(
-    r"\b(ERROR|CRITICAL|Traceback|OutOfMemoryError|out of memory|CUDA error|EngineDeadError|"
-    r"exited with code)\b",
-    re.IGNORECASE,
-)
 
 
 # Control characters (a stray escape sequence, a carriage return) would move the cursor.
@@ -40,8 +35,13 @@ def _printable(line: str) -> str:
     return _CONTROL.sub("\ufffd", line.expandtabs())
 
 
+def count_badge(count: int) -> str:
+    """What follows a folded row's line: how many lines it stands for."""
+    return f"  ×{count}" if count > 1 else ""
+
+
 class TailLog(ScrollView, can_focus=True):
-    """The server's lines as text, each drawn only when it is on screen.
+    """The server's lines as rows of text, each drawn only when it is on screen.
 
     A log is mostly lines nobody sees: vLLM writes a line per request under load, and a
     panel shows twenty of them. RichLog renders every line it is given (styles, segments,
@@ -49,6 +49,10 @@ class TailLog(ScrollView, can_focus=True):
     Here a line is kept as its text; it is styled and drawn when it scrolls into view, and
     its strip is kept while it stays there, so a second of output costs at most a panel's
     height of new strips however many lines it had.
+
+    Lines that repeat the shape of a recent row fold into it (`vramtop.core.log_rows`): a
+    busy server's request lines then change one row in place, and only that row is drawn
+    again, instead of every row on screen moving up by as many lines as came.
 
     The log's size never depends on its content (it fills what the panels leave), so its
     growth repaints it without laying out the whole screen: `virtual_size` does not ask for a
@@ -58,20 +62,26 @@ class TailLog(ScrollView, can_focus=True):
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
-    def __init__(self, styler: Callable[[str], Text], *, max_lines: int, classes: str) -> None:
+    def __init__(self, styler: Callable[[Row], Text], *, max_lines: int, classes: str) -> None:
         super().__init__(classes=classes)
         self._styler = styler
         self._max_lines = max_lines
-        self._lines: list[str] = []
-        self._dropped = 0  # lines dropped from the front: a strip's key is first-line-ever based
+        self._rows = FoldedRows()
+        self._dropped = 0  # rows dropped from the front: a strip's key is first-row-ever based
         self._width = 0
-        self._strips: LRUCache[int, Strip] = LRUCache(256)
+        self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(256)
         self._frame: tuple[Style, int] | None = None
 
     @property
     def texts(self) -> list[str]:
-        """The lines held (the filtered view while a search is on)."""
-        return list(self._lines)
+        """The rows' lines, the newest of each folded row (the filtered view while a search
+        is on)."""
+        return [row.line for row in self._rows.rows]
+
+    @property
+    def rows(self) -> list[tuple[str, int]]:
+        """Each row's line and how many lines it stands for."""
+        return [(row.line, row.count) for row in self._rows.rows]
 
     @property
     def following(self) -> bool:
@@ -98,18 +108,34 @@ class TailLog(ScrollView, can_focus=True):
     def write_lines(self, lines: list[str]) -> None:
         if not lines:
             return
-        lines = [_printable(line) for line in lines]
-        self._lines.extend(lines)
-        self._width = max(self._width, *(cell_len(line) for line in lines))
-        excess = len(self._lines) - self._max_lines
+        rows = self._rows
+        before = len(rows.rows)
+        changed: set[int] = set()  # rows that were there before and now show another line
+        for line in map(_printable, lines):
+            index = rows.add(line)
+            if index < before:
+                changed.add(index)
+            row = rows.rows[index]
+            self._width = max(self._width, cell_len(row.line) + len(count_badge(row.count)))
+        grown = len(rows.rows) > before
+        excess = len(rows.rows) - self._max_lines
         if excess > 0:
-            del self._lines[:excess]
+            rows.drop_oldest(excess)
             self._dropped += excess
-        self.virtual_size = Size(self._width, len(self._lines))
-        self.refresh()
+        self.virtual_size = Size(self._width, len(rows.rows))
+        if grown:
+            self.refresh()  # new rows: what shows moves up
+            return
+        # Only rows in place changed (their line, their count): draw those rows again, not
+        # every row on screen. Textual repaints the lines of a region refreshed, no others.
+        top = round(self.scroll_y)
+        width = self.size.width
+        for index in changed:
+            if top <= index < top + self.size.height:
+                self.refresh(Region(0, index - top, width, 1))
 
     def clear(self) -> None:
-        self._lines.clear()
+        self._rows.clear()
         self._strips.clear()
         self._dropped = self._width = 0
         self.virtual_size = Size(0, 0)
@@ -151,31 +177,44 @@ class TailLog(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         style, width = self._frame or (self.rich_style, self.scrollable_content_region.width)
-        if index >= len(self._lines):
+        rows = self._rows.rows
+        if index >= len(rows):
             return Strip.blank(width, style)
+        row = rows[index]
         selection = self.text_selection
         if selection is not None:
-            strip = self._draw(index, style, selection.get_span(index))
+            strip = self._draw(row, style, selection.get_span(index))
         else:
-            key = self._dropped + index
+            key = (self._dropped + index, row.count)
             cached = self._strips.get(key)
             if cached is None:
-                cached = self._draw(index, style)
+                cached = self._draw(row, style)
                 self._strips.set(key, cached)
             strip = cached
+        badge = len(count_badge(row.count))
+        if badge and strip.cell_length > scroll_x + width > badge:
+            # A folded row wider than the panel: its count stays in view, at the right edge.
+            line_end = strip.cell_length - badge
+            return Strip.join(
+                [
+                    strip.crop(scroll_x, scroll_x + width - badge).apply_offsets(scroll_x, index),
+                    strip.crop(line_end).apply_offsets(line_end, index),
+                ]
+            )
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
 
-    def _draw(self, index: int, style: Style, selected: tuple[int, int] | None = None) -> Strip:
-        line = self._lines[index]
-        text = self._styler(line)
+    def _draw(self, row: Row, style: Style, selected: tuple[int, int] | None = None) -> Strip:
+        text = self._styler(row)
         if selected is not None:
             start, end = selected
             selection_style = self.screen.get_component_rich_style("screen--selection")
-            text.stylize(selection_style, start, len(line) if end == -1 else end)
-        return Strip(text.render(self.app.console), cell_len(line)).apply_style(style)
+            text.stylize(selection_style, start, len(text.plain) if end == -1 else end)
+        return Strip(text.render(self.app.console), text.cell_len).apply_style(style)
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
-        return selection.extract("\n".join(self._lines)), "\n"
+        # What is copied is what shows: a folded row's newest line and its count.
+        shown = "\n".join(row.line + count_badge(row.count) for row in self._rows.rows)
+        return selection.extract(shown), "\n"
 
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()
@@ -283,17 +322,21 @@ class ServerLog(Vertical):
         # would point past the new one's end. Start from its tail.
         log.follow_tail()
 
-    def _styled(self, line: str) -> Text:
+    def _styled(self, row: Row) -> Text:
+        line = row.line
         if line == NO_OUTPUT and not self._lines:
             return Text(line, style="dim")
         text = Text(line, no_wrap=True)
-        if FAILURE.search(line):
-            text.stylize(self.get_component_rich_style("server-log--failure"))
+        failure = self.get_component_rich_style("server-log--failure") if row.failure else None
+        if failure is not None:
+            text.stylize(failure)
         if self._query:
             text.highlight_regex(
                 re.compile(re.escape(self._query), re.IGNORECASE),
                 self.get_component_rich_style("server-log--match"),
             )
+        # A folded failure keeps its colour on the count too; any other count is quiet.
+        text.append(count_badge(row.count), failure or "dim")
         return text
 
 
@@ -301,6 +344,10 @@ def _continuation(old: list[str], new: list[str]) -> list[str] | None:
     """The lines of `new` after the end of `old`, or None when `new` does not continue it."""
     if not old:
         return list(new)
+    if len(new) > len(old) and new[: len(old)] == old:
+        # The tail only grew (the server has written fewer lines than the tail holds): exact,
+        # even where the same line was written many times over.
+        return new[len(old) :]
     last = old[-1]
     for index in range(len(new) - 1, -1, -1):
         if new[index] == last:

@@ -1,0 +1,109 @@
+"""A log's lines as the rows a reader sees: repeated lines folded into one row with a count.
+
+A busy vLLM writes a line per request (`INFO: 127.0.0.1:40123 - "POST /v1/chat/completions
+HTTP/1.1" 200 OK`), a `GET /metrics` line per scrape and a stats line every few seconds: lines
+that say the same thing with other numbers. Shown one a row, they bury the lines a person
+reads the log for (warnings, errors, a traceback) within seconds. As `uniq -c` and journald's
+"message repeated N times" do, such lines are folded: a line with the same *shape* as one of
+the last few rows (its digits and hex ids masked) does not add a row; that row shows the
+newest such line and how many lines it stands for.
+
+The rules, in order:
+- a failure line (an error, a traceback, a dying engine) folds only into the row just above
+  it, when that row is the same failure again: repeated errors stay one highlighted row with
+  their count, and never move above what came between them;
+- any other line folds into the newest row of its shape among the last `WINDOW` rows, so
+  that lines of two or three kinds interleaved (requests and scrapes) fold too; never across
+  a failure row, so nothing written before a failure is counted as if written after it;
+- anything else is a new row.
+
+Only the rows shown fold: the log file, `vramtop logs` and anything else reading the log
+keep every line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# What a failed start or a dying engine prints; worth a colour even in a long tail.
+FAILURE = re.compile(
+    r"\b(ERROR|CRITICAL|Traceback|OutOfMemoryError|out of memory|CUDA error|EngineDeadError|"
+    r"exited with code)\b",
+    re.IGNORECASE,
+)
+# How many of the last rows a line may fold into: room for a few kinds of line interleaved
+# (a request line, a scrape line, the stats line, the health check).
+WINDOW = 4
+
+# A run of digits, or an id written in hex (with dashes, as a UUID), masked in a line's shape.
+# A hex-looking run without a digit is a word ("decade", "feed") and is kept.
+_VARIABLE = re.compile(r"[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+)+|[0-9A-Fa-f]{6,}|\d+")
+
+
+def _mask(match: re.Match[str]) -> str:
+    text = match.group()
+    return "#" if any(c.isdigit() for c in text) else text
+
+
+def shape(line: str) -> str:
+    """The line with what varies between repeats (numbers, hex ids) masked: lines with the
+    same shape say the same thing."""
+    return _VARIABLE.sub(_mask, line)
+
+
+def is_failure(line: str) -> bool:
+    return FAILURE.search(line) is not None
+
+
+@dataclass
+class Row:
+    """One row: the newest line it stands for, and how many lines that is."""
+
+    line: str
+    count: int
+    shape: str
+    failure: bool
+
+
+class FoldedRows:
+    """The rows of a log, extended a line at a time.
+
+    `add` says which row a line went to, so that a view redraws only that row when nothing
+    else moved."""
+
+    def __init__(self, window: int = WINDOW) -> None:
+        self.rows: list[Row] = []
+        self._window = window
+
+    def add(self, line: str) -> int:
+        """Add a line; the index of the row it now shows in (the last one when it is new)."""
+        line_shape = shape(line)
+        failure = is_failure(line)
+        index = self._fold_target(line_shape, failure)
+        if index is None:
+            self.rows.append(Row(line, 1, line_shape, failure))
+            return len(self.rows) - 1
+        row = self.rows[index]
+        row.line = line
+        row.count += 1
+        return index
+
+    def _fold_target(self, line_shape: str, failure: bool) -> int | None:
+        rows = self.rows
+        if failure:
+            last = len(rows) - 1
+            return last if rows and rows[last].shape == line_shape else None
+        for index in range(len(rows) - 1, max(len(rows) - 1 - self._window, -1), -1):
+            row = rows[index]
+            if row.shape == line_shape and not row.failure:
+                return index
+            if row.failure:
+                return None
+        return None
+
+    def drop_oldest(self, count: int) -> None:
+        del self.rows[:count]
+
+    def clear(self) -> None:
+        self.rows.clear()
