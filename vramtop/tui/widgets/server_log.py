@@ -32,6 +32,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _printable(line: str) -> str:
+    if line.isprintable():  # most lines: no tab, no control character (checked in C)
+        return line
     return _CONTROL.sub("\ufffd", line.expandtabs())
 
 
@@ -105,16 +107,14 @@ class TailLog(ScrollView, can_focus=True):
         if round(old_value) != round(new_value):
             self.refresh()
 
-    def write_lines(self, lines: list[str]) -> None:
+    def write_lines(self, lines: list[str]) -> bool:
+        """Add lines; whether they added rows (else they only changed rows in place)."""
         if not lines:
-            return
+            return False
         rows = self._rows
         before = len(rows.rows)
-        changed: set[int] = set()  # rows that were there before and now show another line
-        for line in map(_printable, lines):
-            index = rows.add(line)
-            if index < before:
-                changed.add(index)
+        touched = {rows.add(line) for line in map(_printable, lines)}
+        for index in touched:  # once a row, however many lines folded into it
             row = rows.rows[index]
             self._width = max(self._width, cell_len(row.line) + len(count_badge(row.count)))
         grown = len(rows.rows) > before
@@ -125,14 +125,15 @@ class TailLog(ScrollView, can_focus=True):
         self.virtual_size = Size(self._width, len(rows.rows))
         if grown:
             self.refresh()  # new rows: what shows moves up
-            return
+            return True
         # Only rows in place changed (their line, their count): draw those rows again, not
         # every row on screen. Textual repaints the lines of a region refreshed, no others.
         top = round(self.scroll_y)
-        width = self.size.width
-        for index in changed:
-            if top <= index < top + self.size.height:
+        width, height = self.size
+        for index in touched:
+            if top <= index < top + height:
                 self.refresh(Region(0, index - top, width, 1))
+        return False
 
     def clear(self) -> None:
         self._rows.clear()
@@ -279,8 +280,8 @@ class ServerLog(Vertical):
         log = self.query_one(TailLog)
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
-        log.write_lines([line for line in new if self._matches(line)])
-        if follow:
+        grown = log.write_lines([line for line in new if self._matches(line)])
+        if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
 
     def start_search(self) -> None:
