@@ -32,6 +32,8 @@ FAILURE = re.compile(
     r"exited with code)\b",
     re.IGNORECASE,
 )
+# How many shapes' failure verdicts are kept (then they are worked out again).
+SHAPES_KEPT = 256
 # How many of the last rows a line may fold into: room for a few kinds of line interleaved
 # (a request line, a scrape line, the stats line, the health check).
 WINDOW = 4
@@ -54,6 +56,7 @@ _FAILURE_WORDS = ("error", "critical", "traceback", "out of memory", "exited wit
 
 
 def is_failure(line: str) -> bool:
+    """Whether a line (or a line's shape: the same words) says something failed."""
     lower = line.lower()
     return any(word in lower for word in _FAILURE_WORDS) and FAILURE.search(line) is not None
 
@@ -77,11 +80,18 @@ class FoldedRows:
     def __init__(self, window: int = WINDOW) -> None:
         self.rows: list[Row] = []
         self._window = window
+        # Whether a shape is a failure's: a shape keeps every word of its lines, so this is
+        # asked once for all the lines of one kind (a busy log has a handful of kinds).
+        self._failures: dict[str, bool] = {}
 
     def add(self, line: str) -> int:
         """Add a line; the index of the row it now shows in (the last one when it is new)."""
         line_shape = shape(line)
-        failure = is_failure(line)
+        failure = self._failures.get(line_shape)
+        if failure is None:
+            if len(self._failures) >= SHAPES_KEPT:
+                self._failures.clear()
+            failure = self._failures[line_shape] = is_failure(line_shape)
         index = self._fold_target(line_shape, failure)
         if index is None:
             self.rows.append(Row(line, 1, line_shape, failure))

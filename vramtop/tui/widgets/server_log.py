@@ -129,10 +129,10 @@ class TailLog(ScrollView, can_focus=True):
         # Only rows in place changed (their line, their count): draw those rows again, not
         # every row on screen. Textual repaints the lines of a region refreshed, no others.
         top = round(self.scroll_y)
-        width, height = self.size
+        height = self.size.height
         for index in touched:
             if top <= index < top + height:
-                self.refresh(Region(0, index - top, width, 1))
+                self.refresh_line(index)
         return False
 
     def clear(self) -> None:
@@ -280,7 +280,9 @@ class ServerLog(Vertical):
         log = self.query_one(TailLog)
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
-        grown = log.write_lines([line for line in new if self._matches(line)])
+        grown = log.write_lines(
+            [line for line in new if self._matches(line)] if self._query else new
+        )
         if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
 
