@@ -155,3 +155,27 @@ def test_demo_once_launches_the_server_before_the_backend_loads_and_ctrl_c_stops
     assert not sim_processes_under(tmp_path), "the interrupted --once left processes behind"
     status = run_vramtop(tmp_path, "status", "--demo", "--json")
     assert json.loads(status.stdout)["state"] == "stopped"
+
+
+def test_demo_once_stops_the_server_it_started_where_the_simulated_gpu_ran_already(
+    tmp_path: Path,
+) -> None:
+    """A console left the simulated GPU running with its server stopped: `--demo --once`
+    starts the server for its answer and stops it again; the GPU leaves by itself."""
+    assert run_vramtop(tmp_path, "start", "--demo").returncode == 0
+    assert run_vramtop(tmp_path, "stop", "--demo").returncode == 0  # the GPU stays
+    try:
+        result = run_vramtop(tmp_path, "--demo", "--once", "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["server"]["state"] == "running"
+        status = run_vramtop(tmp_path, "status", "--demo", "--json")
+        assert json.loads(status.stdout)["state"] == "stopped"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(
+            "vramtop.sim.world" not in " ".join(p.cmdline()) for p in sim_processes_under(tmp_path)
+        ):
+            time.sleep(0.1)
+        left = [" ".join(p.cmdline()) for p in sim_processes_under(tmp_path)]
+        assert left and all("vramtop.sim.world" in cmd for cmd in left), left
+    finally:
+        run_vramtop(tmp_path, "stop", "--demo", "--all")

@@ -68,8 +68,6 @@ def run(args: argparse.Namespace) -> int:
         backend, owned = backend_for(args)
     except CommandError as exc:
         return _usage(str(exc))
-    if args.once:
-        return _once(backend, args, owned)
     record = args.record or (_session_file() if settings.record_sessions else None)
     if record is not None:
         error = _start_recording(backend, record)
@@ -119,7 +117,7 @@ def _once_watching(args: argparse.Namespace) -> int:
     first = machine.sampler.tick()
     from vramtop.machines.machine_backend import backend_over
 
-    return _once(backend_over(machine), args, owned=False, first=first)
+    return _once(backend_over(machine), args, first=first)
 
 
 def _once_demo(args: argparse.Namespace) -> int:
@@ -140,19 +138,24 @@ def _once_demo(args: argparse.Namespace) -> int:
             start.supervisor.start(wait_ready=False)
         # The agent once the server is up: its start (a process of its own) would take CPU
         # from the server's.
-        backend, owned = demo_backend(
+        backend, _owned = demo_backend(
             wsl=wsl, windows=not args.no_windows, card=card, start=start, agent=False
         )
     except BaseException:  # Ctrl+C too: nothing this command started is left running
-        start.abandon()
+        start.end()
         raise
-    return _once(backend, args, owned, ready=lambda: start_agent(start))
+    try:
+        return _once(backend, args, ready=lambda: start_agent(start))
+    finally:
+        # The server this command launched is stopped even where the simulated GPU was
+        # running already (a console's, its server stopped): only the GPU is left, to leave
+        # by itself.
+        start.end(backend)
 
 
 def _once(
     backend: MachineBackend,
     args: argparse.Namespace,
-    owned: bool,
     first: Sample | None = None,
     ready: Callable[[], None] | None = None,
 ) -> int:
@@ -161,43 +164,39 @@ def _once(
     the server is started, before the first reading."""
     from vramtop.core.snapshot import snapshot
 
-    try:
-        if backend.autostart:
-            result = backend.start()
-            if not result.ok:
-                detail = f"\n{result.detail}" if result.detail else ""
-                print(f"vramtop: {result.message}{detail}", file=sys.stderr)
-                return ExitCode.ERROR
-        if ready is not None:
-            ready()
-        backend.housekeeping()  # the record as it really is before it is reported
-        if first is None:
-            first_t = backend.tick(log_limit=0).sample.t
-        else:
-            backend.session.observe(first)  # as a tick of the backend would have
-            first_t = first.t
-        # The gap from the first reading's time (its counters' read), not from the end of
-        # what followed it.
-        time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))
-        sample = backend.tick(log_limit=0).sample
-        if sample.server is not None and not sample.server.reachable and not args.demo:
-            error = sample.server.error or "no answer"
-            print(
-                f"vramtop: cannot reach the vLLM server at {sample.server.url}: {error}",
-                file=sys.stderr,
-            )
-            return ExitCode.USAGE
-        data = _uncounted_is_unknown(snapshot(sample, wsl=bool(backend.wsl), demo=backend.demo))
-        # An addition: the normal decode speed compared with, and where it came from.
-        normal = backend.normal_rate()
-        data["normal_rate"] = (
-            None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
+    if backend.autostart:
+        result = backend.start()
+        if not result.ok:
+            detail = f"\n{result.detail}" if result.detail else ""
+            print(f"vramtop: {result.message}{detail}", file=sys.stderr)
+            return ExitCode.ERROR
+    if ready is not None:
+        ready()
+    backend.housekeeping()  # the record as it really is before it is reported
+    if first is None:
+        first_t = backend.tick(log_limit=0).sample.t
+    else:
+        backend.session.observe(first)  # as a tick of the backend would have
+        first_t = first.t
+    # The gap from the first reading's time (its counters' read), not from the end of
+    # what followed it.
+    time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))
+    sample = backend.tick(log_limit=0).sample
+    if sample.server is not None and not sample.server.reachable and not args.demo:
+        error = sample.server.error or "no answer"
+        print(
+            f"vramtop: cannot reach the vLLM server at {sample.server.url}: {error}",
+            file=sys.stderr,
         )
-        print(json.dumps(data, indent=2) if args.json else _text(sample, data))
-        return 0
-    finally:
-        if owned:
-            backend.close(stop_server=True)
+        return ExitCode.USAGE
+    data = _uncounted_is_unknown(snapshot(sample, wsl=bool(backend.wsl), demo=backend.demo))
+    # An addition: the normal decode speed compared with, and where it came from.
+    normal = backend.normal_rate()
+    data["normal_rate"] = (
+        None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
+    )
+    print(json.dumps(data, indent=2) if args.json else _text(sample, data))
+    return 0
 
 
 def _uncounted_is_unknown(data: dict[str, Any]) -> dict[str, Any]:

@@ -47,10 +47,15 @@ class DemoStart:
         """Whether this command started the simulated machine (then it stops it when done)."""
         return not self.world_was_running and not self.server_was_running
 
-    def abandon(self) -> None:
-        """Stop what this command started, when it goes no further (the server, the world)."""
-        if self.owned:
+    def end(self, backend: MachineBackend | None = None) -> None:
+        """Stop what this command started, once it is done or goes no further: the server it
+        launched, the agent and the sampler (`backend`'s), and the simulated GPU if it started
+        that too (one another command started leaves by itself once unused)."""
+        if not self.server_was_running:
             self.supervisor.stop()
+        if backend is not None:
+            backend.close(stop_server=False)
+        if not self.world_was_running:
             stop_demo_world(self.machine.card.key)
 
 
