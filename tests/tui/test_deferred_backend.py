@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.console import NO_TIMER, settle
 from tests.support.fake_backend import FakeBackend
-from vramtop.machines.deferred_backend import BackendUnavailable, DeferredBackend
+from vramtop.machines.deferred_backend import RETRY_S, BackendUnavailable, DeferredBackend
 from vramtop.tui.app import VramtopApp
 
 
@@ -23,8 +23,6 @@ def test_nothing_is_built_until_the_first_read() -> None:
     backend = DeferredBackend(build, demo=True, profile_name=None)
     assert backend.demo and backend.profile_name is None and not backend.can_act
     assert not built and not backend.is_built
-    backend.close(stop_server=True)  # nothing was started: nothing to stop, nothing built
-    assert not built
     sample = backend.tick().sample
     assert len(built) == 1 and backend.is_built and sample.gpu is not None
     assert backend.demo == built[0].demo  # from now on, the backend's own answers
@@ -32,32 +30,88 @@ def test_nothing_is_built_until_the_first_read() -> None:
     assert len(built) == 1
 
 
-def test_a_build_that_fails_says_why_at_each_use_and_is_not_retried() -> None:
+def test_closed_before_the_first_read_it_builds_nothing() -> None:
+    built: list[FakeBackend] = []
+    backend = DeferredBackend(
+        lambda: built.append(FakeBackend()) or built[-1], demo=True, profile_name=None
+    )
+    backend.close(stop_server=True)  # nothing was started: nothing to stop
+    with pytest.raises(BackendUnavailable, match="closing"):
+        backend.tick()
+    assert not built
+
+
+def test_closed_while_it_builds_it_closes_what_the_build_made() -> None:
+    """A quit while the simulated machine starts: the build finishes, then is closed, rather
+    than leaving the machine it started running after the console is gone."""
+    building, release = threading.Event(), threading.Event()
+    made: list[FakeBackend] = []
+
+    def build() -> FakeBackend:
+        building.set()
+        release.wait(5)
+        made.append(FakeBackend())
+        return made[-1]
+
+    backend = DeferredBackend(build, demo=True, profile_name=None)
+    reader = threading.Thread(target=lambda: backend.autostart)
+    reader.start()
+    building.wait(5)
+    closer = threading.Thread(target=backend.close, args=(True,))
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive(), "close did not wait for the build under way"
+    release.set()
+    closer.join(5)
+    reader.join(5)
+    assert made and made[0].closed_with is True
+
+
+def test_a_build_that_fails_says_why_and_is_tried_again_every_few_seconds() -> None:
     calls = []
+    now = [0.0]
 
     def build() -> FakeBackend:
         calls.append(1)
-        raise RuntimeError("the simulated machine could not start: no room for its socket")
+        if len(calls) < 3:
+            raise RuntimeError("the simulated machine could not start: no room for its socket")
+        return FakeBackend()
 
-    backend = DeferredBackend(build, demo=True, profile_name=None)
+    backend = DeferredBackend(
+        build, demo=True, profile_name=None, can_act=True, clock=lambda: now[0]
+    )
     for _ in range(2):
         with pytest.raises(BackendUnavailable, match="no room for its socket"):
             backend.tick()
     assert backend.autostart is False  # unknown: nothing is started
     assert backend.demo is True  # still what was known
+    assert not backend.can_act  # nothing to act on: no start, stop or quit question
     assert len(calls) == 1
+    now[0] = RETRY_S
+    with pytest.raises(BackendUnavailable):
+        backend.tick()
+    assert len(calls) == 2
+    now[0] = 2 * RETRY_S
+    assert backend.tick().sample is not None and backend.can_act
+    assert len(calls) == 3
 
 
 async def test_the_console_shows_a_failed_build_as_a_failed_read() -> None:
     def build() -> FakeBackend:
         raise RuntimeError("the simulated machine could not start: no room for its socket")
 
-    app = VramtopApp(DeferredBackend(build, demo=True, profile_name=None), NO_TIMER)
+    backend = DeferredBackend(build, demo=True, profile_name=None, can_act=True)
+    app = VramtopApp(backend, NO_TIMER)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         assert app.activity is not None
         assert "reading failed" in app.activity and "no room for its socket" in app.activity
+        assert "BackendUnavailable" not in app.activity  # the reason, in words
         assert app.is_running
+        # Nothing was started, so there is nothing to leave running or to stop: q quits.
+        await pilot.press("q")
+        await settle(pilot)
+        assert not app.is_running
 
 
 async def test_a_slow_build_holds_neither_the_keys_nor_the_start_it_decides() -> None:

@@ -6,8 +6,12 @@ frame. The console's first frame needs none of it: only what its header and keys
 from the arguments. The build happens at the first read (in the console's reader thread, after
 the first frame) or at the first other use.
 
-A build that fails is a reading that fails: every later use raises `BackendUnavailable` with
-the reason, which the console shows (`reading failed (…)`) instead of a traceback.
+A build that fails is a reading that fails: a use raises `BackendUnavailable` with the
+reason, which the console shows (`reading failed (…)`) instead of a traceback, and offers no
+action (there is nothing to act on). It is tried again every `RETRY_S` seconds of use (a
+simulated GPU that answered too late on a busy machine, a directory fixed meanwhile). Closed
+while a build is under way, it waits for the build and closes what it made: nothing started by
+a build outlives the console.
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
 
 log = logging.getLogger(__name__)
+
+# Seconds between two tries of a build that failed.
+RETRY_S = 10.0
 
 
 class BackendUnavailable(RuntimeError):
@@ -40,11 +48,15 @@ class DeferredBackend(Backend):
         profile_name: str | None,
         can_act: bool = False,
         wsl: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._build = build
         self._demo, self._profile_name, self._can_act, self._wsl = demo, profile_name, can_act, wsl
+        self._clock = clock
         self._backend: Backend | None = None
         self._error: str | None = None
+        self._failed_at = 0.0
+        self._closed = False
         self._lock = threading.Lock()
 
     @property
@@ -54,15 +66,23 @@ class DeferredBackend(Backend):
     def built(self) -> Backend:
         """The backend, built now if it was not (BackendUnavailable if it cannot be)."""
         with self._lock:
-            if self._backend is None and self._error is None:
+            if self._closed:
+                raise BackendUnavailable("the console is closing")
+            if self._backend is None and self._due():
                 try:
                     self._backend = self._build()
+                    self._error = None
                 except Exception as exc:
-                    log.exception("the backend could not be built")
-                    self._error = str(exc) or type(exc).__name__
+                    error = str(exc) or type(exc).__name__
+                    if error != self._error:  # once per reason, not once per try
+                        log.exception("the backend could not be built")
+                    self._error, self._failed_at = error, self._clock()
             if self._backend is None:
                 raise BackendUnavailable(self._error)
             return self._backend
+
+    def _due(self) -> bool:
+        return self._error is None or self._clock() - self._failed_at >= RETRY_S
 
     # -- what the console shows before the build ---------------------------------------------
     @property
@@ -91,7 +111,9 @@ class DeferredBackend(Backend):
 
     @property
     def can_act(self) -> bool:
-        return self._backend.can_act if self._backend is not None else self._can_act
+        if self._backend is not None:
+            return self._backend.can_act
+        return self._can_act and self._error is None  # a failed build: nothing to act on
 
     @property
     def autostart(self) -> bool:
@@ -156,9 +178,12 @@ class DeferredBackend(Backend):
         return self.built().toggle_call()
 
     def close(self, stop_server: bool) -> None:
-        """Closes the backend if it was built; one never built started nothing to stop."""
-        if self._backend is not None:
-            self._backend.close(stop_server=stop_server)
+        """Closes the backend if it was built (once a build under way is done); one never
+        built started nothing to stop, and none is built after this."""
+        with self._lock:
+            self._closed = True
+            if self._backend is not None:
+                self._backend.close(stop_server=stop_server)
 
 
 def console_backend(args: argparse.Namespace) -> DeferredBackend:

@@ -25,6 +25,7 @@ from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample, ServerState
+from vramtop.machines.deferred_backend import BackendUnavailable
 from vramtop.machines.interface import Backend, Frame
 from vramtop.settings import Settings
 from vramtop.tui.keys import DEFAULT_KEYS, KEY_DISPLAY
@@ -80,6 +81,7 @@ class ShowingConsole(App[int]):
         self.events: list[Event] = []
         self.headroom_inputs: HeadroomInputs | None = None
         self.baseline: Rates | None = None
+        self._read_failure: str | None = None  # the reader thread's last failure, if any
         self.normal_origin: str | None = None
         self.busy: str | None = None  # the action running now, if any
         self.activity: str | None = None  # one line: progress or the last action's result
@@ -148,9 +150,14 @@ class ShowingConsole(App[int]):
             # none is known yet).
             origin = normal_origin(frame.normal_rate, self._clock())
         except Exception as error:  # a backend bug must not take the console down
-            log.exception("tick failed")
-            self.post_message(TickFailed(f"{type(error).__name__}: {error}", answers=answers))
+            reason = str(error) if isinstance(error, BackendUnavailable) else None
+            reason = reason or f"{type(error).__name__}: {error}"
+            if reason != self._read_failure:  # once per reason, not once a second
+                log.exception("tick failed")
+            self._read_failure = reason
+            self.post_message(TickFailed(reason, answers=answers))
             return
+        self._read_failure = None
         # Everything goes back in the message: the app's state is written on the event loop
         # only, never from this thread while a dialog may be reading it.
         self.post_message(SampleArrived(frame, normal_origin=origin, answers=answers))
@@ -159,6 +166,7 @@ class ShowingConsole(App[int]):
         self._reads_answered = max(self._reads_answered, message.answers)
         self._say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._render_header()
+        self.refresh_bindings()  # a backend that could not be built offers no action
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
