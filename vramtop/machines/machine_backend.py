@@ -204,7 +204,7 @@ class MachineBackend(Backend):
             progress=progress,
         )
 
-    def log_lines(self, limit: int = 500) -> list[str]:
+    def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)
 
     def toggle_call(self) -> bool:

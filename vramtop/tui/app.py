@@ -15,7 +15,7 @@ import gc
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -41,10 +41,8 @@ from vramtop.tui.widgets.text_panel import TextPanel
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
-if TYPE_CHECKING:
-    # The screens a key opens are imported when it is pressed: the first frame waits for
-    # every module imported before it (the timeline's table alone is Textual's DataTable).
-    pass
+# The screens a key opens are imported when it is pressed: the first frame waits for every
+# module imported before it (the timeline's table alone is Textual's DataTable).
 
 log = logging.getLogger(__name__)
 

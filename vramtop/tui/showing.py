@@ -26,7 +26,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample, ServerState
 from vramtop.machines.deferred_backend import BackendUnavailable
-from vramtop.machines.interface import Backend, Frame
+from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.settings import Settings
 from vramtop.tui.keys import DEFAULT_KEYS, KEY_DISPLAY
 from vramtop.tui.messages import SampleArrived, TickFailed
@@ -41,7 +41,6 @@ from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 log = logging.getLogger(__name__)
 
 HISTORY = 240  # samples kept for the sparklines: four minutes at 1 Hz
-LOG_TAIL = 300
 # A result ("simulated call started", "ready in 0.6 s") is news for this long, then it goes:
 # left up for minutes it reads as if it were still happening.
 RESULT_SHOWN_S = 15.0
