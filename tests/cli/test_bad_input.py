@@ -34,6 +34,8 @@ def _exit(argv: list[str]) -> int:
         ["--once", "--url", "http://[::1"],
         ["--once", "--url", "http://host:port"],
         ["record", "out.jsonl", "--url", "ftp://x"],
+        ["relaunch", "--demo", "--timeout", "-1"],
+        ["start", "--timeout", "0"],
         ["calc", "--total-gib", "32", "--for-headroom-gib", "100", "--weights-gib", "10",
          "--layers", "4", "--kv-heads", "2", "--head-dim", "64"],
     ],

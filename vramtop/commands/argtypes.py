@@ -22,6 +22,14 @@ def finite_float(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    """A duration: a usable number of seconds, more than 0."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text!r}")
+    return value
+
+
 def bounded_int(text: str) -> int:
     if len(text.strip()) > 15:
         raise argparse.ArgumentTypeError(f"not a usable whole number: {text[:20]!r}…")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramtop import config
-from vramtop.commands.argtypes import finite_float
+from vramtop.commands.argtypes import positive_seconds
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.settings import load_settings
@@ -36,7 +36,7 @@ def add_wait_options(parser: argparse.ArgumentParser) -> None:
     """What start, restart and relaunch share: how long to wait for ready, and quiet."""
     parser.add_argument(
         "--timeout",
-        type=finite_float,
+        type=positive_seconds,
         default=900,
         help="seconds to wait for the server to answer /health (default 900)",
     )
