@@ -153,3 +153,39 @@ async def test_a_panel_shown_the_same_again_repaints_nothing() -> None:
         panel.show(reading, None, None)
         assert repaints == []
         assert panel.border_title == "VRAM split"
+
+
+async def test_the_vram_panel_lays_out_its_rows_again_only_when_what_it_shows_changed() -> None:
+    from textual.app import App, ComposeResult
+
+    from vramtop.core.model import GpuDevice, GpuReading, ServerInfo, ServerState
+    from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield VramSplitPanel()
+
+    split = replace(_split(server_gib=16, desktop_gib=8, budget_gib=24), headroom_bytes=GIB)
+    card = GpuDevice(0, "RTX 5090", 32 * GIB, 24 * GIB, 8 * GIB)
+    gpu = GpuReading(devices=(card,), source="nvml")
+    app = One()
+    async with app.run_test(size=(90, 12)) as pilot:
+        panel = app.query_one(VramSplitPanel)
+        laid_out: list[int] = []
+        real_set_rows = panel.set_rows
+
+        def counting(rows: object) -> None:
+            laid_out.append(1)
+            real_set_rows(rows)  # type: ignore[arg-type]
+
+        panel.set_rows = counting  # type: ignore[method-assign]
+        running = ServerInfo(state=ServerState.RUNNING, pid=7)
+        panel.show(gpu, split, running)
+        await pilot.pause()
+        panel.show(gpu, split, ServerInfo(state=ServerState.RUNNING, pid=7))
+        assert len(laid_out) == 1
+        assert "leaves the desktop" in "\n".join(line.plain for line in panel.lines)
+        # The server went down: the same memory, another line.
+        panel.show(gpu, split, ServerInfo(state=ServerState.CRASHED, pid=7))
+        assert len(laid_out) == 2
+        assert "server down" in "\n".join(line.plain for line in panel.lines)

@@ -56,12 +56,14 @@ def _fit(parts: list[Part], width: int | None) -> Content:
     """The line, its `Optional` parts left out from the last while it is wider than `width`
     (what still does not fit is cut with an ellipsis)."""
     kept = list(parts)
-    while width is not None and Content.assemble(*kept).cell_length > width:
+    line = Content.assemble(*kept)
+    while width is not None and line.cell_length > width:
         optional = [i for i, part in enumerate(kept) if isinstance(part, Optional)]
         if not optional:
             break
         del kept[optional[-1]]
-    return Content.assemble(*kept)
+        line = Content.assemble(*kept)
+    return line
 
 
 def _machine_line(

@@ -20,6 +20,8 @@ class VramSplitPanel(TextPanel):
     """Rows: the bar, the figures, the budget, the top processes (or how the split was
     made), and on WSL2 what Windows says."""
 
+    _shown_for: tuple[object, ...] | None = None
+
     def on_mount(self) -> None:
         self.border_title = "VRAM split"
 
@@ -33,6 +35,12 @@ class VramSplitPanel(TextPanel):
     ) -> None:
         """`util`: the budget the split was made with (the sample's `server_util`); the
         budget line prints that one beside the bytes it gives, never another server's."""
+        # What the rows are made of: the same again (the memory moves far less often than
+        # once a second, and a GPU that cannot be read stays so) lays out nothing.
+        shown_for = (gpu, split, info.state if info else None, windows, util)
+        if shown_for == self._shown_for:
+            return
+        self._shown_for = shown_for
         rows: list[Row | Detail]
         unified = split is not None and split.memory_kind is MemoryKind.UNIFIED
         # One pool for the CPU and the GPU (DGX Spark): the panel says so where it is read first.
