@@ -29,6 +29,7 @@ from vramtop.sources.http_answer import (
     Result,
     response_class,
 )
+from vramtop.sources.plain_http import PlainAnswer, PlainConnection
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Scraper:
         self._api_key = api_key
         # The URL's path, kept before each path asked (http://host:8000/p asks /p/metrics).
         self._prefix = urllib.parse.quote(urllib.parse.urlsplit(self.url).path, _PATH_SAFE)
-        self._connection: http.client.HTTPConnection | None = None
+        self._connection: http.client.HTTPConnection | PlainConnection | None = None
         self._deadline = Deadline()
         self.response_class = response_class(self._deadline)
         self._last_good: ServerReading | None = None
@@ -151,13 +152,15 @@ class Scraper:
         target = self._prefix + path
         headers = self._headers(path)
         reused = connection.sock is not None
+        if isinstance(connection, PlainConnection):
+            return self._plain_request(connection, target, headers, reused)
         try:
             response = self._send(connection, target, headers)
         except STALE_CONNECTION:
             if not reused:
                 raise
             self.close()  # closed by the server while idle: once more, on a new connection
-            connection = self._open()
+            connection = self._open_client(urllib.parse.urlsplit(self.url))
             response = self._send(connection, target, headers)
         # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded in
         # time, and the cap in size.
@@ -168,6 +171,34 @@ class Scraper:
         if response.will_close:
             self.close()
         return Answer(response.status, body.decode("utf-8", errors="replace"))
+
+    def _plain_request(
+        self, connection: PlainConnection, target: str, headers: dict[str, str], reused: bool
+    ) -> Answer:
+        try:
+            answer = self._plain_send(connection, target, headers)
+        except STALE_CONNECTION:
+            if not reused:
+                raise
+            self.close()  # closed by the server while idle: once more, on a new connection
+            answer = self._plain_send(self._open_plain(), target, headers)
+        if answer.will_close:
+            self.close()
+        if answer.too_large:
+            return Answer(answer.status, "", too_large=True)
+        return Answer(answer.status, answer.body.decode("utf-8", errors="replace"))
+
+    def _plain_send(
+        self, connection: PlainConnection, target: str, headers: dict[str, str]
+    ) -> PlainAnswer:
+        if connection.sock is None:
+            try:
+                connection.connect()
+            except OSError as exc:
+                if isinstance(exc, TimeoutError):
+                    raise
+                raise ConnectFailed(str(exc) or type(exc).__name__) from exc
+        return connection.get(target, headers, MAX_BODY_BYTES)
 
     def _send(
         self, connection: http.client.HTTPConnection, target: str, headers: dict[str, str]
@@ -187,9 +218,24 @@ class Scraper:
         connection.request("GET", target, headers=headers)
         return connection.getresponse()
 
-    def _open(self) -> http.client.HTTPConnection:
-        """A new, not yet connected, connection to the server (kept until an error or close)."""
+    def _open(self) -> http.client.HTTPConnection | PlainConnection:
+        """A new, not yet connected, connection to the server (kept until an error or close):
+        plain HTTP through `PlainConnection`, HTTPS through http.client."""
         parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme.lower() == "http":
+            return self._open_plain()
+        return self._open_client(parts)
+
+    def _open_plain(self) -> PlainConnection:
+        parts = urllib.parse.urlsplit(self.url)
+        if not parts.hostname:
+            raise http.client.InvalidURL(f"no host in {self.url}")
+        port = parts.port  # a ValueError for a port that is not a number
+        connection = PlainConnection(parts.hostname, 80 if port is None else port, self._deadline)
+        self._connection = connection
+        return connection
+
+    def _open_client(self, parts: urllib.parse.SplitResult) -> http.client.HTTPSConnection:
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https"):
             raise http.client.InvalidURL(f"unsupported URL scheme {parts.scheme!r} in {self.url}")
@@ -197,16 +243,10 @@ class Scraper:
             raise http.client.InvalidURL(f"no host in {self.url}")
         # The port given, always: http.client would read an IPv6 address's last group as one.
         port = parts.port  # a ValueError for a port that is not a number
-        connection: http.client.HTTPConnection
-        if scheme == "https":
-            # The default SSL context: the system's CAs, the host name checked.
-            connection = http.client.HTTPSConnection(
-                parts.hostname, 443 if port is None else port, timeout=self.timeout_s
-            )
-        else:
-            connection = http.client.HTTPConnection(
-                parts.hostname, 80 if port is None else port, timeout=self.timeout_s
-            )
+        # The default SSL context: the system's CAs, the host name checked.
+        connection = http.client.HTTPSConnection(
+            parts.hostname, 443 if port is None else port, timeout=self.timeout_s
+        )
         connection.response_class = self.response_class
         self._connection = connection
         return connection
