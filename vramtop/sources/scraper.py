@@ -13,8 +13,9 @@ import json
 import logging
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S
 from vramtop.core.model import ServerMetrics, ServerReading
@@ -32,6 +33,9 @@ from vramtop.sources.http_answer import (
 from vramtop.sources.plain_http import PlainAnswer, PlainConnection
 
 log = logging.getLogger(__name__)
+
+_C = TypeVar("_C", http.client.HTTPConnection, PlainConnection)
+_R = TypeVar("_R")
 
 # Why http.client and not httpx (which the rest of vramtop uses): a GET of an 8.5 KB /metrics
 # page from a local http.server on a kept-alive connection costs ~0.34 ms of CPU through
@@ -153,15 +157,23 @@ class Scraper:
         headers = self._headers(path)
         reused = connection.sock is not None
         if isinstance(connection, PlainConnection):
-            return self._plain_request(connection, target, headers, reused)
-        try:
-            response = self._send(connection, target, headers)
-        except STALE_CONNECTION:
-            if not reused:
-                raise
-            self.close()  # closed by the server while idle: once more, on a new connection
-            connection = self._open_client(urllib.parse.urlsplit(self.url))
-            response = self._send(connection, target, headers)
+            answer = self._stale_retried(
+                lambda c: self._plain_send(c, target, headers),
+                connection,
+                self._open_plain,
+                reused,
+            )
+            if answer.will_close:
+                self.close()
+            if answer.too_large:
+                return Answer(answer.status, "", too_large=True)
+            return Answer(answer.status, answer.body.decode("utf-8", errors="replace"))
+        response = self._stale_retried(
+            lambda c: self._send(c, target, headers),
+            connection,
+            lambda: self._open_client(urllib.parse.urlsplit(self.url)),
+            reused,
+        )
         # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded in
         # time, and the cap in size.
         body = response.read(MAX_BODY_BYTES + 1)
@@ -172,32 +184,34 @@ class Scraper:
             self.close()
         return Answer(response.status, body.decode("utf-8", errors="replace"))
 
-    def _plain_request(
-        self, connection: PlainConnection, target: str, headers: dict[str, str], reused: bool
-    ) -> Answer:
+    def _stale_retried(
+        self, send: Callable[[_C], _R], connection: _C, reopen: Callable[[], _C], reused: bool
+    ) -> _R:
+        """`send` on `connection`; when a kept-alive one turns out closed by the server while
+        it was idle, once more on a new connection."""
         try:
-            answer = self._plain_send(connection, target, headers)
+            return send(connection)
         except STALE_CONNECTION:
             if not reused:
                 raise
-            self.close()  # closed by the server while idle: once more, on a new connection
-            answer = self._plain_send(self._open_plain(), target, headers)
-        if answer.will_close:
             self.close()
-        if answer.too_large:
-            return Answer(answer.status, "", too_large=True)
-        return Answer(answer.status, answer.body.decode("utf-8", errors="replace"))
+            return send(reopen())
+
+    def _connect(self, connect: Callable[[], None]) -> None:
+        """Connects; a failure other than a timeout is `ConnectFailed` (the server was not
+        reached), with its cause."""
+        try:
+            connect()
+        except OSError as exc:
+            if isinstance(exc, TimeoutError):
+                raise
+            raise ConnectFailed(str(exc) or type(exc).__name__) from exc
 
     def _plain_send(
         self, connection: PlainConnection, target: str, headers: dict[str, str]
     ) -> PlainAnswer:
         if connection.sock is None:
-            try:
-                connection.connect()
-            except OSError as exc:
-                if isinstance(exc, TimeoutError):
-                    raise
-                raise ConnectFailed(str(exc) or type(exc).__name__) from exc
+            self._connect(connection.connect)
         return connection.get(target, headers, MAX_BODY_BYTES)
 
     def _send(
@@ -206,12 +220,7 @@ class Scraper:
         """Sends the request and reads the status line and headers."""
         if connection.sock is None:
             connection.timeout = self._deadline.left()
-            try:
-                connection.connect()
-            except OSError as exc:
-                if isinstance(exc, TimeoutError):
-                    raise
-                raise ConnectFailed(str(exc) or type(exc).__name__) from exc
+            self._connect(connection.connect)
         assert connection.sock is not None
         connection.sock.settimeout(self._deadline.left())
         # http.client adds Host, and Accept-Encoding: identity (no compressed body to undo).
