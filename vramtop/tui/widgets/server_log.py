@@ -120,6 +120,10 @@ class TailLog(ScrollView, can_focus=True):
         grown = len(rows.rows) > before
         excess = len(rows.rows) - self._max_lines
         if excess > 0:
+            # A fifth more than asked: a row's index (its place in the selection's text, in
+            # its drawn strip's offsets) then stays the same for the next many rows, rather
+            # than moving with every new row, and the strips drawn for it are kept.
+            excess += self._max_lines // 5
             rows.drop_oldest(excess)
             self._dropped += excess
         self.virtual_size = Size(self._width, len(rows.rows))
@@ -165,10 +169,12 @@ class TailLog(ScrollView, can_focus=True):
         if self.following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    # The widget's style (a walk over every ancestor's CSS) and its width cannot change
-    # within one frame: they are worked out once per frame rather than once per row.
+    # The widget's style and its width cannot change within one frame: they are worked out
+    # once per frame rather than once per row. The style is Textual's `visual_style`, kept
+    # until a style changes (`rich_style` walks every ancestor's CSS each time it is read,
+    # a good part of the cost of a frame that redraws one row).
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame = (self.rich_style, self.scrollable_content_region.width)
+        self._frame = (self.visual_style.rich_style, self.scrollable_content_region.width)
         try:
             return super().render_lines(crop)
         finally:
@@ -177,7 +183,10 @@ class TailLog(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
-        style, width = self._frame or (self.rich_style, self.scrollable_content_region.width)
+        style, width = self._frame or (
+            self.visual_style.rich_style,
+            self.scrollable_content_region.width,
+        )
         rows = self._rows.rows
         if index >= len(rows):
             return Strip.blank(width, style)
