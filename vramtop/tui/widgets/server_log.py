@@ -249,9 +249,11 @@ class ServerLog(Vertical):
         self._lines: list[str] = []
         self._query = ""
         self._subtitle = ""
+        # Kept, not looked up: show() runs every tick, and a query walks the DOM.
+        self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
     def compose(self) -> ComposeResult:
-        yield TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
+        yield self._log
         # Compact: one row with no border, so the typed text shows (a focused Input's tall
         # border would otherwise fill the single row and hide it).
         yield TypedInput(
@@ -286,7 +288,7 @@ class ServerLog(Vertical):
         if new is None or was_empty:  # empty: replace the "no output yet" line
             self._redraw()
             return
-        log = self.query_one(TailLog)
+        log = self._log
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
         grown = log.write_lines(
@@ -324,7 +326,7 @@ class ServerLog(Vertical):
         return not self._query or self._query.lower() in line.lower()
 
     def _redraw(self) -> None:
-        log = self.query_one(TailLog)
+        log = self._log
         log.clear()
         if not self._lines:
             log.write_lines([NO_OUTPUT])
