@@ -239,3 +239,24 @@ async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() ->
         assert rendered == [last]
         assert drawn == [ACCESS.format(port=41019)]
         assert _shown(log)[last].endswith("  ×23")
+
+
+async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves() -> None:
+    # One client on one connection: the same request line, word for word, again and again,
+    # between the server's stats lines.
+    same = ACCESS.format(port=56528)
+    stats = "INFO 12-01 06:10:{s:02d} [loggers.py:335] Engine 000: Running: 2 reqs"
+    backend = FakeBackend()
+    for second in range(40):  # more than the tail the console reads
+        backend._log += [same] * 10 + [stats.format(s=second)]
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one(TailLog)
+        counted = dict(log.rows)[same]
+        for _ in range(3):
+            backend._log += [same] * 7
+            await ticks(pilot, 1)
+        # Each tick's tail continues the last one: the seven new lines are counted, none
+        # twice, and the rows are not rebuilt from the tail held (which counts its own only).
+        assert dict(log.rows)[same] == counted + 21

@@ -355,7 +355,12 @@ class ServerLog(Vertical):
 
 
 def _continuation(old: list[str], new: list[str]) -> list[str] | None:
-    """The lines of `new` after the end of `old`, or None when `new` does not continue it."""
+    """The lines of `new` after the end of `old`, or None when `new` does not continue it.
+
+    Both are a tail of one log: `new` continues `old` when its lines up to some point are
+    the end of `old`. A log that writes one line many times over (the same request from the
+    same client) has many such points; the latest one is taken, which never counts a line
+    twice."""
     if not old:
         return list(new)
     if len(new) > len(old) and new[: len(old)] == old:
@@ -368,5 +373,4 @@ def _continuation(old: list[str], new: list[str]) -> list[str] | None:
             overlap = min(index + 1, len(old))
             if new[index + 1 - overlap : index + 1] == old[-overlap:]:
                 return new[index + 1 :]
-            return None
     return None
