@@ -1,0 +1,56 @@
+"""Whether a recorded server process still runs: asked every second by housekeeping, so
+after psutil has once said yes the answer comes from /proc/<pid>/stat alone, and is the
+same answer."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from vramtop.supervisor import tree
+
+
+@pytest.fixture
+def child() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(["sleep", "30"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_confirmed_process_is_then_read_off_proc_alone(
+    child: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = psutil.Process(child.pid).create_time()
+    assert tree.process_alive(child.pid, started)
+
+    def no_psutil(pid: int) -> psutil.Process:
+        raise psutil.AccessDenied(pid)
+
+    monkeypatch.setattr(psutil, "Process", no_psutil)
+    for _ in range(3):
+        assert tree.process_alive(child.pid, started)
+
+
+def test_a_process_that_exited_is_dead_and_reaped(child: subprocess.Popen[bytes]) -> None:
+    started = psutil.Process(child.pid).create_time()
+    assert tree.process_alive(child.pid, started)
+    child.kill()
+    deadline = time.monotonic() + 5
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not tree.process_alive(child.pid, started)  # a zombie: dead, and reaped
+    with pytest.raises(psutil.NoSuchProcess):
+        psutil.Process(child.pid)
+
+
+def test_another_start_is_another_process(child: subprocess.Popen[bytes]) -> None:
+    started = psutil.Process(child.pid).create_time()
+    assert tree.process_alive(child.pid, started)
+    assert not tree.process_alive(child.pid, started - 60)  # the pid, reused since
+    assert tree.process_alive(child.pid, started)
