@@ -179,3 +179,33 @@ def test_demo_once_stops_the_server_it_started_where_the_simulated_gpu_ran_alrea
         assert left and all("vramtop.sim.world" in cmd for cmd in left), left
     finally:
         run_vramtop(tmp_path, "stop", "--demo", "--all")
+
+
+_INTERRUPTED_WHILE_THE_GPU_STARTS = """
+import sys
+from vramtop.machines import demo_backend as module
+def interrupted(machine):
+    raise KeyboardInterrupt
+module.demo_profile = interrupted
+from vramtop import entry
+sys.argv[0] = "vramtop"
+entry.run()
+"""
+
+
+def test_ctrl_c_while_the_simulated_gpu_starts_leaves_no_gpu_behind(tmp_path: Path) -> None:
+    """The simulated GPU's daemon starts while the rest loads: Ctrl+C then stops it too."""
+    env = dict(os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="0.3")
+    result = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_WHILE_THE_GPU_STARTS, "--demo", "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 130
+    assert "Traceback" not in result.stderr
+    deadline = time.monotonic() + 5
+    while sim_processes_under(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not sim_processes_under(tmp_path), "the simulated GPU was left running"

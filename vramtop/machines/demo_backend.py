@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import (
     BegunWorld,
+    abandon_demo_world,
     begin_demo_world,
     demo_profile,
     finish_demo_world,
@@ -67,13 +68,17 @@ def begin_demo(
     simulated GPU could not be started (the message says why)."""
     begun = begun or begin_demo_world(wsl, card)
     machine = begun.machine
-    # The profile (pydantic) and the supervisor load while the world's daemon starts.
-    profile = demo_profile(machine)
-    from vramtop.supervisor.service import Supervisor
+    try:
+        # The profile (pydantic) and the supervisor load while the world's daemon starts.
+        profile = demo_profile(machine)
+        from vramtop.supervisor.service import Supervisor
 
-    supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
-    finish_demo_world(machine)
-    settled = supervisor.housekeeping()
+        supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+        finish_demo_world(machine)
+        settled = supervisor.housekeeping()
+    except BaseException:  # Ctrl+C too: a world this call started is not left behind
+        abandon_demo_world(begun)
+        raise
     running = settled.state in (ServerState.RUNNING, ServerState.STARTING)
     return DemoStart(machine, supervisor, begun.was_running, running)
 

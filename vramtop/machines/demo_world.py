@@ -104,6 +104,21 @@ def begin_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> BegunWorld:
     return BegunWorld(machine, was_running=False)
 
 
+def abandon_demo_world(begun: BegunWorld) -> None:
+    """Stop the world `begin_demo_world` started, when the command that started it goes no
+    further (Ctrl+C while it loads the rest); one that was running already is left alone."""
+    if begun.was_running:
+        return
+    proc = begun.machine.world_proc
+    if proc is None:
+        stop_demo_world(begun.machine.card.key)
+        return
+    # Not waited for yet: it may not answer on its socket yet.
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    begun.machine.world_proc = None
+
+
 def finish_demo_world(machine: SimMachine) -> SimMachine:
     """The world `begin_demo_world` started, once it answers. RuntimeError when it cannot be
     started (the caller turns that into a message)."""
