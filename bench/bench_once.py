@@ -9,7 +9,11 @@ and a first run writes them); its CPU (user + system, from the kernel) is printe
 wall time, since wall time swings with whatever else the machine does. The baseline in the
 same run: `python -c pass` (an interpreter's start alone).
 
-    python -m bench.bench_once [--runs 5] [--only url,demo]
+`--baseline DIR` also runs each command from another checkout (DIR, e.g. a `git worktree` of
+the revision before a change; its own simulated server for `--demo --once`), the two taking
+turns, so that before and after see the same load.
+
+    python -m bench.bench_once [--runs 5] [--only url,demo] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
 def row(label: str, walls: list[float], cpus: list[float], beyond: float) -> None:
     wall = statistics.median(walls)
     print(
-        f"{label:<34} wall median {wall:5.2f} s (beyond {beyond:g} s: {wall - beyond:5.2f} s)"
+        f"{label:<45} wall median {wall:5.2f} s (beyond {beyond:g} s: {wall - beyond:5.2f} s)"
         f"  CPU median {statistics.median(cpus):5.2f} s  ({len(walls)} runs)"
     )
 
@@ -53,12 +57,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", default="url,demo", help="url, demo or both")
+    parser.add_argument(
+        "--baseline", default=None, help="another checkout to run the same commands from"
+    )
     args = parser.parse_args()
     kinds = args.only.split(",")
     vramtop = [sys.executable, "-m", "vramtop"]
     with tempfile.TemporaryDirectory() as home:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(VRAMTOP_HOME=home, VRAMTOP_SIM_STARTUP_S=str(SIM_STARTUP_S))
+        # The baseline's commands: its modules first on the path (the simulated processes
+        # they start inherit it). Byte-compiled by a first run, as the checkout's own are.
+        before = {**env, "PYTHONPATH": args.baseline} if args.baseline else None
+        if before is not None:
+            subprocess.run([*vramtop, "--version"], env=before, check=True, capture_output=True)
         subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
         try:
             status = json.loads(
@@ -66,13 +78,15 @@ def main() -> int:
             )
             url = f"http://127.0.0.1:{status['port']}"
             results: dict[str, tuple[list[float], list[float]]] = {}
-            commands = {"floor": [sys.executable, "-c", "pass"]}
+            commands = {"floor": ([sys.executable, "-c", "pass"], env)}
             if "url" in kinds:
-                commands["url"] = [*vramtop, "--once", "--json", "--url", url]
+                commands["url"] = ([*vramtop, "--once", "--json", "--url", url], env)
+                if before is not None:
+                    commands["url before"] = (commands["url"][0], before)
             for _ in range(args.runs):
-                for kind, argv in commands.items():
-                    wall, cpu, out = timed(argv, env)
-                    if kind == "url" and json.loads(out)["rates"] is None:
+                for kind, (argv, kind_env) in commands.items():
+                    wall, cpu, out = timed(argv, kind_env)
+                    if kind.startswith("url") and json.loads(out)["rates"] is None:
                         raise SystemExit("--once printed no rates")
                     walls, cpus = results.setdefault(kind, ([], []))
                     walls.append(wall)
@@ -81,20 +95,26 @@ def main() -> int:
             subprocess.run([*vramtop, "stop", "--demo"], env=env, capture_output=True)
         if "demo" in kinds:
             # Its own home: the command starts the simulated machine and stops it again.
+            demo_envs = {"demo": env, **({"demo before": before} if before is not None else {})}
             for _ in range(args.runs):
-                with tempfile.TemporaryDirectory() as own:
-                    wall, cpu, _out = timed(
-                        [*vramtop, "--demo", "--once"], {**env, "VRAMTOP_HOME": own}
-                    )
-                walls, cpus = results.setdefault("demo", ([], []))
-                walls.append(wall)
-                cpus.append(cpu)
+                for kind, kind_env in demo_envs.items():
+                    with tempfile.TemporaryDirectory() as own:
+                        wall, cpu, _out = timed(
+                            [*vramtop, "--demo", "--once"], {**kind_env, "VRAMTOP_HOME": own}
+                        )
+                    walls, cpus = results.setdefault(kind, ([], []))
+                    walls.append(wall)
+                    cpus.append(cpu)
 
     row("python -c pass", *results["floor"], 0.0)
-    if "url" in results:
-        row("vramtop --once --json --url", *results["url"], WINDOW_S)
-    if "demo" in results:
-        row("vramtop --demo --once", *results["demo"], WINDOW_S + SIM_STARTUP_S)
+    for kind in ("url before", "url"):
+        if kind in results:
+            label = "vramtop --once --json --url" + (" (baseline)" if "before" in kind else "")
+            row(label, *results[kind], WINDOW_S)
+    for kind in ("demo before", "demo"):
+        if kind in results:
+            label = "vramtop --demo --once" + (" (baseline)" if "before" in kind else "")
+            row(label, *results[kind], WINDOW_S + SIM_STARTUP_S)
     print(
         "targets: --once --url <= 0.3 s beyond its window; --demo --once <= 1 s beyond the "
         "simulated server's start (wall times here swing with the machine's load)"
