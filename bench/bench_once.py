@@ -30,13 +30,16 @@ import time
 
 WINDOW_S = 1.0  # vramtop.commands.monitor.ONCE_GAP_S
 SIM_STARTUP_S = 0.3
+BASELINE_MARK = "BENCH_ONCE_BASELINE"  # in a baseline command's environment
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall seconds, CPU seconds (the child's), stdout."""
+    """Wall seconds, CPU seconds (the child's), stdout. A baseline's command runs in its
+    checkout (`python -m` looks in the current folder before PYTHONPATH)."""
+    cwd = env.get("PYTHONPATH") if env.get(BASELINE_MARK) else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -68,9 +71,11 @@ def main() -> int:
         env.update(VRAMTOP_HOME=home, VRAMTOP_SIM_STARTUP_S=str(SIM_STARTUP_S))
         # The baseline's commands: its modules first on the path (the simulated processes
         # they start inherit it). Byte-compiled by a first run, as the checkout's own are.
-        before = {**env, "PYTHONPATH": args.baseline} if args.baseline else None
-        if before is not None:
-            subprocess.run([*vramtop, "--version"], env=before, check=True, capture_output=True)
+        before = None
+        if args.baseline:
+            baseline = os.path.abspath(args.baseline)
+            before = {**env, "PYTHONPATH": baseline, BASELINE_MARK: "1"}
+            timed([*vramtop, "--version"], before)
         subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
         try:
             status = json.loads(
