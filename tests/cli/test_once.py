@@ -137,22 +137,10 @@ entry.run()
 def test_demo_once_launches_the_server_before_the_backend_loads_and_ctrl_c_stops_it(
     tmp_path: Path,
 ) -> None:
-    env = dict(os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="0.3")
-    result = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_WHILE_LOADING, "--demo", "--once"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert result.returncode == 130
-    assert "Traceback" not in result.stderr
+    result = _demo_once_interrupted(tmp_path, _INTERRUPTED_WHILE_LOADING)
     assert "STATE starting" in result.stderr  # the server loads while the backend does
     # and what this command started (the server, the simulated GPU) is stopped again
-    deadline = time.monotonic() + 5
-    while sim_processes_under(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not sim_processes_under(tmp_path), "the interrupted --once left processes behind"
+    assert not _sim_processes_left(tmp_path), "the interrupted --once left processes behind"
     status = run_vramtop(tmp_path, "status", "--demo", "--json")
     assert json.loads(status.stdout)["state"] == "stopped"
 
@@ -195,9 +183,16 @@ entry.run()
 
 def test_ctrl_c_while_the_simulated_gpu_starts_leaves_no_gpu_behind(tmp_path: Path) -> None:
     """The simulated GPU's daemon starts while the rest loads: Ctrl+C then stops it too."""
-    env = dict(os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="0.3")
+    _demo_once_interrupted(tmp_path, _INTERRUPTED_WHILE_THE_GPU_STARTS)
+    assert not _sim_processes_left(tmp_path), "the simulated GPU was left running"
+
+
+def _demo_once_interrupted(home: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """`vramtop --demo --once` run by `script` (which interrupts it somewhere): Ctrl+C's exit,
+    no traceback."""
+    env = dict(os.environ, VRAMTOP_HOME=str(home), VRAMTOP_SIM_STARTUP_S="0.3")
     result = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_WHILE_THE_GPU_STARTS, "--demo", "--once"],
+        [sys.executable, "-c", script, "--demo", "--once"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -205,7 +200,12 @@ def test_ctrl_c_while_the_simulated_gpu_starts_leaves_no_gpu_behind(tmp_path: Pa
     )
     assert result.returncode == 130
     assert "Traceback" not in result.stderr
+    return result
+
+
+def _sim_processes_left(home: Path) -> list[psutil.Process]:
+    """The simulated machine's processes under `home` still there after up to 5 s."""
     deadline = time.monotonic() + 5
-    while sim_processes_under(tmp_path) and time.monotonic() < deadline:
+    while sim_processes_under(home) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not sim_processes_under(tmp_path), "the simulated GPU was left running"
+    return sim_processes_under(home)

@@ -119,8 +119,7 @@ async def test_a_search_from_a_scrolled_up_log_shows_its_matches() -> None:
         await pilot.press("slash", *"needle")
         await pilot.pause()
         assert log.texts == ["INFO the needle"]
-        rows = log.render_lines(Region(0, 0, log.size.width, log.size.height))
-        assert "INFO the needle" in "".join(strip.text for strip in rows)
+        assert "INFO the needle" in "".join(_shown(log))
 
 
 async def test_repeated_lines_fold_into_one_row_with_the_newest_line_and_a_count() -> None:

@@ -1,47 +1,26 @@
 """Reads a vLLM server over HTTP into a `ServerReading`: /metrics every tick, /health every
 few ticks while all is well (every tick otherwise), /version and /v1/models once per server
-start. Blocking, one request after another over one kept-alive connection (the standard
-library's `http.client`), each request done within the timeout as a whole. Never raises:
-failures are readings with a reason.
+start. Blocking, one request after another over one kept-alive connection (see
+`server_client.py`), each request done within the timeout as a whole. Never raises: failures
+are readings with a reason.
 """
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import logging
 import time
-import urllib.parse
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.vllm.metrics import parse_metrics
-from vramtop.sources.http_answer import (
-    REQUEST_FAILURES,
-    STALE_CONNECTION,
-    Answer,
-    ConnectFailed,
-    Deadline,
-    Result,
-    response_class,
-)
-from vramtop.sources.plain_http import PlainAnswer, PlainConnection
+from vramtop.sources.http_answer import Answer, ConnectFailed, Result
+from vramtop.sources.server_client import MAX_BODY_BYTES, ServerClient
 
 log = logging.getLogger(__name__)
-
-_C = TypeVar("_C", http.client.HTTPConnection, PlainConnection)
-_R = TypeVar("_R")
-
-# Why http.client and not httpx (which the rest of vramtop uses): a GET of an 8.5 KB /metrics
-# page from a local http.server on a kept-alive connection costs ~0.34 ms of CPU through
-# http.client against ~1.18 ms through httpx.Client (time.thread_time around the GET, median
-# of a few hundred), and these GETs are the largest part of the console's CPU each second
-# (`python bench/bench_tick.py --demo` measures a whole tick).
 
 _METRICS, _HEALTH, _VERSION, _MODELS = "/metrics", "/health", "/version", "/v1/models"
 # After a failed /version or /v1/models, ask again only this many reads later: a server that
@@ -54,11 +33,6 @@ _INFO_RETRY_READS = 30
 # the API server down shortly after, which the next /metrics sees at once. Any other answer
 # has /health asked on every read again.
 _HEALTH_EVERY_READS = 5
-# Characters a path may hold as they are (RFC 3986 pchar, "/" and "%" escapes already made).
-_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
-# vLLM's /metrics page is ~50 KB; a body larger than this is not one (an endless body would
-# otherwise grow the console without bound).
-MAX_BODY_BYTES = 4 * 1024 * 1024
 # Every vLLM metric's name starts with this; a /metrics page with none is another program's.
 _VLLM_METRIC = "vllm:"
 
@@ -78,11 +52,7 @@ class Scraper:
         self.url = mask_url(normalise_url(url))
         self.timeout_s = float(timeout_s)
         self._api_key = api_key
-        # The URL's path, kept before each path asked (http://host:8000/p asks /p/metrics).
-        self._prefix = urllib.parse.quote(urllib.parse.urlsplit(self.url).path, _PATH_SAFE)
-        self._connection: http.client.HTTPConnection | PlainConnection | None = None
-        self._deadline = Deadline()
-        self.response_class = response_class(self._deadline)
+        self._client = ServerClient(self.url, api_key, self.timeout_s)
         self._last_good: ServerReading | None = None
         self._version: str | None = None
         self._served_model: str | None = None
@@ -113,7 +83,7 @@ class Scraper:
             start = time.perf_counter()
             answers: dict[str, Result] = {}
             for path in paths:
-                answer = self._get(path)
+                answer = self._client.get(path)
                 answers[path] = answer
                 if not isinstance(answer, Answer):
                     # Requests run one after another: a server that did not answer one will
@@ -127,138 +97,7 @@ class Scraper:
 
     def close(self) -> None:
         """Closes the kept-alive connection; a later read opens a new one."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with contextlib.suppress(Exception):
-                connection.close()
-
-    # --- fetching ---------------------------------------------------------------------------
-
-    def _headers(self, path: str) -> dict[str, str]:
-        # vLLM's --api-key guards /v1/* only; the key is sent nowhere else.
-        if self._api_key and path.startswith("/v1/"):
-            return {"Authorization": f"Bearer {self._api_key}"}
-        return {}
-
-    def _get(self, path: str) -> Result:
-        try:
-            return self._request(path)
-        except Exception as exc:
-            self.close()  # whatever state the connection is in, the next request starts afresh
-            if isinstance(exc, REQUEST_FAILURES):
-                return exc
-            raise
-
-    def _request(self, path: str) -> Answer:
-        """One GET within `timeout_s` from the start of connecting to the body's last byte."""
-        self._deadline.at = time.monotonic() + self.timeout_s
-        connection = self._connection or self._open()
-        target = self._prefix + path
-        headers = self._headers(path)
-        reused = connection.sock is not None
-        if isinstance(connection, PlainConnection):
-            answer = self._stale_retried(
-                lambda c: self._plain_send(c, target, headers),
-                connection,
-                self._open_plain,
-                reused,
-            )
-            if answer.will_close:
-                self.close()
-            if answer.too_large:
-                return Answer(answer.status, "", too_large=True)
-            return Answer(answer.status, answer.body.decode("utf-8", errors="replace"))
-        response = self._stale_retried(
-            lambda c: self._send(c, target, headers),
-            connection,
-            lambda: self._open_client(urllib.parse.urlsplit(self.url)),
-            reused,
-        )
-        # The deadline bounds every receive (see _DeadlineReader), so one read() is bounded in
-        # time, and the cap in size.
-        body = response.read(MAX_BODY_BYTES + 1)
-        if len(body) > MAX_BODY_BYTES:
-            self.close()  # the rest of the body is never read
-            return Answer(response.status, "", too_large=True)
-        if response.will_close:
-            self.close()
-        return Answer(response.status, body.decode("utf-8", errors="replace"))
-
-    def _stale_retried(
-        self, send: Callable[[_C], _R], connection: _C, reopen: Callable[[], _C], reused: bool
-    ) -> _R:
-        """`send` on `connection`; when a kept-alive one turns out closed by the server while
-        it was idle, once more on a new connection."""
-        try:
-            return send(connection)
-        except STALE_CONNECTION:
-            if not reused:
-                raise
-            self.close()
-            return send(reopen())
-
-    def _connect(self, connect: Callable[[], None]) -> None:
-        """Connects; a failure other than a timeout is `ConnectFailed` (the server was not
-        reached), with its cause."""
-        try:
-            connect()
-        except OSError as exc:
-            if isinstance(exc, TimeoutError):
-                raise
-            raise ConnectFailed(str(exc) or type(exc).__name__) from exc
-
-    def _plain_send(
-        self, connection: PlainConnection, target: str, headers: dict[str, str]
-    ) -> PlainAnswer:
-        if connection.sock is None:
-            self._connect(connection.connect)
-        return connection.get(target, headers, MAX_BODY_BYTES)
-
-    def _send(
-        self, connection: http.client.HTTPConnection, target: str, headers: dict[str, str]
-    ) -> http.client.HTTPResponse:
-        """Sends the request and reads the status line and headers."""
-        if connection.sock is None:
-            connection.timeout = self._deadline.left()
-            self._connect(connection.connect)
-        assert connection.sock is not None
-        connection.sock.settimeout(self._deadline.left())
-        # http.client adds Host, and Accept-Encoding: identity (no compressed body to undo).
-        connection.request("GET", target, headers=headers)
-        return connection.getresponse()
-
-    def _open(self) -> http.client.HTTPConnection | PlainConnection:
-        """A new, not yet connected, connection to the server (kept until an error or close):
-        plain HTTP through `PlainConnection`, HTTPS through http.client."""
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.scheme.lower() == "http":
-            return self._open_plain()
-        return self._open_client(parts)
-
-    def _open_plain(self) -> PlainConnection:
-        parts = urllib.parse.urlsplit(self.url)
-        if not parts.hostname:
-            raise http.client.InvalidURL(f"no host in {self.url}")
-        port = parts.port  # a ValueError for a port that is not a number
-        connection = PlainConnection(parts.hostname, 80 if port is None else port, self._deadline)
-        self._connection = connection
-        return connection
-
-    def _open_client(self, parts: urllib.parse.SplitResult) -> http.client.HTTPSConnection:
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise http.client.InvalidURL(f"unsupported URL scheme {parts.scheme!r} in {self.url}")
-        if not parts.hostname:
-            raise http.client.InvalidURL(f"no host in {self.url}")
-        # The port given, always: http.client would read an IPv6 address's last group as one.
-        port = parts.port  # a ValueError for a port that is not a number
-        # The default SSL context: the system's CAs, the host name checked.
-        connection = http.client.HTTPSConnection(
-            parts.hostname, 443 if port is None else port, timeout=self.timeout_s
-        )
-        connection.response_class = self.response_class
-        self._connection = connection
-        return connection
+        self._client.close()
 
     def _paths_to_fetch(self) -> list[str]:
         """What this read asks for."""
