@@ -14,14 +14,14 @@ from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
-from vramtop.core.model import Rates, ServerState
+from vramtop.core.model import Rates, ServerMetrics, ServerState
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import banner_text
-from vramtop.tui.widgets.throughput_panel import ThroughputPanel, shown_rate
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel, shown_rate, window_normal_tps
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 
@@ -234,6 +234,18 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
         show(412.0, 1200.0, 18.0)
         assert "5/req · normal 80" in panel.lines[0].plain
         assert _error_coloured(panel)
+
+
+def test_the_per_request_normal_is_the_one_of_the_windows_concurrency() -> None:
+    # Three streams whose requests end and begin: one scrape in four reads a single request
+    # running. The tokens of the window were decoded three at a time, so the normal beside
+    # them is the 2-3 bucket's (180), not the lone request's faster one (345).
+    normal = NormalRate({INTER_TOKEN_LATENCY: {1: 345.0, 2: 180.0}})
+    readings = [ServerMetrics(requests_running=r) for r in (3.0, 1.0, 3.0, 3.0)]
+    assert window_normal_tps(normal, readings) == 180.0
+    assert window_normal_tps(normal, [ServerMetrics(requests_running=1.0)]) == 345.0
+    assert window_normal_tps(normal, [ServerMetrics(requests_running=0.0), None]) == 345.0
+    assert window_normal_tps(None, readings) is None
 
 
 def _error_coloured(panel: ThroughputPanel) -> bool:

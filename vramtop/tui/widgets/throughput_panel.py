@@ -86,15 +86,13 @@ class ThroughputPanel(TextPanel):
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         recent = self._recent
         if not recent or sample.t != recent[-1].t:  # the same frame again adds nothing
-            running = max(1.0, (metrics.requests_running or 0.0) if metrics else 0.0)
-            each = normal_rate.for_running(running, INTER_TOKEN_LATENCY) if normal_rate else None
-            recent.append(_Reading(sample.t, rates.generation_tps or 0.0, base_gen, metrics, each))
+            recent.append(_Reading(sample.t, rates.generation_tps or 0.0, base_gen, metrics))
         while recent and recent[0].t <= sample.t - SMOOTH_S:
             recent.popleft()
         shown = shown_rate(rates.generation_tps, [(r.t, r.generation) for r in recent])
         normal = shown_normal(base_gen, [(r.t, r.generation, r.normal) for r in recent])
         decode = window_decode_tps([r.metrics for r in recent])
-        each_normal = _mean([r.normal_each for r in recent if r.normal_each is not None])
+        each_normal = window_normal_tps(normal_rate, [r.metrics for r in recent])
         self.set_rows(
             [
                 _GenerationRow(shown, normal, origin, decode, each_normal),
@@ -124,7 +122,6 @@ class _Reading:
     generation: float
     normal: float | None  # the total the running requests normally reach
     metrics: ServerMetrics | None
-    normal_each: float | None  # the normal per-request decode speed (latency measure)
 
 
 @dataclass(frozen=True)
@@ -186,8 +183,20 @@ def window_decode_tps(readings: Iterable[ServerMetrics | None]) -> float | None:
     return decode_tps(with_histogram[0], with_histogram[-1])
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def window_normal_tps(
+    normal_rate: NormalRate | None, readings: Iterable[ServerMetrics | None]
+) -> float | None:
+    """The normal per-request decode speed to compare `window_decode_tps` with: the one of
+    the concurrency the window's tokens were decoded at, the mean number of requests running
+    in its readings that had any. (The count at one scrape is a moment: three streams whose
+    requests end and begin read 1 now and then, and bucket 1's faster normal beside a speed
+    decoded by three would read as a fall.)"""
+    if normal_rate is None:
+        return None
+    running = [m.requests_running for m in readings if m and m.requests_running]
+    if not running:
+        return normal_rate.for_running(1.0, INTER_TOKEN_LATENCY)
+    return normal_rate.for_running(sum(running) / len(running), INTER_TOKEN_LATENCY)
 
 
 def shown_rate(now: float | None, recent: Iterable[tuple[float, float]]) -> float | None:
