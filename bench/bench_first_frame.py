@@ -11,7 +11,11 @@ the CPU much less. Modules are byte-compiled as installed (PYTHONDONTWRITEBYTECO
 dropped; a first run writes them). Medians of --runs, the commands taking turns; wall times
 swing with the machine's load, so the ratios to the minimal app are the figures to read.
 
-    python -m bench.bench_first_frame [--runs 5] [--timeout 60]
+`--baseline DIR` also runs the console's commands from another checkout (DIR, e.g. a `git
+worktree` of the revision before a change), all taking turns, so that before and after see
+the same load.
+
+    python -m bench.bench_first_frame [--runs 5] [--timeout 60] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import termios
 import time
 
 SIZE = (40, 120)  # rows, columns
+BASELINE_MARK = "BENCH_FIRST_FRAME_BASELINE"  # in a baseline command's environment
 ANSI = re.compile(rb"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|.)")
 FLOOR_APP = """
 from textual.app import App, ComposeResult
@@ -55,10 +60,13 @@ def cpu_s(pid: int) -> float:
 
 def until_marks(argv: list[str], env: dict[str, str], marks: list[bytes], timeout: float):  # type: ignore[no-untyped-def]
     """(wall seconds, CPU seconds) from launch to each mark's first appearance on the
-    terminal (None: never)."""
+    terminal (None: never). A baseline's command runs in its checkout (`python -m` looks in
+    the current folder before PYTHONPATH)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal's size, then the command
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", *SIZE, 0, 0))
+        if env.get(BASELINE_MARK):
+            os.chdir(env["PYTHONPATH"])
         os.execve(argv[0], argv, env)
     start = time.monotonic()
     seen: dict[bytes, tuple[float, float]] = {}
@@ -103,6 +111,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a frame")
     parser.add_argument("--only", default="url,demo", help="url, demo or both")
+    parser.add_argument(
+        "--baseline", default=None, help="another checkout to run the same commands from"
+    )
     args = parser.parse_args()
     kinds = args.only.split(",")
     vramtop = [sys.executable, "-m", "vramtop"]
@@ -116,6 +127,7 @@ def main() -> int:
             PYTHONPATH=os.pathsep.join([os.getcwd(), env.get("PYTHONPATH", "")]),
         )
         subprocess.run([*vramtop, "start", "--demo"], env=env, check=True, capture_output=True)
+        demo_envs: list[dict[str, str]] = []
         times: dict[str, list[tuple[float, float]]] = {}
         try:
             status = subprocess.run(
@@ -125,11 +137,22 @@ def main() -> int:
             runs: dict[str, tuple[list[str], list[bytes], dict[str, str]]] = {
                 "floor": ([sys.executable, "-c", FLOOR_APP], [rb"floor ready"], env),
             }
-            if "url" in kinds:
-                runs["url"] = ([*vramtop, "--url", url], [layout, tokens], env)
-            if "demo" in kinds:
-                demo_env = {**env, "VRAMTOP_HOME": os.path.join(home, "demo")}
-                runs["demo"] = ([*vramtop, "--demo"], [layout], demo_env)
+            # The baseline's commands: its modules first on the path (the simulated processes
+            # they start inherit it).
+            before = (
+                {**env, "PYTHONPATH": os.path.abspath(args.baseline), BASELINE_MARK: "1"}
+                if args.baseline
+                else None
+            )
+            for suffix, kind_env in (("", env), (" before", before)):
+                if kind_env is None:
+                    continue
+                if "url" in kinds:
+                    runs["url" + suffix] = ([*vramtop, "--url", url], [layout, tokens], kind_env)
+                if "demo" in kinds:  # a home of its own: its simulated machine stays up
+                    demo_home = os.path.join(home, "demo" + suffix.replace(" ", "-"))
+                    demo_envs.append({**kind_env, "VRAMTOP_HOME": demo_home})
+                    runs["demo" + suffix] = ([*vramtop, "--demo"], [layout], demo_envs[-1])
             for argv, marks, run_env in runs.values():  # a first run writes the .pyc files
                 until_marks(argv, run_env, marks, args.timeout)
             for _ in range(args.runs):
@@ -138,12 +161,12 @@ def main() -> int:
                     for mark, seconds in zip(marks, found, strict=True):
                         if seconds is None:
                             raise SystemExit(f"{kind}: no {mark.decode()!r} within the timeout")
-                        label = kind if mark != tokens else f"{kind}-data"
+                        label = kind if mark != tokens else kind.replace("url", "url-data")
                         times.setdefault(label, []).append(seconds)
         finally:
             subprocess.run([*vramtop, "stop", "--demo"], env=env, capture_output=True)
-            demo_env = {**env, "VRAMTOP_HOME": os.path.join(home, "demo")}
-            subprocess.run([*vramtop, "stop", "--demo"], env=demo_env, capture_output=True)
+            for demo_env in demo_envs:
+                subprocess.run([*vramtop, "stop", "--demo"], env=demo_env, capture_output=True)
 
     floor = statistics.median(t for t, _ in times["floor"])
     floor_cpu = statistics.median(c for _, c in times["floor"])
@@ -153,7 +176,8 @@ def main() -> int:
         "url-data": "vramtop --url, first frame w/ data",
         "demo": "vramtop --demo, first frame",
     }
-    for label, values in times.items():
+    for label, values in sorted(times.items(), key=lambda item: _order(item[0])):
+        name = labels[label.removesuffix(" before")] + (" (baseline)" if "before" in label else "")
         median = statistics.median(t for t, _ in values)
         cpu = statistics.median(c for _, c in values)
         spread = ", ".join(f"{t:.2f}" for t, _ in values)
@@ -163,10 +187,15 @@ def main() -> int:
             else f"  ratio {median / floor:.2f}x (target <= 1.5x), CPU {cpu / floor_cpu:.2f}x"
         )
         print(
-            f"{labels[label]:<36} {median * 1000:6.0f} ms median ({spread}), "
-            f"CPU {cpu * 1000:4.0f} ms{ratio}"
+            f"{name:<47} {median * 1000:6.0f} ms median ({spread}), CPU {cpu * 1000:4.0f} ms{ratio}"
         )
     return 0
+
+
+def _order(label: str) -> tuple[int, bool]:
+    """The minimal app first, then each command's baseline just above it."""
+    kinds = ["floor", "url", "url-data", "demo"]
+    return kinds.index(label.removesuffix(" before")), "before" not in label
 
 
 if __name__ == "__main__":
