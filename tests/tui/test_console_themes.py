@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import ComposeResult
 
 from tests.support.console import make_app
+from tests.support.fake_backend import FakeBackend
 from vramtop import locations
 from vramtop.settings import Settings
+from vramtop.tui.app import VramtopApp
 from vramtop.tui.themes import ThemeFileError, load_themes, theme_from_file, theme_from_mapping
 
 
@@ -71,3 +74,20 @@ async def test_user_theme_is_used_when_chosen() -> None:
     app = make_app(settings=Settings(interval_s=3600, theme="mine"))
     async with app.run_test(size=(100, 30)):
         assert app.theme == "mine"
+
+
+async def test_the_theme_is_chosen_before_the_layout_is_composed() -> None:
+    """Before its styles are first parsed: chosen once the console ran, every style sheet
+    was parsed again for the theme's colours while the first frame waited."""
+    themes: list[str] = []
+
+    class Watched(VramtopApp):
+        def compose(self) -> ComposeResult:
+            themes.append(self.theme)
+            yield from super().compose()
+
+    backend = FakeBackend()
+    app = Watched(backend, Settings(interval_s=3600, theme="vramtop-light"), clock=backend.clock)
+    async with app.run_test(size=(100, 30)):
+        assert themes == ["vramtop-light"]
+        assert app.has_class("-light-mode")

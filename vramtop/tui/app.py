@@ -73,6 +73,11 @@ class VramtopApp(ActingConsole):
         for binding_id, key, action, label, _title, _help in ACTIONS
     ]
 
+    def on_load(self) -> None:
+        # Chosen before the first style sheet is parsed: a theme set once the console runs
+        # has every style sheet parsed again for its colours (twice, the first frame waiting).
+        self._theme_notices = self._install_themes()
+
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         # Each frame, Textual asks every widget whose container overlaps what changed for
@@ -96,7 +101,8 @@ class VramtopApp(ActingConsole):
         self._kv = self.query_one(KvPoolPanel)
         self._throughput = self.query_one(ThroughputPanel)
         self._server_log = self.query_one(ServerLog)
-        self._install_themes()
+        for notice in self._theme_notices:
+            self.notify(notice, title="Theme", severity="warning", timeout=8)
         if self.settings.keys:
             self._keys = dict(self.settings.keys)
             self.set_keymap(self._keys)
@@ -149,25 +155,24 @@ class VramtopApp(ActingConsole):
         """vramtop's themes, in the order `t` cycles through them (the palette lists these)."""
         return tuple(self._theme_names)
 
-    def _install_themes(self) -> None:
+    def _install_themes(self) -> list[str]:
+        """Register vramtop's themes and choose the settings' one; returns what to tell the
+        person (a broken theme file, a theme not found)."""
         loaded = load_themes()
         for theme in loaded.themes:
             self.register_theme(theme)
         self._theme_names = sorted(t.name for t in loaded.themes) or [self.theme]
-        for notice in loaded.notices:
-            self.notify(notice, title="Theme", severity="warning", timeout=8)
+        notices = list(loaded.notices)
         wanted = self.settings.theme
         if wanted in self._theme_names:
             self.theme = wanted
         else:
             if DEFAULT_THEME in self.available_themes:
                 self.theme = DEFAULT_THEME
-            self.notify(
-                f"Theme {wanted!r} was not found or could not be read; using {self.theme}.",
-                title="Theme",
-                severity="warning",
-                timeout=8,
+            notices.append(
+                f"Theme {wanted!r} was not found or could not be read; using {self.theme}."
             )
+        return notices
 
     # -- keys ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
