@@ -8,6 +8,7 @@ Holds no logic of its own. Each subcommand lives in `vramtop/commands/<name>.py`
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -169,6 +170,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.command or args.once:
+        gc.enable()  # held off for the console's start only (entry.run)
     from vramtop.locations import home_problem
 
     problem = home_problem()

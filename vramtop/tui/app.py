@@ -115,6 +115,7 @@ class VramtopApp(ActingConsole):
         self.set_timer(SETTLE_S, _set_aside_start_up)
 
     def _after_first_frame(self) -> None:
+        gc.enable()  # held off while the console started (vramtop/entry.py)
         self.request_tick()
         # Crash settling and automatic restarts on a thread of their own, every second: a
         # tick only reads, so it never waits on them (nor on a stop under way).
