@@ -25,6 +25,10 @@ OWN_LATER = (
     "vramtop.sim.machine",
     "vramtop.core.diagnosis.diagnoser",
     "vramtop.tui.screens.timeline_screen",
+    "vramtop.tui.screens.budget_dialog",
+    "vramtop.tui.screens.headroom_screen",
+    "vramtop.tui.screens.quit_dialog",
+    "vramtop.tui.whatif",
 )
 
 

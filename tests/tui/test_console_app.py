@@ -330,6 +330,7 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
+        assert not app.query(Input)  # made when a search begins: the first frame has none
         await pilot.press("slash")
         await pilot.press(*"KV cache")
         log = app.query_one("#server-log TailLog", TailLog)

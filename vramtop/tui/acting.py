@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual import work
 
@@ -19,11 +20,14 @@ from vramtop.core.model import ServerState
 from vramtop.machines.interface import ActionResult
 from vramtop.tui.keys import LAUNCHED
 from vramtop.tui.messages import ActionFinished, ActionProgress
-from vramtop.tui.screens.budget_dialog import BudgetDialog
-from vramtop.tui.screens.headroom_screen import HeadroomScreen, Proposal, no_terms
-from vramtop.tui.screens.quit_dialog import QuitChoice, QuitDialog
 from vramtop.tui.showing import ShowingConsole
-from vramtop.tui.whatif import Machine
+
+if TYPE_CHECKING:
+    # The dialogs are imported when a key opens them: the first frame waits for every
+    # module imported before it.
+    from vramtop.tui.screens.headroom_screen import Proposal
+    from vramtop.tui.screens.quit_dialog import QuitChoice
+    from vramtop.tui.whatif import Machine
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,7 @@ class ActingConsole(ShowingConsole):
         value = suggested or remedy_util or current or 0.9
         if suggested is not None:
             why = "proposed in the headroom panel"
+        from vramtop.tui.screens.budget_dialog import BudgetDialog
 
         self.push_screen(
             BudgetDialog(value, current, self.headroom_inputs, why=why, machine=self._machine()),
@@ -104,6 +109,7 @@ class ActingConsole(ShowingConsole):
             self._start_action("start", lambda progress: self.backend.start(progress=progress))
 
     def action_headroom(self) -> None:
+        from vramtop.tui.screens.headroom_screen import HeadroomScreen, no_terms
 
         remedy_util, why = _remedy_util(self.findings)
         self.push_screen(
@@ -149,6 +155,7 @@ class ActingConsole(ShowingConsole):
         self._render_header()
 
     def action_quit_console(self) -> None:
+        from vramtop.tui.screens.quit_dialog import QuitDialog
 
         if isinstance(self.screen, QuitDialog) or self._quitting:
             return  # asked already (a second Ctrl+Q while the question is up)

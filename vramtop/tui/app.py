@@ -212,8 +212,8 @@ class VramtopApp(ActingConsole):
     def action_focus_log(self) -> None:
         self.query_one("#server-log TailLog").focus()
 
-    def action_search_log(self) -> None:
-        self._server_log.start_search()
+    async def action_search_log(self) -> None:
+        await self._server_log.start_search()
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names

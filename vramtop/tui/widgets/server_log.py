@@ -254,11 +254,26 @@ class ServerLog(Vertical):
 
     def compose(self) -> ComposeResult:
         yield self._log
-        # Compact: one row with no border, so the typed text shows (a focused Input's tall
-        # border would otherwise fill the single row and hide it).
-        yield TypedInput(
-            placeholder="search the log (enter keeps it, esc clears)", id="log-search", compact=True
-        )
+
+    async def start_search(self) -> None:
+        self.add_class("-searching")
+        search = self._search()
+        if search is None:
+            # Made the first time a search begins: hidden until then, it cost the console's
+            # first frame its widget and its styles. Compact: one row with no border, so the
+            # typed text shows (a focused Input's tall border would fill the row and hide it).
+            search = TypedInput(
+                placeholder="search the log (enter keeps it, esc clears)",
+                id="log-search",
+                compact=True,
+            )
+            await self.mount(search)
+        search.focus()
+
+    def _search(self) -> Input | None:
+        """The search field, once a search has made it."""
+        found = self.query(Input)
+        return found.first() if found else None
 
     def on_mount(self) -> None:
         self.border_title = "Server log"
@@ -297,10 +312,6 @@ class ServerLog(Vertical):
         if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
 
-    def start_search(self) -> None:
-        self.add_class("-searching")
-        self.query_one(Input).focus()
-
     def set_query(self, query: str) -> None:
         self._query = query
         self._subtitle = f"filter: {query}" if query else ""
@@ -316,8 +327,8 @@ class ServerLog(Vertical):
         self.query_one(TailLog).focus()
 
     def key_escape(self) -> None:
-        search = self.query_one(Input)
-        if search.value:
+        search = self._search()
+        if search is not None and search.value:
             search.value = ""
         self.remove_class("-searching")
         self.query_one(TailLog).focus()
