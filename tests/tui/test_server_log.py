@@ -19,9 +19,9 @@ def _count_draws(log: TailLog) -> list[str]:
     drawn: list[str] = []
     draw = log._draw
 
-    def counting(row, style, selected=None):  # type: ignore[no-untyped-def]
+    def counting(row, index, frame, selected=None):  # type: ignore[no-untyped-def]
         drawn.append(row.line)
-        return draw(row, style, selected)
+        return draw(row, index, frame, selected)
 
     log._draw = counting  # type: ignore[method-assign]
     return drawn
@@ -259,3 +259,40 @@ async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves()
         # Each tick's tail continues the last one: the seven new lines are counted, none
         # twice, and the rows are not rebuilt from the tail held (which counts its own only).
         assert dict(log.rows)[same] == counted + 21
+
+
+async def test_rows_are_drawn_as_textuals_strip_operations_would_draw_them() -> None:
+    # The rows that fit are made in one go; each must be what Textual's own steps make of the
+    # styled line: styled, padded to the panel's width, each cell marked with its place.
+    backend = FakeBackend()
+    error = "ERROR 11-14 10:02:{s:02d} [core.py:812] request {s} failed: CUDA error"
+    backend._log += [
+        *[ACCESS.format(port=40000 + i) for i in range(3)],
+        *[error.format(s=s) for s in range(2)],
+        "INFO 全角の行 wide characters",
+        "INFO " + "x" * 200,  # wider than the panel
+        "INFO plain",
+    ]
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.pause()
+        log = app.query_one(TailLog)
+        styled = app.query_one(ServerLog)._styled
+        style, width = log.visual_style.rich_style, log.scrollable_content_region.width
+        top = round(log.scroll_y)
+        strips = [log.render_line(y) for y in range(log.size.height)]  # (before Textual's filters)
+        shown = log._rows.rows[top : top + len(strips)]
+        assert [row.count for row in shown][-5:] == [3, 2, 1, 1, 1]
+        for index, (row, strip) in enumerate(zip(shown, strips, strict=False), start=top):
+            text = styled(row)
+            expected = (
+                Strip(text.render(app.console), text.cell_len)
+                .apply_style(style)
+                .crop_extend(0, width, style)
+                .apply_offsets(0, index)
+            )
+            if text.cell_len <= width:
+                assert list(strip) == list(expected)
+            assert strip.cell_length == width
+            assert strip.text == expected.text

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -35,6 +36,28 @@ def _printable(line: str) -> str:
     if line.isprintable():  # most lines: no tab, no control character (checked in C)
         return line
     return _CONTROL.sub("\ufffd", line.expandtabs())
+
+
+class _Frame(NamedTuple):
+    """What the rows of one frame are drawn with."""
+
+    style: Style
+    width: int
+    scroll_x: int
+    scroll_y: int
+    selection: Selection | None
+
+
+def _placed(segments: list[Segment], y: int) -> list[Segment]:
+    """The segments of row `y`, each marked with where it starts, as Textual's
+    `Strip.apply_offsets` marks them (text selection finds what the mouse is over by it)."""
+    placed = []
+    x = 0
+    for text, style, _ in segments:
+        offset = Style.from_meta({"offset": (x, y)})
+        placed.append(Segment(text, style + offset if style else offset))
+        x += len(text)
+    return placed
 
 
 def count_badge(count: int) -> str:
@@ -69,10 +92,10 @@ class TailLog(ScrollView, can_focus=True):
         self._styler = styler
         self._max_lines = max_lines
         self._rows = FoldedRows()
-        self._dropped = 0  # rows dropped from the front: a strip's key is first-row-ever based
+        self._dropped = 0  # rows dropped from the front: a row's place in the log moved
         self._width = 0
-        self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(256)
-        self._frame: tuple[Style, int] | None = None
+        self._strips: LRUCache[tuple[int, int, int, Style, int, int], Strip] = LRUCache(256)
+        self._frame: _Frame | None = None
 
     @property
     def texts(self) -> list[str]:
@@ -169,42 +192,70 @@ class TailLog(ScrollView, can_focus=True):
         if self.following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
-    # The widget's style and its width cannot change within one frame: they are worked out
-    # once per frame rather than once per row. The style is Textual's `visual_style`, kept
-    # until a style changes (`rich_style` walks every ancestor's CSS each time it is read,
-    # a good part of the cost of a frame that redraws one row).
+    # What every row of a frame shares (the widget's style, its width, the scroll offset, the
+    # selection) cannot change within the frame: it is worked out once per frame rather than
+    # once per row. The style is Textual's `visual_style`, kept until a style changes
+    # (`rich_style` walks every ancestor's CSS each time it is read).
     def render_lines(self, crop: Region) -> list[Strip]:
-        self._frame = (self.visual_style.rich_style, self.scrollable_content_region.width)
+        self._frame = self._frame_now()
         try:
             return super().render_lines(crop)
         finally:
             self._frame = None
 
-    def render_line(self, y: int) -> Strip:
+    def _frame_now(self) -> _Frame:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
-        style, width = self._frame or (
+        return _Frame(
             self.visual_style.rich_style,
             self.scrollable_content_region.width,
+            scroll_x,
+            scroll_y,
+            self.text_selection,
         )
+
+    def render_line(self, y: int) -> Strip:
+        frame = self._frame or self._frame_now()
+        index = frame.scroll_y + y
         rows = self._rows.rows
         if index >= len(rows):
-            return Strip.blank(width, style)
+            return Strip.blank(frame.width, frame.style)
         row = rows[index]
-        selection = self.text_selection
-        if selection is not None:
-            strip = self._draw(row, style, selection.get_span(index))
-        else:
-            key = (self._dropped + index, row.count)
-            cached = self._strips.get(key)
-            if cached is None:
-                cached = self._draw(row, style)
-                self._strips.set(key, cached)
-            strip = cached
+        if frame.selection is not None:
+            return self._draw(row, index, frame, frame.selection.get_span(index))
+        # A row is drawn once for as long as it shows the same line and count at the same
+        # place in the log: rows that only move up the screen are not drawn again.
+        key = (self._dropped, index, row.count, frame.style, frame.width, frame.scroll_x)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._draw(row, index, frame)
+            self._strips.set(key, strip)
+        return strip
+
+    def _draw(
+        self, row: Row, index: int, frame: _Frame, selected: tuple[int, int] | None = None
+    ) -> Strip:
+        """The row as it shows: its text in the widget's style, cut to the panel's width, and
+        each cell's place in the log (for selecting text with the mouse)."""
+        text = self._styler(row)
+        if selected is not None:
+            start, end = selected
+            selection_style = self.screen.get_component_rich_style("screen--selection")
+            text.stylize(selection_style, start, len(text.plain) if end == -1 else end)
+        style, width, scroll_x = frame.style, frame.width, frame.scroll_x
+        length = text.cell_len
+        segments = list(Segment.apply_style(text.render(self.app.console), style))
+        if scroll_x == 0 and length <= width:
+            # Most rows: the whole line fits. Its segments, the padding, and each one's place
+            # made in one go, rather than a strip made for each step (a strip costs a few
+            # microseconds, and a busy log brings a panel's height of new rows a second).
+            if length < width:
+                segments.append(Segment(" " * (width - length), style))
+            return Strip(_placed(segments, index), width)
+        strip = Strip(segments, length)
         badge = len(count_badge(row.count))
-        if badge and strip.cell_length > scroll_x + width > badge:
+        if badge and length > scroll_x + width > badge:
             # A folded row wider than the panel: its count stays in view, at the right edge.
-            line_end = strip.cell_length - badge
+            line_end = length - badge
             return Strip.join(
                 [
                     strip.crop(scroll_x, scroll_x + width - badge).apply_offsets(scroll_x, index),
@@ -212,14 +263,6 @@ class TailLog(ScrollView, can_focus=True):
                 ]
             )
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
-
-    def _draw(self, row: Row, style: Style, selected: tuple[int, int] | None = None) -> Strip:
-        text = self._styler(row)
-        if selected is not None:
-            start, end = selected
-            selection_style = self.screen.get_component_rich_style("screen--selection")
-            text.stylize(selection_style, start, len(text.plain) if end == -1 else end)
-        return Strip(text.render(self.app.console), text.cell_len).apply_style(style)
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         # What is copied is what shows: a folded row's newest line and its count.
