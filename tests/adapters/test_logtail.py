@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtop.sources.logtail import LogTail
+from vramtop.sources.logtail import LogTail, read_section
 
 
 @pytest.fixture(autouse=True)
@@ -123,3 +123,33 @@ def test_a_directory_sets_error(tmp_path: Path) -> None:
     tail = LogTail(tmp_path)
     assert tail.read_new() == []
     assert tail.error is not None
+
+
+def test_a_log_opened_late_is_read_from_the_first_whole_line_of_its_end(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    _append(log, "".join(f"line {n:04d}\n" for n in range(1000)))  # 10 bytes a line
+    with LogTail(log) as tail:
+        resume = tail.skip_to_tail(95)
+        assert resume == 10_000 - 90  # the next line's start, not the middle of one
+        assert tail.read_new() == [f"line {n:04d}" for n in range(991, 1000)]
+        _append(log, "after\n")
+        assert tail.read_new() == ["after"]
+
+
+def test_a_short_log_opened_late_is_read_whole(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    _append(log, "one\ntwo\n")
+    with LogTail(log) as tail:
+        assert tail.skip_to_tail(8) == 0
+        assert tail.read_new() == ["one", "two"]
+    with LogTail(tmp_path / "absent.log") as tail:
+        assert tail.skip_to_tail(8) == 0 and tail.read_new() == []
+
+
+def test_a_section_is_whole_lines_between_two_offsets(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    _append(log, "zero\none\ntwo\nthree\n")
+    assert read_section(log, 5, 13, 100) == ["one", "two"]
+    assert read_section(log, 5, 19, 6) == ["one"]  # cut by the limit: whole lines only
+    assert read_section(log, 13, 5, 100) == []
+    assert read_section(tmp_path / "absent.log", 0, 10, 100) == []

@@ -112,6 +112,7 @@ def demo_backend(
         url=supervisor.profile.url,
         info=supervisor.status,
         log_path=lambda: supervisor.log_path,
+        log_start=lambda: supervisor.log_offset,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
     )
 

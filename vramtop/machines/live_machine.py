@@ -69,6 +69,7 @@ def live_machine(
         api_key=api_key_from(profile, api_key_env),
         info=supervisor.status if supervisor else (lambda: None),
         log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
+        log_start=(lambda: supervisor.log_offset) if supervisor else (lambda: 0),
         windows=windows_source,
     )
     return LiveMachine(sampler, supervisor, wsl)

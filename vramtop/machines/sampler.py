@@ -31,7 +31,7 @@ from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows.reading import WindowsGpuReading
-from vramtop.sources.logtail import LogTail
+from vramtop.sources.logtail import LogTail, read_section
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
 
@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 
 LOG_LINES_KEPT = 2000
 START_MARKER = "=== vramtop: start"
+# A log found longer than this when first opened is read from its last this many bytes (about
+# a thousand lines, more than the console's log panel holds) ...
+LATE_TAIL_BYTES = 128 * 1024
+# ... after the start of the server's run, read for its startup facts only, to the end of the
+# startup and at most this much (vLLM's startup output is some 20-100 KB).
+LATE_STARTUP_BYTES = 256 * 1024
 
 
 class WindowsSource(Protocol):
@@ -51,7 +57,8 @@ class WindowsSource(Protocol):
 
 class Sampler:
     """Sources in, samples out. `info` and `log_path` are asked each tick (they change on
-    restart); `clock` is injectable so tests and replays control time."""
+    restart), `log_start` (where in that file the server's run began) when a log is opened;
+    `clock` is injectable so tests and replays control time."""
 
     def __init__(
         self,
@@ -61,6 +68,7 @@ class Sampler:
         api_key: str | None = None,
         info: Callable[[], ServerInfo | None] = lambda: None,
         log_path: Callable[[], Path | None] = lambda: None,
+        log_start: Callable[[], int] = lambda: 0,
         clock: Callable[[], float] = time.monotonic,
         timeout_s: float = 2.0,
         windows: WindowsSource | None = None,
@@ -70,6 +78,7 @@ class Sampler:
         self._scraper = Scraper(url, api_key=api_key, timeout_s=timeout_s) if url else None
         self._info = info
         self._log_path = log_path
+        self._log_start = log_start
         self._clock = clock
         self._t0 = clock()
         self.timeline = Timeline()
@@ -132,6 +141,7 @@ class Sampler:
             self._lines.clear()
         if path is None:
             return None
+        opened = self._tail is None
         if self._tail is None:
             self._tail = LogTail(path)
         started_at = info.started_at if info else None
@@ -140,26 +150,46 @@ class Sampler:
             self._started_at = started_at
             self._startup = StartupParser()
             self._stats = None
+        if opened:
+            self._open_late(self._tail)
         for raw in self._tail.read_new():
-            line = mask_line(raw)  # shown and recorded: never a key the server printed
-            if is_poll_access_line(line):
-                continue  # our own scrapes, once a second: the log file keeps them
-            self._lines.append(line)
-            if line.startswith(START_MARKER):
-                # The supervisor marks each launch in the log: facts before it belong to an
-                # earlier server (an old startup failure must not stick to the new one).
-                self._startup = StartupParser()
-                self._stats = None
-            skipped = self._startup.skipped_lines
-            self._startup.feed(line)
-            if self._startup.skipped_lines > skipped:
-                log.warning(
-                    "server log: a line could not be read, skipped (%s)", self._startup.last_skipped
-                )
-            stats = parse_stats_line(line)
-            if stats is not None:
-                self._stats = stats
+            self._take(raw)
         return self._startup.facts
+
+    def _open_late(self, tail: LogTail) -> None:
+        """A log that is long when first opened (a console opened on a server that has served
+        for hours): reading it from its start would take a megabyte a tick, the log panel
+        showing hours-old lines meanwhile. Its present is read instead, after the start of
+        the server's run for the startup facts; the lines between are in the file (`vramtop
+        logs`), not shown."""
+        resume = tail.skip_to_tail(LATE_TAIL_BYTES)
+        if resume:
+            for raw in read_section(tail.path, self._log_start(), resume, LATE_STARTUP_BYTES):
+                if self._startup.complete:
+                    break
+                self._take(raw, shown=False)
+
+    def _take(self, raw: str, shown: bool = True) -> None:
+        """One line of the server's output: kept to show, and read for facts."""
+        line = mask_line(raw)  # shown and recorded: never a key the server printed
+        if is_poll_access_line(line):
+            return  # our own scrapes, once a second: the log file keeps them
+        if shown:
+            self._lines.append(line)
+        if line.startswith(START_MARKER):
+            # The supervisor marks each launch in the log: facts before it belong to an
+            # earlier server (an old startup failure must not stick to the new one).
+            self._startup = StartupParser()
+            self._stats = None
+        skipped = self._startup.skipped_lines
+        self._startup.feed(line)
+        if self._startup.skipped_lines > skipped:
+            log.warning(
+                "server log: a line could not be read, skipped (%s)", self._startup.last_skipped
+            )
+        stats = parse_stats_line(line)
+        if stats is not None:
+            self._stats = stats
 
     def _split(self, sample: Sample) -> Split | None:
         if not sample.gpu.devices:

@@ -40,6 +40,29 @@ class LogTail:
         self.error = None
         return lines
 
+    def skip_to_tail(self, keep_bytes: int) -> int:
+        """Start at the first whole line of the file's last `keep_bytes`, when it has more:
+        a log opened late (a server that has served for hours) shows its present at once,
+        rather than replaying hours of output a megabyte a call. Returns the offset reading
+        starts at (0: the whole file is read, as without this call)."""
+        if self._file is not None:
+            return 0
+        try:
+            file = open(self.path, "rb")  # noqa: SIM115 (kept open between calls)
+            stat = os.fstat(file.fileno())
+        except OSError:
+            return 0  # not there yet, or unreadable: the next read says why
+        self._file, self._identity, self._partial = file, (stat.st_dev, stat.st_ino), b""
+        if stat.st_size <= keep_bytes:
+            return 0
+        try:
+            file.seek(stat.st_size - keep_bytes - 1)
+            file.readline()  # the rest of a line begun before: the next line is whole
+            return file.tell()
+        except OSError:
+            self.close()
+            return 0
+
     def close(self) -> None:
         if self._file is not None:
             with contextlib.suppress(OSError):
@@ -88,3 +111,19 @@ class LogTail:
             parts.append(self._partial)
             self._partial = b""
         return [part.decode("utf-8", errors="replace").rstrip("\r") for part in parts]
+
+
+def read_section(path: Path, start: int, end: int, limit: int) -> list[str]:
+    """The whole lines of `path` between offsets `start` and `end` (each a line's start), at
+    most `limit` bytes of them. Never raises: an unreadable file gives no lines."""
+    if end <= start:
+        return []
+    try:
+        with open(path, "rb") as file:
+            file.seek(start)
+            data = file.read(min(limit, end - start))
+    except OSError:
+        return []
+    if start + len(data) < end:
+        data = data[: data.rfind(b"\n") + 1]  # cut by `limit` (or a shorter file): whole lines
+    return [line.decode("utf-8", errors="replace").rstrip("\r") for line in data.split(b"\n")[:-1]]

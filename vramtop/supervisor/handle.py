@@ -71,6 +71,13 @@ class ServerHandle:
             return Path(rec.log_path) if rec.log_path else None
         return self._records.log_path(self.name)
 
+    @property
+    def log_offset(self) -> int:
+        """Where the current server's run begins in `log_path` (after vramtop's start line;
+        0 for an attached server's own file)."""
+        rec = self._recorded()
+        return rec.log_offset if rec is not None else 0
+
     def record(self) -> ServerRecord | None:
         """The record, a copy of the caller's own to change and save."""
         return self._records.load(self.name)

@@ -161,6 +161,12 @@ class StartupParser:
     def facts(self) -> StartupFacts:
         return self._facts
 
+    @property
+    def complete(self) -> bool:
+        """Whether the startup is over: vLLM says where it listens once its engine is up,
+        after every fact above (a failed start never gets there)."""
+        return self._facts.listen is not None
+
     def feed(self, line: str) -> None:
         try:
             self._feed(line)
