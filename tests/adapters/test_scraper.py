@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import shutil
 import socket
 import ssl
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from vramtop.core.model import ServerReading
+from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sources import scraper as scraper_module
+from vramtop.sources.metrics_page import SHORT_PAGE, WHOLE_PAGE
 from vramtop.sources.scraper import _HEALTH_EVERY_READS, MAX_BODY_BYTES, Scraper
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +68,10 @@ class FakeVllm:
     # "headers" or "body": send that part a byte every 0.05 s, a server stuck mid-answer.
     trickle: str | None = None
     prefix: str = ""  # the paths the server answers, under this prefix
+    # What /metrics/?name[]=… answers: "kept" (the samples named, as prometheus_client
+    # writes them), "whole" (the query ignored), "empty" (a registry that knows no names);
+    # None: 404, as the simulator answers.
+    short_page: str | None = None
     peers: list[tuple[str, int]] = field(default_factory=list)  # one per accepted connection
     url: str = ""
 
@@ -130,6 +138,8 @@ def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
             path = path.removeprefix(state.prefix)
             if path == "/metrics":
                 self._send(state.metrics_status, state.metrics)
+            elif path.startswith("/metrics/?") and state.short_page is not None:
+                self._send(state.metrics_status, _short_page(state, path))
             elif path == "/health":
                 self._send(state.health_status, "")
             elif path == "/version":
@@ -146,9 +156,24 @@ def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _short_page(state: FakeVllm, path: str) -> str:
+    if state.short_page == "whole":
+        return state.metrics
+    if state.short_page == "empty":
+        return ""
+    names = set(urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)["name[]"])
+    return "".join(
+        line + "\n"
+        for line in state.metrics.splitlines()
+        if line and not line.startswith("#") and re.split("[{ ]", line, maxsplit=1)[0] in names
+    )
+
+
 @contextlib.contextmanager
-def _serving(state: FakeVllm, tls: ssl.SSLContext | None = None) -> Iterator[FakeVllm]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+def _serving(
+    state: FakeVllm, tls: ssl.SSLContext | None = None, port: int = 0
+) -> Iterator[FakeVllm]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(state))
     httpd.daemon_threads = True
     if tls is not None:
         httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
@@ -584,3 +609,100 @@ def test_an_engine_dying_is_reported_within_a_few_reads(
     server.health_status = 200
     assert read().healthy is True
     assert _health_asks(server, read, _HEALTH_EVERY_READS - 1) == 0
+
+
+@pytest.fixture
+def patient(server: FakeVllm) -> Iterator[Callable[[], ServerReading]]:
+    """Reads of the fake server with time to spare on a busy machine (no timeout is under
+    test here)."""
+    scraper = Scraper(server.url, timeout_s=10.0)
+    yield scraper.read_sync
+    scraper.close()
+
+
+def test_a_server_that_keeps_to_the_names_asked_is_asked_for_the_samples_read_alone(
+    server: FakeVllm, patient: Callable[[], ServerReading]
+) -> None:
+    """The whole page once, to compare the short page with; the short page from then on,
+    read as the whole one reads."""
+    server.short_page = "kept"
+    readings = [patient() for _ in range(4)]
+    assert server.hits[WHOLE_PAGE] == 1 and server.hits[SHORT_PAGE] == 4
+    for reading in readings:
+        assert reading.metrics == parse_metrics(server.metrics) and not reading.stale
+        assert reading.healthy and reading.error is None
+
+
+@pytest.mark.parametrize("short_page", ["whole", "empty", None])
+def test_a_server_that_does_not_keep_to_the_names_is_asked_for_the_whole_page(
+    server: FakeVllm, patient: Callable[[], ServerReading], short_page: str | None
+) -> None:
+    """The query ignored, a page with nothing on it, or a 404: tried once, then the whole
+    page on every read."""
+    server.short_page = short_page
+    readings = [patient() for _ in range(4)]
+    assert server.hits[SHORT_PAGE] == 1 and server.hits[WHOLE_PAGE] == 4
+    for reading in readings:
+        assert reading.metrics == parse_metrics(server.metrics) and reading.error is None
+
+
+def test_a_short_page_that_lacks_what_the_server_gave_is_read_whole_from_then_on(
+    server: FakeVllm, patient: Callable[[], ServerReading]
+) -> None:
+    server.short_page = "kept"
+    patient(), patient()
+    server.short_page = "empty"  # e.g. another server behind the same address
+    lacking = patient()
+    assert lacking.metrics == parse_metrics(server.metrics) and not lacking.stale
+    patient()
+    assert server.hits[SHORT_PAGE] == 3 and server.hits[WHOLE_PAGE] == 3
+
+
+def test_a_series_new_on_the_server_is_read_from_the_short_page_too(
+    server: FakeVllm, patient: Callable[[], ServerReading]
+) -> None:
+    """A short page with other series than before is compared with the whole page again:
+    a new engine's lines count, and the short page goes on serving."""
+    server.short_page = "kept"
+    server.metrics = 'vllm:num_requests_running{engine="0"} 2.0\n'
+    assert _running(patient()) == 2.0
+    server.metrics += 'vllm:num_requests_running{engine="1"} 3.0\n'
+    assert _running(patient()) == 5.0  # judged again against the whole page
+    assert _running(patient()) == 5.0
+    assert server.hits[WHOLE_PAGE] == 2 and server.hits[SHORT_PAGE] == 3
+
+
+def test_a_restarted_server_has_its_short_page_tried_again(
+    server: FakeVllm, patient: Callable[[], ServerReading]
+) -> None:
+    server.metrics = "vllm:generation_tokens_total 100.0\n"
+    patient(), patient()  # the short page is a 404 here: the whole page is asked
+    assert server.hits[SHORT_PAGE] == 1
+    server.short_page = "kept"
+    server.metrics = "vllm:generation_tokens_total 5.0\n"  # a new start (counters fell)
+    patient(), patient(), patient()
+    assert server.hits[SHORT_PAGE] == 3 and server.hits[WHOLE_PAGE] == 4
+
+
+def test_a_server_gone_and_back_has_its_short_page_tried_again() -> None:
+    """Nothing answers at the address for a while, then a server that keeps to the names
+    does: it is another server, its short page is tried."""
+    first = FakeVllm()
+    with _serving(first):
+        scraper = Scraper(first.url, timeout_s=10.0)
+        scraper.read_sync()  # the short page is a 404 here
+    scraper.close()  # (the server's thread would serve the kept-alive connection on)
+    port = int(first.url.rsplit(":", 1)[1])
+    try:
+        assert not scraper.read_sync().reachable  # refused
+        with _serving(FakeVllm(short_page="kept"), port=port) as second:
+            back = scraper.read_sync()
+            scraper.read_sync()
+    finally:
+        scraper.close()
+    assert back.reachable and back.metrics == parse_metrics(second.metrics)
+    assert second.hits[SHORT_PAGE] == 2 and second.hits[WHOLE_PAGE] == 1
+
+
+def _running(reading: ServerReading) -> float | None:
+    return reading.metrics.requests_running if reading.metrics else None

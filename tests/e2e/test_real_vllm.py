@@ -39,8 +39,12 @@ from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import parse_startup
+from vramtop.core.vllm.metrics import only_read, parse_metrics, series_read
 from vramtop.machines.machine_backend import MachineBackend, live_backend
+from vramtop.sources.http_answer import Answer
+from vramtop.sources.metrics_page import SHORT_PAGE, WHOLE_PAGE, MetricsPage
 from vramtop.sources.scraper import Scraper
+from vramtop.sources.server_client import ServerClient
 from vramtop.supervisor import Supervisor
 
 pytestmark = pytest.mark.timeout(600)
@@ -274,6 +278,29 @@ def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Ser
     raw = cache_config_info(served.url)
     assert int(raw["kv_cache_size_tokens"]) == tokens
     assert int(raw["kv_cache_memory_bytes"]) == cache.kv_cache_memory_bytes
+
+
+def test_the_server_gives_the_samples_read_alone_and_the_scraper_asks_for_them(
+    served: Served,
+) -> None:
+    """vLLM's /metrics/?name[]=… page (prometheus_client's own app) holds the samples vramtop
+    reads and nothing else, ~a twentieth of the page; the scraper settles on it. The server
+    is idle here: the two pages' figures are the same."""
+    require_running(served)
+    whole = httpx.get(f"{served.url}{WHOLE_PAGE}", timeout=10).text
+    short = httpx.get(f"{served.url}{SHORT_PAGE}", timeout=10).text
+    assert parse_metrics(short) == parse_metrics(whole)
+    assert series_read(short) == series_read(whole) and only_read(short)
+    assert len(short) * 10 < len(whole)
+    page, client = MetricsPage(), ServerClient(served.url, None, 5.0)
+    try:
+        answers = [page.read(client.get) for _ in range(3)]
+    finally:
+        client.close()
+    assert page.short
+    assert all(
+        isinstance(a, Answer) and parse_metrics(a.text) == parse_metrics(whole) for a in answers
+    )
 
 
 # --- 2. tokens/s under load ----------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -312,3 +313,69 @@ def test_any_page_gives_the_lines_a_line_by_line_test_gives(text: str) -> None:
     from vramtop.core.vllm.metrics import wanted_lines
 
     assert wanted_lines(text) == _wanted_one_by_one(text)
+
+
+def _registry_like_vllms() -> object:
+    """A prometheus_client registry with vLLM's kinds of metrics (a counter, gauges, a
+    histogram, an info gauge), and others beside them that vramtop does not read."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    registry = CollectorRegistry()
+    labels = ("engine", "model_name")
+    for name in ("vllm:prompt_tokens", "vllm:generation_tokens", "vllm:prompt_tokens_by_source"):
+        Counter(name, "x", labels, registry=registry).labels("0", "tiny").inc(17)
+    Gauge("vllm:num_requests_running", "x", labels, registry=registry).labels("0", "tiny").set(3)
+    Gauge("vllm:kv_cache_usage_perc", "x", labels, registry=registry).labels("0", "tiny").set(0.25)
+    latency = Histogram("vllm:inter_token_latency_seconds", "x", labels, registry=registry)
+    latency.labels("0", "tiny").observe(0.02)
+    Histogram("vllm:e2e_request_latency_seconds", "x", labels, registry=registry).labels(
+        "0", "tiny"
+    ).observe(1.5)
+    Gauge("vllm:cache_config_info", "x", ("block_size",), registry=registry).labels("16").set(1)
+    return registry
+
+
+def test_a_page_of_the_sample_names_read_gives_every_figure_the_whole_page_gives() -> None:
+    """What a server is asked for (`SAMPLE_NAMES`, prometheus_client's `?name[]=`) is all
+    the parser reads, as the library itself restricts a page to the names asked."""
+    from prometheus_client import generate_latest
+
+    from vramtop.core.vllm.metrics import SAMPLE_NAMES, only_read, series_read
+
+    registry: Any = _registry_like_vllms()
+    whole = generate_latest(registry).decode()
+    short = generate_latest(registry.restricted_registry(SAMPLE_NAMES)).decode()
+    assert len(short) < len(whole) / 2
+    assert parse_metrics(short) == parse_metrics(whole)
+    assert parse_metrics(short).inter_token_latency_count == 1
+    assert series_read(short) == series_read(whole) and len(series_read(whole)) == 7
+    assert only_read(short) and not only_read(whole)
+
+
+def test_the_real_page_cut_to_the_sample_names_read_reads_the_same(page: str) -> None:
+    from vramtop.core.vllm.metrics import SAMPLE_NAMES, only_read, series_read
+
+    names = set(SAMPLE_NAMES)
+    short = "".join(
+        line + "\n"
+        for line in page.splitlines()
+        if line and not line.startswith("#") and _name_of(line) in names
+    )
+    assert parse_metrics(short) == parse_metrics(page)
+    assert series_read(short) == series_read(page)
+    assert only_read(short) and not only_read(page)
+
+
+def test_series_read_tell_pages_apart_by_their_series_not_their_values() -> None:
+    from vramtop.core.vllm.metrics import series_read
+
+    one = 'vllm:num_requests_running{engine="0"} 1.0\nvllm:prompt_tokens_total 5 1700000000\n'
+    later = 'vllm:num_requests_running{engine="0"} 3.0\nvllm:prompt_tokens_total 9\n'
+    engines = one + 'vllm:num_requests_running{engine="1"} 1.0\n'
+    assert series_read(one) == series_read(later)
+    assert series_read(engines) > series_read(one)
+    assert series_read("# HELP vllm:num_requests_running x\n") == frozenset()
+
+
+def _name_of(line: str) -> str:
+    return line.split("{", 1)[0].split(" ", 1)[0]

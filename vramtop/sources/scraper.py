@@ -1,8 +1,9 @@
-"""Reads a vLLM server over HTTP into a `ServerReading`: /metrics every tick, /health every
-few ticks while all is well (every tick otherwise), /version and /v1/models once per server
-start. Blocking, one request after another over one kept-alive connection (see
-`server_client.py`), each request done within the timeout as a whole. Never raises: failures
-are readings with a reason.
+"""Reads a vLLM server over HTTP into a `ServerReading`: /metrics every tick (the samples
+vramtop reads alone, where the server gives them: `metrics_page.py`), /health every few ticks
+while all is well (every tick otherwise), /version and /v1/models once per server start.
+Blocking, one request after another over one kept-alive connection (see `server_client.py`),
+each request done within the timeout as a whole. Never raises: failures are readings with a
+reason.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sources.http_answer import Answer, ConnectFailed, Result
+from vramtop.sources.metrics_page import MetricsPage
 from vramtop.sources.server_client import MAX_BODY_BYTES, ServerClient
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class Scraper:
         self.timeout_s = float(timeout_s)
         self._api_key = api_key
         self._client = ServerClient(self.url, api_key, self.timeout_s)
+        self._page = MetricsPage()  # the whole /metrics page, or the lines vramtop reads
         self._last_good: ServerReading | None = None
         self._version: str | None = None
         self._served_model: str | None = None
@@ -82,8 +85,9 @@ class Scraper:
             paths = self._paths_to_fetch()
             start = time.perf_counter()
             answers: dict[str, Result] = {}
+            get = self._client.get
             for path in paths:
-                answer = self._client.get(path)
+                answer = self._page.read(get) if path == _METRICS else get(path)
                 answers[path] = answer
                 if not isinstance(answer, Answer):
                     # Requests run one after another: a server that did not answer one will
@@ -130,6 +134,7 @@ class Scraper:
             # (When /health was not asked, /metrics not answering says the same.)
             self._info_wanted, self._info_retry_in = True, 0
             self._health_status = None
+            self._page.forget()
             return self._failed(self._describe(metrics_answer))
 
         # Asked this read or carried over from the last ask (see _HEALTH_EVERY_READS).
@@ -159,6 +164,7 @@ class Scraper:
 
         if metrics is not None and self._restarted(metrics):
             self._info_wanted, self._info_retry_in = True, 0
+            self._page.forget()
         if _VERSION in answers:
             self._read_info(answers[_VERSION], answers[_MODELS])
 

@@ -47,6 +47,9 @@ _WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_S
 # `_Collector.add` would ignore anyway.
 _LINE_PREFIXES = tuple(sorted(_WANTED))
 _WANTED_NAMES = frozenset(name for base in _WANTED for name in (base, base + "_total"))
+# The sample names `parse_metrics` reads, every spelling it accepts: what a server is asked
+# for when it can give a page of those alone (prometheus_client's `?name[]=`).
+SAMPLE_NAMES = tuple(sorted(_WANTED_NAMES))
 # Where a sample's name ends, as the parser reads it: at its labels or at the value.
 _NAME_END = re.compile(r"[{ \t]")
 # A whole line whose name (up to `_NAME_END`) is one of `_WANTED_NAMES`, after its "\n".
@@ -175,6 +178,26 @@ def wanted_lines(text: str) -> list[str]:
             if line.startswith(_LINE_PREFIXES) and _name(line) in _WANTED_NAMES
         ]
     return _WANTED_LINE.findall("\n" + text)
+
+
+def series_read(text: str) -> frozenset[str]:
+    """The series (sample name and labels, as the page writes them) of the lines
+    `parse_metrics` reads: a page with the same series as another gives every figure the
+    other gives, from the same sources."""
+    return frozenset(_series_text(line) for line in wanted_lines(text))
+
+
+def only_read(text: str) -> bool:
+    """Whether every sample on the page is one `parse_metrics` reads (comments aside): a
+    page that kept to the names asked for (`SAMPLE_NAMES`)."""
+    samples = sum(1 for line in text.split("\n") if line and not line.startswith("#"))
+    return samples == len(wanted_lines(text))
+
+
+def _series_text(line: str) -> str:
+    line = line.split(" # ", 1)[0]  # an exemplar has labels of its own
+    close = line.rfind("}")
+    return line[: close + 1] if close >= 0 else _name(line)
 
 
 def _name(line: str) -> str:
