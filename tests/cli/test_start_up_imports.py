@@ -18,12 +18,18 @@ import pytest
 # tree, and the exporter's Prometheus client.
 NOT_BEFORE_THE_FIRST_FRAME = ("pydantic", "pynvml", "yaml", "httpx", "psutil", "prometheus_client")
 # vramtop's own, built after the first frame (vramtop/machines/deferred_backend.py): the
-# sampler and its diagnosis, the supervisor, the simulator, and the screens a key opens.
+# sampler and its diagnosis (the findings, the headroom model, what a reading is made into),
+# the supervisor, the simulator, and the screens a key opens.
 OWN_LATER = (
     "vramtop.machines.machine_backend",
     "vramtop.supervisor",
     "vramtop.sim.machine",
     "vramtop.core.diagnosis.diagnoser",
+    "vramtop.core.findings",
+    "vramtop.core.headroom",
+    "vramtop.core.sample_facts",
+    "vramtop.core.budget",
+    "vramtop.core.windows",
     "vramtop.tui.screens.timeline_screen",
     "vramtop.tui.screens.budget_dialog",
     "vramtop.tui.screens.headroom_screen",

@@ -16,12 +16,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from vramtop.core.diagnosis.normal_rate import NormalRate
-from vramtop.core.events import Event
-from vramtop.core.findings import Finding
-from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates, Sample
+
+if TYPE_CHECKING:
+    # What a frame carries once it is read: the console's first frame is drawn before any
+    # reading, and waits for none of the diagnosis' modules (the backend imports them).
+    from vramtop.core.diagnosis.normal_rate import NormalRate
+    from vramtop.core.events import Event
+    from vramtop.core.findings import Finding
+    from vramtop.core.headroom.terms import HeadroomInputs
 
 # Progress of a long action, in the user's words: "stopping", "memory released", "loading",
 # "profiling", "capturing graphs", "ready", "failed".

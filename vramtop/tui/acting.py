@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 from textual import work
 
 from vramtop import locations
-from vramtop.core import sample_facts
-from vramtop.core.findings import Finding, headline
 from vramtop.core.model import ServerState
 from vramtop.machines.interface import ActionResult
 from vramtop.tui.keys import LAUNCHED
@@ -23,8 +21,9 @@ from vramtop.tui.messages import ActionFinished, ActionProgress
 from vramtop.tui.showing import ShowingConsole
 
 if TYPE_CHECKING:
-    # The dialogs are imported when a key opens them: the first frame waits for every
-    # module imported before it.
+    # The dialogs are imported when a key opens them, the diagnosis' modules when a reading
+    # is shown: the first frame waits for every module imported before it.
+    from vramtop.core.findings import Finding
     from vramtop.tui.screens.headroom_screen import Proposal
     from vramtop.tui.screens.quit_dialog import QuitChoice
     from vramtop.tui.whatif import Machine
@@ -63,6 +62,8 @@ class ActingConsole(ShowingConsole):
 
     def _current_budget(self) -> float | None:
         """The budget the server runs with: the one vLLM reports, else the one it was given."""
+        from vramtop.core import sample_facts
+
         return sample_facts.util(self.sample) if self.sample else None
 
     def _machine(self) -> Machine:
@@ -257,6 +258,8 @@ class ActingConsole(ShowingConsole):
 
 
 def _remedy_util(findings: list[Finding]) -> tuple[float | None, str | None]:
+    from vramtop.core.findings import headline
+
     for finding in findings:
         util = finding.remedy.gpu_memory_utilization
         if util is not None:

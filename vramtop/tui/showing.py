@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App
@@ -20,10 +20,6 @@ from textual.timer import Timer
 from textual.worker import get_current_worker
 
 from vramtop import locations
-from vramtop.core import sample_facts
-from vramtop.core.events import Event
-from vramtop.core.findings import Finding
-from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample, ServerState
 from vramtop.machines.deferred_backend import BackendUnavailable
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
@@ -37,6 +33,13 @@ from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel, normal_origin
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+if TYPE_CHECKING:
+    # The first frame is drawn before any reading, and waits for none of the diagnosis'
+    # modules: they come with the backend, and are used once a reading is shown.
+    from vramtop.core.events import Event
+    from vramtop.core.findings import Finding
+    from vramtop.core.headroom.terms import HeadroomInputs
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +213,8 @@ class ShowingConsole(App[int]):
 
     # -- showing ---------------------------------------------------------------------------
     def _render(self, sample: Sample, log_lines: list[str]) -> None:
+        from vramtop.core import sample_facts
+
         self._render_header()
         self._render_banner()
         self._vram.show(

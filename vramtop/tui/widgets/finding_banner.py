@@ -8,14 +8,17 @@ finding's id, its evidence ladder and the remedy's reasoning.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
 from textual.widgets import Static
 
-from vramtop.core.findings import Finding, Ladder, Remedy, headline
-from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE
+if TYPE_CHECKING:
+    # Imported once there is a finding to show (banner_text): the console's first frame has
+    # none, and waits for every module imported before it.
+    from vramtop.core.findings import Finding, Ladder, Remedy
 
 Part = str | tuple[str, str]
 # The keys the banner names, by binding id, as shown (the console passes its keymap's).
@@ -89,6 +92,9 @@ def banner_text(
     can_act: bool = True,
     keys: Mapping[str, str] = DEFAULT_KEYS,
 ) -> Content:
+    from vramtop.core.findings import headline
+    from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE
+
     key = {**DEFAULT_KEYS, **keys}
     parts: list[Part] = [(f"⚠ {headline(finding.kind)}", "bold $error")]
     note = confidence_note(finding)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 
-from vramtop.core.budget import budget_bytes
 from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
-from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel, Wrapped
 from vramtop.tui.widgets.vram_bar import VramBar
+
+if TYPE_CHECKING:
+    from vramtop.core.windows.reading import WindowsGpuReading
 
 TOP_PROCESSES = 3
 MUTED = "$text-muted"  # the detail rows: what the figures rest on
@@ -109,6 +112,8 @@ def _gtt_line(gpu: GpuReading, split: Split) -> Content:
 
 
 def _budget_line(split: Split, info: ServerInfo | None, util: float | None) -> Content:
+    from vramtop.core.budget import budget_bytes  # with a reading: not for the first frame
+
     if split.budget_bytes is None:
         return Content("budget: not known (no --gpu-memory-utilization seen yet)")
     if util is not None and budget_bytes(split.total_bytes, util) != split.budget_bytes:
