@@ -76,3 +76,38 @@ def test_reading_a_real_metrics_page_needs_no_prometheus_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_profiles_console_draws_before_its_server_is_looked_at(tmp_path: Path) -> None:
+    """`vramtop` with a default profile: the profile is read (and refused before the console
+    opens when it cannot be), its supervisor and the GPU library come after the first frame."""
+    env = {**os.environ, "VRAMTOP_HOME": str(tmp_path)}
+    saved = (
+        "from vramtop.config import profile_from_argv\n"
+        "from vramtop.profiles import save_profile\n"
+        "from vramtop.profiles import set_default_profile\n"
+        "save_profile(profile_from_argv('mine', ['vllm', 'serve', 'm', '--port', '8123']))\n"
+        "set_default_profile('mine')\n"
+    )
+    subprocess.run([sys.executable, "-c", saved], env=env, check=True)
+    code = (
+        "import sys\n"
+        "from vramtop import cli\n"
+        "from vramtop.tui import app\n"
+        "def console(backend, settings):\n"
+        "    assert not backend.is_built and backend.profile_name == 'mine' and backend.can_act\n"
+        "    print(','.join(sorted(n for n in sys.modules if n.split('.')[0] in "
+        f"{NOT_BEFORE_THE_FIRST_FRAME[1:]!r} or n in {OWN_LATER!r})))\n"
+        "    return 0\n"
+        "app.run_console = console\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"imported before the first frame: {out.stdout.strip()}"
+    # A profile that is not there: refused before any console, exit 2.
+    missing = subprocess.run(
+        [sys.executable, "-c", code, "--profile", "absent"], capture_output=True, text=True, env=env
+    )
+    assert missing.returncode == 2 and "absent" in missing.stderr
+    assert missing.stdout == ""

@@ -53,13 +53,22 @@ def run(args: argparse.Namespace) -> int:
     record = None
     if not args.once:
         record = args.record or (_session_file() if settings.record_sessions else None)
-        if record is None and (args.demo or (args.url and not (args.profile or args.card))):
-            # Nothing to refuse before the console opens (a build that fails is a read that
-            # fails, shown in it): it draws first and builds its backend after.
+        if record is None:
+            # The console draws first and builds its backend after: a build that fails is a
+            # read that fails, shown in it. What can be refused is refused before it opens: a
+            # profile that cannot be read, arguments that do not go together.
             from vramtop.machines.deferred_backend import console_backend
             from vramtop.tui.app import run_console
 
-            return run_console(console_backend(args), settings)
+            if args.demo or (args.url and not (args.profile or args.card)):
+                return run_console(console_backend(args), settings)
+            from vramtop.commands.common import live_target
+
+            try:
+                target = live_target(args)
+            except CommandError as exc:
+                return _usage(str(exc))
+            return run_console(console_backend(args, target), settings)
     if args.once:
         return _once_demo(args) if args.demo else _once_watching(args)
     from vramtop.commands.common import backend_for
