@@ -93,6 +93,12 @@ def _every_pattern(text: str) -> str:
         f"BEARER {KEY}",
         f"https://u:{KEY}@host/x and token={KEY}",
         '(APIServer pid=42) INFO:     127.0.0.1:40000 - "POST /v1/completions HTTP/1.1" 200 OK',
+        # Secret words with no value after them, and with one after a quote, white space.
+        "(APIServer pid=42) INFO 12-01 10:25:49 [loggers.py:335] Engine 000: Avg prompt "
+        "throughput: 21.0 tokens/s, Avg generation throughput: 599.6 tokens/s, Running: 3 reqs",
+        "SamplingParams(max_tokens=16, prompt_token_ids=[1, 2]), token_budget: 5",
+        f"{{'hf_token' :\t'{KEY}'}} --api-key\t{KEY} secret\n={KEY}",
+        f"monkey=1 TOKEN\u2028{KEY} passwd='' apikey \"{KEY}\"",
     ],
 )
 def test_a_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
@@ -128,6 +134,10 @@ def test_a_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
                 "api",
                 "x",
                 "1",
+                "s",
+                "\t",
+                "\n",
+                "tokens/s",
             ]
         ),
         max_size=14,

@@ -416,3 +416,31 @@ def test_polled_endpoint_access_lines_are_recognised_as_noise() -> None:
         'INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
     )
     assert not is_poll_access_line("(APIServer pid=1) INFO Engine 000: Avg prompt throughput: 1.0")
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "(APIServer pid=1) INFO 12-01 10:25:49 [loggers.py:335] ",
+                "Engine 000: ",
+                "Avg prompt throughput: ",
+                "Avg prompt throughput:",
+                "21.0 tokens/s, ",
+                "Avg generation throughput: 599.6 tokens/s, ",
+                "Running: 3 reqs, ",
+                "Waiting: 0 reqs, ",
+                "GPU KV cache usage: 0.1%",
+                " ",
+                "\r",
+            ]
+        ),
+        max_size=10,
+    ).map("".join)
+)
+def test_any_line_reads_as_the_stats_pattern_reads_it(line: str) -> None:
+    """Lines without the stats line's fixed text are given up at once: the same answer as
+    the patterns give (every line of a server's log is asked)."""
+    from vramtop.core.vllm.log import _parse_stats, strip_prefix
+
+    assert parse_stats_line(line) == _parse_stats(strip_prefix(line))

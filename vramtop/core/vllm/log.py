@@ -68,7 +68,8 @@ _MODEL_LOADING = re.compile(
 )
 _OLD_WEIGHTS = re.compile(rf"Loading model weights took ({NUMBER}) GB")
 _AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({NUMBER}) GiB")
-_KV_SIZE = re.compile(r"\b([A-Z]+) KV cache size: ([\d,]+) tokens")
+_KV_SIZE_TEXT = " KV cache size: "
+_KV_SIZE = re.compile(rf"\b([A-Z]+){_KV_SIZE_TEXT}([\d,]+) tokens")
 _CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({NUMBER})x")
 # Both vLLM's start-failed line ("… on startup is less than desired GPU memory utilization
 # (0.95, 30.25 GiB)") and 0.28+'s summary ("… on startup. Desired GPU memory utilization is
@@ -85,8 +86,9 @@ _TERMS = {
     "activation": re.compile(rf"({NUMBER}) GiB for peak activation"),
     "cudagraph": re.compile(rf"({NUMBER}) GiB for CUDAGraph memory"),
 }
+_EQUIVALENT_TEXT = " is equivalent to "
 _EQUIVALENT = re.compile(
-    rf"(?:--gpu-memory-utilization=)?({NUMBER}) is equivalent to "
+    rf"(?:--gpu-memory-utilization=)?({NUMBER}){_EQUIVALENT_TEXT}"
     rf"(?:--gpu-memory-utilization=)?({NUMBER}) without CUDA graph"
 )
 _LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+?)[.,]?$")
@@ -198,7 +200,10 @@ class StartupParser:
             self._set(weights_gib=to_float(match.group(1)))
         if match := _AVAILABLE_KV.search(text):
             self._set(available_kv_gib=to_float(match.group(1)))
-        if match := _KV_SIZE.search(text):
+        # (The two patterns that begin with no fixed text are tried only on a line that has
+        # the text they need: trying them at every place of every line was half of reading a
+        # busy server's log, whose lines all go through here.)
+        if _KV_SIZE_TEXT in text and (match := _KV_SIZE.search(text)):
             self._set(device_kind=match.group(1), kv_cache_tokens=_int(match.group(2)))
         if match := _CONCURRENCY.search(text):
             self._set(
@@ -214,7 +219,7 @@ class StartupParser:
             )
             if match.group("short") is None:
                 self._read_terms(text)
-        if match := _EQUIVALENT.search(text):
+        if _EQUIVALENT_TEXT in text and (match := _EQUIVALENT.search(text)):
             current, without = to_float(match.group(1)), to_float(match.group(2))
             if current is not None and without is not None:
                 self._set(cudagraph_equivalent_util=(current, without))
@@ -247,8 +252,9 @@ def parse_startup(lines: Iterable[str]) -> StartupFacts:
 
 # --- the periodic stats line ---------------------------------------------------------------
 
+_STATS_TEXT = "Avg prompt throughput: "
 _STATS_HEAD = re.compile(
-    rf"(?:Engine (\w+): )?Avg prompt throughput: ({NUMBER}) tokens/s, "
+    rf"(?:Engine (\w+): )?{_STATS_TEXT}({NUMBER}) tokens/s, "
     rf"Avg generation throughput: ({NUMBER}) tokens/s"
 )
 _RUNNING = re.compile(r"\bRunning: (\d+) reqs?")
@@ -262,6 +268,8 @@ _PREFIX_HIT_V0 = re.compile(rf"\bGPU prefix cache hit rate: ({NUMBER})%")
 
 def parse_stats_line(line: str) -> StatsLine | None:
     """The `Avg prompt throughput …` line as a value; None for any other line."""
+    if _STATS_TEXT not in line:  # (every line of a server's log is asked)
+        return None
     return _parse_stats(strip_prefix(line))
 
 
