@@ -646,6 +646,20 @@ def test_a_server_that_does_not_keep_to_the_names_is_asked_for_the_whole_page(
         assert reading.metrics == parse_metrics(server.metrics) and reading.error is None
 
 
+def test_a_server_that_spells_a_sample_otherwise_is_read_whole(
+    server: FakeVllm, patient: Callable[[], ServerReading]
+) -> None:
+    """The short page asks for each sample as a Prometheus client writes it (a counter with
+    `_total`): a server that writes one otherwise gives a short page without it."""
+    server.short_page = "kept"
+    server.metrics = "vllm:generation_tokens 100.0\nvllm:num_requests_running 1.0\n"
+    readings = [patient() for _ in range(3)]
+    assert [r.metrics.generation_tokens_total if r.metrics else None for r in readings] == [
+        100.0
+    ] * 3
+    assert server.hits[SHORT_PAGE] == 1 and server.hits[WHOLE_PAGE] == 3
+
+
 def test_a_short_page_that_lacks_what_the_server_gave_is_read_whole_from_then_on(
     server: FakeVllm, patient: Callable[[], ServerReading]
 ) -> None:

@@ -412,6 +412,10 @@ def test_polled_endpoint_access_lines_are_recognised_as_noise() -> None:
 
     assert is_poll_access_line('INFO:     127.0.0.1:54788 - "GET /metrics HTTP/1.1" 200 OK')
     assert is_poll_access_line('INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK')
+    # The page of the samples vramtop reads alone (sources/metrics_page.py).
+    from vramtop.sources.metrics_page import SHORT_PAGE
+
+    assert is_poll_access_line(f'INFO:     127.0.0.1:1 - "GET {SHORT_PAGE} HTTP/1.1" 200 OK')
     assert not is_poll_access_line(
         'INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
     )

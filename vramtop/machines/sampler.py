@@ -171,9 +171,11 @@ class Sampler:
 
     def _take(self, raw: str, shown: bool = True) -> None:
         """One line of the server's output: kept to show, and read for facts."""
+        if is_poll_access_line(raw):
+            # Our own scrapes, once a second (the log file keeps them): dropped unread, and
+            # the short page's line is long (see sources/metrics_page.py).
+            return
         line = mask_line(raw)  # shown and recorded: never a key the server printed
-        if is_poll_access_line(line):
-            return  # our own scrapes, once a second: the log file keeps them
         if shown:
             self._lines.append(line)
         if line.startswith(START_MARKER):

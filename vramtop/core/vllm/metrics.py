@@ -47,9 +47,21 @@ _WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_S
 # `_Collector.add` would ignore anyway.
 _LINE_PREFIXES = tuple(sorted(_WANTED))
 _WANTED_NAMES = frozenset(name for base in _WANTED for name in (base, base + "_total"))
-# The sample names `parse_metrics` reads, every spelling it accepts: what a server is asked
-# for when it can give a page of those alone (prometheus_client's `?name[]=`).
-SAMPLE_NAMES = tuple(sorted(_WANTED_NAMES))
+# The counters among them: a Prometheus client writes a counter's sample with `_total`.
+_COUNTERS = frozenset(
+    (
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:num_preemptions",
+        "vllm:prefix_cache_queries",
+        "vllm:prefix_cache_hits",
+    )
+)
+# The names of the samples `parse_metrics` reads as a Prometheus client writes them: what a
+# server is asked for when it can give a page of those alone (prometheus_client's
+# `?name[]=`). Kept to one spelling each: the server writes each request into its log. (A
+# server that spells one otherwise gives a short page without it, and is read whole.)
+SAMPLE_NAMES = tuple(sorted(base + "_total" if base in _COUNTERS else base for base in _WANTED))
 # Where a sample's name ends, as the parser reads it: at its labels or at the value.
 _NAME_END = re.compile(r"[{ \t]")
 # A whole line whose name (up to `_NAME_END`) is one of `_WANTED_NAMES`, after its "\n".
