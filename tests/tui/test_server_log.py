@@ -9,7 +9,7 @@ from textual.strip import Strip
 from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.widgets.server_log import ServerLog, TailLog
+from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog, TailLog
 
 ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
@@ -93,6 +93,28 @@ async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> Non
         await pilot.pause()
         assert log.texts[-50:] == covered  # all of it, once back
         assert 0 < len(drawn) <= log.scrollable_content_region.height
+
+
+async def test_nothing_is_drawn_while_a_small_terminal_leaves_the_log_out() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(60, 30)) as pilot:  # narrower than the log is shown at
+        await ticks(pilot, 1)
+        server_log = app.query_one(ServerLog)
+        log = app.query_one(TailLog)
+        assert not server_log.display
+        drawn = _count_draws(log)
+        hidden = distinct_lines(50, "while hidden")
+        backend._log += hidden
+        await ticks(pilot, 2)
+        await pilot.pause()
+        assert drawn == []
+        assert hidden[-1] not in log.texts
+        await pilot.resize_terminal(120, 40)
+        await pilot.pause()
+        assert server_log.display
+        assert log.texts[-50:] == hidden  # all of it, once shown, without waiting for a tick
+        assert 0 < len(set(drawn) - {NO_OUTPUT}) <= log.scrollable_content_region.height
 
 
 async def test_control_characters_in_a_line_cannot_move_the_cursor() -> None:

@@ -292,6 +292,7 @@ class ServerLog(Vertical):
         self._lines: list[str] = []
         self._query = ""
         self._subtitle = ""
+        self._waiting: tuple[list[str], str | None] | None = None  # what came while hidden
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -322,6 +323,12 @@ class ServerLog(Vertical):
         self.border_title = "Server log"
         self._redraw()  # an empty panel says so, instead of a blank box
 
+    def on_show(self) -> None:
+        # Shown again (a terminal made larger): what came meanwhile, now rather than a tick
+        # later.
+        if self._waiting is not None:
+            self.show(*self._waiting)
+
     @property
     def lines(self) -> list[str]:
         return list(self._lines)
@@ -329,10 +336,14 @@ class ServerLog(Vertical):
     def show(self, lines: list[str], notice: str | None = None) -> None:
         """Append what is new; rewrite when the tail no longer continues ours (rotated log).
 
-        While another screen covers the console nothing is drawn: the lines wait, and the
-        first tick after it closes shows them all at once."""
-        if self.app.screen is not self.screen:
+        While the panel is not on screen (another screen covers the console, or a small
+        terminal leaves the log out) nothing is drawn: the lines wait, and the first tick
+        after it shows again shows them all at once. A hidden widget that repaints makes
+        Textual lay out the whole screen again, every tick the server writes a line."""
+        if self.app.screen is not self.screen or not self.display:
+            self._waiting = (lines, notice)
             return
+        self._waiting = None
         subtitle = notice or (f"filter: {self._query}" if self._query else "")
         if subtitle != self._subtitle:
             # Setting a border title refreshes (and re-styles) the whole log: only on change.
