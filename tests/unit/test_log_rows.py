@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from vramtop.core.log_rows import FoldedRows, shape
+from unittest.mock import patch
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from vramtop.core import log_rows
+from vramtop.core.log_rows import FoldedRows, digits_made_one, shape
 
 ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 SCRAPE = 'INFO:     127.0.0.1:{port} - "GET /metrics HTTP/1.1" 200 OK'
@@ -73,3 +79,41 @@ def test_nothing_folds_across_a_failure_and_failures_fold_only_when_consecutive(
         "EngineDeadError: the engine died",
     ]
     assert [count for _line, count in _rows(traceback)] == [1, 1, 1, 1]
+
+
+# Characters a shape tells apart: ASCII digits, hex letters, other letters, the underscore,
+# digits of other scripts ('٣', '０'), separators, and anything else.
+_LINE_TEXT = st.text(
+    st.sampled_from('0123456789abcdefABCDEFxyzXYZ_٣０ .:-/="#') | st.characters(), max_size=40
+)
+
+
+@given(_LINE_TEXT, st.lists(st.tuples(st.integers(0, 39), _LINE_TEXT.map(lambda t: t[:1]))))
+@example("port 4 of x", [(5, "7"), (10, "y")])
+def test_lines_are_looked_up_as_one_exactly_when_they_differ_only_in_ascii_digits(
+    line: str, changes: list[tuple[int, str]]
+) -> None:
+    # A line's shape is looked up by the line with its digits made one: sound only if lines
+    # looked up as one differ in nothing but digits, and lines that do share a shape.
+    chars = list(line)
+    for at, char in changes:
+        if at < len(chars) and char:
+            chars[at] = char
+    other = "".join(chars)
+    only_digits = all(
+        a == b or (a in "0123456789" and b in "0123456789")
+        for a, b in zip(line, other, strict=True)
+    )
+    assert (digits_made_one(other) == digits_made_one(line)) == only_digits
+    if only_digits:
+        assert shape(other) == shape(line)
+
+
+@given(st.lists(_LINE_TEXT | st.sampled_from([ACCESS.format(port=40000), "ERROR 1 failed"])))
+def test_each_row_has_the_shape_of_its_lines(lines: list[str]) -> None:
+    with patch.object(log_rows, "SHAPES_KEPT", 3):  # (what is kept is forgotten often)
+        rows = FoldedRows(window=2)
+        for line in lines:
+            index = rows.add(line)
+            assert rows.rows[index].shape == shape(line)
+            assert rows.rows[index].line == line

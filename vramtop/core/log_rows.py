@@ -32,7 +32,8 @@ FAILURE = re.compile(
     r"exited with code)\b",
     re.IGNORECASE,
 )
-# How many shapes' failure verdicts are kept (then they are worked out again).
+# How many lines' shapes, and shapes' failure verdicts, are kept (then they are worked out
+# again).
 SHAPES_KEPT = 256
 # How many of the last rows a line may fold into: room for a few kinds of line interleaved
 # (a request line, a scrape line, the stats line, the health check).
@@ -49,6 +50,18 @@ def shape(line: str) -> str:
     """The line with what varies between repeats (numbers, hex ids) masked: lines with the
     same shape say the same thing."""
     return _VARIABLE.sub("#", line)
+
+
+# Every ASCII digit made a 0, in a line's UTF-8 (where bytes 0x30-0x39 are ASCII digits and
+# nothing else). A shape depends only on which characters are digits, not on which digits they
+# are: lines that differ only there (a port, a count of the same width) have one shape, and
+# finding out that a line is such a line takes a byte table rather than the regular expression.
+_ONE_DIGIT = bytes.maketrans(b"123456789", b"000000000")
+
+
+def digits_made_one(line: str) -> bytes:
+    """The line with every ASCII digit the same: lines equal here have the same shape."""
+    return line.encode("utf-8", "surrogatepass").translate(_ONE_DIGIT)
 
 
 # FAILURE's words, to look for in C before the regular expression runs (most lines have none).
@@ -80,13 +93,22 @@ class FoldedRows:
     def __init__(self, window: int = WINDOW) -> None:
         self.rows: list[Row] = []
         self._window = window
+        # A line's shape, by the line with its digits made one: a busy server writes the
+        # same line with other numbers of the same width many times a second (a request
+        # line and its client's port).
+        self._shapes: dict[bytes, str] = {}
         # Whether a shape is a failure's: a shape keeps every word of its lines, so this is
         # asked once for all the lines of one kind (a busy log has a handful of kinds).
         self._failures: dict[str, bool] = {}
 
     def add(self, line: str) -> int:
         """Add a line; the index of the row it now shows in (the last one when it is new)."""
-        line_shape = shape(line)
+        key = digits_made_one(line)
+        line_shape = self._shapes.get(key)
+        if line_shape is None:
+            if len(self._shapes) >= SHAPES_KEPT:
+                self._shapes.clear()
+            line_shape = self._shapes[key] = shape(line)
         failure = self._failures.get(line_shape)
         if failure is None:
             if len(self._failures) >= SHAPES_KEPT:
