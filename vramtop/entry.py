@@ -17,7 +17,8 @@ def run() -> None:
     # Start-up builds what lives as long as the process (modules, classes, the console's
     # widgets): the cyclic collector walking it again and again as it grows found nothing
     # to free and held up the console's first frame by some 20 ms. It resumes once the
-    # console has drawn, and at once for any other command (cli.main).
+    # console has settled (a second after it opened: tui/app.py), and at once for any other
+    # command (cli.main).
     gc.disable()
     try:
         from vramtop.cli import main

@@ -115,7 +115,6 @@ class VramtopApp(ActingConsole):
         self.set_timer(SETTLE_S, _set_aside_start_up)
 
     def _after_first_frame(self) -> None:
-        gc.enable()  # held off while the console started (vramtop/entry.py)
         self.request_tick()
         # Crash settling and automatic restarts on a thread of their own, every second: a
         # tick only reads, so it never waits on them (nor on a stop under way).
@@ -265,6 +264,10 @@ def _set_aside_start_up() -> None:
     every twenty-odd seconds at 1 Hz, as much as all the drawing in between
     (bench/bench_console.py). Objects made from now on are collected as before; only what
     start-up built, and lives as long as the console, is never looked at again.
+
+    Until now the collector was held off (vramtop/entry.py): the first frame, the backend's
+    build and the first reading are start-up too.
     """
     gc.collect()
     gc.freeze()
+    gc.enable()
