@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtop.sources.logtail import LogTail, read_section
+from vramtop.sources.logtail import LogTail, last_lines, read_section
 
 
 @pytest.fixture(autouse=True)
@@ -125,25 +125,66 @@ def test_a_directory_sets_error(tmp_path: Path) -> None:
     assert tail.error is not None
 
 
-def test_a_log_opened_late_is_read_from_the_first_whole_line_of_its_end(tmp_path: Path) -> None:
+def test_a_log_opened_late_is_read_from_its_end(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    _append(log, "".join(f"line {n:04d}\n" for n in range(1000)))  # 10 bytes a line
+    _append(log, "".join(f"line {n:04d}\n" for n in range(1000)) + "being writ")
     with LogTail(log) as tail:
-        resume = tail.skip_to_tail(95)
-        assert resume == 10_000 - 90  # the next line's start, not the middle of one
-        assert tail.read_new() == [f"line {n:04d}" for n in range(991, 1000)]
-        _append(log, "after\n")
-        assert tail.read_new() == ["after"]
+        assert tail.skip_to_end(95) == 10_000  # after the last whole line
+        _append(log, "ten\nafter\n")
+        assert tail.read_new() == ["being written", "after"]
 
 
 def test_a_short_log_opened_late_is_read_whole(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     _append(log, "one\ntwo\n")
     with LogTail(log) as tail:
-        assert tail.skip_to_tail(8) == 0
+        assert tail.skip_to_end(8) == 0
         assert tail.read_new() == ["one", "two"]
     with LogTail(tmp_path / "absent.log") as tail:
-        assert tail.skip_to_tail(8) == 0 and tail.read_new() == []
+        assert tail.skip_to_end(8) == 0 and tail.read_new() == []
+
+
+def test_the_last_lines_are_read_back_to_enough_that_count(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    lines = [f"{'poll' if n % 10 else 'said'} {n:06d} " + "x" * (n % 50) for n in range(40_000)]
+    _append(log, "".join(line + "\n" for line in lines))
+    end = log.stat().st_size
+
+    def said(line: str) -> bool:
+        return line.startswith("said")
+
+    # Read back over several blocks, lines cut by a block's edge made whole again.
+    got, reached = last_lines(log, end, 300, said, 1 << 30)
+    assert got == lines[-len(got) :] and sum(map(said, got)) == 300 and said(got[0])
+    assert 0 < reached < end
+    # Stopped by the limit: whole lines only, from the offset it gives.
+    got, reached = last_lines(log, end, 10**6, said, 200_000)
+    assert got == lines[-len(got) :] and end - reached <= 200_000
+    assert log.read_bytes()[reached:].decode().splitlines() == got
+    # Stopped at an offset (a run's start), or at the file's start.
+    stop = len("".join(line + "\n" for line in lines[:39_990]))
+    assert last_lines(log, end, 300, said, 1 << 30, stop) == (lines[39_990:], stop)
+    assert last_lines(log, end, 10**6, said, 1 << 30) == (lines, 0)
+    assert last_lines(tmp_path / "absent.log", 10, 5, said, 100) == ([], 10)
+
+
+def test_a_failed_read_goes_on_where_it_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "server.log"
+    _append(log, "one\ntwo\n")
+    with LogTail(log) as tail:
+        assert tail.read_new() == ["one", "two"]
+        real_read = tail._file.read  # type: ignore[union-attr]
+
+        def failing(size: int = -1) -> bytes:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(tail._file, "read", failing)
+        _append(log, "three\n")
+        assert tail.read_new() == [] and tail.error is not None
+        assert real_read is not None
+        assert tail.read_new() == ["three"]  # not "one", "two" again
 
 
 def test_a_section_is_whole_lines_between_two_offsets(tmp_path: Path) -> None:

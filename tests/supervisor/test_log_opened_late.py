@@ -7,21 +7,32 @@ from pathlib import Path
 
 from supervisor_helpers import fake_profile, free_port, ledger_empty
 
+from vramtop.core.model import Sample
 from vramtop.machines.live_machine import live_machine
-from vramtop.machines.sampler import LATE_TAIL_BYTES
+from vramtop.machines.sampler import LOG_LINES_KEPT
 from vramtop.sources.logtail import MAX_READ_BYTES
 from vramtop.supervisor import Supervisor
 
 REQUEST = '(APIServer pid=7) INFO:     127.0.0.1:{} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+SCRAPE = '(APIServer pid=7) INFO:     127.0.0.1:{} - "GET /metrics HTTP/1.1" 200 OK\n'
 
 
-def _serve_hours(log: Path, tag: str, size: int) -> None:
+def _serve_hours(log: Path, tag: str, size: int, line: str = REQUEST) -> None:
     """Append `size` bytes of request lines, each tagged, as hours of serving write them."""
     with open(log, "a") as out:
         n = 0
         while out.tell() < size:
             n += 1
-            out.write(REQUEST.format(40000 + n % 20000).replace("OK", f"OK {tag}"))
+            out.write(line.format(40000 + n % 20000).replace("OK", f"OK {tag}"))
+
+
+def _console_opened(sup: Supervisor) -> tuple[Sample, list[str]]:
+    """A console's first reading of the profile's server, and the log lines it has."""
+    machine = live_machine(sup.profile, None, None, windows=False)
+    try:
+        return machine.sampler.tick(), machine.sampler.log_lines(0)
+    finally:
+        machine.sampler.close()
 
 
 def test_a_long_log_shows_its_newest_lines_and_this_runs_startup(home: Path, ledger: Path) -> None:
@@ -42,18 +53,36 @@ def test_a_long_log_shows_its_newest_lines_and_this_runs_startup(home: Path, led
         with open(log, "a") as out:
             out.write("(APIServer pid=7) INFO the newest line\n")
 
-        machine = live_machine(sup.profile, None, None, windows=False)
-        try:
-            sample = machine.sampler.tick()
-            lines = machine.sampler.log_lines(0)
-        finally:
-            machine.sampler.close()
+        sample, lines = _console_opened(sup)
         # The present at once: not the run's first megabyte, a tick at a time.
         assert lines[-1].endswith("the newest line")
         assert all("earlier-run" not in line for line in lines)
-        assert sum(len(line) + 1 for line in lines) <= LATE_TAIL_BYTES
+        assert len(lines) == LOG_LINES_KEPT  # as many as a log read from its start keeps
         # This run's startup, read from where it began: not the log's first one.
         assert sample.startup is not None
         assert sample.startup.listen == f"http://127.0.0.1:{port}"
+    finally:
+        assert sup.stop().ok
+
+
+def test_an_idle_servers_long_log_shows_its_start(home: Path, ledger: Path) -> None:
+    """Hours of nothing but scrapes (which the panel leaves out) after the start: the panel
+    shows the start and what came since, not nothing."""
+    sup = Supervisor(
+        fake_profile("idle", free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
+    )
+    assert sup.start(timeout_s=30).ok
+    try:
+        log = sup.log_path
+        assert log is not None
+        _serve_hours(log, "idle", 2 * MAX_READ_BYTES, SCRAPE)
+        with open(log, "a") as out:
+            out.write("(APIServer pid=7) INFO the newest line\n")
+        _serve_hours(log, "idle", log.stat().st_size + 100_000, SCRAPE)
+
+        sample, lines = _console_opened(sup)
+        assert any("Starting vLLM server on" in line for line in lines)
+        assert lines[-1].endswith("the newest line")
+        assert sample.startup is not None and sample.startup.listen is not None
     finally:
         assert sup.stop().ok

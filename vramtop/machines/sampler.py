@@ -31,7 +31,8 @@ from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows.reading import WindowsGpuReading
-from vramtop.sources.logtail import LogTail, read_section
+from vramtop.machines.interface import LOG_TAIL
+from vramtop.sources.logtail import LogTail, last_lines, read_section
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
 
@@ -39,11 +40,13 @@ log = logging.getLogger(__name__)
 
 LOG_LINES_KEPT = 2000
 START_MARKER = "=== vramtop: start"
-# A log found longer than this when first opened is read from its last this many bytes (about
-# a thousand lines, more than the console's log panel holds) ...
-LATE_TAIL_BYTES = 128 * 1024
-# ... after the start of the server's run, read for its startup facts only, to the end of the
-# startup and at most this much (vLLM's startup output is some 20-100 KB).
+# A log longer than this when first opened (a console opened on a server that has served for
+# hours) is read from its end: the lines before it are read back, to LOG_LINES_KEPT that show
+# and at most LATE_BACK_BYTES (an idle server's log is mostly polling, which does not show) ...
+LATE_LOG_BYTES = 128 * 1024
+LATE_BACK_BYTES = 2 * 1024 * 1024
+# ... and the start of the server's run for its startup facts, to the end of the startup and
+# at most this much (vLLM's startup output is some 20-100 KB).
 LATE_STARTUP_BYTES = 256 * 1024
 
 
@@ -159,15 +162,27 @@ class Sampler:
     def _open_late(self, tail: LogTail) -> None:
         """A log that is long when first opened (a console opened on a server that has served
         for hours): reading it from its start would take a megabyte a tick, the log panel
-        showing hours-old lines meanwhile. Its present is read instead, after the start of
-        the server's run for the startup facts; the lines between are in the file (`vramtop
-        logs`), not shown."""
-        resume = tail.skip_to_tail(LATE_TAIL_BYTES)
-        if resume:
-            for raw in read_section(tail.path, self._log_start(), resume, LATE_STARTUP_BYTES):
-                if self._startup.complete:
-                    break
-                self._take(raw, shown=False)
+        showing hours-old lines meanwhile. Its present is read instead: the last lines that
+        show, and the start of the server's run for its startup facts (shown too when little
+        else shows, as for an idle server). The lines between are in the file (`vramtop
+        logs`)."""
+        end = tail.skip_to_end(LATE_LOG_BYTES)
+        if not end:
+            return
+        start = self._log_start()
+        if start > end:
+            start = 0  # the record's offset is another file's (replaced since): this one whole
+        for raw in read_section(tail.path, start, end, LATE_STARTUP_BYTES):
+            if self._startup.complete:
+                break
+            self._take(raw, shown=False)
+        last, reached = last_lines(tail.path, end, LOG_LINES_KEPT, _shown, LATE_BACK_BYTES, start)
+        if sum(map(_shown, last)) < LOG_TAIL:  # little shows: the run's start before it
+            for raw in read_section(tail.path, start, reached, LATE_STARTUP_BYTES):
+                if _shown(line := mask_line(raw)):
+                    self._lines.append(line)
+        for raw in last:
+            self._take(raw)
 
     def _take(self, raw: str, shown: bool = True) -> None:
         """One line of the server's output: kept to show, and read for facts."""
@@ -211,6 +226,11 @@ class Sampler:
             server_running=running,
             util=server_util(sample),
         )
+
+
+def _shown(line: str) -> bool:
+    """Whether a line of the server's output shows (a client's polling does not)."""
+    return not is_poll_access_line(line)
 
 
 def _server_running(info: ServerInfo | None, server: ServerReading | None) -> bool:

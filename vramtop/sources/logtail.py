@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -26,12 +27,18 @@ class LogTail:
         self._file: BinaryIO | None = None
         self._identity: tuple[int, int] | None = None  # (device, inode) of the open file
         self._partial = b""  # the last line, not yet ended by a newline
+        # Where reading stopped in the file (device, inode) last read: a read that failed
+        # (the file closed) goes on from there, not from the file's start.
+        self._position = 0
+        self._resume: tuple[tuple[int, int], int] | None = None
 
     def read_new(self) -> list[str]:
         try:
             lines = self._read_new()
         except OSError as exc:
             self.error = f"cannot read {self.path}: {exc.strerror or exc}"
+            if self._identity is not None:
+                self._resume = (self._identity, self._position)
             self.close()
             return []
         except Exception as exc:  # never let a log file stop the console
@@ -40,11 +47,12 @@ class LogTail:
         self.error = None
         return lines
 
-    def skip_to_tail(self, keep_bytes: int) -> int:
-        """Start at the first whole line of the file's last `keep_bytes`, when it has more:
-        a log opened late (a server that has served for hours) shows its present at once,
-        rather than replaying hours of output a megabyte a call. Returns the offset reading
-        starts at (0: the whole file is read, as without this call)."""
+    def skip_to_end(self, longer_than: int) -> int:
+        """When the file is longer than `longer_than`, start reading after its last whole
+        line: a log opened late (a server that has served for hours) is read from its present
+        on, rather than replayed from its start a megabyte a call (`last_lines` reads what
+        came just before). Returns that offset (0: the whole file is read, as without this
+        call)."""
         if self._file is not None:
             return 0
         try:
@@ -53,15 +61,19 @@ class LogTail:
         except OSError:
             return 0  # not there yet, or unreadable: the next read says why
         self._file, self._identity, self._partial = file, (stat.st_dev, stat.st_ino), b""
-        if stat.st_size <= keep_bytes:
+        if stat.st_size <= longer_than:
             return 0
         try:
-            file.seek(stat.st_size - keep_bytes - 1)
-            file.readline()  # the rest of a line begun before: the next line is whole
-            return file.tell()
+            back = min(stat.st_size, self.max_bytes)
+            file.seek(stat.st_size - back)
+            # After the last newline: a line still being written is read once it ends.
+            end = stat.st_size - back + file.read(back).rfind(b"\n") + 1
+            file.seek(end)
         except OSError:
             self.close()
             return 0
+        self._position = end
+        return end
 
     def close(self) -> None:
         if self._file is not None:
@@ -91,12 +103,17 @@ class LogTail:
             self._file = open(self.path, "rb")  # noqa: SIM115 (kept open between calls)
             self._identity = identity
             self._partial = b""
+            resume, self._resume = self._resume, None
+            if resume is not None and resume[0] == identity and resume[1] <= stat.st_size:
+                self._file.seek(resume[1])  # the same file as before the failed read
         elif stat.st_size < self._file.tell():
             # Truncated in place: what is there now is new.
             self._file.seek(0)
             self._partial = b""
         budget = max(0, self.max_bytes - sum(len(line) for line in drained))
-        return drained + self._take(self._file.read(budget) if budget else b"")
+        data = self._file.read(budget) if budget else b""
+        self._position = self._file.tell()
+        return drained + self._take(data)
 
     def _take(self, data: bytes, final: bool = False) -> list[str]:
         chunk = self._partial + data
@@ -110,7 +127,12 @@ class LogTail:
             # rather than hold it without bound.
             parts.append(self._partial)
             self._partial = b""
-        return [part.decode("utf-8", errors="replace").rstrip("\r") for part in parts]
+        return _decoded(parts)
+
+
+def _decoded(parts: list[bytes]) -> list[str]:
+    """Lines as text: undecodable bytes replaced, a CRLF's carriage return dropped."""
+    return [part.decode("utf-8", errors="replace").rstrip("\r") for part in parts]
 
 
 def read_section(path: Path, start: int, end: int, limit: int) -> list[str]:
@@ -126,4 +148,46 @@ def read_section(path: Path, start: int, end: int, limit: int) -> list[str]:
         return []
     if start + len(data) < end:
         data = data[: data.rfind(b"\n") + 1]  # cut by `limit` (or a shorter file): whole lines
-    return [line.decode("utf-8", errors="replace").rstrip("\r") for line in data.split(b"\n")[:-1]]
+    return _decoded(data.split(b"\n")[:-1])
+
+
+# How much `last_lines` reads at a time, going back.
+_BLOCK = 128 * 1024
+
+
+def last_lines(
+    path: Path, end: int, count: int, counts: Callable[[str], bool], limit: int, stop: int = 0
+) -> tuple[list[str], int]:
+    """The lines of `path` before offset `end` (a line's start), read back from there until
+    `count` of them are lines that `counts` (e.g. not a client's polling), or `limit` bytes
+    back, or offset `stop` (a line's start); and the offset it read back to (`stop` when it got
+    there). Never raises: an unreadable file gives what was read."""
+    blocks: list[list[str]] = []
+    found = 0
+    position = end
+    rest = b""  # the end of a line that began before the block it ended in
+    try:
+        with open(path, "rb") as file:
+            while position > stop and found < count and end - position < limit:
+                begin = max(stop, position - _BLOCK, end - limit)
+                file.seek(begin)
+                data = file.read(position - begin) + rest
+                if begin > stop:  # the block's first line may have begun before it
+                    cut = data.find(b"\n") + 1
+                    rest, data = data[:cut] if cut else data, data[cut:] if cut else b""
+                lines = _decoded(data.split(b"\n")[:-1])
+                blocks.append(lines)
+                found += sum(1 for line in lines if counts(line))
+                position = begin
+    except OSError:
+        pass
+    kept: list[str] = []
+    wanted = count
+    newest_first = (line for lines in blocks for line in reversed(lines))
+    for line in newest_first:
+        if wanted == 0:
+            break
+        kept.append(line)
+        wanted -= counts(line)
+    # (A line cut at the limit is not given: the offset is past its start, at the next one's.)
+    return kept[::-1], position + len(rest) if position > stop else stop
