@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from vramtop.sources.http_answer import Answer, Result
-from vramtop.sources.metrics_page import SHORT_PAGE, WHOLE_PAGE, MetricsPage
+from vramtop.sources.metrics_page import RETRY_READS, SHORT_PAGE, WHOLE_PAGE, MetricsPage
 
 _WHOLE = (
     "# TYPE vllm:num_requests_running gauge\n"
@@ -57,3 +57,17 @@ def test_a_whole_page_that_fails_leaves_the_short_page_untried() -> None:
     server.answers[WHOLE_PAGE] = Answer(200, _WHOLE)
     page.read(server.get)
     assert server.asked[SHORT_PAGE] == 1 and page.short
+
+
+def test_a_short_page_with_no_answer_when_judged_is_tried_again_later() -> None:
+    """A timeout or a busy server at the one moment the short page is judged is no verdict:
+    the whole page meanwhile, the short page tried again, and used once it answers."""
+    for failure in (TimeoutError("timed out"), Answer(503, "")):
+        server, page = FakeServer(), MetricsPage()
+        server.answers[SHORT_PAGE] = failure
+        for _ in range(RETRY_READS + 1):
+            assert page.read(server.get) == Answer(200, _WHOLE)
+        assert server.asked[SHORT_PAGE] == 1 and not page.short
+        server.answers[SHORT_PAGE] = Answer(200, _SHORT)
+        page.read(server.get)
+        assert server.asked[SHORT_PAGE] == 2 and page.short

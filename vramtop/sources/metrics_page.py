@@ -27,6 +27,9 @@ from vramtop.core.vllm.metrics import SAMPLE_NAMES, only_read, series_read
 from vramtop.sources.http_answer import Answer, Result
 
 WHOLE_PAGE = "/metrics"
+# Reads before a short page that got no answer when it was to be judged (a timeout, a 5xx) is
+# tried again: no answer is no verdict.
+RETRY_READS = 30
 SHORT_PAGE = "/metrics/?" + "&".join(
     "name%5B%5D=" + urllib.parse.quote(name, safe=":") for name in SAMPLE_NAMES
 )
@@ -39,6 +42,7 @@ class MetricsPage:
         # None: not tried yet; True: the short page serves; False: the whole page is asked.
         self._short: bool | None = None
         self._series: frozenset[str] = frozenset()  # the short page's series, when it serves
+        self._retry_in = 0  # reads until a short page that got no answer is tried again
 
     @property
     def short(self) -> bool:
@@ -48,7 +52,7 @@ class MetricsPage:
     def forget(self) -> None:
         """The server may be another one now (restarted, or back after not answering): its
         short page is tried again."""
-        self._short, self._series = None, frozenset()
+        self._short, self._series, self._retry_in = None, frozenset(), 0
 
     def read(self, get: Callable[[str], Result]) -> Result:
         """The answer to read, through `get` (a GET of a path): the short page where it
@@ -56,7 +60,10 @@ class MetricsPage:
         if not self._short:
             whole = get(WHOLE_PAGE)
             if self._short is None and _read(whole) and series_read(whole.text):
-                self._judge(get(SHORT_PAGE), whole)
+                if self._retry_in > 0:
+                    self._retry_in -= 1
+                else:
+                    self._judge(get(SHORT_PAGE), whole)
             return whole
         short = get(SHORT_PAGE)
         if not isinstance(short, Answer):
@@ -71,6 +78,9 @@ class MetricsPage:
 
     def _judge(self, short: Result, whole: Answer) -> None:
         """Whether `short` serves: the same series as the whole page, and nothing else."""
+        if not isinstance(short, Answer) or short.status >= 500:
+            self._short, self._series, self._retry_in = None, frozenset(), RETRY_READS
+            return
         series = series_read(whole.text)
         self._short = (
             _read(short)
