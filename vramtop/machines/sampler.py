@@ -44,7 +44,7 @@ START_MARKER = "=== vramtop: start"
 # hours) is read from its end: the lines before it are read back, to LOG_LINES_KEPT that show
 # and at most LATE_BACK_BYTES (an idle server's log is mostly polling, which does not show) ...
 LATE_LOG_BYTES = 128 * 1024
-LATE_BACK_BYTES = 2 * 1024 * 1024
+LATE_BACK_BYTES = 1024 * 1024
 # ... and the start of the server's run for its startup facts, to the end of the startup and
 # at most this much (vLLM's startup output is some 20-100 KB).
 LATE_STARTUP_BYTES = 256 * 1024
