@@ -37,8 +37,8 @@ class LogTail:
             lines = self._read_new()
         except OSError as exc:
             self.error = f"cannot read {self.path}: {exc.strerror or exc}"
-            if self._identity is not None:
-                self._resume = (self._identity, self._position)
+            if self._identity is not None:  # (from the start of a line not ended yet)
+                self._resume = (self._identity, self._position - len(self._partial))
             self.close()
             return []
         except Exception as exc:  # never let a log file stop the console
