@@ -4,6 +4,7 @@ lines fold into one row with a count."""
 from __future__ import annotations
 
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.strip import Strip
 
 from tests.support.console import distinct_lines, make_app, ticks
@@ -74,6 +75,21 @@ async def test_a_burst_of_lines_draws_only_the_rows_on_screen() -> None:
         assert drawn == ["INFO a", "INFO b", "INFO c"]
 
 
+async def _written_unseen(
+    pilot: Pilot[int], backend: FakeBackend, log: TailLog, tag: str
+) -> tuple[list[str], list[str]]:
+    """Fifty lines written over two ticks while the log is out of sight: none is drawn or
+    taken. The draws counted from now on, and the lines."""
+    drawn = _count_draws(log)
+    lines = distinct_lines(50, tag)
+    backend._log += lines
+    await ticks(pilot, 2)
+    await pilot.pause()
+    assert drawn == []
+    assert lines[-1] not in log.texts
+    return drawn, lines
+
+
 async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> None:
     backend = FakeBackend()
     app = make_app(backend)
@@ -81,13 +97,7 @@ async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> Non
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
         await app.push_screen(HelpScreen(app.help_rows()))
-        drawn = _count_draws(log)
-        covered = distinct_lines(50, "while covered")
-        backend._log += covered
-        await ticks(pilot, 2)
-        await pilot.pause()
-        assert drawn == []
-        assert covered[-1] not in log.texts
+        drawn, covered = await _written_unseen(pilot, backend, log, "while covered")
         app.pop_screen()
         await ticks(pilot, 1)
         await pilot.pause()
@@ -103,13 +113,7 @@ async def test_nothing_is_drawn_while_a_small_terminal_leaves_the_log_out() -> N
         server_log = app.query_one(ServerLog)
         log = app.query_one(TailLog)
         assert not server_log.display
-        drawn = _count_draws(log)
-        hidden = distinct_lines(50, "while hidden")
-        backend._log += hidden
-        await ticks(pilot, 2)
-        await pilot.pause()
-        assert drawn == []
-        assert hidden[-1] not in log.texts
+        drawn, hidden = await _written_unseen(pilot, backend, log, "while hidden")
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert server_log.display

@@ -47,16 +47,9 @@ _WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_S
 # `_Collector.add` would ignore anyway.
 _LINE_PREFIXES = tuple(sorted(_WANTED))
 _WANTED_NAMES = frozenset(name for base in _WANTED for name in (base, base + "_total"))
-# The counters among them: a Prometheus client writes a counter's sample with `_total`.
-_COUNTERS = frozenset(
-    (
-        "vllm:prompt_tokens",
-        "vllm:generation_tokens",
-        "vllm:num_preemptions",
-        "vllm:prefix_cache_queries",
-        "vllm:prefix_cache_hits",
-    )
-)
+# The counters among them (their fields are running totals): a Prometheus client writes a
+# counter's sample with `_total`.
+_COUNTERS = frozenset(name for name, field in _SUMMED.items() if field.endswith("_total"))
 # The names of the samples `parse_metrics` reads as a Prometheus client writes them: what a
 # server is asked for when it can give a page of those alone (prometheus_client's
 # `?name[]=`). Kept to one spelling each: the server writes each request into its log. (A
