@@ -10,7 +10,7 @@ from textual.strip import Strip
 from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog, TailLog
+from vramtop.tui.widgets.server_log import COUNT_REDRAW_S, NO_OUTPUT, ServerLog, TailLog
 
 ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
@@ -264,6 +264,59 @@ async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() ->
         assert rendered == [last]
         assert drawn == [ACCESS.format(port=41019)]
         assert _shown(log)[last].endswith("  ×23")
+
+
+async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_seconds() -> None:
+    backend = FakeBackend()
+    backend._log += distinct_lines(60, "startup")
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        backend._log += [ACCESS.format(port=40000 + i) for i in range(3)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        log = app.query_one(TailLog)
+        last = len(log.texts) - 1 - round(log.scroll_y)
+        rendered = _count_rows_rendered(log)
+        repainted = []  # per tick (a second of the console's clock): was the row repainted?
+        for second in range(8):
+            backend._log += [ACCESS.format(port=41000 + 20 * second + i) for i in range(20)]
+            await ticks(pilot, 1)
+            await pilot.pause()
+            repainted.append(rendered == [last])
+            rendered.clear()
+        # The first count after the quiet start at once, then one every COUNT_REDRAW_S.
+        assert COUNT_REDRAW_S == 3.0
+        assert repainted == [True, False, False, True, False, False, True, False]
+        # Traffic stops: the count held back is drawn when it is due, without a new line.
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert rendered == []  # (two seconds after the last)
+        await ticks(pilot, 1)
+        await pilot.pause()
+        assert rendered == [last]
+        assert log.rows[-1] == (ACCESS.format(port=41159), 163)
+        assert _shown(log)[last].endswith("  ×163")
+
+
+async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
+    backend = FakeBackend()
+    backend._log += distinct_lines(60, "startup")
+    error = "ERROR 11-14 10:02:{s:02d} [core.py:812] request {s} failed: CUDA error"
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        backend._log += [error.format(s=0)]
+        await ticks(pilot, 1)
+        await pilot.pause()
+        log = app.query_one(TailLog)
+        last = len(log.texts) - 1 - round(log.scroll_y)
+        rendered = _count_rows_rendered(log)
+        for second in range(1, 4):
+            backend._log += [error.format(s=second)]
+            await ticks(pilot, 1)
+            await pilot.pause()
+            assert rendered == [last]
+            assert log.rows[-1][1] == second + 1
+            rendered.clear()
 
 
 async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves() -> None:

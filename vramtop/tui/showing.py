@@ -230,7 +230,7 @@ class ShowingConsole(App[int]):
             normal_rate=self.frame.normal_rate,
         )
         notice = _log_notice(sample, self.key_of("start_stop"))
-        self._server_log.show(log_lines, notice or self.frame.log_notice)
+        self._server_log.show(log_lines, notice or self.frame.log_notice, now=sample.t)
 
     def _render_banner(self) -> None:
         had = self._banner.has_class("-open")

@@ -25,6 +25,12 @@ from vramtop.core.log_rows import FoldedRows, Row
 from vramtop.tui.widgets.typed_input import TypedInput
 
 MAX_LINES = 500
+# A folded row whose line is no failure is drawn again at most this often (seconds of the
+# console's clock) while only its count and newest line change: under steady traffic its
+# count moves every tick, and drawing that one row costs the console as much as the rest of
+# the log (Textual repaints the panel's lines for it). A new row, a failure's count, a row
+# after a quiet spell, and whatever scrolls into view are drawn at once.
+COUNT_REDRAW_S = 3.0
 NO_OUTPUT = "No server output yet."  # shown dim, as a placeholder, not as a line of output
 
 
@@ -96,6 +102,8 @@ class TailLog(ScrollView, can_focus=True):
         self._width = 0
         self._strips: LRUCache[tuple[int, int, int, Style, int, int], Strip] = LRUCache(256)
         self._frame: _Frame | None = None
+        self._counts_due: set[int] = set()  # rows whose count changed, not yet drawn again
+        self._counts_drawn_at: float | None = None
 
     @property
     def texts(self) -> list[str]:
@@ -130,8 +138,12 @@ class TailLog(ScrollView, can_focus=True):
         if round(old_value) != round(new_value):
             self.refresh()
 
-    def write_lines(self, lines: list[str]) -> bool:
-        """Add lines; whether they added rows (else they only changed rows in place)."""
+    def write_lines(self, lines: list[str], now: float | None = None) -> bool:
+        """Add lines; whether they added rows (else they only changed rows in place).
+
+        `now` (the console's clock) holds back a folded row's new count until
+        COUNT_REDRAW_S have passed since counts were last drawn; without it, every change
+        is drawn at once."""
         if not lines:
             return False
         rows = self._rows
@@ -151,20 +163,43 @@ class TailLog(ScrollView, can_focus=True):
             self._dropped += excess
         self.virtual_size = Size(self._width, len(rows.rows))
         if grown:
+            self._counts_due.clear()  # every row on screen is drawn again
             self.refresh()  # new rows: what shows moves up
             return True
         # Only rows in place changed (their line, their count): draw those rows again, not
         # every row on screen. Textual repaints the lines of a region refreshed, no others.
-        top = round(self.scroll_y)
-        height = self.size.height
         for index in touched:
-            if top <= index < top + height:
-                self.refresh_line(index)
+            if now is None or rows.rows[index].failure:
+                self._refresh_row(index)
+            else:
+                self._counts_due.add(index)
+        self.draw_counts_due(now)
         return False
+
+    def draw_counts_due(self, now: float | None) -> None:
+        """Draw the rows whose count changed, unless counts were drawn less than
+        COUNT_REDRAW_S ago (a clock that went back draws them)."""
+        due = self._counts_due
+        drawn_at = self._counts_drawn_at
+        if not due:
+            return
+        if now is not None and drawn_at is not None and 0 <= now - drawn_at < COUNT_REDRAW_S:
+            return
+        self._counts_drawn_at = now
+        for index in due:
+            self._refresh_row(index)
+        due.clear()
+
+    def _refresh_row(self, index: int) -> None:
+        """Repaint row `index` if it is on screen."""
+        top = round(self.scroll_y)
+        if top <= index < top + self.size.height:
+            self.refresh_line(index)
 
     def clear(self) -> None:
         self._rows.clear()
         self._strips.clear()
+        self._counts_due.clear()
         self._dropped = self._width = 0
         self.virtual_size = Size(0, 0)
         self.refresh()
@@ -292,7 +327,7 @@ class ServerLog(Vertical):
         self._lines: list[str] = []
         self._query = ""
         self._subtitle = ""
-        self._waiting: tuple[list[str], str | None] | None = None  # what came while hidden
+        self._waiting: tuple[list[str], str | None, float] | None = None  # came while hidden
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -327,21 +362,23 @@ class ServerLog(Vertical):
         # Shown again (a terminal made larger): what came meanwhile, now rather than a tick
         # later.
         if self._waiting is not None:
-            self.show(*self._waiting)
+            lines, notice, now = self._waiting
+            self.show(lines, notice, now=now)
 
     @property
     def lines(self) -> list[str]:
         return list(self._lines)
 
-    def show(self, lines: list[str], notice: str | None = None) -> None:
+    def show(self, lines: list[str], notice: str | None = None, *, now: float) -> None:
         """Append what is new; rewrite when the tail no longer continues ours (rotated log).
+        `now`: the console's clock, for when a folded row's count is drawn (COUNT_REDRAW_S).
 
         While the panel is not on screen (another screen covers the console, or a small
         terminal leaves the log out) nothing is drawn: the lines wait, and the first tick
         after it shows again shows them all at once. A hidden widget that repaints makes
         Textual lay out the whole screen again, every tick the server writes a line."""
         if self.app.screen is not self.screen or not self.display:
-            self._waiting = (lines, notice)
+            self._waiting = (lines, notice, now)
             return
         self._waiting = None
         subtitle = notice or (f"filter: {self._query}" if self._query else "")
@@ -349,7 +386,9 @@ class ServerLog(Vertical):
             # Setting a border title refreshes (and re-styles) the whole log: only on change.
             self._subtitle = subtitle
             self.border_subtitle = subtitle
+        log = self._log
         if lines == self._lines:
+            log.draw_counts_due(now)  # a count held back on the last tick with lines
             return
         new = _continuation(self._lines, lines)
         was_empty = not self._lines
@@ -357,11 +396,10 @@ class ServerLog(Vertical):
         if new is None or was_empty:  # empty: replace the "no output yet" line
             self._redraw()
             return
-        log = self._log
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
         grown = log.write_lines(
-            [line for line in new if self._matches(line)] if self._query else new
+            [line for line in new if self._matches(line)] if self._query else new, now
         )
         if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
