@@ -243,15 +243,26 @@ async def test_a_search_filters_the_raw_lines_then_folds_what_matches() -> None:
         assert log.rows == [("INFO answer 2 sent", 2)]
 
 
-async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() -> None:
+def _started() -> FakeBackend:
+    """A server whose log already holds more than the panel shows: the panel follows its tail."""
     backend = FakeBackend()
-    backend._log += distinct_lines(60, "startup")  # more than the panel shows: it follows its tail
+    backend._log += distinct_lines(60, "startup")
+    return backend
+
+
+async def _a_request_row(pilot: Pilot[int], backend: FakeBackend) -> TailLog:
+    """Three requests served: one row at the tail counts them. The log."""
+    backend._log += [ACCESS.format(port=40000 + i) for i in range(3)]
+    await ticks(pilot, 1)
+    await pilot.pause()
+    return pilot.app.query_one(TailLog)
+
+
+async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() -> None:
+    backend = _started()
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
-        backend._log += [ACCESS.format(port=40000 + i) for i in range(3)]
-        await ticks(pilot, 1)
-        await pilot.pause()
-        log = app.query_one(TailLog)
+        log = await _a_request_row(pilot, backend)
         assert log.scroll_y == log.max_scroll_y
         rendered = _count_rows_rendered(log)
         drawn = _count_draws(log)
@@ -267,14 +278,10 @@ async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() ->
 
 
 async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_seconds() -> None:
-    backend = FakeBackend()
-    backend._log += distinct_lines(60, "startup")
+    backend = _started()
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
-        backend._log += [ACCESS.format(port=40000 + i) for i in range(3)]
-        await ticks(pilot, 1)
-        await pilot.pause()
-        log = app.query_one(TailLog)
+        log = await _a_request_row(pilot, backend)
         last = len(log.texts) - 1 - round(log.scroll_y)
         rendered = _count_rows_rendered(log)
         repainted = []  # per tick (a second of the console's clock): was the row repainted?
@@ -299,8 +306,7 @@ async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_se
 
 
 async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
-    backend = FakeBackend()
-    backend._log += distinct_lines(60, "startup")
+    backend = _started()
     error = "ERROR 11-14 10:02:{s:02d} [core.py:812] request {s} failed: CUDA error"
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
