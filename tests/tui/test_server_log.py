@@ -121,6 +121,18 @@ async def test_nothing_is_drawn_while_a_small_terminal_leaves_the_log_out() -> N
         assert 0 < len(set(drawn) - {NO_OUTPUT}) <= log.scrollable_content_region.height
 
 
+async def test_a_read_answered_while_the_console_closes_is_not_shown() -> None:
+    # The reader's last sample can arrive once the console has begun to take its screen
+    # down: the log is then no longer on any screen, and must not ask which one it is on.
+    app = make_app(FakeBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        server_log = app.query_one(ServerLog)
+        await server_log.remove()
+        server_log.show(["INFO late"], now=10.0)
+        assert "INFO late" not in server_log.lines
+
+
 async def test_control_characters_in_a_line_cannot_move_the_cursor() -> None:
     backend = FakeBackend()
     app = make_app(backend)
@@ -370,7 +382,7 @@ async def test_rows_are_drawn_as_textuals_strip_operations_would_draw_them() -> 
         shown = log._rows.rows[top : top + len(strips)]
         assert [row.count for row in shown][-5:] == [3, 2, 1, 1, 1]
         for index, (row, strip) in enumerate(zip(shown, strips, strict=False), start=top):
-            text = styled(row)
+            text = styled(row) or TailLog.text(row)  # (None: nothing of its own to style)
             expected = (
                 Strip(text.render(app.console), text.cell_len)
                 .apply_style(style)

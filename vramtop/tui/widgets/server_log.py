@@ -66,6 +66,9 @@ def _placed(segments: list[Segment], y: int) -> list[Segment]:
     return placed
 
 
+_DIM = Style(dim=True)  # a count's style, over the log's own
+
+
 def count_badge(count: int) -> str:
     """What follows a folded row's line: how many lines it stands for."""
     return f"  ×{count}" if count > 1 else ""
@@ -93,7 +96,9 @@ class TailLog(ScrollView, can_focus=True):
 
     virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
-    def __init__(self, styler: Callable[[Row], Text], *, max_lines: int, classes: str) -> None:
+    def __init__(
+        self, styler: Callable[[Row], Text | None], *, max_lines: int, classes: str
+    ) -> None:
         super().__init__(classes=classes)
         self._styler = styler
         self._max_lines = max_lines
@@ -271,33 +276,57 @@ class TailLog(ScrollView, can_focus=True):
     ) -> Strip:
         """The row as it shows: its text in the widget's style, cut to the panel's width, and
         each cell's place in the log (for selecting text with the mouse)."""
-        text = self._styler(row)
+        style, width, scroll_x = frame.style, frame.width, frame.scroll_x
+        styled = self._styler(row)
+        if styled is None and selected is None and scroll_x == 0:
+            # Most rows: a line with nothing of its own to style. Its segments are made
+            # straight from the line and its count, without a rich Text to render.
+            badge = count_badge(row.count)
+            length = cell_len(row.line) + len(badge)
+            if length <= width:
+                segments = [Segment(row.line, style)]
+                if badge:
+                    segments.append(Segment(badge, style + _DIM))
+                return self._fitted(segments, length, index, frame)
+        text = self.text(row) if styled is None else styled
         if selected is not None:
             start, end = selected
             selection_style = self.screen.get_component_rich_style("screen--selection")
             text.stylize(selection_style, start, len(text.plain) if end == -1 else end)
-        style, width, scroll_x = frame.style, frame.width, frame.scroll_x
         length = text.cell_len
         segments = list(Segment.apply_style(text.render(self.app.console), style))
         if scroll_x == 0 and length <= width:
-            # Most rows: the whole line fits. Its segments, the padding, and each one's place
-            # made in one go, rather than a strip made for each step (a strip costs a few
-            # microseconds, and a busy log brings a panel's height of new rows a second).
-            if length < width:
-                segments.append(Segment(" " * (width - length), style))
-            return Strip(_placed(segments, index), width)
+            return self._fitted(segments, length, index, frame)
         strip = Strip(segments, length)
-        badge = len(count_badge(row.count))
-        if badge and length > scroll_x + width > badge:
+        badge_width = len(count_badge(row.count))
+        if badge_width and length > scroll_x + width > badge_width:
             # A folded row wider than the panel: its count stays in view, at the right edge.
-            line_end = length - badge
+            line_end = length - badge_width
             return Strip.join(
                 [
-                    strip.crop(scroll_x, scroll_x + width - badge).apply_offsets(scroll_x, index),
+                    strip.crop(scroll_x, scroll_x + width - badge_width).apply_offsets(
+                        scroll_x, index
+                    ),
                     strip.crop(line_end).apply_offsets(line_end, index),
                 ]
             )
         return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, index)
+
+    @staticmethod
+    def _fitted(segments: list[Segment], length: int, index: int, frame: _Frame) -> Strip:
+        """A row that fits: its segments, the padding, and each one's place made in one go,
+        rather than a strip made for each step (a strip costs a few microseconds, and a busy
+        log brings a panel's height of new rows a second)."""
+        if length < frame.width:
+            segments.append(Segment(" " * (frame.width - length), frame.style))
+        return Strip(_placed(segments, index), frame.width)
+
+    @staticmethod
+    def text(row: Row) -> Text:
+        """A row with nothing of its own to style, as text: its line, and its count dim."""
+        text = Text(row.line, no_wrap=True)
+        text.append(count_badge(row.count), "dim")
+        return text
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         # What is copied is what shows: a folded row's newest line and its count.
@@ -377,6 +406,8 @@ class ServerLog(Vertical):
         terminal leaves the log out) nothing is drawn: the lines wait, and the first tick
         after it shows again shows them all at once. A hidden widget that repaints makes
         Textual lay out the whole screen again, every tick the server writes a line."""
+        if not self.is_attached:
+            return  # a read answered while the console closes: its screen is gone
         if self.app.screen is not self.screen or not self.display:
             self._waiting = (lines, notice, now)
             return
@@ -439,10 +470,14 @@ class ServerLog(Vertical):
         # would point past the new one's end. Start from its tail.
         log.follow_tail()
 
-    def _styled(self, row: Row) -> Text:
+    def _styled(self, row: Row) -> Text | None:
+        """The row's text styled, or None when it has nothing of its own to style (the log
+        then shows its line as it is and its count dim: `TailLog.text`)."""
         line = row.line
         if line == NO_OUTPUT and not self._lines:
             return Text(line, style="dim")
+        if not row.failure and not (self._query and self._matches(line)):
+            return None
         text = Text(line, no_wrap=True)
         failure = self.get_component_rich_style("server-log--failure") if row.failure else None
         if failure is not None:
