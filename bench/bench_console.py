@@ -24,6 +24,7 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
                                   [--repeat N] [--apart] [--settle S]
                                   [--log-rate 20[,R...]] [--log-kind access[,distinct]]
     python -m bench.bench_console --real [--streams 3] [--seconds 60] [--settle 15]
+    python -m bench.bench_console ... --baseline DIR
 
 --real measures where users run it: the real vLLM of the end-to-end tests (VRAMTOP_VLLM_PYTHON,
 VRAMTOP_TINY_MODEL; started once, by a profile) under a bounded streaming load of this
@@ -37,6 +38,15 @@ The runs go side by side, at the same time: the floor itself moved from 0.18 to 
 minute from one minute to the next on a shared machine, and a floor measured in another minute
 than the demo made the ratio swing with it. `--apart` runs them one after the other instead.
 With --repeat N it is all done N times and the median ratio is printed too.
+
+Even side by side, a ratio to the floor moves by about 0.2x from one minute to the next on a
+shared machine, more than many a change. `--baseline DIR` runs another checkout's children too
+(DIR, e.g. a `git worktree` of the revision before a change, with a virtual environment of its
+own: DIR/.venv/bin/python DIR/bench/bench_console.py --child ...), each beside this one's run
+of the same kind, in the same minute and with the same home (with --real: the same server,
+profile and log). Each run but the floor and vllmstat gets such a twin (with --real: url and
+profile); for each, new/floor, old/floor and new/old are printed per run and, with --repeat,
+as medians. With --apart, each run and its twin still go side by side.
 """
 
 from __future__ import annotations
@@ -46,6 +56,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -53,7 +64,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
 
@@ -183,6 +194,31 @@ def log_run(rate: float, kind: str) -> str:
     return f"ui-log {rate:g}/s {kind}"
 
 
+class Run(NamedTuple):
+    """One child: what it runs, and from which checkout."""
+
+    kind: str
+    log_rate: float = 0.0
+    log_kind: str = "access"
+    checkout: str | None = None  # another checkout's child (--baseline); None: this one's
+
+
+def baseline_run(name: str) -> str:
+    """The name of the baseline's twin of the run `name`."""
+    return f"{name}{BASELINE_SUFFIX}"
+
+
+def child_argv(run: Run, args: list[str]) -> list[str]:
+    """The command line of `run`'s child, from its checkout."""
+    python, script = (
+        (sys.executable, __file__)
+        if run.checkout is None
+        else (os.path.join(run.checkout, BASELINE_PYTHON), os.path.join(run.checkout, SCRIPT))
+    )
+    log = ("--log-rate", str(run.log_rate), "--log-kind", run.log_kind)
+    return [python, script, "--child", run.kind, *args, *(log if run.kind == "ui-log" else ())]
+
+
 def measure(
     kinds: list[str],
     seconds: float,
@@ -191,15 +227,25 @@ def measure(
     log_rate: float = 0.0,
     real_home: str | None = None,
     log_runs: list[tuple[float, str]] | None = None,
+    baseline: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
     that minute (its clock speed, other tenants) weighs on each of them alike.
 
-    With `log_runs` (rate, kind), ui-log runs once for each, named by `log_run`."""
-    runs = {kind: (kind, log_rate, "access") for kind in kinds}
+    With `log_runs` (rate, kind), ui-log runs once for each, named by `log_run`. With
+    `baseline` (another checkout), each of vramtop's runs has a twin from there right after
+    it, named by `baseline_run`."""
+    runs = {kind: Run(kind, log_rate) for kind in kinds}
     if log_runs and "ui-log" in runs:
         del runs["ui-log"]
-        runs.update({log_run(rate, kind): ("ui-log", rate, kind) for rate, kind in log_runs})
+        runs.update({log_run(rate, kind): Run("ui-log", rate, kind) for rate, kind in log_runs})
+    if baseline:
+        paired = {}
+        for name, run in runs.items():
+            paired[name] = run
+            if run.kind in COMPARED:
+                paired[baseline_run(name)] = run._replace(checkout=baseline)
+        runs = paired
     with tempfile.TemporaryDirectory() as homes:
         # Each run's state (simulated GPU socket, server log) in a throwaway home of its own:
         # each demo run has a simulated machine of its own. The simulated server starts
@@ -207,26 +253,22 @@ def measure(
         args = ["--seconds", str(seconds), "--size", size, "--settle", str(settle_s)]
         children = {
             name: subprocess.Popen(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    kind,
-                    *args,
-                    *("--log-rate", str(rate), "--log-kind", log_kind),
-                ],
+                child_argv(run, args),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
+                cwd=run.checkout,
                 env={
                     **os.environ,
+                    # A baseline's child imports its own checkout's modules, never ours.
+                    **({"PYTHONPATH": run.checkout} if run.checkout else {}),
                     "VRAMTOP_HOME": real_home
-                    if real_home and kind in REAL_KINDS
-                    else os.path.join(homes, name.replace(" ", "-").replace("/", "")),
+                    if real_home and run.kind in REAL_KINDS
+                    else os.path.join(homes, re.sub(r"[/()]", "", name.replace(" ", "-"))),
                     "VRAMTOP_SIM_STARTUP_S": "0.3",
                 },
             )
-            for name, (kind, rate, log_kind) in runs.items()
+            for name, run in runs.items()
         }
         results = {}
         for kind, child in children.items():
@@ -235,6 +277,38 @@ def measure(
                 raise SystemExit(f"the {kind} run failed:\n{err}")
             results[kind] = json.loads(out.strip().splitlines()[-1])
     return results
+
+
+def baseline_problem(checkout: str, kinds: list[str]) -> str | None:
+    """Why `checkout` cannot run the children of `kinds` beside this one's; None: it can."""
+    python = os.path.join(checkout, BASELINE_PYTHON)
+    if not os.access(python, os.X_OK):
+        return (
+            f"--baseline {checkout}: there is no {python}. Give that checkout a virtual "
+            "environment of its own: in it, python3 -m venv .venv && .venv/bin/pip install "
+            "-e '.[dev]'"
+        )
+    try:
+        done = subprocess.run(
+            [python, SCRIPT, "--help"], capture_output=True, text=True, timeout=60, cwd=checkout
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"--baseline {checkout}: its {SCRIPT} --help did not answer ({error})"
+    # argparse shows a flag's choices in braces: --child {floor,demo,...}
+    found = re.search(r"--child \{([^}]*)\}", done.stdout)
+    known = found.group(1).split(",") if found else []
+    flags = ["--seconds", "--size", "--settle"]
+    if "ui-log" in kinds:
+        flags += ["--log-rate", "--log-kind"]
+    missing = [f"--child {kind}" for kind in kinds if kind not in known]
+    missing += [flag for flag in flags if flag not in done.stdout]
+    if done.returncode != 0 or missing:
+        return (
+            f"--baseline {checkout}: its {SCRIPT} lacks what this one runs its children with "
+            f"({', '.join(missing) or 'its --help failed'}). Take a later revision as the "
+            "baseline."
+        )
+    return None
 
 
 LABELS = {
@@ -255,17 +329,24 @@ DEMO_KINDS = ("demo", "reads", "still-log")
 # The real server's runs (--real), and the profile they share.
 REAL_KINDS = ("url", "profile", "vllmstat")
 REAL_PROFILE = "bench-console"
+# vramtop's own runs: those --baseline gives a twin from the other checkout.
+COMPARED = tuple(kind for kind in KINDS if kind not in ("floor", "vllmstat"))
+BASELINE_SUFFIX = " (baseline)"
+BASELINE_PYTHON = os.path.join(".venv", "bin", "python")  # in the baseline's checkout
+SCRIPT = os.path.join("bench", "bench_console.py")
 TARGETS = {"demo": 2.0, "url": 1.4, "profile": 1.5}
 LOG_KINDS = ("access", "distinct")
+BASELINE_RATIOS = ("new/floor", "old/floor", "new/old")
 
 
 def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[str, float]:
     """Print one run's figures; its ratios to the floor."""
     for kind, r in results.items():
         share = r["cpu_s"] / r["wall_s"] * 100
+        name = kind.removesuffix(BASELINE_SUFFIX)
+        label = LABELS.get(name, name) + kind[len(name) :]
         print(
-            f"{LABELS.get(kind, kind):<27} cpu {r['cpu_s']:.3f} s over {r['wall_s']:.1f} s "
-            f"({share:.2f} % of a core)"
+            f"{label:<27} cpu {r['cpu_s']:.3f} s over {r['wall_s']:.1f} s ({share:.2f} % of a core)"
         )
     ratios = {}
     floor = results.get("floor", {}).get("cpu_s")
@@ -286,11 +367,46 @@ def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[
             f"{ratios['log']:.2f}x (target <= 0.15x)"
         )
     for name in results:
-        if floor and "ui" in results and name.startswith("ui-log "):
+        if (
+            floor
+            and "ui" in results
+            and name.startswith("ui-log ")
+            and not name.endswith(BASELINE_SUFFIX)
+        ):
             ratio = (results[name]["cpu_s"] - results["ui"]["cpu_s"]) / floor
             ratios[name.replace("ui-log", "log")] = ratio
             print(f"the server log, {name[len('ui-log ') :]}: (run - ui)/floor = {ratio:.2f}x")
     return ratios
+
+
+def report_baseline(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Print each run beside its baseline's twin: new/floor, old/floor and new/old; those
+    ratios, named "<run> new/old" and so on."""
+    ratios = {}
+    floor = results.get("floor", {}).get("cpu_s")
+    for name, new in results.items():
+        old = results.get(baseline_run(name))
+        if old is None:
+            continue
+        if floor:
+            ratios[f"{name} new/floor"] = new["cpu_s"] / floor
+            ratios[f"{name} old/floor"] = old["cpu_s"] / floor
+        ratios[f"{name} new/old"] = new["cpu_s"] / old["cpu_s"]
+        figures = ", ".join(
+            f"{which} {ratios[f'{name} {which}']:.2f}x"
+            for which in BASELINE_RATIOS
+            if f"{name} {which}" in ratios
+        )
+        print(f"{name} beside the baseline: {figures}")
+    return ratios
+
+
+def print_medians(ratios: dict[str, list[float]], label: Callable[[str], str]) -> None:
+    """Each ratio's median over the repeats, with the values it is the median of."""
+    for name, values in ratios.items():
+        if values:
+            spread = ", ".join(f"{v:.2f}" for v in values)
+            print(f"median {label(name)}: {statistics.median(values):.2f}x ({spread})")
 
 
 def main() -> int:
@@ -327,6 +443,13 @@ def main() -> int:
     )
     parser.add_argument("--real", action="store_true", help="the real vLLM under load")
     parser.add_argument("--streams", type=int, default=3, help="with --real: requests at once")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="another checkout (with its own .venv) whose children run beside this one's, "
+        "each beside its own kind (with --real: url and profile; otherwise each run but the "
+        "floor): prints new/floor, old/floor and new/old",
+    )
     parser.add_argument("--child", choices=KINDS)
     args = parser.parse_args()
     width, height = (int(v) for v in args.size.split("x"))
@@ -340,39 +463,55 @@ def main() -> int:
     if args.child:
         child(args.child, args.seconds, (width, height), args.settle, rates[0], log_kinds[0])
         return 0
-    if args.real:
-        return real(args)
-    asked = args.only.split(",")
+    asked = ["url", "profile"] if args.real else args.only.split(",")
     unknown = sorted(set(asked) - set(KINDS))
     if unknown:
         parser.error(f"unknown run {', '.join(unknown)}: choose from {', '.join(KINDS)}")
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+        problem = baseline_problem(args.baseline, [k for k in COMPARED if k in asked])
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    if args.real:
+        return real(args)
     kinds = [k for k in KINDS if k in asked]
     log_runs = [(rate, kind) for kind in log_kinds for rate in rates]
     several = log_runs if len(log_runs) > 1 else None
     ratios: dict[str, list[float]] = {k: [] for k in (*KINDS[1:], "log")}
+    beside: dict[str, list[float]] = {}
     for run in range(1, args.repeat + 1):
         if args.repeat > 1:
             print(f"run {run} of {args.repeat}")
-        if args.apart:
-            results = {}
-            for k in kinds:
-                results.update(
-                    measure([k], args.seconds, args.size, args.settle, rates[0], None, several)
+        # With --apart, one kind after another (each with its baseline's twin beside it).
+        results = {}
+        for group in [[k] for k in kinds] if args.apart else [kinds]:
+            results.update(
+                measure(
+                    group,
+                    args.seconds,
+                    args.size,
+                    args.settle,
+                    rates[0],
+                    None,
+                    several,
+                    args.baseline,
                 )
-        else:
-            results = measure(kinds, args.seconds, args.size, args.settle, rates[0], None, several)
+            )
         for kind, ratio in report(results, rates[0]).items():
             ratios.setdefault(kind, []).append(ratio)
+        for name, ratio in report_baseline(results).items():
+            beside.setdefault(name, []).append(ratio)
     if args.repeat > 1:
-        for kind, values in ratios.items():
-            if values:
-                spread = ", ".join(f"{v:.2f}" for v in values)
-                label = (
-                    f"the server log, {kind[len('log ') :]}: (run - ui)/floor"
-                    if kind.startswith("log ")
-                    else f"ratio {kind}/floor"
-                )
-                print(f"median {label}: {statistics.median(values):.2f}x ({spread})")
+        print_medians(
+            ratios,
+            lambda kind: (
+                f"the server log, {kind[len('log ') :]}: (run - ui)/floor"
+                if kind.startswith("log ")
+                else f"ratio {kind}/floor"
+            ),
+        )
+        print_medians(beside, str)
     return 0
 
 
@@ -401,6 +540,7 @@ def real(args: argparse.Namespace) -> int:
         print(f"the server did not start: {started.message}")
         return 1
     ratios: dict[str, list[float]] = {k: [] for k in ("url", "profile")}
+    beside: dict[str, list[float]] = {}
     # vllmstat, when this Python has it, beside them (it is no dependency of vramtop's).
     vllmstat = importlib.util.find_spec("vllmstat") is not None
     if not vllmstat:
@@ -420,11 +560,14 @@ def real(args: argparse.Namespace) -> int:
                 args.size,
                 args.settle,
                 real_home=home,
+                baseline=args.baseline,
             )
             wall = results["url"]["wall_s"] + args.settle
             print(f"load: {args.streams} streams, ~{(load.chunks - chunks) / wall:.0f} chunks/s")
             for kind, ratio in report(results).items():
                 ratios.setdefault(kind, []).append(ratio)
+            for name, ratio in report_baseline(results).items():
+                beside.setdefault(name, []).append(ratio)
         load.stop.set()
     finally:
         sup.stop()
@@ -432,11 +575,8 @@ def real(args: argparse.Namespace) -> int:
 
         shutil.rmtree(home, ignore_errors=True)
     if args.repeat > 1:
-        for kind, values in ratios.items():
-            if values:
-                spread = ", ".join(f"{v:.2f}" for v in values)
-                label = kind if "/" in kind else f"{kind}/floor"
-                print(f"median ratio {label}: {statistics.median(values):.2f}x ({spread})")
+        print_medians(ratios, lambda kind: f"ratio {kind if '/' in kind else f'{kind}/floor'}")
+        print_medians(beside, str)
     return 0
 
 
