@@ -30,7 +30,8 @@ from vramtop.tui.showing import READER_CHECK_S
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
-from vramtop.tui.widgets.server_log import ServerLog, TailLog
+from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.tail_log import TailLog
 from vramtop.tui.widgets.text_panel import SPARK_BLOCKS
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 

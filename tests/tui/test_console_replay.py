@@ -14,7 +14,8 @@ from vramtop.session.writer import SessionWriter
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
-from vramtop.tui.widgets.server_log import ServerLog, TailLog
+from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.tail_log import TailLog
 
 
 def record_collapse(path: Path, until_t: float = 200.0) -> None:

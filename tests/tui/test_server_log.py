@@ -10,7 +10,8 @@ from textual.strip import Strip
 from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.tui.screens.help_screen import HelpScreen
-from vramtop.tui.widgets.server_log import COUNT_REDRAW_S, NO_OUTPUT, ServerLog, TailLog
+from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog
+from vramtop.tui.widgets.tail_log import COUNT_REDRAW_S, TailLog
 
 ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
