@@ -71,7 +71,10 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     assert [c.new for c in sup.profile.history] == ["0.85"]
 
     assert sup.stop().ok
-    assert sup.status().state == ServerState.STOPPED
+    stopped = sup.status()
+    assert stopped.state == ServerState.STOPPED
+    # No process is left to name: the stopped run's pid is not shown as if it were there.
+    assert stopped.pid is None and stopped.pgid is None and stopped.pids == ()
     assert tree_gone(third.pids)
     assert ledger_empty(ledger)
     log = sup.log_path.read_text()

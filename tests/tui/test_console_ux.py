@@ -146,6 +146,20 @@ async def test_a_finished_start_is_said_once() -> None:
         assert header.count("4343") == 1  # the pid: in the header's own words only
 
 
+async def test_a_stopped_server_is_not_shown_with_its_last_runs_pid_or_ready_time() -> None:
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 1)
+        assert "ready in" in text(app, ConsoleHeader)
+        await pilot.press("s")
+        await settle(pilot)
+        await ticks(pilot, 1)
+        header = text(app, ConsoleHeader)
+        assert "stopped" in header
+        assert "pid" not in header and "ready in" not in header
+
+
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
     # An agent's requests with pauses between them: 82 while generating, nothing between,
     # and a second in which a request ended halfway.

@@ -25,7 +25,7 @@ from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.readiness import tail
-from vramtop.supervisor.state import ALIVE, ServerRecord
+from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
 log = logging.getLogger(__name__)
@@ -97,10 +97,14 @@ class ServerHandle:
     def _info(self, rec: ServerRecord) -> ServerInfo:
         alive = rec.state in ALIVE
         pids = tuple(sorted(int(p) for p in rec.tree)) if alive else ()
+        # A stopped server has no process: the record keeps the last run's pid for vramtop's
+        # own use, but named beside "stopped" it reads as a process still there. A crashed
+        # one's pid stays: it names the run whose lines the log shows.
+        ended = rec.state is Lifecycle.STOPPED
         return ServerInfo(
             state=rec.state.shown,
-            pid=rec.pid,
-            pgid=rec.pgid,
+            pid=None if ended else rec.pid,
+            pgid=None if ended else rec.pgid,
             port=rec.port,
             started_at=rec.started_at,
             ready_s=rec.ready_s,

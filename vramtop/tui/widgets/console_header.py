@@ -116,7 +116,8 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
         # The details that give way to `activity` first: the last listed goes first.
         if info.state is ServerState.RUNNING and info.started_at is not None:
             parts.append(Optional((f" · up {uptime(now - info.started_at)}", "")))
-        if info.ready_s is not None:
+        # The last run's time to ready, while it is the server shown (not once it is stopped).
+        if info.ready_s is not None and info.state is not ServerState.STOPPED:
             parts.append(Optional((f" · ready in {_ready(info.ready_s)}", "")))
         if info.gpu_memory_utilization is not None:
             parts.append(f" · budget {info.gpu_memory_utilization:.2f}")
