@@ -5,18 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
 from textual.widgets import DataTable, Input, Label
+from textual.widgets._toast import Toast
 
 from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerMetrics, ServerState
+from vramtop.machines.interface import ActionResult
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
+from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
@@ -158,6 +162,31 @@ async def test_a_stopped_server_is_not_shown_with_its_last_runs_pid_or_ready_tim
         header = text(app, ConsoleHeader)
         assert "stopped" in header
         assert "pid" not in header and "ready in" not in header
+
+
+class _RelaunchFails(FakeBackend):
+    def relaunch(self, *args: Any, **kwargs: Any) -> ActionResult:
+        return ActionResult(
+            False, "start failed: out of memory at startup: budget 0.99 needs 31.52 GiB"
+        )
+
+
+async def test_a_failures_toast_never_covers_the_dialog_opened_after_it() -> None:
+    # The banner offers b after a failed start: the dialog it opens, at 80x24 nearly the
+    # screen's height, must not sit under the failure's toast.
+    app = make_app(_RelaunchFails())
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("b", "enter")
+        await settle(pilot)
+        await pilot.pause()
+        assert list(app.screen.query(Toast))  # the failure is told in a toast
+        await pilot.press("b")
+        await pilot.pause()
+        assert isinstance(app.screen, BudgetDialog)
+        dialog = app.screen.query_one("#budget-dialog").region
+        shown = [t.region for t in app.screen.query(Toast) if t.region]
+        assert not [region for region in shown if region.overlaps(dialog)]
 
 
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
