@@ -11,6 +11,8 @@ from vramtop.tui.screens.timeline_screen import describe
 def test_events_read_as_words() -> None:
     assert describe(Event(1.0, "relaunch", {"gpu_memory_utilization": 0.85})) == "budget 0.85"
     assert describe(Event(1.0, "ready", {"ready_s": 75})) == "ready in 1m15s"
+    # A quick start in the header's words ("ready in 3.0s"), not cut to "2s".
+    assert describe(Event(1.0, "ready", {"ready_s": 2.97})) == "ready in 3.0s"
     closed = {"change": "closed", "kind": "vram_contention", "duration_s": 42}
     assert describe(Event(1.0, "finding", closed)) == "vram_contention closed after 42s"
 

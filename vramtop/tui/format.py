@@ -32,6 +32,12 @@ def duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def ready_time(seconds: float) -> str:
+    """A start's time to ready: a quick one reads "0.6s", not "0s" beside a status line that
+    says 0.6 s (and the header and the event timeline say the same of one start)."""
+    return f"{seconds:.1f}s" if 0 <= seconds < 10 else duration(seconds)
+
+
 def uptime(seconds: float | None) -> str:
     """Like `duration`, but whole minutes once past the first: the header then changes (and
     repaints) once a minute instead of every second."""

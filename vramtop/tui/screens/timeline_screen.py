@@ -15,7 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from vramtop.core.events import Event
-from vramtop.tui.format import duration
+from vramtop.tui.format import duration, ready_time
 
 
 class TimelineScreen(ModalScreen[None]):
@@ -116,7 +116,7 @@ def describe(event: Event) -> str:
         return f"exit code {detail.get('returncode')}"
     ready = _number(detail.get("ready_s"))
     if kind == "ready" and ready is not None:
-        return f"ready in {duration(ready)}"
+        return f"ready in {ready_time(ready)}"
     if kind in ("start", "stop", "restart") and detail.get("reason") in ("asked", "quit"):
         return "asked from vramtop" if detail.get("reason") == "asked" else "on quit"
     if kind == "stop" and detail.get("reason") == "observed":

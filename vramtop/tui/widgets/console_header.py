@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 
 from vramtop.core.model import GIB, Sample, ServerState
-from vramtop.tui.format import duration, uptime
+from vramtop.tui.format import ready_time, uptime
 from vramtop.tui.widgets.text_panel import TextPanel
 
 Part = str | tuple[str, str]
@@ -118,17 +118,12 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
             parts.append(Optional((f" · up {uptime(now - info.started_at)}", "")))
         # The last run's time to ready, while it is the server shown (not once it is stopped).
         if info.ready_s is not None and info.state is not ServerState.STOPPED:
-            parts.append(Optional((f" · ready in {_ready(info.ready_s)}", "")))
+            parts.append(Optional((f" · ready in {ready_time(info.ready_s)}", "")))
         if info.gpu_memory_utilization is not None:
             parts.append(f" · budget {info.gpu_memory_utilization:.2f}")
     if activity:
         parts.append((f"  {activity}", "bold $warning"))
     return parts
-
-
-def _ready(seconds: float) -> str:
-    """A quick start reads "0.6s", not "0s" beside a status line that says 0.6 s."""
-    return f"{seconds:.1f}s" if 0 <= seconds < 10 else duration(seconds)
 
 
 def _version(sample: Sample | None) -> str | None:
