@@ -189,6 +189,22 @@ async def test_a_failures_toast_never_covers_the_dialog_opened_after_it() -> Non
         assert not [region for region in shown if region.overlaps(dialog)]
 
 
+async def test_every_line_of_the_what_if_shows_at_80x24() -> None:
+    # With a finding open the what-if has its most lines; its last (how to edit a field,
+    # how to close) was cut off below the dialog's edge at 24 rows.
+    app = make_app(FakeBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await start_a_call_and_let_it_collapse(pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        dialog = app.screen.query_one("#headroom")
+        inside = dialog.content_region
+        assert [child.region.bottom <= inside.bottom for child in dialog.children] == [True] * len(
+            dialog.children
+        )
+        assert "esc closes" in text(app, "#headroom")
+
+
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
     # An agent's requests with pauses between them: 82 while generating, nothing between,
     # and a second in which a request ended halfway.

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 # Below either, panels lose their sparklines and the log: still every number, no crash.
 COMPACT_WIDTH = 70
 COMPACT_HEIGHT = 22
+# Below this height the dialogs drop their blank rows (app.tcss, `.-short`): at 24 rows the
+# what-if's last lines (how to edit, how to close) were cut off.
+SHORT_DIALOG_HEIGHT = 30
 # Once the console has started, what start-up built (modules, styles, widgets) is set aside
 # from the garbage collector (see `_set_aside_start_up`).
 SETTLE_S = 1.0
@@ -133,6 +136,7 @@ class VramtopApp(ActingConsole):
             )
 
     def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.height < SHORT_DIALOG_HEIGHT, "-short")
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
         if compact != self.screen.has_class("-compact"):
             self.screen.set_class(compact, "-compact")
