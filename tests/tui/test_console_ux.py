@@ -3,6 +3,7 @@ the banner in words, one list of themes, whole events, a status line that says t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -17,7 +18,7 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerMetrics, ServerState
-from vramtop.machines.interface import ActionResult
+from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.budget_dialog import BudgetDialog
@@ -203,6 +204,47 @@ async def test_every_line_of_the_what_if_shows_at_80x24() -> None:
             dialog.children
         )
         assert "esc closes" in text(app, "#headroom")
+
+
+class _SlowLoad(FakeBackend):
+    """A start that waits for its server until a stop ends it, as the supervisor's does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = ServerState.STOPPED
+        self.stopped = threading.Event()
+
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
+        self.calls.append(("start",))
+        self.state = ServerState.STARTING
+        if progress is not None:
+            progress("loading weights")
+        if self.stopped.wait(timeout=30):
+            return ActionResult(False, "stopped while loading: another vramtop stopped it")
+        return ActionResult(True, "started")
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        result = super().stop(progress)
+        self.stopped.set()
+        return result
+
+
+async def test_s_stops_a_server_still_loading() -> None:
+    # A big model loads for minutes: s stops it then, as it does once it runs.
+    backend = _SlowLoad()
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.busy == "start"
+        assert app.check_action("start_stop", ()) is True
+        await pilot.press("s")
+        await settle(pilot)
+        assert backend.calls == [("start",), ("stop",)]
+        assert app.busy is None
+        assert "start stopped while loading" in text(app, ConsoleHeader)
+        assert not list(app.screen.query(Toast))  # asked for: not told as a failure
 
 
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:

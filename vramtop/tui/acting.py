@@ -104,10 +104,35 @@ class ActingConsole(ShowingConsole):
         )
 
     def action_start_stop(self) -> None:
+        if self.busy in LAUNCHED:
+            self._stop_load()
+            return
         if self.state in (ServerState.RUNNING, ServerState.STARTING):
             self._start_action("stop", lambda progress: self.backend.stop(progress=progress))
         else:
             self._start_action("start", lambda progress: self.backend.start(progress=progress))
+
+    def _stop_load(self) -> None:
+        """s while a start (restart, relaunch) waits for the server: stop it. The waiting
+        start gives way once the stop has ended the server (supervisor/following.py)."""
+        if self._load_stop_asked:
+            return
+        self._load_stop_asked = True
+        self._say("stop: stopping the server being started…", news=False)
+        self._render_header()
+        self._stop_load_worker()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stop-load")
+    def _stop_load_worker(self) -> None:
+        def progress(step: str) -> None:
+            self.post_message(ActionProgress("stop", step))
+
+        try:
+            result = self.backend.stop(progress=progress)
+        except Exception as error:
+            log.exception("stop failed")
+            result = ActionResult(ok=False, message=f"stop failed: {error}")
+        self.post_message(ActionFinished("stop", result))
 
     def action_headroom(self) -> None:
         from vramtop.tui.screens.headroom_screen import HeadroomScreen, no_terms
@@ -233,13 +258,32 @@ class ActingConsole(ShowingConsole):
         self.post_message(ActionFinished(name, result))
 
     def on_action_progress(self, message: ActionProgress) -> None:
+        if self._load_stop_asked and message.action != "stop":
+            return  # the load being stopped: its steps are no longer the news
         self._say(f"{message.action}: {message.step}…", news=False)
         self._render_header()
 
     def on_action_finished(self, message: ActionFinished) -> None:
+        action, result = message.action, message.result
+        stopping_load = self._load_stop_asked
+        if stopping_load and message.action == "stop" and self.busy in LAUNCHED:
+            # The stop of a load ended first: the start waiting gives way next and says it
+            # (a stop that failed says so now, and the load goes on).
+            self._load_stop_asked = result.ok
+            if not result.ok:
+                self._tell(message.action, result)
+            return
+        if stopping_load and message.action in LAUNCHED:
+            self._load_stop_asked = False
+            if not result.ok:  # asked for, not a failure
+                action = "stop"
+                result = ActionResult(ok=True, message=f"{message.action} stopped while loading")
         self.busy = None
-        result = message.result
-        done = LAUNCHED.get(message.action) if result.ok else None
+        self._tell(action, result)
+
+    def _tell(self, action: str, result: ActionResult) -> None:
+        """An action's outcome on the status line; a failure in a toast as well."""
+        done = LAUNCHED.get(action) if result.ok else None
         # A launch's result ("ready in 3.2 s (pid 5369)") is what the header shows already:
         # the status line says only that it is done.
         self._say(done or result.message)
@@ -248,7 +292,7 @@ class ActingConsole(ShowingConsole):
             # the log panel, where they are highlighted, rather than in a toast over the screen.
             self.notify(
                 f"{result.message} · the server log shows its last lines",
-                title=message.action,
+                title=action,
                 severity="error",
                 timeout=10,
             )

@@ -31,7 +31,7 @@ from vramtop.machines.interface import Backend
 from vramtop.settings import Settings
 from vramtop.tui.acting import ActingConsole
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
-from vramtop.tui.keys import ACTIONS, FOOTER_HIDDEN, KEY_DISPLAY
+from vramtop.tui.keys import ACTIONS, FOOTER_HIDDEN, KEY_DISPLAY, LAUNCHED
 from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
@@ -187,6 +187,8 @@ class VramtopApp(ActingConsole):
         if action in ("restart", "relaunch", "start_stop"):
             if not self.backend.can_act:
                 return False  # watching only (a URL, a recording): nothing to start or stop
+            if action == "start_stop" and self.busy in LAUNCHED:
+                return True  # stops the server it is bringing up (a load takes minutes)
             if self.busy is not None:
                 return None  # shown dimmed: wait for the running action
             state = self.state

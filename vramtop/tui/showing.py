@@ -86,6 +86,7 @@ class ShowingConsole(App[int]):
         self._read_failure: str | None = None  # the reader thread's last failure, if any
         self.normal_origin: str | None = None
         self.busy: str | None = None  # the action running now, if any
+        self._load_stop_asked = False  # s during a start: the load is being stopped
         self.activity: str | None = None  # one line: progress or the last action's result
         self._activity_until: float | None = None  # when a result stops being news
         self.desktop_peak_bytes: int | None = None
