@@ -247,6 +247,21 @@ async def test_s_stops_a_server_still_loading() -> None:
         assert not list(app.screen.query(Toast))  # asked for: not told as a failure
 
 
+async def test_a_resize_under_a_dialog_lays_the_console_out_for_the_new_size() -> None:
+    app = make_app(FakeBackend())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.resize_terminal(60, 20)
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0]
+        assert app.screen.has_class("-compact")  # the small terminal's layout
+        assert not app.query_one("#server-log").display
+
+
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:
     # An agent's requests with pauses between them: 82 while generating, nothing between,
     # and a second in which a request ended halfway.

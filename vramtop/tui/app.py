@@ -138,9 +138,12 @@ class VramtopApp(ActingConsole):
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.height < SHORT_DIALOG_HEIGHT, "-short")
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
-        if compact != self.screen.has_class("-compact"):
-            self.screen.set_class(compact, "-compact")
-            for panel in self.query(TextPanel):
+        # The console's own screen, also when a dialog is on top: resized under the help,
+        # it kept its layout for the old size once the help closed.
+        main = self.screen_stack[0]
+        if compact != main.has_class("-compact"):
+            main.set_class(compact, "-compact")
+            for panel in main.query(TextPanel):
                 panel.redraw()
 
     def get_css_variables(self) -> dict[str, str]:
