@@ -1,5 +1,7 @@
 """Budget what-ifs from a live server's own numbers reproduce the field report."""
 
+from dataclasses import replace
+
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.model import predict
 from vramtop.core.model import (
@@ -9,8 +11,10 @@ from vramtop.core.model import (
     GpuDevice,
     GpuReading,
     Sample,
+    ServerInfo,
     ServerMetrics,
     ServerReading,
+    ServerState,
 )
 
 TOTAL = 32607 * MIB
@@ -58,3 +62,16 @@ def test_unknown_pool_gives_no_inputs() -> None:
     sample = live_sample()
     bare = Sample(t=0, gpu=sample.gpu, server=ServerReading("u", reachable=False))
     assert live_headroom_inputs(bare) is None
+
+
+def test_a_failed_starts_budget_is_not_paired_with_the_last_pool_known() -> None:
+    # A relaunch at 0.94 failed (out of memory at startup): the pool shown is still the one
+    # the server at 0.85 reported, its reading stale, while the record says 0.94.
+    running = live_sample(0.85)
+    assert running.server is not None
+    stale = replace(running.server, reachable=False, stale=True)
+    failed = ServerInfo(state=ServerState.CRASHED, gpu_memory_utilization=0.94)
+    inputs = live_headroom_inputs(replace(running, server=stale, info=failed))
+    assert inputs is not None
+    back = predict(inputs, 0.85)
+    assert abs(back.kv_cache_bytes - POOL) <= 16 * 2 * 41_200  # the pool it had at 0.85

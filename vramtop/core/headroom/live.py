@@ -46,7 +46,7 @@ def live_headroom_inputs(
     if not sample.gpu.devices:
         return None
     total = sample.gpu.devices[0].total_bytes
-    util = server_util(sample)
+    util = _pool_util(sample)
     pool = kv_pool(sample)
     kv_bytes, tokens = pool["bytes"], pool["tokens"]
     if util is None or not kv_bytes or not tokens:
@@ -64,6 +64,18 @@ def live_headroom_inputs(
         else None,
         outside_budget(outside_budget_bytes),
     )
+
+
+def _pool_util(sample: Sample) -> float | None:
+    """The budget the pool was measured at. A pool read from /metrics is that server's,
+    stale too (a start that failed shows the last pool known), so it goes with the budget
+    in the same reading, not the failed start's: paired with the latter, a relaunch at the
+    old budget was predicted a pool smaller by the budgets' difference."""
+    metrics = sample.server.metrics if sample.server else None
+    cache = metrics.cache if metrics else None
+    if cache and cache.kv_cache_memory_bytes is not None and cache.gpu_memory_utilization:
+        return cache.gpu_memory_utilization
+    return server_util(sample)
 
 
 # The console asks on every tick; the answer changes only with the pool, the budget or a new
