@@ -18,7 +18,8 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerMetrics, ServerState
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.deferred_backend import BackendUnavailable
+from vramtop.machines.interface import LOG_TAIL, ActionResult, Frame, ProgressCallback
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.budget_dialog import BudgetDialog
@@ -260,6 +261,42 @@ async def test_a_resize_under_a_dialog_lays_the_console_out_for_the_new_size() -
         assert app.screen is app.screen_stack[0]
         assert app.screen.has_class("-compact")  # the small terminal's layout
         assert not app.query_one("#server-log").display
+
+
+class _SlowClose(FakeBackend):
+    """A stop on quit that takes a while; its reads fail meanwhile, as the deferred
+    backend's do once it is closing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = threading.Event()
+        self.may_close = threading.Event()
+
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        if self.closing.is_set():
+            raise BackendUnavailable("the console is closing")
+        return super().tick(log_limit)
+
+    def close(self, stop_server: bool) -> None:
+        self.closing.set()
+        self.may_close.wait(timeout=30)
+        super().close(stop_server)
+
+
+async def test_quitting_says_what_it_does_until_it_is_done() -> None:
+    backend = _SlowClose()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("q", "s")
+        await pilot.pause()
+        assert backend.closing.wait(timeout=30)
+        app.request_tick()
+        await pilot.pause(0.2)
+        header = text(app, ConsoleHeader)
+        backend.may_close.set()
+        assert "stopping vLLM, then quitting" in header
+        assert "reading failed" not in header
 
 
 def test_the_rate_shown_rides_over_pauses_between_requests() -> None:

@@ -155,7 +155,9 @@ class ShowingConsole(App[int]):
         except Exception as error:  # a backend bug must not take the console down
             reason = str(error) if isinstance(error, BackendUnavailable) else None
             reason = reason or f"{type(error).__name__}: {error}"
-            if reason != self._read_failure:  # once per reason, not once a second
+            # Once per reason, not once a second; none while quitting: the backend is being
+            # closed, and its reads fail by design.
+            if reason != self._read_failure and not self._quitting:
                 log.exception("tick failed")
             self._read_failure = reason
             self.post_message(TickFailed(reason, answers=answers))
@@ -167,6 +169,8 @@ class ShowingConsole(App[int]):
 
     def on_tick_failed(self, message: TickFailed) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
+        if self._quitting:
+            return  # the status line says what the quit is doing until it is done
         self._say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._render_header()
         self.refresh_bindings()  # a backend that could not be built offers no action
