@@ -9,7 +9,7 @@ from supervisor_helpers import fake_profile, free_port, ledger_empty
 
 from vramtop.core.model import Sample
 from vramtop.machines.live_machine import live_machine
-from vramtop.machines.sampler import LOG_LINES_KEPT
+from vramtop.machines.sampler import LOG_KEPT
 from vramtop.sources.logtail import MAX_READ_BYTES
 from vramtop.supervisor import Supervisor
 
@@ -57,7 +57,13 @@ def test_a_long_log_shows_its_newest_lines_and_this_runs_startup(home: Path, led
         # The present at once: not the run's first megabyte, a tick at a time.
         assert lines[-1].endswith("the newest line")
         assert all("earlier-run" not in line for line in lines)
-        assert len(lines) == LOG_LINES_KEPT  # as many as a log read from its start keeps
+        # Hours of requests fold into one row: this run's start shows above them, both
+        # within what a console's first read takes, rather than a panel of one row.
+        assert len(lines) <= LOG_KEPT
+        starting = [i for i, line in enumerate(lines) if "Starting vLLM server on" in line]
+        requests = [i for i, line in enumerate(lines) if "this-run" in line]
+        assert starting and requests and starting[-1] < requests[0]
+        assert len(requests) >= LOG_KEPT // 2
         # This run's startup, read from where it began: not the log's first one.
         assert sample.startup is not None
         assert sample.startup.listen == f"http://127.0.0.1:{port}"
@@ -84,5 +90,30 @@ def test_an_idle_servers_long_log_shows_its_start(home: Path, ledger: Path) -> N
         assert any("Starting vLLM server on" in line for line in lines)
         assert lines[-1].endswith("the newest line")
         assert sample.startup is not None and sample.startup.listen is not None
+    finally:
+        assert sup.stop().ok
+
+
+def test_a_long_log_of_lines_that_do_not_fold_shows_only_its_newest(
+    home: Path, ledger: Path
+) -> None:
+    """Lines that each make a row fill the panel: the run's start is not put above them."""
+    sup = Supervisor(
+        fake_profile("busy", free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
+    )
+    assert sup.start(timeout_s=30).ok
+    try:
+        log = sup.log_path
+        assert log is not None
+        with open(log, "a") as out:
+            n = 0
+            while out.tell() < 2 * MAX_READ_BYTES:
+                n += 1
+                word = "".join("ghijklmnop"[int(d)] for d in str(n))
+                out.write(f"(APIServer pid=7) INFO adapter {word} loaded\n")
+        _sample, lines = _console_opened(sup)
+        assert len(lines) == LOG_KEPT  # as many as a log read from its start keeps
+        assert not any("Starting vLLM server on" in line for line in lines)
+        assert lines[-1].endswith(f"adapter {word} loaded")
     finally:
         assert sup.stop().ok

@@ -9,6 +9,7 @@ from textual.strip import Strip
 
 from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
+from vramtop.machines.interface import LOG_TAIL
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog
 from vramtop.tui.widgets.tail_log import COUNT_REDRAW_S, TailLog
@@ -305,17 +306,42 @@ async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_se
             repainted.append(rendered == [last])
             rendered.clear()
         # The first count after the quiet start at once, then one every COUNT_REDRAW_S.
-        assert COUNT_REDRAW_S == 3.0
-        assert repainted == [True, False, False, True, False, False, True, False]
+        every = int(COUNT_REDRAW_S)
+        assert every > 1
+        assert repainted == [second % every == 0 for second in range(8)]
         # Traffic stops: the count held back is drawn when it is due, without a new line.
-        await ticks(pilot, 1)
-        await pilot.pause()
-        assert rendered == []  # (two seconds after the last)
+        due = (7 // every + 1) * every  # the first second a count is due after the last
+        for _ in range(8, due):
+            await ticks(pilot, 1)
+            await pilot.pause()
+            assert rendered == []
         await ticks(pilot, 1)
         await pilot.pause()
         assert rendered == [last]
         assert log.rows[-1] == (ACCESS.format(port=41159), 163)
         assert _shown(log)[last].endswith("  ×163")
+
+
+async def test_a_count_held_back_is_drawn_while_a_search_lets_no_new_line_through() -> None:
+    backend = _started()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        app.query_one(ServerLog).set_query("POST")
+        log = await _a_request_row(pilot, backend)
+        last = len(log.texts) - 1 - round(log.scroll_y)
+        for port in (41000, 41001):  # drawn at once, then held back
+            backend._log += [ACCESS.format(port=port)]
+            await ticks(pilot, 1)
+            await pilot.pause()
+        rendered = _count_rows_rendered(log)
+        # Requests stop; the server goes on writing lines the search leaves out.
+        for second in range(int(COUNT_REDRAW_S) + 1):
+            backend._log += [f"INFO: 127.0.0.1:5 - GET /health {second}"]
+            await ticks(pilot, 1)
+            await pilot.pause()
+        assert rendered == [last]
+        assert _shown(log)[last].endswith("  ×5")
 
 
 async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
@@ -336,6 +362,22 @@ async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
             assert rendered == [last]
             assert log.rows[-1][1] == second + 1
             rendered.clear()
+
+
+async def test_a_console_opened_on_a_busy_server_shows_more_than_its_folded_requests() -> None:
+    # Opened while an agent keeps the server busy: the last LOG_TAIL lines are all request
+    # lines, one row. The first read brings what the backend keeps, so the rows before show.
+    backend = _started()
+    backend._log += [ACCESS.format(port=40000 + i) for i in range(LOG_TAIL * 2)]
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        log = app.query_one(TailLog)
+        assert log.rows[-1] == (ACCESS.format(port=40000 + LOG_TAIL * 2 - 1), LOG_TAIL * 2)
+        assert len(log.rows) > log.size.height  # the startup's rows above it fill the panel
+        backend._log += [ACCESS.format(port=41000)]
+        await ticks(pilot, 1)
+        assert log.rows[-1][1] == LOG_TAIL * 2 + 1  # and the next read's tail continues it
 
 
 async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves() -> None:

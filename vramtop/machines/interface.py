@@ -34,6 +34,10 @@ ProgressCallback = Callable[[str], None]
 
 # How many of the server's last log lines a frame carries unless asked for another number.
 LOG_TAIL = 300
+# How many a backend keeps, and what the console's first read asks for: opened on a busy
+# server, the last LOG_TAIL lines are request lines that fold into a row or two, and the
+# panel would show little else.
+LOG_KEPT = 2000
 CANNOT_ACT = "vramtop cannot act on this server"
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Protocol
 
+from vramtop.core.log_rows import FoldedRows
 from vramtop.core.model import (
     Sample,
     ServerInfo,
@@ -31,23 +32,25 @@ from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows.reading import WindowsGpuReading
-from vramtop.machines.interface import LOG_TAIL
+from vramtop.machines.interface import LOG_KEPT
 from vramtop.sources.logtail import LogTail, last_lines, read_section
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
 
 log = logging.getLogger(__name__)
 
-LOG_LINES_KEPT = 2000
 START_MARKER = "=== vramtop: start"
 # A log longer than this when first opened (a console opened on a server that has served for
-# hours) is read from its end: the lines before it are read back, to LOG_LINES_KEPT that show
+# hours) is read from its end: the lines before it are read back, to LOG_KEPT that show
 # and at most LATE_BACK_BYTES (an idle server's log is mostly polling, which does not show) ...
 LATE_LOG_BYTES = 128 * 1024
 LATE_BACK_BYTES = 1024 * 1024
 # ... and the start of the server's run for its startup facts, to the end of the startup and
 # at most this much (vLLM's startup output is some 20-100 KB).
 LATE_STARTUP_BYTES = 256 * 1024
+# ... and shown above the last lines when these make fewer rows than a tall log panel shows
+# (repeated lines fold into one row: hours of requests are a row or two).
+LATE_ROWS = 40
 
 
 class WindowsSource(Protocol):
@@ -89,7 +92,7 @@ class Sampler:
         self._startup = StartupParser()
         self._started_at: float | None = None
         self._stats: StatsLine | None = None
-        self._lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self._lines: deque[str] = deque(maxlen=LOG_KEPT)
 
     @property
     def url(self) -> str | None:
@@ -176,12 +179,16 @@ class Sampler:
             if self._startup.complete:
                 break
             self._take(raw, shown=False)
-        last, reached = last_lines(tail.path, end, LOG_LINES_KEPT, _shown, LATE_BACK_BYTES, start)
-        if sum(map(_shown, last)) < LOG_TAIL:  # little shows: the run's start before it
-            for raw in read_section(tail.path, start, reached, LATE_STARTUP_BYTES):
-                if _shown(line := mask_line(raw)):
-                    self._lines.append(line)
-        for raw in last:
+        last, reached = last_lines(tail.path, end, LOG_KEPT, _shown, LATE_BACK_BYTES, start)
+        recent = [raw for raw in last if _shown(raw)]
+        if _rows(recent, LATE_ROWS) < LATE_ROWS:
+            # Little shows: an idle server's polling, or a busy one's request lines, which
+            # fold into a row or two. The run's start goes above them, and both fit in what
+            # is kept (LOG_KEPT lines, a console's first read), so that the panel shows both.
+            begun = _run_start(read_section(tail.path, start, reached, LATE_STARTUP_BYTES))
+            recent = recent[-max(LOG_KEPT - len(begun), LOG_KEPT // 2) :]
+            self._lines.extend(begun[max(0, len(begun) - (LOG_KEPT - len(recent))) :])
+        for raw in recent:
             self._take(raw)
 
     def _take(self, raw: str, shown: bool = True) -> None:
@@ -226,6 +233,31 @@ class Sampler:
             server_running=running,
             util=server_util(sample),
         )
+
+
+def _run_start(raws: Iterable[str]) -> list[str]:
+    """The lines that show of a run's start, to the one that says where the server listens
+    (what follows is its routes, then requests)."""
+    begun = []
+    parser = StartupParser()
+    for raw in raws:
+        if parser.complete:
+            break
+        if _shown(line := mask_line(raw)):
+            begun.append(line)
+            parser.feed(line)
+    return begun
+
+
+def _rows(lines: list[str], enough: int) -> int:
+    """How many rows `lines` make in the log panel, once repeats are folded (counted up to
+    `enough`)."""
+    rows = FoldedRows()
+    for line in lines:
+        rows.add(line)
+        if len(rows.rows) >= enough:
+            break
+    return len(rows.rows)
 
 
 def _shown(line: str) -> bool:

@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 from vramtop import locations
 from vramtop.core.model import GpuReading, Rates, Sample, ServerState
 from vramtop.machines.deferred_backend import BackendUnavailable
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, Backend, Frame
 from vramtop.settings import Settings
 from vramtop.tui.keys import DEFAULT_KEYS, KEY_DISPLAY
 from vramtop.tui.messages import SampleArrived, TickFailed
@@ -99,6 +99,7 @@ class ShowingConsole(App[int]):
         self._reads_answered = 0
         self._read_wanted = threading.Event()
         self._closing = False
+        self._log_filled = False  # (the reader's own: a read has brought the kept log lines)
         self._restart_armed = False
         self._theme_names: list[str] = []
         self._ticker: Timer | None = None  # the timer that asks for reads
@@ -148,7 +149,9 @@ class ShowingConsole(App[int]):
 
     def _read(self, answers: int) -> None:
         try:
-            frame = self.backend.tick(LOG_TAIL)
+            # The first read takes every line the backend keeps, to fill the log panel;
+            # later ones the tail that continues it.
+            frame = self.backend.tick(LOG_TAIL if self._log_filled else LOG_KEPT)
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
             # none is known yet).
             origin = normal_origin(frame.normal_rate, self._clock())
@@ -163,6 +166,7 @@ class ShowingConsole(App[int]):
             self.post_message(TickFailed(reason, answers=answers))
             return
         self._read_failure = None
+        self._log_filled = True
         # Everything goes back in the message: the app's state is written on the event loop
         # only, never from this thread while a dialog may be reading it.
         self.post_message(SampleArrived(frame, normal_origin=origin, answers=answers))
@@ -235,7 +239,9 @@ class ShowingConsole(App[int]):
             normal_rate=self.frame.normal_rate,
         )
         notice = _log_notice(sample, self.key_of("start_stop"))
-        self._server_log.show(log_lines, notice or self.frame.log_notice, now=sample.t)
+        # A replay's last frame stays on screen: a count held back is drawn now.
+        now = None if self._ended else sample.t
+        self._server_log.show(log_lines, notice or self.frame.log_notice, now=now)
 
     def _render_banner(self) -> None:
         had = self._banner.has_class("-open")

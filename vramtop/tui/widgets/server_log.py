@@ -14,7 +14,7 @@ from vramtop.core.log_rows import Row
 from vramtop.tui.widgets.tail_log import TailLog, count_badge
 from vramtop.tui.widgets.typed_input import TypedInput
 
-MAX_LINES = 500
+MAX_LINES = 500  # rows the panel keeps to scroll back to (repeated lines folded)
 NO_OUTPUT = "No server output yet."  # shown dim, as a placeholder, not as a line of output
 
 
@@ -37,7 +37,7 @@ class ServerLog(Vertical):
         self._lines: list[str] = []
         self._query = ""
         self._subtitle = ""
-        self._waiting: tuple[list[str], str | None, float] | None = None  # came while hidden
+        self._waiting: tuple[list[str], str | None, float | None] | None = None  # came while hidden
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -79,9 +79,10 @@ class ServerLog(Vertical):
     def lines(self) -> list[str]:
         return list(self._lines)
 
-    def show(self, lines: list[str], notice: str | None = None, *, now: float) -> None:
+    def show(self, lines: list[str], notice: str | None = None, *, now: float | None) -> None:
         """Append what is new; rewrite when the tail no longer continues ours (rotated log).
-        `now`: the console's clock, for when a folded row's count is drawn (COUNT_REDRAW_S).
+        `now`: the console's clock, for when a folded row's count is drawn (COUNT_REDRAW_S;
+        None: at once).
 
         While the panel is not on screen (another screen covers the console, or a small
         terminal leaves the log out) nothing is drawn: the lines wait, and the first tick
@@ -104,7 +105,7 @@ class ServerLog(Vertical):
             return
         new = _continuation(self._lines, lines)
         was_empty = not self._lines
-        self._lines = list(lines[-MAX_LINES:])
+        self._lines = list(lines)
         if new is None or was_empty:  # empty: replace the "no output yet" line
             self._redraw()
             return

@@ -141,7 +141,8 @@ class TailLog(ScrollView, can_focus=True):
         `now` (the console's clock) holds back a folded row's new count until
         COUNT_REDRAW_S have passed since counts were last drawn; without it, every change
         is drawn at once."""
-        if not lines:
+        if not lines:  # (none that a search lets through): a count held back may be due
+            self.draw_counts_due(now)
             return False
         rows = self._rows
         before = len(rows.rows)
