@@ -291,8 +291,7 @@ async def test_quitting_says_what_it_does_until_it_is_done() -> None:
         await pilot.press("q", "s")
         await pilot.pause()
         assert backend.closing.wait(timeout=30)
-        app.request_tick()
-        await pilot.pause(0.2)
+        await ticks(pilot, 1)  # a read asked and answered (failed: the backend is closing)
         header = text(app, ConsoleHeader)
         backend.may_close.set()
         assert "stopping vLLM, then quitting" in header
