@@ -35,6 +35,17 @@ def _console_opened(sup: Supervisor) -> tuple[Sample, list[str]]:
         machine.sampler.close()
 
 
+def _started(ledger: Path, name: str) -> tuple[Supervisor, Path]:
+    """A fake server started under profile `name`, and its log."""
+    sup = Supervisor(
+        fake_profile(name, free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
+    )
+    assert sup.start(timeout_s=30).ok
+    log = sup.log_path
+    assert log is not None
+    return sup, log
+
+
 def test_a_long_log_shows_its_newest_lines_and_this_runs_startup(home: Path, ledger: Path) -> None:
     first_port, port = free_port(), free_port()
     first = Supervisor(fake_profile("late", first_port, ledger))
@@ -74,13 +85,8 @@ def test_a_long_log_shows_its_newest_lines_and_this_runs_startup(home: Path, led
 def test_an_idle_servers_long_log_shows_its_start(home: Path, ledger: Path) -> None:
     """Hours of nothing but scrapes (which the panel leaves out) after the start: the panel
     shows the start and what came since, not nothing."""
-    sup = Supervisor(
-        fake_profile("idle", free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
-    )
-    assert sup.start(timeout_s=30).ok
+    sup, log = _started(ledger, "idle")
     try:
-        log = sup.log_path
-        assert log is not None
         _serve_hours(log, "idle", 2 * MAX_READ_BYTES, SCRAPE)
         with open(log, "a") as out:
             out.write("(APIServer pid=7) INFO the newest line\n")
@@ -98,13 +104,8 @@ def test_a_long_log_of_lines_that_do_not_fold_shows_only_its_newest(
     home: Path, ledger: Path
 ) -> None:
     """Lines that each make a row fill the panel: the run's start is not put above them."""
-    sup = Supervisor(
-        fake_profile("busy", free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
-    )
-    assert sup.start(timeout_s=30).ok
+    sup, log = _started(ledger, "busy")
     try:
-        log = sup.log_path
-        assert log is not None
         with open(log, "a") as out:
             n = 0
             while out.tell() < 2 * MAX_READ_BYTES:
