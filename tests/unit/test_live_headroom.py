@@ -15,6 +15,7 @@ from vramtop.core.model import (
     ServerMetrics,
     ServerReading,
     ServerState,
+    StartupFacts,
 )
 
 TOTAL = 32607 * MIB
@@ -75,3 +76,31 @@ def test_a_failed_starts_budget_is_not_paired_with_the_last_pool_known() -> None
     assert inputs is not None
     back = predict(inputs, 0.85)
     assert abs(back.kv_cache_bytes - POOL) <= 16 * 2 * 41_200  # the pool it had at 0.85
+
+
+def test_a_pool_from_the_startup_log_goes_with_the_budget_that_run_printed() -> None:
+    # The server at 0.93 is stopped and the record already holds the next start's 0.85: no
+    # reading of /metrics, the pool known only from the log of the run at 0.93.
+    sample = live_sample()
+    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_util=0.93)
+    record = ServerInfo(state=ServerState.STOPPED, gpu_memory_utilization=0.85)
+    inputs = live_headroom_inputs(replace(sample, server=None, startup=log, info=record))
+    assert inputs is not None
+    at_the_logs_budget = predict(inputs, 0.93)
+    assert abs(at_the_logs_budget.kv_cache_bytes - POOL) <= 16 * 2 * 41_200
+    assert abs(predict(inputs, 0.85).kv_cache_bytes / GIB - 6.71) < 0.02
+
+
+def test_a_pool_from_the_log_beside_metrics_without_one_goes_with_the_logs_budget() -> None:
+    # A vLLM whose /metrics gives no pool: the pool is the log's, its budget the log's too,
+    # even where the reading (stale: that server crashed) and the record say otherwise.
+    sample = live_sample(0.85)
+    assert sample.server is not None and sample.server.metrics is not None
+    cache = replace(sample.server.metrics.cache, kv_cache_memory_bytes=None)
+    metrics = replace(sample.server.metrics, cache=cache)
+    stale = replace(sample.server, reachable=False, stale=True, metrics=metrics)
+    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_util=0.93)
+    record = ServerInfo(state=ServerState.CRASHED, gpu_memory_utilization=0.85)
+    inputs = live_headroom_inputs(replace(sample, server=stale, startup=log, info=record))
+    assert inputs is not None
+    assert abs(predict(inputs, 0.93).kv_cache_bytes - POOL) <= 16 * 2 * 41_200

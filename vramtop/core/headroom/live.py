@@ -46,8 +46,8 @@ def live_headroom_inputs(
     if not sample.gpu.devices:
         return None
     total = sample.gpu.devices[0].total_bytes
-    util = _pool_util(sample)
     pool = kv_pool(sample)
+    util = _pool_util(sample, pool["source"])
     kv_bytes, tokens = pool["bytes"], pool["tokens"]
     if util is None or not kv_bytes or not tokens:
         return None
@@ -66,15 +66,20 @@ def live_headroom_inputs(
     )
 
 
-def _pool_util(sample: Sample) -> float | None:
-    """The budget the pool was measured at. A pool read from /metrics is that server's,
-    stale too (a start that failed shows the last pool known), so it goes with the budget
-    in the same reading, not the failed start's: paired with the latter, a relaunch at the
-    old budget was predicted a pool smaller by the budgets' difference."""
-    metrics = sample.server.metrics if sample.server else None
-    cache = metrics.cache if metrics else None
-    if cache and cache.kv_cache_memory_bytes is not None and cache.gpu_memory_utilization:
-        return cache.gpu_memory_utilization
+def _pool_util(sample: Sample, source: str | None) -> float | None:
+    """The budget the pool was measured at, by where `kv_pool` read the pool (`source`). A
+    pool from /metrics is that server's, stale too (a start that failed shows the last pool
+    known), so it goes with the budget in the same reading, not the failed start's: paired
+    with the latter, a relaunch at the old budget was predicted a pool smaller by the
+    budgets' difference. A pool from the startup log goes with the budget that run printed,
+    not the record's (another run's, or one about to start). Where the source gives none,
+    the server's budget."""
+    if source == "metrics":
+        metrics = sample.server.metrics if sample.server else None
+        if metrics is not None and metrics.cache.gpu_memory_utilization:
+            return metrics.cache.gpu_memory_utilization
+    if source == "log" and sample.startup is not None and sample.startup.requested_util:
+        return sample.startup.requested_util
     return server_util(sample)
 
 
