@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,7 +24,8 @@ from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Container, Horizontal
 from textual.events import Resize
-from textual.screen import Screen
+from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer
 
 from vramtop.core.model import ServerState
@@ -104,6 +106,7 @@ class VramtopApp(ActingConsole):
         self._kv = self.query_one(KvPoolPanel)
         self._throughput = self.query_one(ThroughputPanel)
         self._server_log = self.query_one(ServerLog)
+        self.screen_change_signal.subscribe(self, self._screen_changed)
         for notice in self._theme_notices:
             self.notify(notice, title="Theme", severity="warning", timeout=8)
         if self.settings.keys:
@@ -145,6 +148,37 @@ class VramtopApp(ActingConsole):
             main.set_class(compact, "-compact")
             for panel in main.query(TextPanel):
                 panel.redraw()
+
+    # -- notices -------------------------------------------------------------------------
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast; a failure's (a warning or an error) raised while a dialog is open is held
+        until the dialog closes, then shown for its whole time.
+
+        Toasts are hidden under a dialog (app.tcss), and Textual drops a notification whose
+        time runs out: a relaunch that failed while the what-if was being read was never
+        told in a toast. Mere news ("Theme: …") is not held: it is stale by then."""
+        show = partial(
+            super().notify, message, title=title, severity=severity, timeout=timeout, markup=markup
+        )
+        if severity != "information" and isinstance(self.screen, ModalScreen):
+            self._held_notices.append(show)
+        else:
+            show()
+
+    def _screen_changed(self, screen: Screen[Any]) -> None:
+        if isinstance(screen, ModalScreen) or not self._held_notices:
+            return  # (a dialog opened from a dialog: the console is not back yet)
+        held, self._held_notices = self._held_notices, []
+        for show in held:
+            show()
 
     def get_css_variables(self) -> dict[str, str]:
         variables = super().get_css_variables()

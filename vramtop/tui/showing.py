@@ -108,6 +108,8 @@ class ShowingConsole(App[int]):
         self._quitting = False
         self._ended = False  # a replay reached the end of its file
         self._banner_details = False  # the finding banner's ladder, shown on demand (d)
+        # Failure notices told while a dialog is open, shown once it closes (VramtopApp.notify).
+        self._held_notices: list[Callable[[], None]] = []
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
 
