@@ -497,23 +497,9 @@ async def test_the_budget_field_keeps_what_was_typed_fast() -> None:
         assert field.value == "1.5" and "refused" in text(app, "#budget-reason")
 
 
-class _StartFailsLater(FakeBackend):
-    """A start that fails once the test lets it end."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.state = ServerState.STOPPED
-        self.end = threading.Event()
-
-    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
-        self.calls.append(("start",))
-        self.end.wait(timeout=30)
-        return ActionResult(False, "start failed: out of memory at startup")
-
-
 async def test_a_failure_told_while_a_dialog_is_open_is_shown_once_it_closes() -> None:
     # Toasts wait under a dialog (app.tcss); a failure's must not run out of time there.
-    backend = _StartFailsLater()
+    backend = _SlowLoad()
     app = make_app(backend)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await ticks(pilot, 1)
@@ -522,7 +508,7 @@ async def test_a_failure_told_while_a_dialog_is_open_is_shown_once_it_closes() -
         await pilot.press("c")  # the what-if, read while the server loads
         await pilot.pause()
         assert isinstance(app.screen, HeadroomScreen)
-        backend.end.set()
+        backend.stopped.set()  # stopped by another vramtop: the start fails
         await settle(pilot)
         for notification in app._notifications:
             notification.raised_at -= 60  # a minute with the dialog open
@@ -530,4 +516,4 @@ async def test_a_failure_told_while_a_dialog_is_open_is_shown_once_it_closes() -
         await pilot.pause()
         await pilot.pause()
         toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
-        assert [t for t in toasts if "out of memory at startup" in t]
+        assert [t for t in toasts if "another vramtop stopped it" in t]
