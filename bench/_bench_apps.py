@@ -102,18 +102,18 @@ def demo_console_app(
     from vramtop.tui.app import VramtopApp
 
     class ReadsOnly(VramtopApp):
-        def _render(self, sample: Sample, log_lines: list[str]) -> None:
+        def _render(self, sample: Sample, log_lines: list[str], *, log_kept: bool = False) -> None:
             if self.state is not ServerState.RUNNING:
-                super()._render(sample, log_lines)
+                super()._render(sample, log_lines, log_kept=log_kept)
 
     class StillLog(VramtopApp):
         kept: list[str] | None = None
 
-        def _render(self, sample: Sample, log_lines: list[str]) -> None:
+        def _render(self, sample: Sample, log_lines: list[str], *, log_kept: bool = False) -> None:
             if self.state is ServerState.RUNNING:
                 self.kept = log_lines if self.kept is None else self.kept
                 log_lines = self.kept
-            super()._render(sample, log_lines)
+            super()._render(sample, log_lines, log_kept=log_kept)
 
     app_class = {None: VramtopApp, "reads": ReadsOnly, "still-log": StillLog}[part]
     backend, _owned = demo_backend()

@@ -364,11 +364,17 @@ async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
             rendered.clear()
 
 
+def _busy() -> FakeBackend:
+    """A server that has written its startup, then more requests than a tail holds."""
+    backend = _started()
+    backend._log += [ACCESS.format(port=40000 + i) for i in range(LOG_TAIL * 2)]
+    return backend
+
+
 async def test_a_console_opened_on_a_busy_server_shows_more_than_its_folded_requests() -> None:
     # Opened while an agent keeps the server busy: the last LOG_TAIL lines are all request
     # lines, one row. The first read brings what the backend keeps, so the rows before show.
-    backend = _started()
-    backend._log += [ACCESS.format(port=40000 + i) for i in range(LOG_TAIL * 2)]
+    backend = _busy()
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
@@ -436,3 +442,41 @@ async def test_rows_are_drawn_as_textuals_strip_operations_would_draw_them() -> 
                 assert list(strip) == list(expected)
             assert strip.cell_length == width
             assert strip.text == expected.text
+
+
+async def test_a_search_cleared_on_a_busy_server_shows_the_rows_before_the_requests_again() -> None:
+    backend = _busy()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)  # the first read brought every line kept, the second a tail
+        log = app.query_one(TailLog)
+        rows = log.rows
+        assert len(rows) > log.size.height
+        await pilot.press("slash", *"startup")
+        await pilot.pause()
+        assert len(log.rows) == 60  # the search covers every line kept, not a tail
+        await pilot.press("escape")
+        await pilot.pause()
+        assert log.rows == rows
+
+
+async def test_a_log_that_does_not_continue_the_panel_is_rebuilt_from_every_line_kept() -> None:
+    # More lines in a second than a tail holds (or a rotated log): the tail read does not
+    # continue the rows shown. They are built anew from what the backend keeps.
+    backend = _busy()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        log = app.query_one(TailLog)
+        backend._log += distinct_lines(10, "burst") + [
+            ACCESS.format(port=50000 + i) for i in range(LOG_TAIL + 10)
+        ]
+        await ticks(pilot, 2)
+        assert log.rows[-1] == (ACCESS.format(port=50000 + LOG_TAIL + 9), LOG_TAIL + 10)
+        assert [line for line, _ in log.rows[-12:-1]] == [
+            ACCESS.format(port=40000 + LOG_TAIL * 2 - 1),
+            *distinct_lines(10, "burst"),
+        ]
+        backend._log += [ACCESS.format(port=51000)]
+        await ticks(pilot, 1)  # later reads take a tail again, and continue the rows
+        assert log.rows[-1][1] == LOG_TAIL + 11

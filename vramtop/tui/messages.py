@@ -10,11 +10,19 @@ from vramtop.machines.interface import ActionResult, Frame
 class SampleArrived(Message):
     """One tick's frame, and where the normal rate came from in words."""
 
-    def __init__(self, frame: Frame, *, normal_origin: str | None = None, answers: int = 0) -> None:
+    def __init__(
+        self,
+        frame: Frame,
+        *,
+        normal_origin: str | None = None,
+        answers: int = 0,
+        log_kept: bool = False,
+    ) -> None:
         super().__init__()
         self.frame = frame
         self.normal_origin = normal_origin
         self.answers = answers  # the console's asks for a read, up to this one, are answered
+        self.log_kept = log_kept  # the frame's log lines are every one the backend keeps
 
 
 class TickFailed(Message):

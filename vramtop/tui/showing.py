@@ -99,7 +99,11 @@ class ShowingConsole(App[int]):
         self._reads_answered = 0
         self._read_wanted = threading.Event()
         self._closing = False
-        self._log_filled = False  # (the reader's own: a read has brought the kept log lines)
+        # Reads of every log line the backend keeps, asked for (the first read, to fill the
+        # log panel, and the panel's when a log that does not continue it rebuilds its rows)
+        # and made; the asks are written on the event loop, the reads counted by the reader.
+        self._kept_asked = 1
+        self._kept_read = 0
         self._restart_armed = False
         self._theme_names: list[str] = []
         self._ticker: Timer | None = None  # the timer that asks for reads
@@ -150,10 +154,11 @@ class ShowingConsole(App[int]):
             self._read(self._reads_asked)
 
     def _read(self, answers: int) -> None:
+        kept_asked = self._kept_asked
+        # Every line the backend keeps when asked, else the tail that continues the panel.
+        limit = LOG_KEPT if kept_asked != self._kept_read else LOG_TAIL
         try:
-            # The first read takes every line the backend keeps, to fill the log panel;
-            # later ones the tail that continues it.
-            frame = self.backend.tick(LOG_TAIL if self._log_filled else LOG_KEPT)
+            frame = self.backend.tick(limit)
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
             # none is known yet).
             origin = normal_origin(frame.normal_rate, self._clock())
@@ -168,10 +173,13 @@ class ShowingConsole(App[int]):
             self.post_message(TickFailed(reason, answers=answers))
             return
         self._read_failure = None
-        self._log_filled = True
+        self._kept_read = kept_asked
         # Everything goes back in the message: the app's state is written on the event loop
         # only, never from this thread while a dialog may be reading it.
-        self.post_message(SampleArrived(frame, normal_origin=origin, answers=answers))
+        kept = limit == LOG_KEPT or len(frame.log_lines) < limit  # fewer came: all there is
+        self.post_message(
+            SampleArrived(frame, normal_origin=origin, answers=answers, log_kept=kept)
+        )
 
     def on_tick_failed(self, message: TickFailed) -> None:
         self._reads_answered = max(self._reads_answered, message.answers)
@@ -198,7 +206,7 @@ class ShowingConsole(App[int]):
             self._remember(sample)  # the same frame again (a replay's last) is no new history
         if self.backend.finished and not self._ended:
             self._end_of_recording(sample)
-        self._render(sample, list(frame.log_lines))
+        self._render(sample, list(frame.log_lines), log_kept=message.log_kept)
         state = sample.info.state if sample.info else None
         if state != previous_state:
             self.refresh_bindings()
@@ -223,7 +231,8 @@ class ShowingConsole(App[int]):
             self.desktop_peak_bytes = max(desktop, self.desktop_peak_bytes or 0)
 
     # -- showing ---------------------------------------------------------------------------
-    def _render(self, sample: Sample, log_lines: list[str]) -> None:
+    def _render(self, sample: Sample, log_lines: list[str], *, log_kept: bool = False) -> None:
+        """Every panel from `sample`; `log_kept`: `log_lines` are all the backend keeps."""
         from vramtop.core import sample_facts
 
         self._render_header()
@@ -243,7 +252,10 @@ class ShowingConsole(App[int]):
         notice = _log_notice(sample, self.key_of("start_stop"))
         # A replay's last frame stays on screen: a count held back is drawn now.
         now = None if self._ended else sample.t
-        self._server_log.show(log_lines, notice or self.frame.log_notice, now=now)
+        self._server_log.show(log_lines, notice or self.frame.log_notice, now=now, kept=log_kept)
+
+    def on_server_log_kept_lines_wanted(self) -> None:
+        self._kept_asked += 1  # the next read brings them (not one now: reads keep their pace)
 
     def _render_banner(self) -> None:
         had = self._banner.has_class("-open")

@@ -8,9 +8,11 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Input
 
 from vramtop.core.log_rows import Row
+from vramtop.machines.interface import LOG_KEPT
 from vramtop.tui.widgets.tail_log import TailLog, count_badge
 from vramtop.tui.widgets.typed_input import TypedInput
 
@@ -32,12 +34,22 @@ class ServerLog(Vertical):
     ServerLog > .server-log--match { background: $warning 40%; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    class KeptLinesWanted(Message):
+        """The rows were built anew from a tail (a log that does not continue them): the
+        next read should bring every line the backend keeps."""
+
+    def __init__(self, *, id: str | None = None, keep: int = LOG_KEPT) -> None:
         super().__init__(id=id)
+        # What the backend keeps (its last `keep` lines), as far as the reads have brought it:
+        # a search, or its end, builds the rows anew from all of it, not from the last tail.
         self._lines: list[str] = []
+        self._keep = keep
+        self._kept_wanted = False  # asked for every line kept: they rebuild the rows
+        self._rebuild_due = False  # they came while the panel was out of sight
         self._query = ""
         self._subtitle = ""
-        self._waiting: tuple[list[str], str | None, float | None] | None = None  # came while hidden
+        # What came while hidden: lines, notice, clock, and whether the lines are all kept.
+        self._waiting: tuple[list[str], str | None, float | None, bool] | None = None
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -72,17 +84,21 @@ class ServerLog(Vertical):
         # Shown again (a terminal made larger): what came meanwhile, now rather than a tick
         # later.
         if self._waiting is not None:
-            lines, notice, now = self._waiting
-            self.show(lines, notice, now=now)
+            lines, notice, now, kept = self._waiting
+            self.show(lines, notice, now=now, kept=kept)
 
     @property
     def lines(self) -> list[str]:
         return list(self._lines)
 
-    def show(self, lines: list[str], notice: str | None = None, *, now: float | None) -> None:
-        """Append what is new; rewrite when the tail no longer continues ours (rotated log).
-        `now`: the console's clock, for when a folded row's count is drawn (COUNT_REDRAW_S;
-        None: at once).
+    def show(
+        self, lines: list[str], notice: str | None = None, *, now: float | None, kept: bool = False
+    ) -> None:
+        """Append what is new; build the rows anew when the tail no longer continues them (a
+        rotated log, a new server, more lines in a tick than a tail holds), then again from
+        every line kept once a read brings them. `now`: the console's clock, for when a
+        folded row's count is drawn (COUNT_REDRAW_S; None: at once). `kept`: `lines` are
+        every line the backend keeps, not only its last ones.
 
         While the panel is not on screen (another screen covers the console, or a small
         terminal leaves the log out) nothing is drawn: the lines wait, and the first tick
@@ -90,8 +106,13 @@ class ServerLog(Vertical):
         Textual lay out the whole screen again, every tick the server writes a line."""
         if not self.is_attached:
             return  # a read answered while the console closes: its screen is gone
+        if kept and self._kept_wanted:
+            # Asked for: the rows are built from these, not from the tail they were built from.
+            self._kept_wanted = False
+            self._lines = list(lines)
+            self._rebuild_due = True
         if self.app.screen is not self.screen or not self.display:
-            self._waiting = (lines, notice, now)
+            self._waiting = (lines, notice, now, kept)
             return
         self._waiting = None
         subtitle = notice or (f"filter: {self._query}" if self._query else "")
@@ -100,14 +121,22 @@ class ServerLog(Vertical):
             self._subtitle = subtitle
             self.border_subtitle = subtitle
         log = self._log
-        if lines == self._lines:
-            log.draw_counts_due(now)  # a count held back on the last tick with lines
-            return
         new = _continuation(self._lines, lines)
-        was_empty = not self._lines
-        self._lines = list(lines)
-        if new is None or was_empty:  # empty: replace the "no output yet" line
+        if new is None or (new and not self._lines):  # empty: replace "no output yet"
+            self._lines = list(lines)
             self._redraw()
+            if not kept:
+                self._kept_wanted = True
+                self.post_message(self.KeptLinesWanted())
+            return
+        if new:
+            self._lines += new
+            del self._lines[: -self._keep]
+        if self._rebuild_due:
+            self._redraw()
+            return
+        if not new:
+            log.draw_counts_due(now)  # a count held back on the last tick with lines
             return
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
@@ -142,6 +171,7 @@ class ServerLog(Vertical):
         return not self._query or self._query.lower() in line.lower()
 
     def _redraw(self) -> None:
+        self._rebuild_due = False
         log = self._log
         log.clear()
         if not self._lines:
