@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from vramtop.core.budget import OUTSIDE_BUDGET_ESTIMATE_BYTES, budget_bytes
+from vramtop.core.budget import (
+    OUTSIDE_BUDGET_ESTIMATE_BYTES,
+    budget_bytes,
+    desktop_headroom_bytes,
+)
 from vramtop.core.model import GIB, GpuDevice, MemoryKind, Split, SplitMethod
 from vramtop.core.windows.reading import WindowsGpuReading
 
@@ -68,7 +72,7 @@ def _split_card(
     total, used = device.total_bytes, device.used_bytes
     free = max(0, total - used)
     budget = budget_bytes(total, util) if util is not None else None
-    headroom = max(0, total - budget - outside_budget_bytes) if budget is not None else None
+    headroom = _headroom(total, util, outside_budget_bytes)
 
     if device.processes is not None:
         pids = set(server_pids)
@@ -129,6 +133,13 @@ def _split_card(
     )
 
 
+def _headroom(total: int, util: float | None, outside_budget_bytes: int) -> int | None:
+    """What the budget leaves the desktop (none below 0), by the rule the what-ifs use."""
+    if util is None:
+        return None
+    return max(0, desktop_headroom_bytes(total, util, outside_budget_bytes))
+
+
 def split_from_windows(
     device: GpuDevice,
     windows: WindowsGpuReading,
@@ -158,5 +169,5 @@ def split_from_windows(
             f"(largest: {names}).{spilled}"
         ),
         budget_bytes=budget,
-        headroom_bytes=max(0, total - budget - outside_budget_bytes) if budget else None,
+        headroom_bytes=_headroom(total, util, outside_budget_bytes),
     )

@@ -78,6 +78,7 @@ class MachineBackend(Backend):
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
         self.session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
         self._housekeeper: threading.Thread | None = None
+        self._outside_budget: int | None = None  # what the latest sample's split counted
         self._closed = threading.Event()
 
     @property
@@ -113,7 +114,10 @@ class MachineBackend(Backend):
         """Read every source once; the new sample and what the console shows beside it.
         Reads only: a stop or a housekeeping step under way on another thread never holds
         it up."""
-        sample = self.sampler.tick()
+        # The split's desktop headroom and the what-ifs' count one figure for what the server
+        # holds beyond its budget: the one the diagnosis measured so far.
+        self._outside_budget = self.session.diagnoser.outside_budget_bytes
+        sample = self.sampler.tick(self._outside_budget)
         if self._demo is not None:
             # Asked here, in the tick's worker thread: the console only reads the frame.
             self.call_on = self._demo.call_on()
@@ -155,7 +159,7 @@ class MachineBackend(Backend):
         latest = self.sampler.timeline.latest
         if latest is None:
             return None
-        return live_headroom_inputs(latest, self.session.diagnoser.outside_budget_bytes)
+        return live_headroom_inputs(latest, self._outside_budget)
 
     def clock(self) -> float:
         return time.time()

@@ -16,6 +16,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Protocol
 
+from vramtop.core.budget import outside_budget
 from vramtop.core.log_rows import FoldedRows
 from vramtop.core.model import (
     Sample,
@@ -102,7 +103,10 @@ class Sampler:
         """Seconds since this sampler started: the `t` of samples and events."""
         return self._clock() - self._t0
 
-    def tick(self) -> Sample:
+    def tick(self, outside_budget_bytes: int | None = None) -> Sample:
+        """`outside_budget_bytes`: what the server was measured to hold beyond its budget
+        (the diagnosis learns it; the estimate when None): the split's desktop headroom counts
+        it, as the what-ifs do."""
         # The server first, and the sample's time right after it: rates divide the counters'
         # increase by the time between two ticks' reads of them, whatever else a tick waits on
         # (the GPU library's first read, a first tick on a busy thread).
@@ -120,7 +124,8 @@ class Sampler:
             stats=self._stats,
             windows=self.windows.read() if self.windows is not None else None,
         )
-        return self.timeline.add(replace(sample, split=self._split(sample)))
+        split = self._split(sample, outside_budget(outside_budget_bytes))
+        return self.timeline.add(replace(sample, split=split))
 
     def close(self) -> None:
         self._probe.close()
@@ -215,7 +220,7 @@ class Sampler:
         if stats is not None:
             self._stats = stats
 
-    def _split(self, sample: Sample) -> Split | None:
+    def _split(self, sample: Sample, outside: int) -> Split | None:
         if not sample.gpu.devices:
             return None
         info = sample.info
@@ -223,7 +228,10 @@ class Sampler:
         pids = info.pids if info and info.pids else ((info.pid,) if info and info.pid else ())
         if running and sample.windows is not None:
             by_windows = split_from_windows(
-                sample.gpu.devices[0], sample.windows, util=server_util(sample)
+                sample.gpu.devices[0],
+                sample.windows,
+                util=server_util(sample),
+                outside_budget_bytes=outside,
             )
             if by_windows is not None:
                 return by_windows
@@ -232,6 +240,7 @@ class Sampler:
             server_pids=pids,
             server_running=running,
             util=server_util(sample),
+            outside_budget_bytes=outside,
         )
 
 

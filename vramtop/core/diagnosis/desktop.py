@@ -24,6 +24,9 @@ class DesktopWatch:
     def new_epoch(self) -> None:
         """A new server start: its own starting level and trend."""
         self.at_start: int | None = None
+        # The most this start held beyond its budget; the last start's figure stands until
+        # this one is measured.
+        self._outside_this_start: int | None = None
         self._history: deque[tuple[float, int]] = deque()
 
     def track(self, s: Sample, state: ServerState | None, contended: bool) -> None:
@@ -41,7 +44,18 @@ class DesktopWatch:
             history.popleft()
         split = s.split
         if split and split.server_bytes and split.budget_bytes and not contended:
-            self.outside_budget = max(0, split.server_bytes - split.budget_bytes)
+            self._measure_outside(split.server_bytes - split.budget_bytes)
+
+    def _measure_outside(self, beyond: int) -> None:
+        """What this server holds beyond its budget: the most seen since it started. The
+        desktop pushing the server's memory out (WDDM's eviction, AMD's GTT) lowers what the
+        server holds a tick at a time, before a collapse is named: that is not memory the
+        server gave back (it takes it again), and taken as the figure it overstated every
+        budget's headroom. Below its budget (pushed out, or not filled yet) it says nothing."""
+        if beyond < 0:
+            return
+        self._outside_this_start = max(self._outside_this_start or 0, beyond)
+        self.outside_budget = self._outside_this_start
 
     def share(self) -> DesktopShare:
         return DesktopShare(
