@@ -190,7 +190,12 @@ def test_a_failed_read_goes_on_where_it_stopped(
 def test_a_section_is_whole_lines_between_two_offsets(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     _append(log, "zero\none\ntwo\nthree\n")
-    assert read_section(log, 5, 13, 100) == ["one", "two"]
-    assert read_section(log, 5, 19, 6) == ["one"]  # cut by the limit: whole lines only
-    assert read_section(log, 13, 5, 100) == []
-    assert read_section(tmp_path / "absent.log", 0, 10, 100) == []
+    assert read_section(log, 5, 13, 100) == (["one", "two"], 2)
+    assert read_section(log, 5, 19, 6) == (["one"], 1)  # cut by the limit: whole lines only
+    assert read_section(log, 13, 5, 100) == ([], 0)
+    assert read_section(tmp_path / "absent.log", 0, 10, 100) == ([], 0)
+    # How many lines end by a mark: as many as a read to the mark would give.
+    for mark in (5, 9, 13, 19):
+        for limit in (6, 100):
+            lines, before = read_section(log, 5, 19, limit, mark)
+            assert lines[:before] == read_section(log, 5, mark, limit)[0]

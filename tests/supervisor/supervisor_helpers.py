@@ -1,4 +1,5 @@
-"""Helpers shared by the supervisor tests: free ports, the fake server's profile, its ledger."""
+"""Helpers shared by the supervisor tests: free ports, the fake server's profile, its ledger,
+a machine without a GPU."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from pathlib import Path
 import psutil
 
 from vramtop.config import Profile
+from vramtop.core.model import GpuReading
 
 FAKE_SERVER = Path(__file__).with_name("fake_vllm.py")
+
+
+class NoGpu:
+    """A GPU probe of a machine without one."""
+
+    def read(self) -> GpuReading:
+        return GpuReading(error="no GPU here")
+
+    def close(self) -> None:
+        pass
 
 
 def free_port() -> int:

@@ -15,11 +15,10 @@ from typing import IO, Any
 
 import httpx
 import psutil
-from supervisor_helpers import FAKE_SERVER, fake_profile, free_port
+from supervisor_helpers import FAKE_SERVER, NoGpu, fake_profile, free_port
 
 from vramtop import cli
 from vramtop.commands.status import live_pids
-from vramtop.core.model import GpuReading
 from vramtop.machines.machine_backend import LOG_ELSEWHERE, MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.profiles import save_profile
@@ -47,14 +46,6 @@ def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
-
-
-class NoGpu:
-    def read(self) -> GpuReading:
-        return GpuReading(error="no GPU here")
-
-    def close(self) -> None:
-        pass
 
 
 def console_backend(sup: Supervisor) -> MachineBackend:

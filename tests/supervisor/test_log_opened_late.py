@@ -3,18 +3,24 @@ once, and the startup facts are this run's, however long the log file has grown.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+import pytest
+from supervisor_helpers import NoGpu, fake_profile, free_port, ledger_empty
 
 from vramtop.core.model import Sample
+from vramtop.core.secrets import mask_line
+from vramtop.machines import sampler as sampler_module
 from vramtop.machines.live_machine import live_machine
-from vramtop.machines.sampler import LOG_KEPT
+from vramtop.machines.sampler import LOG_KEPT, Sampler
 from vramtop.sources.logtail import MAX_READ_BYTES
 from vramtop.supervisor import Supervisor
 
 REQUEST = '(APIServer pid=7) INFO:     127.0.0.1:{} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 SCRAPE = '(APIServer pid=7) INFO:     127.0.0.1:{} - "GET /metrics HTTP/1.1" 200 OK\n'
+STARTUP = Path(__file__).parents[1] / "fixtures" / "vllm-0.32-cpu" / "startup.log"
 
 
 def _serve_hours(log: Path, tag: str, size: int, line: str = REQUEST) -> None:
@@ -118,3 +124,39 @@ def test_a_long_log_of_lines_that_do_not_fold_shows_only_its_newest(
         assert lines[-1].endswith(f"adapter {word} loaded")
     finally:
         assert sup.stop().ok
+
+
+def test_the_runs_start_is_read_once_for_its_facts_and_the_lines_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "server.log"
+    shutil.copy(STARTUP, log)
+    _serve_hours(log, "idle", 2 * MAX_READ_BYTES, SCRAPE)
+    with open(log, "a") as out:
+        out.write("(APIServer pid=7) INFO the newest line\n")
+    reads: list[Any] = []
+    read_section = sampler_module.read_section
+
+    def counted(*args: Any) -> Any:
+        reads.append(args)
+        return read_section(*args)
+
+    monkeypatch.setattr(sampler_module, "read_section", counted)
+    path = log
+    sampler = Sampler(probe=NoGpu(), url=None, log_path=lambda: path)
+    sample = sampler.tick()
+    # The start to where the server listens, above the newest line.
+    text = STARTUP.read_bytes().decode()
+    started = [mask_line(line.rstrip("\r")) for line in text.split("\n")]
+    listen = next(i for i, line in enumerate(started) if "Starting vLLM server on" in line)
+    expected = [*started[: listen + 1], "(APIServer pid=7) INFO the newest line"]
+    assert sampler.log_lines(0) == expected
+    assert sample.startup is not None and sample.startup.listen == "http://127.0.0.1:8011"
+    assert len(reads) == 1  # one read of the start for both
+    # The same run's log opened again (another file): its facts are kept, its start shown.
+    path = tmp_path / "again.log"
+    shutil.copy(log, path)
+    sample = sampler.tick()
+    assert sampler.log_lines(0) == expected
+    assert sample.startup is not None and sample.startup.listen == "http://127.0.0.1:8011"
+    assert len(reads) == 2

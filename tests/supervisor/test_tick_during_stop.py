@@ -8,21 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import NoGpu, fake_profile, free_port, ledger_empty
 
-from vramtop.core.model import GpuReading, ServerState
+from vramtop.core.model import ServerState
 from vramtop.machines.interface import ActionResult
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.supervisor import Supervisor, handle, state
-
-
-class NoGpu:
-    def read(self) -> GpuReading:
-        return GpuReading(error="no GPU here")
-
-    def close(self) -> None:
-        pass
 
 
 def test_a_tick_returns_while_a_stop_is_blocked(

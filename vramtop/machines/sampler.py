@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -180,28 +180,50 @@ class Sampler:
         start = self._log_start()
         if start > end:
             start = 0  # the record's offset is another file's (replaced since): this one whole
-        for raw in read_section(tail.path, start, end, LATE_STARTUP_BYTES):
-            if self._startup.complete:
-                break
-            self._take(raw, shown=False)
         last, reached = last_lines(tail.path, end, LOG_KEPT, _shown, LATE_BACK_BYTES, start)
+        begun = self._read_run_start(tail.path, start, end, reached)
         recent = [raw for raw in last if _shown(raw)]
         if _rows(recent, LATE_ROWS) < LATE_ROWS:
             # Little shows: an idle server's polling, or a busy one's request lines, which
             # fold into a row or two. The run's start goes above them, and both fit in what
             # is kept (LOG_KEPT lines, a console's first read), so that the panel shows both.
-            begun = _run_start(read_section(tail.path, start, reached, LATE_STARTUP_BYTES))
             recent = recent[-max(LOG_KEPT - len(begun), LOG_KEPT // 2) :]
             self._lines.extend(begun[max(0, len(begun) - (LOG_KEPT - len(recent))) :])
         for raw in recent:
             self._take(raw)
 
-    def _take(self, raw: str, shown: bool = True) -> None:
-        """One line of the server's output: kept to show, and read for facts."""
+    def _read_run_start(self, path: Path, start: int, end: int, reached: int) -> list[str]:
+        """The start of the server's run, from `start`, read once (at most
+        LATE_STARTUP_BYTES): its facts, to the end of the startup, and the lines of it that
+        show, to the one that says where the server listens (what follows is its routes, then
+        requests) and before `reached`, where the last lines shown begin."""
+        raws, before = read_section(path, start, end, LATE_STARTUP_BYTES, reached)
+        # The facts known already (the same run's log, opened again): they stay, and the
+        # lines' own parser says where the start ends.
+        ends = StartupParser() if self._startup.complete else None
+        begun: list[str] = []
+        for index, raw in enumerate(raws):
+            if ends is None:
+                if self._startup.complete:
+                    break
+                line = self._take(raw, shown=False)
+            elif ends.complete or index >= before:
+                break
+            else:
+                line = None if is_poll_access_line(raw) else mask_line(raw)
+                if line is not None:
+                    ends.feed(line)
+            if line is not None and index < before:
+                begun.append(line)
+        return begun
+
+    def _take(self, raw: str, shown: bool = True) -> str | None:
+        """One line of the server's output: kept to show, and read for facts. The line as
+        shown (masked), or None for one that never shows."""
         if is_poll_access_line(raw):
             # Our own scrapes, once a second (the log file keeps them): dropped unread, and
             # the short page's line is long (see sources/metrics_page.py).
-            return
+            return None
         line = mask_line(raw)  # shown and recorded: never a key the server printed
         if shown:
             self._lines.append(line)
@@ -219,6 +241,7 @@ class Sampler:
         stats = parse_stats_line(line)
         if stats is not None:
             self._stats = stats
+        return line
 
     def _split(self, sample: Sample, outside: int) -> Split | None:
         if not sample.gpu.devices:
@@ -242,20 +265,6 @@ class Sampler:
             util=server_util(sample),
             outside_budget_bytes=outside,
         )
-
-
-def _run_start(raws: Iterable[str]) -> list[str]:
-    """The lines that show of a run's start, to the one that says where the server listens
-    (what follows is its routes, then requests)."""
-    begun = []
-    parser = StartupParser()
-    for raw in raws:
-        if parser.complete:
-            break
-        if _shown(line := mask_line(raw)):
-            begun.append(line)
-            parser.feed(line)
-    return begun
 
 
 def _rows(lines: list[str], enough: int) -> int:

@@ -135,20 +135,26 @@ def _decoded(parts: list[bytes]) -> list[str]:
     return [part.decode("utf-8", errors="replace").rstrip("\r") for part in parts]
 
 
-def read_section(path: Path, start: int, end: int, limit: int) -> list[str]:
+def read_section(
+    path: Path, start: int, end: int, limit: int, mark: int | None = None
+) -> tuple[list[str], int]:
     """The whole lines of `path` between offsets `start` and `end` (each a line's start), at
-    most `limit` bytes of them. Never raises: an unreadable file gives no lines."""
+    most `limit` bytes of them; and how many of them end by offset `mark` (a line's start;
+    None: `end`), as reading from `start` to `mark` would give. Never raises: an unreadable
+    file gives no lines."""
     if end <= start:
-        return []
+        return [], 0
     try:
         with open(path, "rb") as file:
             file.seek(start)
             data = file.read(min(limit, end - start))
     except OSError:
-        return []
+        return [], 0
     if start + len(data) < end:
         data = data[: data.rfind(b"\n") + 1]  # cut by `limit` (or a shorter file): whole lines
-    return _decoded(data.split(b"\n")[:-1])
+    lines = _decoded(data.split(b"\n")[:-1])
+    before = len(lines) if mark is None else data.count(b"\n", 0, max(0, mark - start))
+    return lines, before
 
 
 # How much `last_lines` reads at a time, going back.
