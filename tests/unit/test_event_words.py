@@ -17,6 +17,13 @@ def test_events_read_as_words() -> None:
     assert describe(Event(1.0, "finding", closed)) == "vram_contention closed after 42s"
 
 
+def test_an_event_without_detail_still_says_something() -> None:
+    # A start is seen as the server's state turns to starting: it carries no detail, and
+    # its row was blank beside "the server is shutting down" of the stop seen.
+    assert describe(Event(1.0, "start")) == "the server is starting"
+    assert describe(Event(1.0, "ready")) == "—"  # as any unknown in the console
+
+
 @pytest.mark.parametrize(
     ("name", "detail"),
     [

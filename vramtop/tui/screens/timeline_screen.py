@@ -121,4 +121,6 @@ def describe(event: Event) -> str:
         return "asked from vramtop" if detail.get("reason") == "asked" else "on quit"
     if kind == "stop" and detail.get("reason") == "observed":
         return "the server is shutting down"
-    return ", ".join(f"{k} {v}" for k, v in detail.items())
+    if kind == "start" and not detail:
+        return "the server is starting"  # (seen: its state turned to starting)
+    return ", ".join(f"{k} {v}" for k, v in detail.items()) or "—"
