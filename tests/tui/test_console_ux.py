@@ -517,3 +517,28 @@ async def test_a_failure_told_while_a_dialog_is_open_is_shown_once_it_closes() -
         await pilot.pause()
         toasts = [str(toast.render()) for toast in app.screen.query(Toast)]
         assert [t for t in toasts if "another vramtop stopped it" in t]
+
+
+class _SlowStop(FakeBackend):
+    """A stop that waits, before its first step, until the test lets it go on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go_on = threading.Event()
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        self.go_on.wait(timeout=30)
+        return super().stop(progress)
+
+
+async def test_a_stop_reads_as_a_stop_from_its_first_moment() -> None:
+    backend = _SlowStop()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("s")
+        await pilot.pause()
+        said = text(app, ConsoleHeader)
+        backend.go_on.set()
+        await settle(pilot)
+        assert "stop: stopping…" in said and "starting" not in said

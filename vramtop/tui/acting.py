@@ -16,7 +16,7 @@ from textual import work
 from vramtop import locations
 from vramtop.core.model import ServerState
 from vramtop.machines.interface import ActionResult
-from vramtop.tui.keys import LAUNCHED
+from vramtop.tui.keys import LAUNCHED, UNDER_WAY
 from vramtop.tui.messages import ActionFinished, ActionProgress
 from vramtop.tui.showing import ShowingConsole
 
@@ -238,7 +238,7 @@ class ActingConsole(ShowingConsole):
         if self.busy is not None:
             return
         self.busy = name
-        self._say(f"{name}: starting…", news=False)
+        self._say(f"{name}: {UNDER_WAY[name]}…", news=False)
         self._render_header()
         self.refresh_bindings()
         self._action_worker(name, call)

@@ -93,6 +93,13 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
 ]
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
+# What the status line says as an action begins, until its first step is known.
+UNDER_WAY = {
+    "start": "starting",
+    "stop": "stopping",
+    "restart": "restarting",
+    "relaunch": "relaunching",
+}
 KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
 DEFAULT_KEYS = {binding_id: key for binding_id, key, *_rest in ACTIONS}
 # d (details) is offered by the banner itself, the only time it does anything.
