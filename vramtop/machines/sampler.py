@@ -82,7 +82,9 @@ class Sampler:
     ) -> None:
         self._probe = probe
         self.windows = windows
-        self._scraper = Scraper(url, api_key=api_key, timeout_s=timeout_s) if url else None
+        self._scraper = (
+            Scraper(url, api_key=api_key, timeout_s=timeout_s, clock=self.now) if url else None
+        )
         self._info = info
         self._log_path = log_path
         self._log_start = log_start
@@ -107,11 +109,14 @@ class Sampler:
         """`outside_budget_bytes`: what the server was measured to hold beyond its budget
         (the diagnosis learns it; the estimate when None): the split's desktop headroom counts
         it, as the what-ifs do."""
-        # The server first, and the sample's time right after it: rates divide the counters'
-        # increase by the time between two ticks' reads of them, whatever else a tick waits on
-        # (the GPU library's first read, a first tick on a busy thread).
+        # The server first, and the sample's time that of its /metrics page: rates divide the
+        # counters' increase by the time between two ticks' reads of them, whatever else a
+        # tick waits on (the GPU library's first read, a first tick on a busy thread, the
+        # /health, /version and /v1/models a read asks for after the page).
         server = self._scraper.read_sync() if self._scraper else None
         t = self.now()
+        if self._scraper is not None and self._scraper.metrics_read_at is not None:
+            t = self._scraper.metrics_read_at
         gpu = self._probe.read()
         info = self._info()
         startup = self._read_log(info)

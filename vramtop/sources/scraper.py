@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -48,7 +49,14 @@ class Scraper:
     """One vLLM server's HTTP endpoints. Keeps the last good reading to show as stale when a
     read fails, and what it learnt once per server start (version, model, max_model_len)."""
 
-    def __init__(self, url: str, api_key: str | None = None, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        timeout_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`clock`: what `metrics_read_at` is told in (the sampler's, for its samples' `t`)."""
         # Shown in readings and messages: a password in the URL never is (vramtop sends
         # none; the host, port and path are all it uses).
         self.url = mask_url(normalise_url(url))
@@ -69,6 +77,11 @@ class Scraper:
         self._health_status: int | None = None
         self._health_in = 0
         self._skipped_lines = 0  # unreadable /metrics lines on the last page (logged on change)
+        self._clock = clock
+        # When (by `clock`) the /metrics answer the last reading's counters come from arrived;
+        # None where the last read got no page.
+        self.metrics_read_at: float | None = None
+        self._arrivals: dict[int, float] = {}  # id of a page's answer: when it arrived
 
     def _note_skipped(self, skipped: int) -> None:
         """Log lines of the /metrics page that could not be read: once when it starts (or
@@ -81,13 +94,18 @@ class Scraper:
 
     def read_sync(self) -> ServerReading:
         """One scrape, blocking: for a thread worker (the monitor's, once a second)."""
+        self.metrics_read_at = None
         try:
             paths = self._paths_to_fetch()
             start = time.perf_counter()
             answers: dict[str, Result] = {}
             get = self._client.get
             for path in paths:
-                answer = self._page.read(get) if path == _METRICS else get(path)
+                answer = self._page.read(self._timed_get) if path == _METRICS else get(path)
+                if path == _METRICS:
+                    if isinstance(answer, Answer):
+                        self.metrics_read_at = self._arrivals.get(id(answer))
+                    self._arrivals.clear()
                 answers[path] = answer
                 if not isinstance(answer, Answer):
                     # Requests run one after another: a server that did not answer one will
@@ -102,6 +120,14 @@ class Scraper:
     def close(self) -> None:
         """Closes the kept-alive connection; a later read opens a new one."""
         self._client.close()
+
+    def _timed_get(self, path: str) -> Result:
+        """A GET of a /metrics page, its arrival noted: a read asks for more than the page
+        (/health, /version, the short page judged after the whole one), and a rate divides
+        the counters' increase by the time between the pages, not between the reads' ends."""
+        answer = self._client.get(path)
+        self._arrivals[id(answer)] = self._clock()
+        return answer
 
     def _paths_to_fetch(self) -> list[str]:
         """What this read asks for."""
