@@ -147,3 +147,17 @@ def test_a_change_by_another_vramtop_is_seen_on_the_next_call(
     assert sup.status().state == ServerState.STOPPED
     rec = sup.record()
     assert rec is not None and rec.state == "stopped"
+
+
+def test_status_is_worked_out_again_only_when_the_record_changed(home: Path, ledger: Path) -> None:
+    state.save(_ours("p"))
+    _settle("p")
+    sup = Supervisor(fake_profile("p", free_port(), ledger))
+    first = sup.status()
+    assert sup.status() is first  # the same kept record: the same answer, not a new one
+    rec = sup.record()
+    assert rec is not None
+    rec.state = "stopped"
+    state.save(rec)
+    changed = sup.status()
+    assert changed is not first and changed.state == ServerState.STOPPED

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How often the housekeeping step runs beside the ticks (`MachineBackend.keep_house`).
-HOUSEKEEPING_S = 1.0
+# How often the housekeeping step runs at the least (`MachineBackend.keep_house`); a tick
+# that finds something to settle runs it at once.
+HOUSEKEEPING_S = 5.0
 
 LOG_ELSEWHERE = "started outside vramtop: its output goes elsewhere · attach --log PATH shows it"
 NO_PROFILE = (
@@ -79,6 +80,7 @@ class MachineBackend(Backend):
         self.session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
         self._housekeeper: threading.Thread | None = None
         self._outside_budget: int | None = None  # what the latest sample's split counted
+        self._house_due = threading.Event()  # set by a tick that found something to settle
         self._closed = threading.Event()
 
     @property
@@ -94,18 +96,22 @@ class MachineBackend(Backend):
             self.supervisor.housekeeping()
 
     def keep_house(self, interval_s: float = HOUSEKEEPING_S) -> None:
-        """Run `housekeeping` now and every `interval_s` on a thread of its own until
-        `close` (again: nothing more). The ticks read the record as it is meanwhile."""
+        """Run `housekeeping` on a thread of its own until `close` (again: nothing more):
+        now, whenever a tick finds something to settle (a crash, an interrupted start or
+        stop, an automatic restart due), and at least every `interval_s`. The ticks read the
+        record as it is meanwhile. A thread that woke every second to find a running server
+        alive cost more than the tick's own look (`Supervisor.settling`)."""
         if self.supervisor is None or self._housekeeper is not None:
             return
 
         def loop() -> None:
             while not self._closed.is_set():
+                self._house_due.clear()
                 try:
                     self.housekeeping()
                 except Exception:  # a bug must not end the loop: the next step tries again
                     log.exception("housekeeping failed")
-                self._closed.wait(interval_s)
+                self._house_due.wait(interval_s)
 
         self._housekeeper = threading.Thread(target=loop, name="housekeeping", daemon=True)
         self._housekeeper.start()
@@ -121,6 +127,9 @@ class MachineBackend(Backend):
         if self._demo is not None:
             # Asked here, in the tick's worker thread: the console only reads the frame.
             self.call_on = self._demo.call_on()
+        supervisor = self.supervisor
+        if self._housekeeper is not None and supervisor and supervisor.settling() is not None:
+            self._house_due.set()
         self.session.observe(sample)
         return self.framed(sample, log_limit)
 
@@ -219,6 +228,7 @@ class MachineBackend(Backend):
 
     def close(self, stop_server: bool) -> None:
         self._closed.set()
+        self._house_due.set()  # the housekeeping thread ends now, not at its next step
         if stop_server and self.supervisor is not None:
             self._planned("stop", {"reason": "quit"})
             self.supervisor.stop()

@@ -56,6 +56,9 @@ class ServerHandle:
         self._child: Any = None  # our own Popen, when this process launched the server
         self._released = True  # whether the last _end saw the GPU give the memory back
         self._records = state.RecordCache()
+        # The last record `status` was asked of, and its answer: the kept record is the same
+        # object for as long as its file does not change, and the console asks every tick.
+        self._shown: tuple[ServerRecord, ServerInfo] | None = None
 
     @property
     def name(self) -> str:
@@ -92,7 +95,10 @@ class ServerHandle:
         rec = self._recorded()
         if rec is None:
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
-        return self._info(rec)
+        shown = self._shown  # (replaced whole: the console's threads share it)
+        if shown is None or shown[0] is not rec:
+            shown = self._shown = (rec, self._info(rec))
+        return shown[1]
 
     def _info(self, rec: ServerRecord) -> ServerInfo:
         alive = rec.state in ALIVE

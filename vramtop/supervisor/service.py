@@ -5,8 +5,9 @@ The console and the headless commands both use it; it never raises for outside-w
 failures (they come back as `ActionResult`s). Its parts, by concern: `handle` (the record as
 read, the process helpers), `following` (a load, to ready), `actions` (what a person asks
 for) and here `housekeeping` (crash settling and automatic restarts), which runs only when
-asked: the console runs it on its own timer, off the tick that reads the sample, and each
-command before it reports. `status()` only reads.
+asked: the console runs it on a thread of its own, off the tick that reads the sample (the
+tick only asks `settling` whether there is anything to settle), and each command before it
+reports. `status()` only reads.
 
 Reading the log and /health lives in `readiness`; ending the tree and waiting for the GPU to
 give the memory back in `stopping`.
@@ -14,12 +15,14 @@ give the memory back in `stopping`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
-from vramtop.core.model import ServerInfo, ServerState
+from vramtop.core.model import ServerInfo
 from vramtop.machines.interface import ActionResult
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
@@ -49,8 +52,8 @@ class Supervisor(ServerActions):
 
     def housekeeping(self) -> ServerInfo:
         """One step that settles the record against the live process tree and /health, then
-        returns the server as it now is. Run by the console's timer, by each command before
-        it reports, and by anything else that reads the state for a person.
+        returns the server as it now is. Run by the console's housekeeping thread, by each
+        command before it reports, and by anything else that reads the state for a person.
 
         - running/starting whose server is gone: crashed (exit code, last lines, cause),
           and, when the profile asks for it, an automatic restart once its delay has passed;
@@ -59,19 +62,29 @@ class Supervisor(ServerActions):
           (a found launch, stopped when the tree is gone, running when it still serves).
 
         Never waits for the lock: an action under way settles the record itself."""
+        step = self.settling()
+        if step is not None:
+            step()
+        return self.status()
+
+    def settling(self) -> Callable[[], None] | None:
+        """The step `housekeeping` would take now, or None when the record already says what
+        is there (a stopped server; a running one whose process lives). Only reads, and
+        cheaply (the kept record, one read of the process's /proc entry): the console asks
+        on every tick, and wakes its housekeeping thread only when there is a step to take."""
         rec = self._recorded()  # read only: what changes it reads its own copy
         if rec is None:
-            return ServerInfo(state=ServerState.STOPPED, profile=self.name)
+            return None
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._alive(rec):
-                self._settle_exit()
-            elif rec.state == Lifecycle.STARTING and not self._followed(rec):
-                self._settle_unfollowed_load(rec)
+                return self._settle_exit
+            if rec.state == Lifecycle.STARTING and not self._followed(rec):
+                return functools.partial(self._settle_unfollowed_load, rec)
         elif rec.state in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
-            self._settle_interrupted(state.copied(rec))
-        elif rec.state == Lifecycle.CRASHED:
-            self._maybe_auto_restart(rec)
-        return self.status()
+            return functools.partial(self._settle_interrupted, state.copied(rec))
+        elif rec.state == Lifecycle.CRASHED and _due(rec.next_restart_at):
+            return self._maybe_auto_restart
+        return None
 
     def _settle_exit(self) -> None:
         """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
@@ -146,9 +159,8 @@ class Supervisor(ServerActions):
             rec.next_restart_at = time.time() + 2.0**rec.restarts
         state.save(rec)
 
-    def _maybe_auto_restart(self, rec: ServerRecord) -> None:
-        if rec.next_restart_at is None or time.time() < rec.next_restart_at:
-            return
+    def _maybe_auto_restart(self) -> None:
+        """The automatic restart of a crashed server (asked for once its delay has passed)."""
         if not getattr(self.profile, "auto_restart", False):
             return
 
@@ -185,3 +197,8 @@ class Supervisor(ServerActions):
             log.info("automatic restart of %s: %s", self.name, result.message)
 
         threading.Thread(target=follow, name=f"follow-{self.name}", daemon=True).start()
+
+
+def _due(at: float | None) -> bool:
+    """Whether a time set for something (an automatic restart) has come."""
+    return at is not None and time.time() >= at
