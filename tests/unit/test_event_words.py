@@ -24,6 +24,14 @@ def test_an_event_without_detail_still_says_something() -> None:
     assert describe(Event(1.0, "ready")) == "—"  # as any unknown in the console
 
 
+def test_an_exit_without_a_code_says_so_rather_than_none() -> None:
+    assert describe(Event(1.0, "exit", {"returncode": 1})) == "exit code 1"
+    # A server vramtop did not start, or one a stop ended: "exit code None" read as a bug.
+    assert describe(Event(1.0, "exit", {"returncode": None})) == (
+        "the server ended (exit code not known)"
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "detail"),
     [

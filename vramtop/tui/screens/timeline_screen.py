@@ -113,7 +113,9 @@ def describe(event: Event) -> str:
     if kind == "relaunch" and budget is not None:
         return f"budget {budget:.2f}"
     if kind == "exit":
-        return f"exit code {detail.get('returncode')}"
+        code = detail.get("returncode")
+        # None: the process was not this vramtop's own child, so its exit code never reached it.
+        return "the server ended (exit code not known)" if code is None else f"exit code {code}"
     ready = _number(detail.get("ready_s"))
     if kind == "ready" and ready is not None:
         return f"ready in {ready_time(ready)}"
