@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from textual.app import App, ComposeResult
-from textual.widgets import Sparkline
+from textual.widgets import Log, Sparkline
 
 from vramtop.core.model import Sample
 
@@ -50,6 +50,32 @@ def log_line(kind: str, n: int) -> str:
         return REQUEST_LINE.format(port=40000 + n % 20000)
     word = "".join(_LETTERS[int(d)] for d in str(n))
     return DISTINCT_LINE.format(word=word.rjust(12, "z"))
+
+
+class FloorLogApp(FloorApp):
+    """The floor, and Textual's own `Log` widget, in a panel as tall as the console's server
+    log at 120x40, written `log_rate` lines of `log_kind` (log_line) a second: what showing
+    each line of a log costs in Textual itself, whoever draws it. Its Log folds nothing, so
+    each line is a row, as vramtop's lines that never fold are."""
+
+    DEFAULT_CSS = "Log { height: 23; border: round $primary; }"
+
+    def __init__(self, log_rate: float, log_kind: str, interval_s: float = 1.0) -> None:
+        super().__init__(interval_s)
+        self._rate, self._kind = log_rate, log_kind
+        self._due = 0.0  # lines written so far, with the fraction owed
+        self._written = 0
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        yield Log(max_lines=500)
+
+    def update_data(self) -> None:
+        super().update_data()
+        self._due += self._rate * self._interval
+        lines = [log_line(self._kind, n) for n in range(self._written, int(self._due))]
+        self._written += len(lines)
+        self.query_one(Log).write_lines(lines)
 
 
 def console_app(

@@ -15,6 +15,11 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
   "distinct" (lines that each say something else, so that each is a row: the worst case).
   Several rates or kinds (`--log-rate 5,20,100 --log-kind access,distinct`) run one ui-log
   each, side by side, to show how the log's cost follows the rate;
+- floor-log (not run by default): the floor app with Textual's own `Log` widget, as tall as
+  the console's log panel, written the first `--log-rate` lines a second of the first
+  `--log-kind`: (floor-log - floor)/floor is what Textual itself costs to show each line of a
+  log that scrolls, the least any log panel that shows each line costs (lines that never
+  fold, and a log that does not fold at all);
 - reads, still-log (not run by default): the demo with one part left out once the server
   serves, to see what each part costs. "reads" reads as the demo does but draws nothing
   (the reads and the samples' messages); "still-log" draws all but the server log's new
@@ -82,7 +87,7 @@ def child(
     log_rate: float = 0.0,
     log_kind: str = "access",
 ) -> None:
-    from bench._bench_apps import FloorApp, console_app, demo_console_app
+    from bench._bench_apps import FloorApp, FloorLogApp, console_app, demo_console_app
 
     app: Any
     if kind == "vllmstat":
@@ -111,6 +116,8 @@ def child(
             app = console_app()
         elif kind == "ui-log":
             app = console_app(log_rate=log_rate, log_kind=log_kind)
+        elif kind == "floor-log":
+            app = FloorLogApp(log_rate, log_kind)
         else:
             app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
@@ -216,7 +223,7 @@ def child_argv(run: Run, args: list[str]) -> list[str]:
         else (os.path.join(run.checkout, BASELINE_PYTHON), os.path.join(run.checkout, SCRIPT))
     )
     log = ("--log-rate", str(run.log_rate), "--log-kind", run.log_kind)
-    return [python, script, "--child", run.kind, *args, *(log if run.kind == "ui-log" else ())]
+    return [python, script, "--child", run.kind, *args, *(log if run.kind in LOG_RUNS else ())]
 
 
 def measure(
@@ -228,14 +235,16 @@ def measure(
     real_home: str | None = None,
     log_runs: list[tuple[float, str]] | None = None,
     baseline: str | None = None,
+    log_kind: str = "access",
 ) -> dict[str, dict[str, float]]:
     """Run each app in a child of its own, all at once: whatever else the machine does in
     that minute (its clock speed, other tenants) weighs on each of them alike.
 
     With `log_runs` (rate, kind), ui-log runs once for each, named by `log_run`. With
     `baseline` (another checkout), each of vramtop's runs has a twin from there right after
-    it, named by `baseline_run`."""
-    runs = {kind: Run(kind, log_rate) for kind in kinds}
+    it, named by `baseline_run`. Otherwise ui-log and floor-log write `log_rate` lines a
+    second of `log_kind`."""
+    runs = {kind: Run(kind, log_rate, log_kind) for kind in kinds}
     if log_runs and "ui-log" in runs:
         del runs["ui-log"]
         runs.update({log_run(rate, kind): Run("ui-log", rate, kind) for rate, kind in log_runs})
@@ -316,6 +325,7 @@ LABELS = {
     "demo": "vramtop --demo @1 Hz",
     "ui": "console, fake backend",
     "ui-log": "console, fake backend + log",
+    "floor-log": "floor + Textual's own Log",
     "reads": "demo, reads only",
     "still-log": "demo, log held still",
     "url": "vramtop --url, real vLLM",
@@ -330,7 +340,9 @@ DEMO_KINDS = ("demo", "reads", "still-log")
 REAL_KINDS = ("url", "profile", "vllmstat")
 REAL_PROFILE = "bench-console"
 # vramtop's own runs: those --baseline gives a twin from the other checkout.
-COMPARED = tuple(kind for kind in KINDS if kind not in ("floor", "vllmstat"))
+COMPARED = tuple(kind for kind in KINDS if kind not in ("floor", "floor-log", "vllmstat"))
+# The runs whose children are told a log rate and kind.
+LOG_RUNS = ("ui-log", "floor-log")
 BASELINE_SUFFIX = " (baseline)"
 BASELINE_PYTHON = os.path.join(".venv", "bin", "python")  # in the baseline's checkout
 SCRIPT = os.path.join("bench", "bench_console.py")
@@ -365,6 +377,12 @@ def report(results: dict[str, dict[str, float]], log_rate: float = 0.0) -> dict[
         print(
             f"the server log at {log_rate:g} lines/s: (ui-log - ui)/floor = "
             f"{ratios['log']:.2f}x (target <= 0.15x)"
+        )
+    if floor and "floor-log" in results:
+        ratios["textual log"] = (results["floor-log"]["cpu_s"] - floor) / floor
+        print(
+            f"Textual's own Log at {log_rate:g} lines/s: (floor-log - floor)/floor = "
+            f"{ratios['textual log']:.2f}x"
         )
     for name in results:
         if (
@@ -496,6 +514,7 @@ def main() -> int:
                     None,
                     several,
                     args.baseline,
+                    log_kinds[0],
                 )
             )
         for kind, ratio in report(results, rates[0]).items():
@@ -508,6 +527,8 @@ def main() -> int:
             lambda kind: (
                 f"the server log, {kind[len('log ') :]}: (run - ui)/floor"
                 if kind.startswith("log ")
+                else "Textual's own Log: (floor-log - floor)/floor"
+                if kind == "textual log"
                 else f"ratio {kind}/floor"
             ),
         )
