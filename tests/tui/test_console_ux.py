@@ -4,12 +4,14 @@ the banner in words, one list of themes, whole events, a status line that says t
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label
 from textual.widgets._toast import Toast
 
@@ -231,14 +233,21 @@ class _SlowLoad(FakeBackend):
         return result
 
 
-async def test_s_stops_a_server_still_loading() -> None:
-    # A big model loads for minutes: s stops it then, as it does once it runs.
+@asynccontextmanager
+async def _loading() -> AsyncIterator[tuple[_SlowLoad, VramtopApp, Pilot[int]]]:
+    """The console at 80x24, its server started with s and still loading."""
     backend = _SlowLoad()
     app = make_app(backend)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await ticks(pilot, 1)
         await pilot.press("s")
         await pilot.pause()
+        yield backend, app, pilot
+
+
+async def test_s_stops_a_server_still_loading() -> None:
+    # A big model loads for minutes: s stops it then, as it does once it runs.
+    async with _loading() as (backend, app, pilot):
         assert app.busy == "start"
         assert app.check_action("start_stop", ()) is True
         await pilot.press("s")
@@ -499,12 +508,7 @@ async def test_the_budget_field_keeps_what_was_typed_fast() -> None:
 
 async def test_a_failure_told_while_a_dialog_is_open_is_shown_once_it_closes() -> None:
     # Toasts wait under a dialog (app.tcss); a failure's must not run out of time there.
-    backend = _SlowLoad()
-    app = make_app(backend)
-    async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await ticks(pilot, 1)
-        await pilot.press("s")
-        await pilot.pause()
+    async with _loading() as (backend, app, pilot):
         await pilot.press("c")  # the what-if, read while the server loads
         await pilot.pause()
         assert isinstance(app.screen, HeadroomScreen)

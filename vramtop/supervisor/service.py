@@ -81,7 +81,8 @@ class Supervisor(ServerActions):
             if rec.state == Lifecycle.STARTING and not self._followed(rec):
                 return functools.partial(self._settle_unfollowed_load, rec)
         elif rec.state in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
-            return functools.partial(self._settle_interrupted, state.copied(rec))
+            # (Its own copy when it runs, not one made each time the tick looks.)
+            return lambda: self._settle_interrupted(state.copied(rec))
         elif rec.state == Lifecycle.CRASHED and _due(rec.next_restart_at):
             return self._maybe_auto_restart
         return None

@@ -124,15 +124,8 @@ class ActingConsole(ShowingConsole):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="stop-load")
     def _stop_load_worker(self) -> None:
-        def progress(step: str) -> None:
-            self.post_message(ActionProgress("stop", step))
-
-        try:
-            result = self.backend.stop(progress=progress)
-        except Exception as error:
-            log.exception("stop failed")
-            result = ActionResult(ok=False, message=f"stop failed: {error}")
-        self.post_message(ActionFinished("stop", result))
+        # A group of its own: the start it stops still runs in the "action" group.
+        self._run_action("stop", lambda progress: self.backend.stop(progress=progress))
 
     def action_headroom(self) -> None:
         from vramtop.tui.screens.headroom_screen import HeadroomScreen, no_terms
@@ -247,6 +240,11 @@ class ActingConsole(ShowingConsole):
     def _action_worker(
         self, name: str, call: Callable[[Callable[[str], None]], ActionResult]
     ) -> None:
+        self._run_action(name, call)
+
+    def _run_action(self, name: str, call: Callable[[Callable[[str], None]], ActionResult]) -> None:
+        """Run `call` on this (worker) thread: its steps and its result go back as messages."""
+
         def progress(step: str) -> None:
             self.post_message(ActionProgress(name, step))
 
