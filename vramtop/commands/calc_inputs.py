@@ -64,6 +64,9 @@ def build_inputs(args: argparse.Namespace, log: LogRun | None) -> tuple[Headroom
         )
     else:
         inputs = _from_terms(args, log, gib(total), settings, served, max_model_len, outside, notes)
+    note = outside_note(outside, log)
+    if note:
+        notes.append(note)
     overrides: dict[str, Any] = {
         "weights_bytes": _gib_or_none(args.weights_gib),
         "non_torch_bytes": _gib_or_none(args.non_torch_gib),
@@ -73,6 +76,24 @@ def build_inputs(args: argparse.Namespace, log: LogRun | None) -> tuple[Headroom
     # Explicit flags override what the log measured.
     overrides = {k: v for k, v in overrides.items() if v is not None}
     return replace(inputs, **overrides), notes
+
+
+def outside_note(outside: int | None, log: LogRun | None) -> str | None:
+    """Where the figure for what the server holds outside its budget came from, when the
+    "estimated" line alone does not say why (a log was given) or it was given."""
+    if outside is not None:
+        return f"outside_budget {outside / GIB:.2f} GiB (--outside-budget-gib)"
+    if log is None:
+        return None
+    # vLLM takes its "free memory on startup" after the CUDA context exists: that figure is
+    # the card less the desktop and the context together, and nothing else in the log
+    # separates them.
+    return (
+        f"outside_budget {outside_budget(None) / GIB:.2f} GiB is estimated: a startup log does "
+        "not show vLLM's CUDA context (its free memory on startup is the card less the desktop "
+        "and the context together); give --outside-budget-gib with a measured one (a running "
+        "server's memory less its budget)"
+    )
 
 
 def _has_model_terms(args: argparse.Namespace) -> bool:

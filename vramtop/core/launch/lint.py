@@ -1,7 +1,10 @@
 """Warnings about a server's launch: exposure, remote code, where the key is, desktop headroom.
 
 Pure: the caller passes the argv, where the key comes from, and (when known) the card's total
-memory. One `Finding` per problem, each with the fix.
+memory and what the server was measured to hold outside its budget. One `Finding` per problem,
+each with the fix. The headroom is the one rule every surface uses (`vramtop.core.budget`):
+the card less the budget less what vLLM holds outside it, so `lint` and `calc` print the same
+figures for the same card and budget.
 """
 
 from __future__ import annotations
@@ -10,7 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core.budget import desktop_headroom_bytes, largest_util_leaving
+from vramtop.core.budget import (
+    desktop_headroom_bytes,
+    largest_util_leaving,
+    outside_budget,
+)
 from vramtop.core.vllm import args as vllm_args
 
 GIB = 1024**3
@@ -38,8 +45,11 @@ def lint_launch(
     total_bytes: int | None = None,
     min_headroom_gib: float = 3.0,
     env: Mapping[str, str] | None = None,
+    outside_budget_bytes: int | None = None,
 ) -> list[Finding]:
-    """`env`: the environment the server starts with (vLLM reads VLLM_* from it)."""
+    """`env`: the environment the server starts with (vLLM reads VLLM_* from it).
+    `outside_budget_bytes`: what the server was measured to hold beyond its budget (its CUDA
+    context); None: the estimate, and the finding says so."""
     findings: list[Finding] = []
     host = vllm_args.host(argv, defaults)
     key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
@@ -71,7 +81,9 @@ def lint_launch(
             )
         )
     findings.extend(_internal_port_findings(argv, defaults, env or {}))
-    findings.extend(_budget_findings(argv, defaults, total_bytes, min_headroom_gib))
+    findings.extend(
+        _budget_findings(argv, defaults, total_bytes, min_headroom_gib, outside_budget_bytes)
+    )
     return findings
 
 
@@ -99,6 +111,7 @@ def _budget_findings(
     defaults: Mapping[str, Any] | None,
     total_bytes: int | None,
     min_headroom_gib: float,
+    measured_outside: int | None,
 ) -> list[Finding]:
     """An unusable --gpu-memory-utilization, or one that leaves the desktop too little."""
     try:
@@ -118,17 +131,33 @@ def _budget_findings(
         return []
     assumed = util is None
     util = DEFAULT_UTILIZATION if util is None else util
-    headroom = desktop_headroom_bytes(total_bytes, util)
-    minimum = int(min_headroom_gib * GIB)
+    outside = outside_budget(measured_outside)
+    headroom = desktop_headroom_bytes(total_bytes, util, outside)
+    minimum = round(min_headroom_gib * GIB)  # as `calc --for-headroom-gib` reads it
     if headroom >= minimum:
         return []
-    fit = largest_util_leaving(total_bytes, minimum)
+    fit = largest_util_leaving(total_bytes, minimum, outside)
     budget = f"{util:g}" + (" (vLLM's default)" if assumed else "")
     return [
         Finding(
             "headroom",
-            f"a budget of {budget} leaves the desktop {headroom / GIB:.1f} GiB of "
-            f"{total_bytes / GIB:.1f} GiB, less than the {min_headroom_gib:g} GiB minimum.",
-            f"use --gpu-memory-utilization {fit:.2f} or lower.",
+            f"a budget of {budget} leaves the desktop {headroom / GIB:.2f} GiB of "
+            f"{total_bytes / GIB:.2f} GiB, less than the {min_headroom_gib:g} GiB minimum: "
+            f"{outside_words(measured_outside)}.",
+            f"use --gpu-memory-utilization {fit:.2f} or lower."
+            if fit > 0
+            else f"no budget leaves {min_headroom_gib:g} GiB of this card: lower "
+            "min_desktop_headroom_gib in config.toml, or serve from a larger card.",
         )
     ]
+
+
+def outside_words(measured: int | None) -> str:
+    """What the headroom counts, and where its figure for what vLLM holds outside its budget
+    came from: measured on a server, else the estimate."""
+    outside = outside_budget(measured)
+    source = "measured" if measured is not None else "estimated: no running server measured it"
+    return (
+        f"the card less the budget and the {outside / GIB:.2f} GiB vLLM holds outside it "
+        f"(its CUDA context; {source})"
+    )
