@@ -16,6 +16,8 @@ GPU_THROTTLING = "gpu_throttling"
 STARTUP_OUT_OF_MEMORY = "startup_out_of_memory"
 SERVER_CRASHED = "server_crashed"
 SERVER_NOT_ANSWERING = "server_not_answering"
+# Added: a slowdown short of a collapse while the desktop squeezes the card (a warning).
+VRAM_SLOWDOWN = "vram_slowdown"
 KINDS = (
     VRAM_CONTENTION,
     KV_PRESSURE,
@@ -23,6 +25,7 @@ KINDS = (
     STARTUP_OUT_OF_MEMORY,
     SERVER_CRASHED,
     SERVER_NOT_ANSWERING,
+    VRAM_SLOWDOWN,
 )
 # What each kind means, in words: the console's headline (the kind stays the id in JSON).
 HEADLINES = {
@@ -32,6 +35,7 @@ HEADLINES = {
     STARTUP_OUT_OF_MEMORY: "vLLM ran out of memory while starting",
     SERVER_CRASHED: "vLLM went down without being asked to",
     SERVER_NOT_ANSWERING: "vLLM is running but answers nothing",
+    VRAM_SLOWDOWN: "The desktop's memory is slowing vLLM down",
 }
 
 

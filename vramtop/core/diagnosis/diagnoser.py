@@ -4,13 +4,15 @@ Pure: samples and events go in (time comes with them), `Finding` values come out
 `Diagnoser` runs live in the console and over a recorded session (`vramtop diagnose`).
 
 Kinds (fixed vocabulary, see the session format): vram_contention, kv_pressure,
-gpu_throttling, startup_out_of_memory, server_crashed, server_not_answering. Every rule
+gpu_throttling, startup_out_of_memory, server_crashed, server_not_answering, vram_slowdown.
+Every rule
 opens on several samples and closes on several, so a noisy signal does not make a finding
 flap.
 
 This module holds the collapse's rules (when vram_contention opens and closes); the other
 kinds' rules are with their reports (`server_down.ServerWatch`, `kv_pressure.KvWatch`,
-`throttling.ThrottleWatch`); what a collapse's finding says is `contention` and
+`throttling.ThrottleWatch`, `slowdown.SlowdownWatch`, which judges the collapse's seconds
+against the same normal); what a collapse's finding says is `contention` and
 `memory_evidence`; findings are kept in `book`, the thresholds are `thresholds`.
 """
 
@@ -42,6 +44,12 @@ from vramtop.core.diagnosis.normal_rate import (
     decode_tps,
 )
 from vramtop.core.diagnosis.server_down import ServerWatch
+from vramtop.core.diagnosis.slowdown import (
+    Slowdown,
+    SlowdownWatch,
+    memory_squeezes,
+    slowdown_report,
+)
 from vramtop.core.diagnosis.thresholds import (
     CARD_FULL,
     CLOSE_COUNT,
@@ -60,9 +68,11 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.diagnosis.throttling import ThrottleWatch
 from vramtop.core.findings import (
+    GPU_THROTTLING,
     KV_PRESSURE,
     SERVER_CRASHED,
     VRAM_CONTENTION,
+    VRAM_SLOWDOWN,
     Finding,
     FindingChange,
 )
@@ -85,6 +95,7 @@ class Diagnoser:
         self._server_watch = ServerWatch(self._book)
         self._throttle = ThrottleWatch(self._book)
         self._kv = KvWatch(self._book)
+        self._slowdown = SlowdownWatch(self._book)
         self._prev: Sample | None = None
         self._desktop = DesktopWatch()
         self._new_epoch()
@@ -101,6 +112,7 @@ class Diagnoser:
         self._server_watch.new_epoch()
         self._kv.new_epoch()
         self._throttle.new_epoch()
+        self._slowdown.new_epoch()
         # WSL2: the Windows side's record of the VM's shared (system-memory) GPU usage. A
         # restart frees any spill, so its baseline starts again with each server.
         self._spill = SpillTracker()
@@ -155,19 +167,21 @@ class Diagnoser:
         if event in ("start", "restart", "relaunch"):
             if event != "start":
                 self._server_watch.planned()
-            # A fresh process: a collapse, a KV squeeze or a crash of the old one is over.
-            for kind in (VRAM_CONTENTION, KV_PRESSURE, SERVER_CRASHED):
+            # A fresh process: a collapse, a slowdown, a KV squeeze or a crash of the old one
+            # is over.
+            for kind in (VRAM_CONTENTION, VRAM_SLOWDOWN, KV_PRESSURE, SERVER_CRASHED):
                 self._book.close(kind, t)
             self._new_epoch()
         elif event == "stop":
             self._server_watch.planned()
-            for kind in (VRAM_CONTENTION, KV_PRESSURE):
+            for kind in (VRAM_CONTENTION, VRAM_SLOWDOWN, KV_PRESSURE):
                 self._book.close(kind, t)
         elif event == "ready":
             self._server_watch.ready(t)
         elif event == "log":
             self._server_watch.check_oom_text(t, str(detail.get("line", "")))
         elif event == "exit":
+            self._book.close(VRAM_SLOWDOWN, t)  # no server, no slowdown
             self._server_watch.on_exit(t, detail)
 
     def feed_sample(self, s: Sample) -> None:
@@ -192,7 +206,9 @@ class Diagnoser:
             point.generation_tps if point is not None else None,
         )
         self._kv.check(prev, s, self._desktop.peak, self._desktop.outside_budget)
-        self._check_contention(s, device, point)
+        squeeze = self._squeeze(s, device) if point is not None else None
+        judged = self._check_contention(s, device, point, squeeze)
+        self._check_slowdown(s, device, state, point, judged, squeeze)
         if point is not None:
             self._learn(point)
 
@@ -288,29 +304,35 @@ class Diagnoser:
             self._normal.add(PER_REQUEST, point.running, per_request)
 
     # --- rules ---------------------------------------------------------------------------------
-    def _check_contention(self, s: Sample, device: GpuDevice | None, point: Point | None) -> None:
+    def _check_contention(
+        self, s: Sample, device: GpuDevice | None, point: Point | None, squeeze: Squeeze | None
+    ) -> bool:
+        """The collapse's rule; True when `point` was judged against the normal (and its clocks
+        were not slowed), the seconds the slowdown's rule judges too."""
+        judged = False
         # A second with no normal to judge it by (its histogram saw too few tokens and the
         # fallback measure has none yet) says nothing either way: it neither opens nor closes.
         if point is not None and point.ratio is not None and not self._prefilling(point):
+            judged = True
             if device is not None and set(device.throttle) & SLOWDOWN_REASONS:
                 # Slow clocks explain a slow second: it counts neither way.
                 point = replace(point, collapsed=False, healthy=False)
+                judged = False
             self._points.append(point)
-        squeeze = self._squeeze(s, device) if point is not None else None
         self._check_remembered(point, squeeze)
         if self._check_memory_only(s, device, point):
-            return
+            return judged
         healthy = sum(p.healthy for p in self._points)
         if self._book.is_open(VRAM_CONTENTION) and healthy >= CLOSE_COUNT:
             self._book.close(VRAM_CONTENTION, s.t)
-            return
+            return judged
         # Only a sample with requests running can open or refresh it: old slow seconds must
         # not become a finding while idle, and an open one keeps its last numbers.
         if device is None or point is None or squeeze is None:
-            return
+            return judged
         points = self._collapsed_points(s)
         if not points:
-            return
+            return judged
         collapse = Collapse(
             points=points,
             baseline_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
@@ -321,6 +343,39 @@ class Diagnoser:
         )
         report = contention_report(s, device, collapse, self._desktop.share(), self._any_spill())
         self._book.set(VRAM_CONTENTION, s.t, **report)
+        return judged
+
+    def _check_slowdown(
+        self,
+        s: Sample,
+        device: GpuDevice | None,
+        state: ServerState | None,
+        point: Point | None,
+        judged: bool,
+        squeeze: Squeeze | None,
+    ) -> None:
+        """vram_slowdown: the collapse's judged seconds under `SLOWDOWN_RATIO` of the same
+        normal while the memory shows the squeeze. Never beside a collapse, which supersedes
+        it, nor while slowed clocks (gpu_throttling) explain the rate."""
+        superseded = self._book.is_open(VRAM_CONTENTION) or state not in (
+            ServerState.RUNNING,
+            None,
+        )
+        squeezed = memory_squeezes(s, squeeze, self._any_spill(), self._desktop.outside_budget)
+        counted = judged and not self._book.is_open(GPU_THROTTLING)
+        points = self._slowdown.check(s.t, point, counted, squeezed, superseded)
+        if not points or device is None or squeeze is None:
+            return
+        last = points[-1]
+        slowdown = Slowdown(
+            points=points,
+            judged=self._slowdown.judged_count,
+            baseline_tps=self._normal.reference(last.measure, last.running) or 0.0,
+            squeeze=squeeze,
+            normal=self.normal_rate(),
+        )
+        report = slowdown_report(s, device, slowdown, self._desktop.share(), self._any_spill())
+        self._book.set(VRAM_SLOWDOWN, s.t, **report)
 
     def _collapsed_points(self, s: Sample) -> list[Point]:
         """The collapsed seconds that open (or refresh) the finding: 5 of the last 6 judged,

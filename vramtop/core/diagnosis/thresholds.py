@@ -19,6 +19,17 @@ OPEN_COUNT = 5
 CORROBORATED_WINDOW = 4
 CORROBORATED_COUNT = 3
 CLOSE_COUNT = 10
+# A slowdown short of a collapse (vram_slowdown, a warning): the rate under 0.7 of its normal
+# while the memory shows the squeeze, on 25 of the last 30 judged seconds (half a minute: a
+# prompt's stall or a lone slow stretch does not last that long); it closes once 10 of the last
+# 12 judged seconds are back to 0.85 of normal, or 10 of the last 12 running samples no longer
+# show the squeeze. The field report's dip at 0.85 (83 → 52, a ratio of 0.63) is one.
+SLOWDOWN_RATIO = 0.7
+SLOWDOWN_WINDOW = 30
+SLOWDOWN_OPEN_COUNT = 25
+SLOWDOWN_CLEAR_RATIO = 0.85
+SLOWDOWN_CLOSE_WINDOW = 12
+SLOWDOWN_CLOSE_COUNT = 10
 # Running seconds that contradict a remembered normal (not healthy, nothing squeezing the
 # server) before it is forgotten and the normal learned again.
 RELEARN_SAMPLES = 30
@@ -27,6 +38,9 @@ KV_LOW = 0.5  # KV usage at or below this cannot explain a slowdown
 CARD_FULL = 0.97  # used/total at or above this: the card is nearly full
 DESKTOP_GROWTH_BYTES = 512 * MIB  # the non-server share grew by at least this since start
 DESKTOP_MARGIN_BYTES = GIB // 2  # what the remedy leaves above the desktop's peak
+# A desktop this close to what the budget leaves it squeezes a full card (vram_slowdown): it has
+# less room than the margin a suggested budget would leave above its peak.
+SLOWDOWN_NEAR_ALLOWANCE_BYTES = DESKTOP_MARGIN_BYTES
 # When the desktop never got past what the server left it, its visible peak is only what it
 # was allowed: its real demand was not seen. Allow for the unseen part, sized like the field
 # report's successful change (0.93 → 0.85 gave the desktop ~2.5 GiB back).

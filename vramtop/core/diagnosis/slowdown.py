@@ -1,0 +1,321 @@
+"""vram_slowdown: the desktop squeezes vLLM's memory and generation slows, short of a collapse.
+
+A collapse (`vram_contention`, under 0.35 of the normal rate) is not the only harm a desktop
+does to a server that shares its card. At a budget that leaves the desktop almost exactly
+what it takes (the field report after its fix: 0.85, a call's 4.3 GiB of the 4.4 GiB left),
+the card is full and the driver's paging slows every decode step, 83 → 52 tok/s per request,
+for as long as the call runs. That is a warning, not a collapse: it is told with its
+trade-off in numbers, the rate lost against the KV tokens a smaller budget costs.
+
+`SlowdownWatch` holds the rule (the same per-request measure and the same normal as the
+collapse, judged on the same seconds); `memory_squeezes` says whether the memory shows the
+squeeze; `slowdown_report` what the finding says, with `contention_remedy`'s budget.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from vramtop.core import sample_facts as read
+from vramtop.core.diagnosis.book import FindingBook
+from vramtop.core.diagnosis.contention import (
+    DesktopShare,
+    Point,
+    Squeeze,
+    contention_remedy,
+)
+from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
+from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
+from vramtop.core.diagnosis.thresholds import (
+    CARD_FULL,
+    COLLAPSE_RATIO,
+    DESKTOP_GROWTH_BYTES,
+    SLOWDOWN_CLEAR_RATIO,
+    SLOWDOWN_CLOSE_COUNT,
+    SLOWDOWN_CLOSE_WINDOW,
+    SLOWDOWN_NEAR_ALLOWANCE_BYTES,
+    SLOWDOWN_OPEN_COUNT,
+    SLOWDOWN_RATIO,
+    SLOWDOWN_WINDOW,
+)
+from vramtop.core.findings import VRAM_SLOWDOWN
+from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
+from vramtop.core.windows.prose import cite_spill
+from vramtop.core.windows.spill import SpillEvidence
+
+
+def memory_squeezes(
+    s: Sample, squeeze: Squeeze | None, spill: SpillEvidence | None, outside_budget: int | None
+) -> bool:
+    """The memory shows the desktop squeezing the server this second, enough to explain a
+    slowdown: what the collapse's corroborated rule takes (a spill, or the desktop past what
+    the budget leaves it; see `squeeze_in_memory`), or a full card whose desktop is within
+    `SLOWDOWN_NEAR_ALLOWANCE_BYTES` of that allowance. Where the split cannot show the
+    allowance (derived from the budget), a full card into which the desktop grew.
+
+    `squeeze`: the collapse's own reading of the card (None: KV usage or the clocks explain a
+    slow second, or the card has room and the desktop did not grow), required here too."""
+    if squeeze is None:
+        return False
+    if squeeze_in_memory(s, spill, outside_budget):
+        return True
+    if squeeze.fill < CARD_FULL:
+        return False
+    over = desktop_over_allowance(s, outside_budget)
+    if over is not None:
+        return over >= -SLOWDOWN_NEAR_ALLOWANCE_BYTES
+    return squeeze.growth is not None and squeeze.growth >= DESKTOP_GROWTH_BYTES
+
+
+class SlowdownWatch:
+    """Opens while the rate stays under `SLOWDOWN_RATIO` of the normal with the memory showing
+    the squeeze on `SLOWDOWN_OPEN_COUNT` of the last `SLOWDOWN_WINDOW` judged seconds; closes
+    once the rate is back (`SLOWDOWN_CLEAR_RATIO`) or the squeeze is gone, each on
+    `SLOWDOWN_CLOSE_COUNT` of the last `SLOWDOWN_CLOSE_WINDOW`. A collapse supersedes it."""
+
+    def __init__(self, book: FindingBook) -> None:
+        self._book = book
+        self.new_epoch()
+
+    def new_epoch(self) -> None:
+        # Judged seconds and whether the memory showed the squeeze in each.
+        self._judged: deque[tuple[Point, bool]] = deque(maxlen=SLOWDOWN_WINDOW)
+        # Whether the memory showed the squeeze, for each sample with requests running.
+        self._squeezed: deque[bool] = deque(maxlen=SLOWDOWN_CLOSE_WINDOW)
+
+    @property
+    def judged_count(self) -> int:
+        """The judged seconds in the window now."""
+        return len(self._judged)
+
+    def check(
+        self, t: float, point: Point | None, judged: bool, squeezed: bool, superseded: bool
+    ) -> list[Point]:
+        """Close the finding when it is over; the slow seconds that open or refresh it (empty:
+        it neither opens nor is refreshed now).
+
+        `point`: this sample's rates (None: no request ran); `judged`: the point counts (it
+        has a normal, no prefill hides it, the clocks are not slowed); `squeezed`: see
+        `memory_squeezes`; `superseded`: a collapse is open, or the server is not running."""
+        if superseded:
+            # A collapse is the worse finding: its seconds do not count towards a slowdown.
+            self._close(t)
+            return []
+        if point is not None:
+            self._squeezed.append(squeezed)
+            if judged:
+                self._judged.append((point, squeezed))
+        if self._book.is_open(VRAM_SLOWDOWN) and (self._recovered() or self._squeeze_gone()):
+            self._close(t)
+            return []
+        # Only a judged second under the squeeze opens or refreshes it: an open one keeps its
+        # last numbers while nothing can be judged.
+        if point is None or not judged or not squeezed:
+            return []
+        slow = [p for p, sq in self._judged if sq and _ratio(p) < SLOWDOWN_RATIO]
+        return slow if len(slow) >= SLOWDOWN_OPEN_COUNT else []
+
+    def _recovered(self) -> bool:
+        recent = list(self._judged)[-SLOWDOWN_CLOSE_WINDOW:]
+        return sum(_ratio(p) >= SLOWDOWN_CLEAR_RATIO for p, _ in recent) >= SLOWDOWN_CLOSE_COUNT
+
+    def _squeeze_gone(self) -> bool:
+        return sum(not sq for sq in self._squeezed) >= SLOWDOWN_CLOSE_COUNT
+
+    def _close(self, t: float) -> None:
+        if self._book.is_open(VRAM_SLOWDOWN):
+            self._book.close(VRAM_SLOWDOWN, t)
+        # Closed or superseded, a slowdown is judged again from fresh seconds: the old ones
+        # must not reopen it at once.
+        self.new_epoch()
+
+
+def _ratio(point: Point) -> float:
+    return point.ratio if point.ratio is not None else 1.0
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """The slow seconds that opened the finding, and what the card looked like then."""
+
+    points: list[Point]
+    judged: int  # the judged seconds they were counted among
+    baseline_tps: float  # the normal per-request rate the points were compared with
+    squeeze: Squeeze
+    normal: NormalRate | None = None
+
+    @property
+    def rate(self) -> float:
+        """The per-request decode speed of a typical slow second (their median: the first
+        seconds of a collapse, counted slow before it is named, do not drag it down)."""
+        return median(p.per_request_tps for p in self.points)
+
+    @property
+    def ratio(self) -> float | None:
+        return self.rate / self.baseline_tps if self.baseline_tps else None
+
+
+def slowdown_report(
+    s: Sample,
+    device: GpuDevice,
+    slowdown: Slowdown,
+    desktop: DesktopShare,
+    spill: SpillEvidence | None,
+) -> dict[str, Any]:
+    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
+    remedy = contention_remedy(s, device, desktop)
+    over = desktop_over_allowance(s, desktop.outside_budget)
+    ruled_out = _ruled_out(device, slowdown)
+    ladder, evidence = cite_spill(
+        _ladder(s, device, slowdown, over, ruled_out),
+        _evidence(s, device, slowdown, desktop, over),
+        spill,
+    )
+    return {
+        "severity": "warning",
+        "summary": _summary(slowdown, remedy),
+        "evidence": evidence,
+        "ruled_out": ruled_out,
+        "ladder": ladder,
+        "remedy": remedy,
+    }
+
+
+def _summary(slowdown: Slowdown, remedy: dict[str, Any]) -> str:
+    said = (
+        f"vLLM runs at {slowdown.rate:.0f} of its normal {slowdown.baseline_tps:.0f} tok/s per "
+        "request while the desktop's memory squeezes it"
+    )
+    return f"{said}; {trade_off(remedy)}."
+
+
+def trade_off(remedy: dict[str, Any]) -> str:
+    """What the remedy's relaunch would do and what it costs the KV pool, in words: "relaunching
+    at 0.83 would avoid it and cost 18,000 KV tokens" (or its restart's reason)."""
+    util = remedy.get("gpu_memory_utilization")
+    if remedy.get("action") != "relaunch" or not isinstance(util, int | float):
+        return str(remedy.get("why", "restart vLLM once the desktop's load is gone"))
+    words = f"relaunching at {util:.2f}"
+    max_len = remedy.get("max_model_len")
+    if isinstance(max_len, int) and not isinstance(max_len, bool):
+        words += f" with --max-model-len {max_len:,}"
+    # A budget that cannot leave the desktop its peak eases the squeeze without ending it.
+    words += " would avoid it" if remedy.get("leaves_desktop_peak", True) else " would ease it"
+    tokens, after = remedy.get("kv_cache_tokens"), remedy.get("kv_cache_tokens_after")
+    pool, pool_after = remedy.get("kv_pool_bytes"), remedy.get("kv_pool_bytes_after")
+    if isinstance(tokens, int) and isinstance(after, int) and tokens > after:
+        words += f" and cost {tokens - after:,} KV tokens"
+    elif isinstance(pool, int) and isinstance(pool_after, int) and pool > pool_after:
+        words += f" and cost {(pool - pool_after) / GIB:.2f} GiB of the KV pool"
+    return words
+
+
+def _evidence(
+    s: Sample, device: GpuDevice, slowdown: Slowdown, desktop: DesktopShare, over: int | None
+) -> dict[str, Any]:
+    last = slowdown.points[-1]
+    ratio = slowdown.ratio
+    total = median(p.generation_tps for p in slowdown.points)
+    normal = slowdown.normal
+    return {
+        "generation_tps": round(total, 2),
+        "decode_tps": round(slowdown.rate, 2),
+        "normal_decode_tps": round(slowdown.baseline_tps, 2),
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "decode_measure": last.measure,
+        "normal_rate_source": normal.source if normal is not None else None,
+        "normal_rate_saved_at": normal.saved_at if normal is not None else None,
+        "slow_seconds": len(slowdown.points),
+        "judged_seconds": slowdown.judged,
+        "requests_running": last.running,
+        "kv_cache_usage": slowdown.squeeze.kv,
+        "used_bytes": device.used_bytes,
+        "total_bytes": device.total_bytes,
+        "used_fraction": round(slowdown.squeeze.fill, 4),
+        "memory_kind": device.memory_kind.value,
+        "desktop_bytes": read.desktop_bytes(s),
+        "desktop_bytes_at_start": desktop.at_start,
+        "desktop_growth_bytes": slowdown.squeeze.growth,
+        "desktop_peak_bytes": desktop.peak,
+        "desktop_over_allowance_bytes": over,
+        "server_bytes": s.split.server_bytes if s.split else None,
+        "budget_bytes": s.split.budget_bytes if s.split else None,
+    }
+
+
+def _ruled_out(device: GpuDevice, slowdown: Slowdown) -> dict[str, Any]:
+    kv = slowdown.squeeze.kv
+    ruled_out: dict[str, Any] = {}
+    if kv is not None:
+        ruled_out["kv_pressure"] = {
+            "kv_cache_usage": kv,
+            "why": f"KV cache usage {kv:.1%} is far from full",
+        }
+    ruled_out["gpu_throttling"] = {
+        "temperature_c": device.temperature_c,
+        "throttle": list(device.throttle),
+        "why": "no thermal or hardware clock slowdown reported"
+        + (f" at {device.temperature_c} °C" if device.temperature_c is not None else ""),
+    }
+    ratio = slowdown.ratio
+    if ratio is not None:
+        ruled_out["vram_contention"] = {
+            "ratio": round(ratio, 3),
+            "why": f"{ratio:.0%} of the normal rate is above the {COLLAPSE_RATIO:.0%} a "
+            "collapse is named at",
+        }
+    return ruled_out
+
+
+def _ladder(
+    s: Sample, device: GpuDevice, slowdown: Slowdown, over: int | None, ruled_out: dict[str, Any]
+) -> dict[str, list[str]]:
+    last, squeeze = slowdown.points[-1], slowdown.squeeze
+    origin = (
+        " remembered from an earlier run"
+        if slowdown.normal is not None and slowdown.normal.source == REMEMBERED
+        else ""
+    )
+    unified = device.memory_kind is MemoryKind.UNIFIED
+    observed = [
+        f"tokens/s per request at {slowdown.rate:.1f} against a normal "
+        f"{slowdown.baseline_tps:.1f}{origin} on {len(slowdown.points)} of the last "
+        f"{slowdown.judged} judged seconds, with {last.running:.0f} request(s) running"
+        + (" (vLLM's per-token latency)" if last.measure == INTER_TOKEN_LATENCY else ""),
+        f"system memory, shared with the GPU, is {squeeze.fill:.0%} in use"
+        if unified
+        else f"the card is {squeeze.fill:.0%} full ({device.used_bytes / MIB:,.0f} of "
+        f"{device.total_bytes / MIB:,.0f} MiB)",
+    ]
+    desktop = read.desktop_bytes(s)
+    if desktop is not None and over is not None:
+        allowance = (desktop - over) / GIB
+        observed.append(
+            f"the desktop holds {desktop / GIB:.2f} GiB, {over / GIB:.2f} GiB more than the "
+            f"{allowance:.2f} GiB the budget leaves it"
+            if over > 0
+            else f"the desktop holds {desktop / GIB:.2f} of the {allowance:.2f} GiB the budget "
+            "leaves it"
+        )
+    elif squeeze.growth is not None and squeeze.growth >= DESKTOP_GROWTH_BYTES:
+        observed.append(
+            f"the desktop's share grew by {squeeze.growth / GIB:.2f} GiB since the start"
+        )
+    if squeeze.kv is not None:
+        observed.append(f"KV cache usage is {squeeze.kv:.1%}, which rules out cache saturation")
+    observed.append(ruled_out["gpu_throttling"]["why"])
+    if "vram_contention" in ruled_out:
+        observed.append(f"not a collapse: {ruled_out['vram_contention']['why']}")
+    return {
+        "observed": observed,
+        "inferred": ["the desktop and vLLM are competing for the last of the memory they share"],
+        "hypothesis": [
+            "the kernel reclaims memory vLLM uses, so every decode step waits a little"
+            if unified
+            else "with no memory to spare, the driver moves vLLM's memory in and out of VRAM, "
+            "so every decode step is slower, without collapsing"
+        ],
+    }
