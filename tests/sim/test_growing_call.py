@@ -1,7 +1,8 @@
-"""A remedy that starts: during a call whose memory grows for a minute, the budget the
-diagnosis suggests, taken while the call still grows, relaunches without an out-of-memory
-and gives back the normal decode rate once the call has peaked (real processes, the
-simulated machine's `long_call` scenario, simulated time run faster)."""
+"""A remedy that starts: during a call whose memory grows for a minute, the flags the
+diagnosis suggests (a budget, and the --max-model-len that fits in it), taken while the call
+still grows, relaunch without vLLM refusing the start and give back the normal decode rate
+once the call has peaked (real processes, the simulated machine's `long_call` scenario,
+simulated time run faster)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from test_sim_contention import Agent, rate
 
 from vramtop.config import Profile
-from vramtop.core.budget import suggested_relaunch_budget
+from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
@@ -67,11 +68,11 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
                 time.sleep(1 / SPEED)
             assert backend.normal_rate() is not None, "no normal rate was learned"
             machine.set_call(True)
-            suggestion: float | None = None
+            suggestion: tuple[float, int | None] | None = None
             deadline = time.monotonic() + 60
             while suggestion is None and time.monotonic() < deadline:
                 backend.tick()
-                offered = suggested_relaunch_budget(backend.findings())
+                offered = suggested_relaunch_flags(backend.findings())
                 level = float(machine.state()["call_level"])
                 if offered is not None:
                     assert level < 1.0, "the finding opened only once the call had peaked"
@@ -80,8 +81,11 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
                 time.sleep(1 / SPEED)
             assert suggestion is not None, "no budget was suggested while the call grew"
             agent.close()
-            result = backend.relaunch(gpu_memory_utilization=suggestion)
-            assert result.ok, result.message  # no out-of-memory at startup
+            util, max_model_len = suggestion
+            # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
+            assert max_model_len is not None and max_model_len < 262_144
+            result = backend.relaunch(gpu_memory_utilization=util, max_model_len=max_model_len)
+            assert result.ok, result.message  # vLLM's startup checks pass
             while float(machine.state()["call_level"]) < 1.0:
                 time.sleep(0.05)
             agent = Agent(profile.url)

@@ -131,7 +131,7 @@ def test_call_at_093_collapses_until_restart(machine_factory: Any, server_factor
 
 def test_call_at_085_is_only_a_mild_dip(machine_factory: Any, server_factory: Any) -> None:
     m = machine_factory(speed=SPEED)
-    s = server_factory(m, 0.85)
+    s = server_factory(m, 0.85, max_model_len=163_840)  # the field report's fix: both flags
     assert s.wait_ready()
     before, during, after, _usage = rates_around_a_call(m, s.url)
     assert 0.45 < during / before < 0.85

@@ -21,12 +21,15 @@ def tps(lg: Ledger) -> float:
 
 
 def test_field_report_kv_pool_at_093_and_085() -> None:
-    p93 = plan_kv(0.93, kv_cache_dtype="fp8", max_model_len=163_840)
-    p85 = plan_kv(0.85, kv_cache_dtype="fp8", max_model_len=163_840)
+    p93 = plan_kv(0.93, kv_cache_dtype="fp8", max_model_len=262_144)
+    p85 = plan_kv(0.85, kv_cache_dtype="fp8", max_model_len=262_144)
     assert round(p93.kv_bytes / GIB, 2) == 9.26
-    assert p93.tokens == 120_832
-    assert f"{p93.max_concurrency:.2f}" == "0.74"
+    assert p93.tokens == 269_696
+    # The field report's ceilings: 262,144 fits at 0.93 and not at 0.85, where 163,840 does.
+    assert p93.request_bytes(262_144) <= p93.kv_bytes and f"{p93.max_concurrency:.2f}" == "1.03"
     assert round(p85.kv_bytes / GIB, 2) == 6.71
+    assert p85.request_bytes(262_144) > p85.kv_bytes
+    assert p85.request_bytes(163_840) <= p85.kv_bytes
     # bf16 KV costs twice the bytes per token; eager mode gives the graph memory to the pool.
     assert plan_kv(0.93).tokens == pytest.approx(p93.tokens / 2, rel=0.01)
     assert plan_kv(0.93, enforce_eager=True).kv_bytes > plan_kv(0.93).kv_bytes

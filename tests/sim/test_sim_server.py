@@ -49,7 +49,7 @@ def test_starts_prints_vllm_lines_and_serves(machine: Any, server_factory: Any) 
         r"per request: ([\d.]+)x",
         log,
     )
-    assert m and m.groups() == ("120,832", "163,840", "0.74")
+    assert m and m.groups() == ("269,696", "262,144", "1.03")
     assert re.search(r"Desired GPU memory utilization is \(0\.93, 29\.61 GiB\)", log)
     assert f"Starting vLLM server on http://127.0.0.1:{s.port}" in log
     assert "Application startup complete." in log
@@ -57,7 +57,7 @@ def test_starts_prints_vllm_lines_and_serves(machine: Any, server_factory: Any) 
     assert httpx.get(s.url + "/health").status_code == 200
     assert httpx.get(s.url + "/version").json() == {"version": "0.29.0"}
     models = httpx.get(s.url + "/v1/models").json()["data"]
-    assert models[0]["id"] == "qwen3.8-27b-nvfp4" and models[0]["max_model_len"] == 163_840
+    assert models[0]["id"] == "qwen3.8-27b-nvfp4" and models[0]["max_model_len"] == 262_144
 
     families = {
         f.name: f for f in text_string_to_metric_families(httpx.get(s.url + "/metrics").text)
@@ -75,7 +75,7 @@ def test_starts_prints_vllm_lines_and_serves(machine: Any, server_factory: Any) 
         assert name in families, name
     info = families["vllm:cache_config_info"].samples[0].labels
     assert info["cache_dtype"] == "fp8" and info["gpu_memory_utilization"] == "0.93"
-    assert info["kv_cache_size_tokens"] == "120832" and info["num_gpu_blocks"] == "7552"
+    assert info["kv_cache_size_tokens"] == "269696" and info["num_gpu_blocks"] == "16856"
     assert info["engine"] == "0" and info["model_name"] == "qwen3.8-27b-nvfp4"
 
     # The engine holds the budget plus its CUDA context in the ledger, under its own pid.
@@ -150,6 +150,41 @@ def test_a_budget_that_leaves_no_kv_block_is_refused(machine: Any, server_factor
     assert s.proc.wait(timeout=60) != 0
     assert "No available memory for the cache blocks" in s.text()
     assert "Application startup complete" not in s.text()
+
+
+def test_a_pool_that_cannot_hold_one_request_is_refused_as_vllm_does(
+    machine: Any, server_factory: Any
+) -> None:
+    """vLLM's check_enough_kv_cache_memory: at 0.85 one 262,144-token request does not fit
+    (the field report's reason to lower --max-model-len with the budget)."""
+    s = server_factory(machine, 0.85, max_model_len=262_144)
+    assert s.proc.wait(timeout=60) != 0
+    log = s.text()
+    m = re.search(
+        r"ValueError: To serve at least one request with the model's max seq len \(262144\), "
+        r"\((\d+\.\d\d) GiB KV cache is needed, which is larger than the available KV cache "
+        r"memory \((\d+\.\d\d) GiB\)\. Based on the available memory, the estimated maximum "
+        r"model length is (\d+)\. Try increasing `gpu_memory_utilization` or decreasing "
+        r"`max_model_len`",
+        log,
+    )
+    assert m, log[-2000:]
+    assert float(m.group(1)) == 9.0 and float(m.group(2)) == 6.71
+    assert 163_840 <= int(m.group(3)) < 262_144
+    assert "Application startup complete" not in log
+    assert wait_for(lambda: not machine.state()["servers"])
+
+
+def test_max_model_len_auto_fits_the_ceiling_to_the_pool(machine: Any, server_factory: Any) -> None:
+    s = server_factory(machine, 0.85, max_model_len="auto")
+    assert s.wait_ready()
+    log = s.text()
+    m = re.search(r"Auto-fit max_model_len: reduced from 262144 to (\d+) to fit in available", log)
+    assert m, log[-2000:]
+    fitted = int(m.group(1))
+    models = httpx.get(s.url + "/v1/models").json()["data"]
+    assert models[0]["max_model_len"] == fitted < 262_144
+    assert re.search(rf"Maximum concurrency for {fitted:,} tokens per request: 1\.00x", log)
 
 
 def test_unknown_flag_is_an_argparse_error(machine: Any) -> None:

@@ -347,15 +347,21 @@ def test_malformed_oom_numbers_are_ignored_not_raised() -> None:
 
 
 def test_contention_remedy_never_proposes_a_budget_too_small_for_one_request() -> None:
-    # A desktop peak of 8 GiB cannot be left beside a 19 GiB model on a 32 GB card while
-    # the pool still holds one 65,536-token request: propose the smallest budget that does.
+    # A desktop peak of 8 GiB beside a 19 GiB model on a 32 GB card leaves a pool that cannot
+    # hold one 65,536-token request: vLLM would refuse that start, so the remedy lowers
+    # --max-model-len with the budget, to a round figure one request of which fits.
     items: list[Tick | Event] = [busy(float(t)) for t in range(2, 120)]
     items += [busy(float(t), tps=6.0, desktop_bytes=8 * GIB) for t in range(120, 200)]
     card = Card(wsl=False, max_model_len=65_536)
     f = only(run(started(items), card), VRAM_CONTENTION)
     util = f.remedy.gpu_memory_utilization
-    assert f.remedy.details["kv_cache_tokens_after"] >= card.max_model_len
-    assert f.remedy.details["leaves_desktop_peak"] is False
+    after = f.remedy.details["kv_cache_tokens_after"]
+    length = f.remedy.max_model_len
+    assert length is not None and 8_192 <= length <= after < card.max_model_len
+    assert length % 1_024 == 0  # a figure a person would type
+    assert f.remedy.details["current_max_model_len"] == card.max_model_len
+    assert f"--max-model-len {length:,}" in (f.remedy.why or "")
+    assert f.remedy.details["leaves_desktop_peak"] is True
     assert 0 < util < card.util
 
 

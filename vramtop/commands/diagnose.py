@@ -101,6 +101,8 @@ def _remedy_text(remedy: Remedy) -> str:
     util = remedy.gpu_memory_utilization
     if util is not None:
         parts.append(f"--gpu-memory-utilization {util:.2f}")
+    if remedy.max_model_len is not None:
+        parts.append(f"--max-model-len {remedy.max_model_len}")
     pool, after = remedy.kv_pool_bytes, remedy.kv_pool_bytes_after
     if pool and after is not None:
         parts.append(f"(KV pool {pool / GIB:.2f} → {after / GIB:.2f} GiB)")

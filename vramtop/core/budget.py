@@ -99,32 +99,45 @@ def largest_util_that_fits_logged(free_gib: float, total_gib: float) -> float:
 
 @dataclass(frozen=True)
 class Fit:
-    """Whether a budget fits the memory a server started now would find free."""
+    """Whether a budget fits the memory a server started now would find free, by vLLM's own
+    check (requested ≤ free)."""
 
     fits: bool
     needs_bytes: int  # the budget
     free_bytes: int  # free to a new server now (the current server's memory counted free)
 
+    @property
+    def spare_bytes(self) -> int:
+        return self.free_bytes - self.needs_bytes
+
+    @property
+    def tight(self) -> bool:
+        """It fits, with less to spare than the desktop moves by while vLLM loads."""
+        return self.fits and self.spare_bytes < START_MARGIN_BYTES
+
     def text(self) -> str:
-        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`."""
-        word = "yes" if self.fits else "no"
-        return (
-            f"fits now: {word} (needs {self.needs_bytes / GIB:.2f} GiB, "
+        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`, or with a margin said as what it
+        is: `fits now: yes, 0.12 GiB to spare: a growing call can take that (…)`."""
+        figures = (
+            f"(needs {self.needs_bytes / GIB:.2f} GiB, "
             f"{max(0, self.free_bytes) / GIB:.2f} GiB free)"
         )
+        if not self.fits:
+            return f"fits now: no {figures}"
+        if self.tight:
+            return (
+                f"fits now: yes, {self.spare_bytes / GIB:.2f} GiB to spare: a growing call can "
+                f"take that {figures}"
+            )
+        return f"fits now: yes {figures}"
 
 
-def fit_now(
-    total: int,
-    util: float,
-    desktop: int,
-    outside_budget_bytes: int,
-    margin: int = START_MARGIN_BYTES,
-) -> Fit:
-    """Whether vLLM would start at `util` if relaunched now (with `margin` to spare)."""
+def fit_now(total: int, util: float, desktop: int, outside_budget_bytes: int) -> Fit:
+    """Whether vLLM would start at `util` if relaunched now: its budget within the memory free
+    to it (vLLM's own check)."""
     free = free_for_server(total, desktop, outside_budget_bytes)
     need = budget_bytes(total, util)
-    return Fit(need + margin <= free, need, free)
+    return Fit(need <= free, need, free)
 
 
 # --- warnings ------------------------------------------------------------------------------
@@ -265,16 +278,27 @@ def change_words(base: Prediction, new: Prediction) -> str:
 def suggested_relaunch_budget(findings: Iterable[Finding]) -> float | None:
     """The budget the open findings suggest relaunching at (the first that names one), as the
     banner's `b`, the relaunch dialog and the what-if offer it; None when none does."""
+    flags = suggested_relaunch_flags(findings)
+    return flags[0] if flags is not None else None
+
+
+def suggested_relaunch_flags(findings: Iterable[Finding]) -> tuple[float, int | None] | None:
+    """The flags the open findings suggest relaunching with (the first that names a budget):
+    the budget, and the --max-model-len it needs where the current one no longer fits (None:
+    keep it); None when no finding suggests a budget."""
     for finding in findings:
         if finding.remedy.gpu_memory_utilization is not None:
-            return finding.remedy.gpu_memory_utilization
+            return finding.remedy.gpu_memory_utilization, finding.remedy.max_model_len
     return None
 
 
-# While the desktop's share still grows, the suggestion leaves room for this much more of the
-# same growth: a video call's memory takes up to a minute to reach its peak, and the finding
-# opens some way into it (once the card is full). Longer only costs KV pool: the person is
-# also told to wait until it levels off, when the suggestion rises to fit the peak.
+# While the desktop's share still grows, the suggestion allows for what a video call takes of
+# the card (the field report: ~2.5-3 GiB within seconds) above where the desktop stood when the
+# server started, not an extrapolation of the ramp: a call that takes its memory in 4 s would
+# extrapolate to tens of GiB, and the first offer must be the one that holds once it levels off.
+CALL_DEMAND_BYTES = 3 * GIB
+# Where the desktop's share at the server's start is not known: the ramp, extrapolated this far
+# and never beyond a call's demand.
 GROWTH_HORIZON_S = 45.0
 # Below this the desktop is not growing (a compositor's wobble).
 GROWING_BYTES_PER_S = 4 * MIB
@@ -322,6 +346,7 @@ class DesktopDemand:
     now: int | None = None
     growth_bytes_per_s: float = 0.0  # the share's recent trend (≥ 0)
     unseen: int = 0  # demand the desktop could not show (it never got past what it was left)
+    at_start: int | None = None  # the share when the server started
 
     @property
     def growing(self) -> bool:
@@ -329,8 +354,20 @@ class DesktopDemand:
 
     @property
     def expected_growth(self) -> int:
-        """How much more the share is expected to take while it still grows."""
-        return round(self.growth_bytes_per_s * GROWTH_HORIZON_S) if self.growing else 0
+        """How much more than its peak the share is expected to take while it still grows: up
+        to a call's demand above where it started (bounded, never the ramp extrapolated)."""
+        if not self.growing:
+            return 0
+        if self.at_start is not None:
+            return max(0, self.at_start + CALL_DEMAND_BYTES - self.peak)
+        return min(round(self.growth_bytes_per_s * GROWTH_HORIZON_S), CALL_DEMAND_BYTES)
+
+    @property
+    def expected_peak(self) -> int:
+        """The share to leave room for: the peak seen, plus the part not seen (a share capped
+        by what the server left it) or the growth still to come, whichever is larger (both
+        estimate the same demand)."""
+        return self.peak + max(self.unseen, self.expected_growth)
 
 
 @dataclass(frozen=True)
@@ -357,10 +394,11 @@ def suggested_budget(
     """The largest budget that leaves the desktop its peak (plus the growth still to come, and
     `margin`), below the current one, and never one that does not fit the memory free now.
 
-    `smallest_serving`: the smallest budget whose pool holds one request; when the desktop's
-    need leaves less, that one is suggested (and `leaves_desktop_need` is False).
+    `smallest_serving`: the smallest budget that still serves (`flags.smallest_serving_util`);
+    when the desktop's need leaves less, that one is suggested (and `leaves_desktop_need` is
+    False).
     """
-    need = demand.peak + demand.expected_growth + demand.unseen + margin
+    need = demand.expected_peak + margin
     if demand.now is not None:
         need = max(need, demand.now + START_MARGIN_BYTES)
     util = largest_util_for_desktop(total, need, outside_budget_bytes)

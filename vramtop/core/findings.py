@@ -142,6 +142,7 @@ class RemedyOption:
 _REMEDY_FIELDS = (
     "action",
     "gpu_memory_utilization",
+    "max_model_len",
     "why",
     "restart_fails",
     "kv_pool_bytes",
@@ -156,6 +157,8 @@ class Remedy:
 
     `action`: "relaunch", "restart", "cool_down" (None: nothing to propose);
     `gpu_memory_utilization`: the budget a relaunch should use, when one is proposed;
+    `max_model_len`: the --max-model-len it needs with it, where the current one no longer fits
+    in that budget's pool (vLLM would refuse the start); None: keep the current one;
     `restart_fails`: a restart at the same budget would fail the same way (a start that ran
     out of memory), so none is offered; `kv_pool_bytes(_after)`: the KV pool now and at the
     proposed budget; `options`: flags that would each help; `details`: the kind's other
@@ -164,6 +167,7 @@ class Remedy:
 
     action: str | None = None
     gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
     why: str | None = None
     restart_fails: bool = False
     kv_pool_bytes: int | None = None
@@ -182,6 +186,7 @@ class Remedy:
         return cls(
             action=action if isinstance(action, str) else None,
             gpu_memory_utilization=_number(obj.get("gpu_memory_utilization")),
+            max_model_len=_length(obj.get("max_model_len")),
             why=why if isinstance(why, str) else None,
             restart_fails=obj.get("restart_fails") is True,
             kv_pool_bytes=int(pool) if pool is not None else None,
@@ -202,6 +207,8 @@ class Remedy:
             out["action"] = self.action
         if self.gpu_memory_utilization is not None:
             out["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.max_model_len is not None:
+            out["max_model_len"] = self.max_model_len
         out.update(self.details)
         if self.kv_pool_bytes is not None:
             out["kv_pool_bytes"] = self.kv_pool_bytes
@@ -221,6 +228,14 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def _length(value: Any) -> int | None:
+    """A token count: a positive whole JSON number; None for anything else."""
+    number = _number(value)
+    if number is None or not number.is_integer() or not 1 <= number <= 2**31:
+        return None
+    return int(number)
 
 
 def _sentences(rung: Any) -> tuple[str, ...]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.model import predict, util_for_kv_tokens
+from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomError, Prediction
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import server_util
@@ -35,17 +36,20 @@ def util(s: Sample) -> float | None:
 
 
 def smallest_util_that_serves(s: Sample) -> float | None:
-    """The smallest budget vLLM would start with, by the headroom model calibrated on this
-    server; None when its pool is not known."""
+    """The smallest budget vLLM would start a useful server with (a shorter --max-model-len
+    allowed), by the headroom model calibrated on this server; None when its pool is not
+    known."""
     inputs = live_headroom_inputs(s)
-    util_now = util(s)
-    if inputs is None or util_now is None:
+    if inputs is None:
         return None
-    # vLLM refuses a pool that cannot hold one max-model-len request, but some servers (hybrid
-    # models, whose per-request need vLLM counts differently) already run below that: for
-    # them only a pool with no blocks is known not to start.
-    holds_one = predict(inputs, util_now).kv_cache_tokens >= inputs.max_model_len
-    return util_for_kv_tokens(inputs, inputs.max_model_len if holds_one else 1)
+    return smallest_serving_util(inputs)
+
+
+def flags_at(s: Sample, util: float) -> RelaunchFlags | None:
+    """The flags a relaunch at `util` needs on this server (a shorter --max-model-len where
+    the current one no longer fits); None when its pool is not known or nothing serves."""
+    inputs = live_headroom_inputs(s)
+    return None if inputs is None else relaunch_flags(inputs, util)
 
 
 def predictions(s: Sample, *utils: float | None) -> tuple[Prediction | None, ...]:

@@ -20,6 +20,27 @@ def _json_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
 
 
+# `--max-model-len auto` (or -1): fit the ceiling to the pool (vLLM 0.29+, PR #29431).
+AUTO_MAX_MODEL_LEN = -1
+
+
+def _max_model_len(text: str) -> int:
+    """vLLM's forms: a number, `auto` or -1, and human-readable sizes (`160k`, `1m`)."""
+    lowered = text.strip().lower()
+    if lowered in ("auto", "-1"):
+        return AUTO_MAX_MODEL_LEN
+    scale = {"k": 1000, "m": 1_000_000}.get(lowered[-1:], 1)
+    if lowered[-1:] in ("k", "m"):
+        lowered = lowered[:-1]
+    try:
+        value = round(float(lowered) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid max model len: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"max model len must be at least 1: {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Fake vLLM OpenAI-compatible server.")
     p.add_argument("model_tag", nargs="?", default=None, help="model to serve")
@@ -31,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", nargs="+", default=None)
     p.add_argument("--served-model-name", nargs="+", default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.92)
-    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--max-model-len", type=_max_model_len, default=None)
     p.add_argument("--kv-cache-dtype", default="auto")
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)

@@ -1,8 +1,11 @@
 """The simulated card and model: sizes and the KV-cache arithmetic vLLM does at startup.
 
 The constants reproduce the field report: an RTX 5090 with 32,607 MiB, a ~18.9 GiB NVFP4 27B
-model, a 9.26 GiB KV pool at `--gpu-memory-utilization 0.93` holding 120,832 fp8 tokens, and
-about 6.71 GiB at 0.85. Shared by the world daemon, the fake server and tests.
+model, a 9.26 GiB KV pool at `--gpu-memory-utilization 0.93`, and about 6.71 GiB at 0.85. The
+report's ceilings hold as they did for its author: at 0.93 one request of 262,144 tokens fits
+(vLLM starts); at 0.85 it does not (vLLM refuses, naming ~195,000 as the longest that fits),
+and 163,840 does. vLLM's startup checks are core's (`core/headroom/startup_checks.py`).
+Shared by the world daemon, the fake server and tests.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE = 16
 # The model's native context (the field report lowered it from 262,144 to 163,840).
 NATIVE_MAX_MODEL_LEN = 262_144
-# Bytes one cached token costs with an fp8 KV cache (twice that for bf16). Chosen so the field
-# report's 9.26 GiB pool holds exactly 120,832 tokens with 16-token blocks.
-FP8_BYTES_PER_TOKEN = 82_280
+# Bytes one cached token costs with an fp8 KV cache (twice that for bf16): 18 attention layers
+# × 4 KV heads × 256 × K and V. The field report's 9.26 GiB pool then holds 269,696 tokens, so
+# one 262,144-token request fits at 0.93 and not at 0.85.
+FP8_BYTES_PER_TOKEN = 36_864
 
 
 def total_bytes(total_mib: int = TOTAL_MIB) -> int:
@@ -71,7 +75,12 @@ class KvPlan:
 
     @property
     def max_concurrency(self) -> float:
-        return self.tokens / self.max_model_len
+        return self.num_blocks / math.ceil(self.max_model_len / self.block_size)
+
+    def request_bytes(self, tokens: int) -> int:
+        """The memory one request of `tokens` holds: its blocks (vLLM's check compares it
+        with the pool)."""
+        return math.ceil(tokens / self.block_size) * self.bytes_per_block
 
     @property
     def footprint(self) -> int:
@@ -137,6 +146,9 @@ class CardModel:
     # LPDDR5x ~0.27 TB/s, the R9700's GDDR6 ~0.64 TB/s).
     decode_scale: float = 1.0
     gtt_total_mib: int = 0  # AMD: the GTT size the driver allows (half the system's memory)
+    # The demo server's --max-model-len: the model's native ceiling where one request of it
+    # fits at the card's budget (the field report's 0.93), the report's 163,840 where not.
+    max_model_len: int = NATIVE_MAX_MODEL_LEN
 
 
 CARDS: dict[str, CardModel] = {
@@ -154,6 +166,7 @@ CARDS: dict[str, CardModel] = {
         "r9700",
         decode_scale=0.36,
         gtt_total_mib=63_488,
+        max_model_len=163_840,
     ),
 }
 DEFAULT_CARD = "5090"

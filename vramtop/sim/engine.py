@@ -13,8 +13,15 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import replace
 from typing import Any
 
+from vramtop.core.headroom.startup_checks import (
+    NO_CACHE_BLOCKS_MESSAGE,
+    free_memory_refusal,
+    longest_that_fits,
+    pool_refusal,
+)
 from vramtop.sim import vlog
 from vramtop.sim.card import CONTEXT_GIB, GIB, VLLM_VERSION, KvPlan, plan_kv
 from vramtop.sim.protocol import SOCKET_ENV, WorldClient, WorldUnreachable
@@ -31,15 +38,6 @@ NOMINAL_GRAPHS_S = 5
 
 def _say(message: str) -> None:
     vlog.info(PROC, "gpu_worker.py:276", message)
-
-
-def oom_message(free: int, total: int, util: float, budget: int) -> str:
-    """vLLM's own refusal text when the card has less free memory than the budget."""
-    return (
-        f"Free memory on device cuda:0 ({free / GIB:.2f}/{total / GIB:.2f} GiB) on startup is "
-        f"less than desired GPU memory utilization ({util}, {budget / GIB:.2f} GiB). Decrease "
-        "GPU memory utilization or reduce GPU memory used by other processes."
-    )
 
 
 def print_engine_traceback(exc_name: str, message: str) -> None:
@@ -128,8 +126,9 @@ class Engine:
         state = self.world.request("state")
         total, free = state["device"]["total_bytes"], state["device"]["free_bytes"]
         plan = self.plan()
-        if free < plan.budget:
-            return self.fail("ValueError", oom_message(free, total, c["util"], plan.budget))
+        refused = free_memory_refusal(free, total, c["util"], plan.budget)
+        if refused is not None:
+            return self.fail("ValueError", refused.message)
         vlog.info("Worker", "gpu_model_runner.py:2602", f"Starting to load model {c['model']}...")
         self.pause(0.4)
         self.alloc(plan.weights)
@@ -148,11 +147,14 @@ class Engine:
         self.summary(plan, free)
         if plan.num_blocks <= 0:
             # vLLM refuses to start when not one KV block fits in the budget.
-            return self.fail(
-                "ValueError",
-                "No available memory for the cache blocks. Try increasing "
-                "`gpu_memory_utilization` when initializing the engine.",
-            )
+            return self.fail("ValueError", NO_CACHE_BLOCKS_MESSAGE)
+        if c.get("auto_max_model_len"):
+            plan = self.auto_fit(plan)
+        refused = pool_refusal(
+            plan.kv_bytes, plan.num_blocks, plan.max_model_len, plan.request_bytes
+        )
+        if refused is not None:
+            return self.fail("ValueError", refused.message)
         self.alloc(plan.kv_bytes)
         vlog.info(
             PROC,
@@ -177,6 +179,19 @@ class Engine:
         _say_core(f"init engine (profile, create kv cache, warmup model) took {took:.2f} seconds")
         self.report({"event": "ready", "pid": self.pid, "plan": _plan_dict(plan)})
         return 0
+
+    def auto_fit(self, plan: KvPlan) -> KvPlan:
+        """`--max-model-len auto`: the longest ceiling one request of which fits the pool."""
+        longest = longest_that_fits(plan.kv_bytes, plan.max_model_len, plan.request_bytes)
+        if longest >= plan.max_model_len or longest < 1:
+            return plan
+        vlog.info(
+            PROC,
+            "kv_cache_utils.py:1095",
+            f"Auto-fit max_model_len: reduced from {plan.max_model_len} to {longest} to fit "
+            f"in available GPU memory ({vlog.gib(plan.kv_bytes)} GiB available for KV cache)",
+        )
+        return replace(plan, max_model_len=longest)
 
     def summary(self, plan: KvPlan, free: int) -> None:
         consumed = plan.weights + plan.non_torch
@@ -228,6 +243,7 @@ def _plan_dict(plan: KvPlan) -> dict[str, Any]:
         "tokens": plan.tokens,
         "block_size": plan.block_size,
         "max_concurrency": plan.max_concurrency,
+        "max_model_len": plan.max_model_len,
         "footprint": plan.footprint,
     }
 

@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from vramtop.sim.gpu_probe import SimGpuProbe
 
 DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
-# The field report's launch flags (loopback instead of 0.0.0.0, as the report advises).
+# The field report's launch flags (loopback instead of 0.0.0.0, as the report advises); the
+# --max-model-len is the card's (the report's 262,144 before its fix, where it fits).
 FIELD_REPORT_FLAGS: dict[str, Any] = {
     "host": "127.0.0.1",
     "kv_cache_dtype": "fp8",
-    "max_model_len": 163840,
     "max_num_seqs": 2,
     "max_num_batched_tokens": 8192,
 }
@@ -201,7 +201,7 @@ class SimMachine:
         """
         util = self.card.util if util is None else util
         model = str(flags.pop("model", DEFAULT_MODEL))
-        merged = {**FIELD_REPORT_FLAGS, **flags}
+        merged = {**FIELD_REPORT_FLAGS, "max_model_len": self.card.max_model_len, **flags}
         argv = [sys.executable, "-m", "vramtop.sim.server", model]
         argv += ["--port", str(port or 8000), "--gpu-memory-utilization", str(util)]
         for name, value in merged.items():

@@ -83,7 +83,13 @@ class ApiServer:
         self.exit_code = 0
         self.engine: subprocess.Popen[bytes] | None = None
         self.served = a.served_model_name or [a.model]
-        self.max_model_len = a.max_model_len or NATIVE_MAX_MODEL_LEN
+        # `--max-model-len auto`: the engine fits the ceiling to its pool and says so.
+        self.auto_max_model_len = a.max_model_len == vargs.AUTO_MAX_MODEL_LEN
+        self.max_model_len = (
+            NATIVE_MAX_MODEL_LEN
+            if self.auto_max_model_len or not a.max_model_len
+            else a.max_model_len
+        )
         self.block_size = a.block_size or DEFAULT_BLOCK_SIZE
 
     # -- startup ------------------------------------------------------------------------------
@@ -116,6 +122,7 @@ class ApiServer:
             "total_bytes": state["device"]["total_bytes"],
             "kv_cache_dtype": a.kv_cache_dtype,
             "max_model_len": self.max_model_len,
+            "auto_max_model_len": self.auto_max_model_len,
             "max_num_batched_tokens": a.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
             "block_size": self.block_size,
             "enforce_eager": a.enforce_eager,
@@ -196,6 +203,7 @@ class ApiServer:
         http.sched = sched
         http.model = a.model
         http.served_names = self.served
+        self.max_model_len = int(plan.get("max_model_len", self.max_model_len))
         http.max_model_len = self.max_model_len
         http.api_keys = vargs.api_keys(a, dict(os.environ))
         http.access_log = not a.disable_uvicorn_access_log

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
     # The dialogs are imported when a key opens them, the diagnosis' modules when a reading
     # is shown: the first frame waits for every module imported before it.
     from vramtop.core.findings import Finding
+    from vramtop.core.headroom.terms import HeadroomInputs
     from vramtop.tui.screens.headroom_screen import Proposal
     from vramtop.tui.screens.quit_dialog import QuitChoice
-    from vramtop.tui.whatif import Machine
+    from vramtop.tui.whatif import Machine, RelaunchChoice
 
 log = logging.getLogger(__name__)
 
@@ -88,18 +89,32 @@ class ActingConsole(ShowingConsole):
         from vramtop.tui.screens.budget_dialog import BudgetDialog
 
         self.push_screen(
-            BudgetDialog(value, current, self.headroom_inputs, why=why, machine=self._machine()),
+            BudgetDialog(value, current, self._relaunch_inputs(), why=why, machine=self._machine()),
             self._relaunch_chosen,
         )
 
-    def _relaunch_chosen(self, util: float | None) -> None:
+    def _relaunch_inputs(self) -> HeadroomInputs | None:
+        """The model the dialog judges budgets by: the server's, with the flags a what-if
+        proposal changes (its --max-model-len, its KV dtype)."""
+        from dataclasses import replace
+
+        inputs, pending = self.headroom_inputs, self._pending_flags
+        if inputs is None or not pending:
+            return inputs
+        changed = {k: v for k, v in pending.items() if k in ("max_model_len", "kv_cache_dtype")}
+        return replace(inputs, **changed)
+
+    def _relaunch_chosen(self, choice: RelaunchChoice | None) -> None:
         flags, self._pending_flags = self._pending_flags, {}
-        if util is None:
+        if choice is None:
             return
+        if choice.max_model_len is not None:
+            # The budget's pool cannot hold the ceiling asked for: vLLM would refuse it.
+            flags["max_model_len"] = choice.max_model_len
         self._start_action(
             "relaunch",
             lambda progress: self.backend.relaunch(
-                gpu_memory_utilization=util, progress=progress, **flags
+                gpu_memory_utilization=choice.util, progress=progress, **flags
             ),
         )
 

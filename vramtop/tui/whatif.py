@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vramtop.core.budget import CONFIRM, BudgetWarning, budget_warnings, outside_budget
+from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 
@@ -22,11 +23,27 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class RelaunchChoice:
+    """What the relaunch dialog hands back: the budget, and the --max-model-len it needs."""
+
+    util: float
+    max_model_len: int | None = None  # None: keep the current one
+
+
+@dataclass(frozen=True)
 class BudgetCheck:
     util: float | None
     prediction: Prediction | None
     reason: str | None  # why the value is refused; None when it may be used
     warnings: tuple[BudgetWarning, ...] = field(default=())  # not refusals: said, or confirmed
+    # The flags a relaunch at `util` needs (a shorter --max-model-len where the current one no
+    # longer fits); None where the model is not known.
+    flags: RelaunchFlags | None = None
+
+    @property
+    def max_model_len(self) -> int | None:
+        """The --max-model-len to relaunch with; None: keep the current one."""
+        return self.flags.max_model_len if self.flags is not None else None
 
     @property
     def needs_confirmation(self) -> bool:
@@ -62,10 +79,18 @@ def check_budget(
         outside_budget_bytes=outside_budget(outside),
         device_kind=machine.device_kind,
     )
-    # A pool smaller than one max-model-len request is allowed: vLLM starts with it (the field
-    # report ran at 0.74× for 163,840 tokens); the dialog shows the concurrency it gives.
     refused = next((w.text for w in found if w.refuse), None)
-    return BudgetCheck(util, prediction, refused, tuple(w for w in found if not w.refuse))
+    flags = relaunch_flags(inputs, util) if inputs is not None else None
+    if refused is None and prediction is not None and flags is None:
+        # vLLM refuses a pool that cannot hold one request of --max-model-len; a shorter one
+        # would be proposed, but not even a useful one fits.
+        refused = (
+            f"too small: its KV pool holds less than one {MIN_PROPOSED_MODEL_LEN:,}-token "
+            "request, vLLM would not start"
+        )
+    if flags is not None:
+        prediction = flags.prediction
+    return BudgetCheck(util, prediction, refused, tuple(w for w in found if not w.refuse), flags)
 
 
 def step(util: float, delta: float) -> float:

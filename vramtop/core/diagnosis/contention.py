@@ -257,6 +257,12 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
         "current_gpu_memory_utilization": util_now,
         "leaves_desktop_peak": suggestion.leaves_desktop_need,
     }
+    flags = read.flags_at(s, util)
+    if flags is not None and flags.max_model_len is not None:
+        # The budget cannot hold one request of the current ceiling: vLLM would refuse the
+        # start, so the remedy lowers --max-model-len with it.
+        remedy["max_model_len"] = flags.max_model_len
+        remedy["current_max_model_len"] = flags.current_max_model_len
     remedy.update(_kv_cost(s, total, util_now, util))
     remedy.update(_action(remedy, s, util_now, peak, desktop.at_start))
     if remedy["action"] == "relaunch" and "kv_pool_bytes_after" in remedy:
@@ -266,6 +272,16 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
             pool += f", {remedy['kv_cache_tokens_after']:,} tokens"
         remedy["why"] += f"; {pool}"
     return remedy
+
+
+def _flag_words(remedy: dict[str, Any]) -> str:
+    """`0.85` or `0.85 with --max-model-len 163,840 (262,144 no longer fits)`."""
+    words = f"{remedy['gpu_memory_utilization']:.2f}"
+    if remedy.get("max_model_len") is not None:
+        words += f" with --max-model-len {remedy['max_model_len']:,}"
+        if remedy.get("current_max_model_len") is not None:
+            words += f" ({remedy['current_max_model_len']:,} no longer fits)"
+    return words
 
 
 def _suggestion(
@@ -283,9 +299,10 @@ def _suggestion(
         now=read.desktop_bytes(s),
         growth_bytes_per_s=desktop.growth_bytes_per_s,
         unseen=UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
+        at_start=desktop.at_start,
     )
-    # The desktop's need may not fit beside the model: never propose a budget whose pool
-    # cannot hold one max-model-len request (vLLM would refuse to start).
+    # The desktop's need may not fit beside the model: never propose a budget vLLM would
+    # refuse, even with a shorter --max-model-len.
     return suggested_budget(
         total,
         demand,
@@ -323,8 +340,8 @@ def _action(
     if util_now is not None and util >= util_now:
         return {
             "action": "restart",
-            "why": "no smaller budget still holds one max-model-len request: restart vLLM once "
-            "the desktop's load is gone, or relaunch with a shorter --max-model-len",
+            "why": "no smaller budget still serves: restart vLLM once the desktop's load is "
+            "gone, or close desktop programs",
         }
     # The call is over when the desktop grew and is back near where it started: a restart alone
     # restores the rate (the field report's 82.8 tok/s), at no KV cost.
@@ -337,23 +354,22 @@ def _action(
         return {
             "action": "restart",
             "why": "the desktop's share is back down: restart vLLM now; relaunch at "
-            f"{util:.2f} to keep the next call from doing it again",
+            f"{_flag_words(remedy)} to keep the next call from doing it again",
         }
     if remedy["desktop_still_growing"] and remedy["leaves_desktop_peak"]:
         rate = remedy["desktop_growth_bytes_per_s"] * 60 / GIB
         return {
             "why": f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
-            f"at {util:.2f} leaves it {headroom_gib:.2f} GiB, room for that growth; or wait "
-            "until it levels off"
+            f"at {_flag_words(remedy)} leaves it {headroom_gib:.2f} GiB, room for a call's "
+            "memory; or wait until it levels off"
         }
     if not remedy["leaves_desktop_peak"]:
         return {
-            "why": f"relaunch at {util:.2f}, the smallest budget that still holds one "
-            f"max-model-len request ({headroom_gib:.2f} GiB for "
-            "the desktop, less than its peak): also close desktop programs or shorten "
-            "--max-model-len"
+            "why": f"relaunch at {_flag_words(remedy)}, the smallest budget that still "
+            f"serves ({headroom_gib:.2f} GiB for the desktop, less than its peak): also close "
+            "desktop programs"
         }
     return {
-        "why": f"relaunch at {util:.2f} to leave the desktop its peak plus a margin "
-        f"({headroom_gib:.2f} GiB)"
+        "why": f"relaunch at {_flag_words(remedy)} to leave the desktop its peak plus a "
+        f"margin ({headroom_gib:.2f} GiB)"
     }

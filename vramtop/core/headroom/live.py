@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from vramtop.core.budget import budget_bytes, outside_budget
 from vramtop.core.headroom.from_startup import inputs_from_startup
-from vramtop.core.headroom.model import calibrate
+from vramtop.core.headroom.model import calibrate, predict
 from vramtop.core.headroom.terms import (
     Architecture,
     HeadroomError,
@@ -51,7 +51,7 @@ def live_headroom_inputs(
     kv_bytes, tokens = pool["bytes"], pool["tokens"]
     if util is None or not kv_bytes or not tokens:
         return None
-    return _calibrated(
+    inputs = _calibrated(
         total,
         util,
         kv_bytes,
@@ -64,6 +64,46 @@ def live_headroom_inputs(
         else None,
         outside_budget(outside_budget_bytes),
     )
+    concurrency = _reported_concurrency(sample, inputs.max_model_len if inputs else None)
+    if inputs is None or concurrency is None:
+        return inputs
+    return with_reported_concurrency(inputs, util, kv_bytes, concurrency)
+
+
+def _reported_concurrency(sample: Sample, max_model_len: int | None) -> float | None:
+    """The maximum concurrency the server itself reported for `max_model_len`-token requests
+    (its cache_config_info, else its startup line when that names the same length)."""
+    metrics = sample.server.metrics if sample.server else None
+    if metrics is not None and metrics.cache.kv_cache_max_concurrency:
+        return metrics.cache.kv_cache_max_concurrency
+    startup = sample.startup
+    if (
+        startup is not None
+        and startup.max_concurrency
+        and startup.max_concurrency_len is not None
+        and startup.max_concurrency_len == max_model_len
+    ):
+        return startup.max_concurrency
+    return None
+
+
+# Reported and predicted concurrency within this of each other: the layout is the server's
+# (vLLM prints two decimals).
+_CONCURRENCY_TOLERANCE = 0.03
+
+
+def with_reported_concurrency(
+    inputs: HeadroomInputs, util: float, kv_bytes: int, concurrency: float
+) -> HeadroomInputs:
+    """Inputs whose one-request memory is the one the server's reported maximum concurrency
+    implies, where that differs from what its token count implies: a hybrid model (recurrent
+    layers hold no tokens; vLLM prints a conservative token count) is judged by memory, as
+    vLLM's own startup check judges it."""
+    predicted = predict(inputs, util).max_concurrency
+    if concurrency <= 0 or abs(predicted / concurrency - 1) <= _CONCURRENCY_TOLERANCE:
+        return inputs
+    per_token = kv_bytes / (concurrency * inputs.max_model_len)
+    return replace(inputs, request_bytes_per_token=per_token)
 
 
 def _pool_util(sample: Sample, source: str | None) -> float | None:

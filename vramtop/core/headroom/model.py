@@ -43,6 +43,12 @@ from vramtop.core.budget import (
     desktop_headroom_bytes,
     largest_util_leaving,
 )
+from vramtop.core.headroom.startup_checks import (
+    Refusal,
+    free_memory_refusal,
+    longest_that_fits,
+    pool_refusal,
+)
 from vramtop.core.headroom.terms import (
     CUDAGRAPH_ESTIMATE_BYTES,
     HeadroomError,
@@ -220,13 +226,19 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         - inputs.calibration_bytes
     )
     blocks = layout.num_blocks(kv)
+    request = _request_bytes(inputs, layout)
+    concurrency = (
+        blocks / layout.pages_per_request
+        if inputs.request_bytes_per_token is None
+        else max(0, kv) / request
+    )
     return Prediction(
         util=util,
         budget_bytes=budget,
         kv_cache_bytes=kv,
         num_blocks=blocks,
         kv_cache_tokens=layout.tokens(blocks),
-        max_concurrency=blocks / layout.pages_per_request,
+        max_concurrency=concurrency,
         desktop_headroom_bytes=desktop_headroom_bytes(inputs.total_bytes, util, terms.outside),
         estimated=terms.estimated,
         block_size=layout.block_size,
@@ -238,6 +250,45 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         recurrent_state_bytes_per_request=layout.recurrent_page_bytes
         * inputs.architecture.recurrent_layers,
         calibrated=inputs.calibrated_util is not None,
+        max_model_len=inputs.max_model_len,
+        request_bytes=request,
+    )
+
+
+def _request_bytes(inputs: HeadroomInputs, layout: _Layout) -> int:
+    """The memory one request of `max_model_len` needs: each group's pages for it (vLLM's
+    `max_memory_usage_bytes`, summed over the layers), or the measured bytes per token."""
+    if inputs.request_bytes_per_token is not None:
+        return max(1, math.ceil(inputs.request_bytes_per_token * inputs.max_model_len))
+    return layout.pages_per_request * layout.bytes_per_block
+
+
+def request_bytes(inputs: HeadroomInputs, max_model_len: int) -> int:
+    """The memory one request of `max_model_len` tokens needs in the KV pool."""
+    other = replace(inputs, max_model_len=max_model_len)
+    return _request_bytes(other, _layout(other))
+
+
+def estimated_max_model_len(inputs: HeadroomInputs, kv_cache_bytes: int) -> int:
+    """vLLM's "estimated maximum model length": the longest request (up to the configured
+    --max-model-len) whose memory fits in `kv_cache_bytes`; 0 when not one token fits."""
+    return longest_that_fits(
+        kv_cache_bytes, inputs.max_model_len, lambda n: request_bytes(inputs, n)
+    )
+
+
+def startup_refusal(
+    inputs: HeadroomInputs, util: float, free_bytes: int | None = None
+) -> Refusal | None:
+    """What vLLM would refuse a start at `util` with (its free-memory check only when the
+    memory free to it is known), in vLLM's words; None: it starts."""
+    p = predict(inputs, util)
+    if free_bytes is not None:
+        refused = free_memory_refusal(free_bytes, inputs.total_bytes, util, p.budget_bytes)
+        if refused is not None:
+            return refused
+    return pool_refusal(
+        p.kv_cache_bytes, p.num_blocks, inputs.max_model_len, lambda n: request_bytes(inputs, n)
     )
 
 

@@ -110,6 +110,11 @@ class HeadroomInputs:
     # got at the calibration point; 0 when not calibrated. See `calibrate`.
     calibration_bytes: int = 0
     calibrated_util: float | None = None
+    # Measured: the memory one request needs per token of its length, where the server's own
+    # maximum concurrency says it needs other than its printed token count implies (a hybrid
+    # model's recurrent layers keep no tokens, and vLLM prints a conservative count). None:
+    # the architecture's layout says it.
+    request_bytes_per_token: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,11 +135,18 @@ class Prediction:
     outside_budget_bytes: int
     recurrent_state_bytes_per_request: int
     calibrated: bool
+    max_model_len: int = 8192  # the --max-model-len the prediction is for
+    request_bytes: int = 0  # the memory one request of max_model_len needs (vLLM's check)
 
     @property
     def fits(self) -> bool:
-        """vLLM starts only if one request of max-model-len fits in the pool."""
-        return self.kv_cache_bytes > 0 and self.max_concurrency >= 1.0
+        """vLLM starts only if its pool holds a block and one request of max-model-len (it
+        compares memory: `check_enough_kv_cache_memory`)."""
+        return (
+            self.kv_cache_bytes > 0
+            and self.num_blocks >= 1
+            and self.request_bytes <= self.kv_cache_bytes
+        )
 
 
 def kv_element_bytes(kv_cache_dtype: str, model_dtype: str, served_dtype: str | None) -> int:

@@ -15,12 +15,13 @@ from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_bu
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
 from vramtop.tui.format import gib
-from vramtop.tui.whatif import STEP, BudgetCheck, Machine, check_budget, step
+from vramtop.tui.whatif import STEP, BudgetCheck, Machine, RelaunchChoice, check_budget, step
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
-class BudgetDialog(ModalScreen[float | None]):
-    """Returns the budget to relaunch with, or None when dismissed."""
+class BudgetDialog(ModalScreen[RelaunchChoice | None]):
+    """Returns the flags to relaunch with (the budget, and a shorter --max-model-len where the
+    current one no longer fits in it), or None when dismissed."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # Priority: the field has focus, and a budget never needs a typed "+" or "-".
@@ -97,7 +98,7 @@ class BudgetDialog(ModalScreen[float | None]):
             self.app.bell()
             self._refresh_prediction()
         else:
-            self.dismiss(check.util)
+            self.dismiss(RelaunchChoice(check.util, check.max_model_len))
 
     def _check(self, text: str) -> BudgetCheck:
         return check_budget(text, self._inputs, self._machine)
@@ -109,7 +110,7 @@ class BudgetDialog(ModalScreen[float | None]):
         self.query_one("#budget-reason", Static).update(self._reason_text(check))
         self.query_one("#budget-fit", Static).update(self._fit_text(check.util))
         self.query_one("#budget-prediction", Static).update(
-            _prediction_text(check.prediction, self._now())
+            _prediction_text(check.prediction, self._now(), check)
         )
 
     def _reason_text(self, check: BudgetCheck) -> Content:
@@ -136,7 +137,8 @@ class BudgetDialog(ModalScreen[float | None]):
         if outside is None and self._inputs is not None:
             outside = self._inputs.outside_budget_bytes
         fit = fit_now(total, util, m.desktop_bytes, outside_budget(outside))
-        return Content.styled(fit.text(), "bold" if fit.fits else "bold $error")
+        style = "bold $error" if not fit.fits else "bold $warning" if fit.tight else "bold"
+        return Content.styled(fit.text(), style)
 
     def _now(self) -> Prediction | None:
         if self._inputs is None or self._current is None:
@@ -147,7 +149,9 @@ class BudgetDialog(ModalScreen[float | None]):
             return None
 
 
-def _prediction_text(proposed: Prediction | None, now: Prediction | None) -> Content:
+def _prediction_text(
+    proposed: Prediction | None, now: Prediction | None, check: BudgetCheck
+) -> Content:
     if proposed is None:
         return Content.styled(
             "no prediction (the server's startup terms are not known yet)", "$text-muted"
@@ -166,6 +170,14 @@ def _prediction_text(proposed: Prediction | None, now: Prediction | None) -> Con
     if now is not None and now.kv_cache_bytes > 0:
         costs = proposed.kv_cache_tokens < now.kv_cache_tokens
         parts.append(("\n" + change_words(now, proposed), "$warning" if costs else ""))
+    flags = check.flags
+    if flags is not None and flags.max_model_len is not None:
+        # vLLM would refuse the current ceiling in this pool: the relaunch lowers it too.
+        parts += [
+            "\nwith ",
+            (f"--max-model-len {flags.max_model_len:,}", "bold"),
+            (f": {flags.current_max_model_len:,} no longer fits in this pool", "$warning"),
+        ]
     return Content.assemble(*parts)
 
 

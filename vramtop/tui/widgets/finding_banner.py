@@ -149,18 +149,22 @@ def remedy_keys(
 ) -> list[Part]:
     key = {**DEFAULT_KEYS, **keys}
     util = remedy.gpu_memory_utilization
+    flags = "" if util is None else f"{util:.2f}"
+    if util is not None and remedy.max_model_len is not None:
+        # The budget's pool cannot hold the current ceiling: the relaunch lowers it too.
+        flags += f" with --max-model-len {remedy.max_model_len:,}"
     parts: list[Part] = []
     if can_act:
         if not remedy.restart_fails:
             # After a start that failed for memory a restart at that budget fails again.
             parts += [(key["restart"], "bold reverse"), " restart now   "]
         if util is not None:
-            parts += [(key["relaunch"], "bold reverse"), f" relaunch at {util:.2f}   "]
+            parts += [(key["relaunch"], "bold reverse"), f" relaunch at {flags}   "]
         else:
             parts += [(key["relaunch"], "bold reverse"), " relaunch with another budget   "]
     elif util is not None:
         # Nothing can be acted on here, but the fix is still worth saying.
-        parts.append(f"remedy: relaunch at {util:.2f}   ")
+        parts.append(f"remedy: relaunch at {flags}   ")
     parts += [(key["details"], "bold reverse"), " fewer details   " if details else " details   "]
     parts += [(key["timeline"], "bold reverse"), " events"]
     return parts
