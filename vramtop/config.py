@@ -9,16 +9,21 @@ never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+import tomlkit
+import tomlkit.exceptions
+import tomlkit.items
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -86,6 +91,21 @@ class Profile(BaseModel):
     """Flag changes made by relaunches, oldest first."""
     source: str | None = None
     """The launch script this profile was imported from."""
+
+    # The file this profile was read from (None: made in memory): a save writes it, not the
+    # file its `name` would give (a profile copied to another file is saved where it is).
+    _loaded_from: Path | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # What a profile is, not where it was read from: one read back equals the one written.
+        if not isinstance(other, Profile):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    @property
+    def loaded_from(self) -> Path | None:
+        """The file this profile was read from; its copies (a relaunch's) keep it."""
+        return self._loaded_from
 
     @field_validator("name")
     @classmethod
@@ -204,9 +224,11 @@ def describe_validation_error(path: Path, exc: ValidationError) -> str:
 def load_profile_file(path: Path) -> Profile:
     data = read_toml(path)
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(path, exc)) from None
+    profile._loaded_from = path
+    return profile
 
 
 def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
@@ -228,3 +250,94 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
 
 def save_profile_file(path: Path, profile: Profile) -> None:
     write_private(path, profile_to_toml(profile))
+
+
+def save_relaunch_file(path: Path, before: Profile, after: Profile) -> None:
+    """Write a relaunch's change into the profile file at `path` as the person wrote it: only
+    the changed flags in its `argv` and the new `history` entries change; comments, layout and
+    every other word (a key written into argv included) stay. A file that is not there is
+    written whole."""
+    if not path.exists():
+        save_profile_file(path, after)
+        return
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = tomlkit.parse(text)
+    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    added = after.history[len(before.history) :]
+    argv = doc.get("argv")
+    if not isinstance(argv, tomlkit.items.Array):
+        raise ConfigError(f"{path}: field 'argv' is not a list of words")
+    words = [str(word) for word in argv]
+    for change in added:
+        if change.new is None:
+            words = vllm_args.remove_flag(words, change.flag)
+        else:
+            words = vllm_args.set_flag(words, change.flag, change.new)
+    _edit_words(argv, words)
+    if tomllib.loads(tomlkit.dumps(doc)).get("argv") != words:
+        doc["argv"] = words  # (an array tomlkit could not edit in place: written anew)
+    _add_history(doc, added)
+    written = tomlkit.dumps(doc)
+    try:  # what is written must load again
+        Profile.model_validate(tomllib.loads(written))
+    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise ConfigError(f"{path}: the relaunch's change would not load again ({exc})") from None
+    write_private(path, written)
+
+
+def _edit_words(array: tomlkit.items.Array, words: list[str]) -> None:
+    """Make `array` hold `words`, changing only the words that differ (the rest, and the
+    comments between them, stay where they are); words added at the end go on a line of
+    their own in an array written one word group a line (after a comment, they would
+    otherwise be part of it)."""
+    old = [str(word) for word in array]
+    start = 0
+    while start < min(len(old), len(words)) and old[start] == words[start]:
+        start += 1
+    end_old, end_new = len(old), len(words)
+    while end_old > start and end_new > start and old[end_old - 1] == words[end_new - 1]:
+        end_old, end_new = end_old - 1, end_new - 1
+    shared = min(end_old, end_new) - start
+    for i in range(start, start + shared):
+        array[i] = words[i]
+    for i in range(end_old - 1, start + shared - 1, -1):
+        del array[i]
+    added = words[start + shared : end_new]
+    if not added:
+        return
+    if start + shared == len(array) and "\n" in array.as_string():
+        array.add_line(*added, indent=_indent_of(array))
+    else:
+        for i, word in enumerate(added, start + shared):
+            array.insert(i, word)
+
+
+def _indent_of(array: tomlkit.items.Array) -> str:
+    """The indent of the array's last line of words (two spaces when none is seen)."""
+    lines = [line for line in array.as_string().splitlines()[1:] if line.strip(" \t[]")]
+    last = lines[-1] if lines else ""
+    return last[: len(last) - len(last.lstrip(" \t"))] or "  "
+
+
+def _add_history(doc: tomlkit.TOMLDocument, added: list[ProfileChange]) -> None:
+    """Append the relaunch's changes to the file's `history` (an array of tables, or the
+    inline array the person wrote)."""
+    if not added:
+        return
+    rows = [change.model_dump(mode="python", exclude_none=True) for change in added]
+    history = doc.get("history")
+    if history is None:
+        doc.add(tomlkit.nl())
+        history = tomlkit.aot()
+        doc.append("history", history)
+    for row in rows:
+        if isinstance(history, tomlkit.items.AoT):
+            table = tomlkit.table()
+            table.update(row)
+            history.append(table)
+        else:
+            inline = tomlkit.inline_table()
+            inline.update(row)
+            history.append(inline)

@@ -2,7 +2,9 @@
 
 The codes are a contract (scripts check them): 0 done; 1 failed (an unexpected error, or the
 server a monitoring command started did not come up); 2 bad usage, or an action that could
-not be done (the message says which); 3 and 4 `doctor`'s verdicts; 130 interrupted (Ctrl+C).
+not be done (the message says which); 3 and 4 `doctor`'s verdicts; 5 `relaunch`: the new flags
+did not start and the previous flags serve again (a relaunch that failed and could not go back
+is 2); 130 interrupted (Ctrl+C).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad usage, or an action refused or failed
     DERIVED_ONLY = 3  # doctor: the split can only be derived here
     NO_GPU = 4  # doctor: the GPU cannot be read
+    ROLLED_BACK = 5  # relaunch: the new flags failed to start; the previous flags serve again
     INTERRUPTED = 130
 
 

@@ -1,5 +1,6 @@
 """`vramtop relaunch --budget 0.85`: restart with changed flags (kept in the profile's history;
-written to the profile file only with --save)."""
+written to the profile file only with --save, once the new server serves). A start that fails
+starts the previous flags again: exit 5 (`ExitCode.ROLLED_BACK`), the cause on stderr."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import bounded_int
-from vramtop.commands.errors import CommandError
+from vramtop.commands.errors import CommandError, ExitCode
 
 
 def _budget(text: str) -> float:
@@ -28,7 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
     p.add_argument("--max-model-len", type=bounded_int, help="new --max-model-len")
     p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
-    p.add_argument("--save", action="store_true", help="write the change into the profile file")
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="once the new server serves, write the change into the profile's file",
+    )
     supervised.add_wait_options(p)
 
 
@@ -45,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
             progress=supervised.progress_printer(args.quiet),
             timeout_s=args.timeout,
         )
+        if result.rolled_back:
+            # Not a plain failure: a server serves, with the flags it had before.
+            supervised.finish(result)
+            return ExitCode.ROLLED_BACK
         return supervised.finish(result)
 
     return supervised.run_guarded(act, args)

@@ -23,7 +23,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
+from vramtop.machines.interface import (
+    LOG_TAIL,
+    ActionResult,
+    Backend,
+    Frame,
+    ProgressCallback,
+    RelaunchPrecheck,
+)
 
 if TYPE_CHECKING:
     from vramtop.commands.common import LiveTarget
@@ -170,12 +177,14 @@ class DeferredBackend(Backend):
         max_model_len: int | None = None,
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
+        precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
         return self.built().relaunch(
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
             kv_cache_dtype=kv_cache_dtype,
             progress=progress,
+            precheck=precheck,
         )
 
     def toggle_call(self) -> bool:

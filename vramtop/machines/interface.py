@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 # "profiling", "capturing graphs", "ready", "failed".
 ProgressCallback = Callable[[str], None]
 
+# Asked before a relaunch stops the old server, with the flags it changes (vLLM flag name to
+# value): a sentence refuses the relaunch (the old server keeps serving), None lets it go on.
+RelaunchPrecheck = Callable[[dict[str, str]], str | None]
+
 # How many of the server's last log lines a frame carries unless asked for another number.
 LOG_TAIL = 300
 # How many a backend keeps, and what the console's first read asks for: opened on a busy
@@ -46,6 +50,8 @@ class ActionResult:
     ok: bool
     message: str  # one sentence for the status bar / CLI
     detail: str | None = None  # e.g. the startup failure vLLM printed
+    # A relaunch whose new server did not start, and the previous flags serve again.
+    rolled_back: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,9 @@ class Backend(ABC):
         max_model_len: int | None = None,
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
+        precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
+        """Stop, then start with changed flags; `precheck` may refuse it before the stop."""
         return ActionResult(False, self.cannot_act)
 
     def toggle_call(self) -> bool:

@@ -21,7 +21,14 @@ from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
+from vramtop.machines.interface import (
+    LOG_TAIL,
+    ActionResult,
+    Backend,
+    Frame,
+    ProgressCallback,
+    RelaunchPrecheck,
+)
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
 from vramtop.session.live import LiveSession
@@ -201,21 +208,40 @@ class MachineBackend(Backend):
         max_model_len: int | None = None,
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
+        precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
-        if self.supervisor is None:
+        """The supervisor's relaunch, recorded once it has answered: the `relaunch` event
+        carries its `result` ("ok", "failed", "rolled_back"), and only one whose new server
+        serves closes what the old server had open (a vram_contention finding). A relaunch
+        refused before it stopped anything (a precheck, a missing key, another vramtop
+        acting) is no event: nothing happened to the server."""
+        supervisor = self.supervisor
+        if supervisor is None:
             return ActionResult(False, NO_PROFILE)
         changed = {
             "gpu_memory_utilization": gpu_memory_utilization,
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
         }
-        self._planned("relaunch", {k: v for k, v in changed.items() if v is not None})
-        return self.supervisor.relaunch(
+        before = _launch_of(supervisor)
+        result = supervisor.relaunch(
             util=gpu_memory_utilization,
             max_model_len=max_model_len,
             kv_cache_dtype=kv_cache_dtype,
             progress=progress,
+            precheck=precheck,
         )
+        if result.ok:
+            outcome = "ok"
+        elif result.rolled_back:
+            outcome = "rolled_back"
+        elif _launch_of(supervisor) == before:
+            return result  # refused: the server is as it was
+        else:
+            outcome = "failed"
+        detail: dict[str, Any] = {k: v for k, v in changed.items() if v is not None}
+        self._planned("relaunch", {**detail, "result": outcome})
+        return result
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)
@@ -236,6 +262,13 @@ class MachineBackend(Backend):
             self._demo.shutdown(stop_server)
         self.sampler.close()
         self.session.close()
+
+
+def _launch_of(supervisor: Supervisor) -> tuple[str | None, str | None]:
+    """Which launch the supervisor's record names, and its state: a relaunch that changes
+    neither did nothing to the server."""
+    rec = supervisor.record()
+    return (rec.launch_id, rec.state.value) if rec is not None else (None, None)
 
 
 def live_backend(

@@ -100,9 +100,20 @@ class LiveSession:
             self._previous = sample
 
     def action(self, t: float, name: str, detail: dict[str, Any]) -> None:
-        """An action vramtop takes (restart, relaunch, stop): planned, never a crash."""
+        """An action vramtop takes (restart, relaunch, stop): planned, never a crash.
+
+        A relaunch is recorded once it has answered, with its `result`: one whose new server
+        serves ("ok") is a new server for the diagnosis (what the old one had open closes,
+        a vram_contention finding among them), and it is ready already; one that failed or
+        went back to the previous flags changed nothing the diagnosis judges, and closes
+        nothing."""
         with self._lock:
-            self._event(t, name, detail)
+            result = detail.get("result") if name == "relaunch" else None
+            self._event(t, name, detail, diagnosed=result in (None, "ok"))
+            if result == "ok":
+                # (Recorded after its ready, which a tick may have seen first: the exit this
+                # relaunch planned is behind it, and a later one is a crash again.)
+                self.diagnoser.feed_event(t, "ready", {})
             self._take_changes(t)
 
     def findings(self) -> list[Finding]:
@@ -165,11 +176,12 @@ class LiveSession:
         self._store.save(key, normal)
         self._saved = (key, t if t is not None else 0.0)
 
-    def _event(self, t: float, name: str, detail: dict[str, Any]) -> None:
+    def _event(self, t: float, name: str, detail: dict[str, Any], diagnosed: bool = True) -> None:
         self._events.append(Event(t, name, detail))
         if self._writer is not None:
             self._writer.event(t, name, detail)
-        self.diagnoser.feed_event(t, name, detail)
+        if diagnosed:
+            self.diagnoser.feed_event(t, name, detail)
 
     def _take_changes(self, t: float) -> None:
         for change in self.diagnoser.take_changes():

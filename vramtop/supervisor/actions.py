@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.machines.interface import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid
@@ -50,6 +50,20 @@ class _Loading:
     after the lock is released."""
 
     rec: ServerRecord
+
+
+Command = tuple[list[str], str | None, dict[str, str] | None]
+
+
+@dataclass
+class _Relaunch:
+    """A relaunch's stop and new start, done under the lock; what a roll-back needs."""
+
+    changes: dict[str, str]
+    started: ActionResult | _Loading
+    launch_id: str | None  # the new start's (its record's)
+    previous: Command | None  # the command of the server that served before (None: none did)
+    previous_overrides: dict[str, str]
 
 
 class ServerActions(LoadFollower):
@@ -105,10 +119,16 @@ class ServerActions(LoadFollower):
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
+        precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
         """Stop, then start with changed flags; the change goes into the profile's history
-        (and into its file only when `save`)."""
-        changes: dict[str, str | None] = {}
+        (and into its file only when `save`) once the new server serves.
+
+        A start that fails starts the previous server's command again (`rolled_back`), so
+        a relaunch never leaves a server that served down, and its flags do not stick.
+        `precheck` is asked with the changed flags under the lock, before the stop: a
+        sentence it returns refuses the relaunch (the old server keeps serving)."""
+        changes: dict[str, str] = {}
         if util is not None:
             changes[vllm_args.GPU_MEMORY_UTILIZATION] = f"{util:g}"
         if max_model_len is not None:
@@ -119,36 +139,152 @@ class ServerActions(LoadFollower):
             return ActionResult(
                 False, "nothing to change: give a budget, max-model-len or KV dtype"
             )
-
+        if save and not wait_ready:
+            return ActionResult(
+                False, "a relaunch is saved once its server serves: wait for it to save it"
+            )
         report = progress or _no_progress
+        before = self.profile
+        outcome = self._locked(lambda: self._relaunch_launch(changes, report, wait_ready, precheck))
+        if isinstance(outcome, ActionResult):
+            return outcome  # refused, or the stop failed: nothing new was started
+        started = outcome.started
+        result = (
+            self._wait_ready(started.rec, report, timeout_s)
+            if isinstance(started, _Loading)
+            else started
+        )
+        if result.ok:
+            if not wait_ready:
+                return result  # loading: the profile changes once it serves
+            self.profile = before.relaunched(changes, datetime.now(UTC))
+            return self._saved(result, before) if save else result
+        if not self._start_failed_here(outcome, started):
+            return result  # still loading, or another vramtop stopped or replaced it
+        return self._roll_back(outcome, result, report, timeout_s)
+
+    def _relaunch_launch(
+        self,
+        changes: dict[str, str],
+        report: ProgressCallback,
+        wait_ready: bool,
+        precheck: RelaunchPrecheck | None,
+    ) -> ActionResult | _Relaunch:
+        """Under the lock: the old server's command, the precheck, the stop, the new start."""
+        rec = self.record()
+        old_overrides = dict(rec.flag_overrides) if rec is not None else {}
+        serving = rec is not None and rec.state == Lifecycle.RUNNING and self._alive(rec)
+        previous = self._command_for_restart() or self._profile_command(old_overrides)
+        argv, cwd, env = previous
+        for flag, value in changes.items():
+            argv = vllm_args.set_flag(argv, flag, value)
+        command = (argv, cwd, env)
+        overrides = {**old_overrides, **changes}
+        refused = self._refuse_without_key(env)
+        if refused is not None:
+            return refused  # before the stop: the running server stays
+        if precheck is not None:
+            said = precheck(dict(changes))
+            if said is not None:
+                return ActionResult(False, said)  # before the stop: the running server stays
+        stopped = self._stop(report)
+        if not stopped.ok:
+            return stopped
+        started = self._start(report, wait_ready, command, overrides)
+        new = self.record()
+        return _Relaunch(
+            changes=changes,
+            started=started,
+            launch_id=new.launch_id if new is not None else None,
+            previous=previous if serving else None,
+            previous_overrides=old_overrides,
+        )
+
+    def _start_failed_here(self, relaunch: _Relaunch, started: ActionResult | _Loading) -> bool:
+        """Whether the relaunch's own start failed (nothing of it serves, and nobody else has
+        acted since): not one still loading, nor one another vramtop stopped or replaced."""
+        if isinstance(started, ActionResult):
+            return True  # refused by `_start` itself (port taken, could not launch), locked
+        rec = self.record()
+        return (
+            rec is not None
+            and rec.launch_id == relaunch.launch_id
+            and rec.state == Lifecycle.CRASHED
+        )
+
+    def _roll_back(
+        self,
+        relaunch: _Relaunch,
+        failed: ActionResult,
+        report: ProgressCallback,
+        timeout_s: float,
+    ) -> ActionResult:
+        """The new start failed: start the previous server's command again (when one
+        served before), and say what failed, in vLLM's words, and what serves now."""
+        asked = _asked(relaunch.changes)
+        cause = (self._cause_of(relaunch) or failed.message).rstrip(". ")
+        previous = relaunch.previous
+        if previous is None:
+            self._locked(lambda: self._forget_overrides(relaunch))
+            return ActionResult(False, f"{asked} failed: {cause}", failed.detail)
+        was = _previous_flags(previous[0], relaunch.changes)
 
         def act() -> ActionResult | _Loading:
             rec = self.record()
-            overrides = dict(rec.flag_overrides) if rec is not None else {}
-            overrides.update({k: v for k, v in changes.items() if v is not None})
-            command = self._command_for_restart()
-            if command is not None:
-                argv, cwd, env = command
-                for flag, value in changes.items():
-                    argv = vllm_args.set_flag(argv, flag, value)
-                command = (argv, cwd, env)
-            self.profile = self.profile.relaunched(changes, datetime.now(UTC))
-            if save:
-                saved = _save_profile(self.profile)
-                if saved is not None:
-                    return ActionResult(False, "could not save the profile", saved)
-                overrides = {}  # the profile says it now
-            if command is None:
-                command = self._profile_command(overrides)
-            refused = self._refuse_without_key(command[2])
-            if refused is not None:
-                return refused  # before the stop: the running server stays
-            stopped = self._stop(report)
-            if not stopped.ok:
-                return stopped
-            return self._start(report, wait_ready, command, overrides)
+            if rec is None or rec.launch_id != relaunch.launch_id or self._alive(rec):
+                return ActionResult(False, "another vramtop acted on the server meanwhile")
+            report("starting the previous flags again")
+            return self._start(report, True, previous, relaunch.previous_overrides)
 
-        return self._launch_then_wait(act, report, timeout_s)
+        back = self._launch_then_wait(act, report, timeout_s)
+        if back.ok:
+            return ActionResult(
+                False,
+                f"{asked} failed: {cause}; the previous flags ({was}) serve again",
+                failed.detail,
+                rolled_back=True,
+            )
+        self._locked(lambda: self._forget_overrides(relaunch))
+        return ActionResult(
+            False,
+            f"{asked} failed: {cause}; starting the previous flags ({was}) again failed "
+            f"too: {back.message}",
+            failed.detail,
+        )
+
+    def _cause_of(self, relaunch: _Relaunch) -> str | None:
+        """Why the relaunch's start failed, as its record says (vLLM's own words); None when
+        it launched nothing (the record is the old server's)."""
+        rec = self.record()
+        if rec is None or rec.launch_id != relaunch.launch_id or rec.state != Lifecycle.CRASHED:
+            return None
+        return rec.last_error
+
+    def _forget_overrides(self, relaunch: _Relaunch) -> None:
+        """A relaunch that failed and was not rolled back: its flags must not stick (a later
+        restart would use them), so its record keeps the previous ones."""
+        rec = self.record()
+        if rec is not None and rec.launch_id == relaunch.launch_id:
+            rec.flag_overrides = dict(relaunch.previous_overrides)
+            state.save(rec)
+
+    def _saved(self, result: ActionResult, before: Profile) -> ActionResult:
+        """The relaunch served: write its change into the profile's file, and drop the
+        record's overrides that the file now says."""
+        failed = _save_profile(before, self.profile)
+        if failed is not None:
+            return ActionResult(
+                False, f"{result.message}, but the profile could not be saved: {failed}"
+            )
+
+        def forget() -> None:
+            rec = self.record()
+            if rec is not None and rec.flag_overrides:
+                rec.flag_overrides = {}  # the profile says them now
+                state.save(rec)
+
+        self._locked(forget)
+        return result
 
     def attach(
         self, port: int | None = None, pid: int | None = None, log: Path | None = None
@@ -373,12 +509,38 @@ class ServerActions(LoadFollower):
             state.save(rec)
 
 
-def _save_profile(profile: Profile) -> str | None:
-    """Write the profile back to its file; returns what went wrong, or None."""
+def _save_profile(before: Profile, after: Profile) -> str | None:
+    """Write a relaunch's change into the profile's file (the one it was read from, its
+    comments and layout kept); returns what went wrong, or None."""
     try:
         from vramtop import config, locations
 
-        config.save_profile_file(locations.profiles_dir() / f"{profile.name}.toml", profile)
+        path = after.loaded_from or locations.profiles_dir() / f"{after.name}.toml"
+        config.save_relaunch_file(path, before, after)
     except Exception as exc:  # a write failure is reported, never raised
         return str(exc)
     return None
+
+
+def _asked(changes: dict[str, str]) -> str:
+    """The relaunch in words: "relaunch at 0.99", "relaunch with --max-model-len 4096"."""
+    budget = changes.get(vllm_args.GPU_MEMORY_UTILIZATION)
+    others = [f"{f} {v}" for f, v in changes.items() if f != vllm_args.GPU_MEMORY_UTILIZATION]
+    words = ["relaunch"]
+    if budget is not None:
+        words.append(f"at {budget}")
+    if others:
+        words.append("with " + ", ".join(others))
+    return " ".join(words)
+
+
+def _previous_flags(argv: list[str], changes: dict[str, str]) -> str:
+    """The changed flags as the previous command had them: "0.93", "--max-model-len 163840"."""
+    said = []
+    for flag in changes:
+        value = vllm_args.get_flag(argv, flag)
+        if flag == vllm_args.GPU_MEMORY_UTILIZATION:
+            said.append(value if value is not None else "vLLM's default budget")
+        else:
+            said.append(f"{flag} {value}" if value is not None else f"no {flag}")
+    return ", ".join(said)

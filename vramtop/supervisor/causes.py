@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from vramtop.core.budget import largest_util_that_fits_logged
-from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom
+from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom, startup_failure
 
 READY = Phase.READY
 
@@ -50,10 +50,31 @@ def find_cause(lines: list[str]) -> Cause | None:
                 line.strip(),
                 fits,
             )
+    told = _told_cause(lines)
+    if told is not None:
+        return told
     for line in lines:
         if _ENGINE_DEAD.search(line):
             return Cause("engine_dead", "the engine died (EngineDeadError)", line.strip())
     errors = [line for line in lines if _ERROR.search(line) and "Traceback" not in line]
     if errors:
         return Cause("other", errors[-1].strip()[-300:], errors[-1].strip())
+    return None
+
+
+def _told_cause(lines: list[str]) -> Cause | None:
+    """vLLM's own words for why it stopped ("No available memory for the cache blocks", "To
+    serve at least one request with the model's max seq len …", a ValueError's or a
+    RuntimeError's message), which beat a wrapper that only names the engine's death
+    (EngineDeadError, "Engine core initialization failed"): an out-of-memory line first,
+    the newest of each kind."""
+    told: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        found = startup_failure(line)
+        if found is not None and found[0] != "engine_dead":
+            told[found[0]] = (found[1], line.strip())
+    for kind in ("out_of_memory", "other"):
+        if kind in told:
+            message, line = told[kind]
+            return Cause(kind, message, line)
     return None

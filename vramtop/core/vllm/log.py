@@ -118,6 +118,22 @@ def _error(level: str | None, text: str) -> tuple[str, str] | None:
     return None
 
 
+def startup_failure(line: str) -> tuple[str, str] | None:
+    """(kind, message) when a log line reports why a start failed: vLLM's own words, without
+    its prefixes and the exception's class name; None for any other line. The kinds are
+    `out_of_memory`, `engine_dead` (a wrapper that only says the engine died: the cause is
+    in an earlier line) and `other`."""
+    return _error(*_split(line))
+
+
+def is_more_telling(found: str, known: str | None) -> bool:
+    """Whether a failure of kind `found` says more than one of kind `known` seen before:
+    anything does beside nothing, and vLLM's own cause beside `engine_dead`, a wrapper
+    ("Engine core initialization failed. See root cause above") that may be printed first
+    when two processes write to one log."""
+    return known is None or (known == "engine_dead" and found != "engine_dead")
+
+
 @dataclass(frozen=True)
 class StartupOom:
     """vLLM's start-failed line: the card had less free memory than the budget asked for."""
@@ -225,8 +241,9 @@ class StartupParser:
                 self._set(cudagraph_equivalent_util=(current, without))
         if match := _LISTEN.search(text):
             self._set(listen=match.group(1))
-        if self._facts.error is None and (found := _error(level, text)):
-            self._set(error_kind=found[0], error=found[1])
+        found = _error(level, text)
+        if found is not None and is_more_telling(found[0], self._facts.error_kind):
+            self._facts = replace(self._facts, error_kind=found[0], error=found[1])
 
     def _read_terms(self, text: str) -> None:
         terms = {k: to_float(m.group(1)) for k, p in _TERMS.items() if (m := p.search(text))}
