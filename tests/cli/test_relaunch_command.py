@@ -1,0 +1,48 @@
+"""`vramtop relaunch` as a person types it on the demo's simulated machine: a budget that
+cannot start goes back to the one that served, and the exit code and stderr say so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vramtop.commands.errors import ExitCode
+
+
+def run_vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ, VRAMTOP_HOME=str(home), VRAMTOP_SIM_STARTUP_S="0.3", VRAMTOP_SIM_SPEED="20"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "vramtop", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path: Path) -> None:
+    assert ExitCode.ROLLED_BACK == 5
+    try:
+        started = run_vramtop(tmp_path, "start", "--demo", "-q")
+        assert started.returncode == 0, started.stderr
+        before = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        budget = before["gpu_memory_utilization"]
+
+        result = run_vramtop(tmp_path, "relaunch", "--demo", "--budget", "0.99", "-q")
+        assert result.returncode == ExitCode.ROLLED_BACK, result.stderr
+        first = result.stderr.splitlines()[0]
+        assert first.startswith("vramtop: relaunch at 0.99 failed: out of memory at startup")
+        assert first.endswith(f"; the previous flags ({budget:g}) serve again")
+        assert result.stdout == ""
+
+        after = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        assert after["state"] == "running" and after["healthy"] is True
+        assert after["gpu_memory_utilization"] == budget
+        assert after["pid"] != before["pid"]  # the previous command, started again
+    finally:
+        run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")

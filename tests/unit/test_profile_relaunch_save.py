@@ -1,0 +1,67 @@
+"""A relaunch's --save edits the profile file the person keeps: the file it was read from,
+only the changed flags and the new history, every comment and every other word as written."""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from vramtop import config
+from vramtop.core.vllm import args as vllm_args
+
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+BUDGET = vllm_args.GPU_MEMORY_UTILIZATION
+FILE = """# the box under my desk
+name = "desk"
+argv = [
+  "vllm", "serve", "Qwen/Qwen3-8B",
+  # what the desktop leaves it
+  "--gpu-memory-utilization=0.93",
+  "--api-key", "sk-mine-123",  # my own key, as I wrote it
+]
+port = 8000  # the usual
+
+[env]
+HF_HOME = "/srv/hf"  # the cache disk
+"""
+
+
+def relaunch_saved(path: Path, changes: dict[str, str]) -> str:
+    before = config.load_profile_file(path)
+    after = before.relaunched(changes, WHEN)
+    assert after.loaded_from == path  # a relaunch's copy keeps where it came from
+    config.save_relaunch_file(path, before, after)
+    return path.read_text()
+
+
+def test_only_the_changed_flag_and_the_history_change(tmp_path: Path) -> None:
+    path = tmp_path / "copy-of-desk.toml"
+    path.write_text(FILE)
+    text = relaunch_saved(path, {BUDGET: "0.85"})
+    assert text.startswith(FILE.replace("=0.93", "=0.85"))
+    assert "[[history]]" in text
+    back = config.load_profile_file(path)
+    assert back.flag("--api-key") == "sk-mine-123"
+    assert [(c.flag, c.old, c.new) for c in back.history] == [(BUDGET, "0.93", "0.85")]
+
+
+def test_a_flag_added_after_a_comment_is_a_word_not_part_of_the_comment(tmp_path: Path) -> None:
+    path = tmp_path / "desk.toml"
+    path.write_text(FILE)
+    text = relaunch_saved(path, {vllm_args.MAX_MODEL_LEN: "32768"})
+    assert "# my own key, as I wrote it\n" in text
+    argv = tomllib.loads(text)["argv"]
+    assert argv[-2:] == ["--max-model-len", "32768"]
+    assert argv[:-2] == config.Profile.model_validate(tomllib.loads(FILE)).argv
+
+
+def test_a_profile_read_from_a_file_equals_the_same_profile_made_in_memory(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "desk.toml"
+    path.write_text(FILE)
+    loaded = config.load_profile_file(path)
+    made = config.Profile.model_validate(tomllib.loads(FILE))
+    assert loaded.loaded_from == path and made.loaded_from is None
+    assert loaded == made
