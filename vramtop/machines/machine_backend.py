@@ -159,7 +159,8 @@ class MachineBackend(Backend):
 
     @property
     def launch_budget(self) -> float | None:
-        """The budget the profile launches with (a relaunch not saved leaves it as it was)."""
+        """The budget the profile launches with: a relaunch's once its server serves (the
+        file keeps the old one unless it was saved); one that failed leaves it as it was."""
         if self.supervisor is None:
             return None
         try:

@@ -184,7 +184,11 @@ class ServerActions(LoadFollower):
         if refused is not None:
             return refused  # before the stop: the running server stays
         if precheck is not None:
-            said = precheck(dict(changes))
+            try:
+                said = precheck(dict(changes))
+            except Exception as exc:  # a check that breaks refuses: the server keeps serving
+                log.exception("the relaunch's precheck failed")
+                said = f"could not check the relaunch first ({exc}); nothing was changed"
             if said is not None:
                 return ActionResult(False, said)  # before the stop: the running server stays
         stopped = self._stop(report)
