@@ -46,7 +46,8 @@ def test_start_ready_restart_relaunch_stop_on_the_simulated_gpu(machine: SimMach
     assert gone(first.pids) and second.pid != first.pid
     assert len(servers_on(machine)) == 1
 
-    assert sup.relaunch(util=0.85).ok
+    # The field report's fix, both flags: 262,144 tokens no longer fit at 0.85.
+    assert sup.relaunch(util=0.85, max_model_len=163_840).ok
     third = sup.status()
     assert gone(second.pids)
     assert cache_util(sup.profile.url) == "0.85"

@@ -297,9 +297,10 @@ def suggested_relaunch_flags(findings: Iterable[Finding]) -> tuple[float, int | 
 # server started, not an extrapolation of the ramp: a call that takes its memory in 4 s would
 # extrapolate to tens of GiB, and the first offer must be the one that holds once it levels off.
 CALL_DEMAND_BYTES = 3 * GIB
-# Where the desktop's share at the server's start is not known: the ramp, extrapolated this far
-# and never beyond a call's demand.
-GROWTH_HORIZON_S = 45.0
+# A share that has grown past a call's demand is not a call (a build, a game): it is allowed
+# its trend for this much longer, the time such a ramp was seen to take to level off once it
+# fills the card (a minute-long ramp squeezes the server in its last ten seconds or so).
+GROWTH_HORIZON_S = 10.0
 # Below this the desktop is not growing (a compositor's wobble).
 GROWING_BYTES_PER_S = 4 * MIB
 
@@ -355,12 +356,17 @@ class DesktopDemand:
     @property
     def expected_growth(self) -> int:
         """How much more than its peak the share is expected to take while it still grows: up
-        to a call's demand above where it started (bounded, never the ramp extrapolated)."""
+        to a call's demand above where it started; once past that (not a call), its trend for
+        GROWTH_HORIZON_S more. Never the ramp extrapolated far."""
         if not self.growing:
             return 0
-        if self.at_start is not None:
-            return max(0, self.at_start + CALL_DEMAND_BYTES - self.peak)
-        return min(round(self.growth_bytes_per_s * GROWTH_HORIZON_S), CALL_DEMAND_BYTES)
+        trend = round(self.growth_bytes_per_s * GROWTH_HORIZON_S)
+        if self.at_start is None:
+            return min(trend, CALL_DEMAND_BYTES)
+        grown = self.peak - self.at_start
+        if grown > CALL_DEMAND_BYTES:
+            return trend
+        return max(0, CALL_DEMAND_BYTES - grown)
 
     @property
     def expected_peak(self) -> int:
