@@ -287,7 +287,9 @@ class Diagnoser:
         )
 
     def _learn(self, point: Point) -> None:
-        if self._book.is_open(VRAM_CONTENTION):
+        if self._book.is_open(VRAM_CONTENTION) or self._book.is_open(VRAM_SLOWDOWN):
+            # Squeezed seconds must not teach the normal: a long call would make its own
+            # slowdown normal and the finding close while nothing changed.
             return
         if point.ratio is not None and point.ratio < ADMIT_RATIO:
             return  # suspect: a collapse must not teach the normal
