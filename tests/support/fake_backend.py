@@ -144,9 +144,11 @@ class FakeBackend(Backend):
         max_model_len: int | None = None,
         kv_cache_dtype: str | None = None,
         progress: ProgressCallback | None = None,
+        precheck: Any = None,
     ) -> ActionResult:
         with self._lock:
             self.calls.append(("relaunch", gpu_memory_utilization))
+            self.relaunch_flags = {"max_model_len": max_model_len, "precheck": precheck}
             if gpu_memory_utilization is not None:
                 self.util = gpu_memory_utilization
             self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
+from vramtop.core.budget import free_for_server, outside_budget
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.model import predict, startup_refusal
 from vramtop.core.headroom.terms import HeadroomError, Prediction
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import server_util
@@ -79,3 +81,54 @@ def max_num_seqs(argv: Sequence[str]) -> int | None:
         return vllm_args.max_num_seqs(argv)
     except ValueError:
         return None
+
+
+def relaunch_refusal(
+    s: Sample, changes: Mapping[str, str], outside_budget_bytes: int | None = None
+) -> str | None:
+    """Why vLLM would refuse a relaunch with `changes` (vLLM flag → value) on this machine now,
+    by its own startup checks, in its own words; None when it would start, or when the server's
+    model or the card is not known well enough to say. The free memory is the card less the
+    desktop's share and the new server's memory outside its budget (the current server's
+    memory counts as free: it is stopped first)."""
+    inputs = live_headroom_inputs(s, outside_budget_bytes)
+    device = primary(s)
+    if inputs is None or device is None or is_cpu_server(s):
+        return None
+    util = util_of(changes.get(vllm_args.GPU_MEMORY_UTILIZATION)) or server_util(s)
+    length = changes.get(vllm_args.MAX_MODEL_LEN)
+    if length is not None:
+        if not length.isdigit():
+            return None  # "auto" (or a size vLLM reads itself): vLLM fits it to the pool
+        inputs = replace(inputs, max_model_len=int(length))
+    dtype = changes.get(vllm_args.KV_CACHE_DTYPE)
+    if dtype:
+        inputs = replace(inputs, kv_cache_dtype=dtype)
+    desktop = desktop_bytes(s)
+    free = (
+        None
+        if desktop is None
+        else free_for_server(device.total_bytes, desktop, outside_budget(outside_budget_bytes))
+    )
+    if util is None:
+        return None
+    try:
+        refused = startup_refusal(inputs, util, free)
+    except HeadroomError as error:
+        return str(error)
+    return None if refused is None else f"vLLM would refuse it: {refused.message}"
+
+
+def util_of(text: str | None) -> float | None:
+    """A budget as a flag's text ("0.85"); None when absent or not a budget."""
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= 1 else None
+
+
+def is_cpu_server(s: Sample) -> bool:
+    """vLLM's CPU build: its pool is VLLM_CPU_KVCACHE_SPACE, not the budget's."""
+    kind = s.startup.device_kind if s.startup else None
+    return kind is not None and kind.upper() == "CPU"

@@ -20,6 +20,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
+from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import (
     LOG_TAIL,
@@ -224,6 +225,8 @@ class MachineBackend(Backend):
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
         }
+        if precheck is None:
+            precheck = self._relaunch_precheck
         before = _launch_of(supervisor)
         result = supervisor.relaunch(
             util=gpu_memory_utilization,
@@ -243,6 +246,14 @@ class MachineBackend(Backend):
         detail: dict[str, Any] = {k: v for k, v in changed.items() if v is not None}
         self._planned("relaunch", {**detail, "result": outcome})
         return result
+
+    def _relaunch_precheck(self, changes: dict[str, str]) -> str | None:
+        """vLLM's startup checks against the machine as last sampled, before the old server
+        is stopped: a relaunch vLLM would refuse leaves the server serving."""
+        latest = self.sampler.timeline.latest
+        if latest is None:
+            return None
+        return relaunch_refusal(latest, changes, self._outside_budget)
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

@@ -111,6 +111,10 @@ class ActingConsole(ShowingConsole):
         if choice.max_model_len is not None:
             # The budget's pool cannot hold the ceiling asked for: vLLM would refuse it.
             flags["max_model_len"] = choice.max_model_len
+        if choice.forced:
+            # Confirmed against the free memory: only vLLM itself checks (a failed start goes
+            # back to the previous flags).
+            flags["precheck"] = _no_precheck
         self._start_action(
             "relaunch",
             lambda progress: self.backend.relaunch(
@@ -312,6 +316,10 @@ class ActingConsole(ShowingConsole):
         self._render_header()
         self.refresh_bindings()
         self.request_tick()
+
+
+def _no_precheck(_changes: dict[str, str]) -> str | None:
+    return None
 
 
 def _remedy_util(findings: list[Finding]) -> tuple[float | None, str | None]:

@@ -28,6 +28,9 @@ class RelaunchChoice:
 
     util: float
     max_model_len: int | None = None  # None: keep the current one
+    # Confirmed although it does not fit now: the person knows better (a desktop program about
+    # to close), so vLLM's checks against the memory free now do not stop it.
+    forced: bool = False
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,9 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
             self.app.bell()
             self._refresh_prediction()
         else:
-            self.dismiss(RelaunchChoice(check.util, check.max_model_len))
+            self.dismiss(
+                RelaunchChoice(check.util, check.max_model_len, forced=check.needs_confirmation)
+            )
 
     def _check(self, text: str) -> BudgetCheck:
         return check_budget(text, self._inputs, self._machine)

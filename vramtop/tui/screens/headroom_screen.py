@@ -14,6 +14,7 @@ from textual.widgets import Input, Label, Static
 
 from vramtop.core.budget import GIB, DesktopDemand, change_words, suggested_budget
 from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
+from vramtop.core.headroom.flags import relaunch_flags
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
@@ -123,6 +124,11 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
     def action_propose(self) -> None:
         inputs = self._what_if_inputs()
         base = self._inputs
+        if inputs is not None:
+            # A ceiling vLLM would refuse in this pool is proposed as the one that fits.
+            flags = relaunch_flags(inputs, self.proposed)
+            if flags is not None and flags.max_model_len is not None:
+                inputs = replace(inputs, max_model_len=flags.max_model_len)
         changed_len = (
             inputs.max_model_len
             if inputs and base and inputs.max_model_len != base.max_model_len
@@ -148,7 +154,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             proposed: Prediction | str = predict(inputs, self.proposed)
         except HeadroomError as error:
             proposed = str(error)
-        table = _table(now, proposed)
+        table = _table(now, proposed, inputs)
         if not isinstance(proposed, str):
             table = Content.assemble(table, self._changes(inputs, now, proposed))
         self.query_one("#headroom-table", Static).update(table)
@@ -175,7 +181,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         ]
         if self._suggested is not None:
             util, source = self._suggested
-            parts += ["\nsuggested budget ", (f"{util:.2f}", "bold"), f" ({source})"]
+            parts += ["\nsuggested budget ", (_flag_words(inputs, util), "bold"), f" ({source})"]
         elif self._peak is not None:
             suggestion = suggested_budget(
                 inputs.total_bytes,
@@ -185,11 +191,18 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             )
             parts += [
                 f"\ndesktop peak this session {gib(self._peak, 2)} GiB → suggested budget ",
-                (f"{suggestion.util:.2f}", "bold"),
+                (_flag_words(inputs, suggestion.util), "bold"),
                 f" (leaves {gib(suggestion.desktop_headroom_bytes, 2)} GiB: "
                 "the peak plus a margin)",
             ]
         return Content.assemble(*parts)
+
+
+def _flag_words(inputs: HeadroomInputs, util: float) -> str:
+    """`0.85`, or `0.85 with --max-model-len 163,840 (262,144 no longer fits)`: the flags a
+    relaunch at `util` needs, as the banner and the relaunch dialog name them."""
+    flags = relaunch_flags(inputs, util)
+    return flags.words() if flags is not None else f"{util:.2f}"
 
 
 def _safe_predict(inputs: HeadroomInputs, util: float | None) -> Prediction | None:
@@ -201,7 +214,7 @@ def _safe_predict(inputs: HeadroomInputs, util: float | None) -> Prediction | No
         return None
 
 
-def _table(now: Prediction | None, proposed: Prediction | str) -> Content:
+def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomInputs) -> Content:
     if isinstance(proposed, str):
         return Content.assemble(("refused: ", "bold $error"), proposed)
     rows: list[tuple[str, str, str, str]] = [("", "now", "proposed", "change")]
@@ -234,10 +247,21 @@ def _table(now: Prediction | None, proposed: Prediction | str) -> Content:
         return Content.assemble(
             text, ("\nthis budget would not start: no room for a KV pool", "bold $error")
         )
-    if proposed.max_concurrency < 1:
+    if not proposed.fits:
+        # vLLM's startup check: one request of max-model-len must fit in the pool.
+        flags = relaunch_flags(inputs, proposed.util)
+        fix = (
+            f"; --max-model-len {flags.max_model_len:,} fits (b proposes it)"
+            if flags is not None and flags.max_model_len is not None
+            else ""
+        )
         return Content.assemble(
             text,
-            ("\nthe pool holds less than one request of max-model-len", "$text-warning"),
+            (
+                f"\nvLLM would refuse it: the pool holds less than one "
+                f"{inputs.max_model_len:,}-token request{fix}",
+                "$text-warning",
+            ),
         )
     return Content(text)
 
