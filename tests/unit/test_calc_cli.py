@@ -329,3 +329,26 @@ def test_budget_is_an_alias_of_util(capsys: pytest.CaptureFixture[str]) -> None:
     by_budget = calc_json(capsys, *base, "--budget", "0.9", "--util", "0.85")
     assert by_budget == by_util
     assert [row["util"] for row in by_budget["rows"]] == [0.9, 0.85]
+
+
+FIELD_MODEL = (
+    "--total-gib", "31.84", "--weights-gib", "18.9", "--non-torch-gib", "0.25",
+    "--activation-gib", "0.804", "--cudagraph-gib", "0.4", "--layers", "18",
+    "--kv-heads", "4", "--head-dim", "256", "--kv-cache-dtype", "fp8",
+    "--max-model-len", "262144",
+)  # fmt: skip
+
+
+def test_calc_says_which_budget_vllm_would_refuse_and_the_ceiling_that_fits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = calc(capsys, *FIELD_MODEL, "--util", "0.93", "--util", "0.85", "--json")
+    assert code == 0
+    at_93, at_85 = json.loads(out)["rows"]
+    assert at_93["fits"] and at_93["refusal"] is None and at_93["max_model_len_that_fits"] is None
+    assert not at_85["fits"] and at_85["max_model_len_that_fits"] == 163_840
+    assert at_85["refusal"].startswith(
+        "To serve at least one request with the model's max seq len (262144)"
+    )
+    code, text, _ = calc(capsys, *FIELD_MODEL, "--util", "0.85")
+    assert "vLLM would refuse the start; --max-model-len 163,840 fits" in text

@@ -21,10 +21,16 @@ from vramtop.core.budget import (
     budget_bytes,
     leaves_no_kv_block,
 )
+from vramtop.core.headroom.flags import relaunch_flags
 from vramtop.core.headroom.from_startup import gib
-from vramtop.core.headroom.model import largest_util_for_headroom, predict, util_for_kv_tokens
+from vramtop.core.headroom.model import (
+    largest_util_for_headroom,
+    predict,
+    startup_refusal,
+    util_for_kv_tokens,
+)
 from vramtop.core.headroom.model_config import ModelConfigError
-from vramtop.core.headroom.terms import HeadroomError, Prediction
+from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.vllm.log_run import LogRun
 
 EPILOG = """\
@@ -158,7 +164,7 @@ def calculate(args: argparse.Namespace) -> dict[str, Any]:
         raise CalcError("; ".join(notes))  # what was asked has no answer: say why
     if not utils:
         raise CalcError("give at least one --util (or --for-headroom-gib / --for-kv-tokens)")
-    rows = [row(predict(inputs, util)) for util in dict.fromkeys(utils)]
+    rows = [_checked_row(inputs, util) for util in dict.fromkeys(utils)]
     return {
         "rows": rows,
         **extra,
@@ -213,6 +219,20 @@ def cpu_result(args: argparse.Namespace, log: LogRun) -> dict[str, Any]:
             block_note,
         ],
     }
+
+
+def _checked_row(inputs: HeadroomInputs, util: float) -> dict[str, Any]:
+    """A row, with what vLLM's startup checks say of it: `refusal` (vLLM's own message) where
+    it would not start, and `max_model_len_that_fits` (the remedy's round figure) where only
+    the ceiling is too long for the pool."""
+    out = row(predict(inputs, util))
+    refused = startup_refusal(inputs, util)
+    out["refusal"] = refused.message if refused is not None else None
+    flags = relaunch_flags(inputs, util)
+    out["max_model_len_that_fits"] = (
+        flags.max_model_len if flags is not None and flags.max_model_len is not None else None
+    )
+    return out
 
 
 def row(p: Prediction) -> dict[str, Any]:
@@ -280,7 +300,12 @@ def render_table(result: dict[str, Any]) -> str:
         lines.append("estimated (not measured): " + ", ".join(parts))
     if any(not r["starts"] for r in result["rows"]):
         lines.append("a row with no KV block: vLLM would not start with that budget")
-    if any(r["kv_cache_tokens"] and not r["fits"] for r in result["rows"]):
-        lines.append("a row whose pool holds less than one max-model-len request")
+    for r in result["rows"]:
+        if r["kv_cache_tokens"] and not r["fits"]:
+            fix = r.get("max_model_len_that_fits")
+            lines.append(
+                f"at {r['util']:.2f} the pool holds less than one max-model-len request: vLLM "
+                "would refuse the start" + (f"; --max-model-len {fix:,} fits" if fix else "")
+            )
     lines.extend(result["notes"])
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import (
+    CALL_DEMAND_BYTES,
     DesktopDemand,
     Suggestion,
     desktop_headroom_bytes,
@@ -298,7 +299,7 @@ def _suggestion(
         peak=peak,
         now=read.desktop_bytes(s),
         growth_bytes_per_s=desktop.growth_bytes_per_s,
-        unseen=UNSEEN_DESKTOP_DEMAND_BYTES if capped else 0,
+        unseen=_unseen(peak, desktop.at_start) if capped else 0,
         at_start=desktop.at_start,
     )
     # The desktop's need may not fit beside the model: never propose a budget vLLM would
@@ -311,6 +312,15 @@ def _suggestion(
         util_now=util_now,
         smallest_serving=read.smallest_util_that_serves(s),
     )
+
+
+def _unseen(peak: int, at_start: int | None) -> int:
+    """What a desktop that never got past what the server left it may want beyond its peak: a
+    call's demand above where it started, less what it was seen to take (the fixed allowance
+    where its share at the start is not known)."""
+    if at_start is None:
+        return UNSEEN_DESKTOP_DEMAND_BYTES
+    return max(0, at_start + CALL_DEMAND_BYTES - peak)
 
 
 def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> dict[str, Any]:

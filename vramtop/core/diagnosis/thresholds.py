@@ -42,8 +42,9 @@ DESKTOP_MARGIN_BYTES = GIB // 2  # what the remedy leaves above the desktop's pe
 # less room than the margin a suggested budget would leave above its peak.
 SLOWDOWN_NEAR_ALLOWANCE_BYTES = DESKTOP_MARGIN_BYTES
 # When the desktop never got past what the server left it, its visible peak is only what it
-# was allowed: its real demand was not seen. Allow for the unseen part, sized like the field
-# report's successful change (0.93 → 0.85 gave the desktop ~2.5 GiB back).
+# was allowed: its real demand was not seen. Allow for the unseen part: a call's demand above
+# the share at the server's start, less what was seen; where that share is not known, this,
+# sized like the field report's successful change (0.93 → 0.85 gave the desktop ~2.5 GiB back).
 UNSEEN_DESKTOP_DEMAND_BYTES = 2 * GIB
 KV_HIGH = 0.9
 KV_CLEAR = 0.85
