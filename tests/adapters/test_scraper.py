@@ -74,6 +74,8 @@ class FakeVllm:
     short_page: str | None = None
     peers: list[tuple[str, int]] = field(default_factory=list)  # one per accepted connection
     url: str = ""
+    version: object = "0.32.0"  # what /version says its version is
+    model: dict[str, object] = field(default_factory=lambda: {"id": "tiny", "max_model_len": 512})
 
 
 def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
@@ -143,12 +145,12 @@ def _handler(state: FakeVllm) -> type[BaseHTTPRequestHandler]:
             elif path == "/health":
                 self._send(state.health_status, "")
             elif path == "/version":
-                self._send(200, json.dumps({"version": "0.32.0"}), "application/json")
+                self._send(200, json.dumps({"version": state.version}), "application/json")
             elif path == "/v1/models":
                 if state.api_key and self.headers.get("Authorization") != f"Bearer {state.api_key}":
                     self._send(401, json.dumps({"error": "Unauthorized"}), "application/json")
                     return
-                body = {"object": "list", "data": [{"id": "tiny", "max_model_len": 512}]}
+                body = {"object": "list", "data": [state.model]}
                 self._send(200, json.dumps(body), "application/json")
             else:
                 self._send(404, "")
@@ -350,6 +352,52 @@ def test_an_unreadable_metrics_line_is_skipped_and_logged_once(
     assert second.metrics is not None and second.metrics.skipped_lines == 1
     warned = [r.getMessage() for r in caplog.records if "could not be read" in r.getMessage()]
     assert len(warned) == 1 and "1 line(s)" in warned[0]
+
+
+def test_values_vllm_cannot_report_are_dropped_and_logged_once(
+    server: FakeVllm, caplog: pytest.LogCaptureFixture
+) -> None:
+    repeated = 'vllm:generation_tokens_total{engine="0",model_name="tiny"} 50.0\n'
+    server.metrics = (
+        repeated
+        + repeated
+        + 'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} -3.0\n'
+        + 'vllm:num_requests_running{engine="0",model_name="tiny"} -7.0\n'
+    )
+    scraper = Scraper(server.url)
+    with caplog.at_level("WARNING", logger="vramtop.sources.scraper"):
+        first, second = scraper.read_sync(), scraper.read_sync()
+    scraper.close()
+    for reading in (first, second):
+        assert reading.metrics is not None
+        assert reading.metrics.generation_tokens_total == 50.0  # read once, not 100
+        assert reading.metrics.kv_cache_usage is None
+        assert reading.metrics.requests_running is None
+        assert reading.metrics.dropped_values == 3
+    warned = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(warned) == 1 and "3 value(s)" in warned[0]
+
+
+@pytest.mark.parametrize(
+    ("version", "model"),
+    [
+        ({"x": 1}, {"id": "m\x1b]0;owned\x07", "max_model_len": -5}),
+        ("v" * 500, {"id": ["tiny"], "max_model_len": True}),
+        ("0.32\n0", {"id": "tiny", "max_model_len": 2**62}),
+    ],
+)
+def test_version_and_model_names_vllm_cannot_give_are_unknown(
+    server: FakeVllm, version: object, model: dict[str, object]
+) -> None:
+    server.version, server.model = version, model
+    scraper = Scraper(server.url)
+    try:
+        reading = scraper.read_sync()
+    finally:
+        scraper.close()
+    assert reading.reachable and reading.metrics is not None
+    assert reading.version is None and reading.max_model_len is None
+    assert reading.served_model == ("tiny" if model["id"] == "tiny" else None)
 
 
 def test_an_endless_metrics_body_is_cut_at_the_cap(server: FakeVllm) -> None:

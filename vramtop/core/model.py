@@ -122,8 +122,14 @@ class ServerMetrics:
     # whatever the concurrency and however much prefill ran.
     inter_token_latency_sum_s: float | None = None
     inter_token_latency_count: float | None = None
+    # Requests that got their first token (`time_to_first_token_seconds`' count, cumulative):
+    # a first token is a generated token that is no inter-token latency observation.
+    first_token_count: float | None = None
     # Lines of the page that could not be read (skipped; the scraper logs them).
     skipped_lines: int = 0
+    # Values outside what vLLM can report, and repeats of a series: dropped (their figure is
+    # unknown), counted; the scraper logs them.
+    dropped_values: int = 0
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
-from vramtop.core.vllm.metrics import parse_metrics
+from vramtop.core.vllm.metrics import MAX_NAME_CHARS, parse_metrics, shown_text
 from vramtop.sources.http_answer import Answer, ConnectFailed, Result
 from vramtop.sources.metrics_page import MetricsPage
 from vramtop.sources.server_client import MAX_BODY_BYTES, ServerClient
@@ -38,6 +38,10 @@ _INFO_RETRY_READS = 30
 _HEALTH_EVERY_READS = 5
 # Every vLLM metric's name starts with this; a /metrics page with none is another program's.
 _VLLM_METRIC = "vllm:"
+# The longest model length /v1/models can mean (the longest contexts are ~10^7 tokens): a
+# larger, negative or non-integer one is not vLLM's and is dropped.
+MAX_MODEL_LEN = 2**31
+MAX_VERSION_CHARS = 64  # vLLM's are like "0.32.1.dev12+g1234abcd.cpu"
 
 
 def normalise_url(url: str) -> str:
@@ -77,6 +81,7 @@ class Scraper:
         self._health_status: int | None = None
         self._health_in = 0
         self._skipped_lines = 0  # unreadable /metrics lines on the last page (logged on change)
+        self._dropped_values = 0  # values on it vLLM cannot report (logged on change)
         self._clock = clock
         # When (by `clock`) the /metrics answer the last reading's counters come from arrived;
         # None where the last read got no page.
@@ -89,6 +94,17 @@ class Scraper:
         if skipped != self._skipped_lines and skipped:
             log.warning("%s/metrics: %d line(s) could not be read, skipped", self.url, skipped)
         self._skipped_lines = skipped
+
+    def _note_dropped(self, dropped: int) -> None:
+        """Log values of the /metrics page that vLLM cannot report (dropped, their figures
+        unknown), as `_note_skipped` does unreadable lines."""
+        if dropped != self._dropped_values and dropped:
+            log.warning(
+                "%s/metrics: %d value(s) outside what vLLM reports (or repeated series), dropped",
+                self.url,
+                dropped,
+            )
+        self._dropped_values = dropped
 
     # --- public API -----------------------------------------------------------------------
 
@@ -178,6 +194,7 @@ class Scraper:
             if _VLLM_METRIC in metrics_answer.text:
                 metrics = parse_metrics(metrics_answer.text)
                 self._note_skipped(metrics.skipped_lines)
+                self._note_dropped(metrics.dropped_values)
             else:
                 error = "not a vLLM server: its /metrics page has no vLLM metric"
                 healthy = False
@@ -248,17 +265,23 @@ class Scraper:
     def _read_info(self, version_answer: Result, models_answer: Result) -> None:
         problems = []
         if isinstance(version_answer, Answer) and version_answer.status == 200:
-            version = _json(version_answer).get("version")
-            self._version = str(version) if version is not None else self._version
+            version = shown_text(_json(version_answer).get("version"), MAX_VERSION_CHARS)
+            self._version = version if version is not None else self._version
         else:
             problems.append(_VERSION)
         if isinstance(models_answer, Answer) and models_answer.status == 200:
             models = _json(models_answer).get("data")
             first = models[0] if isinstance(models, list) and models else {}
             if isinstance(first, dict):
-                self._served_model = str(first["id"]) if first.get("id") else None
+                self._served_model = shown_text(first.get("id"), MAX_NAME_CHARS)
                 length = first.get("max_model_len")
-                self._max_model_len = length if isinstance(length, int) else None
+                self._max_model_len = (
+                    length
+                    if isinstance(length, int)
+                    and not isinstance(length, bool)
+                    and 0 < length <= MAX_MODEL_LEN
+                    else None
+                )
             self._info_error = None
         elif isinstance(models_answer, Answer) and models_answer.status in (401, 403):
             problems.append(_MODELS)

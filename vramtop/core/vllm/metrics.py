@@ -3,6 +3,13 @@
 Tolerant by design: metric names drift between vLLM releases, pages can arrive truncated, and
 a monitor must show what it could read rather than nothing. `parse_metrics` never raises: a
 line it cannot read is skipped and counted (`ServerMetrics.skipped_lines`).
+
+Untrusted too: the page may come from a proxy, another build or something that is not vLLM
+at all. A value outside what vLLM can report (a negative count, a KV usage of -3.0, 1e308
+tokens, a budget of 0) is dropped and counted (`ServerMetrics.dropped_values`): its figure is
+unknown, never shown or used. A series written twice on one page (the same name and labels:
+a page concatenated by a proxy) is read once, the repeat counted the same way; engines are
+told apart by their labels and still add up.
 """
 
 from __future__ import annotations
@@ -38,7 +45,23 @@ _DECODE_LATENCY_NAMES = ("vllm:inter_token_latency_seconds", "vllm:time_per_outp
 _DECODE_LATENCY_SERIES = tuple(
     name + part for name in _DECODE_LATENCY_NAMES for part in ("_sum", "_count")
 )
-_WANTED = frozenset((*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_SERIES))
+# Each request's first token: counted in `generation_tokens` but never an inter-token
+# latency observation (see `tokens_per_observation`).
+_FIRST_TOKEN_COUNT = "vllm:time_to_first_token_seconds_count"
+_WANTED = frozenset(
+    (*_SUMMED, *_KV_USAGE_NAMES, _CACHE_INFO, *_DECODE_LATENCY_SERIES, _FIRST_TOKEN_COUNT)
+)
+# What vLLM can report, per series. Counts are whole numbers (a Prometheus client writes
+# vLLM's integer counters and gauges as `903.0`); the bounds are far beyond any real server
+# (10^15 tokens is a million tokens/s for thirty years) and well short of what breaks the
+# arithmetic: a value past them is not vLLM's.
+MAX_COUNT = 1e15
+MAX_REQUESTS = 1e6  # requests running or waiting on one engine (max_num_seqs is ~256-4096)
+MAX_SECONDS = 1e12  # a latency histogram's cumulative sum
+# KV usage is a fraction; vLLM's own arithmetic never leaves [0, 1] by more than rounding.
+_FRACTION_SLACK = 1e-6
+MAX_NAME_CHARS = 1024  # a model's name or path
+_REQUEST_GAUGES = frozenset(("vllm:num_requests_running", "vllm:num_requests_waiting"))
 # A page is ~50 KB of which vramtop reads a dozen lines; handing only those to the parser
 # makes a scrape several times cheaper. TYPE/HELP lines are dropped too: sample names keep
 # their `_total` either way, and a missing TYPE only makes a family "unknown". The prefixes
@@ -78,6 +101,30 @@ _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 
+def shown_text(value: object, most: int) -> str | None:
+    """A name the server gives (model, version) as vramtop may show it: text of at most
+    `most` characters with no control character (which would reach the terminal), else
+    None."""
+    if not isinstance(value, str) or not value or len(value) > most:
+        return None
+    if any(ch < " " or "\x7f" <= ch < "\xa0" for ch in value):
+        return None
+    return value
+
+
+def plausible(base: str, value: float) -> bool:
+    """Whether `value` is one vLLM can report for the sample `base` (its name without
+    `_total`)."""
+    if not math.isfinite(value) or value < 0:
+        return False
+    if base in _KV_USAGE_NAMES:
+        return value <= 1 + _FRACTION_SLACK
+    if base.endswith("_sum"):
+        return value <= MAX_SECONDS
+    limit = MAX_REQUESTS if base in _REQUEST_GAUGES else MAX_COUNT
+    return value <= limit and value == int(value)
+
+
 class _Collector:
     """Accumulates the samples vramtop reads, keyed by metric name without `_total`."""
 
@@ -87,26 +134,45 @@ class _Collector:
         self.values: dict[tuple[str, bool], list[float]] = {}
         self.model_name: str | None = None
         self.cache_labels: dict[str, str] | None = None
+        # Each series read so far (name and labels, in any order): a repeat is not added.
+        self.seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+        # Spellings with a value vLLM cannot report: unknown as a whole (one engine's absurd
+        # value would make the others' sum a wrong figure rather than an unknown one).
+        self.implausible: set[tuple[str, bool]] = set()
+        self.dropped = 0
 
-    def add(self, name: str, labels: dict[str, str], value: float) -> None:
+    def add(self, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
         if not name.startswith(_PREFIX):
             return
         with_total = name.endswith("_total")
         base = name[: -len("_total")] if with_total else name
         if base not in _WANTED:
             return
-        if self.model_name is None and labels.get("model_name"):
-            self.model_name = labels["model_name"]
+        series = (name, frozenset(labels))
+        if series in self.seen:
+            self.dropped += 1
+            return
+        self.seen.add(series)
+        if self.model_name is None:
+            model = next((v for k, v in labels if k == "model_name" and v), None)
+            self.model_name = shown_text(model, MAX_NAME_CHARS)
         if base == _CACHE_INFO:
             if self.cache_labels is None:
                 self.cache_labels = dict(labels)
             return
-        if not math.isfinite(value):
+        if not plausible(base, value):
+            self.dropped += 1
+            self.implausible.add((base, with_total))
             return
         self.values.setdefault((base, with_total), []).append(value)
 
     def get(self, base: str) -> list[float] | None:
-        return self.values.get((base, True)) or self.values.get((base, False))
+        for key in ((base, True), (base, False)):
+            if key in self.implausible:
+                return None
+            if key in self.values:
+                return self.values[key]
+        return None
 
     def result(self, skipped_lines: int) -> ServerMetrics:
         # Values by field name (floats, or None where the page had none).
@@ -126,13 +192,17 @@ class _Collector:
             if sums and counts:
                 latency_sum, latency_count = sum(sums), sum(counts)
                 break
+        first_tokens = self.get(_FIRST_TOKEN_COUNT)
+        cache, cache_dropped = _cache_config(self.cache_labels or {})
         return ServerMetrics(
-            kv_cache_usage=kv_usage,
+            kv_cache_usage=None if kv_usage is None else min(kv_usage, 1.0),
             model_name=self.model_name,
-            cache=_cache_config(self.cache_labels or {}),
+            cache=cache,
             inter_token_latency_sum_s=latency_sum,
             inter_token_latency_count=latency_count,
+            first_token_count=sum(first_tokens) if first_tokens else None,
             skipped_lines=skipped_lines,
+            dropped_values=self.dropped + cache_dropped,
             **summed,
         )
 
@@ -159,13 +229,13 @@ def parse_metrics(text: str) -> ServerMetrics:
         samples = _samples(line)
         skipped += samples is None
         for name, labels, value in samples or ():
-            collector.add(name, dict(labels), value)
+            collector.add(name, labels, value)
     # After the rest, where vLLM prints it.
     for line in info_lines:
         samples = _parse_line(line)
         skipped += samples is None
         for name, labels, value in samples or ():
-            collector.add(name, dict(labels), value)
+            collector.add(name, labels, value)
     return collector.result(skipped)
 
 
@@ -297,16 +367,45 @@ def _read_line(line: str) -> tuple[_Sample, ...] | None:
         return None
 
 
-def _cache_config(labels: dict[str, str]) -> CacheConfig:
-    return CacheConfig(
-        block_size=_int(labels.get("block_size")),
+# What vLLM can report in `cache_config_info`, per label: (least, most, whole number).
+_CACHE_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    "block_size": (1, 2**20, True),
+    "gpu_memory_utilization": (0, 1, False),  # a share of the card: 0 itself is none
+    "num_gpu_blocks": (0, 2**40, True),
+    "kv_cache_size_tokens": (0, 2**48, True),
+    "kv_cache_memory_bytes": (0, 2**50, True),  # a pebibyte
+    "kv_cache_max_concurrency": (0, 1e9, False),
+}
+
+
+def _cache_config(labels: dict[str, str]) -> tuple[CacheConfig, int]:
+    """The labels vramtop reads, and how many held a value vLLM cannot report (dropped)."""
+    values: dict[str, float | None] = {}
+    dropped = 0
+    for label, (least, most, integral) in _CACHE_BOUNDS.items():
+        value = _float(labels.get(label))
+        if value is not None and not (
+            least <= value <= most
+            and (value > 0 or label != "gpu_memory_utilization")
+            and (not integral or value == int(value))
+        ):
+            value, dropped = None, dropped + 1
+        values[label] = value
+
+    def whole(label: str) -> int | None:
+        value = values[label]
+        return None if value is None else int(value)
+
+    config = CacheConfig(
+        block_size=whole("block_size"),
         cache_dtype=_text(labels.get("cache_dtype")),
-        gpu_memory_utilization=_float(labels.get("gpu_memory_utilization")),
-        num_gpu_blocks=_int(labels.get("num_gpu_blocks")),
-        kv_cache_size_tokens=_int(labels.get("kv_cache_size_tokens")),
-        kv_cache_memory_bytes=_int(labels.get("kv_cache_memory_bytes")),
-        kv_cache_max_concurrency=_float(labels.get("kv_cache_max_concurrency")),
+        gpu_memory_utilization=values["gpu_memory_utilization"],
+        num_gpu_blocks=whole("num_gpu_blocks"),
+        kv_cache_size_tokens=whole("kv_cache_size_tokens"),
+        kv_cache_memory_bytes=whole("kv_cache_memory_bytes"),
+        kv_cache_max_concurrency=values["kv_cache_max_concurrency"],
     )
+    return config, dropped
 
 
 def _text(raw: str | None) -> str | None:
@@ -325,8 +424,3 @@ def _float(raw: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
-
-
-def _int(raw: str | None) -> int | None:
-    value = _float(raw)
-    return None if value is None else int(value)
