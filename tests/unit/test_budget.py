@@ -103,14 +103,14 @@ def test_fits_now_says_what_it_needs_and_what_is_free() -> None:
     assert fit.needs_bytes == budget_bytes(TOTAL, 0.86)
     assert fit.free_bytes == TOTAL - desktop - gib(0.35)
     assert fit.fits and not fit.tight
-    assert fit.text() == "fits now: yes (needs 27.38 GiB, 27.99 GiB free)"
+    assert fit.text() == "fits now: yes (needs 27.38 GiB; vLLM would find 27.99 GiB free)"
     # vLLM's own check is requested <= free: 0.11 GiB to spare fits, and the margin is said
     # as what it is rather than as a "no".
     tight = fit_now(TOTAL, 0.86, gib(4.0), gib(0.35))
     assert tight.fits and tight.tight and tight.spare_bytes < START_MARGIN_BYTES
     assert tight.text() == (
         "fits now: yes, 0.11 GiB to spare: a growing call can take that "
-        "(needs 27.38 GiB, 27.49 GiB free)"
+        "(needs 27.38 GiB; vLLM would find 27.49 GiB free)"
     )
     # One byte more than free is a refusal, as vLLM's is.
     over = fit_now(TOTAL, 0.86, TOTAL - gib(0.35) - budget_bytes(TOTAL, 0.86) + 1, gib(0.35))

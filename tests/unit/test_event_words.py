@@ -17,6 +17,18 @@ def test_events_read_as_words() -> None:
     assert describe(Event(1.0, "finding", closed)) == "vram_contention closed after 42s"
 
 
+def test_a_relaunch_says_its_flags_and_how_it_ended() -> None:
+    served = {"gpu_memory_utilization": 0.85, "max_model_len": 163840, "result": "ok"}
+    assert describe(Event(1.0, "relaunch", served)) == (
+        "budget 0.85 · max-model-len 163,840 · served"
+    )
+    back = {"gpu_memory_utilization": 0.99, "result": "rolled_back"}
+    assert describe(Event(1.0, "relaunch", back)) == (
+        "budget 0.99 · did not start: the previous flags serve again"
+    )
+    assert describe(Event(1.0, "relaunch", {"result": 7})) == "—"  # a damaged recording
+
+
 def test_an_event_without_detail_still_says_something() -> None:
     # A start is seen as the server's state turns to starting: it carries no detail, and
     # its row was blank beside "the server is shutting down" of the stop seen.

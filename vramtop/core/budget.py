@@ -116,10 +116,13 @@ class Fit:
         return self.fits and self.spare_bytes < START_MARGIN_BYTES
 
     def text(self) -> str:
-        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`, or with a margin said as what it
-        is: `fits now: yes, 0.12 GiB to spare: a growing call can take that (…)`."""
+        """`fits now: yes (needs 27.38 GiB; vLLM would find 27.90 GiB free)`, or with a margin
+        said as what it is: `fits now: yes, 0.12 GiB to spare: a growing call can take that
+        (…)`."""
+        # What vLLM would find free: the card less the desktop and its own CUDA context (the
+        # running server's memory counts as free, it is stopped first), not the card's free.
         figures = (
-            f"(needs {self.needs_bytes / GIB:.2f} GiB, "
+            f"(needs {self.needs_bytes / GIB:.2f} GiB; vLLM would find "
             f"{max(0, self.free_bytes) / GIB:.2f} GiB free)"
         )
         if not self.fits:

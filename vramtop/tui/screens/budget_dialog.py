@@ -128,7 +128,8 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
         return Content.assemble(*lines)
 
     def _fit_text(self, util: float | None) -> Content:
-        """`fits now: yes (needs 27.38 GiB, 27.90 GiB free)`, when the desktop's share is known."""
+        """`fits now: yes (needs 27.38 GiB; vLLM would find 27.90 GiB free)`, when the desktop's
+        share is known."""
         m = self._machine
         total = m.total_bytes or (self._inputs.total_bytes if self._inputs else None)
         if util is None or total is None or m.desktop_bytes is None:

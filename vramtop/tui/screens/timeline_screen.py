@@ -99,6 +99,31 @@ def _at(t: Any) -> str:
     return "—" if seconds is None else duration(seconds)
 
 
+_RELAUNCH_RESULTS = {
+    "ok": "served",
+    "rolled_back": "did not start: the previous flags serve again",
+    "failed": "did not start",
+}
+
+
+def _relaunch_words(detail: Any) -> str:
+    """`budget 0.85 · max-model-len 163,840 · served`: the flags changed and the outcome."""
+    parts: list[str] = []
+    budget = _number(detail.get("gpu_memory_utilization"))
+    if budget is not None:
+        parts.append(f"budget {budget:.2f}")
+    length = _number(detail.get("max_model_len"))
+    if length is not None:
+        parts.append(f"max-model-len {length:,.0f}")
+    dtype = detail.get("kv_cache_dtype")
+    if isinstance(dtype, str):
+        parts.append(f"KV dtype {dtype}")
+    result = detail.get("result")
+    if isinstance(result, str):
+        parts.append(_RELAUNCH_RESULTS.get(result, result))
+    return " · ".join(parts) or "—"
+
+
 def describe(event: Event) -> str:
     """An event in words. A recording is anyone's file: a field of the wrong type is shown as
     it is, never a reason for the console to fail."""
@@ -109,9 +134,8 @@ def describe(event: Event) -> str:
             return f"{detail.get('kind', '')} closed after {duration(lasted)}"
         text = f"{detail.get('kind', '')}: {detail.get('summary', '')}"
         return text + (f" (lasted {duration(lasted)})" if lasted is not None else "")
-    budget = _number(detail.get("gpu_memory_utilization"))
-    if kind == "relaunch" and budget is not None:
-        return f"budget {budget:.2f}"
+    if kind == "relaunch":
+        return _relaunch_words(detail)
     if kind == "exit":
         code = detail.get("returncode")
         # None: the process was not this vramtop's own child, so its exit code never reached it.
