@@ -18,6 +18,9 @@ SERVER_CRASHED = "server_crashed"
 SERVER_NOT_ANSWERING = "server_not_answering"
 # Added: a slowdown short of a collapse while the desktop squeezes the card (a warning).
 VRAM_SLOWDOWN = "vram_slowdown"
+# Added: the launch command itself could not run (not found, not executable): vLLM never
+# started, so neither a restart nor another budget can help; the profile needs fixing.
+LAUNCH_FAILED = "launch_failed"
 KINDS = (
     VRAM_CONTENTION,
     KV_PRESSURE,
@@ -26,6 +29,7 @@ KINDS = (
     SERVER_CRASHED,
     SERVER_NOT_ANSWERING,
     VRAM_SLOWDOWN,
+    LAUNCH_FAILED,
 )
 # What each kind means, in words: the console's headline (the kind stays the id in JSON).
 HEADLINES = {
@@ -36,6 +40,7 @@ HEADLINES = {
     SERVER_CRASHED: "vLLM went down without being asked to",
     SERVER_NOT_ANSWERING: "vLLM is running but answers nothing",
     VRAM_SLOWDOWN: "The desktop's memory is slowing vLLM down",
+    LAUNCH_FAILED: "vLLM never started: its launch command could not run",
 }
 
 

@@ -48,7 +48,12 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
         detail: dict[str, Any] = {"returncode": info.returncode}
         if info.last_error:
             detail["last_lines"] = [info.last_error]
-        return [Event(t, "exit", detail)]
+        exit_ = Event(t, "exit", detail)
+        if info.state is ServerState.STOPPED and before is not ServerState.STOPPING:
+            # Only a stop writes "stopped" (an exit nobody asked for is "crashed"): one that
+            # began and ended between two ticks (another shell's `vramtop stop`) is a stop.
+            return [Event(t, "stop", {"reason": "observed"}), exit_]
+        return [exit_]
     if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
         return [Event(t, "stop", {"reason": "observed"})]
     return []

@@ -393,6 +393,7 @@ class ServerActions(LoadFollower):
             log.info("launched %s: pid %d", self.name, child.pid)
         except OSError as exc:
             rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"
+            rec.error_kind = "launch_failed"
             state.save(rec)
             progress("failed")
             return ActionResult(False, f"could not launch the server: {exc}")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from vramtop.core.budget import largest_util_that_fits_logged
+from vramtop.core.diagnosis.server_down import launch_failure
 from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom, startup_failure
 
 READY = Phase.READY
@@ -28,15 +29,22 @@ def phase_of(line: str) -> Phase | None:
 
 @dataclass(frozen=True)
 class Cause:
-    kind: str  # "out_of_memory", "engine_dead", "other"
+    kind: str  # "out_of_memory", "engine_dead", "launch_failed", "other"
     message: str  # one sentence for the user
     line: str  # the log line it came from
     largest_fitting_budget: float | None = None
 
 
-def find_cause(lines: list[str]) -> Cause | None:
+def find_cause(lines: list[str], returncode: int | None = None) -> Cause | None:
     """The recognised reason a start failed or a server died, from its last log lines (the
-    last run's: the newest start-failed line wins)."""
+    last run's: the newest start-failed line wins) and its exit code where known. A launch
+    command that could not run at all (the shell's `exec: vllm: not found`, exit 127) comes
+    first: nothing after it is vLLM's."""
+    not_launched = launch_failure(lines[-3:], returncode)
+    if not_launched is not None:
+        return Cause(
+            "launch_failed", f"the launch command could not run: {not_launched}", not_launched
+        )
     for line in reversed(lines):
         oom = parse_startup_oom(line)
         if oom is not None:

@@ -206,7 +206,7 @@ class ServerHandle:
             lines = tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
         # The server's own log file keeps what it printed; what vramtop records is masked.
         rec.last_lines = secrets.mask_lines(lines[-LAST_LINES:])
-        cause = causes.find_cause(lines)
+        cause = causes.find_cause(lines, rec.returncode)
         if cause is not None:
             rec.last_error, rec.error_kind = secrets.mask_line(cause.message), cause.kind
             rec.largest_fitting_budget = cause.largest_fitting_budget

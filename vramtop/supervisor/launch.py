@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
+import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
 from vramtop import files
 from vramtop.core import secrets
+
+if TYPE_CHECKING:
+    from vramtop.config import Profile
+
+log = logging.getLogger(__name__)
 
 LOG_ROTATE_BYTES = 64 * 1024 * 1024
 LOG_KEEP = 3
@@ -29,6 +37,51 @@ def build_command(argv: Sequence[str], prelude: str | None) -> list[str]:
     if not prelude or not prelude.strip():
         return list(argv)
     return ["bash", "-c", f'{prelude.strip()}\nexec "$@"', "vllm-launch", *argv]
+
+
+# How long `launch_problem` lets a profile's prelude run (a conda activate takes seconds).
+PRELUDE_CHECK_TIMEOUT_S = 30.0
+
+
+def launch_problem(profile: Profile) -> str | None:
+    """Why the profile's launch command cannot run here (its program is not found, or not
+    executable), in words; None when it can, or when that cannot be known in time.
+
+    The program is looked for as the launch would: on the PATH of the profile's environment,
+    or, with a prelude, on the PATH that prelude leaves (it is run, as a start runs it, with
+    `command -v` in place of the server)."""
+    if not profile.argv:
+        return "the profile has no command to launch"
+    program = profile.argv[0]
+    env = build_env(profile.env, {})
+    if profile.prelude and profile.prelude.strip():
+        script = f'{profile.prelude.strip()}\ncommand -v -- "$1" >/dev/null'
+        try:
+            done = subprocess.run(
+                ["bash", "-c", script, "vllm-check", program],
+                env=env,
+                cwd=profile.cwd or None,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PRELUDE_CHECK_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.info("could not check the launch command: %s", exc)
+            return None
+        if done.returncode == 0:
+            return None
+        return f"{program!r} is not found after the profile's prelude: the server cannot start"
+    if os.sep in program:
+        path = Path(profile.cwd or ".") / program
+        if not path.is_file():
+            return f"{program!r} does not exist: the server cannot start"
+        if not os.access(path, os.X_OK):
+            return f"{program!r} is not executable: the server cannot start"
+        return None
+    if shutil.which(program, path=env.get("PATH")) is None:
+        return f"{program!r} is not on PATH here: the server cannot start"
+    return None
 
 
 def build_env(

@@ -70,6 +70,7 @@ from vramtop.core.diagnosis.throttling import ThrottleWatch
 from vramtop.core.findings import (
     GPU_THROTTLING,
     KV_PRESSURE,
+    LAUNCH_FAILED,
     SERVER_CRASHED,
     VRAM_CONTENTION,
     VRAM_SLOWDOWN,
@@ -169,7 +170,13 @@ class Diagnoser:
                 self._server_watch.planned()
             # A fresh process: a collapse, a slowdown, a KV squeeze or a crash of the old one
             # is over.
-            for kind in (VRAM_CONTENTION, VRAM_SLOWDOWN, KV_PRESSURE, SERVER_CRASHED):
+            for kind in (
+                VRAM_CONTENTION,
+                VRAM_SLOWDOWN,
+                KV_PRESSURE,
+                SERVER_CRASHED,
+                LAUNCH_FAILED,
+            ):
                 self._book.close(kind, t)
             self._new_epoch()
         elif event == "stop":

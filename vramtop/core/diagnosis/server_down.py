@@ -1,5 +1,6 @@
-"""server_crashed, startup_out_of_memory and server_not_answering: vLLM is not serving, and
-why. `ServerWatch` holds when each opens and closes; the `*_report` functions what each says.
+"""server_crashed, startup_out_of_memory, server_not_answering and launch_failed: vLLM is not
+serving, and why. `ServerWatch` holds when each opens and closes; the `*_report` functions
+what each says.
 
 A startup out-of-memory is read from vLLM's own line ("Free memory on device … is less than
 desired GPU memory utilization …"), whose numbers give the largest budget that would fit.
@@ -7,7 +8,8 @@ desired GPU memory utilization …"), whose numbers give the largest budget that
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from vramtop.core.budget import largest_util_that_fits_logged
@@ -15,6 +17,7 @@ from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S, UNHEALTHY_SAMPLES
 from vramtop.core.findings import (
     KV_PRESSURE,
+    LAUNCH_FAILED,
     SERVER_CRASHED,
     SERVER_NOT_ANSWERING,
     STARTUP_OUT_OF_MEMORY,
@@ -22,6 +25,54 @@ from vramtop.core.findings import (
 )
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import parse_startup_oom
+
+# The shell's and the launcher's words for a command that could not be run at all (the exec
+# of `vllm` itself, never a failure inside it): `exec: vllm: not found`, `vllm: command not
+# found`, `exec: ./serve: Permission denied`, and vramtop's own "could not launch: …".
+_NOT_LAUNCHED = re.compile(
+    r"\bexec: (?P<exec>[^:\n]+): (?:not found|Permission denied|cannot execute[^\n]*)"
+    r"|(?P<shell>[^\s:]+): command not found"
+    r"|^could not launch: (?P<own>.+)"
+)
+# The shell's exit codes for the same: 127 not found, 126 found but not executable.
+NOT_LAUNCHED_CODES = {127: "not found", 126: "not executable"}
+
+
+def launch_failure(lines: Sequence[str], returncode: Any = None) -> str | None:
+    """Why the launch command itself could not run, from its last lines (the newest such
+    line) or its exit code; None when it ran (whatever it did next)."""
+    for line in reversed(lines):
+        found = _NOT_LAUNCHED.search(str(line))
+        if found is not None:
+            return found.group(0).strip()
+    if isinstance(returncode, int) and returncode in NOT_LAUNCHED_CODES:
+        return f"the launch command exited with {returncode} ({NOT_LAUNCHED_CODES[returncode]})"
+    return None
+
+
+def launch_failed_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    """The finding's fields for a launch command that could not run (`why`: its words)."""
+    return {
+        "severity": "critical",
+        "summary": f"vLLM never started: the launch command could not run ({why}).",
+        "evidence": evidence,
+        "ruled_out": {
+            "crash": {"why": "the server never ran: its command could not be executed"},
+        },
+        "ladder": {
+            "observed": [why],
+            "inferred": ["the profile's command is not on PATH here, or not executable"],
+            "hypothesis": [],
+        },
+        "remedy": {
+            "action": "fix_profile",
+            # The same command fails the same way, at any budget.
+            "restart_fails": True,
+            "why": "make the command findable (the full path in the profile's argv, or a "
+            "prelude that activates its environment), then start again; vramtop doctor "
+            "checks it",
+        },
+    }
 
 
 def startup_oom_facts(line: str) -> dict[str, float] | None:
@@ -104,6 +155,7 @@ class ServerWatch:
     def new_epoch(self) -> None:
         """A new server start: what was seen of the last one says nothing of this one."""
         self._was_healthy = False
+        self._ready_seen = False  # this start reached ready: its command did run
         self._exit_seen = False
         self._unhealthy_run = 0
 
@@ -113,7 +165,9 @@ class ServerWatch:
 
     def ready(self, t: float) -> None:
         self._planned_exit = False
+        self._ready_seen = True
         self._exit_seen = False
+        self._book.close(LAUNCH_FAILED, t)
         self._book.close(STARTUP_OUT_OF_MEMORY, t)
         self._book.close(SERVER_CRASHED, t)
 
@@ -121,7 +175,12 @@ class ServerWatch:
         if state is ServerState.CRASHED:
             # An exit event already said why (a crash, a startup failure, a planned stop).
             if not self._planned_exit and not self._exit_seen:
-                self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
+                error = s.info.last_error if s.info is not None else None
+                why = launch_failure([error]) if error and not self._ready_seen else None
+                if why is not None:
+                    self._launch_failed(s.t, why, {"state": "crashed"})
+                else:
+                    self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
             return
         server = s.server
         if server is None or not server.reachable or state not in (ServerState.RUNNING, None):
@@ -161,9 +220,12 @@ class ServerWatch:
             self._planned_exit = False
             return
         code = detail.get("returncode")
-        self._crash(
-            t, f"the server exited with code {code} without being asked to", {"returncode": code}
-        )
+        not_launched = None if self._ready_seen else launch_failure(lines, code)
+        if not_launched is not None:
+            self._launch_failed(t, not_launched, {"returncode": code})
+            return
+        said = f"with code {code}" if code is not None else "(exit code not known)"
+        self._crash(t, f"the server exited {said} without being asked to", {"returncode": code})
 
     def check_oom_text(self, t: float, text: str) -> bool:
         """Open startup_out_of_memory when `text` is vLLM's out-of-memory line."""
@@ -172,6 +234,9 @@ class ServerWatch:
             return False
         self._book.set(STARTUP_OUT_OF_MEMORY, t, **startup_oom_report(text, facts))
         return True
+
+    def _launch_failed(self, t: float, why: str, evidence: dict[str, Any]) -> None:
+        self._book.set(LAUNCH_FAILED, t, **launch_failed_report(why, evidence))
 
     def _crash(self, t: float, why: str, evidence: dict[str, Any]) -> None:
         for kind in (VRAM_CONTENTION, KV_PRESSURE):

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 Part = str | tuple[str, str]
 # The keys the banner names, by binding id, as shown (the console passes its keymap's).
+# A remedy no key can carry out: the profile's launch command cannot run (launch_failed).
+FIX_PROFILE = "fix_profile"
 DEFAULT_KEYS: Mapping[str, str] = {"restart": "r", "relaunch": "b", "details": "d", "timeline": "e"}
 
 
@@ -154,7 +156,10 @@ def remedy_keys(
         # The budget's pool cannot hold the current ceiling: the relaunch lowers it too.
         flags += f" with --max-model-len {remedy.max_model_len:,}"
     parts: list[Part] = []
-    if can_act:
+    if remedy.action == FIX_PROFILE:
+        # The launch command cannot run: no key of the console can help, the profile can.
+        parts.append("remedy: fix the profile's command (vramtop doctor)   ")
+    elif can_act:
         if not remedy.restart_fails:
             # After a start that failed for memory a restart at that budget fails again.
             parts += [(key["restart"], "bold reverse"), " restart now   "]

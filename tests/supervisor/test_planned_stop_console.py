@@ -1,0 +1,76 @@
+"""A planned stop seen by a re-attached console is a stop, never a crash.
+
+The daily case: the console was quit leaving vLLM running, opened again later, and the
+server is stopped from another shell (`vramtop stop`). The stop finishes inside one tick, so
+the console sees RUNNING, then STOPPED, and never STOPPING: that is the end of a stop that
+was asked for (only a stop writes STOPPED; an exit nobody asked for is CRASHED), not an exit.
+Pilot drives the console on the simulated machine's real processes; the stop is the real
+supervisor's, from a Supervisor of its own (the other shell)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from vramtop.core.findings import SERVER_CRASHED
+from vramtop.core.model import ServerState
+from vramtop.machines.demo_backend import begin_demo, demo_backend
+from vramtop.machines.demo_world import stop_demo_world
+from vramtop.settings import Settings
+from vramtop.tui.app import VramtopApp
+
+# The field's interval: a stop on the simulated machine takes well under a second.
+ONE_SECOND = Settings(interval_s=1.0)
+RUNS = 20
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.2")
+    yield
+    stop_demo_world()
+
+
+async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+        await pilot.pause()
+
+
+def shows(app: VramtopApp, state: ServerState) -> Callable[[], bool]:
+    def check() -> bool:
+        info = app.sample.info if app.sample else None
+        return info is not None and info.state is state
+
+    return check
+
+
+async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_console() -> None:
+    shell = begin_demo().supervisor  # `vramtop start` and `vramtop stop`, from another shell
+    crashes: list[int] = []
+    for run in range(RUNS):
+        started = await asyncio.to_thread(shell.start)
+        assert started.ok, started.message
+        backend, _ = demo_backend(start_server=False, agent=False)
+        assert backend.autostart is False  # re-attached: the server was running already
+        app = VramtopApp(backend, ONE_SECOND)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, shows(app, ServerState.RUNNING))
+            stopped = await asyncio.to_thread(shell.stop)
+            assert stopped.ok, stopped.message
+            await wait_for(pilot, shows(app, ServerState.STOPPED))
+            await pilot.pause()
+            kinds = [f.kind for f in backend.session.all_findings()]
+            events = [e.name for e in backend.events()]
+            if SERVER_CRASHED in kinds:
+                crashes.append(run)
+            assert "exit" in events and "stop" in events, events
+        backend.close(stop_server=False)  # as a quit that leaves the simulated GPU up
+    assert crashes == [], f"server_crashed after a planned stop in runs {crashes} of {RUNS}"
