@@ -33,7 +33,8 @@ def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path
         before = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
         budget = before["gpu_memory_utilization"]
 
-        result = run_vramtop(tmp_path, "relaunch", "--demo", "--budget", "0.99", "-q")
+        # --no-check: past vramtop's own check, so that vLLM itself refuses the start.
+        result = run_vramtop(tmp_path, "relaunch", "--demo", "--budget", "0.99", "--no-check", "-q")
         assert result.returncode == ExitCode.ROLLED_BACK, result.stderr
         first = result.stderr.splitlines()[0]
         assert first.startswith("vramtop: relaunch at 0.99 failed: out of memory at startup")
@@ -44,5 +45,32 @@ def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path
         assert after["state"] == "running" and after["healthy"] is True
         assert after["gpu_memory_utilization"] == budget
         assert after["pid"] != before["pid"]  # the previous command, started again
+    finally:
+        run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
+
+
+def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
+    tmp_path: Path,
+) -> None:
+    try:
+        started = run_vramtop(tmp_path, "start", "--demo", "-q")
+        assert started.returncode == 0, started.stderr
+        before = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        # The demo serves 262,144 tokens at 0.93: at 0.85 one such request does not fit.
+        result = run_vramtop(tmp_path, "relaunch", "--demo", "--budget", "0.85", "-q")
+        assert result.returncode == ExitCode.USAGE, result.stderr
+        lines = result.stderr.splitlines()
+        assert lines[0].startswith("vramtop: not relaunched (the server keeps serving): vLLM")
+        assert "max seq len (262144)" in lines[0]
+        assert lines[-1] == (
+            "vramtop: --max-model-len 163840 fits at 0.85: "
+            "vramtop relaunch --budget 0.85 --max-model-len 163840"
+        )
+        after = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        assert after["pid"] == before["pid"] and after["state"] == "running"
+        ok = run_vramtop(
+            tmp_path, "relaunch", "--demo", "--budget", "0.85", "--max-model-len", "163840", "-q"
+        )
+        assert ok.returncode == 0, ok.stderr
     finally:
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")

@@ -5,10 +5,18 @@ starts the previous flags again: exit 5 (`ExitCode.ROLLED_BACK`), the cause on s
 from __future__ import annotations
 
 import argparse
+import logging
+import re
+import sys
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import bounded_int
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.core.headroom.startup_checks import round_model_len
+from vramtop.machines.interface import ActionResult, RelaunchPrecheck
+from vramtop.sources.probes import GpuProbe
+
+log = logging.getLogger(__name__)
 
 
 def _budget(text: str) -> float:
@@ -34,7 +42,71 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="once the new server serves, write the change into the profile's file",
     )
+    p.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip the check of the new flags against vLLM's startup checks and the memory "
+        "free now (made before the running server is stopped); vLLM still checks, and a start "
+        "that fails goes back to the previous flags",
+    )
     supervised.add_wait_options(p)
+
+
+def _precheck(t: supervised.Target, args: argparse.Namespace) -> RelaunchPrecheck | None:
+    """vLLM's startup checks against one reading of the machine now (the card, the desktop's
+    share, the server's pool); None where the machine cannot be read: vLLM checks anyway."""
+    from vramtop.core.diagnosis.desktop import DesktopWatch
+    from vramtop.core.model import ServerState
+    from vramtop.core.sample_facts import relaunch_refusal
+    from vramtop.machines.live_machine import api_key_from
+    from vramtop.machines.sampler import Sampler
+
+    supervisor = t.supervisor
+    probe: GpuProbe
+    try:
+        if t.demo:
+            from vramtop.machines.demo_world import demo_machine
+
+            probe = demo_machine(wsl=bool(getattr(args, "wsl", False))).probe()
+        else:
+            from vramtop.sources.probes import configured_probe
+
+            probe = configured_probe()
+        sampler = Sampler(
+            probe=probe,
+            url=supervisor.profile.url,
+            api_key=api_key_from(supervisor.profile, None),
+            info=supervisor.status,
+            log_path=lambda: supervisor.log_path,
+            log_start=lambda: supervisor.log_offset,
+        )
+        try:
+            sample = sampler.tick()
+        finally:
+            sampler.close()
+    except Exception:  # a machine that cannot be read is no reason to refuse
+        log.exception("reading the machine for the relaunch's check failed")
+        return None
+    watch = DesktopWatch()
+    watch.track(sample, ServerState.RUNNING, contended=False)  # what it holds beyond its budget
+    outside = watch.outside_budget
+    return lambda changes: relaunch_refusal(sample, changes, outside)
+
+
+_ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
+
+
+def _hint(result: ActionResult, args: argparse.Namespace) -> None:
+    """Where vLLM named the longest ceiling that fits, the command that relaunches with it."""
+    found = _ESTIMATE.search(result.message)
+    if found is None or args.budget is None:
+        return
+    fits = round_model_len(int(found.group(1)))
+    print(
+        f"vramtop: --max-model-len {fits} fits at {args.budget:g}: "
+        f"vramtop relaunch --budget {args.budget:g} --max-model-len {fits}",
+        file=sys.stderr,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if args.budget is None and args.max_model_len is None and args.kv_cache_dtype is None:
             raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
         t = supervised.target(args)
+        precheck = None if args.no_check else _precheck(t, args)
         result = t.supervisor.relaunch(
             util=args.budget,
             max_model_len=args.max_model_len,
@@ -49,11 +122,12 @@ def run(args: argparse.Namespace) -> int:
             save=args.save and not t.demo,
             progress=supervised.progress_printer(args.quiet),
             timeout_s=args.timeout,
+            precheck=precheck,
         )
-        if result.rolled_back:
-            # Not a plain failure: a server serves, with the flags it had before.
-            supervised.finish(result)
-            return ExitCode.ROLLED_BACK
-        return supervised.finish(result)
+        code = supervised.finish(result)
+        if not result.ok:
+            _hint(result, args)
+        # Not a plain failure: a server serves, with the flags it had before.
+        return ExitCode.ROLLED_BACK if result.rolled_back else code
 
     return supervised.run_guarded(act, args)

@@ -116,7 +116,11 @@ def relaunch_refusal(
         refused = startup_refusal(inputs, util, free)
     except HeadroomError as error:
         return str(error)
-    return None if refused is None else f"vLLM would refuse it: {refused.message}"
+    return (
+        None
+        if refused is None
+        else f"not relaunched (the server keeps serving): vLLM would refuse it: {refused.message}"
+    )
 
 
 def util_of(text: str | None) -> float | None:
