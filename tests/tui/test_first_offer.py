@@ -43,7 +43,7 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
         util, max_model_len = offered
         banner = str(app.query_one(FindingBanner).render())
         words = f"relaunch at {util:.2f}" + (
-            f" with --max-model-len {max_model_len:,}" if max_model_len is not None else ""
+            f", max-model-len {max_model_len:,}" if max_model_len is not None else ""
         )
         assert words in banner
 

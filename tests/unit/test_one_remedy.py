@@ -41,7 +41,8 @@ def test_banner_dialog_whatif_and_diagnose_name_the_same_flags() -> None:
     assert util is not None and length is not None
     words = f"{util:.2f} with --max-model-len {length:,}"
     banner = "".join(p if isinstance(p, str) else p[0] for p in remedy_keys(finding.remedy))
-    assert f"relaunch at {words}" in banner
+    assert f"relaunch at {util:.2f}, max-model-len {length:,}" in banner
+    assert len(banner) <= 77  # every key within an 80-column terminal
     assert f"--max-model-len {length:,}" in (finding.remedy.why or "")
     assert finding.remedy.to_json()["max_model_len"] == length  # diagnose --json
 

@@ -152,9 +152,12 @@ def remedy_keys(
     key = {**DEFAULT_KEYS, **keys}
     util = remedy.gpu_memory_utilization
     flags = "" if util is None else f"{util:.2f}"
+    gap = "   "
     if util is not None and remedy.max_model_len is not None:
-        # The budget's pool cannot hold the current ceiling: the relaunch lowers it too.
-        flags += f" with --max-model-len {remedy.max_model_len:,}"
+        # The budget's pool cannot hold the current ceiling: the relaunch lowers it too. The
+        # line then keeps every key within 80 columns with narrower gaps.
+        flags += f", max-model-len {remedy.max_model_len:,}"
+        gap = "  "
     parts: list[Part] = []
     if remedy.action == FIX_PROFILE:
         # The launch command cannot run: no key of the console can help, the profile can.
@@ -162,14 +165,17 @@ def remedy_keys(
     elif can_act:
         if not remedy.restart_fails:
             # After a start that failed for memory a restart at that budget fails again.
-            parts += [(key["restart"], "bold reverse"), " restart now   "]
+            parts += [(key["restart"], "bold reverse"), f" restart now{gap}"]
         if util is not None:
-            parts += [(key["relaunch"], "bold reverse"), f" relaunch at {flags}   "]
+            parts += [(key["relaunch"], "bold reverse"), f" relaunch at {flags}{gap}"]
         else:
             parts += [(key["relaunch"], "bold reverse"), " relaunch with another budget   "]
     elif util is not None:
         # Nothing can be acted on here, but the fix is still worth saying.
-        parts.append(f"remedy: relaunch at {flags}   ")
-    parts += [(key["details"], "bold reverse"), " fewer details   " if details else " details   "]
+        parts.append(f"remedy: relaunch at {flags}{gap}")
+    parts += [
+        (key["details"], "bold reverse"),
+        f" fewer details{gap}" if details else f" details{gap}",
+    ]
     parts += [(key["timeline"], "bold reverse"), " events"]
     return parts
