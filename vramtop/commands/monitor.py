@@ -171,7 +171,7 @@ def _once(
     """One snapshot: two readings `--interval` (ONCE_GAP_S) apart, the second reported.
     `first`: the first reading, taken already by the backend's sampler. `ready`: called once
     the server is started, before the first reading."""
-    from vramtop.core.snapshot import snapshot
+    from vramtop.core.snapshot import not_serving, snapshot
 
     if backend.autostart:
         result = backend.start()
@@ -190,22 +190,28 @@ def _once(
     # The gap from the first reading's time (its counters' read), not from the end of
     # what followed it.
     time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))
-    sample = backend.tick(log_limit=0).sample
-    if sample.server is not None and not sample.server.reachable and not args.demo:
-        error = sample.server.error or "no answer"
-        print(
-            f"vramtop: cannot reach the vLLM server at {sample.server.url}: {error}",
-            file=sys.stderr,
-        )
-        return ExitCode.USAGE
+    frame = backend.tick(log_limit=0)
+    # When the answer was read, as gpustat names it: local time with its offset.
+    query_time = datetime.now().astimezone().isoformat(timespec="milliseconds")
+    sample = frame.sample
     data = _uncounted_is_unknown(snapshot(sample, wsl=bool(backend.wsl), demo=backend.demo))
-    # An addition: the normal decode speed compared with, and where it came from.
+    data["query_time"] = query_time
+    # Additions: the findings open at this reading (the session format's shape) ...
+    data["findings"] = [finding.to_json() for finding in frame.findings]
+    # ... and the normal decode speed compared with, and where it came from.
     normal = backend.normal_rate()
     data["normal_rate"] = (
         None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
     )
     print(json.dumps(data, indent=2) if args.json else _text(sample, data))
-    return 0
+    reason = not_serving(sample)
+    if reason is None:
+        return ExitCode.OK
+    if args.json and sample.server is not None:  # the text says it already
+        server = sample.server
+        what = "cannot reach" if not server.reachable else "is not served by"
+        print(f"vramtop: {what} the vLLM server at {server.url}: {reason}", file=sys.stderr)
+    return ExitCode.NOT_SERVING
 
 
 def _uncounted_is_unknown(data: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +245,7 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
         )
     server = data["server"]
     lines.append(
-        f"server {server['url']}: {server['state'] or ('up' if server['reachable'] else 'down')}"
+        f"server {server['url']}: {_server_words(sample, server)}"
         f"  vLLM {server['version'] or UNKNOWN}"
         f"  util {server['gpu_memory_utilization'] or UNKNOWN}"
     )
@@ -253,6 +259,22 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     normal = data.get("normal_rate")
     lines.append(normal["text"] if normal else "normal rate: not known yet (cannot judge it)")
     return "\n".join(lines)
+
+
+def _server_words(sample: Sample, server: dict[str, Any]) -> str:
+    """The server's state as the reading found it: a process the supervisor records as
+    running that does not answer (stopped, hung) or refuses (HTTP 401) is said so."""
+    from vramtop.core.snapshot import not_serving
+
+    state = server["state"]
+    reason = not_serving(sample)
+    if reason is None:
+        return str(state or "up")
+    if not server["reachable"]:
+        if state == "running":  # its process is there: stopped (SIGSTOP) or hung
+            return f"running, not reachable: {reason}"
+        return f"{state or 'not reachable'}: {reason}"
+    return f"{state}, not serving: {reason}" if state else f"not serving: {reason}"
 
 
 def _usage(message: str) -> int:

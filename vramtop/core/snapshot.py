@@ -86,6 +86,26 @@ def process_fields(p: ProcessMemory) -> dict[str, Any]:
     return entry
 
 
+def not_serving(sample: Sample) -> str | None:
+    """Why the sample's server is not serving, in the reading's words; None when it is (or
+    when the sample has no server to judge)."""
+    server = sample.server
+    if server is None:
+        return None
+    if not server.reachable:
+        return server.error or "no answer"
+    if server.healthy is False:
+        return server.error or "its /health says the engine is not serving"
+    if server.metrics is None or server.stale:
+        return server.error or "its /metrics page could not be read"
+    return None
+
+
+def _count(value: float | None) -> int | None:
+    # Counts are whole numbers (the parser drops any other): `1`, not `1.0`.
+    return None if value is None else int(value)
+
+
 def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
     server = sample.server
     metrics = server.metrics if server else None
@@ -120,7 +140,8 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "profile": info.profile if info else None,
             "ready_s": info.ready_s if info else None,
             "reachable": server.reachable if server else False,
-            "healthy": server.healthy if server else None,
+            # A server that cannot be reached is not healthy, whatever it said before.
+            "healthy": (server.healthy if server.reachable else False) if server else None,
             "stale": server.stale if server else False,
             "not_answering_s": server.not_answering_s if server else None,
             "error": (server.error if server else None) or (info.last_error if info else None),
@@ -137,9 +158,9 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "prompt_tps": sample.rates.prompt_tps,
         },
         "requests": {
-            "running": metrics.requests_running if metrics else None,
-            "waiting": metrics.requests_waiting if metrics else None,
-            "preemptions_total": metrics.preemptions_total if metrics else None,
+            "running": _count(metrics.requests_running) if metrics else None,
+            "waiting": _count(metrics.requests_waiting) if metrics else None,
+            "preemptions_total": _count(metrics.preemptions_total) if metrics else None,
         },
         # WSL2 with the Windows side watched: named desktop programs, the VM's spill.
         "windows": windows_sample_fields(sample.windows).get("windows"),

@@ -44,8 +44,12 @@ def window_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
 
 
 def rates_for(history: Sequence[Sample], latest: Sample, window_s: float = RATE_WINDOW_S) -> Rates:
-    """Rates at `latest`, from the samples of the last `window_s` seconds before it."""
+    """Rates at `latest`, from the samples of the last `window_s` seconds before it; where
+    none is that recent (samples `window_s` or more apart: `--interval 5`, `interval_s = 10`),
+    from the one before it, so that any interval gives a rate over its one gap."""
     window = [s for s in history if latest.t - window_s <= s.t < latest.t]
+    if not window:
+        window = [s for s in history if s.t < latest.t][-1:]
     window.append(latest)
 
     def series(field: Callable[[ServerMetrics], float | None]) -> list[tuple[float, float | None]]:
@@ -81,7 +85,9 @@ class Timeline:
         if sample.rates == Rates():
             sample = replace(sample, rates=rates_for(self._recent, sample, self.window_s))
         self._recent.append(sample)
-        while self._recent and self._recent[0].t < sample.t - self.window_s:
+        # The newest sample before the window is kept too: the next rate's, where no other
+        # falls within its window.
+        while len(self._recent) > 1 and self._recent[1].t < sample.t - self.window_s:
             self._recent.popleft()
         return sample
 

@@ -198,6 +198,12 @@ class Scraper:
             else:
                 error = "not a vLLM server: its /metrics page has no vLLM metric"
                 healthy = False
+        elif isinstance(metrics_answer, Answer) and metrics_answer.status in (401, 403):
+            error = (
+                f"/metrics answered HTTP {metrics_answer.status}: the server (or a proxy "
+                "before it) refuses vramtop's requests"
+                + ("" if self._api_key else " without its API key (--api-key-env)")
+            )
         elif isinstance(metrics_answer, Answer):
             error = f"/metrics answered HTTP {metrics_answer.status}"
         else:
