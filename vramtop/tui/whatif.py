@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vramtop.core.budget import CONFIRM, BudgetWarning, budget_warnings, outside_budget
+from vramtop.core.budget import (
+    CONFIRM,
+    BudgetWarning,
+    budget_warnings,
+    is_cpu_server,
+    outside_budget,
+)
 from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
@@ -83,8 +89,11 @@ def check_budget(
         device_kind=machine.device_kind,
     )
     refused = next((w.text for w in found if w.refuse), None)
-    flags = relaunch_flags(inputs, util) if inputs is not None else None
-    if refused is None and prediction is not None and flags is None:
+    # On a CPU server the budget does not size the pool (VLLM_CPU_KVCACHE_SPACE does): no
+    # ceiling follows from it.
+    cpu = is_cpu_server(machine.device_kind)
+    flags = relaunch_flags(inputs, util) if inputs is not None and not cpu else None
+    if refused is None and prediction is not None and flags is None and not cpu:
         # vLLM refuses a pool that cannot hold one request of --max-model-len; a shorter one
         # would be proposed, but not even a useful one fits.
         refused = (
