@@ -28,6 +28,7 @@ from typing import Any
 from vramtop.core.diagnosis.baseline import RateBaseline, counter_delta
 from vramtop.core.model import Sample, ServerMetrics
 from vramtop.core.vllm import args as vllm_args
+from vramtop.core.vllm.metrics import tokens_per_observation
 
 INTER_TOKEN_LATENCY = "inter_token_latency"  # 1 / mean inter-token latency of the interval
 PER_REQUEST = "per_request"  # generation tokens/s over the running requests (the fallback)
@@ -80,14 +81,15 @@ def decode_key(s: Sample) -> str | None:
 
 def decode_tps(previous: ServerMetrics | None, current: ServerMetrics | None) -> float | None:
     """Tokens per second per running request between two scrapes, from the latency histogram
-    (None when a scrape lacks it, when it reset, or when too few tokens were decoded)."""
+    (None when a scrape lacks it, when it reset, or when too few tokens were decoded). With
+    speculative decoding an observation carries several tokens: `tokens_per_observation`."""
     if previous is None or current is None:
         return None
     tokens = counter_delta(previous.inter_token_latency_count, current.inter_token_latency_count)
     seconds = counter_delta(previous.inter_token_latency_sum_s, current.inter_token_latency_sum_s)
     if tokens is None or seconds is None or tokens < MIN_DECODE_TOKENS or seconds <= 0:
         return None
-    return tokens / seconds
+    return tokens / seconds * tokens_per_observation(previous, current)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,42 @@ _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _Sample = tuple[str, tuple[tuple[str, str], ...], float]
 
 
+# Tokens one latency observation can carry: speculative decoding's proposals plus the one
+# verified (vLLM's methods propose a handful, rarely tens). More is not vLLM's arithmetic.
+MAX_TOKENS_PER_OBSERVATION = 64.0
+# Below these, the ratio is one token per observation plus noise: the scrapes' timing with the
+# first tokens known, and without them the first tokens of requests that began (a request of
+# 80 tokens adds 1/79 to the ratio; speculative decoding adds 0.3 and more).
+_MTP_SLACK_FIRST_KNOWN = 1.05
+_MTP_SLACK_FIRST_UNKNOWN = 1.2
+
+
+def tokens_per_observation(previous: ServerMetrics, current: ServerMetrics) -> float:
+    """Tokens each inter-token latency observation carried between two scrapes: 1 without
+    speculative decoding. With MTP or another speculative method vLLM observes one latency
+    per output event, and an event can carry several tokens (vLLM PR #52853), so a decode
+    rate from the histogram's count alone reads low: Δ generation_tokens / Δ count, less the
+    requests' first tokens (the time-to-first-token histogram's count: generated tokens no
+    inter-token latency counts). 1 where it cannot be told (a counter unknown or reset, no
+    observation, a ratio no speculative method gives)."""
+
+    def delta(before: float | None, after: float | None) -> float | None:
+        if before is None or after is None or after < before:
+            return None
+        return after - before
+
+    events = delta(previous.inter_token_latency_count, current.inter_token_latency_count)
+    tokens = delta(previous.generation_tokens_total, current.generation_tokens_total)
+    if not events or tokens is None:
+        return 1.0
+    first = delta(previous.first_token_count, current.first_token_count)
+    slack = _MTP_SLACK_FIRST_UNKNOWN if first is None else _MTP_SLACK_FIRST_KNOWN
+    ratio = (tokens - (first or 0.0)) / events
+    if ratio < slack or ratio > MAX_TOKENS_PER_OBSERVATION:
+        return 1.0
+    return ratio
+
+
 def shown_text(value: object, most: int) -> str | None:
     """A name the server gives (model, version) as vramtop may show it: text of at most
     `most` characters with no control character (which would reach the terminal), else
