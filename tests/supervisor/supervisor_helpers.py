@@ -3,10 +3,18 @@ a machine without a GPU."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
+import httpx
 import psutil
 
 from vramtop.config import Profile
@@ -54,3 +62,25 @@ def fake_profile(name: str, port: int, ledger: Path, util: float = 0.9, **env: s
 def ledger_empty(ledger: Path) -> bool:
     """The fake "GPU" holds nothing: no allocation file of a live process is left."""
     return all(not psutil.pid_exists(int(entry.name)) for entry in ledger.iterdir())
+
+
+@contextmanager
+def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[int]:
+    argv = [sys.executable, str(FAKE_SERVER), "m", "--port", str(port)]
+    env = {**os.environ, "FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.1"}
+    proc = subprocess.Popen(
+        argv, env=env, start_new_session=True, stdout=stdout, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        yield proc.pid
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)

@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import httpx
 import psutil
-from supervisor_helpers import FAKE_SERVER, NoGpu, fake_profile, free_port
+from supervisor_helpers import NoGpu, fake_profile, free_port, started_by_hand
 
 from vramtop import cli
 from vramtop.commands.status import live_pids
@@ -24,28 +19,6 @@ from vramtop.machines.sampler import Sampler
 from vramtop.profiles import save_profile
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.adoption import _is_server_process
-
-
-@contextmanager
-def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[int]:
-    argv = [sys.executable, str(FAKE_SERVER), "m", "--port", str(port)]
-    env = {**os.environ, "FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.1"}
-    proc = subprocess.Popen(
-        argv, env=env, start_new_session=True, stdout=stdout, stderr=subprocess.STDOUT
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        yield proc.pid
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
 
 
 def console_backend(sup: Supervisor) -> MachineBackend:

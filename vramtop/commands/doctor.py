@@ -104,6 +104,9 @@ def _server(facts: Facts, args: argparse.Namespace) -> None:
     if profile is not None:
         facts.profile = profile.name
         facts.log_path = state.log_path(profile.name)
+        from vramtop.supervisor.launch import launch_problem
+
+        facts.launch_problem = launch_problem(profile)
     facts.url = getattr(args, "url", None) or (profile.url if profile else DEFAULT_URL)
     scraper = Scraper(facts.url, api_key=api_key_from(profile, getattr(args, "api_key_env", None)))
     try:

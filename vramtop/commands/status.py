@@ -8,10 +8,15 @@ import time
 from dataclasses import asdict
 
 from vramtop.commands import supervised
+from vramtop.commands.errors import CommandError
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 
 HEALTH_TIMEOUT_S = 3.0
+NO_PROFILE = (
+    "no profile yet: vramtop import launch.sh makes one from your launch script "
+    "(vramtop attach adopts a server already running; --demo shows the simulated one)"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,8 +33,13 @@ def run(args: argparse.Namespace) -> int:
                 return _print(args, {"state": "stopped", "profile": demo_world.DEMO_PROFILE})
         t = supervised.target(args, without_profile=True)
         info = t.supervisor.housekeeping()
-        data = asdict(info)
         rec = state.load(t.supervisor.name)
+        if t.placeholder and rec is None:
+            # No profile and no adopted server: there is no "default" server to call stopped.
+            raise CommandError(NO_PROFILE)
+        data = asdict(info)
+        # Added: what was found of a lost (deleted or damaged) state file, when it was.
+        data["state_note"] = t.supervisor.record_note
         log_path = t.supervisor.log_path
         data["log_path"] = str(log_path) if log_path is not None else None
         if rec is not None:
@@ -90,6 +100,8 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         lines.append("  command: " + " ".join(data["argv"]))  # type: ignore[arg-type]
     if data.get("healthy") is False:
         lines.append(f"  not healthy: {data.get('reason')}")
+    if data.get("state_note"):
+        lines.append(f"  note: {data['state_note']}")
     if data.get("last_error"):
         lines.append(f"  last error: {data['last_error']}")
     for line in data.get("last_lines") or []:  # type: ignore[attr-defined]

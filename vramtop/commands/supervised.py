@@ -23,6 +23,7 @@ PLACEHOLDER = "default"
 class Target:
     supervisor: Supervisor
     demo: bool
+    placeholder: bool = False  # no profile: the stand-in for an adopted server (`default`)
 
 
 def add_common(parser: argparse.ArgumentParser, *, json: bool = False) -> None:
@@ -84,13 +85,14 @@ def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
             Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
     name = getattr(args, "profile", None)
+    placeholder = False
     try:
         profile = load_profile(name)
     except CommandError:
         if not without_profile or name is not None or _default_named():
             raise
-        profile = _placeholder_profile()
-    return Target(Supervisor(profile, memory_released=nvml_memory_released()), False)
+        profile, placeholder = _placeholder_profile(), True
+    return Target(Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder)
 
 
 def load_profile(name: str | None) -> config.Profile:

@@ -44,7 +44,10 @@ def live_machine(
     windows: bool = True,
     gpu_probe: str = "auto",
 ) -> LiveMachine:
-    """The real machine: its GPU probe, and the profile's server (or just a URL to watch)."""
+    """The real machine: its GPU probe, and the profile's server (or just a URL to watch).
+
+    With a `url` the profile's supervisor comes only when what listens there is the profile's
+    own server, or nothing is (then the profile's state is the truth, and it can start)."""
     from vramtop.sources.host import is_wsl
     from vramtop.sources.probes import DeferredProbe
 
@@ -56,6 +59,10 @@ def live_machine(
         from vramtop.supervisor.stopping import memory_released_on
 
         supervisor = Supervisor(profile, memory_released=memory_released_on(probe))
+        if url is not None and not supervisor.owns_its_port():
+            # `--url` on the profile's port, held by a server the profile did not start (one
+            # started by hand): that server is shown, not the profile's record of another.
+            supervisor = None
     windows_source = None
     if wsl and windows:
         # Under WSL2 NVML has no per-process numbers: Windows' own counters name the desktop

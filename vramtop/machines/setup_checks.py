@@ -57,6 +57,7 @@ class Facts:
     fdinfo_denied: int = 0
     profile: str | None = None
     profile_error: str | None = None
+    launch_problem: str | None = None  # why the profile's launch command cannot run here
     url: str | None = None
     server: ServerReading | None = None
     log_path: Path | None = None
@@ -220,8 +221,20 @@ def server_checks(f: Facts) -> list[Check]:
                 "vramtop import launch.sh",
             )
         )
+    elif f.launch_problem is not None:
+        checks.append(
+            Check(
+                "profile",
+                "fail",
+                f"profile {f.profile!r}: {f.launch_problem}",
+                "give the command's full path in the profile's argv, or a prelude that "
+                "activates its environment (vramtop import --force launch.sh re-imports it)",
+            )
+        )
     else:
-        checks.append(Check("profile", "ok", f"profile {f.profile!r}"))
+        checks.append(
+            Check("profile", "ok", f"profile {f.profile!r}: its launch command is found here")
+        )
     s = f.server
     if s is None or not s.reachable:
         why = (s.error if s else None) or "no answer"

@@ -77,6 +77,7 @@ class ServerActions(LoadFollower):
         timeout_s: float = READY_TIMEOUT_S,
     ) -> ActionResult:
         report = progress or _no_progress
+        self._fresh_profile()
         return self._launch_then_wait(lambda: self._start(report, wait_ready), report, timeout_s)
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
@@ -94,6 +95,7 @@ class ServerActions(LoadFollower):
         LOST_REQUESTS_GRACE_S after SIGTERM (not its full stop timeout, which uvicorn can
         spend "waiting for connections to close") before SIGKILL."""
         report = progress or _no_progress
+        self._fresh_profile()
         grace = min(LOST_REQUESTS_GRACE_S, self.profile.stop_timeout_s) if requests_lost else None
 
         def act() -> ActionResult | _Loading:
@@ -144,6 +146,7 @@ class ServerActions(LoadFollower):
                 False, "a relaunch is saved once its server serves: wait for it to save it"
             )
         report = progress or _no_progress
+        self._fresh_profile()
         before = self.profile
         outcome = self._locked(lambda: self._relaunch_launch(changes, report, wait_ready, precheck))
         if isinstance(outcome, ActionResult):
@@ -331,7 +334,7 @@ class ServerActions(LoadFollower):
     ) -> ActionResult | _Loading:
         """Launch, or find the server already there; `_Loading`: wait for it once the lock
         is released."""
-        rec = self.record()
+        rec = self.record() or self._rebuild_locked()
         if rec is not None:
             adopted = self._recover(rec)
             if adopted is not None:
@@ -381,7 +384,7 @@ class ServerActions(LoadFollower):
         state.save(rec)
         env = launch.build_env(
             profile.env if env_base is None else None,
-            {tree.LAUNCH_ID_ENV: launch_id, **handed},
+            {tree.LAUNCH_ID_ENV: launch_id, tree.PROFILE_ENV: self.name, **handed},
             base=env_base,
         )
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
@@ -423,11 +426,19 @@ class ServerActions(LoadFollower):
         return None
 
     def _stop(self, progress: ProgressCallback, grace_s: float | None = None) -> ActionResult:
-        rec = self.record()
+        rec = self.record() or self._rebuild_locked()
         if rec is None:
-            return ActionResult(True, "not running")
+            note = f" ({self.record_note})" if self.record_note else ""
+            return ActionResult(True, f"not running{note}")
         found = self._tree(rec)
         was_running = bool(found)
+        if not was_running and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
+            # It had exited before anyone asked (a crash housekeeping had not settled yet):
+            # "stopped" would make that exit a planned one. It stays what it was: a crash.
+            self._record_exit(rec)
+            rec.state = Lifecycle.CRASHED
+            state.save(rec)
+            return ActionResult(True, f"not running: it had exited ({rec.last_error})")
         if was_running:
             progress("stopping")
             rec.state, rec.stop_requested = Lifecycle.STOPPING, True

@@ -8,7 +8,7 @@ import os
 import psutil
 
 from vramtop.core.vllm import args as vllm_args
-from vramtop.supervisor import launch
+from vramtop.supervisor import launch, state, tree
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 _MARKERS = ("vllm", "api_server", "vramtop.sim.server")
@@ -102,6 +102,36 @@ def output_file(pid: int) -> str | None:
     return None
 
 
+def rebuilt_record(profile: str, host: str | None, port: int) -> ServerRecord | str | None:
+    """The record of the server vramtop launched for `profile`, rebuilt from its own process
+    (the one listening on the profile's port, with vramtop's launch id and this profile's
+    name in its environment) when its state file is lost. A sentence instead when the port
+    is held by a server vramtop did not launch for this profile; None when nothing holds it.
+    """
+    if launch.port_owner(host, port) is None:
+        return None
+    found = find_server(port=port)
+    if isinstance(found, str):
+        return f"port {port} is held, but not by a vLLM server of yours: {found}"
+    try:
+        env = found.environ()
+    except psutil.Error:
+        env = {}
+    launch_id, owner = env.get(tree.LAUNCH_ID_ENV), env.get(tree.PROFILE_ENV)
+    if not launch_id or (owner is not None and owner != profile):
+        shown = " ".join(vllm_args.mask_secrets(found.cmdline())[:4])
+        return (
+            f"port {port} is held by pid {found.pid} ({shown}), which vramtop did not start "
+            f"for this profile: vramtop attach adopts it"
+        )
+    rec = record_for(profile, found, port)
+    log_file = state.log_path(profile)
+    rec.started_by, rec.launch_id = "vramtop", launch_id
+    rec.host = host or rec.host
+    rec.log_path, rec.log_offset = str(log_file), launch.last_start_offset(log_file, profile)
+    return rec
+
+
 def command_of(pid: int) -> tuple[list[str], str | None, dict[str, str] | None] | None:
     """Command line, cwd and environment (where readable) of a live process."""
     try:
@@ -115,7 +145,8 @@ def command_of(pid: int) -> tuple[list[str], str | None, dict[str, str] | None] 
         cwd = proc.cwd()
     with contextlib.suppress(psutil.Error):
         env = dict(proc.environ())
-        env.pop("VRAMTOP_LAUNCH_ID", None)
+        env.pop(tree.LAUNCH_ID_ENV, None)
+        env.pop(tree.PROFILE_ENV, None)
     return argv, cwd, env
 
 

@@ -24,7 +24,7 @@ from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, tree
-from vramtop.supervisor.readiness import tail
+from vramtop.supervisor.readiness import healthy_once, server_url, tail
 from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
@@ -51,6 +51,7 @@ class ServerHandle:
         health_timeout_s: float = 1.0,
     ) -> None:
         self.profile = profile
+        self._profile_file = _file_key(profile.loaded_from)
         self.memory_released = memory_released
         self.health_timeout_s = health_timeout_s
         self._child: Any = None  # our own Popen, when this process launched the server
@@ -59,6 +60,30 @@ class ServerHandle:
         # The last record `status` was asked of, and its answer: the kept record is the same
         # object for as long as its file does not change, and the console asks every tick.
         self._shown: tuple[ServerRecord, ServerInfo] | None = None
+        # What the last housekeeping step, start or stop found of a lost state file (rebuilt
+        # from the server's process, or why not), for `status` to say; None: nothing lost.
+        self.record_note: str | None = None
+
+    def _fresh_profile(self) -> None:
+        """The profile read again from its file when that file changed since it was read
+        (`vramtop import --force` replaced it): a start, restart or relaunch runs the command
+        the file says now, not the one an open console read when it opened. A file that no
+        longer reads leaves the profile as it was (logged)."""
+        path = self.profile.loaded_from
+        key = _file_key(path)
+        if path is None or key is None or key == self._profile_file:
+            return
+        from vramtop import config
+
+        try:
+            fresh = config.load_profile_file(path)
+        except (config.ConfigError, OSError) as exc:
+            log.warning("profile %s changed but cannot be read again: %s", path, exc)
+            return
+        self._profile_file = key
+        if fresh.name == self.profile.name:
+            log.info("profile %s changed on disk: read again", path)
+            self.profile = fresh
 
     @property
     def name(self) -> str:
@@ -94,11 +119,54 @@ class ServerHandle:
         with what is really there."""
         rec = self._recorded()
         if rec is None:
+            kept = self._kept_alive()
+            if kept is not None:
+                # The file went while the server was shown alive: what was read of it stands
+                # until housekeeping (woken by `settling`) has rebuilt the file or seen it gone.
+                return kept[1]
             return ServerInfo(state=ServerState.STOPPED, profile=self.name)
         shown = self._shown  # (replaced whole: the console's threads share it)
         if shown is None or shown[0] is not rec:
             shown = self._shown = (rec, self._info(rec))
         return shown[1]
+
+    def _kept_alive(self) -> tuple[ServerRecord, ServerInfo] | None:
+        """The record last shown, when it named a live server (its file since lost)."""
+        shown = self._shown
+        return shown if shown is not None and shown[0].state in ALIVE else None
+
+    def _rebuild_locked(self) -> ServerRecord | None:
+        """Under the lock, with no record to read (its file deleted or damaged): the record
+        rebuilt from what is really there, saved, or None when no server of this profile
+        runs. The truth is the server's own process: the record last read here while its
+        process lives, else the process on the profile's port carrying vramtop's launch id
+        for this profile (see `adoption.rebuilt_record`). `record_note` says what was found."""
+        from vramtop.supervisor import adoption
+
+        path = state.state_path(self.name)
+        problem = state.unreadable(self.name)
+        lost = f"was unreadable ({problem})" if problem else "was missing"
+        kept = self._kept_alive()
+        self._shown = None
+        if kept is not None and self._alive(kept[0]):
+            rec = state.copied(kept[0])
+        else:
+            found = adoption.rebuilt_record(self.name, self.profile.host, self.profile.port)
+            if not isinstance(found, ServerRecord):
+                said = [f"the state file {path} {lost}"] if problem else []
+                said += [found] if found else []
+                if problem and not found:
+                    said.append("no server of this profile holds its port")
+                self.record_note = "; ".join(said) or None
+                return None
+            rec = found
+            healthy = healthy_once(server_url(rec.host, rec.port), self.health_timeout_s)
+            rec.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
+            self._remember_tree(rec)
+        state.save(rec)
+        self.record_note = f"rebuilt from the running server (pid {rec.pid}): its state file {lost}"
+        log.warning("%s: %s", self.name, self.record_note)
+        return rec
 
     def _info(self, rec: ServerRecord) -> ServerInfo:
         alive = rec.state in ALIVE
@@ -230,6 +298,17 @@ def _flags_of(argv: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key] = None
     return out
+
+
+def _file_key(path: Path | None) -> tuple[int, int, int] | None:
+    """A file's identity for telling that it changed: inode, size, modification time."""
+    if path is None:
+        return None
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _create_time(pid: int) -> float | None:

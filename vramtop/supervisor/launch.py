@@ -157,6 +157,30 @@ def write_marker(path: Path, text: str) -> int:
         os.close(fd)
 
 
+# How far back `last_start_offset` looks for vramtop's start line.
+_MARKER_WINDOW = 4 * 1024 * 1024
+
+
+def last_start_offset(path: Path, profile: str) -> int:
+    """Where the newest run vramtop started for `profile` begins in its log (just after its
+    start line, as `write_marker` returned it); 0 when no such line is in the log's last
+    4 MB (then the whole file's tail is read)."""
+    marker = f"=== vramtop: start {profile}: ".encode()
+    try:
+        with open(path, "rb") as log_file:
+            size = log_file.seek(0, os.SEEK_END)
+            begin = max(0, size - _MARKER_WINDOW)
+            log_file.seek(begin)
+            text = log_file.read()
+    except OSError:
+        return 0
+    at = text.rfind(marker)
+    if at < 0:
+        return 0
+    end = text.find(b"\n", at)
+    return begin + (end + 1 if end >= 0 else len(text))
+
+
 def spawn(
     command: Sequence[str], env: Mapping[str, str], cwd: str | None, log_file: Path
 ) -> subprocess.Popen[bytes]:

@@ -62,9 +62,12 @@ class Supervisor(ServerActions):
           (a found launch, stopped when the tree is gone, running when it still serves).
 
         Never waits for the lock: an action under way settles the record itself."""
+        self.record_note = None
         step = self.settling()
         if step is not None:
             step()
+        if self._recorded() is None:
+            self._rebuild()
         return self.status()
 
     def settling(self) -> Callable[[], None] | None:
@@ -74,7 +77,8 @@ class Supervisor(ServerActions):
         on every tick, and wakes its housekeeping thread only when there is a step to take."""
         rec = self._recorded()  # read only: what changes it reads its own copy
         if rec is None:
-            return None
+            # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
+            return self._rebuild if self._kept_alive() is not None else None
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._alive(rec):
                 return self._settle_exit
@@ -86,6 +90,29 @@ class Supervisor(ServerActions):
         elif rec.state == Lifecycle.CRASHED and _due(rec.next_restart_at):
             return self._maybe_auto_restart
         return None
+
+    def owns_its_port(self) -> bool:
+        """Whether the profile's port is its own server's, or nobody's: False when a server
+        this profile did not start (by hand, or another profile's) holds it, which watching
+        the port would otherwise show under this profile's name, state and log."""
+        from vramtop.supervisor import adoption
+
+        self.housekeeping()  # a lost record is rebuilt first: then it is the profile's
+        rec = self._recorded()
+        if rec is not None and rec.state in state.ALIVE and self._alive(rec):
+            return True
+        found = adoption.rebuilt_record(self.name, self.profile.host, self.profile.port)
+        return not isinstance(found, str)
+
+    def _rebuild(self) -> None:
+        """No record to read (its file deleted or damaged): rebuild it from the server's own
+        process when one of this profile's runs (see `_rebuild_locked`)."""
+        try:
+            with state.locked(self.name, timeout_s=0.2):
+                if self._recorded() is None:
+                    self._rebuild_locked()
+        except state.Busy:
+            pass  # an action under way writes the record itself
 
     def _settle_exit(self) -> None:
         """Notice an exit nobody asked for; keep its exit code, last lines and cause."""

@@ -122,6 +122,25 @@ def load(profile: str) -> ServerRecord | None:
     return _load(state_path(profile))
 
 
+def unreadable(profile: str) -> str | None:
+    """Why the profile's state file cannot be read, when it is there but cannot (damaged,
+    unknown content, no permission); None when it reads, or is not there at all."""
+    path = state_path(profile)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    try:
+        ServerRecord.from_json(data)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
 def _load(path: Path) -> ServerRecord | None:
     try:
         data = json.loads(path.read_text())

@@ -24,6 +24,9 @@ import psutil
 log = logging.getLogger(__name__)
 
 LAUNCH_ID_ENV = "VRAMTOP_LAUNCH_ID"
+# Beside the launch id: the profile it was launched for, so that a record lost (its state
+# file deleted or damaged) is rebuilt from the server's own process for that profile only.
+PROFILE_ENV = "VRAMTOP_PROFILE"
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -1,0 +1,45 @@
+"""The server's state as the commands tell it, where there is no server to tell of: no profile
+at all, and an imported profile whose launch command cannot run here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vramtop import cli
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_status_without_any_profile_says_so_instead_of_a_default_server(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["status"], ["status", "--json"]):
+        assert cli.main(argv) == 2
+        out = capsys.readouterr()
+        assert "default: stopped" not in out.out and out.out == ""
+        assert "no profile yet" in out.err and "vramtop import" in out.err
+        assert len(out.err.strip().splitlines()) == 1
+
+
+def test_doctor_fails_the_profile_whose_launch_command_is_not_on_path(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # a shell where vLLM is not installed
+    script = tmp_path / "launch.sh"
+    script.write_text("vllm serve some/model --port 18011\n")
+    assert cli.main(["import", str(script), "--name", "broken"]) == 0
+    capsys.readouterr()
+    cli.main(["doctor", "--json"])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    profile = checks["profile"]
+    assert profile["status"] == "fail", profile
+    assert "'vllm' is not on PATH" in profile["detail"] and profile["fix"]
