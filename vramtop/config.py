@@ -206,19 +206,50 @@ def profile_from_argv(name: str, argv: list[str], **fields: Any) -> Profile:
 # --- files ---------------------------------------------------------------------------------
 
 
-def describe_validation_error(path: Path, exc: ValidationError) -> str:
-    """One line per problem: the field (dotted path) and what is wrong with it."""
+def describe_validation_error(
+    path: Path, exc: ValidationError, data: Mapping[str, Any] | None = None
+) -> str:
+    """One line per problem: the field (dotted path) and what is wrong with it. `data`: what
+    was validated (to tell a key's place in argv)."""
     lines = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "(file)"
-        message = str(error["msg"]).removeprefix("Value error, ")
+        message = secrets.mask_line(str(error["msg"]).removeprefix("Value error, "))
         if error["type"] == "extra_forbidden":
             message = "unknown field (a typo?)"
-        elif "input" in error and error["type"] != "missing" and error["loc"]:
-            # (A whole-profile check would echo the whole file: it says what is wrong.)
-            message += f" (got {secrets.mask_line(repr(error['input']))})"
+        elif error["type"] != "missing":
+            shown = shown_input(error, data)
+            if shown is not None:
+                message += f" (got {shown})"
         lines.append(f"{path}: field '{field}': {message}")
     return "\n".join(lines)
+
+
+# Fields whose value may be a key typed in the wrong place: never echoed.
+_KEY_FIELDS = frozenset({"api_key_env", "hf_token_env", "prelude"})
+
+
+def shown_input(error: Mapping[str, Any], data: Mapping[str, Any] | None = None) -> str | None:
+    """The value a validation error is about, as a message may show it (masked); None where
+    it must not be shown: a whole profile (it would echo every field), the fields a key may
+    be typed into (`api_key_env`, `hf_token_env`, `prelude`, a secret-named variable of
+    `env`, the word after `--api-key` in `argv`), and a value that holds a key in any form."""
+    loc = tuple(error.get("loc", ()))
+    if not loc or "input" not in error:
+        return None
+    if loc[0] in _KEY_FIELDS or any(secrets.is_secret_name(str(part)) for part in loc):
+        return None
+    if loc[0] == "argv" and len(loc) > 1 and isinstance(loc[1], int) and data is not None:
+        argv = data.get("argv")
+        before = argv[loc[1] - 1] if isinstance(argv, list) and 0 < loc[1] <= len(argv) else None
+        if isinstance(before, str) and vllm_args.canonical_flag(before) in vllm_args.SECRET_FLAGS:
+            return None
+    if loc[0] == "history" and loc[-1] in ("old", "new"):
+        return None  # a relaunch's old and new values: a key's flag among them
+    text = repr(error["input"])
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return None if secrets.written_secret(text) else text
 
 
 def load_profile_file(path: Path) -> Profile:
@@ -226,7 +257,7 @@ def load_profile_file(path: Path) -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(path, exc)) from None
+        raise ConfigError(describe_validation_error(path, exc, data)) from None
     profile._loaded_from = path
     return profile
 
@@ -241,6 +272,8 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
         return tomli_w.dumps(data)
     data["argv"] = profile.shown_argv()
     data["env"] = secrets.mask_env(profile.env)
+    if profile.prelude:  # the person's own shell text: a key they wrote in it is shown masked
+        data["prelude"] = secrets.mask_line(profile.prelude)
     for change in data.get("history", []):
         for key in ("old", "new"):
             if change["flag"] in vllm_args.SECRET_FLAGS and key in change:

@@ -113,6 +113,9 @@ def _server(facts: Facts, args: argparse.Namespace) -> None:
         facts.server = scraper.read_sync()
     finally:
         scraper.close()
+    from vramtop.core.secrets import mask_url
+
+    facts.url = mask_url(facts.url)  # shown from here on: a password in it is not
     paths = [locations.config_dir(), locations.state_dir(), locations.log_dir()]
     paths += [p for p in (locations.settings_file(), locations.own_log_file()) if p.exists()]
     facts.private_paths = paths

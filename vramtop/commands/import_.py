@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from vramtop import profiles
 from vramtop.commands.errors import ExitCode
-from vramtop.config import ConfigError, profile_to_toml
+from vramtop.config import ConfigError, profile_to_toml, shown_input
+from vramtop.core import secrets
 from vramtop.core.launch.interpreter import ParsedLaunch
 from vramtop.core.launch.problems import LaunchScriptError
 from vramtop.core.launch.script import parse_launch_script
@@ -68,13 +69,15 @@ def default_name(script: Path) -> str:
 
 
 def _validation_problems(exc: ValidationError) -> str:
-    """What is wrong with the profile, in the words of the command line (no pydantic dump)."""
+    """What is wrong with the profile, in the words of the command line (no pydantic dump,
+    and no value that may be a key)."""
     problems = []
     for error in exc.errors():
-        field = ".".join(str(part) for part in error["loc"]) or "profile"
+        field = ".".join(str(part) for part in error["loc"])
         where = "--name" if field == "name" else field
-        message = str(error["msg"]).removeprefix("Value error, ")
-        problems.append(f"{where} {error.get('input')!r}: {message}")
+        message = secrets.mask_line(str(error["msg"]).removeprefix("Value error, "))
+        shown = shown_input(error)
+        problems.append(" ".join(part for part in (where, shown, message) if part).strip())
     return "; ".join(problems) + ". Nothing was saved."
 
 
@@ -105,7 +108,12 @@ def run(args: argparse.Namespace) -> int:
     if parsed.api_key_in_script:
         print(
             "note: the API key in the script was not stored. Export it before starting the "
-            "server: export VLLM_API_KEY=…  (vLLM reads it itself)",
+            f"server: export {parsed.api_key_env or secrets.VLLM_API_KEY}=…"
+            + (
+                "  (vLLM reads it itself)"
+                if parsed.api_key_env in (None, secrets.VLLM_API_KEY)
+                else f"  (handed to the server as {secrets.VLLM_API_KEY})"
+            ),
             file=sys.stderr,
         )
     elif parsed.api_key_env and parsed.api_key_env != "VLLM_API_KEY":

@@ -40,7 +40,7 @@ _WORD = r"(?:apikey|key|token|secret|password|passwd)"
 _NAME = rf"(?:[A-Za-z0-9]+[_-])*{_WORD}"
 _START = r"(?<![A-Za-z0-9_-])"
 # `--api-key VALUE`, `--api-key=VALUE`, `--hf-token VALUE` (any secret-named flag).
-_FLAG = re.compile(rf"(?i)(?<![\w-])(--{_NAME})(=|\s+)(?!-)([^\s'\",\]]+)")
+_FLAG = re.compile(rf"(?i)(?<![\w-])(--{_NAME})((?:=|\s+)['\"]?)(?!-)([^\s'\",\]]+)")
 # `'api_key': ['a', 'b']` (a repr of a list of keys: vLLM's "non-default args").
 _LIST = re.compile(rf"(?i)(['\"]?{_START}{_NAME}['\"]?\s*[:=]\s*)\[([^\]]*)\]")
 # `'api_key': 'VALUE'`, `"api_key": "VALUE"`, `api_key='VALUE'`.
@@ -98,5 +98,17 @@ def mask_url(url: str) -> str:
 
 
 def mask_env(env: dict[str, str]) -> dict[str, str]:
-    """Environment variables for display: secret-named ones shown as `***`."""
-    return {name: MASK if is_secret_name(name) else value for name, value in env.items()}
+    """Environment variables for display: secret-named ones shown as `***`, and a key inside
+    any other value masked (`AUTH="Bearer …"`)."""
+    return {name: MASK if is_secret_name(name) else mask_line(value) for name, value in env.items()}
+
+
+def written_secret(text: str) -> bool:
+    """Whether `text` carries a key in one of the forms `mask_line` masks."""
+    return mask_line(text) != text
+
+
+def holds_secret(name: str, value: str) -> bool:
+    """Whether setting `name` to `value` sets a key: by the name (`VLLM_API_KEY`, `*_TOKEN`)
+    or by the value (`Bearer …`, a URL's password, `--api-key …`)."""
+    return is_secret_name(name) or written_secret(value)

@@ -392,7 +392,9 @@ class ServerActions(LoadFollower):
         prelude = profile.prelude if env_base is None else None
         progress(LAUNCHING)
         try:
-            child = launch.spawn(launch.build_command(argv, prelude), env, cwd, log_file)
+            command_line = launch.build_command(argv, prelude)
+            env |= launch.prelude_env(prelude)  # its text in the environment, never in argv
+            child = launch.spawn(command_line, env, cwd, log_file)
             log.info("launched %s: pid %d", self.name, child.pid)
         except OSError as exc:
             rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"

@@ -33,10 +33,27 @@ LOG_ROTATE_BYTES = 64 * 1024 * 1024
 LOG_KEEP = 3
 
 
+# The variable the prelude's text travels in: never in bash's argv, where `ps` shows it to
+# every user for as long as the prelude runs (a `conda activate` takes seconds), and a key the
+# person wrote into their prelude with it.
+PRELUDE_ENV = "VRAMTOP_PRELUDE"
+_RUN_PRELUDE = f'eval "${PRELUDE_ENV}"\nunset {PRELUDE_ENV}\n'
+
+
 def build_command(argv: Sequence[str], prelude: str | None) -> list[str]:
+    """The server's command: its argv, after the prelude when there is one. The prelude's
+    text is not in it: it comes from the environment `prelude_env` gives."""
     if not prelude or not prelude.strip():
         return list(argv)
-    return ["bash", "-c", f'{prelude.strip()}\nexec "$@"', "vllm-launch", *argv]
+    return ["bash", "-c", _RUN_PRELUDE + 'exec "$@"', "vllm-launch", *argv]
+
+
+def prelude_env(prelude: str | None) -> dict[str, str]:
+    """The environment `build_command`'s bash reads the prelude from (unset before the
+    server starts)."""
+    if not prelude or not prelude.strip():
+        return {}
+    return {PRELUDE_ENV: prelude.strip()}
 
 
 # How long `launch_problem` lets a profile's prelude run (a conda activate takes seconds).
@@ -55,11 +72,11 @@ def launch_problem(profile: Profile) -> str | None:
     program = profile.argv[0]
     env = build_env(profile.env, {})
     if profile.prelude and profile.prelude.strip():
-        script = f'{profile.prelude.strip()}\ncommand -v -- "$1" >/dev/null'
+        script = _RUN_PRELUDE + 'command -v -- "$1" >/dev/null'
         try:
             done = subprocess.run(
                 ["bash", "-c", script, "vllm-check", program],
-                env=env,
+                env={**env, **prelude_env(profile.prelude)},
                 cwd=profile.cwd or None,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,

@@ -13,6 +13,7 @@ from vramtop.core.launch import checks
 from vramtop.core.launch.problems import Problem
 from vramtop.core.launch.shell_commands import Command
 from vramtop.core.launch.shell_lex import (
+    SPECIAL_PARAM,
     Cmd,
     Lit,
     Segment,
@@ -73,8 +74,15 @@ class Interpreter:
         self.env: dict[str, str] = {}
         self.cwd: str | None = None
         self.warnings: list[Problem] = []
-        self.api_key_literal = False
-        self.hf_token_env: str | None = None
+        # Where the server's key and token come from, when an assignment in the script (not
+        # the vLLM command's own flags) sets them: (the variable, whether the script writes
+        # the value itself).
+        self.api_key: tuple[str, bool] | None = None
+        self.hf_token: tuple[str, bool] | None = None
+        self.secret_values: set[str] = set()
+        """Every key the script writes, so that no message vramtop prints repeats it."""
+        self.allexport = False  # `set -a`: every assignment from here on is exported
+        self.prelude_allexport = False  # the prelude has its own `set -a` on
 
     def finish(self) -> ParsedLaunch:
         """The vLLM command with everything the script set around it (no errors left)."""
@@ -83,12 +91,21 @@ class Interpreter:
         result.env = self.env
         result.prelude = self.prelude
         result.cwd = self.cwd
-        result.api_key_in_script = result.api_key_in_script or self.api_key_literal
-        if self.api_key_literal and result.api_key_env is None:
-            result.api_key_env = secrets.VLLM_API_KEY
-        result.hf_token_env = result.hf_token_env or self.hf_token_env
-        result.warnings = sorted(self.warnings, key=lambda p: p.line or 0)
+        if result.api_key_env is None and self.api_key is not None:
+            result.api_key_env, written = self.api_key
+            result.api_key_in_script = result.api_key_in_script or written
+        if result.hf_token_env is None and self.hf_token is not None:
+            result.hf_token_env = self.hf_token[0]
+        result.warnings = [self.redact(p) for p in sorted(self.warnings, key=lambda p: p.line or 0)]
         return result
+
+    def redact(self, problem: Problem) -> Problem:
+        """`problem` with every key the script writes masked, in whatever form it is quoted."""
+        text = secrets.mask_line(problem.message)
+        for value in sorted(self.secret_values, key=len, reverse=True):
+            if len(value) >= 3:
+                text = text.replace(value, secrets.MASK)
+        return Problem(problem.line, text)
 
     # values
 
@@ -142,12 +159,18 @@ class Interpreter:
 
     def _simple(self, cmd: Command) -> None:
         words = list(cmd.words)
-        inline: dict[str, Variable] = {}
+        inline: dict[str, tuple[Variable, Word]] = {}
         while words and (assign := self.vars.assign(words[0], cmd.line)):
-            inline[assign[0]] = assign[1]
+            inline[assign[0]] = (assign[1], words[0])
             words.pop(0)
         if not words:
-            self.vars.update(inline)
+            if self.allexport:  # under `set -a` an assignment is an export
+                self._export(cmd, list(cmd.words))
+                return
+            for name, (var, word) in inline.items():
+                self.vars[name] = var
+                if var.value is not None and _holds_secret(name, word):
+                    self.secret_values.add(var.value)
             return
         if self._is_vllm_like(cmd):
             self._vllm(cmd, words, inline)
@@ -160,9 +183,13 @@ class Interpreter:
             return
         head = words[0].literal
         if head == "set":
+            self._set(words[1:])
             return
         if head == "export":
             self._export(cmd, words[1:])
+        elif head in _DECLARE and _exports(words[1:]):
+            # `declare -x NAME=…` exports as `export` does.
+            self._export(cmd, [w for w in words[1:] if not (w.literal or "").startswith("-")])
         elif head in _DECLARE:
             for word in words[1:]:
                 if assign := self.vars.assign(word, cmd.line):
@@ -170,57 +197,148 @@ class Interpreter:
         elif head == "cd":
             self._cd(cmd, words[1:])
         else:
-            self.prelude.append(self.source_text(cmd))
+            self._prelude_line(cmd.line, self.source_text(cmd), words)
 
     # parts
 
+    def _set(self, args: list[Word]) -> None:
+        """`set -a` / `set -o allexport` (and their `+` forms) are followed; the shell's other
+        options are dropped (the prelude's `&&` chain already stops on a failure)."""
+        words = [w.literal or "" for w in args]
+        for index, flag in enumerate(words):
+            if flag in ("-o", "+o"):
+                if words[index + 1 : index + 2] == ["allexport"]:
+                    self._allexport(flag == "-o")
+            elif flag[:1] in "-+" and not flag.startswith("--") and "a" in flag[1:]:
+                self._allexport(flag.startswith("-"))
+
+    def _allexport(self, on: bool) -> None:
+        self.allexport = on
+        if not on and self.prelude_allexport:
+            self.prelude.append("set +a")
+            self.prelude_allexport = False
+
+    def _prelude_line(self, line: int, text: str, words: list[Word]) -> None:
+        """A shell line for the prelude, unless it writes a key: the prelude is stored in the
+        profile, and a key is never stored."""
+        if secrets.written_secret(" ".join(_literal_view(w) for w in words)):
+            self.errors.append(
+                Problem(
+                    line,
+                    "this command writes a key or token into the script, and vramtop never "
+                    "stores one: export it in your shell and refer to it by its variable "
+                    '(for example "$HF_TOKEN")',
+                )
+            )
+            return
+        if self.allexport and not self.prelude_allexport:
+            self.prelude.append("set -a")  # what it sources is exported, as in the script
+            self.prelude_allexport = True
+        self.prelude.append(text)
+
     def _export(self, cmd: Command, args: list[Word]) -> None:
-        shell_side = False
+        """`export A=1 B="$X" VLLM_API_KEY=…`: literal values → env; values the shell expands
+        → an export line in the prelude; keys → neither (where they come from is noted)."""
+        shell_side: list[Word] = []
         for word in args:
             if word.literal and word.literal.startswith("-"):
-                shell_side = True
+                shell_side.append(word)
                 continue
             assign = self.vars.assign(word, cmd.line)
             if assign is None:
                 name = word.literal or ""
                 var = self.vars.get(name)
-                if var is not None and var.value is not None:
+                if var is not None and var.secret is not None:
+                    self._note_secret(name, var.secret, cmd.line)
+                elif var is not None and var.value is not None:
                     self._set_env(name, var.value, cmd.line)
                 else:
-                    shell_side = True
+                    shell_side.append(word)
                 continue
             name, var = assign
+            value = _value_word(word)
+            if _holds_secret(name, value):
+                if not self._secret_assignment(name, value, cmd.line):
+                    shell_side.append(word)  # from a command: the shell runs it at launch
+                continue
             self.vars[name] = var
             rest_literal = all(isinstance(s, Lit) for s in word.segments)
             if var.value is not None and rest_literal:
                 self._set_env(name, var.value, cmd.line)
             else:
                 # Refers to the environment (PATH, LD_LIBRARY_PATH…): let the shell expand it.
-                shell_side = True
+                shell_side.append(word)
                 self.vars[name] = Variable(None, cmd.line, ", from the environment")
-        if shell_side:
-            self.prelude.append(self.source_text(cmd))
+        if any(not (w.literal or "").startswith("-") for w in shell_side):
+            text = " ".join(self._source_word(w) for w in shell_side)
+            self._prelude_line(cmd.line, f"export {text}", shell_side)
 
-    def _set_env(self, name: str, value: str, line: int) -> None:
-        """A variable for the server; one holding a secret is left to the user's shell."""
-        if not secrets.is_secret_name(name):
-            self.env[name] = value
-            return
+    def _source_word(self, word: Word) -> str:
+        return re.sub(r"\\\n[ \t]*", "", self.text[word.start : word.end])
+
+    def _secret_assignment(self, name: str, value: Word, line: int) -> bool:
+        """`NAME=…` where NAME holds a key (or the value is one): never stored. Notes where
+        the server takes it from at launch; False when the value comes from a command (which
+        only the running shell can do)."""
+        parts = [s for s in value.segments if not (isinstance(s, Lit) and not s.text)]
+        only = parts[0] if len(parts) == 1 else None
+        for seg in parts:
+            if isinstance(seg, Cmd):
+                self.secret_values.add(seg.raw)
+            elif isinstance(seg, Var) and seg.default:
+                self.secret_values.update((seg.default, seg.raw))
+        resolved = self.vars.resolve_or_none(value)
+        if resolved:
+            self.secret_values.add(resolved)
+        if isinstance(only, Cmd):
+            self.vars[name] = Variable(None, line, " from a command")
+            return False
+        source: tuple[str, bool]
+        known = self.vars.get(only.name) if isinstance(only, Var) else None
+        if isinstance(only, Var) and only.name not in SPECIAL_PARAM:
+            if known is not None and known.secret is not None:
+                source = known.secret
+            elif known is None or known.value is None:
+                # From the environment (`$MY_KEY`); a default beside it is a key written.
+                source = (only.name, only.default is not None)
+            else:
+                source = (name, True)
+        else:
+            source = (name, True)
+        self.vars[name] = Variable(None, line, ", a key vramtop does not store", secret=source)
+        self._note_secret(name, source, line)
+        return True
+
+    def _note_secret(self, name: str, source: tuple[str, bool], line: int) -> None:
+        """The exported key `name` is taken from `source` at launch (and said so)."""
+        env, written = source
         if name == secrets.VLLM_API_KEY:
-            self.api_key_literal = True
+            self.api_key = source
             what = "the API key"
         elif name == secrets.HF_TOKEN:
-            self.hf_token_env = name
+            self.hf_token = source
             what = "the Hugging Face token"
         else:
             what = "a secret"
-        self.warnings.append(
-            Problem(
-                line,
-                f"{what} is written in the script ({name}); vramtop does not store it: "
-                f"export {name} in your shell before starting the server",
+        if written:
+            self.warnings.append(
+                Problem(
+                    line,
+                    f"{what} is written in the script ({name}); vramtop does not store it: "
+                    f"export {env} in your shell before starting the server",
+                )
             )
+
+    def _set_env(self, name: str, value: str, line: int) -> None:
+        """A variable for the server; one holding a secret is left to the user's shell."""
+        if not secrets.holds_secret(name, value):
+            self.env[name] = value
+            return
+        self.secret_values.add(value)
+        self.vars[name] = Variable(
+            None, line, ", a key vramtop does not store", secret=(name, True)
         )
+        self._note_secret(name, (name, True), line)
 
     def _cd(self, cmd: Command, args: list[Word]) -> None:
         if not args:
@@ -237,7 +355,9 @@ class Interpreter:
             target = self.cwd.rstrip("/") + "/" + target
         self.cwd = target
 
-    def _vllm(self, cmd: Command, words: list[Word], inline: dict[str, Variable]) -> None:
+    def _vllm(
+        self, cmd: Command, words: list[Word], inline: dict[str, tuple[Variable, Word]]
+    ) -> None:
         if self.result is not None:
             self.errors.append(
                 Problem(
@@ -256,7 +376,10 @@ class Interpreter:
         errors, dropped = checks.plumbing(cmd)
         self.errors.extend(errors)
         notes.extend(dropped)
-        for name, var in inline.items():
+        for name, (var, word) in inline.items():
+            value = _value_word(word)
+            if _holds_secret(name, value) and self._secret_assignment(name, value, cmd.line):
+                continue
             if var.value is None:
                 self.errors.append(Problem(cmd.line, f"inline variable {name}: {var.unresolved}"))
             else:
@@ -279,7 +402,7 @@ class Interpreter:
         self.warnings.extend(notes)
 
     def _unwrap(
-        self, cmd: Command, words: list[Word], inline: dict[str, Variable]
+        self, cmd: Command, words: list[Word], inline: dict[str, tuple[Variable, Word]]
     ) -> list[Problem]:
         """Drop `exec`, `nohup`, `env A=B`… from the front of `words` (in place); `env`'s
         assignments join `inline`. Returns the notes on what was dropped."""
@@ -289,8 +412,7 @@ class Interpreter:
             if wrapper == "nohup":
                 notes.append(checks.nohup_dropped(cmd.line))
             while wrapper == "env" and words and (a := self.vars.assign(words[0], cmd.line)):
-                inline[a[0]] = a[1]
-                words.pop(0)
+                inline[a[0]] = (a[1], words.pop(0))
         return notes
 
     def _vllm_argv(
@@ -321,36 +443,77 @@ class Interpreter:
                 )
                 continue
             try:
-                argv.append(self.vars.resolve(word))
+                arg = self.vars.resolve(word)
             except Unresolved as exc:
                 self.errors.append(Problem(word.line, exc.message))
+                continue
+            if secrets.written_secret(arg):
+                self.secret_values.add(arg)
+                self.errors.append(
+                    Problem(
+                        word.line,
+                        "a word of the vLLM command holds a key or token, and vramtop never "
+                        'stores one: give the API key as --api-key "$VLLM_API_KEY" (or export '
+                        "VLLM_API_KEY), the Hugging Face token as HF_TOKEN",
+                    )
+                )
+                continue
+            argv.append(arg)
         return argv
 
     @staticmethod
     def _secret_value(word: Word, following: list[Word]) -> tuple[str, Word | None, bool] | None:
-        """For `--api-key V` / `--hf-token=V`: (the flag, the value's word, whether it is the
-        next word)."""
-        first = word.segments[0] if word.segments else None
-        if not isinstance(first, Lit) or first.quoted or not first.text.startswith("--"):
+        """For `--api-key V` / `--hf-token=V` (quoted or not: `"--api-key=V"`): (the flag,
+        the value's word, whether it is the next word)."""
+        head = ""
+        for index, seg in enumerate(word.segments):
+            if not isinstance(seg, Lit):
+                break
+            flag, eq, rest = seg.text.partition("=")
+            head += flag
+            if eq:
+                tail = [Lit(rest, seg.quoted), *word.segments[index + 1 :]]
+                value: Word | None = Word(tail, word.line, 0, 0)
+                break
+        else:
+            value = None
+            eq = ""
+        if not head.startswith("--"):
             return None
-        flag, eq, rest = first.text.partition("=")
-        flag = vllm_args.canonical_flag(flag)
+        flag = vllm_args.canonical_flag(head)
         if flag not in _SECRET_ENV:
             return None
         if eq:
-            return flag, Word([Lit(rest, False), *word.segments[1:]], word.line, 0, 0), False
+            return flag, value, False
+        if len(head) != len(word.raw_text):
+            return None  # `--api-key$X`: not the flag vLLM reads
         return (flag, following[0], True) if following else (flag, None, False)
 
     def _api_key(self, value_word: Word | None, default_env: str) -> tuple[str, bool]:
         """Drop the secret from the argv: (the variable to take it from, whether it was a
         value)."""
-        if value_word is not None:
-            segs = [s for s in value_word.segments if not (isinstance(s, Lit) and not s.text)]
-            if len(segs) == 1 and isinstance(segs[0], Var):
-                name = segs[0].name
-                var = self.vars.get(name)
-                if var is None or var.value is None:
-                    return name, False  # taken from the environment at launch: fine
+        if value_word is None:
+            return default_env, True
+        for seg in value_word.segments:
+            if isinstance(seg, Cmd):
+                self.secret_values.add(seg.raw)
+            elif isinstance(seg, Var) and seg.default:
+                self.secret_values.update((seg.default, seg.raw))
+        written = self.vars.resolve_or_none(value_word)
+        if written:
+            self.secret_values.add(written)
+        segs = [s for s in value_word.segments if not (isinstance(s, Lit) and not s.text)]
+        if len(segs) == 1 and isinstance(segs[0], Var) and segs[0].name not in SPECIAL_PARAM:
+            name = segs[0].name
+            var = self.vars.get(name)
+            if var is not None and var.secret is not None:
+                return var.secret
+            if var is None or var.value is None:
+                # Taken from the environment at launch: fine (a default beside it is a key
+                # written in the script).
+                return name, segs[0].default is not None
+            if secrets.is_secret_name(name):
+                return name, True
         return default_env, True
 
 
@@ -358,3 +521,37 @@ def _only_segment(word: Word) -> Segment | None:
     """The word's single meaningful part (`"$@"` is an empty quote plus `$@`), if it has one."""
     parts = [s for s in word.segments if not (isinstance(s, Lit) and not s.text)]
     return parts[0] if len(parts) == 1 else None
+
+
+def _value_word(word: Word) -> Word:
+    """The value of an assignment word `NAME=value`, as a word of its own."""
+    first = word.segments[0]
+    assert isinstance(first, Lit)
+    rest = first.text.partition("=")[2]
+    return Word([Lit(rest, False), *word.segments[1:]], word.line, word.start, word.end)
+
+
+def _literal_view(word: Word) -> str:
+    """The text the script itself writes in `word`: its literal parts and the defaults of
+    its expansions; what only the running shell knows reads as the mask (a variable's value,
+    a command's output), so that a key is found where one is written, never where a
+    variable is named."""
+    out = []
+    for seg in word.segments:
+        if isinstance(seg, Lit):
+            out.append(seg.text)
+        elif isinstance(seg, Var) and seg.default is not None:
+            out.append(seg.default)
+        else:
+            out.append(secrets.MASK)
+    return "".join(out)
+
+
+def _holds_secret(name: str, value: Word) -> bool:
+    """Whether `NAME=value` sets a key: by its name, or by what the value writes."""
+    return secrets.holds_secret(name, _literal_view(value))
+
+
+def _exports(args: list[Word]) -> bool:
+    """Whether `declare`/`typeset`'s options include `-x` (export)."""
+    return any((w.literal or "").startswith("-") and "x" in (w.literal or "")[1:] for w in args)

@@ -9,6 +9,7 @@ figures for the same card and budget.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,12 +52,10 @@ def lint_launch(
     `outside_budget_bytes`: what the server was measured to hold beyond its budget (its CUDA
     context); None: the estimate, and the finding says so."""
     findings: list[Finding] = []
-    host = vllm_args.host(argv, defaults)
     key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
     has_key = key_on_line or api_key_env is not None or api_key_in_script
-    # vLLM binds every interface when --host is not given.
-    if (host is None or host in ALL_INTERFACES) and not has_key:
-        where = "every network interface" + (" (no --host given)" if host is None else "")
+    where = exposed_where(argv, defaults)
+    if where is not None and not has_key:
         findings.append(
             Finding(
                 "exposed",
@@ -85,6 +84,65 @@ def lint_launch(
         _budget_findings(argv, defaults, total_bytes, min_headroom_gib, outside_budget_bytes)
     )
     return findings
+
+
+UDS = "--uds"
+
+
+def exposed_where(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> str | None:
+    """Where beyond this machine the server can be reached, in words; None when only from
+    here: a loopback `--host`, or a Unix socket (`--uds`: vLLM then ignores host and port).
+    vLLM binds every interface when no --host is given."""
+    if vllm_args.get_flag(argv, UDS, defaults) is not None:
+        return None
+    host = vllm_args.host(argv, defaults)
+    if host is None:
+        return "every network interface (no --host given)"
+    address = _address(host)
+    if host.strip() in ALL_INTERFACES or (address is not None and address.is_unspecified):
+        return "every network interface" + ("" if host in ALL_INTERFACES else f" (--host {host})")
+    if address is not None and address.is_loopback:
+        return None
+    if address is None and host.strip().lower().rstrip(".") in ("localhost", "ip6-localhost"):
+        return None
+    return f"{host} (reachable from other machines)"
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a --host names, as the system reads it (`0` and `127.1` are the short
+    IPv4 forms inet_aton takes; an IPv4-mapped IPv6 address is its IPv4 one); None for a
+    name."""
+    text = host.strip().removeprefix("[").removesuffix("]").split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return _inet_aton(text)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _inet_aton(text: str) -> ipaddress.IPv4Address | None:
+    """`0`, `127.1`, `0x7f.1`, `017700000001`: the numbers-and-dots forms of inet_aton(3)."""
+    parts = text.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    try:
+        numbers = [
+            int(p, 16)
+            if p.lower().startswith("0x")
+            else int(p, 8 if p[:1] == "0" and len(p) > 1 else 10)
+            for p in parts
+        ]
+    except ValueError:
+        return None
+    *head, last = numbers
+    if any(not 0 <= n <= 255 for n in head) or not 0 <= last < 256 ** (5 - len(parts)):
+        return None
+    value = 0
+    for n in head:
+        value = value * 256 + n
+    return ipaddress.IPv4Address(value * 256 ** (5 - len(parts)) + last)
 
 
 def _internal_port_findings(

@@ -25,7 +25,14 @@ Decisions (each is what the supervisor can reproduce faithfully):
   (`--api-key "$MY_KEY"` → `MY_KEY`; a written value → `VLLM_API_KEY` / `HF_TOKEN`, with a
   note saying to export it). An exported or inline variable whose name says it holds a secret
   (`VLLM_API_KEY=…`, `HF_TOKEN=…`, `*_KEY`, `*_TOKEN`) is not stored either: a note says
-  to export it in the shell instead.
+  to export it in the shell instead. A key is found wherever the script can set one:
+  `export`, `declare -x`, an assignment under `set -a`, `env`, inline, a default
+  (`${VLLM_API_KEY:-sk-…}`, `${X:=…}`), quoted or not; a value that is a key by its form
+  (`Bearer …`) counts whatever its name. `export VLLM_API_KEY="$MY_KEY"` names MY_KEY as
+  the key's variable. A prelude command or a vLLM word that writes a key elsewhere
+  (`huggingface-cli login --token hf_…`) is refused: the prelude is stored. No message
+  repeats a key the script writes.
+- `set -a` / `set +a` around prelude commands are kept, so what they source is exported.
 
 Tokenising is `shell_lex`, grouping into commands `shell_commands`, the constructs a profile
 cannot hold `checks`, and what each command becomes `interpreter`.
@@ -63,5 +70,6 @@ def parse_launch_script(text: str, script_dir: str | None = None) -> ParsedLaunc
             Problem(None, f"no vLLM command found; vramtop recognises {checks.FORMS}")
         )
     if interp.errors:
-        raise LaunchScriptError(sorted(interp.errors, key=lambda p: p.line or 0))
+        problems = [interp.redact(p) for p in interp.errors]
+        raise LaunchScriptError(sorted(problems, key=lambda p: p.line or 0))
     return interp.finish()

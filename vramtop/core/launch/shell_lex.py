@@ -31,7 +31,8 @@ class Lit:
 class Var:
     name: str
     raw: str
-    default: str | None = None  # ${NAME:-default}
+    default: str | None = None  # ${NAME:-default}, ${NAME:=default}
+    assigns: bool = False  # ${NAME:=default}: the default is also assigned to NAME
 
 
 @dataclass(frozen=True)
@@ -287,12 +288,16 @@ class _Lexer:
         name, rest = name_match.group(0), body[name_match.end() :]
         if rest == "":
             return Var(name, raw)
-        if rest.startswith((":-", "-")):
-            default = rest[2:] if rest.startswith(":-") else rest[1:]
-            if "$" in default or "`" in default:
-                return Cmd(raw)
-            return Var(name, raw, default)
-        return Cmd(raw)  # ${X%…}, ${X/…}, ${X:=…}: not something to evaluate here
+        operator = re.match(r":?[-=?+]", rest)
+        if operator is None:
+            return Cmd(raw)  # ${X%…}, ${X/…}, ${X:1}: not something to evaluate here
+        op, default = operator.group(0), rest[operator.end() :]
+        if op.endswith("+") or "$" in default or "`" in default:
+            return Cmd(raw)  # ${X:+alt} and nested expansions: only the running shell knows
+        if op.endswith("?"):
+            return Var(name, raw)  # ${X:?message}: X's value, or the script stops
+        # ${X:-default} uses the default; ${X:=default} also assigns it to X.
+        return Var(name, raw, default, assigns=op.endswith("="))
 
     def _backtick(self) -> Cmd:
         end = self.text.find("`", self.i + 1)

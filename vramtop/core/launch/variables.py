@@ -27,6 +27,9 @@ class Variable:
     line: int
     why: str = ""
     unresolved: str = ""  # why the value could not be worked out
+    secret: tuple[str, bool] | None = None
+    """A key kept out of the profile: (the variable it is read from at launch, whether the
+    script writes its value itself)."""
 
 
 class ScriptVariables(dict[str, Variable]):
@@ -56,6 +59,8 @@ class ScriptVariables(dict[str, Variable]):
         var = self.get(seg.name)
         if var is None:
             if seg.default is not None:
+                if seg.assigns:  # ${NAME:=default}: NAME holds the default from here on
+                    self[seg.name] = Variable(seg.default, 0)
                 return seg.default
             if seg.name in SPECIAL_PARAM:
                 raise Unresolved(
