@@ -7,6 +7,7 @@ A theme file holds the fields of `textual.theme.Theme` (name, primary, backgroun
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -42,6 +43,14 @@ VARIABLE_DEFAULTS = {
 }
 
 
+# A theme file is a few hundred bytes.
+MAX_THEME_BYTES = 64 * 1024
+MAX_THEME_FILES = 200
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+_VARIABLE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
+_REFERENCE = re.compile(r"^\$[a-z][a-z0-9-]{0,63}( [0-9]{1,3}%)?$")
+
+
 class ThemeFileError(ValueError):
     pass
 
@@ -59,11 +68,16 @@ def load_themes(directories: list[Path] | None = None) -> LoadedThemes:
     by_name: dict[str, Theme] = {}
     notices: list[str] = []
     for directory in directories:
-        if not directory.is_dir():
+        try:
+            paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in SUFFIXES)
+        except OSError as error:
+            if directory.exists():
+                notices.append(f"Themes in {directory} cannot be read ({_first_line(error)}).")
             continue
-        for path in sorted(directory.iterdir()):
-            if path.suffix.lower() not in SUFFIXES:
-                continue
+        if len(paths) > MAX_THEME_FILES:
+            notices.append(f"{directory} holds more than {MAX_THEME_FILES} themes; read the first.")
+            paths = paths[:MAX_THEME_FILES]
+        for path in paths:
             try:
                 theme = theme_from_file(path)
             except ThemeFileError as error:
@@ -75,7 +89,11 @@ def load_themes(directories: list[Path] | None = None) -> LoadedThemes:
 
 def theme_from_file(path: Path) -> Theme:
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:  # a theme is a few hundred bytes; /dev/zero is not one
+            raw = f.read(MAX_THEME_BYTES + 1)
+        if len(raw) > MAX_THEME_BYTES:
+            raise ThemeFileError(f"larger than {MAX_THEME_BYTES // 1024} KiB: not a theme")
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     if path.suffix.lower() == ".toml":
@@ -90,7 +108,7 @@ def theme_from_file(path: Path) -> Theme:
 
         try:
             data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
+        except (yaml.YAMLError, RecursionError) as error:
             raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     return theme_from_mapping(data, default_name=path.stem)
 
@@ -103,26 +121,73 @@ def theme_from_mapping(data: Any, default_name: str) -> Theme:
     if unknown:
         raise ThemeFileError(f"unknown field(s): {', '.join(unknown)}")
     data.setdefault("name", default_name)
-    if "primary" not in data:
+    name = data["name"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ThemeFileError(
+            f"name = {_shown(name)} is not a theme name (letters, digits, '-', '_', '.' or "
+            "spaces, up to 64)"
+        )
+    if data.get("primary") is None:
         raise ThemeFileError("'primary' is required")
-    for name in COLOR_FIELDS:
-        value = data.get(name)
+    for field_name in COLOR_FIELDS:
+        value = data.get(field_name)
         if value is None:
             continue
-        try:
-            Color.parse(str(value))
-        except ColorParseError:
-            raise ThemeFileError(f"{name} = {value!r} is not a colour") from None
-    variables = data.get("variables", {})
+        if not isinstance(value, str) or not _colour(value):
+            raise ThemeFileError(f"{field_name} = {_shown(value)} is not a colour")
+    for field_name in ("luminosity_spread", "text_alpha"):
+        value = data.get(field_name, 0.5)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ThemeFileError(f"{field_name} = {_shown(value)} must be a number from 0 to 1")
+    for field_name in ("dark", "ansi"):
+        if not isinstance(data.get(field_name, True), bool):
+            raise ThemeFileError(f"'{field_name}' must be true or false")
+    data["variables"] = _variables(data.get("variables", {}))
+    try:
+        theme = Theme(**data)
+        theme.to_color_system().generate()  # what the console does with it, tried here
+    except (TypeError, ValueError, ArithmeticError, AttributeError) as error:
+        raise ThemeFileError(_first_line(error)) from None
+    return theme
+
+
+def _variables(variables: Any) -> dict[str, str]:
+    """A theme's `variables` table: CSS variable names to short text values; vramtop's own
+    (the VRAM bar's) must be colours, as its style sheet uses them as such."""
     if not isinstance(variables, dict):
         raise ThemeFileError("'variables' must be a table")
-    data["variables"] = {str(k): str(v) for k, v in variables.items()}
-    if not isinstance(data.get("dark", True), bool):
-        raise ThemeFileError("'dark' must be true or false")
+    if len(variables) > 200:
+        raise ThemeFileError("'variables' has more than 200 entries")
+    checked: dict[str, str] = {}
+    for key, value in variables.items():
+        if not isinstance(key, str) or not _VARIABLE.match(key):
+            raise ThemeFileError(f"variable {_shown(key)} is not a CSS variable name")
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ThemeFileError(f"variable {key} = {_shown(value)} must be text")
+        text = str(value)
+        if len(text) > 100 or not text.isprintable():
+            raise ThemeFileError(f"variable {key} = {_shown(value)} is not a usable value")
+        if key in VARIABLE_DEFAULTS and not _colour(text):
+            raise ThemeFileError(f"variable {key} = {_shown(value)} is not a colour")
+        checked[key] = text
+    return checked
+
+
+def _colour(text: str) -> bool:
+    """A colour as a theme writes one: `#4FA3E0`, `red`, or `$primary 30%` (another variable,
+    maybe faded)."""
+    if _REFERENCE.match(text):
+        return True
     try:
-        return Theme(**data)
-    except (TypeError, ValueError) as error:
-        raise ThemeFileError(_first_line(error)) from None
+        Color.parse(text)
+    except ColorParseError:
+        return False
+    return True
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _first_line(error: Exception) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
+from vramtop.core.bounds import budget_problem, kv_cache_dtype_problem, parse_model_len
 from vramtop.core.budget import (
     CONFIRM,
     BudgetWarning,
@@ -13,7 +15,7 @@ from vramtop.core.budget import (
 )
 from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.model import predict
-from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
+from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction, dtype_bytes
 
 STEP = 0.01
 
@@ -64,11 +66,17 @@ def check_budget(
 ) -> BudgetCheck:
     """Parse a typed budget and refuse it, with the reason, when vLLM could not start with it."""
     try:
-        util = round(float(text.strip()), 2)
+        # (A typed number is a few characters: 100,000 digits cost float() its time.)
+        value = float(text.strip()) if len(text) <= 32 else math.nan
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):  # nan, inf, 1e400: no budget at all
         return BudgetCheck(None, None, "type a number such as 0.85")
-    if not 0 < util <= 1:
-        return BudgetCheck(util, None, "the budget is a share of the card: above 0, at most 1")
+    util = round(value, 2)
+    problem = budget_problem(util)
+    if problem is not None:
+        # The value is kept for +/- to step from (clamped), but no figure is shown for it.
+        return BudgetCheck(util, None, problem)
     prediction: Prediction | None = None
     if inputs is not None:
         try:
@@ -106,4 +114,36 @@ def check_budget(
 
 
 def step(util: float, delta: float) -> float:
+    """`util` moved by `delta`, within [STEP, 1]."""
     return round(min(1.0, max(STEP, util + delta)), 2)
+
+
+@dataclass(frozen=True)
+class WhatIfFields:
+    """The what-if's typed fields, read: the inputs they make, or why they cannot be used."""
+
+    inputs: HeadroomInputs
+    problem: str | None = None  # a field that is not usable, in words; the inputs are the base's
+
+
+def what_if_inputs(base: HeadroomInputs, max_model_len: str, kv_dtype: str) -> WhatIfFields:
+    """`base` with the typed --max-model-len and KV dtype; a field that vLLM would not take
+    (0, -5, 10**20, fp9) leaves `base` and says what is wrong, never raises."""
+    inputs = base
+    if max_model_len.strip():
+        length, problem = parse_model_len(max_model_len)
+        if length is None:
+            return WhatIfFields(base, f"max-model-len {problem}")
+        inputs = replace(inputs, max_model_len=length)
+    dtype = kv_dtype.strip()
+    if dtype:
+        problem = kv_cache_dtype_problem(dtype)
+        if problem is None and dtype != "auto":
+            try:
+                dtype_bytes(dtype)
+            except HeadroomError as error:
+                problem = str(error)
+        if problem is not None:
+            return WhatIfFields(base, f"KV dtype {problem}")
+        inputs = replace(inputs, kv_cache_dtype=dtype)
+    return WhatIfFields(inputs)

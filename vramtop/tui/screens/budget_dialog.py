@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
+from vramtop.core.bounds import budget_problem
 from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
@@ -110,7 +111,10 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
         if check.util != self._armed:
             self._armed = None
         self.query_one("#budget-reason", Static).update(self._reason_text(check))
-        self.query_one("#budget-fit", Static).update(self._fit_text(check.util))
+        # A value that is no budget has no "fits now" (0 read "fits now: yes (needs 0.00 GiB)").
+        no_budget = check.util is None or budget_problem(check.util) is not None
+        fit_util = None if no_budget else check.util
+        self.query_one("#budget-fit", Static).update(self._fit_text(fit_util))
         self.query_one("#budget-prediction", Static).update(
             _prediction_text(check.prediction, self._now(), check)
         )

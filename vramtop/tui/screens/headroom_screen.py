@@ -14,12 +14,12 @@ from textual.widgets import Input, Label, Static
 
 from vramtop.core.budget import GIB, DesktopDemand, change_words, suggested_budget
 from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
-from vramtop.core.headroom.flags import relaunch_flags
+from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
 from vramtop.tui.format import gib
-from vramtop.tui.whatif import STEP, step
+from vramtop.tui.whatif import STEP, WhatIfFields, step, what_if_inputs
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
@@ -97,19 +97,19 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         self.query_one("#headroom").border_title = "Headroom: what if"
         self._refresh()
 
-    def _what_if_inputs(self) -> HeadroomInputs | None:
+    def _fields(self) -> WhatIfFields | None:
+        """The typed fields read against the live terms (None: no live terms)."""
         if self._inputs is None:
             return None
-        inputs = self._inputs
-        try:
-            length = int(self.query_one("#max-model-len", Input).value)
-            inputs = replace(inputs, max_model_len=length)
-        except ValueError:
-            pass
-        dtype = self.query_one("#kv-dtype", Input).value.strip()
-        if dtype:
-            inputs = replace(inputs, kv_cache_dtype=dtype)
-        return inputs
+        return what_if_inputs(
+            self._inputs,
+            self.query_one("#max-model-len", Input).value,
+            self.query_one("#kv-dtype", Input).value,
+        )
+
+    def _what_if_inputs(self) -> HeadroomInputs | None:
+        fields = self._fields()
+        return fields.inputs if fields is not None else None
 
     def action_step(self, direction: int) -> None:
         self.proposed = step(self.proposed, direction * STEP)
@@ -122,11 +122,15 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         self.set_focus(None)
 
     def action_propose(self) -> None:
+        fields = self._fields()
+        if fields is not None and fields.problem is not None:
+            self.app.bell()  # a field vLLM would not take: its reason is on screen
+            return
         inputs = self._what_if_inputs()
         base = self._inputs
         if inputs is not None:
             # A ceiling vLLM would refuse in this pool is proposed as the one that fits.
-            flags = relaunch_flags(inputs, self.proposed)
+            flags = _safe_flags(inputs, self.proposed)
             if flags is not None and flags.max_model_len is not None:
                 inputs = replace(inputs, max_model_len=flags.max_model_len)
         changed_len = (
@@ -145,20 +149,27 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
         self.dismiss(None)
 
     def _refresh(self) -> None:
-        if self._inputs is None:
+        fields = self._fields()
+        if fields is None or self._inputs is None:
             return
-        inputs = self._what_if_inputs()
-        assert inputs is not None
+        inputs = fields.inputs
         now = _safe_predict(self._inputs, self._current)
+        proposed: Prediction | str
         try:
-            proposed: Prediction | str = predict(inputs, self.proposed)
-        except HeadroomError as error:
-            proposed = str(error)
-        table = _table(now, proposed, inputs)
-        if not isinstance(proposed, str):
-            table = Content.assemble(table, self._changes(inputs, now, proposed))
+            if fields.problem is not None:
+                proposed = fields.problem
+            else:
+                proposed = predict(inputs, self.proposed)
+            table = _table(now, proposed, inputs)
+            if not isinstance(proposed, str):
+                table = Content.assemble(table, self._changes(inputs, now, proposed))
+            peak = self._peak_line(inputs)
+        except (HeadroomError, ArithmeticError) as error:
+            # Terms the model cannot use (what the fields let through, or the server's): said
+            # in place, the console stays.
+            table, peak = _table(now, str(error), inputs), Content("")
         self.query_one("#headroom-table", Static).update(table)
-        self.query_one("#headroom-peak", Static).update(self._peak_line(inputs))
+        self.query_one("#headroom-peak", Static).update(peak)
 
     def _changes(
         self, inputs: HeadroomInputs, now: Prediction | None, proposed: Prediction
@@ -203,6 +214,13 @@ def _flag_words(inputs: HeadroomInputs, util: float) -> str:
     relaunch at `util` needs, as the banner and the relaunch dialog name them."""
     flags = relaunch_flags(inputs, util)
     return flags.words() if flags is not None else f"{util:.2f}"
+
+
+def _safe_flags(inputs: HeadroomInputs, util: float) -> RelaunchFlags | None:
+    try:
+        return relaunch_flags(inputs, util)
+    except HeadroomError:
+        return None
 
 
 def _safe_predict(inputs: HeadroomInputs, util: float | None) -> Prediction | None:
