@@ -43,3 +43,13 @@ def test_doctor_fails_the_profile_whose_launch_command_is_not_on_path(
     profile = checks["profile"]
     assert profile["status"] == "fail", profile
     assert "'vllm' is not on PATH" in profile["detail"] and profile["fix"]
+
+
+def test_attach_demo_without_a_simulated_server_starts_no_simulated_gpu(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramtop.machines import demo_world
+
+    assert cli.main(["attach", "--demo"]) == 2
+    assert "no simulated server is running" in capsys.readouterr().err
+    assert not demo_world.world_alive(demo_world.demo_machine())  # nothing left lingering

@@ -74,3 +74,36 @@ async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_conso
             assert "exit" in events and "stop" in events, events
         backend.close(stop_server=False)  # as a quit that leaves the simulated GPU up
     assert crashes == [], f"server_crashed after a planned stop in runs {crashes} of {RUNS}"
+
+
+async def test_restart_after_a_kill_9_does_not_ask_about_the_dead_servers_requests() -> None:
+    import os
+    import signal
+
+    from vramtop.tui.widgets.console_header import ConsoleHeader
+
+    backend, _ = demo_backend(start_server=True, agent=True)
+    app = VramtopApp(backend, Settings(interval_s=0.25))
+    async with app.run_test(size=(120, 40)) as pilot:
+
+        def serving_requests() -> bool:
+            server = app.sample.server if app.sample else None
+            metrics = server.metrics if server else None
+            return bool(metrics and metrics.requests_running) and app.busy is None
+
+        await wait_for(pilot, serving_requests, timeout=60)
+        info = app.sample.info if app.sample else None
+        assert info is not None and info.pid is not None
+        os.kill(info.pid, signal.SIGKILL)
+
+        def down() -> bool:
+            server = app.sample.server if app.sample else None
+            return server is not None and not server.reachable
+
+        await wait_for(pilot, down)
+        await pilot.press("r")
+        await pilot.pause()
+        header = str(app.query_one(ConsoleHeader).render())
+        assert "request(s) running" not in header, header
+        await wait_for(pilot, lambda: app.busy is None, timeout=60)
+    backend.close(stop_server=True)

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from vramtop.commands import supervised
-from vramtop.commands.argtypes import bounded_int
+from vramtop.commands.argtypes import pid, port
 from vramtop.commands.errors import CommandError
 
 
@@ -15,8 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("attach", help="adopt a running vLLM server (by port or pid)")
     supervised.add_common(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--port", type=bounded_int, help="the port it listens on (default 8000)")
-    which.add_argument("--pid", type=bounded_int, help="its process id")
+    which.add_argument("--port", type=port, help="the port it listens on (default 8000)")
+    which.add_argument("--pid", type=pid, help="its process id")
     p.add_argument(
         "--log",
         type=Path,
@@ -27,6 +27,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     def act(args: argparse.Namespace) -> int:
+        if getattr(args, "demo", False):
+            from vramtop.machines import demo_world
+
+            if not demo_world.world_alive(demo_world.demo_machine()):
+                # No simulated GPU, so no simulated server to adopt: starting the GPU only to
+                # find nothing would leave it running, unused, for its idle timeout.
+                raise CommandError(
+                    "no simulated server is running to attach to (vramtop start --demo starts one)"
+                )
         t = supervised.target(args, without_profile=True)
         port = args.port
         if port is None and args.pid is None:

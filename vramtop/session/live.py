@@ -79,6 +79,8 @@ class LiveSession:
         self._previous: Sample | None = None
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._lock = threading.Lock()
+        # Why the recording stopped part-way (a full disk); None while it goes on, or none ran.
+        self.recording_error: str | None = None
 
     @property
     def recording(self) -> bool:
@@ -102,6 +104,7 @@ class LiveSession:
             self.diagnoser.feed_sample(sample)
             self._sync_normal(sample.t)
             self._take_changes(sample.t)
+            self._check_recording(sample.t)
             self._previous = sample
 
     def action(self, t: float, name: str, detail: dict[str, Any]) -> None:
@@ -120,6 +123,19 @@ class LiveSession:
                 # relaunch planned is behind it, and a later one is a crash again.)
                 self.diagnoser.feed_event(t, "ready", {})
             self._take_changes(t)
+            self._check_recording(t)
+
+    def _check_recording(self, t: float) -> None:
+        """A recording whose writes failed (a full disk) ends, once, with an event that says
+        so (`recording_failed`, for the console and the timeline); the live view goes on."""
+        writer = self._writer
+        if writer is None or writer.failed is None:
+            return
+        self._writer = None
+        self.recording_error = f"recording to {writer.path} failed: {writer.failed}"
+        self._events.append(
+            Event(t, "recording_failed", {"path": str(writer.path), "error": writer.failed})
+        )
 
     def findings(self) -> list[Finding]:
         with self._lock:

@@ -7,6 +7,7 @@ is one `json.dumps` and one write of a bounded line (process lists are capped).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -217,15 +218,36 @@ class SessionWriter:
             files.private_dir(self.path.parent)
         fd = files.create_new(self.path, replace=replace)
         self._file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8")
+        # Why the recording stopped part-way (a full disk, an I/O error); None while it goes on.
+        self.failed: str | None = None
         self._write(header)
+        if self.failed is not None:
+            raise OSError(f"cannot record to {self.path}: {self.failed}")
 
     def _write(self, obj: Mapping[str, Any]) -> None:
+        if self.failed is not None:
+            return  # the recording has failed: said once, nothing more is written
         if self._file is None:
             raise ValueError("session file is closed")
         # One write per complete line, then flush: a crash never leaves half a record
         # behind anything but the very last line.
-        self._file.write(_dumps(obj) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(_dumps(obj) + "\n")
+            self._file.flush()
+        except OSError as exc:
+            # A full disk must not stop the live view with it: the recording ends here (its
+            # lines so far stay readable) and says why; the caller tells the person.
+            self.failed = exc.strerror or str(exc)
+            self._drop()
+
+    def _drop(self) -> None:
+        """Close the file after a failed write, whose buffered rest cannot be written."""
+        file, self._file = self._file, None
+        if file is None:
+            return
+        # (Its buffered rest fails to flush again; the descriptor is closed all the same.)
+        with contextlib.suppress(OSError):
+            file.close()
 
     def sample(self, sample: Sample) -> None:
         self._write(sample_line(sample))
@@ -239,7 +261,11 @@ class SessionWriter:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:  # the last lines could not be written out
+                self.failed = self.failed or exc.strerror or str(exc)
+                self._drop()
             self._file = None
 
     def __enter__(self) -> SessionWriter:

@@ -38,7 +38,11 @@ class ActingConsole(ShowingConsole):
     """The console's actions (the keys and the palette call them)."""
 
     def action_restart(self) -> None:
-        metrics = self.sample.server.metrics if self.sample and self.sample.server else None
+        server = self.sample.server if self.sample else None
+        # Only a server that answered this tick has requests to lose: a dead one's last
+        # sample (kept, marked stale) counts none.
+        fresh = server is not None and server.reachable and not server.stale
+        metrics = server.metrics if server is not None and fresh else None
         running = int(metrics.requests_running or 0) if metrics else 0
         if running and not self._restart_armed:
             self._restart_armed = True

@@ -81,6 +81,7 @@ class ShowingConsole(App[int]):
         self.sample: Sample | None = None
         self.findings: list[Finding] = []
         self.events: list[Event] = []
+        self._recording_failed_said = False
         self.headroom_inputs: HeadroomInputs | None = None
         self.baseline: Rates | None = None
         self._read_failure: str | None = None  # the reader thread's last failure, if any
@@ -199,6 +200,12 @@ class ShowingConsole(App[int]):
         self.sample = sample
         self.findings = list(frame.findings)
         self.events = list(frame.events)
+        failed = [e for e in frame.events if e.name == "recording_failed"]
+        if failed and not self._recording_failed_said:
+            # The recording ended (a full disk); the live view goes on, and says so.
+            self._recording_failed_said = True
+            error = failed[-1].detail.get("error")
+            self._say(f"recording failed: {error} · the live view goes on", news=False)
         self.headroom_inputs = frame.headroom_inputs
         self.baseline = frame.baseline
         self.normal_origin = message.normal_origin
