@@ -74,6 +74,8 @@ def record_loop(
             sample = backend.tick(log_limit=0).sample
             if observe:
                 session.observe(sample)
+            if session.recording_error is not None:
+                break  # the file cannot take more (a full disk): the recording has failed
             if duration_s is not None and clock() - start >= duration_s:
                 break
             sleep(max(0.0, interval_s - (clock() - began)))
@@ -130,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
                 )
             except KeyboardInterrupt:
                 return 0
+        if writer.failed is not None:
+            print(
+                f"vramtop record: recording to {args.file} failed: {writer.failed}; "
+                "the lines written before it stay readable",
+                file=sys.stderr,
+            )
+            return ExitCode.ERROR
         for finding in diagnoser.all_findings():
             print(f"[{finding.severity}] {finding.kind}: {finding.summary}", file=sys.stderr)
         return 0
