@@ -146,7 +146,7 @@ def test_a_vllm_that_never_answers_is_down_and_counted_while_the_card_is_still_s
     assert seen["vramtop_server_up"] == 0
     assert seen['vramtop_scrape_errors_total{source="server"}'] >= 2
     assert seen['vramtop_gpu_memory_total_bytes{gpu="0"}'] == 32 * GIB
-    assert not any(re.match(r"vramtop_generation_", name) for name in seen)
+    assert not any(re.match(r"vramtop_(generation|request_decode)_\w*per_second", n) for n in seen)
 
 
 class FlakyServerBackend(RefusingBackend):

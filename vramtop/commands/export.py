@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from vramtop.cli import add_shared_options
-from vramtop.commands.argtypes import finite_float
+from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.sim.card import CARDS
 
@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=finite_float,
+        type=interval_seconds,
         default=argparse.SUPPRESS,
         help=f"seconds between samples (default {DEFAULT_INTERVAL_S})",
     )
@@ -143,15 +143,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(backend: Any, host: str, port: int, interval: float) -> int:
-    from prometheus_client import start_http_server
-
     from vramtop.export.exporter import Exporter
+    from vramtop.export.http_server import MetricsServer
 
     exporter = Exporter(backend, interval_s=interval, say=_say)
     try:
-        httpd, _thread = start_http_server(port, addr=host, registry=exporter.registry())
-    except OSError as exc:
+        httpd = MetricsServer(host, port, exporter.registry())
+    except OSError as exc:  # in use, not an address of this machine, a name that resolves not
         return _usage(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    httpd.start()
     warning = exposure_warning(host)
     if warning:
         print(warning, file=sys.stderr)

@@ -13,14 +13,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
-from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
-from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
-from vramtop.core.findings import KINDS, Finding
-from vramtop.core.model import Sample, ServerState
+from vramtop.core.diagnosis.baseline import MAX_GAP_S, counter_rate
+from vramtop.core.diagnosis.normal_rate import (
+    INTER_TOKEN_LATENCY,
+    PER_REQUEST,
+    REMEMBERED,
+    NormalRate,
+    decode_tps,
+)
+from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES, PREFILL_TPS
+from vramtop.core.events import Event
+from vramtop.core.findings import KINDS, SERVER_CRASHED, Finding
+from vramtop.core.model import Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import kv_pool, server_util
+from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 
 GAUGE = "gauge"
@@ -42,6 +51,11 @@ class MetricSpec:
 
 def _g(name: str, help: str, *labels: str) -> MetricSpec:
     return MetricSpec(f"vramtop_{name}", GAUGE, help, labels)
+
+
+def _c(name: str, help: str, *labels: str) -> MetricSpec:
+    """A counter, named as scraped (with `_total`)."""
+    return MetricSpec(f"vramtop_{name}_total", COUNTER, help, labels)
 
 
 # The metric list (the README's table says the same, a test keeps them together).
@@ -149,6 +163,42 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("vramtop_samples_total", COUNTER, "Samples taken since the exporter started."),
     _g("last_sample_timestamp_seconds", "When the latest sample was taken (Unix time)."),
     _g("sample_duration_seconds", "How long the latest sample took to read every source."),
+    # Added: the per-request decode rate the diagnosis judges, beside its own normal.
+    _g(
+        "request_decode_tokens_per_second",
+        "The speed each running request decoded at since the previous sample, as the "
+        "diagnosis measures it; `measure`: inter_token_latency (vLLM's histogram) or "
+        "per_request (the total over the running requests; absent while a prompt is read).",
+        "measure",
+    ),
+    _g(
+        "request_decode_normal_tokens_per_second",
+        "The normal per-request decode speed at the current concurrency, in the same measure: "
+        "what vramtop_request_decode_tokens_per_second is compared with.",
+        "measure",
+    ),
+    _g(
+        "server_expected_up",
+        "1 when vramtop expects the server to serve (a watched URL; a supervised server that "
+        "is starting, running or crashed), 0 when it was stopped on request.",
+    ),
+    _g(
+        "server_info",
+        "1; the watched server's identity: profile, model and vLLM version (empty: unknown).",
+        "profile",
+        "model",
+        "vllm_version",
+    ),
+    _c(
+        "server_restarts",
+        "Starts of the server after it had served (restarts, relaunches, "
+        "automatic restarts; a watched URL: its counters starting again).",
+    ),
+    _c("server_crashes", "server_crashed findings opened: exits and deaths nobody asked for."),
+    _c("findings_opened", "vramtop's findings opened, by kind.", "kind"),
+    _c("generation_tokens", "Tokens vLLM generated while the exporter watched it."),
+    _c("prompt_tokens", "Prompt tokens vLLM read while the exporter watched it."),
+    _c("preemptions", "Requests vLLM preempted (evicted from the KV pool) while watched."),
 )
 SPECS: Mapping[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 
@@ -161,6 +211,94 @@ class Series:
 
     def label(self, name: str) -> str | None:
         return dict(self.labels).get(name)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The counters, summed over the exporter's life from the samples and events it saw."""
+
+    restarts: int = 0
+    crashes: int = 0
+    findings_opened: Mapping[str, int] = field(default_factory=dict)
+    generation_tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    preemptions: float = 0.0
+    # The last fresh reading counted from (None: the next one is counted from, not counted).
+    counted: ServerMetrics | None = None
+    served: bool = False  # the server has served since the exporter started
+    started: bool = False  # a start was seen since `counted`: the next counters begin at 0
+
+
+def tally(before: Tally, sample: Sample, new_events: Sequence[Event]) -> Tally:
+    """`before` with one more sample and the events that came with it.
+
+    Tokens and preemptions count the growth of vLLM's counters between fresh readings (a
+    server that started again counts from zero: its counters began again), so that
+    `increase()` over a day spans restarts; a reading before the first one is not counted."""
+    restarts, crashes = before.restarts, before.crashes
+    opened = dict(before.findings_opened)
+    started = before.started
+    for event in new_events:
+        if event.name == "start":
+            restarts += int(before.served)
+            started = True
+        elif event.name == "finding" and event.detail.get("change") == "opened":
+            kind = str(event.detail.get("kind"))
+            opened[kind] = opened.get(kind, 0) + 1
+            crashes += int(kind == SERVER_CRASHED)
+    metrics = _fresh(sample)
+    if metrics is None:
+        return replace(
+            before, restarts=restarts, crashes=crashes, findings_opened=opened, started=started
+        )
+    base = None if started else before.counted
+    reset = base is not None and _fell(base, metrics)
+    if reset and sample.info is None:
+        restarts += 1  # a watched URL has no start events: its counters starting again are one
+    zero = ServerMetrics() if started or reset else base
+
+    def grew(field_: str) -> float:
+        if zero is None:
+            return 0.0
+        old, new = getattr(zero, field_), getattr(metrics, field_)
+        return max(0.0, new - (old or 0.0)) if new is not None else 0.0
+
+    return Tally(
+        restarts=restarts,
+        crashes=crashes,
+        findings_opened=opened,
+        generation_tokens=before.generation_tokens + grew("generation_tokens_total"),
+        prompt_tokens=before.prompt_tokens + grew("prompt_tokens_total"),
+        preemptions=before.preemptions + grew("preemptions_total"),
+        counted=metrics,
+        served=True,
+        started=False,
+    )
+
+
+def _fell(before: ServerMetrics, now: ServerMetrics) -> bool:
+    """A counter went down: the server started again."""
+    pairs = (
+        (before.generation_tokens_total, now.generation_tokens_total),
+        (before.prompt_tokens_total, now.prompt_tokens_total),
+    )
+    return any(old is not None and new is not None and new < old for old, new in pairs)
+
+
+def _fresh(sample: Sample | None) -> ServerMetrics | None:
+    """This sample's own reading of vLLM's /metrics (None: none, or an older one kept)."""
+    server = sample.server if sample is not None else None
+    if server is None or server.stale or not server.reachable:
+        return None
+    return server.metrics
+
+
+def serving(sample: Sample) -> bool:
+    """The server answered this sample and is not recorded as stopped or crashed: what it
+    says describes it now. Otherwise its series are absent (an unknown value)."""
+    if _fresh(sample) is None:
+        return False
+    return sample.info is None or sample.info.state in (ServerState.RUNNING, ServerState.STARTING)
 
 
 @dataclass(frozen=True)
@@ -179,6 +317,8 @@ class ExportState:
     sample_duration_s: float | None = None
     desktop_peak_bytes: int | None = None  # the largest desktop share seen so far
     outside_budget_bytes: int | None = None  # vLLM's memory outside its budget, as measured
+    previous: Sample | None = None  # the sample before `sample` (the per-request rate's start)
+    counts: Tally = field(default_factory=Tally)
 
 
 def series_for(state: ExportState) -> list[Series]:
@@ -192,12 +332,17 @@ def series_for(state: ExportState) -> list[Series]:
     out.append(Series("vramtop_samples_total", float(state.samples)))
     _add(out, "vramtop_last_sample_timestamp_seconds", state.sampled_at)
     _add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
+    out += _counters(state.counts)
     sample = state.sample
     if sample is None:
         return out
     out += _card(sample)
-    out += _server(sample, state.normal_generation_tps)
-    out += _normal(state.normal)
+    out += _identity(sample)
+    up = serving(sample)
+    out += _server(sample, state.normal_generation_tps if up else None)
+    if up:
+        out += _normal(state.normal)
+        out += request_decode(state.previous, sample, state.normal)
     out += _findings(sample, state.open_findings)
     out += _budget_for_peak(sample, state.desktop_peak_bytes, state.outside_budget_bytes)
     out += _windows(sample, state.spill)
@@ -238,17 +383,107 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
     if info is not None:
         for state in ServerState:
             _add(out, "vramtop_server_state", float(info.state is state), state=state.value)
+    if server is not None or info is not None:
+        expected = info is None or info.state not in (ServerState.STOPPED, ServerState.STOPPING)
+        _add(out, "vramtop_server_expected_up", float(expected))
     _add(out, "vramtop_budget_ratio", server_util(sample))
+    if not serving(sample):
+        # A stopped, crashed or silent server has no pool, queue or rate now: the last
+        # reading kept for the console is not exported as if it were current.
+        return out
     pool = kv_pool(sample)
     _add(out, "vramtop_kv_pool_bytes", pool["bytes"])
     _add(out, "vramtop_kv_pool_tokens", pool["tokens"])
     _add(out, "vramtop_kv_cache_usage_ratio", pool["usage"])
-    metrics = server.metrics if server is not None and not server.stale else None
+    metrics = _fresh(sample)
     if metrics is not None:
         _add(out, "vramtop_requests_running", metrics.requests_running)
         _add(out, "vramtop_requests_waiting", metrics.requests_waiting)
     _add(out, "vramtop_generation_tokens_per_second", sample.rates.generation_tps)
     _add(out, "vramtop_generation_normal_tokens_per_second", normal_tps)
+    return out
+
+
+def request_decode(
+    previous: Sample | None, sample: Sample, normal: NormalRate | None
+) -> list[Series]:
+    """The per-request decode speed since `previous`, measured as the diagnosis measures it
+    (`Diagnoser._measure`: vLLM's per-token latency where its histogram moved, else the total
+    over the running requests, a second spent reading a prompt not judged by the latter), and
+    the normal it is compared with: the same measure at the same concurrency. Compared with
+    each other, a request still reading its prompt never reads as a collapse."""
+    m, pm = _fresh(sample), _fresh(previous)
+    if previous is None or m is None or pm is None:
+        return []
+    if sample.info is not None and sample.info.state is not ServerState.RUNNING:
+        return []
+    now, before = m.requests_running or 0.0, pm.requests_running or 0.0
+    if not (now or before):
+        return []
+    whole = bool(now and before)
+    dt = sample.t - previous.t
+    running = now if whole else max(now, before)
+    rate = decode_tps(pm, m) if 0 < dt <= MAX_GAP_S else None
+    measure = INTER_TOKEN_LATENCY
+    if rate is None:
+        if not whole:
+            return []
+        gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
+        gen = sample.rates.generation_tps if gen is None else gen
+        prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
+        prompt = sample.rates.prompt_tps if prompt is None else prompt
+        if gen is None or (prompt is not None and prompt >= PREFILL_TPS):
+            return []  # prefill lowers this measure: the diagnosis does not judge the second
+        measure, rate = PER_REQUEST, gen / max(1.0, running)
+    out: list[Series] = []
+    _add(out, "vramtop_request_decode_tokens_per_second", rate, measure=measure)
+    if normal is not None:
+        expected = normal.for_running(running, measure)
+        _add(out, "vramtop_request_decode_normal_tokens_per_second", expected, measure=measure)
+    return out
+
+
+def _identity(sample: Sample) -> list[Series]:
+    """`vramtop_server_info`: which profile and model this box serves, for joins and legends.
+    Kept while the server is down: it names what the box is set up to serve."""
+    server, info = sample.server, sample.info
+    metrics = server.metrics if server is not None else None
+    model = (server.served_model if server is not None else None) or (
+        metrics.model_name if metrics is not None else None
+    )
+    if model is None and info is not None and info.argv:
+        try:
+            model = vllm_args.find_model(info.argv)
+        except ValueError:
+            model = None
+    profile = info.profile if info is not None else None
+    version = (server.version if server is not None else None) or (
+        sample.startup.version if sample.startup is not None else None
+    )
+    if model is None and profile is None and version is None:
+        return []
+    labels = (("profile", profile or ""), ("model", model or ""), ("vllm_version", version or ""))
+    return [Series("vramtop_server_info", 1.0, labels)]
+
+
+def _counters(counts: Tally) -> list[Series]:
+    """Every counter from the exporter's start, at 0 until something happens: a counter that
+    first appears at 1 loses its first increase to `increase()`."""
+    out = [
+        Series("vramtop_server_restarts_total", float(counts.restarts)),
+        Series("vramtop_server_crashes_total", float(counts.crashes)),
+        Series("vramtop_generation_tokens_total", counts.generation_tokens),
+        Series("vramtop_prompt_tokens_total", counts.prompt_tokens),
+        Series("vramtop_preemptions_total", counts.preemptions),
+    ]
+    out += [
+        Series(
+            "vramtop_findings_opened_total",
+            float(counts.findings_opened.get(kind, 0)),
+            (("kind", kind),),
+        )
+        for kind in KINDS
+    ]
     return out
 
 

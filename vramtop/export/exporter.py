@@ -17,11 +17,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Protocol
 
+from prometheus_client import ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
-from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for
+from vramtop.core.events import Event
+from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for, tally
 from vramtop.core.model import Sample
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.machines.interface import Frame
@@ -75,6 +77,7 @@ class Exporter:
         self._say = say
         self._failing: set[str] = set()
         self._desktop_peak: int | None = None  # as the console keeps it, for the what-if
+        self._last_event: Event | None = None  # the newest session event already counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,11 +121,14 @@ class Exporter:
         desktop = sample.split.desktop_bytes if sample.split else None
         if desktop is not None:
             self._desktop_peak = max(desktop, self._desktop_peak or 0)
+        counts = tally(self._state.counts, sample, self._new_events(frame.events))
         with self._lock:
             self._errors.update(failed.keys())
             self._state = replace(
                 self._state,
                 sample=sample,
+                previous=self._state.sample,
+                counts=counts,
                 open_findings=findings,
                 normal_generation_tps=normal,
                 normal=normal_rate,
@@ -134,6 +140,17 @@ class Exporter:
                 desktop_peak_bytes=self._desktop_peak,
                 outside_budget_bytes=_outside_budget(self._backend),
             )
+
+    def _new_events(self, events: tuple[Event, ...]) -> tuple[Event, ...]:
+        """The session's events since the last tick (the session keeps its last 1,000, oldest
+        first; events are values, so the last one counted is found by identity)."""
+        last, self._last_event = self._last_event, events[-1] if events else self._last_event
+        if last is None:
+            return events
+        for index in range(len(events) - 1, -1, -1):
+            if events[index] is last:
+                return events[index + 1 :]
+        return events
 
     def _tell_changes(self, failed: dict[str, str]) -> None:
         """Say once when a source starts failing and once when it answers again (the counter
@@ -153,9 +170,11 @@ class Exporter:
         yield from families(series_for(self.state()))
 
     def registry(self) -> CollectorRegistry:
-        """A registry holding only this exporter (no default process metrics)."""
+        """A registry holding this exporter and the exporter process's own `process_*`
+        metrics (CPU seconds, resident memory, open file descriptors, start time)."""
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
+        ProcessCollector(registry=registry)
         return registry
 
 
