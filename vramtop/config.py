@@ -36,6 +36,7 @@ from vramtop.settings import read_toml, write_private
 
 # Profile names become file names: keep them portable and free of path separators.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where a listening-on-everything host is scraped from this machine.
 _ALL_INTERFACES = {"0.0.0.0", "::", "", "[::]"}
 
@@ -121,6 +122,17 @@ class Profile(BaseModel):
     def _argv_not_empty(cls, value: list[str]) -> list[str]:
         if not value:
             raise ValueError("the command line is empty")
+        return value
+
+    @field_validator("api_key_env", "hf_token_env")
+    @classmethod
+    def _a_variable_name(cls, value: str | None) -> str | None:
+        # A key pasted here instead of its variable's name would be shown and stored as one.
+        if value is not None and not _VARIABLE.match(value):
+            raise ValueError(
+                "must be the name of the environment variable that holds the key (letters, "
+                "digits and _), never the key itself"
+            )
         return value
 
     @field_validator("port")

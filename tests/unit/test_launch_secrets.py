@@ -1,0 +1,109 @@
+"""A key is found wherever a launch script can set it, and kept out of every part of the
+profile and every message (pure: the parser alone)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vramtop.core.launch.interpreter import ParsedLaunch
+from vramtop.core.launch.problems import LaunchScriptError
+from vramtop.core.launch.script import parse_launch_script
+from vramtop.core.secrets import MASK, mask_env
+
+KEY = "sk-LIVE-321"
+
+
+def _everything(r: ParsedLaunch) -> str:
+    """Every part of a parsed launch a profile or a message is made from."""
+    return repr((r.argv, r.env, r.prelude, r.cwd, [str(w) for w in r.warnings]))
+
+
+@pytest.mark.parametrize(
+    ("script", "key_env"),
+    [
+        (f"export VLLM_API_KEY=${{VLLM_API_KEY:-{KEY}}}\n", "VLLM_API_KEY"),
+        (f'export VLLM_API_KEY="${{VLLM_API_KEY:-{KEY}}}"\n', "VLLM_API_KEY"),
+        (f"export VLLM_API_KEY=${{VLLM_API_KEY:={KEY}}}\n", "VLLM_API_KEY"),
+        (f"export VLLM_API_KEY=${{VLLM_API_KEY={KEY}}}\n", "VLLM_API_KEY"),
+        (f"declare -x VLLM_API_KEY={KEY}\n", "VLLM_API_KEY"),
+        (f"typeset -rx VLLM_API_KEY='{KEY}'\n", "VLLM_API_KEY"),
+        (f"set -a\nVLLM_API_KEY={KEY}\nset +a\n", "VLLM_API_KEY"),
+        (f"set -o allexport\nVLLM_API_KEY={KEY}\n", "VLLM_API_KEY"),
+        (f"VLLM_API_KEY={KEY}\nexport VLLM_API_KEY\n", "VLLM_API_KEY"),
+        (f"export PATH=$HOME/bin:$PATH VLLM_API_KEY={KEY} A=1\n", "VLLM_API_KEY"),
+    ],
+)
+def test_an_exported_key_is_found_in_every_form_and_not_stored(script: str, key_env: str) -> None:
+    r = parse_launch_script(script + "vllm serve m --host 0.0.0.0\n")
+    assert KEY not in _everything(r)
+    assert (r.api_key_env, r.api_key_in_script) == (key_env, True)
+    assert any(f"export {key_env}" in str(w) for w in r.warnings)
+
+
+def test_a_token_with_a_default_is_found() -> None:
+    r = parse_launch_script(f"export HF_TOKEN=${{HF_TOKEN:-hf_{KEY}}}\nvllm serve m\n")
+    assert KEY not in _everything(r) and r.hf_token_env == "HF_TOKEN"
+
+
+def test_the_other_exports_of_a_line_with_a_key_stay() -> None:
+    r = parse_launch_script(f'export PATH="$HOME/bin:$PATH" VLLM_API_KEY={KEY} A=1\nvllm serve m\n')
+    assert r.prelude == ['export PATH="$HOME/bin:$PATH"'] and r.env == {"A": "1"}
+
+
+def test_a_key_from_another_variable_is_named() -> None:
+    r = parse_launch_script('export VLLM_API_KEY="$MY_KEY"\nvllm serve m --host 0.0.0.0\n')
+    assert r.prelude == [] and (r.api_key_env, r.api_key_in_script) == ("MY_KEY", False)
+    r = parse_launch_script(f"MY_KEY={KEY}\nvllm serve m --api-key $MY_KEY\n")
+    assert KEY not in _everything(r) and (r.api_key_env, r.api_key_in_script) == ("MY_KEY", True)
+
+
+def test_set_a_stays_around_what_the_prelude_sources() -> None:
+    r = parse_launch_script("set -a\nsource .env\nset +a\nvllm serve m\n")
+    assert r.prelude == ["set -a", "source .env", "set +a"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"vllm serve m --api-key {KEY}",
+        f"vllm serve m --api-key={KEY}",
+        f'vllm serve m "--api-key" "{KEY}"',
+        f"vllm serve m '--api-key={KEY}'",
+        f'vllm serve m --api-key="{KEY}"',
+        f"vllm serve m --api_key {KEY}",
+        f'vllm serve m --api-key "${{VLLM_API_KEY:-{KEY}}}"',
+        f"VLLM_API_KEY={KEY} vllm serve m",
+        f"VLLM_API_KEY=${{VLLM_API_KEY:-{KEY}}} vllm serve m",
+        f"env VLLM_API_KEY={KEY} vllm serve m",
+    ],
+)
+def test_a_key_on_the_vllm_command_is_taken_out(command: str) -> None:
+    r = parse_launch_script(command + " --host 0.0.0.0\n")
+    assert KEY not in _everything(r) and r.api_key_env == "VLLM_API_KEY" and r.api_key_in_script
+
+
+def test_a_bearer_token_is_a_key_whatever_its_name() -> None:
+    r = parse_launch_script(f'export AUTH="Bearer {KEY}"\nvllm serve m\n')
+    assert KEY not in _everything(r) and "AUTH" not in r.env
+    assert mask_env({"AUTH": f"Bearer {KEY}"}) == {"AUTH": f"Bearer {MASK}"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"huggingface-cli login --token {KEY}\nvllm serve m\n",
+        f"ARGS='--api-key {KEY}'\nvllm serve m $ARGS\n",
+        f"vllm serve m --middleware 'Bearer {KEY}'\n",
+    ],
+)
+def test_a_key_written_elsewhere_is_refused_without_being_repeated(script: str) -> None:
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(script)
+    assert KEY not in str(caught.value) and "never stores" in str(caught.value)
+
+
+def test_no_error_repeats_a_key() -> None:
+    script = f"export VLLM_API_KEY={KEY}\nVLLM_API_KEY=$(echo {KEY}) vllm serve m --port $P\n"
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(script)
+    assert KEY not in str(caught.value) and "$P is not defined" in str(caught.value)
