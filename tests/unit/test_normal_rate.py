@@ -281,3 +281,21 @@ def test_a_real_vllm_under_continuous_prefill_teaches_a_normal_and_raises_nothin
     assert normal is not None and normal.measure == INTER_TOKEN_LATENCY
     assert normal.source == LEARNED
     assert d.all_findings() == [] and diagnose_file(path) == []
+
+
+def test_a_recording_without_the_optional_headroom_still_names_it_from_memory() -> None:
+    # A v1 recording carries the card's total and the budget, not vramtop's optional
+    # `headroom_bytes`: the desktop's allowance follows from those, so the memory-only rule
+    # still names the collapse of a recording opened mid-call.
+    samples = [s for s in build(Card(wsl=True), mid_collapse()) if isinstance(s, Sample)]
+    bare = [
+        replace(
+            s,
+            windows=windows_mid_call(s.t),
+            split=replace(s.split, headroom_bytes=None) if s.split else None,
+        )
+        for s in samples
+    ]
+    assert all(s.split is not None and s.split.headroom_bytes is None for s in bare)
+    found = contention(feed(Diagnoser(), bare))
+    assert len(found) == 1 and found[0].confidence == NO_NORMAL_RATE

@@ -452,7 +452,7 @@ class Diagnoser:
             return memory_only
         if not memory_only and self.normal_rate() is not None:
             return False  # a normal rate is known: the rate rule decides
-        evidence = memory_evidence(s, self._spill.spill_evidence())
+        evidence = memory_evidence(s, self._spill.spill_evidence(), self._desktop.outside_budget)
         self._memory_window.append(evidence is not None)
         if memory_only and not any(list(self._memory_window)[-OPEN_WINDOW:]):
             self._book.close(VRAM_CONTENTION, s.t)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core.budget import outside_budget
+from vramtop.core.budget import budget_bytes, outside_budget
 from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
+from vramtop.core.snapshot import server_util
 from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillEvidence
 
@@ -32,19 +33,42 @@ class MemoryEvidence:
     spill: SpillEvidence | None  # a rise seen since the start, when there was one
 
 
-def memory_evidence(s: Sample, spill: SpillEvidence | None) -> MemoryEvidence | None:
+def memory_evidence(
+    s: Sample, spill: SpillEvidence | None, outside_budget_bytes: int | None = None
+) -> MemoryEvidence | None:
     """The squeeze as the Windows side shows it this second, or None."""
-    reading, split = s.windows, s.split
+    reading = s.windows
     if reading is None or reading.error is not None or reading.wsl_vm is None:
         return None
-    if split is None or split.headroom_bytes is None:
+    allowance = allowance_bytes(s, outside_budget_bytes)
+    if allowance is None:
         return None  # the budget's allowance is not known
     desktop = reading.desktop_bytes
     vm = reading.wsl_vm
     spilled = spill is not None or vm.shared_bytes >= SPILL_THRESHOLD_BYTES
-    if desktop <= split.headroom_bytes or not spilled:
+    if desktop <= allowance or not spilled:
         return None
-    return MemoryEvidence(desktop, split.headroom_bytes, vm.shared_bytes, vm.dedicated_bytes, spill)
+    return MemoryEvidence(desktop, allowance, vm.shared_bytes, vm.dedicated_bytes, spill)
+
+
+def allowance_bytes(s: Sample, outside_budget_bytes: int | None) -> int | None:
+    """What the server's budget leaves the desktop: the split's own figure where the sample
+    carries it, else derived from what every recording has (the card's total and the budget,
+    recorded as bytes or as the server's --gpu-memory-utilization), with what the server holds
+    outside its budget (`outside_budget_bytes`, measured; None: the estimate). None where the
+    budget is not known."""
+    split = s.split
+    if split is None:
+        return None
+    if split.headroom_bytes is not None:
+        return split.headroom_bytes
+    budget = split.budget_bytes
+    if budget is None:
+        util = server_util(s)
+        if util is None or not 0 < util <= 1:
+            return None
+        budget = budget_bytes(split.total_bytes, util)
+    return max(0, split.total_bytes - budget - outside_budget(outside_budget_bytes))
 
 
 def desktop_over_allowance(s: Sample, outside_budget_bytes: int | None) -> int | None:
