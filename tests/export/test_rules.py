@@ -20,6 +20,20 @@ ROOT = HERE.parent.parent
 RULES = ROOT / "vramtop" / "export" / RULES_FILE
 
 
+# The alert names are a contract: only added to.
+ALERTS = (
+    "VllmSilentCollapse",
+    "VllmSpillToSharedMemory",
+    "VramtopSamplingStalled",
+    "VllmServerCrashed",
+    "VllmServerNotAnswering",
+    "VllmServerDown",
+    "VllmKvCachePressure",
+    "VramtopExporterDown",
+    "VramtopExporterAbsent",
+)
+
+
 def rules() -> dict[str, dict[str, object]]:
     groups = yaml.safe_load(asset_text(RULES_FILE))["groups"]
     return {rule["alert"]: rule for group in groups for rule in group["rules"]}
@@ -28,11 +42,13 @@ def rules() -> dict[str, dict[str, object]]:
 def test_promtool_accepts_the_rule_file() -> None:
     result = promtool("check", "rules", RULES)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 3 rules found" in result.stdout
+    assert f"SUCCESS: {len(ALERTS)} rules found" in result.stdout
 
 
 def test_the_rules_unit_tests_pass_in_promtool() -> None:
-    # rules_test.yml: both alerts fire after 30 s on every sign, and not on the near misses.
+    # rules_test.yml: each alert fires on its signs after its `for`, and not on the near
+    # misses (an agent's prompts, a stop asked for, a load, a busy but unblocked pool, a node
+    # exporter down).
     result = promtool("test", "rules", "rules_test.yml", cwd=HERE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
@@ -41,7 +57,14 @@ def test_the_rules_unit_tests_pass_in_promtool() -> None:
 def test_the_collapse_rule_uses_the_diagnosis_thresholds_and_holds_30_s() -> None:
     collapse = rules()["VllmSilentCollapse"]
     expr = str(collapse["expr"])
-    assert f"< {COLLAPSE_RATIO} * vramtop_generation_normal_tokens_per_second" in expr
+    # Per request against per request: the total over requests still reading their prompts
+    # is never compared with the total they would decode at.
+    assert "max_over_time(vramtop_request_decode_tokens_per_second[15s])" in expr
+    assert (
+        f"< {COLLAPSE_RATIO} * min_over_time(vramtop_request_decode_normal_tokens_per_second"
+        in expr
+    )
+    assert "vramtop_generation_normal_tokens_per_second" not in expr
     assert f">= {CARD_FULL})" in expr
     assert 'vramtop_finding_open{kind="vram_contention"}' in expr
     assert collapse["for"] == "30s"
@@ -73,6 +96,22 @@ def test_print_flags_print_the_bundled_files(
 ) -> None:
     assert cli.main(["export", flag]) == 0
     assert capsys.readouterr().out == (ROOT / "vramtop" / "export" / asset).read_text()
+
+
+def test_the_rule_file_holds_every_alert_and_the_readme_names_each() -> None:
+    assert tuple(rules()) == ALERTS
+    readme = (ROOT / "README.md").read_text()
+    assert [name for name in ALERTS if f"**`{name}`**" not in readme] == []
+    contract = readme[readme.index("and the alert names") :].split("\n- ")[0]
+    assert [name for name in ALERTS if f"`{name}`" not in contract] == []
+
+
+def test_the_kv_rule_uses_the_diagnosis_threshold() -> None:
+    from vramtop.core.diagnosis.thresholds import KV_HIGH
+
+    assert f"vramtop_kv_cache_usage_ratio >= {KV_HIGH}" in str(
+        rules()["VllmKvCachePressure"]["expr"]
+    )
 
 
 def test_the_readme_names_every_finding_kind_of_vramtop_finding_open() -> None:
