@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,6 +125,34 @@ def test_the_prelude_is_not_on_the_command_line() -> None:
     command = launch.build_command(["vllm", "serve", "m"], prelude)
     assert MARK not in " ".join(command) and command[-3:] == ["vllm", "serve", "m"]
     assert launch.prelude_env(prelude) == {launch.PRELUDE_ENV: prelude}
+
+
+def test_a_running_prelude_shows_no_key_to_ps_and_the_server_gets_it(tmp_path: Path) -> None:
+    """The real launch: bash runs the prelude (a `conda activate` takes seconds) with a key
+    the person wrote into it; its command line, which every user's `ps` reads, holds none."""
+    started, served = tmp_path / "started", tmp_path / "served"
+    prelude = f"export VLLM_API_KEY={MARK} && touch {started} && sleep 2"
+    server = [
+        sys.executable,
+        "-c",
+        "import os, sys; open(sys.argv[1], 'w').write(os.environ['VLLM_API_KEY'] + ' '"
+        f" + str({launch.PRELUDE_ENV!r} in os.environ))",
+        str(served),
+    ]
+    env = {**os.environ, **launch.prelude_env(prelude)}
+    child = launch.spawn(launch.build_command(server, prelude), env, None, tmp_path / "log")
+    try:
+        while not started.exists() and child.poll() is None:
+            time.sleep(0.05)
+        seen = Path(f"/proc/{child.pid}/cmdline").read_bytes().decode()
+        assert child.poll() is None and "bash" in seen and MARK not in seen
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    # The prelude ran as before, and its text did not follow the server into its environment.
+    assert served.read_text() == f"{MARK} False"
 
 
 # --- properties -----------------------------------------------------------------------------

@@ -32,6 +32,21 @@ def test_exposed_without_key_including_missing_host() -> None:
     assert _codes(["vllm", "serve", "m", "--host", "127.0.0.1"]) == []
 
 
+@pytest.mark.parametrize("host", ["192.168.1.5", "0", "myhost.lan", "::ffff:0.0.0.0", "10.0.0.1"])
+def test_any_host_beyond_loopback_without_a_key_is_exposed(host: str) -> None:
+    findings = lint_launch(["vllm", "serve", "m", "--host", host])
+    assert [f.code for f in findings] == ["exposed"] and host in findings[0].message
+    assert _codes(["vllm", "serve", "m", "--host", host], api_key_env="K") == []
+
+
+def test_a_unix_socket_is_not_exposed_and_neither_is_any_loopback_form() -> None:
+    # With --uds vLLM ignores host and port: nothing listens on the network.
+    assert _codes(["vllm", "serve", "m", "--uds", "/run/vllm.sock"]) == []
+    assert _codes(["vllm", "serve", "m", "--host", "0.0.0.0", "--uds", "/run/vllm.sock"]) == []
+    for host in ("127.1", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"):
+        assert _codes(["vllm", "serve", "m", "--host", host]) == [], host
+
+
 def test_remote_code_and_key_on_command_line() -> None:
     argv = ["vllm", "serve", "m", "--host", "127.0.0.1", "--trust-remote-code", "--api-key", "x"]
     assert _codes(argv) == ["remote-code", "key-on-command-line"]
