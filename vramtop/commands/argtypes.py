@@ -13,6 +13,8 @@ LIMIT = 1e12
 
 
 def finite_float(text: str) -> float:
+    if len(text) > 64:
+        raise argparse.ArgumentTypeError(f"not a usable number: {text[:20]!r}…")
     try:
         value = float(text)
     except ValueError:
@@ -39,6 +41,69 @@ def bounded_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if abs(value) > LIMIT:
         raise argparse.ArgumentTypeError(f"not a usable whole number: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count (layers, heads, tokens, a block size): a whole number, at least 1."""
+    value = bounded_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def count_or_zero(text: str) -> int:
+    """A number of lines or items: a whole number, 0 or more."""
+    value = bounded_int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (got {value})")
+    return value
+
+
+def model_len(text: str) -> int:
+    """A --max-model-len: tokens, from 1 up to `bounds.MAX_MODEL_LEN`."""
+    from vramtop.core.bounds import parse_model_len
+
+    value, problem = parse_model_len(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(problem or "not a usable --max-model-len")
+    return value
+
+
+def kv_cache_dtype(text: str) -> str:
+    """A --kv-cache-dtype vLLM takes (auto, fp8, ...)."""
+    from vramtop.core.bounds import kv_cache_dtype_problem
+
+    problem = kv_cache_dtype_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def interval_seconds(text: str) -> float:
+    """Seconds between samples: from `bounds.MIN_INTERVAL_S` to `bounds.MAX_INTERVAL_S`."""
+    from vramtop.core.bounds import interval_problem
+
+    value = finite_float(text)
+    problem = interval_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem} (got {text!r})")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port: 1 to 65535."""
+    value = bounded_int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r} (a number from 1 to 65535)")
+    return value
+
+
+def pid(text: str) -> int:
+    """A process id: a whole number from 1 (the kernel's own limit is 2**22)."""
+    value = bounded_int(text)
+    if not 1 <= value <= 2**22:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r} (a number from 1)")
     return value
 
 

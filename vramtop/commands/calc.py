@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramtop.commands.argtypes import bounded_int, finite_float
+from vramtop.commands.argtypes import finite_float, model_len, positive_int
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
 from vramtop.commands.errors import ExitCode
 from vramtop.core.budget import (
@@ -76,7 +76,7 @@ def add_parser(subparsers: Any) -> None:
         "--for-headroom-gib", type=finite_float, help="largest budget leaving this much"
     )
     card.add_argument(
-        "--for-kv-tokens", type=bounded_int, help="smallest budget whose pool holds N tokens"
+        "--for-kv-tokens", type=positive_int, help="smallest budget whose pool holds N tokens"
     )
     terms = parser.add_argument_group("memory terms (per GPU; a log or estimates fill the rest)")
     terms.add_argument("--weights-gib", type=finite_float)
@@ -94,19 +94,19 @@ def add_parser(subparsers: Any) -> None:
     )
     model = parser.add_argument_group("model and vLLM settings")
     model.add_argument("--model-config", type=Path, help="the model's config.json")
-    model.add_argument("--layers", type=bounded_int)
-    model.add_argument("--kv-heads", type=bounded_int)
-    model.add_argument("--head-dim", type=bounded_int)
-    model.add_argument("--vocab-size", type=bounded_int)
-    model.add_argument("--max-num-batched-tokens", type=bounded_int, default=8192)
+    model.add_argument("--layers", type=positive_int)
+    model.add_argument("--kv-heads", type=positive_int)
+    model.add_argument("--head-dim", type=positive_int)
+    model.add_argument("--vocab-size", type=positive_int)
+    model.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
     model.add_argument("--dtype", help="model dtype (default: config.json's, else bfloat16)")
     model.add_argument("--kv-cache-dtype", help="default: the log's, else auto")
     model.add_argument(
-        "--block-size", type=bounded_int, help="default: the log's, else vLLM's for the device"
+        "--block-size", type=positive_int, help="default: the log's, else vLLM's for the device"
     )
-    model.add_argument("--max-model-len", type=bounded_int)
+    model.add_argument("--max-model-len", type=model_len)
     model.add_argument(
-        "--tensor-parallel-size", type=bounded_int, help="default: the log's, else 1"
+        "--tensor-parallel-size", type=positive_int, help="default: the log's, else 1"
     )
     model.add_argument("--enforce-eager", action="store_true")
     model.add_argument("--vllm-version", help="e.g. 0.19.1 (graph memory counts from 0.21)")

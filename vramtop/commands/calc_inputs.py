@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from vramtop.core.bounds import MAX_LINE_BYTES, MAX_SMALL_FILE_BYTES, whole_number
 from vramtop.core.budget import (
     GIB,
     outside_budget,
@@ -20,7 +23,7 @@ from vramtop.core.headroom.live import pool_inputs
 from vramtop.core.headroom.model_config import architecture_from_config
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.model import StartupFacts
-from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LogRun, read_run
+from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LastRun, LogRun, read_run
 
 
 class CalcError(Exception):
@@ -262,33 +265,85 @@ def checkpoint_bytes(model_dir: Path) -> int:
         raise CalcError(f"{model_dir} is not a folder")
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
-        total = _read_json(index).get("metadata", {}).get("total_size")
-        if isinstance(total, int) and total > 0:
+        metadata = _read_json(index).get("metadata")
+        total = whole_number(metadata.get("total_size")) if isinstance(metadata, dict) else None
+        if total is not None and 0 < total < 2**50:
             return total
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise CalcError(f"{model_dir} holds no *.safetensors files; give --weights-gib")
+    for path in files:
+        if _is_lfs_pointer(path):
+            raise CalcError(
+                f"{path} is a Git LFS pointer, not the weights (the checkpoint was cloned "
+                "without them): run `git lfs pull` in it, or give --weights-gib"
+            )
     return sum(f.stat().st_size for f in files)
+
+
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+def _is_lfs_pointer(path: Path) -> bool:
+    """A Git LFS pointer file where a weights file should be (~130 bytes of text)."""
+    try:
+        if path.stat().st_size > 1024:
+            return False
+        with path.open("rb") as f:
+            return f.read(len(_LFS_POINTER)) == _LFS_POINTER
+    except OSError:
+        return False
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as f:  # a config or index is KBs; /dev/zero never ends
+            raw = f.read(MAX_SMALL_FILE_BYTES + 1)
+        if len(raw) > MAX_SMALL_FILE_BYTES:
+            raise CalcError(f"{path} is larger than {MAX_SMALL_FILE_BYTES >> 20} MiB: not a config")
+        data = json.loads(raw.decode("utf-8"))
     except OSError as error:
         raise CalcError(f"cannot read {path}: {error.strerror or error}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CalcError(f"{path} is not JSON: {error}") from None
+    except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested too deep
+        raise CalcError(f"{path} is not JSON: {str(error)[:200]}") from None
     if not isinstance(data, dict):
         raise CalcError(f"{path} is not a JSON object")
     return data
 
 
+# Of the log's last run, its startup is read: the first lines, bounded (a server that ran for
+# days appended its requests after them).
+RUN_LINES_KEPT = 50_000
+RUN_CHARS_KEPT = 32 << 20
+# What is read of a log that is not a regular file (a pipe, a device): /dev/zero never ends.
+MAX_STREAM_BYTES = 256 << 20
+
+
 def read_log(path: Path) -> LogRun:
+    """The log's last run, read line by line in bounded memory (a line past
+    `MAX_LINE_BYTES` is cut there; the rest of a run past its startup is not kept)."""
+    collected = LastRun(max_lines=RUN_LINES_KEPT, max_chars=RUN_CHARS_KEPT)
     try:
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            run = read_run(lines.read().splitlines())
+        with path.open("rb") as f:
+            regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+            read = 0
+            while raw := f.readline(MAX_LINE_BYTES):
+                read += len(raw)
+                if not regular and read > MAX_STREAM_BYTES:
+                    raise CalcError(
+                        f"{path}: stopped after {MAX_STREAM_BYTES >> 20} MiB without the end of "
+                        "a log; give the startup log's file"
+                    )
+                if not raw.endswith(b"\n"):  # a line longer than any vLLM prints: cut
+                    while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        read += len(rest)
+                        if not regular and read > MAX_STREAM_BYTES:
+                            break
+                for line in raw.decode("utf-8", "replace").splitlines():
+                    collected.feed(line)
     except OSError as error:
         raise CalcError(f"cannot read {path}: {error.strerror or error}") from None
+    run = read_run(collected.lines)
     facts = run.facts
     if facts.version is None and facts.available_kv_gib is None and facts.kv_cache_tokens is None:
         raise CalcError(f"{path} does not look like a vLLM startup log")

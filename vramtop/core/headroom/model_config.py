@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vramtop.core.bounds import MAX_CONFIG_COUNT, whole_number
 from vramtop.core.headroom.terms import Architecture, dtype_bytes
 
 _FULL = {"full_attention", "attention", "global_attention", "full"}
@@ -44,8 +45,9 @@ def architecture_from_config(config: Mapping[str, Any]) -> Architecture:
     if head_dim is None and hidden and heads:
         head_dim = hidden // heads
     mla_latent = None
-    if merged.get("kv_lora_rank"):
-        mla_latent = int(merged["kv_lora_rank"]) + int(merged.get("qk_rope_head_dim") or 64)
+    lora_rank = _first_int(merged, "kv_lora_rank")
+    if lora_rank:
+        mla_latent = lora_rank + (_first_int(merged, "qk_rope_head_dim") or 64)
     kinds = _layer_kinds(merged, layers)
     full = sum(kind == "full" for kind in kinds)
     sliding = sum(kind == "sliding" for kind in kinds)
@@ -82,11 +84,28 @@ def architecture_from_config(config: Mapping[str, Any]) -> Architecture:
 
 
 def _first_int(config: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of `keys` that holds a whole number above 0; ModelConfigError for one past
+    any checkpoint's (1e308 layers, a 40-digit head count), which would otherwise build
+    lists and sums of that size."""
     for key in keys:
         value = config.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            return int(value)
+        number = whole_number(value)
+        if number is None and isinstance(value, int | float) and not isinstance(value, bool):
+            if value > 0:  # 1e308, a 40-digit integer, 32.5 heads
+                raise ModelConfigError(f"{key} = {_shown(value)} is not a plausible value")
+        if number is not None and number > 0:
+            if number > MAX_CONFIG_COUNT:
+                raise ModelConfigError(
+                    f"{key} = {_shown(number)} is not a plausible value (at most "
+                    f"{MAX_CONFIG_COUNT:,})"
+                )
+            return number
     return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _layer_kinds(config: Mapping[str, Any], layers: int) -> list[str]:
@@ -113,7 +132,8 @@ def _layer_kinds(config: Mapping[str, Any], layers: int) -> list[str]:
 
 
 def _max_len(config: Mapping[str, Any]) -> int:
-    return _first_int(config, "max_position_embeddings") or 2**31
+    length = whole_number(config.get("max_position_embeddings"))
+    return length if length is not None and length > 0 else 2**31
 
 
 def _kind(layer_type: str) -> str:

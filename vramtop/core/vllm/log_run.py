@@ -8,11 +8,13 @@ read. Its settings come from the "non-default args" line and the engine's config
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vramtop.core.bounds import whole_number
 from vramtop.core.budget import is_cpu_server
 from vramtop.core.model import StartupFacts
 from vramtop.core.vllm import log as vllm_log
@@ -40,7 +42,10 @@ class LogRun:
         if self.facts.requested_util is not None:
             return self.facts.requested_util
         value = self.args.get("gpu_memory_utilization")
-        return float(value) if isinstance(value, int | float) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        number = float(value) if abs(value) < 1e300 else math.inf
+        return number if math.isfinite(number) else None
 
     @property
     def pool_known(self) -> bool:
@@ -79,11 +84,12 @@ class LogRun:
 
 
 def _positive_int(value: Any) -> int | None:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
+    """A setting's whole number above 0 (as printed: 8192, '8192', 8192.0); None for anything
+    else, also 1e400 and a 40-digit integer: no setting vLLM prints is that large."""
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 15:
+        value = int(value)
+    number = whole_number(value)
+    return number if number is not None and 0 < number <= 2**40 else None
 
 
 # --- a whole log file: its runs, their settings ------------------------------------------------
@@ -108,16 +114,39 @@ _CPU_KV_SPACE = re.compile(
 def last_run(lines: Sequence[str]) -> list[str]:
     """The lines of the log's last server start: a log appended to by several starts (a
     failed one, then a good one) describes the last one only by its tail."""
-    start, seen = 0, set[int]()
-    for index, line in enumerate(lines):
+    run = LastRun()
+    for line in lines:
+        run.feed(line)
+    return run.lines
+
+
+class LastRun:
+    """A log's last run, fed one line at a time (a log of any length read in bounded
+    memory): a second marker of one kind begins a new run. Of a run, the first `max_lines`
+    lines and `max_chars` characters are kept: its startup, which is all that is read of it
+    (a long-running server's requests follow)."""
+
+    def __init__(self, max_lines: int | None = None, max_chars: int | None = None) -> None:
+        self.lines: list[str] = []
+        self._seen: set[int] = set()
+        self._chars = 0
+        self._max_lines = max_lines
+        self._max_chars = max_chars
+
+    def feed(self, line: str) -> None:
         text = vllm_log.strip_prefix(line)
         for kind, pattern in enumerate(_RUN_MARKERS):
             if pattern.search(text):
-                if kind in seen:
-                    start, seen = index, set()
-                seen.add(kind)
+                if kind in self._seen:
+                    self.lines, self._seen, self._chars = [], set(), 0
+                self._seen.add(kind)
                 break
-    return list(lines[start:])
+        if self._max_lines is not None and len(self.lines) >= self._max_lines:
+            return
+        if self._max_chars is not None and self._chars + len(line) > self._max_chars:
+            return
+        self.lines.append(line)
+        self._chars += len(line)
 
 
 def non_default_args(lines: Iterable[str]) -> dict[str, Any]:
