@@ -15,6 +15,7 @@ from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     LEARNED,
     PER_REQUEST,
+    PER_REQUEST_PREFILL,
     REMEMBERED,
     NormalRate,
     bucket,
@@ -299,3 +300,31 @@ def test_a_recording_without_the_optional_headroom_still_names_it_from_memory() 
     assert all(s.split is not None and s.split.headroom_bytes is None for s in bare)
     found = contention(feed(Diagnoser(), bare))
     assert len(found) == 1 and found[0].confidence == NO_NORMAL_RATE
+
+
+def test_without_the_latency_histogram_agent_traffic_still_learns_a_normal_and_names_it() -> None:
+    # No per-token latency histogram (a proxy stripped it) and a prefill every second, as an
+    # agent re-reads its context: the fallback's seconds all read a prompt. They learn a normal
+    # of their own, and a 10x fall is named.
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items += [busy(float(t), tps=70.0 + t % 3 * 5, prompt_tps=900.0) for t in range(2, 120)]
+    items += [
+        busy(float(t), tps=7.0, prompt_tps=900.0, desktop_bytes=CALL) for t in range(120, 160)
+    ]
+    d = run(items, Card(wsl=False))
+    found = contention(d)
+    assert len(found) == 1 and found[0].first_seen_t <= 120 + 10
+    assert found[0].evidence["decode_measure"] == PER_REQUEST_PREFILL
+    normal = d.normal_rate()
+    assert normal is not None and normal.by_measure[PER_REQUEST_PREFILL][1] > 60
+
+
+def test_prefills_own_dips_are_not_a_collapse() -> None:
+    # The same traffic with prefill seconds that decode at half the usual rate now and then
+    # (a long prompt read): a dip to 0.4 of the normal is prefill, not the desktop.
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items += [
+        busy(float(t), tps=75.0 if t % 4 else 30.0, prompt_tps=900.0, desktop_bytes=CALL)
+        for t in range(2, 200)
+    ]
+    assert contention(run(items, Card(wsl=False))) == []

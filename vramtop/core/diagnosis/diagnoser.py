@@ -38,6 +38,7 @@ from vramtop.core.diagnosis.memory_evidence import memory_evidence, memory_repor
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     PER_REQUEST,
+    PER_REQUEST_PREFILL,
     NormalRate,
     NormalRateLearner,
     decode_key,
@@ -60,6 +61,7 @@ from vramtop.core.diagnosis.thresholds import (
     KV_LOW,
     OPEN_COUNT,
     OPEN_WINDOW,
+    PREFILL_COLLAPSE_RATIO,
     PREFILL_TPS,
     RECOVERED_RATIO,
     RELEARN_SAMPLES,
@@ -215,7 +217,10 @@ class Diagnoser:
         self._kv.check(prev, s, self._desktop.peak, self._desktop.outside_budget)
         squeeze = self._squeeze(s, device) if point is not None else None
         judged = self._check_contention(s, device, point, squeeze)
-        self._check_slowdown(s, device, state, point, judged, squeeze)
+        # A slowdown is a fall of a third: prefill's own noise in the fallback's prefill
+        # seconds is as large, so those seconds judge only the collapse.
+        steady = point is None or point.measure != PER_REQUEST_PREFILL
+        self._check_slowdown(s, device, state, point, judged and steady, squeeze)
         if point is not None:
             self._learn(point)
 
@@ -267,10 +272,13 @@ class Diagnoser:
         measure, rate = (
             (INTER_TOKEN_LATENCY, decode)
             if decode is not None
-            else (PER_REQUEST, gen / max(1.0, running))
+            else (_fallback_measure(prompt), gen / max(1.0, running))
         )
         ratio = self._normal.ratio(measure, running, rate)
-        collapsed = ratio is not None and ratio < COLLAPSE_RATIO
+        # A second that also read a prompt decodes less, by how long the prompt was: its
+        # normal is noisy, so only a fall far below prefill's own dips counts.
+        line = PREFILL_COLLAPSE_RATIO if measure == PER_REQUEST_PREFILL else COLLAPSE_RATIO
+        collapsed = ratio is not None and ratio < line
         healthy = ratio is None or ratio >= RECOVERED_RATIO
         return Point(
             s.t,
@@ -285,14 +293,6 @@ class Diagnoser:
             whole=whole,
         )
 
-    def _prefilling(self, point: Point) -> bool:
-        """A per-request rate that prefill lowers (the latency measure is not lowered)."""
-        return (
-            point.measure == PER_REQUEST
-            and point.prompt_tps is not None
-            and point.prompt_tps >= PREFILL_TPS
-        )
-
     def _learn(self, point: Point) -> None:
         if self._book.is_open(VRAM_CONTENTION) or self._book.is_open(VRAM_SLOWDOWN):
             # Squeezed seconds must not teach the normal: a long call would make its own
@@ -303,14 +303,15 @@ class Diagnoser:
         if point.measure == INTER_TOKEN_LATENCY:
             self._normal.add(INTER_TOKEN_LATENCY, point.running, point.per_request_tps)
         # The fallback measure is learned too (a second whose histogram saw too few tokens is
-        # judged by it), but only from seconds without prefill, which lowers it, and with
-        # requests running from end to end.
-        if not point.whole or (point.prompt_tps is not None and point.prompt_tps >= PREFILL_TPS):
+        # judged by it), with requests running from end to end: seconds without prefill in
+        # its own normal, seconds with prefill (which lowers it) in theirs.
+        if not point.whole:
             return
+        measure = _fallback_measure(point.prompt_tps)
         per_request = point.generation_tps / max(1.0, point.running)
-        ratio = self._normal.ratio(PER_REQUEST, point.running, per_request)
+        ratio = self._normal.ratio(measure, point.running, per_request)
         if ratio is None or ratio >= ADMIT_RATIO:
-            self._normal.add(PER_REQUEST, point.running, per_request)
+            self._normal.add(measure, point.running, per_request)
 
     # --- rules ---------------------------------------------------------------------------------
     def _check_contention(
@@ -321,7 +322,7 @@ class Diagnoser:
         judged = False
         # A second with no normal to judge it by (its histogram saw too few tokens and the
         # fallback measure has none yet) says nothing either way: it neither opens nor closes.
-        if point is not None and point.ratio is not None and not self._prefilling(point):
+        if point is not None and point.ratio is not None:
             judged = True
             if device is not None and set(device.throttle) & SLOWDOWN_REASONS:
                 # Slow clocks explain a slow second: it counts neither way.
@@ -462,3 +463,10 @@ class Diagnoser:
             self._book.set(VRAM_CONTENTION, s.t, **report)
             return True
         return memory_only
+
+
+def _fallback_measure(prompt_tps: float | None) -> str:
+    """The per-request fallback's measure for a second: with prefill under way or without."""
+    return (
+        PER_REQUEST_PREFILL if prompt_tps is not None and prompt_tps >= PREFILL_TPS else PER_REQUEST
+    )

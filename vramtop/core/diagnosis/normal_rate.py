@@ -4,8 +4,9 @@ Decode speed is read the way prefill cannot hide it: from vLLM's per-token laten
 (`inter_token_latency_seconds`), whose `_count`/`_sum` deltas between two scrapes are the
 tokens each running request received per second of that interval, however many prompts were
 read meanwhile. Where a server has no such histogram, the per-request generation rate (the
-total generation rate over the running requests) stands in for it, and only seconds without
-prefill teach it, since prefill lowers it.
+total generation rate over the running requests) stands in for it: seconds without prefill
+teach it, and seconds with prefill (which lowers it) teach a normal of their own,
+`per_request_prefill`, judged only for a fall far deeper than prefill's own noise.
 
 Per-request speed depends on how many requests share the card (each of three decodes a bit
 slower than one alone), so the normal is kept in a few concurrency buckets, not one per level.
@@ -32,14 +33,17 @@ from vramtop.core.vllm.metrics import tokens_per_observation
 
 INTER_TOKEN_LATENCY = "inter_token_latency"  # 1 / mean inter-token latency of the interval
 PER_REQUEST = "per_request"  # generation tokens/s over the running requests (the fallback)
-MEASURES = (INTER_TOKEN_LATENCY, PER_REQUEST)
+# The fallback in seconds that also read a prompt (prefill lowers it): a normal of its own, so
+# that under agent traffic, a prefill every second, the fallback is not blind to a collapse.
+PER_REQUEST_PREFILL = "per_request_prefill"
+MEASURES = (INTER_TOKEN_LATENCY, PER_REQUEST, PER_REQUEST_PREFILL)
 # Lower bounds of the concurrency buckets: 1, 2–3, 4–7, 8 and more running requests.
 BUCKETS = (1, 2, 4, 8)
 # An interval whose histogram grew by fewer tokens says too little about decode speed.
 MIN_DECODE_TOKENS = 4
 # Samples a bucket needs before its normal is trusted. The latency measure is steady (it does
 # not move with prefill or with requests ending mid-second), so it needs fewer.
-WARMUP = {INTER_TOKEN_LATENCY: 5, PER_REQUEST: 10}
+WARMUP = {INTER_TOKEN_LATENCY: 5, PER_REQUEST: 10, PER_REQUEST_PREFILL: 10}
 
 LEARNED = "learned"
 REMEMBERED = "remembered"
