@@ -453,8 +453,8 @@ class Interpreter:
                     Problem(
                         word.line,
                         "a word of the vLLM command holds a key or token, and vramtop never "
-                        'stores one: give the API key as --api-key "$VLLM_API_KEY" (or export '
-                        "VLLM_API_KEY), the Hugging Face token as HF_TOKEN",
+                        "stores one: export the API key as VLLM_API_KEY (vLLM reads it) and "
+                        "the Hugging Face token as HF_TOKEN",
                     )
                 )
                 continue
