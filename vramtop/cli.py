@@ -11,13 +11,14 @@ import argparse
 import gc
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from vramtop import __version__
-from vramtop.commands.argtypes import finite_float, server_url
+from vramtop.commands.argtypes import interval_seconds, server_url
 from vramtop.commands.errors import ExitCode
 from vramtop.sim.card import CARDS
 
@@ -97,7 +98,7 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="the profile to use (default: the default profile)")
     parser.add_argument(
         "--interval",
-        type=finite_float,
+        type=interval_seconds,
         default=None,
         help="seconds between samples (default 1.0)",
     )
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"vramtop: {problem}", file=sys.stderr)
         return ExitCode.USAGE
-    _log_to_file()
+    _log_to_file(console=not args.command and not args.once)
     try:
         if args.command:
             module = importlib.import_module(f"vramtop.commands.{_module_for(args.command)}")
@@ -192,18 +193,48 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`vramtop diagnose f --json | head`): nothing left to say.
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        words = _file_problem(exc)
+        if words is None:
+            return _unexpected(exc)
+        logging.getLogger("vramtop").info("%s", words, exc_info=True)
+        print(f"vramtop: {words}", file=sys.stderr)
+        return ExitCode.USAGE
     except Exception as exc:
-        # A bug of ours: the traceback goes to the log file, the user gets one line.
-        from vramtop.core.secrets import mask_line
-        from vramtop.locations import own_log_file
+        return _unexpected(exc)
 
-        logging.getLogger("vramtop").exception("unexpected error")
-        print(
-            f"vramtop: unexpected error: {mask_line(str(exc))}. Details are in "
-            f"{own_log_file()}; please report it.",
-            file=sys.stderr,
-        )
-        return ExitCode.ERROR
+
+def _file_problem(exc: OSError) -> str | None:
+    """A file or directory that could not be used (a read-only file system, a file where a
+    directory should be, a name too long, no permission), in words with the fix; None for
+    an error that names no file (a bug of ours)."""
+    from vramtop import files
+
+    if isinstance(exc, files.UnusableDir | files.UnsafeFile):
+        return str(exc.strerror or exc)
+    if exc.filename is None:
+        return None
+    from vramtop.core.secrets import mask_line
+
+    path = Path(os.fsdecode(exc.filename))
+    return mask_line(files.dir_problem_words(path, exc))
+
+
+def _unexpected(exc: Exception) -> int:
+    """A bug of ours: the traceback goes to the log file, the user gets one line."""
+    from vramtop.core.secrets import mask_line
+    from vramtop.locations import own_log_file
+
+    logging.getLogger("vramtop").exception("unexpected error")
+    try:
+        where = f"Details are in {own_log_file()}"
+    except OSError:
+        where = "vramtop's own log cannot be written"
+    print(
+        f"vramtop: unexpected error: {mask_line(str(exc))}. {where}; please report it.",
+        file=sys.stderr,
+    )
+    return ExitCode.ERROR
 
 
 def _module_for(command: str) -> str:
@@ -220,10 +251,18 @@ class _MaskingFormatter(logging.Formatter):
         return "\n".join(mask_line(line) for line in super().format(record).split("\n"))
 
 
-def _log_to_file() -> None:
-    """Tracebacks and diagnostics go to vramtop's own log file, never to the screen."""
-    import os
+class _OneLineFormatter(_MaskingFormatter):
+    """A record as one masked line: no traceback (stderr is a person's screen)."""
 
+    def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        return super().format(record).split("\n", 1)[0]
+
+
+def _log_to_file(console: bool = False) -> None:
+    """Tracebacks and diagnostics go to vramtop's own log file, never to the screen. Where it
+    cannot be written, a headless command says its warnings on stderr in one line each (no
+    traceback) and the console says nothing while it draws (it would be drawn over)."""
     from vramtop import files
     from vramtop.locations import own_log_file
 
@@ -235,9 +274,12 @@ def _log_to_file() -> None:
         handler.setFormatter(_MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.INFO, handlers=[handler])
     except OSError as exc:
-        if isinstance(exc, files.UnsafeFile):
-            print(f"vramtop: not writing its own log: {exc}", file=sys.stderr)
-        logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+        print(f"vramtop: not writing its own log: {_file_problem(exc) or exc}", file=sys.stderr)
+        fallback: logging.Handler = (
+            logging.NullHandler() if console else logging.StreamHandler(sys.stderr)
+        )
+        fallback.setFormatter(_OneLineFormatter("vramtop: %(levelname)s: %(message)s"))
+        logging.basicConfig(level=logging.WARNING, handlers=[fallback])
     # One line per HTTP request at 1 Hz would drown the log that matters.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)

@@ -9,7 +9,6 @@ created 0700.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -75,9 +74,15 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+class UnusableDir(OSError):
+    """A directory vramtop needs that is not one (a file in its place) or cannot be made (a
+    read-only file system, no permission); the message says which and what to do."""
+
+
 def private_dir(path: Path) -> Path:
     """`path` as a directory, every level vramtop creates 0700 (`mkdir -p` would make the
-    levels above the last one 0755)."""
+    levels above the last one 0755). `UnusableDir` when a level is not a directory or cannot
+    be made."""
     if path.is_dir():
         return path
     missing: list[Path] = []
@@ -85,10 +90,41 @@ def private_dir(path: Path) -> Path:
     while not level.exists() and level != level.parent:
         missing.append(level)
         level = level.parent
+    if not level.is_dir():
+        raise UnusableDir(
+            errno.ENOTDIR,
+            f"{level} is not a directory, and vramtop keeps its files under it: move it away "
+            "(or set VRAMTOP_HOME to a directory of your own)",
+            str(level),
+        )
     for level in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # made meanwhile by another vramtop
+        try:
             level.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:  # made meanwhile by another vramtop
+            continue
+        except OSError as exc:
+            raise UnusableDir(exc.errno, dir_problem_words(level, exc), str(level)) from None
     return path
+
+
+def dir_problem_words(path: Path, exc: OSError) -> str:
+    """Why `path` (vramtop's own file or directory) cannot be written, and the fix."""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.EROFS:
+        fix = "its file system is read-only: remount it writable, or set VRAMTOP_HOME to a"
+        fix += " writable directory of your own"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "you may not write there: fix its owner or mode, or set VRAMTOP_HOME to a"
+        fix += " directory of your own"
+    elif exc.errno == errno.ENOSPC:
+        fix = "its disk is full: free some space"
+    elif exc.errno == errno.ENAMETOOLONG:
+        fix = "the name is too long for the file system: choose a shorter name"
+    elif exc.errno == errno.ENOTDIR:
+        fix = "a file stands where a directory should: move it away"
+    else:
+        fix = "check the path, or set VRAMTOP_HOME to a directory of your own"
+    return f"cannot write {path}: {reason}; {fix}"
 
 
 def open_problem(path: Path) -> str | None:
@@ -101,7 +137,18 @@ def open_problem(path: Path) -> str | None:
     except OSError:
         return None  # not there yet: vramtop creates it 0700
     if stat.S_ISLNK(info.st_mode):
-        return None  # a link to a directory elsewhere: its target is checked
+        # A link to a directory elsewhere: what counts is its target, every link followed.
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # a dangling link, or a loop of links
+            return f"{path} is a symbolic link to nothing usable; remove it and try again"
+        problem = open_problem(target)
+        return f"{path} is a link to {target}, and {problem}" if problem else None
+    if not stat.S_ISDIR(info.st_mode):
+        return (
+            f"{path} is not a directory, and vramtop keeps its files there: move it away "
+            "(or set VRAMTOP_HOME to a directory of your own)"
+        )
     if info.st_uid != os.getuid():
         return f"{path} belongs to another user; vramtop keeps its files only in your own"
     if info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:

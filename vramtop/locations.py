@@ -29,15 +29,18 @@ def _private_dir(path: Path) -> Path:
 def home_problem() -> str | None:
     """Why vramtop must not use its directories (another user can write in them), or None.
 
-    `VRAMTOP_HOME` is checked as given; otherwise the config, state and log directories."""
+    `VRAMTOP_HOME` and the three directories under it, or else the config, state and log
+    directories; a symbolic link is judged by the directory it leads to."""
     home = _home()
     if home is not None:
-        return files.open_problem(home)
-    for path in (
-        platformdirs.user_config_path(APP),
-        platformdirs.user_state_path(APP),
-        platformdirs.user_log_path(APP),
-    ):
+        paths = [home, home / "config", home / "state", home / "logs"]
+    else:
+        paths = [
+            platformdirs.user_config_path(APP),
+            platformdirs.user_state_path(APP),
+            platformdirs.user_log_path(APP),
+        ]
+    for path in paths:
         problem = files.open_problem(path)
         if problem is not None:
             return problem

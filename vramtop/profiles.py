@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,19 @@ if TYPE_CHECKING:
     from vramtop.core.launch.interpreter import ParsedLaunch
 
 
+# A profile's name is a file name (config.Profile checks the same when one is made).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
 def profile_path(name: str) -> Path:
+    """profiles/NAME.toml; `ConfigError` for a name no profile can have (a path, 5,000
+    characters), which would otherwise reach the file system."""
+    if not _NAME.match(name):
+        shown = repr(name) if len(name) <= 40 else repr(name[:40]) + "…"
+        raise ConfigError(
+            f"no profile named {shown}: a profile's name is letters, digits, '.', '_' or '-' "
+            "(up to 64, starting with a letter or digit); `vramtop profile list` shows them"
+        )
     return locations.profiles_dir() / f"{name}.toml"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop import files
-from vramtop.core import secrets
+from vramtop.core import bounds, secrets
 
 # How the GPU is read (see sources/probes.py).
 GPU_PROBES: tuple[str, ...] = ("auto", "nvml", "nvml-unified", "amd", "amd-sysfs")
@@ -64,7 +64,7 @@ class Settings:
 
 
 # The shortest interval between samples: a tick costs up to ~20 ms of CPU (bench_tick.py).
-MIN_INTERVAL_S = 0.1
+MIN_INTERVAL_S = bounds.MIN_INTERVAL_S
 
 # What a true/false field also takes, as the settings always have (case does not matter).
 _TRUE_WORDS = frozenset(("1", "on", "t", "true", "y", "yes"))
@@ -99,10 +99,9 @@ def as_bool(value: Any) -> bool | None:
 
 
 def interval_problem(seconds: float) -> str | None:
-    """What is wrong with `seconds` as the interval between samples (None: nothing)."""
-    if seconds < MIN_INTERVAL_S:
-        return f"must be at least {MIN_INTERVAL_S} seconds"
-    return None
+    """What is wrong with `seconds` as the interval between samples (None: nothing): at
+    least `MIN_INTERVAL_S`, at most an hour (a longer wait overflows a timer)."""
+    return bounds.interval_problem(seconds)
 
 
 def _text_or_none(value: Any) -> bool:

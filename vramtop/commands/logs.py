@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from vramtop.commands import supervised
-from vramtop.commands.argtypes import bounded_int
+from vramtop.commands.argtypes import count_or_zero
 from vramtop.commands.errors import CommandError
 from vramtop.core.secrets import mask_line
 
@@ -19,7 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     supervised.add_common(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(
-        "-n", "--lines", type=bounded_int, default=50, help="how many lines (default 50)"
+        "-n", "--lines", type=count_or_zero, default=50, help="how many lines (default 50)"
     )
 
 
@@ -50,16 +50,22 @@ def run(args: argparse.Namespace) -> int:
     return supervised.run_guarded(act, args)
 
 
+# The most of the log's end `tail` reads, whatever -n asks: lines beyond are in the file.
+MAX_TAIL_BYTES = 64 << 20
+
+
 def tail(path: Path, count: int) -> list[str]:
+    """The last `count` lines, from at most the last `MAX_TAIL_BYTES` of the file."""
     with path.open("rb") as fh:
         size = fh.seek(0, os.SEEK_END)
-        block = min(size, max(count, 1) * 400 + 4096)
+        most = min(size, MAX_TAIL_BYTES)
+        block = min(most, max(count, 1) * 400 + 4096)
         while True:
             fh.seek(size - block)
-            lines = fh.read().decode("utf-8", "replace").splitlines()
-            if len(lines) > count or block == size:
+            lines = fh.read(block).decode("utf-8", "replace").splitlines()
+            if len(lines) > count or block == most:
                 return lines[-count:] if count > 0 else []
-            block = min(size, block * 4)
+            block = min(most, block * 4)
 
 
 def follow(path: Path) -> None:

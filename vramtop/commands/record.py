@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.core.bounds import interval_problem
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.machines.interface import Frame
 from vramtop.session.live import LiveSession
@@ -88,8 +89,16 @@ def run(args: argparse.Namespace) -> int:
     from vramtop.commands.common import backend_for, open_session_file
 
     interval = getattr(args, "interval", None) or DEFAULT_INTERVAL_S
-    if interval <= 0 or (args.duration is not None and args.duration <= 0):
-        print("vramtop record: --interval and --duration must be positive", file=sys.stderr)
+    problem = interval_problem(interval)
+    if problem is not None:
+        print(f"vramtop record: --interval {problem}", file=sys.stderr)
+        return ExitCode.USAGE
+    if args.duration is not None and args.duration <= 0:
+        print(
+            f"vramtop record: --duration must be more than 0 seconds (got {args.duration:g}); "
+            "leave it out to record until Ctrl+C",
+            file=sys.stderr,
+        )
         return ExitCode.USAGE
     if getattr(args, "wsl", False) and not getattr(args, "demo", False):
         print("vramtop record: --wsl only applies with --demo", file=sys.stderr)

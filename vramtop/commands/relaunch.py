@@ -10,7 +10,7 @@ import re
 import sys
 
 from vramtop.commands import supervised
-from vramtop.commands.argtypes import bounded_int
+from vramtop.commands.argtypes import kv_cache_dtype, model_len
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.headroom.startup_checks import round_model_len
 from vramtop.machines.interface import ActionResult, RelaunchPrecheck
@@ -35,8 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     supervised.add_common(p)
     p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
-    p.add_argument("--max-model-len", type=bounded_int, help="new --max-model-len")
-    p.add_argument("--kv-cache-dtype", help="new --kv-cache-dtype, e.g. fp8")
+    p.add_argument("--max-model-len", type=model_len, help="new --max-model-len")
+    p.add_argument("--kv-cache-dtype", type=kv_cache_dtype, help="new --kv-cache-dtype, e.g. fp8")
     p.add_argument(
         "--save",
         action="store_true",
