@@ -1,8 +1,10 @@
 """Reading a recorded session back into typed records: the header, `Sample`s and events.
 
 Tolerant as the format asks: unknown fields are ignored, missing ones mean "not known", and a
-cut last line (vramtop stopped mid-write) is skipped. A file that is not a session at all
-raises `SessionError` with a sentence a user can act on.
+cut last line (vramtop stopped mid-write) is skipped, as is any damaged line anywhere: one that
+is not JSON, not UTF-8 (a bad byte is that line's damage, never the file's), or longer than
+`MAX_LINE_BYTES` (read in pieces and dropped, never held whole). A file that is not a session
+at all raises `SessionError` with a sentence a user can act on.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from vramtop.core.bounds import MAX_LINE_BYTES
 from vramtop.core.diagnosis.baseline import counter_rate
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.events import Event
@@ -83,17 +86,20 @@ class SessionReader:
         self.skipped_lines = 0
         self.samples_read = 0
         try:
-            with self.path.open(encoding="utf-8") as f:
-                first = f.readline()
+            with self.path.open("rb") as f:
+                first = f.readline(MAX_LINE_BYTES + 1)
         except FileNotFoundError:
             raise SessionError(f"{self.path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise SessionError(f"{self.path}: cannot be read ({e})") from None
+        except OSError as e:
+            raise SessionError(f"{self.path}: cannot be read ({e.strerror or e})") from None
         if not first.strip():
             raise SessionError(f"{self.path}: the file is empty, not a vramtop session")
         try:
-            raw = json.loads(first)
+            if len(first) > MAX_LINE_BYTES:
+                raise ValueError("the header line is too long")
+            raw = json.loads(first.decode("utf-8"))
         except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+            # (UnicodeDecodeError is a ValueError: a bad byte in the header.)
             raise SessionError(
                 f"{self.path}: the first line is not JSON; is this a vramtop session file?"
             ) from None
@@ -126,9 +132,12 @@ class SessionReader:
         """Samples (rebuilt as `Sample` values, with rates from the counters) and events."""
         previous: Sample | None = None
         try:
-            with self.path.open(encoding="utf-8", errors="replace") as f:
-                f.readline()
-                for text in f:
+            with self.path.open("rb") as f:
+                _skip_line(f)  # the header, read by __init__
+                for text in _bounded_lines(f):
+                    if text is None:  # too long, or not UTF-8: damaged
+                        self.skipped_lines += 1
+                        continue
                     record = self._parse(text)
                     if record is None:
                         continue
@@ -138,7 +147,7 @@ class SessionReader:
                         self.samples_read += 1
                     yield record
         except OSError as e:
-            raise SessionError(f"{self.path}: cannot be read ({e})") from None
+            raise SessionError(f"{self.path}: cannot be read ({e.strerror or e})") from None
 
     def _parse(self, text: str) -> Record | None:
         """One line as a record; None for a blank line or a damaged one (counted)."""
@@ -197,6 +206,31 @@ class SessionReader:
         if util is None and self.header.server is not None:
             util = _num(self.header.server, "gpu_memory_utilization")
         return util
+
+
+def _skip_line(f: BinaryIO) -> None:
+    """Past the next newline (or the end), reading at most `MAX_LINE_BYTES` at a time."""
+    while True:
+        piece = f.readline(MAX_LINE_BYTES)
+        if not piece or piece.endswith(b"\n"):
+            return
+
+
+def _bounded_lines(f: BinaryIO) -> Iterator[str | None]:
+    """Each line of `f` decoded, or None for a damaged one: longer than `MAX_LINE_BYTES` (its
+    rest skipped, never held) or not UTF-8. Memory stays within one line's limit."""
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            _skip_line(f)
+            yield None
+            continue
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield None
 
 
 def _device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
