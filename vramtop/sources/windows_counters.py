@@ -26,8 +26,9 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from vramtop.core.windows.powershell import parse_line
 from vramtop.core.windows.reading import WindowsGpuReading, unavailable
@@ -335,9 +336,11 @@ class WindowsGpuSource:
         ).start()
         produced = False
         assert proc.stdout is not None
-        for raw in proc.stdout:
+        for raw in bounded_lines(proc.stdout):
             if self._stop.is_set():
                 break
+            if raw is None:
+                continue  # longer than any reading: dropped, and no sign of life either
             reading = parse_line(raw.decode("utf-8", errors="replace"), self._clock())
             produced = produced or reading.available
             with self._lock:
@@ -377,10 +380,35 @@ class WindowsGpuSource:
             self._proc = None
 
 
-def _drain(stream: object, tail: deque[str]) -> None:
+# The longest line PowerShell's loop prints (one reading: a few KB with every desktop
+# program); a longer one is dropped piece by piece, never buffered whole.
+MAX_READING_BYTES = 256 * 1024
+
+
+def bounded_lines(stream: IO[bytes], limit: int = MAX_READING_BYTES) -> Iterator[bytes | None]:
+    """The lines of `stream`, each at most `limit` bytes; None for a longer one, whose rest is
+    read and dropped in `limit`-sized pieces (800 MiB without a newline was buffered whole)."""
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw
+            continue
+        while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
+            pass
+        yield None
+        if not rest:
+            return
+
+
+def _drain(stream: IO[bytes] | None, tail: deque[str]) -> None:
+    if stream is None:
+        return
     with contextlib.suppress(OSError, ValueError):
-        for raw in stream:  # type: ignore[attr-defined]
-            tail.append(raw.decode("utf-8", errors="replace").rstrip())
+        for raw in bounded_lines(stream, 4096):
+            if raw is not None:
+                tail.append(raw.decode("utf-8", errors="replace").rstrip())
 
 
 def _kill(proc: subprocess.Popen[bytes], close_streams: bool = False) -> None:
