@@ -379,3 +379,9 @@ def test_series_read_tell_pages_apart_by_their_series_not_their_values() -> None
 
 def _name_of(line: str) -> str:
     return line.split("{", 1)[0].split(" ", 1)[0]
+
+
+def test_series_text_that_holds_a_value_of_its_own_reads_as_the_library_reads_it() -> None:
+    # Found by the property above: the library reads `: 0 } 7` as the series `:` with value 0.
+    line = ": 0 } 7"
+    assert _samples(line) == _read_line(line) == ((":", (), 0),)

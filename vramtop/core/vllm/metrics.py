@@ -355,8 +355,14 @@ def _series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     plain = _plain_series(series)
     if plain is not None:
         return plain
-    read = _read_line(series + " 0")
-    return (read[0][0], read[0][1]) if read is not None and len(read) == 1 else None
+    # The library must take the value from what follows the series: text such as `: 0 }`
+    # holds a value of its own (the library reads `: 0 } 7` as 0), and is left to it whole.
+    read, other = _read_line(series + " 0"), _read_line(series + " 1")
+    if read is None or other is None or len(read) != 1 or len(other) != 1:
+        return None
+    if read[0][2] != 0 or other[0][2] != 1 or read[0][:2] != other[0][:2]:
+        return None
+    return read[0][0], read[0][1]
 
 
 def _plain_series(series: str) -> tuple[str, tuple[tuple[str, str], ...]] | None:
