@@ -12,7 +12,7 @@ import yaml
 from tests.export.promtool import promtool
 from vramtop import cli
 from vramtop.commands.export import DASHBOARD_FILE, RULES_FILE, asset_text
-from vramtop.core.diagnosis.thresholds import CARD_FULL, COLLAPSE_RATIO
+from vramtop.core.diagnosis.thresholds import CARD_FULL, COLLAPSE_RATIO, PREFILL_COLLAPSE_RATIO
 from vramtop.core.exposition import METRICS, SPECS
 
 HERE = Path(__file__).resolve().parent
@@ -59,11 +59,12 @@ def test_the_collapse_rule_uses_the_diagnosis_thresholds_and_holds_30_s() -> Non
     expr = str(collapse["expr"])
     # Per request against per request: the total over requests still reading their prompts
     # is never compared with the total they would decode at.
-    assert "max_over_time(vramtop_request_decode_tokens_per_second[15s])" in expr
+    assert "max_over_time(vramtop_request_decode_tokens_per_second[1m])" in expr
     assert (
         f"< {COLLAPSE_RATIO} * min_over_time(vramtop_request_decode_normal_tokens_per_second"
         in expr
     )
+    assert f"< {PREFILL_COLLAPSE_RATIO} * min_over_time(" in expr
     assert "vramtop_generation_normal_tokens_per_second" not in expr
     assert f">= {CARD_FULL})" in expr
     assert 'vramtop_finding_open{kind="vram_contention"}' in expr

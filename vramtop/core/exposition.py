@@ -20,6 +20,7 @@ from vramtop.core.diagnosis.baseline import MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     PER_REQUEST,
+    PER_REQUEST_PREFILL,
     REMEMBERED,
     NormalRate,
     decode_tps,
@@ -167,8 +168,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _g(
         "request_decode_tokens_per_second",
         "The speed each running request decoded at since the previous sample, as the "
-        "diagnosis measures it; `measure`: inter_token_latency (vLLM's histogram) or "
-        "per_request (the total over the running requests; absent while a prompt is read).",
+        "diagnosis measures it; `measure`: inter_token_latency (vLLM's histogram), else "
+        "per_request (the total over the running requests) or per_request_prefill (the same "
+        "in a second that also read a prompt).",
         "measure",
     ),
     _g(
@@ -409,8 +411,8 @@ def request_decode(
 ) -> list[Series]:
     """The per-request decode speed since `previous`, measured as the diagnosis measures it
     (`Diagnoser._measure`: vLLM's per-token latency where its histogram moved, else the total
-    over the running requests, a second spent reading a prompt not judged by the latter), and
-    the normal it is compared with: the same measure at the same concurrency. Compared with
+    over the running requests, in a measure of its own for a second that also read a prompt),
+    and the normal it is compared with: the same measure at the same concurrency. Compared with
     each other, a request still reading its prompt never reads as a collapse."""
     m, pm = _fresh(sample), _fresh(previous)
     if previous is None or m is None or pm is None:
@@ -432,9 +434,11 @@ def request_decode(
         gen = sample.rates.generation_tps if gen is None else gen
         prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
         prompt = sample.rates.prompt_tps if prompt is None else prompt
-        if gen is None or (prompt is not None and prompt >= PREFILL_TPS):
-            return []  # prefill lowers this measure: the diagnosis does not judge the second
-        measure, rate = PER_REQUEST, gen / max(1.0, running)
+        if gen is None:
+            return []
+        # Prefill lowers this measure: a second that read a prompt has a normal of its own.
+        prefill = prompt is not None and prompt >= PREFILL_TPS
+        measure, rate = PER_REQUEST_PREFILL if prefill else PER_REQUEST, gen / max(1.0, running)
     out: list[Series] = []
     _add(out, "vramtop_request_decode_tokens_per_second", rate, measure=measure)
     if normal is not None:
