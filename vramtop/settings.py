@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,46 @@ def _keys(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
+# Keys the console keeps for itself (Textual's palette and quit, moving between fields, the
+# dialogs' Enter and Escape): an action moved onto one would take it away.
+RESERVED_KEYS = frozenset(
+    ("ctrl+c", "ctrl+p", "ctrl+q", "tab", "shift+tab", "escape", "enter", "up", "down")
+)
+_KEY_NAME = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
+
+
+def keys_problem(keys: dict[str, str]) -> str | None:
+    """What is wrong with a `[keys]` table (None: nothing): an action that does not exist, a
+    key that is not one, a key kept by the console, or two actions on one key once the
+    remapping is laid over the defaults (`relaunch = "q"` took Quit away)."""
+    if not keys:
+        return None
+    from vramtop.tui.keys import DEFAULT_KEYS  # a plain table: no Textual
+
+    unknown = sorted(set(keys) - set(DEFAULT_KEYS))
+    if unknown:
+        return (
+            f"unknown action(s) {', '.join(map(repr, unknown))} (the actions: "
+            f"{', '.join(DEFAULT_KEYS)})"
+        )
+    owners: dict[str, str] = {}
+    for action, chosen in {**DEFAULT_KEYS, **keys}.items():
+        for key in (part.strip() for part in chosen.split(",")):
+            if not _KEY_NAME.match(key) or len(key) > 32:
+                return f'{action} = {chosen!r}: {key!r} is not a key name (e.g. "ctrl+b", "f5")'
+            if key in RESERVED_KEYS and action in keys:
+                return f"{action} = {chosen!r}: {key} is the console's own; choose another"
+            if key in owners:
+                other = owners[key]
+                moved = action if action in keys else other
+                return (
+                    f"{key!r} would be both {other} and {action}: move {moved} to a free key "
+                    f"(or move {other if moved == action else action} too)"
+                )
+            owners[key] = action
+    return None
+
+
 def _number(value: Any) -> bool:
     return as_number(value) is not None
 
@@ -127,7 +168,7 @@ _CHECKS: dict[str, tuple[Any, str, Any]] = {
         lambda v: None if (as_number(v) or 0.0) >= 0 else "must be 0 or more",
     ),
     "theme": (lambda v: isinstance(v, str), "a string", lambda v: None),
-    "keys": (_keys, "a table of action = key strings", lambda v: None),
+    "keys": (_keys, "a table of action = key strings", keys_problem),
     "record_sessions": (lambda v: as_bool(v) is not None, "true or false", lambda v: None),
     "gpu_probe": (
         lambda v: isinstance(v, str),
