@@ -182,3 +182,10 @@ def test_any_number_given_to_a_flag_is_taken_or_a_usage_error(
         number = getattr(args, name, None)
         if isinstance(number, int | float) and not isinstance(number, bool):
             assert abs(number) <= 1e12
+
+
+def test_import_of_an_endless_file_ends_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _exit(["import", "/dev/zero", "--print"]) == 2
+    err = capsys.readouterr().err
+    _clean(err)
+    assert "/dev/zero" in err and "not a launch script" in err

@@ -31,10 +31,27 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--force", action="store_true", help="replace a profile of that name")
 
 
+# A launch script or its --config YAML is a few KB: anything past this is not one (a device
+# such as /dev/zero never ends).
+MAX_SCRIPT_BYTES = 1 << 20
+
+
+def _read_small(path: Path, encoding: str) -> str:
+    """`path`'s text, read up to `MAX_SCRIPT_BYTES`; ConfigError past it."""
+    with path.open("rb") as f:
+        raw = f.read(MAX_SCRIPT_BYTES + 1)
+    if len(raw) > MAX_SCRIPT_BYTES:
+        raise ConfigError(
+            f"{path}: larger than {MAX_SCRIPT_BYTES >> 20} MiB, not a launch script or its "
+            "config; give the script that starts vLLM"
+        )
+    return raw.decode(encoding)
+
+
 def read_script(path: Path) -> ParsedLaunch:
     """Read and parse a script; `ConfigError` (with the file name) when it cannot be used."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = _read_small(path, "utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     try:
@@ -53,8 +70,8 @@ def read_config_defaults(parsed: ParsedLaunch, script: Path) -> dict[str, Any]:
     path = Path(name).expanduser()
     path = path if path.is_absolute() else base / path
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        data = yaml.safe_load(_read_small(path, "utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: the --config file cannot be read ({exc})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
