@@ -1,6 +1,8 @@
 """End to end: a real Prometheus scrapes `vramtop export --demo --wsl` every second, a
 simulated video call squeezes the card, and `VllmSilentCollapse` and (the WSL VM's memory
-spilling into system memory) `VllmSpillToSharedMemory` fire in Prometheus's HTTP API.
+spilling into system memory) `VllmSpillToSharedMemory` fire in Prometheus's HTTP API; vLLM
+killed fires `VllmServerCrashed` (its pool and rates leave with it, the crash is counted), and
+the exporter stopped (SIGSTOP) fires `VramtopExporterDown`.
 
 The rules are the bundled ones with their `for:` shortened to suit a test (the 30 s are
 covered by the promtool unit tests in rules_test.yml). Skipped, saying why, where Debian's
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +78,15 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return dict(os.environ, **values)
 
 
+@dataclass(frozen=True)
+class Running:
+    address: str  # host:port
+    proc: subprocess.Popen[str]
+
+
 @pytest.fixture
-def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    """`vramtop export --demo` on a free port; yields its host:port."""
+def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[Running]:
+    """`vramtop export --demo` on a free port."""
     log = (tmp_path / "export.log").open("w+")
     proc = subprocess.Popen(
         [sys.executable, "-m", "vramtop", "export", "--demo", "--wsl", "--listen", "127.0.0.1:0"],
@@ -93,8 +102,10 @@ def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
         return f"127.0.0.1:{match.group(1)}" if match else None
 
     try:
-        yield wait_for("the exporter to listen", serving, 60)
+        yield Running(wait_for("the exporter to listen", serving, 60), proc)
     finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # a test may have stopped it
         stop(proc)
         if proc.returncode != 0:
             # Leave no simulated machine behind if the exporter could not stop it.
@@ -103,7 +114,7 @@ def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
+def prometheus(exporter: Running, tmp_path: Path) -> Iterator[str]:
     """A real Prometheus scraping the exporter every second; yields its base URL."""
     binary = tool("prometheus")
     rules = yaml.safe_load(asset_text(RULES_FILE))
@@ -114,7 +125,9 @@ def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(tmp_path / "rules.yml")],
-        "scrape_configs": [{"job_name": "vramtop", "static_configs": [{"targets": [exporter]}]}],
+        "scrape_configs": [
+            {"job_name": "vramtop", "static_configs": [{"targets": [exporter.address]}]}
+        ],
     }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
@@ -205,3 +218,51 @@ def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
         "vramtop_suggested_budget_ratio < ignoring(kind) group_left vramtop_budget_ratio",
     )
     assert suggested and suggested[0]["metric"]["kind"] == "vram_contention"
+
+
+def firing(base: str, name: str) -> Callable[[], bool]:
+    return lambda: "firing" in alert_states(base, name)
+
+
+@pytest.mark.timeout(300)
+def test_a_crash_and_a_stopped_exporter_fire_their_alerts_in_prometheus(
+    prometheus: str, exporter: Running, env: dict[str, str]
+) -> None:
+    wait_for("the KV pool in Prometheus", lambda: query(prometheus, "vramtop_kv_pool_bytes"), 90)
+    info = wait_for(
+        "the server's identity", lambda: query(prometheus, 'vramtop_server_info{model!=""}'), 30
+    )
+    assert info[0]["metric"]["profile"] == "demo"
+    assert query(prometheus, "vramtop_server_crashes_total == 0")
+    status = subprocess.run(
+        [sys.executable, "-m", "vramtop", "status", "--demo", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    pid = json.loads(status.stdout)["pid"]
+    os.kill(pid, signal.SIGKILL)  # vLLM dies without being asked to
+
+    wait_for("VllmServerCrashed to fire", firing(prometheus, "VllmServerCrashed"), 60)
+    # What described the server leaves with it: no pool, usage, requests or rate of a dead
+    # server; the crash is counted for increase().
+    for metric in (
+        "vramtop_kv_pool_bytes",
+        "vramtop_kv_cache_usage_ratio",
+        "vramtop_requests_running",
+        "vramtop_generation_normal_tokens_per_second",
+    ):
+        wait_for(f"{metric} to go", lambda m=metric: not query(prometheus, m), 30)
+    assert query(prometheus, "increase(vramtop_server_crashes_total[5m]) > 0")
+    assert query(prometheus, 'vramtop_server_info{model!=""}')  # the box still names its model
+    assert alert_states(prometheus, "VllmServerDown") == []  # the crash has its own words
+
+    exporter.proc.send_signal(signal.SIGSTOP)  # hung: the target stops answering
+    try:
+        wait_for("VramtopExporterDown to fire", firing(prometheus, "VramtopExporterDown"), 60)
+        assert query(prometheus, 'up{job="vramtop"} == 0')
+    finally:
+        exporter.proc.send_signal(signal.SIGCONT)
+    body = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
+    print(json.dumps(body["data"]["alerts"], indent=1))  # shown with -s

@@ -1,0 +1,105 @@
+"""The exporter's HTTP server: idle connections cost no thread, are closed after the idle
+timeout, and never keep a scraper out."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+from prometheus_client import CollectorRegistry, Gauge
+
+from tests.export.test_exporter import CARD
+from vramtop.core.model import Sample
+from vramtop.export.exporter import Exporter
+from vramtop.export.http_server import WORKERS, MetricsServer
+from vramtop.machines.interface import Frame
+
+
+def registry() -> CollectorRegistry:
+    reg = CollectorRegistry()
+    Gauge("probe_value", "a value", registry=reg).set(7)
+    return reg
+
+
+@contextmanager
+def serving(reg: CollectorRegistry, **options: float) -> Iterator[MetricsServer]:
+    server = MetricsServer("127.0.0.1", 0, reg, **options)  # type: ignore[arg-type]
+    server.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def idle(port: int, count: int) -> list[socket.socket]:
+    return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
+
+
+def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def test_idle_connections_hold_no_thread_and_a_scrape_still_answers() -> None:
+    before = threading.active_count()
+    with serving(registry()) as server:
+        sockets = idle(server.server_port, 200)
+        try:
+            wait_for(lambda: server.open_connections == min(200, 64))
+            during = threading.active_count()
+            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
+        finally:
+            for sock in sockets:
+                sock.close()
+    print(f"threads: {before} before, {during} with 200 idle sockets")
+    # The accepting thread and at most the workers, whatever the number of sockets.
+    assert during <= before + 1 + WORKERS
+    assert answer.status_code == 200 and "probe_value 7.0" in answer.text
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
+    with serving(registry(), idle_timeout_s=0.3) as server:
+        (sock,) = idle(server.server_port, 1)
+        with sock:
+            assert sock.recv(1) == b""  # the server closed it (recv waits up to 10 s)
+        assert server.open_connections == 0
+
+
+def test_past_the_limit_the_longest_idle_connection_makes_room_for_a_scrape() -> None:
+    with serving(registry(), max_connections=8) as server:
+        sockets = idle(server.server_port, 20)
+        try:
+            wait_for(lambda: server.open_connections == 8)
+            assert sockets[0].recv(1) == b""  # the first one opened was closed
+            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
+        finally:
+            for sock in sockets:
+                sock.close()
+    assert answer.status_code == 200
+
+
+class OneSample:
+    def tick(self, log_limit: int = 0) -> Frame:
+        return Frame(Sample(t=1.0, gpu=CARD))
+
+
+def test_the_exporter_serves_its_own_process_metrics() -> None:
+    exporter = Exporter(OneSample())  # type: ignore[arg-type]
+    exporter.sample_once()
+    with serving(exporter.registry()) as server:
+        text = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text
+    for name in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_start_time_seconds",
+    ):
+        assert f"\n{name} " in text, name
+    assert "vramtop_samples_total 1.0" in text
