@@ -250,10 +250,22 @@ class ServerHandle:
             # Our own child: only Popen may collect it, or its exit code is lost (a waitpid
             # elsewhere on its zombie leaves the crash report without one).
             return self._child.poll() is None
-        return tree.process_alive(rec.pid, rec.create_time)
+        if not tree.process_alive(rec.pid, rec.create_time):
+            return False
+        # The pid is the server's only if the process says so (its launch id, or the command
+        # line it was adopted with): a state file naming another process is not trusted.
+        return rec.pid is not None and tree.is_server(
+            rec.pid, rec.create_time, rec.launch_id, self._adopted_argv(rec)
+        )
 
     def _tree(self, rec: ServerRecord) -> dict[int, psutil.Process]:
-        return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id)
+        return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, self._adopted_argv(rec))
+
+    @staticmethod
+    def _adopted_argv(rec: ServerRecord) -> list[str] | None:
+        """The command line an adopted server was recorded with (None: one vramtop started,
+        told by its launch id)."""
+        return None if rec.launch_id else (rec.argv or None)
 
     def _remember_tree(self, rec: ServerRecord) -> None:
         for pid, proc in self._tree(rec).items():

@@ -17,9 +17,11 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import psutil
+
+from vramtop.core.vllm import args as vllm_args
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +104,15 @@ def find_tree(
     pgid: int | None,
     remembered: dict[str, float] | None = None,
     launch_id: str | None = None,
+    argv: Sequence[str] | None = None,
 ) -> dict[int, psutil.Process]:
-    """Every live process of the server's tree, by pid."""
+    """Every live process of the server's tree, by pid.
+
+    The state file is not taken on its word: a damaged or forged one must not make a stop
+    signal someone else's process. The root (`pid`) counts only where it is the server
+    (`belongs`: its launch id, a vLLM process, or the command line it was adopted with), and
+    so do the processes found by the group, the remembered tree or the launch id; the root's
+    own descendants are the server's."""
     found: dict[int, psutil.Process] = {}
     me = os.getpid()
 
@@ -114,13 +123,14 @@ def find_tree(
     if pid and process_alive(pid, (remembered or {}).get(str(pid))):
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(pid)
-            add(root)
-            for child in root.children(recursive=True):
-                add(child)
+            if belongs(root, launch_id, argv):
+                add(root)
+                for child in root.children(recursive=True):
+                    add(child)
     for key, created in (remembered or {}).items():
         with contextlib.suppress(psutil.Error, ValueError):
             proc = psutil.Process(int(key))
-            if abs(proc.create_time() - created) <= 0.05:
+            if abs(proc.create_time() - created) <= 0.05 and belongs(proc, launch_id):
                 add(proc)
     if pgid == os.getpgid(0):
         pgid = None  # never our own group: that would be vramtop and its terminal
@@ -129,7 +139,8 @@ def find_tree(
             if proc.pid in found or proc.pid == me:
                 continue
             in_group = pgid is not None and _pgid(proc.pid) == pgid
-            if in_group or (launch_id and _has_launch_id(proc, launch_id)):
+            carries = bool(launch_id) and _has_launch_id(proc, launch_id or "")
+            if carries or (in_group and belongs(proc, launch_id)):
                 add(proc)
     # Children of anything found (a worker whose EngineCore left the group).
     for proc in list(found.values()):
@@ -137,6 +148,56 @@ def find_tree(
             for child in proc.children(recursive=True):
                 add(child)
     return found
+
+
+def belongs(proc: psutil.Process, launch_id: str | None, argv: Sequence[str] | None = None) -> bool:
+    """Whether a process is a server's: it carries the launch id vramtop gave the server, it
+    is a vLLM process by its name or command line (vLLM's processes retitle themselves,
+    `VLLM::EngineCore`, which hides their environment), or it runs the command line a server
+    vramtop adopted was recorded with (masked as recorded). A process of another user, whose
+    environment and command line cannot be read, never is."""
+    if launch_id and _has_launch_id(proc, launch_id):
+        return True
+    if looks_like_vllm(proc):
+        return True
+    if argv:
+        with contextlib.suppress(psutil.Error, OSError):
+            return list(vllm_args.mask_secrets(proc.cmdline())) == list(argv)
+    return False
+
+
+def is_server(
+    pid: int, create_time: float | None, launch_id: str | None, argv: Sequence[str] | None
+) -> bool:
+    """`belongs` for the live process `pid` (recorded with `create_time`), remembered for as
+    long as that process lives."""
+    key = (pid, create_time, launch_id, tuple(argv or ()))
+    known = _owned.get(key) if create_time is not None else None
+    if known is not None:
+        return known
+    try:
+        owned = belongs(psutil.Process(pid), launch_id, argv)
+    except psutil.Error:
+        return False
+    if len(_owned) > 64:
+        _owned.clear()
+    _owned[key] = owned
+    return owned
+
+
+def looks_like_vllm(proc: psutil.Process) -> bool:
+    """A process of a vLLM server by its name or command line (`VLLM::EngineCore`, `vllm
+    serve`, `vllm.entrypoints…`)."""
+    try:
+        words = " ".join([proc.name(), *proc.cmdline()]).lower()
+    except (psutil.Error, OSError):
+        return False
+    return "vllm" in words
+
+
+# The answers of `is_server` for a pid and its start (a process's launch id and command line do
+# not change while it lives).
+_owned: dict[tuple[int, float | None, str | None, tuple[str, ...]], bool] = {}
 
 
 def find_by_launch_id(launch_id: str) -> list[psutil.Process]:
