@@ -13,6 +13,7 @@ import copy
 import fcntl
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -95,10 +96,55 @@ class ServerRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServerRecord:
-        known = {f.name for f in fields(cls)}
-        record = cls(**{k: v for k, v in data.items() if k in known})
+        """The record a state file holds. Every value must be of its field's kind (a pid a
+        whole number in range, a tree of pids and starts, ...): a file is anyone's to damage,
+        and a value of the wrong kind is a ValueError (the file reads as unreadable), never
+        a crash later nor a number taken as a pid."""
+        known = {f.name: f.type for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name, value in values.items():
+            if name != "state" and not _of_kind(value, str(known[name])):
+                raise ValueError(f"{name}: {value!r:.40} is not a {known[name]}")
+            if name in _PIDS and value is not None and not 0 < value < _MAX_PID:
+                raise ValueError(f"{name}: {value} is not a process id")
+            if name == "port" and value is not None and not 0 < value < 65536:
+                raise ValueError(f"port: {value} is not a TCP port")
+        record = cls(**values)
         record.state = Lifecycle(record.state)  # ValueError: a word this vramtop does not know
         return record
+
+
+# The largest pid Linux hands out (pid_max's ceiling), the bound of every pid in a record.
+_MAX_PID = 2**22
+_PIDS = ("pid", "pgid", "actor_pid")
+
+
+def _of_kind(value: Any, kind: str) -> bool:
+    """Whether a JSON value is of a record field's declared kind (its annotation's text)."""
+    optional = kind.endswith(" | None")
+    if value is None:
+        return optional
+    base = kind.removesuffix(" | None")
+    if base == "int":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+    if base == "float":
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if base == "str":
+        return isinstance(value, str)
+    if base == "bool":
+        return isinstance(value, bool)
+    if base == "list[str]":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if base == "dict[str, str]":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    if base == "dict[str, float]":
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and k.isdigit() and int(k) < _MAX_PID and _of_kind(v, "float")
+            for k, v in value.items()
+        )
+    return True  # a kind not listed here is checked where it is read
 
 
 def _safe_name(profile: str) -> str:
