@@ -114,8 +114,8 @@ class ServerRecord:
         return record
 
 
-# The largest pid Linux hands out (pid_max's ceiling), the bound of every pid in a record.
-_MAX_PID = 2**22
+# The bound of every pid in a record: pid_t's (a pid past pid_max reads as a process gone).
+_MAX_PID = 2**31
 _PIDS = ("pid", "pgid", "actor_pid")
 
 
@@ -126,7 +126,8 @@ def _of_kind(value: Any, kind: str) -> bool:
         return optional
     base = kind.removesuffix(" | None")
     if base == "int":
-        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+        # (a return code is negative for a signal: -9)
+        return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
     if base == "float":
         return (
             isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -141,7 +142,7 @@ def _of_kind(value: Any, kind: str) -> bool:
         return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
     if base == "dict[str, float]":
         return isinstance(value, dict) and all(
-            isinstance(k, str) and k.isdigit() and int(k) < _MAX_PID and _of_kind(v, "float")
+            isinstance(k, str) and k.isdigit() and 0 < int(k) < _MAX_PID and _of_kind(v, "float")
             for k, v in value.items()
         )
     return True  # a kind not listed here is checked where it is read
