@@ -217,8 +217,9 @@ class Supervisor(ServerActions):
 
     def _follow_in_background(self, rec: ServerRecord) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
-        holding up the housekeeping step that launched it (it runs every second). Left
-        alone, the record would say "starting" for as long as the server runs."""
+        holding up the housekeeping step that launched it (it runs when a tick finds
+        something to settle, and at least every 5 s). Left alone, the record would say
+        "starting" for as long as the server runs."""
 
         def follow() -> None:
             result = self._wait_ready(rec, _no_progress, READY_TIMEOUT_S)

@@ -47,10 +47,10 @@ def _reap(pid: int) -> None:
 def process_alive(pid: int | None, create_time: float | None = None) -> bool:
     """Whether `pid` runs and is the same process as when it was recorded.
 
-    Asked every second for the server (housekeeping), so once psutil has said yes for a pid
-    and its recorded start, later asks read the process's start (in clock ticks since boot)
-    and its state off /proc/<pid>/stat alone: the same start and not a zombie is the same
-    live process. Anything else is asked of psutil again."""
+    Asked at every tick's look (`settling`) and by housekeeping, so once psutil has said
+    yes for a pid and its recorded start, later asks read the process's start (in clock
+    ticks since boot) and its state off /proc/<pid>/stat alone: the same start and not a
+    zombie is the same live process. Anything else is asked of psutil again."""
     if not pid:
         return False
     known = _confirmed.get((pid, create_time)) if create_time is not None else None
