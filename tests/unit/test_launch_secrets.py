@@ -88,12 +88,28 @@ def test_a_bearer_token_is_a_key_whatever_its_name() -> None:
         f"huggingface-cli login --token {KEY}\nvllm serve m\n",
         f"ARGS='--api-key {KEY}'\nvllm serve m $ARGS\n",
         f"vllm serve m --middleware 'Bearer {KEY}'\n",
+        # The shell's other ways of setting a variable: appending, printf -v.
+        f"export VLLM_API_KEY+={KEY}\nvllm serve m\n",
+        f"printf -v VLLM_API_KEY '{KEY}'\nexport VLLM_API_KEY\nvllm serve m\n",
     ],
 )
 def test_a_key_written_elsewhere_is_refused_without_being_repeated(script: str) -> None:
     with pytest.raises(LaunchScriptError) as caught:
         parse_launch_script(script)
     assert KEY not in str(caught.value) and "never stores" in str(caught.value)
+
+
+def test_several_api_keys_are_refused_and_none_is_kept_as_a_word() -> None:
+    # vLLM's --api-key takes several keys: the second is a key too, not a positional word.
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(f"vllm serve m --api-key {KEY} {KEY}2 --port 8001\n")
+    assert KEY not in str(caught.value) and "several keys" in str(caught.value)
+
+
+def test_a_key_read_at_launch_from_a_file_stays_a_command_of_the_prelude() -> None:
+    # Not written in the script: the shell reads it when the server starts.
+    r = parse_launch_script("printf -v VLLM_API_KEY '%s' \"$(cat ~/.key)\"\nvllm serve m\n")
+    assert any("cat ~/.key" in line for line in r.prelude)
 
 
 def test_no_error_repeats_a_key() -> None:

@@ -46,7 +46,10 @@ _LIST = re.compile(rf"(?i)(['\"]?{_START}{_NAME}['\"]?\s*[:=]\s*)\[([^\]]*)\]")
 # `'api_key': 'VALUE'`, `"api_key": "VALUE"`, `api_key='VALUE'`.
 _QUOTED = re.compile(rf"(?i)(['\"]?{_START}{_NAME}['\"]?\s*[:=]\s*)(['\"])(.*?)\2")
 # `VLLM_API_KEY=VALUE`, `token: VALUE` (unquoted, up to white space or a delimiter).
-_BARE = re.compile(rf"(?i)({_START}{_NAME}\s*[:=]\s*)(?![\['\"*]|None\b|null\b)([^\s,;'\"\]\}})]+)")
+# (`NAME+=VALUE`, the shell's appending form, too)
+_BARE = re.compile(
+    rf"(?i)({_START}{_NAME}\s*\+?[:=]\s*)(?![\['\"*]|None\b|null\b)([^\s,;'\"\]\}})]+)"
+)
 _BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)([^\s'\",]+)")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 _LIST_ITEM = re.compile(r"(['\"])(.*?)\1")
@@ -55,7 +58,7 @@ _SECRET_WORDS = ("key", "token", "secret", "passw")
 # What each of _FLAG, _LIST, _QUOTED and _BARE needs where it matches: a secret word right
 # before a value's start (an optional quote, then `:` or `=`, or white space). Lines that
 # only mention one ("tokens/s", "max_tokens=16", "prompt_token_ids") have none.
-_ASSIGNED = re.compile(rf"(?i){_WORD}['\"]?(?:\s*[:=]|\s)")
+_ASSIGNED = re.compile(rf"(?i){_WORD}['\"]?(?:\s*\+?[:=]|\s)")
 
 
 def mask_line(text: str) -> str:

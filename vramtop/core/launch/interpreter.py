@@ -221,7 +221,7 @@ class Interpreter:
     def _prelude_line(self, line: int, text: str, words: list[Word]) -> None:
         """A shell line for the prelude, unless it writes a key: the prelude is stored in the
         profile, and a key is never stored."""
-        if secrets.written_secret(" ".join(_literal_view(w) for w in words)):
+        if secrets.written_secret(" ".join(_literal_view(w) for w in words)) or _sets_key(words):
             self.errors.append(
                 Problem(
                     line,
@@ -421,16 +421,21 @@ class Interpreter:
         """The words resolved, less the secret flags (`--api-key`, `--hf-token`: noted in
         `keys`) and `$@`/`$*` (noted)."""
         argv: list[str] = []
-        skip_next = False
+        skip: set[int] = set()
         for index, word in enumerate(words):
-            if skip_next:
-                skip_next = False
+            if index in skip:
                 continue
             key_value = self._secret_value(word, words[index + 1 : index + 2])
             if key_value is not None:
-                flag, value_word, skip_next = key_value
+                flag, value_word, next_word = key_value
                 key = keys[flag]
                 key.env, key.literal = self._api_key(value_word, _SECRET_ENV[flag])
+                if next_word:
+                    skip.add(index + 1)
+                    if flag == vllm_args.API_KEY:
+                        # vLLM's --api-key takes several keys (`--api-key k1 k2`): each is a
+                        # key, none a positional word to keep.
+                        skip |= self._more_keys(cmd, words, index + 2)
                 continue
             only = _only_segment(word)
             if isinstance(only, Var) and only.name in ("@", "*"):
@@ -460,6 +465,29 @@ class Interpreter:
                 continue
             argv.append(arg)
         return argv
+
+    def _more_keys(self, cmd: Command, words: list[Word], start: int) -> set[int]:
+        """The words after `--api-key`'s first value up to the next flag: further keys. They
+        are never kept; vLLM reads one key from VLLM_API_KEY, so the script is refused."""
+        more: set[int] = set()
+        for index in range(start, len(words)):
+            try:
+                text = self.vars.resolve(words[index])
+            except Unresolved:
+                text = _literal_view(words[index])
+            if text.startswith("-"):
+                break
+            more.add(index)
+            self.secret_values.add(text)
+        if more:
+            self.errors.append(
+                Problem(
+                    cmd.line,
+                    "several keys follow the API-key flag: vramtop hands the server one key, as "
+                    "VLLM_API_KEY; keep one key, exported in the variable the profile names",
+                )
+            )
+        return more
 
     @staticmethod
     def _secret_value(word: Word, following: list[Word]) -> tuple[str, Word | None, bool] | None:
@@ -545,6 +573,16 @@ def _literal_view(word: Word) -> str:
         else:
             out.append(secrets.MASK)
     return "".join(out)
+
+
+def _sets_key(words: list[Word]) -> bool:
+    """`printf -v VLLM_API_KEY 'sk-…'`: a builtin that assigns a secret-named variable a value
+    written in the script (a value the shell reads at launch, from a file or a command, is
+    not written there)."""
+    texts = [w.literal for w in words]
+    if texts[:2] != ["printf", "-v"] or len(texts) < 4 or texts[2] is None:
+        return False
+    return secrets.is_secret_name(texts[2]) and all(t is not None for t in texts[3:])
 
 
 def _holds_secret(name: str, value: Word) -> bool:
