@@ -75,3 +75,19 @@ def test_start_and_restart_without_a_profile_say_how_to_get_one(
     assert cli.main([command, "-q"]) == 2
     err = capsys.readouterr().err
     assert "vramtop import launch.sh" in err and "Traceback" not in err
+
+
+def test_status_prints_the_command_shell_quoted(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+    import shlex
+
+    from vramtop.commands.status import _print
+
+    argv = [
+        "vllm", "serve", "m", "--override-generation-config", '{"temperature": 0.6}',
+        "--kv-cache-dtype", "fp8; rm -rf /",
+    ]  # fmt: skip
+    args = argparse.Namespace(json=False)
+    _print(args, {"profile": "p", "state": "stopped", "argv": argv})
+    line = next(x for x in capsys.readouterr().out.splitlines() if "command:" in x)
+    assert shlex.split(line.split("command: ", 1)[1]) == argv  # copy-paste safe

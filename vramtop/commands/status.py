@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
 from dataclasses import asdict
 
@@ -97,7 +98,9 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         if data.get(key) is not None:
             lines.append(f"  {label}: {data[key]}")
     if data.get("argv"):
-        lines.append("  command: " + " ".join(data["argv"]))  # type: ignore[arg-type]
+        # Shell-quoted: copied into a shell, it is the command that ran (a JSON flag value or
+        # a word with `;` stays one word).
+        lines.append("  command: " + shlex.join(data["argv"]))  # type: ignore[arg-type]
     if data.get("healthy") is False:
         lines.append(f"  not healthy: {data.get('reason')}")
     if data.get("state_note"):
