@@ -74,3 +74,33 @@ def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
         assert ok.returncode == 0, ok.stderr
     finally:
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
+
+
+def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = dict(
+        os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="20", VRAMTOP_SIM_SPEED="1"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", "start", "--demo"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:  # until the launch has happened
+            if "launching" in line or "loading" in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130
+        assert "goes on loading: `vramtop status --demo` follows it" in err
+        status = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        assert status["state"] in ("starting", "running")
+    finally:
+        proc.kill()
+        run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")

@@ -115,15 +115,16 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
         t = supervised.target(args)
         precheck = None if args.no_check else _precheck(t, args)
-        result = t.supervisor.relaunch(
-            util=args.budget,
-            max_model_len=args.max_model_len,
-            kv_cache_dtype=args.kv_cache_dtype,
-            save=args.save and not t.demo,
-            progress=supervised.progress_printer(args.quiet),
-            timeout_s=args.timeout,
-            precheck=precheck,
-        )
+        with supervised.said_if_left_loading(t.supervisor, args):
+            result = t.supervisor.relaunch(
+                util=args.budget,
+                max_model_len=args.max_model_len,
+                kv_cache_dtype=args.kv_cache_dtype,
+                save=args.save and not t.demo,
+                progress=supervised.progress_printer(args.quiet),
+                timeout_s=args.timeout,
+                precheck=precheck,
+            )
         code = supervised.finish(result)
         if not result.ok:
             _hint(result, args)

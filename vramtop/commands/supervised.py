@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from vramtop import config
@@ -58,14 +59,34 @@ def run_launch(args: argparse.Namespace, action: str) -> int:
 
     def act(args: argparse.Namespace) -> int:
         supervisor = target(args).supervisor
-        result = getattr(supervisor, action)(
-            progress=progress_printer(args.quiet),
-            wait_ready=not args.no_wait,
-            timeout_s=args.timeout,
-        )
+        with said_if_left_loading(supervisor, args):
+            result = getattr(supervisor, action)(
+                progress=progress_printer(args.quiet),
+                wait_ready=not args.no_wait,
+                timeout_s=args.timeout,
+            )
         return finish(result)
 
     return run_guarded(act, args)
+
+
+@contextmanager
+def said_if_left_loading(supervisor: Supervisor, args: argparse.Namespace) -> Iterator[None]:
+    """Ctrl+C while a start waits for its server: the server is not stopped (it outlives
+    vramtop), so say that it goes on loading, and how to follow or end it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        with suppress(Exception):  # the message is a courtesy: the interrupt goes on
+            info = supervisor.status()
+            if info.state.value in ("starting", "running"):
+                demo = " --demo" if getattr(args, "demo", False) else ""
+                print(
+                    f"vramtop: interrupted; the server (pid {info.pid}) goes on loading: "
+                    f"`vramtop status{demo}` follows it, `vramtop stop{demo}` ends it",
+                    file=sys.stderr,
+                )
+        raise
 
 
 def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
