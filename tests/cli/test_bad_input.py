@@ -87,3 +87,13 @@ def test_damaged_lines_are_reported_beside_the_findings(
     path = _session(tmp_path / "some.jsonl", [good, "{cut", "[" * 100_000])
     assert cli.main(["diagnose", str(path)]) == 0
     assert "2 damaged lines skipped" in capsys.readouterr().err
+
+
+def test_an_api_key_variable_that_is_not_set_is_said_not_ignored(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VRAMTOP_TEST_UNSET_KEY", raising=False)
+    argv = ["--once", "--url", "http://127.0.0.1:9", "--api-key-env", "VRAMTOP_TEST_UNSET_KEY"]
+    assert _exit(argv) == 2
+    err = capsys.readouterr().err
+    assert "no variable VRAMTOP_TEST_UNSET_KEY is set" in err and "Traceback" not in err

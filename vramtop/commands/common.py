@@ -4,6 +4,7 @@ from the arguments, and opening a session file."""
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,10 +101,18 @@ def live_target(args: argparse.Namespace) -> LiveTarget:
     if profile is None and url:
         # A URL that is a profile's own server: its state, pid and profile are known too.
         profile = profile_serving(url)
+    key_env = getattr(args, "api_key_env", None)
+    if key_env and key_env not in os.environ:
+        # Named on the command line and not set: reading without a key would read as the
+        # server refusing vramtop (401), not as the typo or the missing export it is.
+        raise CommandError(
+            f"--api-key-env {key_env}: no variable {key_env} is set in this shell; export it "
+            "(export NAME=…) or leave the option out"
+        )
     return LiveTarget(
         profile=profile,
         url=url,
-        api_key_env=getattr(args, "api_key_env", None),
+        api_key_env=key_env,
         windows=not getattr(args, "no_windows", False),
         gpu_probe=gpu_probe,
     )
