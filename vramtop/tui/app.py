@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer
 
+from vramtop import locations
 from vramtop.core.model import ServerState
 from vramtop.machines.interface import Backend
 from vramtop.settings import Settings
@@ -61,6 +63,27 @@ SETTLE_S = 1.0
 
 class VramtopApp(ActingConsole):
     """The console: its layout, themes and keys over `ActingConsole`."""
+
+    # An unexpected error, once logged: said in one line on leaving, its traceback in the log.
+    crashed: bool = False
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's own ending of the app on an unhandled error, with the traceback written to
+        # vramtop's log first (Textual would print it over the terminal on leaving).
+        log.error("the console stopped on an unexpected error", exc_info=error)
+        self.crashed = True
+        super()._handle_exception(error)
+
+    def _print_error_renderables(self) -> None:
+        if not self.crashed:
+            super()._print_error_renderables()
+            return
+        self._exit_renderables.clear()  # the traceback is in the log: one line instead
+        print(
+            "vramtop: the console stopped on an unexpected error; its traceback is in "
+            f"{locations.own_log_file()}",
+            file=sys.stderr,
+        )
 
     # Absolute: a subclass in another module (benches, tests) must find it too.
     CSS_PATH = Path(__file__).parent / "app.tcss"
@@ -296,6 +319,8 @@ def run_console(backend: Backend, settings: Settings | None = None) -> int:
     result = app.run()
     if app.farewell:
         print(app.farewell)
+    if app.crashed or (app.return_code or 0) != 0:
+        return 1  # ExitCode.ERROR: an unexpected error, its traceback in the own log
     return result if isinstance(result, int) else 0
 
 
