@@ -10,30 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from supervised_sim import supervised
 from test_sim_contention import Agent, rate
 
-from vramtop.config import Profile
 from vramtop.core.budget import suggested_relaunch_flags
-from vramtop.machines.demo_world import memory_released_check
-from vramtop.machines.machine_backend import MachineBackend
-from vramtop.machines.sampler import Sampler
-from vramtop.sim.machine import SimMachine, free_port
-from vramtop.supervisor.service import Supervisor
+from vramtop.sim.machine import SimMachine
 
 SPEED = 20.0  # the contention test's pace: `rate` reads simulated seconds at this speed
-
-
-def profile_for(machine: SimMachine) -> Profile:
-    port = free_port()
-    env = machine.server_env()
-    keep = ("VRAMTOP_SIM_SOCKET", "VRAMTOP_SIM_SPEED", "VRAMTOP_SIM_STARTUP_S")
-    return Profile(
-        name="grow",
-        argv=machine.server_argv(util=0.93, port=port),
-        env={k: env[k] for k in keep if k in env},
-        port=port,
-        stop_timeout_s=5,
-    )
 
 
 @pytest.mark.parametrize("moment", ["first offered", "half grown"])
@@ -47,53 +30,41 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
         # normal rate, not at a fixed simulated second: on a loaded machine the server's
         # processes can take longer to start than the scenario waits.
         machine.set_call(False)
-        profile = profile_for(machine)
-        supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
-        assert supervisor.start().ok
         # Samples stamped in simulated seconds, as the console's are in real ones.
-        sampler = Sampler(
-            probe=machine.probe(),
-            url=profile.url,
-            info=supervisor.status,
-            log_path=lambda: supervisor.log_path,
-            clock=lambda: time.monotonic() * SPEED,
-        )
-        backend = MachineBackend(sampler=sampler, supervisor=supervisor)
-        agent = Agent(profile.url)
-        try:
-            normal = rate(profile.url)
-            deadline = time.monotonic() + 60
-            while backend.normal_rate() is None and time.monotonic() < deadline:
-                backend.tick()
-                time.sleep(1 / SPEED)
-            assert backend.normal_rate() is not None, "no normal rate was learned"
-            machine.set_call(True)
-            suggestion: tuple[float, int | None] | None = None
-            deadline = time.monotonic() + 60
-            while suggestion is None and time.monotonic() < deadline:
-                backend.tick()
-                offered = suggested_relaunch_flags(backend.findings())
-                level = float(machine.state()["call_level"])
-                if offered is not None:
-                    assert level < 1.0, "the finding opened only once the call had peaked"
-                    if moment == "first offered" or level >= 0.5:
-                        suggestion = offered
-                time.sleep(1 / SPEED)
-            assert suggestion is not None, "no budget was suggested while the call grew"
-            agent.close()
-            util, max_model_len = suggestion
-            # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
-            assert max_model_len is not None and max_model_len < 262_144
-            result = backend.relaunch(gpu_memory_utilization=util, max_model_len=max_model_len)
-            assert result.ok, result.message  # vLLM's startup checks pass
-            while float(machine.state()["call_level"]) < 1.0:
-                time.sleep(0.05)
-            agent = Agent(profile.url)
-            time.sleep(0.5)
-            after = rate(profile.url)
-            assert after >= 0.8 * normal, (suggestion, normal, after)
-        finally:
-            agent.close()
-            supervisor.stop()
-            sampler.close()
-            backend.session.close()
+        with supervised(machine, "grow", speed=SPEED, util=0.93) as served:
+            backend, url = served.backend, served.profile.url
+            agent = Agent(url)
+            try:
+                normal = rate(url)
+                deadline = time.monotonic() + 60
+                while backend.normal_rate() is None and time.monotonic() < deadline:
+                    backend.tick()
+                    time.sleep(1 / SPEED)
+                assert backend.normal_rate() is not None, "no normal rate was learned"
+                machine.set_call(True)
+                suggestion: tuple[float, int | None] | None = None
+                deadline = time.monotonic() + 60
+                while suggestion is None and time.monotonic() < deadline:
+                    backend.tick()
+                    offered = suggested_relaunch_flags(backend.findings())
+                    level = float(machine.state()["call_level"])
+                    if offered is not None:
+                        assert level < 1.0, "the finding opened only once the call had peaked"
+                        if moment == "first offered" or level >= 0.5:
+                            suggestion = offered
+                    time.sleep(1 / SPEED)
+                assert suggestion is not None, "no budget was suggested while the call grew"
+                agent.close()
+                util, max_model_len = suggestion
+                # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
+                assert max_model_len is not None and max_model_len < 262_144
+                result = backend.relaunch(gpu_memory_utilization=util, max_model_len=max_model_len)
+                assert result.ok, result.message  # vLLM's startup checks pass
+                while float(machine.state()["call_level"]) < 1.0:
+                    time.sleep(0.05)
+                agent = Agent(url)
+                time.sleep(0.5)
+                after = rate(url)
+                assert after >= 0.8 * normal, (suggestion, normal, after)
+            finally:
+                agent.close()

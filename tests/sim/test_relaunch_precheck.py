@@ -8,64 +8,40 @@ import time
 from pathlib import Path
 
 import pytest
+from supervised_sim import supervised
 
-from vramtop.config import Profile
-from vramtop.machines.demo_world import memory_released_check
-from vramtop.machines.machine_backend import MachineBackend
-from vramtop.machines.sampler import Sampler
-from vramtop.sim.machine import SimMachine, free_port
-from vramtop.supervisor.service import Supervisor
+from vramtop.sim.machine import SimMachine
 
 
 def test_flags_vllm_would_refuse_leave_the_server_serving(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
-    with SimMachine(tmp_path / "sim", speed=4.0, startup_s=0.2) as machine:
-        port = free_port()
-        env = machine.server_env()
-        keep = ("VRAMTOP_SIM_SOCKET", "VRAMTOP_SIM_SPEED", "VRAMTOP_SIM_STARTUP_S")
-        profile = Profile(
-            name="pre",
-            argv=machine.server_argv(port=port),  # 0.93 with 262,144 tokens
-            env={k: env[k] for k in keep if k in env},
-            port=port,
-            stop_timeout_s=5,
+    with (
+        SimMachine(tmp_path / "sim", speed=4.0, startup_s=0.2) as machine,
+        supervised(machine, "pre") as served,  # 0.93 with 262,144 tokens
+    ):
+        backend, supervisor = served.backend, served.supervisor
+        deadline = time.monotonic() + 30
+        while backend.headroom_inputs() is None and time.monotonic() < deadline:
+            backend.tick()
+            time.sleep(0.2)
+        pid = supervisor.status().pid
+        # 262,144 tokens do not fit in 0.85's pool: refused, in vLLM's words, before a stop.
+        refused = backend.relaunch(gpu_memory_utilization=0.85)
+        assert not refused.ok and not refused.rolled_back
+        assert "To serve at least one request with the model's max seq len (262144)" in (
+            refused.message
         )
-        supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
-        assert supervisor.start().ok
-        sampler = Sampler(
-            probe=machine.probe(),
-            url=profile.url,
-            info=supervisor.status,
-            log_path=lambda: supervisor.log_path,
-        )
-        backend = MachineBackend(sampler=sampler, supervisor=supervisor)
-        try:
-            deadline = time.monotonic() + 30
-            while backend.headroom_inputs() is None and time.monotonic() < deadline:
-                backend.tick()
-                time.sleep(0.2)
-            pid = supervisor.status().pid
-            # 262,144 tokens do not fit in 0.85's pool: refused, in vLLM's words, before a stop.
-            refused = backend.relaunch(gpu_memory_utilization=0.85)
-            assert not refused.ok and not refused.rolled_back
-            assert "To serve at least one request with the model's max seq len (262144)" in (
-                refused.message
-            )
-            assert supervisor.status().pid == pid
-            assert not [e for e in backend.events() if e.name == "relaunch"]
-            # More than is free beside the desktop: refused by vLLM's free-memory check.
-            too_big = backend.relaunch(gpu_memory_utilization=0.99)
-            assert not too_big.ok and "Free memory on device" in too_big.message
-            assert supervisor.status().pid == pid
-            # The same budget with a ceiling that fits starts.
-            ok = backend.relaunch(gpu_memory_utilization=0.85, max_model_len=163_840)
-            assert ok.ok, ok.message
-            assert supervisor.status().pid != pid
-            relaunches = [e for e in backend.events() if e.name == "relaunch"]
-            assert [e.detail.get("result") for e in relaunches] == ["ok"]
-        finally:
-            supervisor.stop()
-            sampler.close()
-            backend.session.close()
+        assert supervisor.status().pid == pid
+        assert not [e for e in backend.events() if e.name == "relaunch"]
+        # More than is free beside the desktop: refused by vLLM's free-memory check.
+        too_big = backend.relaunch(gpu_memory_utilization=0.99)
+        assert not too_big.ok and "Free memory on device" in too_big.message
+        assert supervisor.status().pid == pid
+        # The same budget with a ceiling that fits starts.
+        ok = backend.relaunch(gpu_memory_utilization=0.85, max_model_len=163_840)
+        assert ok.ok, ok.message
+        assert supervisor.status().pid != pid
+        relaunches = [e for e in backend.events() if e.name == "relaunch"]
+        assert [e.detail.get("result") for e in relaunches] == ["ok"]
