@@ -113,7 +113,7 @@ def test_unreachable_url_is_a_snapshot_and_a_clear_message_with_exit_code_6(
         (["--wsl", "--once"], "--wsl only applies"),
         (["--json"], "use it with --once"),
         (["--once", "--url", "localhost:8000"], "not an http(s) URL"),
-        (["--once", "--interval", "-1"], "positive number"),
+        (["--once", "--interval", "-1"], "must be at least 0.1 seconds"),
     ],
 )
 def test_unusable_arguments_exit_2_with_a_message(

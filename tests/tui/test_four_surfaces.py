@@ -243,7 +243,7 @@ async def test_a_budget_that_does_not_fit_now_needs_a_second_enter() -> None:
         field = dialog.query_one("#budget-value", Input)
         field.value = "0.97"
         await pilot.pause()
-        assert text(app, "#budget-fit").startswith("fits now: no (needs 30.89 GiB, ")
+        assert text(app, "#budget-fit").startswith("fits now: no (needs 30.89 GiB; vLLM would")
         assert "does not fit now" in text(app, "#budget-reason")
         await pilot.press("enter")
         await pilot.pause()

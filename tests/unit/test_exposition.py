@@ -112,6 +112,13 @@ def test_before_the_first_sample_only_the_exporters_own_series_are_there() -> No
         "vramtop_build_info",
         "vramtop_scrape_errors_total",
         "vramtop_samples_total",
+        # The exporter's own tallies, present at 0 from the start (for increase() over a day).
+        "vramtop_server_restarts_total",
+        "vramtop_server_crashes_total",
+        "vramtop_findings_opened_total",
+        "vramtop_generation_tokens_total",
+        "vramtop_prompt_tokens_total",
+        "vramtop_preemptions_total",
     }
     assert values(series, "vramtop_scrape_errors_total") == {
         (("source", source),): 0.0 for source in ERROR_SOURCES

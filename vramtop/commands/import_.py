@@ -94,7 +94,8 @@ def _validation_problems(exc: ValidationError) -> str:
         where = "--name" if field == "name" else field
         message = secrets.mask_line(str(error["msg"]).removeprefix("Value error, "))
         shown = shown_input(error)
-        problems.append(" ".join(part for part in (where, shown, message) if part).strip())
+        subject = " ".join(part for part in (where, shown) if part)
+        problems.append(f"{subject}: {message}" if subject else message)
     return "; ".join(problems) + ". Nothing was saved."
 
 

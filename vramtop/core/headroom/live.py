@@ -64,10 +64,29 @@ def live_headroom_inputs(
         else None,
         outside_budget(outside_budget_bytes),
     )
-    concurrency = _reported_concurrency(sample, inputs.max_model_len if inputs else None)
-    if inputs is None or concurrency is None:
-        return inputs
-    return with_reported_concurrency(inputs, util, kv_bytes, concurrency)
+    if inputs is None:
+        return None
+    concurrency = _reported_concurrency(sample, inputs.max_model_len)
+    if concurrency is not None:
+        return with_reported_concurrency(inputs, util, kv_bytes, concurrency)
+    if _serving(sample) and not predict(inputs, util).fits:
+        # It serves with this pool, so vLLM's startup check passed: one request of its
+        # --max-model-len fits, whatever its printed token count says (a hybrid model's is
+        # conservative). Taken at that bound, the most it can need.
+        return replace(inputs, request_bytes_per_token=kv_bytes / inputs.max_model_len)
+    return inputs
+
+
+def _serving(sample: Sample) -> bool:
+    """The server answered this sample with its pool: it started."""
+    server = sample.server
+    return (
+        server is not None
+        and server.reachable
+        and not server.stale
+        and server.metrics is not None
+        and server.metrics.cache.kv_cache_memory_bytes is not None
+    )
 
 
 def _reported_concurrency(sample: Sample, max_model_len: int | None) -> float | None:
