@@ -90,9 +90,15 @@ def _first_int(config: Mapping[str, Any], *keys: str) -> int | None:
     for key in keys:
         value = config.get(key)
         number = whole_number(value)
-        if number is None and isinstance(value, int | float) and not isinstance(value, bool):
-            if value > 0:  # 1e308, a 40-digit integer, 32.5 heads
-                raise ModelConfigError(f"{key} = {_shown(value)} is not a plausible value")
+        # 1e308, a 40-digit integer, 32.5 heads
+        implausible = (
+            number is None
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and value > 0
+        )
+        if implausible:
+            raise ModelConfigError(f"{key} = {_shown(value)} is not a plausible value")
         if number is not None and number > 0:
             if number > MAX_CONFIG_COUNT:
                 raise ModelConfigError(
