@@ -121,24 +121,6 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
-    """Let a subcommand accept top-level options after its name (`vramtop start --demo`).
-
-    Defaults are suppressed so that a value given before the subcommand is not overwritten.
-    `names` picks among: demo, wsl, json, profile, url.
-    """
-    known = {
-        "demo": (("--demo",), {"action": "store_true", "help": "act on the simulated machine"}),
-        "wsl": (("--wsl",), {"action": "store_true", "help": "with --demo: the WSL2 way"}),
-        "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
-        "profile": (("--profile",), {"help": "the profile to use"}),
-        "url": (("--url",), {"help": "the vLLM server's base URL", "type": server_url}),
-    }
-    for name in names or tuple(known):
-        flags, kwargs = known[name]
-        parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
-
-
 class _NotForTheShortParser(Exception):
     """The arguments need the whole parser (a subcommand, help, or an error to word)."""
 

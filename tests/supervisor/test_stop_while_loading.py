@@ -18,7 +18,7 @@ from sim_helpers import gone, sim_api_servers, sim_profile
 
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import memory_released_check
-from vramtop.machines.interface import ActionResult
+from vramtop.outcomes import ActionResult
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.state import ServerRecord

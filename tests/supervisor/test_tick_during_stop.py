@@ -11,9 +11,9 @@ import pytest
 from supervisor_helpers import NoGpu, fake_profile, free_port, ledger_empty
 
 from vramtop.core.model import ServerState
-from vramtop.machines.interface import ActionResult
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
+from vramtop.outcomes import ActionResult
 from vramtop.supervisor import Supervisor, handle, state
 
 

@@ -34,7 +34,8 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
-from vramtop.machines.interface import LOG_TAIL, ActionResult, Backend, Frame, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.outcomes import ActionResult, ProgressCallback
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
 TOTAL_BYTES = 32_607 * MIB

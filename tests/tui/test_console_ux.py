@@ -21,7 +21,8 @@ from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.findings import Remedy
 from vramtop.core.model import Rates, ServerMetrics, ServerState
 from vramtop.machines.deferred_backend import BackendUnavailable
-from vramtop.machines.interface import LOG_TAIL, ActionResult, Frame, ProgressCallback
+from vramtop.machines.interface import LOG_TAIL, Frame
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.commands import ConsoleThemes
 from vramtop.tui.screens.budget_dialog import BudgetDialog

@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="what vramtop can see on this machine and why not, with the fix "
         "(exit 0 split shown, 3 only derived, 4 GPU unreadable)",
     )
-    from vramtop.cli import add_shared_options
+    from vramtop.commands.shared_options import add_shared_options
 
     add_shared_options(p, "json", "profile", "url")
     p.add_argument(

@@ -1,28 +1,11 @@
-"""How every command ends: one error type for a message on stderr, and the exit codes.
-
-The codes are a contract (scripts check them): 0 done; 1 failed (an unexpected error, or the
-server a monitoring command started did not come up); 2 bad usage, or an action that could
-not be done (the message says which); 3 and 4 `doctor`'s verdicts; 5 `relaunch`: the new flags
-did not start and the previous flags serve again (a relaunch that failed and could not go back
-is 2); 6 `--once`: the snapshot was printed (the GPU, the server's reason, the open findings)
-but the server is not serving: down, not answering (hung or stopped), refusing vramtop's
-requests (HTTP 401) or unhealthy; 130 interrupted (Ctrl+C).
-"""
+"""How every command ends: one error type for a message on stderr, and the exit codes (defined
+with the other outcomes in vramtop/outcomes.py, below the machines that end in one too)."""
 
 from __future__ import annotations
 
-from enum import IntEnum
+from vramtop.outcomes import ExitCode
 
-
-class ExitCode(IntEnum):
-    OK = 0
-    ERROR = 1  # failed: an unexpected error (traceback in the own log), a start that failed
-    USAGE = 2  # bad usage, or an action refused or failed
-    DERIVED_ONLY = 3  # doctor: the split can only be derived here
-    NO_GPU = 4  # doctor: the GPU cannot be read
-    ROLLED_BACK = 5  # relaunch: the new flags failed to start; the previous flags serve again
-    NOT_SERVING = 6  # --once: the snapshot is printed, but the server is not serving
-    INTERRUPTED = 130
+__all__ = ["CommandError", "ExitCode"]
 
 
 class CommandError(Exception):

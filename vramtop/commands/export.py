@@ -16,9 +16,9 @@ import threading
 from importlib import resources
 from typing import Any
 
-from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.shared_options import add_shared_options
 from vramtop.sim.card import CARDS
 
 DEFAULT_LISTEN = "127.0.0.1:9464"

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             # The console draws first and builds its backend after: a build that fails is a
             # read that fails, shown in it. What can be refused is refused before it opens: a
             # profile that cannot be read, arguments that do not go together.
-            from vramtop.machines.deferred_backend import console_backend
+            from vramtop.commands.console_backend import console_backend
             from vramtop.tui.app import run_console
 
             if args.demo or (args.url and not (args.profile or args.card)):

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from vramtop.cli import add_shared_options
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.shared_options import add_shared_options
 from vramtop.core.bounds import interval_problem
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.machines.interface import Frame

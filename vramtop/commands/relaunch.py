@@ -13,7 +13,7 @@ from vramtop.commands import supervised
 from vramtop.commands.argtypes import kv_cache_dtype, model_len
 from vramtop.commands.errors import CommandError, ExitCode
 from vramtop.core.headroom.startup_checks import round_model_len
-from vramtop.machines.interface import ActionResult, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, RelaunchPrecheck
 from vramtop.sources.probes import GpuProbe
 
 log = logging.getLogger(__name__)

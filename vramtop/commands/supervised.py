@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
 from vramtop.commands.errors import CommandError, ExitCode
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
@@ -29,7 +29,7 @@ class Target:
 
 def add_common(parser: argparse.ArgumentParser, *, json: bool = False) -> None:
     """--demo and --profile; --json only where the command prints JSON (status)."""
-    from vramtop.cli import add_shared_options
+    from vramtop.commands.shared_options import add_shared_options
 
     add_shared_options(parser, "demo", "profile", *(("json",) if json else ()))
 

@@ -16,24 +16,13 @@ a build outlives the console.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from vramtop.machines.interface import (
-    LOG_TAIL,
-    ActionResult,
-    Backend,
-    Frame,
-    ProgressCallback,
-    RelaunchPrecheck,
-)
-
-if TYPE_CHECKING:
-    from vramtop.commands.common import LiveTarget
+from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 
 log = logging.getLogger(__name__)
 
@@ -197,34 +186,3 @@ class DeferredBackend(Backend):
             self._closed = True
             if self._backend is not None:
                 self._backend.close(stop_server=stop_server)
-
-
-def console_backend(args: argparse.Namespace, target: LiveTarget | None = None) -> DeferredBackend:
-    """The console's backend for `--demo`, `--url` or `target` (a profile's server, its
-    profile read already: one that cannot be read is refused before the console opens; see
-    commands/common.py's `backend_for`), built after the first frame; until then it is the
-    simulated machine, a URL watched or the profile's server, with no sample yet."""
-
-    def build() -> Backend:
-        from vramtop.commands.common import backend_for
-        from vramtop.commands.errors import CommandError
-        from vramtop.machines.machine_backend import backend_over
-
-        try:
-            backend = backend_over(target.machine()) if target else backend_for(args)[0]
-        except CommandError as exc:
-            raise BackendUnavailable(str(exc)) from exc
-        # Crash settling and automatic restarts on a thread of their own: a tick only reads.
-        backend.keep_house()
-        return backend
-
-    demo = bool(args.demo)
-    profile = target.profile if target else None
-    return DeferredBackend(
-        build,
-        demo=demo,
-        # Watching a URL: a profile serving it is found at the build.
-        can_act=demo or profile is not None,
-        profile_name=profile.name if profile else None,
-        wsl=bool(args.wsl) if demo else None,
-    )

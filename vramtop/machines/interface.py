@@ -14,11 +14,11 @@ asks whether a member exists.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.core.model import Rates, Sample
+from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 
 if TYPE_CHECKING:
     # What a frame carries once it is read: the console's first frame is drawn before any
@@ -28,14 +28,6 @@ if TYPE_CHECKING:
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
 
-# Progress of a long action, in the user's words: "stopping", "memory released", "loading",
-# "profiling", "capturing graphs", "ready", "failed".
-ProgressCallback = Callable[[str], None]
-
-# Asked before a relaunch stops the old server, with the flags it changes (vLLM flag name to
-# value): a sentence refuses the relaunch (the old server keeps serving), None lets it go on.
-RelaunchPrecheck = Callable[[dict[str, str]], str | None]
-
 # How many of the server's last log lines a frame carries unless asked for another number.
 LOG_TAIL = 300
 # How many a backend keeps, and what the console's first read asks for: opened on a busy
@@ -43,15 +35,6 @@ LOG_TAIL = 300
 # panel would show little else.
 LOG_KEPT = 2000
 CANNOT_ACT = "vramtop cannot act on this server"
-
-
-@dataclass(frozen=True)
-class ActionResult:
-    ok: bool
-    message: str  # one sentence for the status bar / CLI
-    detail: str | None = None  # e.g. the startup failure vLLM printed
-    # A relaunch whose new server did not start, and the previous flags serve again.
-    rolled_back: bool = False
 
 
 @dataclass(frozen=True)

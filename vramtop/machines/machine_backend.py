@@ -22,16 +22,10 @@ from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import (
-    LOG_TAIL,
-    ActionResult,
-    Backend,
-    Frame,
-    ProgressCallback,
-    RelaunchPrecheck,
-)
+from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
+from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from vramtop.commands.errors import ExitCode
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
+from vramtop.outcomes import ExitCode
 
 Status = Literal["ok", "warn", "fail", "skip"]
 

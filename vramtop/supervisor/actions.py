@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid

@@ -12,7 +12,7 @@ import logging
 import time
 from pathlib import Path
 
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url

@@ -22,7 +22,7 @@ from vramtop.config import Profile
 from vramtop.core import secrets
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.interface import ActionResult, ProgressCallback
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.readiness import healthy_once, server_url, tail
 from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from vramtop.core.model import ServerInfo
-from vramtop.machines.interface import ActionResult
+from vramtop.outcomes import ActionResult
 from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.following import READY_TIMEOUT_S

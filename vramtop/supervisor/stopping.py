@@ -13,7 +13,7 @@ from typing import Protocol
 import psutil
 
 from vramtop.core.model import GpuReading
-from vramtop.machines.interface import ProgressCallback
+from vramtop.outcomes import ProgressCallback
 from vramtop.supervisor import tree
 from vramtop.supervisor.state import ServerRecord
 

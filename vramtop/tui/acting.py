@@ -15,7 +15,7 @@ from textual import work
 
 from vramtop import locations
 from vramtop.core.model import ServerState
-from vramtop.machines.interface import ActionResult
+from vramtop.outcomes import ActionResult
 from vramtop.tui.keys import LAUNCHED, UNDER_WAY
 from vramtop.tui.messages import ActionFinished, ActionProgress
 from vramtop.tui.showing import ShowingConsole

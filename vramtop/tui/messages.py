@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from vramtop.machines.interface import ActionResult, Frame
+from vramtop.machines.interface import Frame
+from vramtop.outcomes import ActionResult
 
 
 class SampleArrived(Message):
