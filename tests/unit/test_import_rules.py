@@ -4,11 +4,15 @@ including imports inside functions (loaded late) and under TYPE_CHECKING."""
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import vramtop
 
 PACKAGE = Path(vramtop.__file__).parent
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
 IO_LIBRARIES = ("textual", "rich", "httpx", "psutil", "pynvml", "amdsmi")
 
 
@@ -93,3 +97,40 @@ def test_sources_and_the_simulator_do_not_import_each_other_both_ways() -> None:
     sources_to_sim = _offences("sources", ("sim",))
     sim_to_sources = _offences("sim", ("sources",))
     assert not (sources_to_sim and sim_to_sources), (sources_to_sim, sim_to_sources)
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's contracts of pyproject.toml in `root`, over the `vramtop` package there
+    (the command runs in `root`, so that package is the one it finds first)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; "
+            "sys.exit(lint_imports_command())",
+            "--no-cache",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_import_contracts_hold() -> None:
+    # The whole stack, top to bottom (pyproject.toml's [tool.importlinter]).
+    run = _lint_imports(PYPROJECT.parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 broken" in run.stdout
+
+
+def test_a_machine_that_imports_a_command_breaks_the_contracts(tmp_path: Path) -> None:
+    # A contract that nothing can break would pass whatever the code did.
+    shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
+    shutil.copytree(PACKAGE, tmp_path / "vramtop", ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "vramtop" / "machines" / "planted.py"
+    planted.write_text("from vramtop.commands.errors import CommandError\n", encoding="utf-8")
+    run = _lint_imports(tmp_path)
+    assert run.returncode != 0, run.stdout + run.stderr
+    assert "The machines never import the commands or the command line BROKEN" in run.stdout
+    assert "vramtop.machines.planted -> vramtop.commands.errors" in run.stdout
