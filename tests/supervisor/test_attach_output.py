@@ -18,7 +18,7 @@ from vramtop.machines.machine_backend import LOG_ELSEWHERE, MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.profiles import save_profile
 from vramtop.supervisor import Supervisor, state
-from vramtop.supervisor.adoption import _is_server_process
+from vramtop.supervisor.adoption import is_server_process
 
 
 def console_backend(sup: Supervisor) -> MachineBackend:
@@ -111,8 +111,8 @@ def test_status_lists_the_live_processes_only() -> None:
 
 
 def test_attach_climbs_from_the_engine_to_the_api_server_but_not_to_a_shell() -> None:
-    assert _is_server_process([sys.executable, "-m", "vllm.entrypoints.openai.api_server"])
-    assert _is_server_process([sys.executable, "-m", "vramtop.sim.server", "m"])
-    assert not _is_server_process(["bash", "-c", "cd /srv && vllm serve m --port 8000"])
-    assert not _is_server_process(["/bin/sh", "serve_vllm.sh"])
-    assert not _is_server_process([])
+    assert is_server_process([sys.executable, "-m", "vllm.entrypoints.openai.api_server"])
+    assert is_server_process([sys.executable, "-m", "vramtop.sim.server", "m"])
+    assert not is_server_process(["bash", "-c", "cd /srv && vllm serve m --port 8000"])
+    assert not is_server_process(["/bin/sh", "serve_vllm.sh"])
+    assert not is_server_process([])

@@ -22,7 +22,14 @@ from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
-from vramtop.supervisor.handle import _create_time, _flags_of, _no_progress, _own_create_time, _pgid
+from vramtop.supervisor.handle import (
+    ServerHandle,
+    create_time,
+    flags_of,
+    no_progress,
+    own_create_time,
+    pgid_of,
+)
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
@@ -66,9 +73,14 @@ class _Relaunch:
     previous_overrides: dict[str, str]
 
 
-class ServerActions(LoadFollower):
+class ServerActions:
     """What a person can ask of the server; each returns an `ActionResult`, never raises for
-    outside-world failures."""
+    outside-world failures. Acts on the server's record (`server`) and hands each load to
+    `follower` once the lock is released."""
+
+    def __init__(self, server: ServerHandle, follower: LoadFollower) -> None:
+        self._server = server
+        self._follower = follower
 
     def start(
         self,
@@ -76,12 +88,14 @@ class ServerActions(LoadFollower):
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
     ) -> ActionResult:
-        report = progress or _no_progress
-        self._fresh_profile()
-        return self._launch_then_wait(lambda: self._start(report, wait_ready), report, timeout_s)
+        report = progress or no_progress
+        self._server.fresh_profile()
+        return self._launch_then_wait(
+            lambda: self.start_locked(report, wait_ready), report, timeout_s
+        )
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return self._locked(lambda: self._stop(progress or _no_progress))
+        return self._server.locked(lambda: self._stop(progress or no_progress))
 
     def restart(
         self,
@@ -94,21 +108,25 @@ class ServerActions(LoadFollower):
         restart with requests running, which are lost anyway: the server gets
         LOST_REQUESTS_GRACE_S after SIGTERM (not its full stop timeout, which uvicorn can
         spend "waiting for connections to close") before SIGKILL."""
-        report = progress or _no_progress
-        self._fresh_profile()
-        grace = min(LOST_REQUESTS_GRACE_S, self.profile.stop_timeout_s) if requests_lost else None
+        report = progress or no_progress
+        self._server.fresh_profile()
+        grace = (
+            min(LOST_REQUESTS_GRACE_S, self._server.profile.stop_timeout_s)
+            if requests_lost
+            else None
+        )
 
         def act() -> ActionResult | _Loading:
-            rec = self.record()
+            rec = self._server.record()
             overrides = dict(rec.flag_overrides) if rec is not None else {}
-            command = self._command_for_restart() or self._profile_command(overrides)
+            command = self._server.command_for_restart() or self._server.profile_command(overrides)
             refused = self._refuse_without_key(command[2])
             if refused is not None:
                 return refused  # before the stop: the running server stays
             stopped = self._stop(report, grace)
             if not stopped.ok:
                 return stopped
-            return self._start(report, wait_ready, command, overrides)
+            return self.start_locked(report, wait_ready, command, overrides)
 
         return self._launch_then_wait(act, report, timeout_s)
 
@@ -145,22 +163,24 @@ class ServerActions(LoadFollower):
             return ActionResult(
                 False, "a relaunch is saved once its server serves: wait for it to save it"
             )
-        report = progress or _no_progress
-        self._fresh_profile()
-        before = self.profile
-        outcome = self._locked(lambda: self._relaunch_launch(changes, report, wait_ready, precheck))
+        report = progress or no_progress
+        self._server.fresh_profile()
+        before = self._server.profile
+        outcome = self._server.locked(
+            lambda: self._relaunch_launch(changes, report, wait_ready, precheck)
+        )
         if isinstance(outcome, ActionResult):
             return outcome  # refused, or the stop failed: nothing new was started
         started = outcome.started
         result = (
-            self._wait_ready(started.rec, report, timeout_s)
+            self._follower.follow(started.rec, report, timeout_s)
             if isinstance(started, _Loading)
             else started
         )
         if result.ok:
             if not wait_ready:
                 return result  # loading: the profile changes once it serves
-            self.profile = before.relaunched(changes, datetime.now(UTC))
+            self._server.profile = before.relaunched(changes, datetime.now(UTC))
             return self._saved(result, before) if save else result
         if not self._start_failed_here(outcome, started):
             return result  # still loading, or another vramtop stopped or replaced it
@@ -174,10 +194,10 @@ class ServerActions(LoadFollower):
         precheck: RelaunchPrecheck | None,
     ) -> ActionResult | _Relaunch:
         """Under the lock: the old server's command, the precheck, the stop, the new start."""
-        rec = self.record()
+        rec = self._server.record()
         old_overrides = dict(rec.flag_overrides) if rec is not None else {}
-        serving = rec is not None and rec.state == Lifecycle.RUNNING and self._alive(rec)
-        previous = self._command_for_restart() or self._profile_command(old_overrides)
+        serving = rec is not None and rec.state == Lifecycle.RUNNING and self._server.alive(rec)
+        previous = self._server.command_for_restart() or self._server.profile_command(old_overrides)
         argv, cwd, env = previous
         for flag, value in changes.items():
             argv = vllm_args.set_flag(argv, flag, value)
@@ -197,8 +217,8 @@ class ServerActions(LoadFollower):
         stopped = self._stop(report)
         if not stopped.ok:
             return stopped
-        started = self._start(report, wait_ready, command, overrides)
-        new = self.record()
+        started = self.start_locked(report, wait_ready, command, overrides)
+        new = self._server.record()
         return _Relaunch(
             changes=changes,
             started=started,
@@ -211,8 +231,8 @@ class ServerActions(LoadFollower):
         """Whether the relaunch's own start failed (nothing of it serves, and nobody else has
         acted since): not one still loading, nor one another vramtop stopped or replaced."""
         if isinstance(started, ActionResult):
-            return True  # refused by `_start` itself (port taken, could not launch), locked
-        rec = self.record()
+            return True  # refused by `start_locked` itself (port taken, could not launch), locked
+        rec = self._server.record()
         return (
             rec is not None
             and rec.launch_id == relaunch.launch_id
@@ -232,16 +252,16 @@ class ServerActions(LoadFollower):
         cause = (self._cause_of(relaunch) or failed.message).rstrip(". ")
         previous = relaunch.previous
         if previous is None:
-            self._locked(lambda: self._forget_overrides(relaunch))
+            self._server.locked(lambda: self._forget_overrides(relaunch))
             return ActionResult(False, f"{asked} failed: {cause}", failed.detail)
         was = _previous_flags(previous[0], relaunch.changes)
 
         def act() -> ActionResult | _Loading:
-            rec = self.record()
-            if rec is None or rec.launch_id != relaunch.launch_id or self._alive(rec):
+            rec = self._server.record()
+            if rec is None or rec.launch_id != relaunch.launch_id or self._server.alive(rec):
                 return ActionResult(False, "another vramtop acted on the server meanwhile")
             report("starting the previous flags again")
-            return self._start(report, True, previous, relaunch.previous_overrides)
+            return self.start_locked(report, True, previous, relaunch.previous_overrides)
 
         back = self._launch_then_wait(act, report, timeout_s)
         if back.ok:
@@ -251,7 +271,7 @@ class ServerActions(LoadFollower):
                 failed.detail,
                 rolled_back=True,
             )
-        self._locked(lambda: self._forget_overrides(relaunch))
+        self._server.locked(lambda: self._forget_overrides(relaunch))
         return ActionResult(
             False,
             f"{asked} failed: {cause}; starting the previous flags ({was}) again failed "
@@ -262,7 +282,7 @@ class ServerActions(LoadFollower):
     def _cause_of(self, relaunch: _Relaunch) -> str | None:
         """Why the relaunch's start failed, as its record says (vLLM's own words); None when
         it launched nothing (the record is the old server's)."""
-        rec = self.record()
+        rec = self._server.record()
         if rec is None or rec.launch_id != relaunch.launch_id or rec.state != Lifecycle.CRASHED:
             return None
         return rec.last_error
@@ -270,7 +290,7 @@ class ServerActions(LoadFollower):
     def _forget_overrides(self, relaunch: _Relaunch) -> None:
         """A relaunch that failed and was not rolled back: its flags must not stick (a later
         restart would use them), so its record keeps the previous ones."""
-        rec = self.record()
+        rec = self._server.record()
         if rec is not None and rec.launch_id == relaunch.launch_id:
             rec.flag_overrides = dict(relaunch.previous_overrides)
             state.save(rec)
@@ -278,19 +298,19 @@ class ServerActions(LoadFollower):
     def _saved(self, result: ActionResult, before: Profile) -> ActionResult:
         """The relaunch served: write its change into the profile's file, and drop the
         record's overrides that the file now says."""
-        failed = _save_profile(before, self.profile)
+        failed = _save_profile(before, self._server.profile)
         if failed is not None:
             return ActionResult(
                 False, f"{result.message}, but the profile could not be saved: {failed}"
             )
 
         def forget() -> None:
-            rec = self.record()
+            rec = self._server.record()
             if rec is not None and rec.flag_overrides:
                 rec.flag_overrides = {}  # the profile says them now
                 state.save(rec)
 
-        self._locked(forget)
+        self._server.locked(forget)
         return result
 
     def attach(
@@ -301,16 +321,16 @@ class ServerActions(LoadFollower):
         `log`: the file its output goes to; without it, its stdout or stderr when that is a
         file. Otherwise its output goes elsewhere, and the console says so rather than show
         an earlier server's log as this one's."""
-        return self._locked(lambda: self._attach(port, pid, log))
+        return self._server.locked(lambda: self._attach(port, pid, log))
 
     def wait_ready(
         self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S
     ) -> ActionResult:
         """Follow a start already under way (e.g. begun by another vramtop) until ready."""
-        rec = self.record()
-        if rec is None or not self._alive(rec):
+        rec = self._server.record()
+        if rec is None or not self._server.alive(rec):
             return ActionResult(False, "no server is running")
-        return self._wait_ready(rec, progress or _no_progress, timeout_s)
+        return self._follower.follow(rec, progress or no_progress, timeout_s)
 
     def _launch_then_wait(
         self,
@@ -320,12 +340,12 @@ class ServerActions(LoadFollower):
     ) -> ActionResult:
         """Launch under the lock; wait for ready after releasing it, so another vramtop can
         stop a slow or wedged load (a second start still finds the launch and waits too)."""
-        outcome = self._locked(act)
+        outcome = self._server.locked(act)
         if isinstance(outcome, _Loading):
-            return self._wait_ready(outcome.rec, progress, timeout_s)
+            return self._follower.follow(outcome.rec, progress, timeout_s)
         return outcome
 
-    def _start(
+    def start_locked(
         self,
         progress: ProgressCallback,
         wait_ready: bool,
@@ -334,15 +354,15 @@ class ServerActions(LoadFollower):
     ) -> ActionResult | _Loading:
         """Launch, or find the server already there; `_Loading`: wait for it once the lock
         is released."""
-        rec = self.record() or self._rebuild_locked()
+        rec = self._server.record() or self._server.rebuild_locked()
         if rec is not None:
-            adopted = self._recover(rec)
+            adopted = self.recover(rec)
             if adopted is not None:
                 if rec.state == Lifecycle.STARTING and wait_ready:
                     return _Loading(rec)
                 return adopted
             self._clean_leftovers(rec)
-        profile = self.profile
+        profile = self._server.profile
         host, port = profile.host, profile.port
         owner = launch.port_owner(host, port)
         if owner is not None:
@@ -356,13 +376,13 @@ class ServerActions(LoadFollower):
             handed = {} if env_base is not None else self._handed_secrets()
         except launch.MissingSecret as exc:
             return ActionResult(False, *exc.args)
-        log_file = state.log_path(self.name)
+        log_file = state.log_path(self._server.name)
         launch.rotate_log(log_file)
         shown = vllm_args.mask_secrets(argv)
-        offset = launch.write_marker(log_file, f"start {self.name}: {' '.join(shown)}")
+        offset = launch.write_marker(log_file, f"start {self._server.name}: {' '.join(shown)}")
         launch_id = uuid.uuid4().hex
         rec = ServerRecord(
-            profile=self.name,
+            profile=self._server.name,
             state=Lifecycle.LAUNCHING,
             launch_id=launch_id,
             argv=shown,
@@ -376,15 +396,15 @@ class ServerActions(LoadFollower):
             flag_overrides=dict(overrides or {}),
             # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
             actor_pid=os.getpid() if wait_ready else None,
-            actor_create_time=_own_create_time() if wait_ready else None,
-            **_flags_of(argv),
+            actor_create_time=own_create_time() if wait_ready else None,
+            **flags_of(argv),
         )
         # Saved before the launch: a vramtop killed right after it still finds the server
         # by its launch id.
         state.save(rec)
         env = launch.build_env(
             profile.env if env_base is None else None,
-            {tree.LAUNCH_ID_ENV: launch_id, tree.PROFILE_ENV: self.name, **handed},
+            {tree.LAUNCH_ID_ENV: launch_id, tree.PROFILE_ENV: self._server.name, **handed},
             base=env_base,
         )
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
@@ -395,16 +415,16 @@ class ServerActions(LoadFollower):
             command_line = launch.build_command(argv, prelude)
             env |= launch.prelude_env(prelude)  # its text in the environment, never in argv
             child = launch.spawn(command_line, env, cwd, log_file)
-            log.info("launched %s: pid %d", self.name, child.pid)
+            log.info("launched %s: pid %d", self._server.name, child.pid)
         except OSError as exc:
             rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"
             rec.error_kind = "launch_failed"
             state.save(rec)
             progress("failed")
             return ActionResult(False, f"could not launch the server: {exc}")
-        self._child = child
+        self._server.child = child
         rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
-        rec.create_time = _create_time(child.pid)
+        rec.create_time = create_time(child.pid)
         rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
         rec.state = Lifecycle.STARTING
         state.save(rec)
@@ -414,7 +434,7 @@ class ServerActions(LoadFollower):
 
     def _handed_secrets(self) -> dict[str, str]:
         return launch.handed_secrets(
-            self.profile.api_key_env, self.profile.hf_token_env, os.environ
+            self._server.profile.api_key_env, self._server.profile.hf_token_env, os.environ
         )
 
     def _refuse_without_key(self, env_base: dict[str, str] | None) -> ActionResult | None:
@@ -428,16 +448,16 @@ class ServerActions(LoadFollower):
         return None
 
     def _stop(self, progress: ProgressCallback, grace_s: float | None = None) -> ActionResult:
-        rec = self.record() or self._rebuild_locked()
+        rec = self._server.record() or self._server.rebuild_locked()
         if rec is None:
-            note = f" ({self.record_note})" if self.record_note else ""
+            note = f" ({self._server.record_note})" if self._server.record_note else ""
             return ActionResult(True, f"not running{note}")
-        found = self._tree(rec)
+        found = handle.server_tree(rec)
         was_running = bool(found)
         if not was_running and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             # It had exited before anyone asked (a crash housekeeping had not settled yet):
             # "stopped" would make that exit a planned one. It stays what it was: a crash.
-            self._record_exit(rec)
+            self._server.record_exit(rec)
             rec.state = Lifecycle.CRASHED
             state.save(rec)
             return ActionResult(True, f"not running: it had exited ({rec.last_error})")
@@ -445,8 +465,8 @@ class ServerActions(LoadFollower):
             progress("stopping")
             rec.state, rec.stop_requested = Lifecycle.STOPPING, True
             state.save(rec)
-        survivors = self._end(rec, progress, grace_s, found)
-        released = self._released
+        survivors = self._server.end(rec, progress, grace_s, found)
+        released = self._server.released
         if survivors:
             state.save(rec)
             return ActionResult(
@@ -474,44 +494,44 @@ class ServerActions(LoadFollower):
         found = adoption.find_server(port=port, pid=pid)
         if isinstance(found, str):
             return ActionResult(False, found)
-        rec = self.record()
-        if rec is not None and self._alive(rec):
+        rec = self._server.record()
+        if rec is not None and self._server.alive(rec):
             if rec.pid == found.pid:
                 return ActionResult(True, f"already attached to pid {found.pid}")
             return ActionResult(
                 False,
-                f"profile {self.name} already has a server (pid {rec.pid}); stop it first",
+                f"profile {self._server.name} already has a server (pid {rec.pid}); stop it first",
             )
-        new = adoption.record_for(self.name, found, port)
+        new = adoption.record_for(self._server.name, found, port)
         new.log_path = str(log) if log is not None else adoption.output_file(found.pid)
         new.state = (
             Lifecycle.RUNNING
             if healthy_once(server_url(new.host, new.port))
             else Lifecycle.STARTING
         )
-        self._remember_tree(new)
+        handle.remember_tree(new)
         state.save(new)
         output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
         return ActionResult(True, f"attached to pid {found.pid} on port {new.port}{output}")
 
-    def _recover(self, rec: ServerRecord) -> ActionResult | None:
+    def recover(self, rec: ServerRecord) -> ActionResult | None:
         """A live server already recorded (or launched by a vramtop that died before it
         learnt the pid): re-attach to it instead of starting a second one."""
         if rec.state == Lifecycle.LAUNCHING and rec.pid is None and rec.launch_id:
             procs = tree.find_by_launch_id(rec.launch_id)
-            roots = [p for p in procs if _pgid(p.pid) == p.pid] or procs
+            roots = [p for p in procs if pgid_of(p.pid) == p.pid] or procs
             if roots:
                 root = min(roots, key=lambda p: p.pid)
-                rec.pid, rec.pgid = root.pid, _pgid(root.pid)
-                rec.create_time = _create_time(root.pid)
+                rec.pid, rec.pgid = root.pid, pgid_of(root.pid)
+                rec.create_time = create_time(root.pid)
                 rec.state = Lifecycle.STARTING
-                self._remember_tree(rec)
+                handle.remember_tree(rec)
                 state.save(rec)
         if rec.state in (
             Lifecycle.STOPPING,
             Lifecycle.STOPPED,
             Lifecycle.CRASHED,
-        ) or not self._alive(rec):
+        ) or not self._server.alive(rec):
             return None
         if rec.state == Lifecycle.LAUNCHING:
             rec.state = Lifecycle.STARTING
@@ -519,9 +539,9 @@ class ServerActions(LoadFollower):
         return ActionResult(True, f"already running (pid {rec.pid}); re-attached")
 
     def _clean_leftovers(self, rec: ServerRecord) -> None:
-        if self._tree(rec):
+        if handle.server_tree(rec):
             log.info("ending what is left of the previous server: %s", rec.pid)
-            self._end(rec, progress=None)
+            self._server.end(rec, progress=None)
             if rec.state != Lifecycle.CRASHED:
                 rec.state = Lifecycle.STOPPED
             state.save(rec)

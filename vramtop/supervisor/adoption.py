@@ -44,7 +44,7 @@ def find_server(port: int | None = None, pid: int | None = None) -> psutil.Proce
     # further: a shell that ran it (`bash -c "… vllm serve …"`, serve_vllm.sh) is not it.
     with contextlib.suppress(psutil.Error):
         parent = proc.parent()
-        while parent is not None and _is_server_process(parent.cmdline()):
+        while parent is not None and is_server_process(parent.cmdline()):
             proc, parent = parent, parent.parent()
     return proc
 
@@ -52,7 +52,7 @@ def find_server(port: int | None = None, pid: int | None = None) -> psutil.Proce
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh", "tmux", "screen", "nohup", "setsid"}
 
 
-def _is_server_process(cmdline: list[str]) -> bool:
+def is_server_process(cmdline: list[str]) -> bool:
     if not cmdline or os.path.basename(cmdline[0]) in SHELLS:
         return False
     return looks_like_vllm(cmdline)

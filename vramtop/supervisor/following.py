@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, state
+from vramtop.supervisor import causes, handle, state
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
@@ -35,10 +35,13 @@ class _Superseded(Exception):
         self.current = current
 
 
-class LoadFollower(ServerHandle):
-    """A server's load followed to ready (or to its failure)."""
+class LoadFollower:
+    """A server's load followed to ready (or to its failure), over the server's record."""
 
-    def _wait_ready(
+    def __init__(self, server: ServerHandle) -> None:
+        self._server = server
+
+    def follow(
         self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
     ) -> ActionResult:
         """Follow the load until /health answers. Runs without the lock: another vramtop
@@ -59,7 +62,7 @@ class LoadFollower(ServerHandle):
         deadline = time.monotonic() + timeout_s
         lines: list[str] = []
         seen_tree_at = 0.0
-        with client_for(url, self.health_timeout_s) as client:
+        with client_for(url, self._server.health_timeout_s) as client:
             while True:
                 for line in reader.read_new():
                     lines.append(line)
@@ -71,7 +74,7 @@ class LoadFollower(ServerHandle):
                 current = self._still_ours(rec)
                 if current.state == Lifecycle.CRASHED:  # another vramtop noticed the exit first
                     return self._start_failed(current, progress)
-                if not self._alive(rec):
+                if not self._server.alive(rec):
                     lines.extend(reader.read_new())
                     failed = self._failed_start(rec, lines, progress)
                     if failed is not None:
@@ -81,13 +84,13 @@ class LoadFollower(ServerHandle):
                     rec.phase, rec.state = causes.READY, Lifecycle.RUNNING
                     rec.actor_pid = rec.actor_create_time = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
-                    self._remember_tree(rec)
+                    handle.remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
                         progress("ready")
                         return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
                 now = time.monotonic()
                 if now - seen_tree_at > 1.0:  # children appear while it loads
-                    self._remember_tree(rec)
+                    handle.remember_tree(rec)
                     self._save_if_ours(rec)
                     seen_tree_at = now
                 if now > deadline:
@@ -101,7 +104,7 @@ class LoadFollower(ServerHandle):
     def _still_ours(self, rec: ServerRecord) -> ServerRecord:
         """The record as it is now; raises `_Superseded` when another vramtop has stopped
         this launch (stopping, stopped) or replaced it (another launch id or pid)."""
-        current = self.record()
+        current = self._server.record()
         if (
             current is None
             or current.launch_id != rec.launch_id
@@ -115,7 +118,7 @@ class LoadFollower(ServerHandle):
         """Save `rec` under a short lock if the launch is still this one; False when the
         lock stayed busy (nothing saved)."""
         try:
-            with state.locked(self.name, timeout_s=_SAVE_LOCK_S):
+            with state.locked(self._server.name, timeout_s=_SAVE_LOCK_S):
                 self._still_ours(rec)
                 state.save(rec)
                 return True
@@ -128,13 +131,13 @@ class LoadFollower(ServerHandle):
         """The server exited while loading: record why and end what is left. None when the
         lock stayed busy (the caller tries again)."""
         try:
-            with state.locked(self.name, timeout_s=_SAVE_LOCK_S):
+            with state.locked(self._server.name, timeout_s=_SAVE_LOCK_S):
                 current = self._still_ours(rec)
                 if current.state == Lifecycle.CRASHED:
                     return self._start_failed(current, progress)
-                self._record_exit(rec, lines)
+                self._server.record_exit(rec, lines)
                 # A failed start may leave an EngineCore behind: free what it holds.
-                self._end(rec, progress=None)
+                self._server.end(rec, progress=None)
                 rec.state = Lifecycle.CRASHED
                 state.save(rec)
         except state.Busy:
@@ -152,10 +155,10 @@ class LoadFollower(ServerHandle):
         """Not a crash: someone asked for it. Say so, and collect our child once it is gone."""
         if current is not None and current.state == Lifecycle.STOPPING:
             # A stop, or the stop half of a restart: it ends our child; collect it.
-            self._reap_child(timeout_s=self.profile.stop_timeout_s + 1.0)
-            current = self.record()
+            self._server.reap_child(timeout_s=self._server.profile.stop_timeout_s + 1.0)
+            current = self._server.record()
         else:
-            self._reap_child()
+            self._server.reap_child()
         replaced = current is not None and (
             current.launch_id != rec.launch_id or current.pid != rec.pid
         )

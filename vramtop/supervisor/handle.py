@@ -1,9 +1,10 @@
-"""What every part of the supervisor shares: one profile's server as recorded, and the
-process helpers (is it alive, its tree, ending it, recording an exit).
+"""What every part of the supervisor shares: one profile's server as recorded (the record
+store, `ServerHandle`, with the one child process this vramtop launched), and the process
+helpers (its tree, its create time and group, the flags of a command line).
 
-`ServerHandle` only reads the record and the process table; the parts that change the record
-build on it: `following` (a load, to ready), `actions` (start, stop, restart, relaunch,
-attach) and `service` (housekeeping, the `Supervisor` itself).
+The parts that change the record are given a `ServerHandle`, none inherits from it:
+`following` (a load, to ready), `actions` (start, stop, restart, relaunch, attach) and
+`service` (housekeeping, and the `Supervisor` that holds the three).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LAST_LINES = 40
 _T = TypeVar("_T")
 
 
-def _no_progress(_word: str) -> None:
+def no_progress(_word: str) -> None:
     pass
 
 
@@ -54,8 +55,8 @@ class ServerHandle:
         self._profile_file = _file_key(profile.loaded_from)
         self.memory_released = memory_released
         self.health_timeout_s = health_timeout_s
-        self._child: Any = None  # our own Popen, when this process launched the server
-        self._released = True  # whether the last _end saw the GPU give the memory back
+        self.child: Any = None  # our own Popen, when this process launched the server
+        self.released = True  # whether the last `end` saw the GPU give the memory back
         self._records = state.RecordCache()
         # The last record `status` was asked of, and its answer: the kept record is the same
         # object for as long as its file does not change, and the console asks every tick.
@@ -64,7 +65,7 @@ class ServerHandle:
         # from the server's process, or why not), for `status` to say; None: nothing lost.
         self.record_note: str | None = None
 
-    def _fresh_profile(self) -> None:
+    def fresh_profile(self) -> None:
         """The profile read again from its file when that file changed since it was read
         (`vramtop import --force` replaced it): a start, restart or relaunch runs the command
         the file says now, not the one an open console read when it opened. A file that no
@@ -94,7 +95,7 @@ class ServerHandle:
         """Where the current server's output is: vramtop's log of the servers it starts, or
         an attached server's own file (found, or given to attach). None: an attached server
         whose output goes elsewhere (a terminal, a pipe), which vramtop cannot read."""
-        rec = self._recorded()
+        rec = self.recorded()
         if rec is not None and rec.started_by == "attached":
             return Path(rec.log_path) if rec.log_path else None
         return self._records.log_path(self.name)
@@ -103,23 +104,23 @@ class ServerHandle:
     def log_offset(self) -> int:
         """Where the current server's run begins in `log_path` (after vramtop's start line;
         0 for an attached server's own file)."""
-        rec = self._recorded()
+        rec = self.recorded()
         return rec.log_offset if rec is not None else 0
 
     def record(self) -> ServerRecord | None:
         """The record, a copy of the caller's own to change and save."""
         return self._records.load(self.name)
 
-    def _recorded(self) -> ServerRecord | None:
+    def recorded(self) -> ServerRecord | None:
         """The record to read only (shared: never changed), as each tick reads it."""
         return self._records.load(self.name, copy=False)
 
     def status(self) -> ServerInfo:
         """The server as recorded. Only reads: `housekeeping` brings the record in line
         with what is really there."""
-        rec = self._recorded()
+        rec = self.recorded()
         if rec is None:
-            kept = self._kept_alive()
+            kept = self.kept_alive()
             if kept is not None:
                 # The file went while the server was shown alive: what was read of it stands
                 # until housekeeping (woken by `settling`) has rebuilt the file or seen it gone.
@@ -130,12 +131,12 @@ class ServerHandle:
             shown = self._shown = (rec, self._info(rec))
         return shown[1]
 
-    def _kept_alive(self) -> tuple[ServerRecord, ServerInfo] | None:
+    def kept_alive(self) -> tuple[ServerRecord, ServerInfo] | None:
         """The record last shown, when it named a live server (its file since lost)."""
         shown = self._shown
         return shown if shown is not None and shown[0].state in ALIVE else None
 
-    def _rebuild_locked(self) -> ServerRecord | None:
+    def rebuild_locked(self) -> ServerRecord | None:
         """Under the lock, with no record to read (its file deleted or damaged): the record
         rebuilt from what is really there, saved, or None when no server of this profile
         runs. The truth is the server's own process: the record last read here while its
@@ -146,9 +147,9 @@ class ServerHandle:
         path = state.state_path(self.name)
         problem = state.unreadable(self.name)
         lost = f"was unreadable ({problem})" if problem else "was missing"
-        kept = self._kept_alive()
+        kept = self.kept_alive()
         self._shown = None
-        if kept is not None and self._alive(kept[0]):
+        if kept is not None and self.alive(kept[0]):
             rec = state.copied(kept[0])
         else:
             found = adoption.rebuilt_record(self.name, self.profile.host, self.profile.port)
@@ -162,7 +163,7 @@ class ServerHandle:
             rec = found
             healthy = healthy_once(server_url(rec.host, rec.port), self.health_timeout_s)
             rec.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
-            self._remember_tree(rec)
+            remember_tree(rec)
         state.save(rec)
         self.record_note = f"rebuilt from the running server (pid {rec.pid}): its state file {lost}"
         log.warning("%s: %s", self.name, self.record_note)
@@ -193,7 +194,7 @@ class ServerHandle:
             last_error=rec.last_error,
         )
 
-    def _locked(self, act: Callable[[], _T]) -> _T | ActionResult:
+    def locked(self, act: Callable[[], _T]) -> _T | ActionResult:
         try:
             with state.locked(self.name):
                 return act()
@@ -203,7 +204,7 @@ class ServerHandle:
             log.exception("supervisor action failed")
             return ActionResult(False, f"could not act on the server: {exc}")
 
-    def _end(
+    def end(
         self,
         rec: ServerRecord,
         progress: ProgressCallback | None,
@@ -211,10 +212,10 @@ class ServerHandle:
         found: dict[int, psutil.Process] | None = None,
     ) -> list[psutil.Process]:
         """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
-        survivors, self._released = end_server(
+        survivors, self.released = end_server(
             rec,
             stop_timeout_s=self.profile.stop_timeout_s if grace_s is None else grace_s,
-            reap=self._reap_child,
+            reap=self.reap_child,
             memory_released=self.memory_released,
             # Read at each stop: a test shortens it.
             release_timeout_s=MEMORY_RELEASE_TIMEOUT_S,
@@ -223,7 +224,7 @@ class ServerHandle:
         )
         return survivors
 
-    def _command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
+    def command_for_restart(self) -> tuple[list[str], str | None, dict[str, str] | None] | None:
         """For an adopted server: its own command line, cwd and environment (read from the
         live process, so no secret ever sits in a file). None: use the profile."""
         rec = self.record()
@@ -231,13 +232,13 @@ class ServerHandle:
             return None
         from vramtop.supervisor import adoption
 
-        if rec.pid and self._alive(rec):
+        if rec.pid and self.alive(rec):
             return adoption.command_of(rec.pid)
         if rec.argv and vllm_args.MASK not in rec.argv:
             return list(rec.argv), rec.cwd, None
         return None
 
-    def _profile_command(
+    def profile_command(
         self, overrides: dict[str, str]
     ) -> tuple[list[str], str | None, dict[str, str] | None]:
         argv = list(self.profile.argv)
@@ -245,43 +246,29 @@ class ServerHandle:
             argv = vllm_args.set_flag(argv, flag, value)
         return argv, self.profile.cwd, None
 
-    def _alive(self, rec: ServerRecord) -> bool:
-        if self._child is not None and rec.pid == self._child.pid:
+    def alive(self, rec: ServerRecord) -> bool:
+        if self.child is not None and rec.pid == self.child.pid:
             # Our own child: only Popen may collect it, or its exit code is lost (a waitpid
             # elsewhere on its zombie leaves the crash report without one).
-            return self._child.poll() is None
+            return self.child.poll() is None
         if not tree.process_alive(rec.pid, rec.create_time):
             return False
         # The pid is the server's only if the process says so (its launch id, or the command
         # line it was adopted with): a state file naming another process is not trusted.
         return rec.pid is not None and tree.is_server(
-            rec.pid, rec.create_time, rec.launch_id, self._adopted_argv(rec)
+            rec.pid, rec.create_time, rec.launch_id, adopted_argv(rec)
         )
 
-    def _tree(self, rec: ServerRecord) -> dict[int, psutil.Process]:
-        return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, self._adopted_argv(rec))
-
-    @staticmethod
-    def _adopted_argv(rec: ServerRecord) -> list[str] | None:
-        """The command line an adopted server was recorded with (None: one vramtop started,
-        told by its launch id)."""
-        return None if rec.launch_id else (rec.argv or None)
-
-    def _remember_tree(self, rec: ServerRecord) -> None:
-        for pid, proc in self._tree(rec).items():
-            with contextlib.suppress(psutil.Error):
-                rec.tree[str(pid)] = proc.create_time()
-
-    def _reap_child(self, timeout_s: float = 0.5) -> None:
-        if self._child is not None:
+    def reap_child(self, timeout_s: float = 0.5) -> None:
+        if self.child is not None:
             try:
-                self._child.wait(timeout=timeout_s)
+                self.child.wait(timeout=timeout_s)
             except Exception:  # still running: it is not ours to wait for any longer
                 log.debug("child not reaped")
 
-    def _record_exit(self, rec: ServerRecord, lines: list[str] | None = None) -> None:
-        if self._child is not None and rec.pid == self._child.pid:
-            rec.returncode = self._child.poll()
+    def record_exit(self, rec: ServerRecord, lines: list[str] | None = None) -> None:
+        if self.child is not None and rec.pid == self.child.pid:
+            rec.returncode = self.child.poll()
         if lines is None:
             lines = tail(Path(rec.log_path) if rec.log_path else None, rec.log_offset)
         # The server's own log file keeps what it printed; what vramtop records is masked.
@@ -298,7 +285,26 @@ class ServerHandle:
 # --- small functions ---------------------------------------------------------------------
 
 
-def _flags_of(argv: list[str]) -> dict[str, Any]:
+def server_tree(rec: ServerRecord) -> dict[int, psutil.Process]:
+    """The recorded server's processes that still live (its launch id, or the command line
+    it was adopted with, tells them from others)."""
+    return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, adopted_argv(rec))
+
+
+def adopted_argv(rec: ServerRecord) -> list[str] | None:
+    """The command line an adopted server was recorded with (None: one vramtop started,
+    told by its launch id)."""
+    return None if rec.launch_id else (rec.argv or None)
+
+
+def remember_tree(rec: ServerRecord) -> None:
+    """Add the server's live processes to its record (children appear while it loads)."""
+    for pid, proc in server_tree(rec).items():
+        with contextlib.suppress(psutil.Error):
+            rec.tree[str(pid)] = proc.create_time()
+
+
+def flags_of(argv: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, read in (
         ("gpu_memory_utilization", vllm_args.gpu_memory_utilization),
@@ -323,7 +329,7 @@ def _file_key(path: Path | None) -> tuple[int, int, int] | None:
     return info.st_ino, info.st_size, info.st_mtime_ns
 
 
-def _create_time(pid: int) -> float | None:
+def create_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -331,12 +337,12 @@ def _create_time(pid: int) -> float | None:
 
 
 @functools.cache
-def _own_create_time() -> float | None:
+def own_create_time() -> float | None:
     """This vramtop's create time: with its pid, names it as a launch's follower."""
-    return _create_time(os.getpid())
+    return create_time(os.getpid())
 
 
-def _pgid(pid: int) -> int | None:
+def pgid_of(pid: int) -> int | None:
     try:
         return os.getpgid(pid)
     except OSError:

@@ -2,12 +2,12 @@
 the housekeeping step that brings its record in line with what is really there.
 
 The console and the headless commands both use it; it never raises for outside-world
-failures (they come back as `ActionResult`s). Its parts, by concern: `handle` (the record as
-read, the process helpers), `following` (a load, to ready), `actions` (what a person asks
-for) and here `housekeeping` (crash settling and automatic restarts), which runs only when
-asked: the console runs it on a thread of its own, off the tick that reads the sample (the
-tick only asks `settling` whether there is anything to settle), and each command before it
-reports. `status()` only reads.
+failures (they come back as `ActionResult`s). Its parts, by concern, each an object it
+holds: `handle` (the record as read, the process helpers), `following` (a load, to ready),
+`actions` (what a person asks for) and here `housekeeping` (crash settling and automatic
+restarts), which runs only when asked: the console runs it on a thread of its own, off the
+tick that reads the sample (the tick only asks `settling` whether there is anything to
+settle), and each command before it reports. `status()` only reads.
 
 Reading the log and /health lives in `readiness`; ending the tree and waiting for the GPU to
 give the memory back in `stopping`.
@@ -21,13 +21,20 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from vramtop.config import Profile
 from vramtop.core.model import ServerInfo
-from vramtop.outcomes import ActionResult
-from vramtop.supervisor import causes, state, tree
+from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.supervisor import causes, handle, state, tree
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
-from vramtop.supervisor.following import READY_TIMEOUT_S
-from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, _no_progress, _own_create_time
+from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
+from vramtop.supervisor.handle import (
+    MEMORY_RELEASE_TIMEOUT_S,
+    ServerHandle,
+    no_progress,
+    own_create_time,
+)
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased
@@ -47,8 +54,101 @@ log = logging.getLogger(__name__)
 AUTO_RESTART_LIMIT = 3
 
 
-class Supervisor(ServerActions):
-    """One profile's server: its actions, and the housekeeping step."""
+class Supervisor:
+    """One profile's server: its actions, and the housekeeping step. Composed of the
+    server's record and process (`ServerHandle`), the load follower and the actions over
+    both; each part keeps its own state, set in its own `__init__`."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        memory_released: MemoryReleased | None = None,
+        health_timeout_s: float = 1.0,
+    ) -> None:
+        self._server = ServerHandle(
+            profile, memory_released=memory_released, health_timeout_s=health_timeout_s
+        )
+        self._follower = LoadFollower(self._server)
+        self._actions = ServerActions(self._server, self._follower)
+
+    # --- the server as recorded (the handle's) ------------------------------------------
+
+    @property
+    def profile(self) -> Profile:
+        return self._server.profile
+
+    @property
+    def name(self) -> str:
+        return self._server.name
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._server.log_path
+
+    @property
+    def log_offset(self) -> int:
+        return self._server.log_offset
+
+    @property
+    def record_note(self) -> str | None:
+        """What the last housekeeping step, start or stop found of a lost state file."""
+        return self._server.record_note
+
+    def record(self) -> ServerRecord | None:
+        return self._server.record()
+
+    def status(self) -> ServerInfo:
+        return self._server.status()
+
+    # --- what a person asks for (the actions') ------------------------------------------
+
+    def start(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+    ) -> ActionResult:
+        return self._actions.start(progress, wait_ready, timeout_s)
+
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
+        return self._actions.stop(progress)
+
+    def restart(
+        self,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+        requests_lost: bool = False,
+    ) -> ActionResult:
+        return self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
+
+    def relaunch(
+        self,
+        util: float | None = None,
+        max_model_len: int | None = None,
+        kv_cache_dtype: str | None = None,
+        save: bool = False,
+        progress: ProgressCallback | None = None,
+        wait_ready: bool = True,
+        timeout_s: float = READY_TIMEOUT_S,
+        precheck: RelaunchPrecheck | None = None,
+    ) -> ActionResult:
+        return self._actions.relaunch(
+            util, max_model_len, kv_cache_dtype, save, progress, wait_ready, timeout_s, precheck
+        )
+
+    def attach(
+        self, port: int | None = None, pid: int | None = None, log: Path | None = None
+    ) -> ActionResult:
+        return self._actions.attach(port, pid, log)
+
+    def wait_ready(
+        self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S
+    ) -> ActionResult:
+        return self._actions.wait_ready(progress, timeout_s)
+
+    # --- housekeeping -------------------------------------------------------------------
 
     def housekeeping(self) -> ServerInfo:
         """One step that settles the record against the live process tree and /health, then
@@ -62,25 +162,25 @@ class Supervisor(ServerActions):
           (a found launch, stopped when the tree is gone, running when it still serves).
 
         Never waits for the lock: an action under way settles the record itself."""
-        self.record_note = None
+        self._server.record_note = None
         step = self.settling()
         if step is not None:
             step()
-        if self._recorded() is None:
+        if self._server.recorded() is None:
             self._rebuild()
-        return self.status()
+        return self._server.status()
 
     def settling(self) -> Callable[[], None] | None:
         """The step `housekeeping` would take now, or None when the record already says what
         is there (a stopped server; a running one whose process lives). Only reads, and
         cheaply (the kept record, one read of the process's /proc entry): the console asks
         on every tick, and wakes its housekeeping thread only when there is a step to take."""
-        rec = self._recorded()  # read only: what changes it reads its own copy
+        rec = self._server.recorded()  # read only: what changes it reads its own copy
         if rec is None:
             # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
-            return self._rebuild if self._kept_alive() is not None else None
+            return self._rebuild if self._server.kept_alive() is not None else None
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
-            if not self._alive(rec):
+            if not self._server.alive(rec):
                 return self._settle_exit
             if rec.state == Lifecycle.STARTING and not self._followed(rec):
                 return functools.partial(self._settle_unfollowed_load, rec)
@@ -98,29 +198,31 @@ class Supervisor(ServerActions):
         from vramtop.supervisor import adoption
 
         self.housekeeping()  # a lost record is rebuilt first: then it is the profile's
-        rec = self._recorded()
-        if rec is not None and rec.state in state.ALIVE and self._alive(rec):
+        rec = self._server.recorded()
+        if rec is not None and rec.state in state.ALIVE and self._server.alive(rec):
             return True
-        found = adoption.rebuilt_record(self.name, self.profile.host, self.profile.port)
+        found = adoption.rebuilt_record(
+            self._server.name, self._server.profile.host, self._server.profile.port
+        )
         return not isinstance(found, str)
 
     def _rebuild(self) -> None:
         """No record to read (its file deleted or damaged): rebuild it from the server's own
-        process when one of this profile's runs (see `_rebuild_locked`)."""
+        process when one of this profile's runs (see `rebuild_locked`)."""
         try:
-            with state.locked(self.name, timeout_s=0.2):
-                if self._recorded() is None:
-                    self._rebuild_locked()
+            with state.locked(self._server.name, timeout_s=0.2):
+                if self._server.recorded() is None:
+                    self._server.rebuild_locked()
         except state.Busy:
             pass  # an action under way writes the record itself
 
     def _settle_exit(self) -> None:
         """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
         try:
-            with state.locked(self.name, timeout_s=0.2):
-                rec = self.record()
+            with state.locked(self._server.name, timeout_s=0.2):
+                rec = self._server.record()
                 running = rec is not None and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING)
-                if rec is not None and running and not self._alive(rec):
+                if rec is not None and running and not self._server.alive(rec):
                     self._mark_crashed(rec)
         except state.Busy:
             pass  # someone else is acting on it right now
@@ -136,11 +238,11 @@ class Supervisor(ServerActions):
     def _settle_unfollowed_load(self, rec: ServerRecord) -> None:
         """A load whose vramtop was interrupted (Ctrl+C, killed): nobody else will see it
         become ready, so /health decides."""
-        if not healthy_once(server_url(rec.host, rec.port), self.health_timeout_s):
+        if not healthy_once(server_url(rec.host, rec.port), self._server.health_timeout_s):
             return  # still loading: "starting" is the truth
         try:
-            with state.locked(self.name, timeout_s=0.2):
-                current = self.record()
+            with state.locked(self._server.name, timeout_s=0.2):
+                current = self._server.record()
                 if (
                     current is None
                     or current.state != Lifecycle.STARTING
@@ -150,7 +252,7 @@ class Supervisor(ServerActions):
                     return
                 current.state, current.phase = Lifecycle.RUNNING, causes.READY
                 current.actor_pid = current.actor_create_time = None
-                self._remember_tree(current)
+                handle.remember_tree(current)
                 state.save(current)
         except state.Busy:
             pass
@@ -160,18 +262,18 @@ class Supervisor(ServerActions):
         the lock is free, so say what is really there instead of "starting"/"stopping"
         forever."""
         try:
-            with state.locked(self.name, timeout_s=0.2):
-                rec = self.record() or rec
+            with state.locked(self._server.name, timeout_s=0.2):
+                rec = self._server.record() or rec
                 if rec.state == Lifecycle.LAUNCHING:
-                    self._recover(rec)  # finds a server launched before the pid was saved
-                    rec = self.record() or rec
+                    self._actions.recover(rec)  # finds a server launched before the pid was saved
+                    rec = self._server.record() or rec
                 if rec.state not in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
                     return
-                if not self._tree(rec):
+                if not handle.server_tree(rec):
                     rec.state, rec.tree = Lifecycle.STOPPED, {}
                     state.save(rec)
                 elif rec.state == Lifecycle.STOPPING and healthy_once(
-                    server_url(rec.host, rec.port), self.health_timeout_s
+                    server_url(rec.host, rec.port), self._server.health_timeout_s
                 ):
                     # The stop never reached the server (or it ignored it): it serves.
                     rec.state, rec.stop_requested = Lifecycle.RUNNING, False
@@ -180,20 +282,20 @@ class Supervisor(ServerActions):
             pass  # the launch or stop is still under way
 
     def _mark_crashed(self, rec: ServerRecord) -> None:
-        self._record_exit(rec)
-        self._end(rec, progress=None)  # an EngineCore left behind still holds VRAM
+        self._server.record_exit(rec)
+        self._server.end(rec, progress=None)  # an EngineCore left behind still holds VRAM
         rec.state = Lifecycle.CRASHED
-        if getattr(self.profile, "auto_restart", False) and rec.restarts < AUTO_RESTART_LIMIT:
+        if self._server.profile.auto_restart and rec.restarts < AUTO_RESTART_LIMIT:
             rec.next_restart_at = time.time() + 2.0**rec.restarts
         state.save(rec)
 
     def _maybe_auto_restart(self) -> None:
         """The automatic restart of a crashed server (asked for once its delay has passed)."""
-        if not getattr(self.profile, "auto_restart", False):
+        if not self._server.profile.auto_restart:
             return
 
         def act() -> ActionResult:
-            current = self.record()
+            current = self._server.record()
             if (
                 current is None
                 or current.state != Lifecycle.CRASHED
@@ -201,19 +303,19 @@ class Supervisor(ServerActions):
             ):
                 return ActionResult(True, "nothing to do")
             restarts = current.restarts + 1
-            result = self._start(_no_progress, wait_ready=False)
-            new = self.record()
+            result = self._actions.start_locked(no_progress, wait_ready=False)
+            new = self._server.record()
             if new is not None:
                 new.restarts = restarts
                 if new.state == Lifecycle.STARTING:
-                    new.actor_pid, new.actor_create_time = os.getpid(), _own_create_time()
+                    new.actor_pid, new.actor_create_time = os.getpid(), own_create_time()
                 state.save(new)
                 if new.state == Lifecycle.STARTING:
                     self._follow_in_background(new)
             return result if isinstance(result, ActionResult) else ActionResult(True, "started")
 
-        result = self._locked(act)
-        log.info("automatic restart of %s: %s", self.name, result.message)
+        result = self._server.locked(act)
+        log.info("automatic restart of %s: %s", self._server.name, result.message)
 
     def _follow_in_background(self, rec: ServerRecord) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
@@ -222,10 +324,10 @@ class Supervisor(ServerActions):
         "starting" for as long as the server runs."""
 
         def follow() -> None:
-            result = self._wait_ready(rec, _no_progress, READY_TIMEOUT_S)
-            log.info("automatic restart of %s: %s", self.name, result.message)
+            result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
+            log.info("automatic restart of %s: %s", self._server.name, result.message)
 
-        threading.Thread(target=follow, name=f"follow-{self.name}", daemon=True).start()
+        threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()
 
 
 def _due(at: float | None) -> bool:
