@@ -92,9 +92,13 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     try:
         assert proc.stderr is not None
         deadline = time.monotonic() + 60
-        for line in proc.stderr:  # until the launch has happened
-            if "launching" in line or "loading" in line or time.monotonic() > deadline:
+        # Until the server is launched (its record says starting): a Ctrl+C before that ends
+        # the start before there is a server to go on loading.
+        while time.monotonic() < deadline:
+            status = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+            if status["state"] in ("starting", "running"):
                 break
+            time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130
