@@ -92,11 +92,11 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     try:
         assert proc.stderr is not None
         deadline = time.monotonic() + 60
-        # Until the server is launched (its record says starting): a Ctrl+C before that ends
+        # Until the server is launched (its record names its pid): a Ctrl+C before that ends
         # the start before there is a server to go on loading.
         while time.monotonic() < deadline:
             status = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
-            if status["state"] in ("starting", "running"):
+            if status["state"] in ("starting", "running") and status["pid"]:
                 break
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)

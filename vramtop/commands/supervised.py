@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+import psutil
+
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
 from vramtop.commands.errors import CommandError, ExitCode
@@ -79,7 +81,9 @@ def said_if_left_loading(supervisor: Supervisor, args: argparse.Namespace) -> It
     except KeyboardInterrupt:
         with suppress(Exception):  # the message is a courtesy: the interrupt goes on
             info = supervisor.status()
-            if info.state.value in ("starting", "running"):
+            # Launched, not only about to be: a Ctrl+C before the process exists ends the start.
+            launched = info.pid is not None and psutil.pid_exists(info.pid)
+            if launched and info.state.value in ("starting", "running"):
                 demo = " --demo" if getattr(args, "demo", False) else ""
                 print(
                     f"vramtop: interrupted; the server (pid {info.pid}) goes on loading: "
