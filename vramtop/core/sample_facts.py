@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from vramtop.core.budget import free_for_server, outside_budget
+from vramtop.core.budget import free_for_server, is_cpu_server, outside_budget
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.model import predict, startup_refusal
@@ -93,7 +93,11 @@ def relaunch_refusal(
     memory counts as free: it is stopped first)."""
     inputs = live_headroom_inputs(s, outside_budget_bytes)
     device = primary(s)
-    if inputs is None or device is None or is_cpu_server(s):
+    if (
+        inputs is None
+        or device is None
+        or is_cpu_server(s.startup.device_kind if s.startup else None)
+    ):
         return None
     util = util_of(changes.get(vllm_args.GPU_MEMORY_UTILIZATION)) or server_util(s)
     length = changes.get(vllm_args.MAX_MODEL_LEN)
@@ -130,9 +134,3 @@ def util_of(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if value is not None and 0 < value <= 1 else None
-
-
-def is_cpu_server(s: Sample) -> bool:
-    """vLLM's CPU build: its pool is VLLM_CPU_KVCACHE_SPACE, not the budget's."""
-    kind = s.startup.device_kind if s.startup else None
-    return kind is not None and kind.upper() == "CPU"

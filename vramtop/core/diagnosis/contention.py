@@ -149,8 +149,9 @@ def _evidence(
     }
 
 
-def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, Any]:
-    kv = collapse.kv
+def ruled_out_by_memory(device: GpuDevice, kv: float | None) -> dict[str, Any]:
+    """What the card rules out of a slow decode: KV pressure (usage far from full) and
+    throttling (no clock slowdown reported). A collapse and a slowdown cite both."""
     ruled_out: dict[str, Any] = {}
     if kv is not None:
         ruled_out["kv_pressure"] = {
@@ -163,6 +164,11 @@ def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, Any]:
         "why": "no thermal or hardware clock slowdown reported"
         + (f" at {device.temperature_c} °C" if device.temperature_c is not None else ""),
     }
+    return ruled_out
+
+
+def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, Any]:
+    ruled_out = ruled_out_by_memory(device, collapse.kv)
     prompt = [p.prompt_tps for p in collapse.points if p.prompt_tps is not None]
     if prompt:
         mean_prompt = sum(prompt) / len(prompt)
@@ -265,7 +271,8 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
         remedy["max_model_len"] = flags.max_model_len
         remedy["current_max_model_len"] = flags.current_max_model_len
     remedy.update(_kv_cost(s, total, util_now, util))
-    remedy.update(_action(remedy, s, util_now, peak, desktop.at_start))
+    words = flags.words() if flags is not None else f"{util:.2f}"
+    remedy.update(_action(remedy, s, util_now, peak, desktop.at_start, words))
     if remedy["action"] == "relaunch" and "kv_pool_bytes_after" in remedy:
         # The figures the relaunch dialog, the what-if and `calc` print for this budget.
         pool = f"KV pool {remedy['kv_pool_bytes_after'] / GIB:.2f} GiB"
@@ -273,16 +280,6 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
             pool += f", {remedy['kv_cache_tokens_after']:,} tokens"
         remedy["why"] += f"; {pool}"
     return remedy
-
-
-def _flag_words(remedy: dict[str, Any]) -> str:
-    """`0.85` or `0.85 with --max-model-len 163,840 (262,144 no longer fits)`."""
-    words = f"{remedy['gpu_memory_utilization']:.2f}"
-    if remedy.get("max_model_len") is not None:
-        words += f" with --max-model-len {remedy['max_model_len']:,}"
-        if remedy.get("current_max_model_len") is not None:
-            words += f" ({remedy['current_max_model_len']:,} no longer fits)"
-    return words
 
 
 def _suggestion(
@@ -341,9 +338,15 @@ def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> dict
 
 
 def _action(
-    remedy: dict[str, Any], s: Sample, util_now: float | None, peak: int, at_start: int | None
+    remedy: dict[str, Any],
+    s: Sample,
+    util_now: float | None,
+    peak: int,
+    at_start: int | None,
+    flag_words: str,
 ) -> dict[str, str]:
-    """`action` (when not a relaunch) and `why`, in words."""
+    """`action` (when not a relaunch) and `why`, in words (`flag_words`: the relaunch's flags
+    as `RelaunchFlags.words` says them)."""
     util = remedy["gpu_memory_utilization"]
     desktop = read.desktop_bytes(s)
     headroom_gib = remedy["desktop_headroom_bytes"] / GIB
@@ -364,22 +367,22 @@ def _action(
         return {
             "action": "restart",
             "why": "the desktop's share is back down: restart vLLM now; relaunch at "
-            f"{_flag_words(remedy)} to keep the next call from doing it again",
+            f"{flag_words} to keep the next call from doing it again",
         }
     if remedy["desktop_still_growing"] and remedy["leaves_desktop_peak"]:
         rate = remedy["desktop_growth_bytes_per_s"] * 60 / GIB
         return {
             "why": f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
-            f"at {_flag_words(remedy)} leaves it {headroom_gib:.2f} GiB, room for a call's "
+            f"at {flag_words} leaves it {headroom_gib:.2f} GiB, room for a call's "
             "memory; or wait until it levels off"
         }
     if not remedy["leaves_desktop_peak"]:
         return {
-            "why": f"relaunch at {_flag_words(remedy)}, the smallest budget that still "
+            "why": f"relaunch at {flag_words}, the smallest budget that still "
             f"serves ({headroom_gib:.2f} GiB for the desktop, less than its peak): also close "
             "desktop programs"
         }
     return {
-        "why": f"relaunch at {_flag_words(remedy)} to leave the desktop its peak plus a "
+        "why": f"relaunch at {flag_words} to leave the desktop its peak plus a "
         f"margin ({headroom_gib:.2f} GiB)"
     }

@@ -26,6 +26,7 @@ from vramtop.core.diagnosis.contention import (
     Point,
     Squeeze,
     contention_remedy,
+    ruled_out_by_memory,
 )
 from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
@@ -247,19 +248,7 @@ def _evidence(
 
 
 def _ruled_out(device: GpuDevice, slowdown: Slowdown) -> dict[str, Any]:
-    kv = slowdown.squeeze.kv
-    ruled_out: dict[str, Any] = {}
-    if kv is not None:
-        ruled_out["kv_pressure"] = {
-            "kv_cache_usage": kv,
-            "why": f"KV cache usage {kv:.1%} is far from full",
-        }
-    ruled_out["gpu_throttling"] = {
-        "temperature_c": device.temperature_c,
-        "throttle": list(device.throttle),
-        "why": "no thermal or hardware clock slowdown reported"
-        + (f" at {device.temperature_c} °C" if device.temperature_c is not None else ""),
-    }
+    ruled_out = ruled_out_by_memory(device, slowdown.squeeze.kv)
     ratio = slowdown.ratio
     if ratio is not None:
         ruled_out["vram_contention"] = {
