@@ -3,13 +3,13 @@ profile's own server is watched as that profile's."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from vramtop.commands.common import backend_for, profile_serving, same_server
 from vramtop.commands.monitor import _text, _uncounted_is_unknown
+from vramtop.commands.shared_options import Target
 from vramtop.config import profile_from_argv
 from vramtop.core.model import GpuReading, Sample
 from vramtop.core.snapshot import snapshot
@@ -61,14 +61,12 @@ def test_a_url_that_is_a_profiles_own_server_is_watched_as_that_profile() -> Non
     assert profile_serving("http://localhost:8012") is not None
     assert profile_serving("http://localhost:8012").name == "mine"  # type: ignore[union-attr]
     assert profile_serving("http://127.0.0.1:9999") is None
-    args = argparse.Namespace(url="http://127.0.0.1:8012", profile=None, demo=False)
-    backend, _owned = backend_for(args)
+    backend, _owned = backend_for(Target(url="http://127.0.0.1:8012"))
     try:
         assert backend.profile_name == "mine" and backend.can_act
     finally:
         backend.close(stop_server=False)
-    args = argparse.Namespace(url="http://127.0.0.1:9999", profile=None, demo=False)
-    backend, _owned = backend_for(args)
+    backend, _owned = backend_for(Target(url="http://127.0.0.1:9999"))
     try:
         assert backend.profile_name is None and not backend.can_act  # watching only
     finally:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
-from vramtop.machines.interface import Frame
+from vramtop.machines.interface import Backend, Frame
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 
@@ -94,11 +94,14 @@ def test_a_hung_gpu_probe_leaves_the_scrape_answering_with_the_last_sample() -> 
     assert first[stamp] == second[stamp] > 0
 
 
-class RefusingBackend:
+class RefusingBackend(Backend):
     """A tick that raises (a bug in a source) every other time."""
 
     def __init__(self) -> None:
         self.ticks = 0
+
+    def close(self, stop_server: bool) -> None:
+        pass
 
     def tick(self, log_limit: int = 0) -> Frame:
         self.ticks += 1
@@ -109,7 +112,7 @@ class RefusingBackend:
 
 def test_a_failing_sample_is_counted_and_the_previous_one_stays() -> None:
     backend = RefusingBackend()
-    exporter = Exporter(backend, interval_s=1.0)  # type: ignore[arg-type]
+    exporter = Exporter(backend, interval_s=1.0)
     exporter.sample_once()
     exporter.sample_once()
     text = "".join(
@@ -163,7 +166,7 @@ class FlakyServerBackend(RefusingBackend):
 
 def test_a_failing_source_is_said_once_when_it_fails_and_once_when_it_answers_again() -> None:
     said: list[str] = []
-    exporter = Exporter(FlakyServerBackend(), say=said.append)  # type: ignore[arg-type]
+    exporter = Exporter(FlakyServerBackend(), say=said.append)
     for _ in range(5):
         exporter.sample_once()
     assert said == [

@@ -16,7 +16,7 @@ from tests.export.test_exporter import CARD
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
 from vramtop.export.http_server import WORKERS, MetricsServer
-from vramtop.machines.interface import Frame
+from vramtop.machines.interface import Backend, Frame
 
 
 def registry() -> CollectorRegistry:
@@ -85,13 +85,16 @@ def test_past_the_limit_the_longest_idle_connection_makes_room_for_a_scrape() ->
     assert answer.status_code == 200
 
 
-class OneSample:
+class OneSample(Backend):
     def tick(self, log_limit: int = 0) -> Frame:
         return Frame(Sample(t=1.0, gpu=CARD))
 
+    def close(self, stop_server: bool) -> None:
+        pass
+
 
 def test_the_exporter_serves_its_own_process_metrics() -> None:
-    exporter = Exporter(OneSample())  # type: ignore[arg-type]
+    exporter = Exporter(OneSample())
     exporter.sample_once()
     with serving(exporter.registry()) as server:
         text = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text

@@ -1,9 +1,8 @@
-"""What the monitoring commands (the console, `--once`, `record`) share: choosing the machine
-from the arguments, and opening a session file."""
+"""What the monitoring commands (the console, `--once`, `record`, `export`) share: the machine
+their options' `Target` names, and opening a session file."""
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vramtop.commands.errors import CommandError
+from vramtop.commands.shared_options import Target
 
 if TYPE_CHECKING:
     # Imported where they are used: a one-shot answer takes its first reading before the
@@ -55,44 +55,38 @@ class LiveTarget:
         )
 
 
-def backend_for(args: argparse.Namespace) -> tuple[MachineBackend, bool]:
-    """The backend the arguments ask for, and whether this command started the simulated
-    machine itself (then it stops it again when done)."""
-    if getattr(args, "demo", False):
+def backend_for(target: Target) -> tuple[MachineBackend, bool]:
+    """The backend `target` names, and whether this command started the simulated machine
+    itself (then it stops it again when done)."""
+    if target.demo:
         from vramtop.machines.demo_world import begin_demo_world
         from vramtop.sim.card import DEFAULT_CARD
 
-        wsl, card = bool(getattr(args, "wsl", False)), getattr(args, "card", None) or DEFAULT_CARD
+        wsl, card = target.wsl, target.card or DEFAULT_CARD
         try:
             # The simulated GPU's daemon starts while the backend's modules load.
             begun = begin_demo_world(wsl, card)
             from vramtop.machines.demo_backend import demo_backend
 
-            return demo_backend(
-                wsl=wsl,
-                windows=not getattr(args, "no_windows", False),
-                card=card,
-                begun=begun,
-            )
+            return demo_backend(wsl=wsl, windows=target.windows, card=card, begun=begun)
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc
     from vramtop.machines.machine_backend import backend_over
 
-    return backend_over(live_target(args).machine()), False
+    return backend_over(live_target(target).machine()), False
 
 
-def live_target(args: argparse.Namespace) -> LiveTarget:
-    """The server of the real machine the arguments name (not `--demo`). CommandError when
-    the arguments or a profile they name cannot be used."""
-    if getattr(args, "card", None):
+def live_target(target: Target) -> LiveTarget:
+    """The server of the real machine `target` names (not `--demo`). CommandError when the
+    options or a profile they name cannot be used."""
+    if target.card:
         raise CommandError("--card picks a simulated machine: use it with --demo.")
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings
 
-    profile_name = getattr(args, "profile", None)
-    url = getattr(args, "url", None)
+    url = target.url
     try:
-        profile = load_profile(profile_name) if profile_name else None
+        profile = load_profile(target.profile) if target.profile else None
         if profile is None and not url:
             profile = load_default_profile()
         gpu_probe = load_settings().gpu_probe
@@ -101,7 +95,7 @@ def live_target(args: argparse.Namespace) -> LiveTarget:
     if profile is None and url:
         # A URL that is a profile's own server: its state, pid and profile are known too.
         profile = profile_serving(url)
-    key_env = getattr(args, "api_key_env", None)
+    key_env = target.api_key_env
     if key_env and key_env not in os.environ:
         # Named on the command line and not set: reading without a key would read as the
         # server refusing vramtop (401), not as the typo or the missing export it is.
@@ -113,7 +107,7 @@ def live_target(args: argparse.Namespace) -> LiveTarget:
         profile=profile,
         url=url,
         api_key_env=key_env,
-        windows=not getattr(args, "no_windows", False),
+        windows=target.windows,
         gpu_probe=gpu_probe,
     )
 

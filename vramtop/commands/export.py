@@ -13,13 +13,17 @@ import ipaddress
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError, ExitCode
-from vramtop.commands.shared_options import add_shared_options
+from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.sim.card import CARDS
+
+if TYPE_CHECKING:
+    from vramtop.machines.interface import Backend
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_INTERVAL_S = 1.0
@@ -109,30 +113,53 @@ def exposure_warning(host: str) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    """`vramtop export`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    listen: str = DEFAULT_LISTEN
+    interval: float = DEFAULT_INTERVAL_S
+    print_rules: bool = False
+    print_dashboard: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ExportOptions:
+        given = Given(args)
+        interval, listen = given.number("interval"), given.text("listen")
+        return cls(
+            target=Target.from_args(args),
+            listen=DEFAULT_LISTEN if listen is None else listen,
+            interval=DEFAULT_INTERVAL_S if interval is None else interval,
+            print_rules=given.flag("print_rules"),
+            print_dashboard=given.flag("print_dashboard"),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.print_rules or args.print_dashboard:
-        if args.print_rules:
+    options = ExportOptions.from_args(args)
+    if options.print_rules or options.print_dashboard:
+        if options.print_rules:
             sys.stdout.write(asset_text(RULES_FILE))
-        if args.print_dashboard:
+        if options.print_dashboard:
             sys.stdout.write(asset_text(DASHBOARD_FILE))
         return 0
-    interval = getattr(args, "interval", None)
-    interval = DEFAULT_INTERVAL_S if interval is None else interval
+    interval, target = options.interval, options.target
     if interval <= 0:
         return _usage("--interval must be a positive number of seconds.")
-    if getattr(args, "wsl", False) and not getattr(args, "demo", False):
+    if target.wsl and not target.demo:
         return _usage("--wsl only applies with --demo.")
-    url = getattr(args, "url", None)
+    url = target.url
     if url and not url.startswith(("http://", "https://")):
         return _usage(f"--url {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
     try:
-        host, port = parse_listen(args.listen)
+        host, port = parse_listen(options.listen)
     except ValueError as exc:
         return _usage(str(exc))
     from vramtop.commands.common import backend_for
 
     try:
-        backend, owned = backend_for(args)
+        backend, owned = backend_for(target)
     except CommandError as exc:
         return _usage(str(exc))
     try:
@@ -142,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         backend.close(stop_server=owned)
 
 
-def _serve(backend: Any, host: str, port: int, interval: float) -> int:
+def _serve(backend: Backend, host: str, port: int, interval: float) -> int:
     from vramtop.export.exporter import Exporter
     from vramtop.export.http_server import MetricsServer
 
@@ -157,7 +184,7 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
         print(warning, file=sys.stderr)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if getattr(backend, "autostart", False):
+    if backend.autostart:
         threading.Thread(target=_start_server, args=(backend,), daemon=True).start()
     shown = f"[{host}]" if ":" in host else host
     where = f"http://{shown}:{httpd.server_port}/metrics"
@@ -175,11 +202,10 @@ def _serve(backend: Any, host: str, port: int, interval: float) -> int:
     return 0
 
 
-def _watched(backend: Any) -> str:
-    if getattr(backend, "demo", False):
+def _watched(backend: Backend) -> str:
+    if backend.demo:
         return "the simulated machine"
-    url = backend.sampler.url
-    name = getattr(backend, "profile_name", None)
+    url, name = backend.url, backend.profile_name
     return f"the profile {name!r} at {url}" if name else f"the server at {url}"
 
 
@@ -187,7 +213,7 @@ def _say(line: str) -> None:
     print(f"vramtop export: {line}", file=sys.stderr, flush=True)
 
 
-def _start_server(backend: Any) -> None:
+def _start_server(backend: Backend) -> None:
     """The simulated machine's server, started beside the sampling (as the console does)."""
     result = backend.start()
     if not result.ok:

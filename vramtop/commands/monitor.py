@@ -7,12 +7,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramtop import files
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.shared_options import Given, Target
 from vramtop.core.model import GIB, Sample
 from vramtop.settings import MIN_INTERVAL_S, interval_problem
 
@@ -27,32 +29,56 @@ UNKNOWN = "—"
 ONCE_GAP_S = 1.0
 
 
+@dataclass(frozen=True)
+class MonitorOptions:
+    """The console's and `--once`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    once: bool = False
+    json: bool = False
+    interval: float | None = None  # None: the settings' (the console), ONCE_GAP_S (--once)
+    record: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MonitorOptions:
+        given = Given(args)
+        return cls(
+            target=Target.from_args(args),
+            once=given.flag("once"),
+            json=given.flag("json"),
+            interval=given.number("interval"),
+            record=given.path("record"),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.wsl and not args.demo:
+    options = MonitorOptions.from_args(args)
+    target = options.target
+    if target.wsl and not target.demo:
         return _usage("--wsl only applies to the simulated machine: use it with --demo.")
-    if args.wsl and args.card not in (None, "5090"):
+    if target.wsl and target.card not in (None, "5090"):
         return _usage(
             "--wsl presents the RTX 5090 the WSL2 way; the Spark and the R9700 run Linux."
         )
-    if args.json and not args.once:
+    if options.json and not options.once:
         return _usage("--json prints a snapshot: use it with --once.")
-    if args.interval is not None and interval_problem(args.interval):
+    if options.interval is not None and interval_problem(options.interval):
         return _usage(
             f"--interval must be a positive number of seconds, at least {MIN_INTERVAL_S}."
         )
-    if args.url and not args.url.startswith(("http://", "https://")):
-        return _usage(f"--url {args.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+    if target.url and not target.url.startswith(("http://", "https://")):
+        return _usage(f"--url {target.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
     from vramtop.settings import ConfigError, load_settings
 
     try:
         settings = load_settings()
     except ConfigError as exc:
         return _usage(str(exc))
-    if args.interval is not None:
-        settings = settings.replace(interval_s=args.interval)
+    if options.interval is not None:
+        settings = settings.replace(interval_s=options.interval)
     record = None
-    if not args.once:
-        record = args.record or (_session_file() if settings.record_sessions else None)
+    if not options.once:
+        record = options.record or (_session_file() if settings.record_sessions else None)
         if record is None:
             # The console draws first and builds its backend after: a build that fails is a
             # read that fails, shown in it. What can be refused is refused before it opens: a
@@ -60,24 +86,24 @@ def run(args: argparse.Namespace) -> int:
             from vramtop.commands.console_backend import console_backend
             from vramtop.tui.app import run_console
 
-            if args.demo or (args.url and not (args.profile or args.card)):
-                return run_console(console_backend(args), settings)
+            if target.demo or (target.url and not (target.profile or target.card)):
+                return run_console(console_backend(target), settings)
             from vramtop.commands.common import live_target
 
             try:
-                target = live_target(args)
+                live = live_target(target)
             except CommandError as exc:
                 return _usage(str(exc))
-            return run_console(console_backend(args, target), settings)
-    if args.once:
-        return _once_demo(args) if args.demo else _once_watching(args)
+            return run_console(console_backend(target, live), settings)
+    if options.once:
+        return _once_demo(options) if target.demo else _once_watching(options)
     from vramtop.commands.common import backend_for
 
     try:
-        backend, owned = backend_for(args)
+        backend, owned = backend_for(target)
     except CommandError as exc:
         return _usage(str(exc))
-    record = args.record or (_session_file() if settings.record_sessions else None)
+    record = options.record or (_session_file() if settings.record_sessions else None)
     if record is not None:
         error = _start_recording(backend, record)
         if error is not None:
@@ -111,14 +137,14 @@ def _start_recording(backend: MachineBackend, path: Path) -> str | None:
     return None
 
 
-def _once_watching(args: argparse.Namespace) -> int:
+def _once_watching(options: MonitorOptions) -> int:
     """`--once` on the real machine. Its first reading is taken as soon as the sampler
     exists: the rate window runs while the rest of the backend (the session and its
     diagnosis) loads, rather than after it."""
     from vramtop.commands.common import live_target
 
     try:
-        machine = live_target(args).machine()
+        machine = live_target(options.target).machine()
     except CommandError as exc:
         return _usage(str(exc))
     # The rate window starts with this reading: the backend's session and diagnosis load
@@ -126,16 +152,17 @@ def _once_watching(args: argparse.Namespace) -> int:
     first = machine.sampler.tick()
     from vramtop.machines.machine_backend import backend_over
 
-    return _once(backend_over(machine), args, first=first)
+    return _once(backend_over(machine), options, first=first)
 
 
-def _once_demo(args: argparse.Namespace) -> int:
+def _once_demo(options: MonitorOptions) -> int:
     """`--once` on the simulated machine. The server is launched as soon as the simulated GPU
     answers, and loads while the rest of the backend does; the answer waits for it."""
     from vramtop.machines.demo_backend import begin_demo, demo_backend, start_agent
     from vramtop.sim.card import DEFAULT_CARD
 
-    wsl, card = bool(args.wsl), args.card or DEFAULT_CARD
+    target = options.target
+    wsl, card = target.wsl, target.card or DEFAULT_CARD
     try:
         start = begin_demo(wsl=wsl, card=card)
     except RuntimeError as exc:
@@ -148,13 +175,13 @@ def _once_demo(args: argparse.Namespace) -> int:
         # The agent once the server is up: its start (a process of its own) would take CPU
         # from the server's.
         backend, _owned = demo_backend(
-            wsl=wsl, windows=not args.no_windows, card=card, start=start, agent=False
+            wsl=wsl, windows=target.windows, card=card, start=start, agent=False
         )
     except BaseException:  # Ctrl+C too: nothing this command started is left running
         start.end()
         raise
     try:
-        return _once(backend, args, ready=lambda: start_agent(start))
+        return _once(backend, options, ready=lambda: start_agent(start))
     finally:
         # The server this command launched is stopped even where the simulated GPU was
         # running already (a console's, its server stopped): only the GPU is left, to leave
@@ -164,7 +191,7 @@ def _once_demo(args: argparse.Namespace) -> int:
 
 def _once(
     backend: MachineBackend,
-    args: argparse.Namespace,
+    options: MonitorOptions,
     first: Sample | None = None,
     ready: Callable[[], None] | None = None,
 ) -> int:
@@ -189,7 +216,7 @@ def _once(
         first_t = first.t
     # The gap from the first reading's time (its counters' read), not from the end of
     # what followed it.
-    time.sleep(max(0.0, first_t + (args.interval or ONCE_GAP_S) - backend.sampler.now()))
+    time.sleep(max(0.0, first_t + (options.interval or ONCE_GAP_S) - backend.sampler.now()))
     frame = backend.tick(log_limit=0)
     # When the answer was read, as gpustat names it: local time with its offset.
     query_time = datetime.now().astimezone().isoformat(timespec="milliseconds")
@@ -203,11 +230,11 @@ def _once(
     data["normal_rate"] = (
         None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
     )
-    print(json.dumps(data, indent=2) if args.json else _text(sample, data))
+    print(json.dumps(data, indent=2) if options.json else _text(sample, data))
     reason = not_serving(sample)
     if reason is None:
         return ExitCode.OK
-    if args.json and sample.server is not None:  # the text says it already
+    if options.json and sample.server is not None:  # the text says it already
         server = sample.server
         what = "cannot reach" if not server.reachable else "is not served by"
         print(f"vramtop: {what} the vLLM server at {server.url}: {reason}", file=sys.stderr)

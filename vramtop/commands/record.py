@@ -10,12 +10,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError, ExitCode
-from vramtop.commands.shared_options import add_shared_options
+from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.machines.interface import Frame
@@ -46,10 +47,36 @@ def add_parser(subparsers: Any) -> None:
     add_shared_options(parser, "demo", "wsl", "url", "profile")
 
 
+@dataclass(frozen=True)
+class RecordOptions:
+    """`vramtop record`'s options (see commands/shared_options.py)."""
+
+    file: Path
+    target: Target
+    duration: float | None = None
+    force: bool = False
+    interval: float = DEFAULT_INTERVAL_S
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RecordOptions:
+        given = Given(args)
+        file = given.path("file")
+        if file is None:
+            raise TypeError("vramtop record: no FILE in the parsed arguments")
+        return cls(
+            file=file,
+            target=Target.from_args(args),
+            duration=given.number("duration"),
+            force=given.flag("force"),
+            interval=given.number("interval") or DEFAULT_INTERVAL_S,
+        )
+
+
 def record_loop(
     backend: Ticking,
     writer: SessionWriter,
     *,
+    session: LiveSession | None = None,
     interval_s: float = DEFAULT_INTERVAL_S,
     duration_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -59,14 +86,12 @@ def record_loop(
 ) -> Diagnoser:
     """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`).
 
-    A backend that keeps its own live session (the console's) records through it, so the
-    diagnosis runs once; any other ticking object gets a session here."""
-    session: LiveSession | None = getattr(backend, "session", None)
+    `session`: the live session the backend's own ticks feed (a `Backend`'s `session`), which
+    the recording goes through so that the diagnosis runs once; without one (a ticking object
+    that keeps none) a session is made here and fed each tick's sample."""
+    observe = session is None
     if session is None:
         session = LiveSession(log_lines=log_lines)
-        observe = True
-    else:
-        observe = False  # the backend's tick() feeds its own session
     session.record_to(writer)
     start = clock()
     try:
@@ -88,30 +113,31 @@ def record_loop(
 def run(args: argparse.Namespace) -> int:
     from vramtop.commands.common import backend_for, open_session_file
 
-    interval = getattr(args, "interval", None) or DEFAULT_INTERVAL_S
+    options = RecordOptions.from_args(args)
+    interval, file = options.interval, options.file
     problem = interval_problem(interval)
     if problem is not None:
         print(f"vramtop record: --interval {problem}", file=sys.stderr)
         return ExitCode.USAGE
-    if args.duration is not None and args.duration <= 0:
+    if options.duration is not None and options.duration <= 0:
         print(
-            f"vramtop record: --duration must be more than 0 seconds (got {args.duration:g}); "
+            f"vramtop record: --duration must be more than 0 seconds (got {options.duration:g}); "
             "leave it out to record until Ctrl+C",
             file=sys.stderr,
         )
         return ExitCode.USAGE
-    if getattr(args, "wsl", False) and not getattr(args, "demo", False):
+    if options.target.wsl and not options.target.demo:
         print("vramtop record: --wsl only applies with --demo", file=sys.stderr)
         return ExitCode.USAGE
-    if (args.file.exists() or args.file.is_symlink()) and not args.force:
+    if (file.exists() or file.is_symlink()) and not options.force:
         print(
-            f"vramtop record: {args.file} already exists; nothing was recorded "
+            f"vramtop record: {file} already exists; nothing was recorded "
             "(choose another name, or --force to replace it)",
             file=sys.stderr,
         )
         return ExitCode.USAGE
     try:
-        backend, owned = backend_for(args)
+        backend, owned = backend_for(options.target)
     except CommandError as exc:
         print(f"vramtop record: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -124,26 +150,27 @@ def run(args: argparse.Namespace) -> int:
         backend.keep_house()  # crashes settled (and recorded) beside the ticks
         first = backend.tick(log_limit=0).sample
         try:
-            writer = open_session_file(args.file, backend, first, replace=args.force)
+            writer = open_session_file(file, backend, first, replace=options.force)
         except OSError as exc:
-            print(f"vramtop record: cannot write {args.file}: {exc}", file=sys.stderr)
+            print(f"vramtop record: cannot write {file}: {exc}", file=sys.stderr)
             return ExitCode.USAGE
         with writer:
             writer.sample(first)
-            print(f"recording to {args.file} (Ctrl+C to stop)", file=sys.stderr)
+            print(f"recording to {file} (Ctrl+C to stop)", file=sys.stderr)
             try:
                 diagnoser = record_loop(
                     backend,
                     writer,
+                    session=backend.session,
                     interval_s=interval,
-                    duration_s=args.duration,
+                    duration_s=options.duration,
                     log_lines=backend.log_lines,
                 )
             except KeyboardInterrupt:
                 return 0
         if writer.failed is not None:
             print(
-                f"vramtop record: recording to {args.file} failed: {writer.failed}; "
+                f"vramtop record: recording to {file} failed: {writer.failed}; "
                 "the lines written before it stay readable",
                 file=sys.stderr,
             )

@@ -1,9 +1,28 @@
-"""Top-level options a subcommand also accepts after its name, shared by the commands that take
-them (the command line's entry point, vramtop/cli.py, is imported by no module of vramtop)."""
+"""Top-level options a subcommand also accepts after its name, and how a command reads its options.
+
+How a command builds its options (follow this for a new command):
+
+1. `add_parser(subparsers)` declares the flags, as before (`add_shared_options` for the
+   top-level ones a subcommand takes after its name: `vramtop start --demo`).
+2. The command module defines one frozen dataclass of its options (`RecordOptions`,
+   `StatusOptions`, …) with a `from_args(args)` classmethod. That classmethod is the only code
+   that reads the `argparse.Namespace`, and it reads it through `Given`, by name with a
+   default: an option whose default is suppressed, or one that another command declares, is
+   absent from the namespace. The machine the options name is a `Target`
+   (`Target.from_args(args)`), shared by every command that picks one.
+3. `run(args)` builds the options once (`options = XOptions.from_args(args)`) and passes that
+   object down: `backend_for(options.target)`, `supervised.target(options.target)`, never the
+   namespace. No code of vramtop calls `getattr` on the arguments or on a backend
+   (tests/unit/test_no_reach_past.py fails where one does).
+
+The command line's entry point (vramtop/cli.py) is imported by no module of vramtop.
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from pathlib import Path
 
 from vramtop.commands.argtypes import server_url
 
@@ -24,3 +43,78 @@ def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
     for name in names or tuple(known):
         flags, kwargs = known[name]
         parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+
+class Given:
+    """A parsed namespace, read by an option's `dest` with a default where it is absent (a
+    suppressed default, an option of another command). Each read checks the type the parser
+    gives that option: a wrong one is a bug of ours, said at once."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._values: dict[str, object] = vars(args)
+
+    def _value(self, name: str, kind: type | tuple[type, ...]) -> object:
+        value = self._values.get(name)
+        # A flag is no number, nor a number a flag (bool is a kind of int to isinstance).
+        if value is not None and (
+            isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind)
+        ):
+            raise TypeError(f"option {name}: {value!r} is not a {kind}")
+        return value
+
+    def flag(self, name: str) -> bool:
+        """A store_true option: False where it is absent."""
+        return bool(self._value(name, bool))
+
+    def text(self, name: str) -> str | None:
+        value = self._value(name, str)
+        return value if isinstance(value, str) else None
+
+    def number(self, name: str) -> float | None:
+        value = self._value(name, (int, float))
+        return float(value) if isinstance(value, int | float) else None
+
+    def whole(self, name: str) -> int | None:
+        value = self._value(name, int)
+        return value if isinstance(value, int) else None
+
+    def path(self, name: str) -> Path | None:
+        value = self._value(name, Path)
+        return value if isinstance(value, Path) else None
+
+    def numbers(self, name: str) -> tuple[float, ...]:
+        """An `append` option of numbers: () where it was not given."""
+        value = self._values.get(name)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, int | float) for v in value):
+            raise TypeError(f"option {name}: {value!r} is not a list of numbers")
+        return tuple(float(v) for v in value)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The machine the options name: the simulated one (`--demo`, `--wsl`, `--card`), or the
+    real one's server (`--profile`, `--url`, `--api-key-env`); `windows`: read Windows' GPU
+    counters on WSL2 (not `--no-windows`)."""
+
+    demo: bool = False
+    wsl: bool = False
+    card: str | None = None
+    profile: str | None = None
+    url: str | None = None
+    api_key_env: str | None = None
+    windows: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Target:
+        given = Given(args)
+        return cls(
+            demo=given.flag("demo"),
+            wsl=given.flag("wsl"),
+            card=given.text("card"),
+            profile=given.text("profile"),
+            url=given.text("url"),
+            api_key_env=given.text("api_key_env"),
+            windows=not given.flag("no_windows"),
+        )

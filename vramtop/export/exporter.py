@@ -15,7 +15,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Protocol
 
 from prometheus_client import ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,17 +24,9 @@ from vramtop import __version__
 from vramtop.core.events import Event
 from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for, tally
 from vramtop.core.model import Sample
-from vramtop.core.windows.spill import SpillEvidence
-from vramtop.machines.interface import Frame
-from vramtop.session.live import LiveSession
+from vramtop.machines.interface import Backend
 
 log = logging.getLogger(__name__)
-
-
-class Sampled(Protocol):
-    """What the exporter needs of a backend (`MachineBackend` is one)."""
-
-    def tick(self, log_limit: int = ...) -> Frame: ...
 
 
 def failed_sources(sample: Sample) -> dict[str, str]:
@@ -59,7 +50,7 @@ class Exporter:
 
     def __init__(
         self,
-        backend: Sampled,
+        backend: Backend,
         *,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
@@ -109,7 +100,9 @@ class Exporter:
             frame = self._backend.tick(log_limit=0)  # no log lines: nothing exposes them
             sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
             normal = frame.baseline.generation_tps if frame.baseline is not None else None
-            spill = _spill(self._backend)
+            spill = self._backend.spill_evidence()
+            # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
+            outside_budget = self._backend.outside_budget_bytes()
         except Exception:
             log.exception("vramtop export: a sample failed")
             with self._lock:
@@ -138,7 +131,7 @@ class Exporter:
                 sampled_at=self._clock(),
                 sample_duration_s=self._monotonic() - began,
                 desktop_peak_bytes=self._desktop_peak,
-                outside_budget_bytes=_outside_budget(self._backend),
+                outside_budget_bytes=outside_budget,
             )
 
     def _new_events(self, events: tuple[Event, ...]) -> tuple[Event, ...]:
@@ -176,19 +169,6 @@ class Exporter:
         registry.register(self)
         ProcessCollector(registry=registry)
         return registry
-
-
-def _outside_budget(backend: Sampled) -> int | None:
-    """vLLM's memory outside its budget as the diagnosis measured it (asked in the sampler
-    thread, the only one that feeds the session's diagnosis)."""
-    session: LiveSession | None = getattr(backend, "session", None)
-    return session.diagnoser.outside_budget_bytes if session is not None else None
-
-
-def _spill(backend: Sampled) -> SpillEvidence | None:
-    """The live session's spill evidence (WSL2), where the backend keeps a session."""
-    session: LiveSession | None = getattr(backend, "session", None)
-    return session.spill_evidence() if session is not None else None
 
 
 def families(series: list[Series]) -> Iterator[Metric]:

@@ -20,9 +20,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+
+if TYPE_CHECKING:
+    from vramtop.core.windows.spill import SpillEvidence
+    from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +140,20 @@ class DeferredBackend(Backend):
     @property
     def launch_budget(self) -> float | None:
         return self._backend.launch_budget if self._backend is not None else None
+
+    @property
+    def session(self) -> LiveSession | None:
+        return self._backend.session if self._backend is not None else None
+
+    @property
+    def url(self) -> str | None:
+        return self._backend.url if self._backend is not None else None
+
+    def outside_budget_bytes(self) -> int | None:
+        return self._backend.outside_budget_bytes() if self._backend is not None else None
+
+    def spill_evidence(self) -> SpillEvidence | None:
+        return self._backend.spill_evidence() if self._backend is not None else None
 
     # -- the rest is the built backend's ------------------------------------------------------
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:

@@ -6,9 +6,10 @@ may block: the console calls them from thread workers, never on the event loop. 
 raise for outside-world failures; they report them in the returned values (`Frame`,
 `ActionResult`).
 
-`Backend` is an abstract class whose every member the console uses: what a machine cannot do
-has a default here (a recording cannot act, only the demo has a call), so the console never
-asks whether a member exists.
+`Backend` is an abstract class whose every member its callers (the console, `record`,
+`export`) use: what a machine cannot do has a default here (a recording cannot act, only the
+demo has a call, only a live machine keeps a session), so no caller asks whether a member
+exists or reaches past the backend for one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
+    from vramtop.core.windows.spill import SpillEvidence
+    from vramtop.session.live import LiveSession
 
 # How many of the server's last log lines a frame carries unless asked for another number.
 LOG_TAIL = 300
@@ -79,6 +82,26 @@ class Backend(ABC):
     @property
     def launch_budget(self) -> float | None:
         """The budget the profile launches with (None: not known, or no profile)."""
+        return None
+
+    @property
+    def session(self) -> LiveSession | None:
+        """The live session this backend's ticks feed (its diagnosis, and a recording's
+        writer once `record_to` is given one); None where it keeps none (a recording)."""
+        return None
+
+    @property
+    def url(self) -> str | None:
+        """The base URL of the vLLM server sampled (None: no server, or a recording)."""
+        return None
+
+    def outside_budget_bytes(self) -> int | None:
+        """What the server holds beyond its budget, as the diagnosis measured it so far (None:
+        not measured). Asked on the thread that ticks: that is the one feeding the diagnosis."""
+        return None
+
+    def spill_evidence(self) -> SpillEvidence | None:
+        """The diagnosis' evidence of memory spilled to system RAM (WSL2), if any."""
         return None
 
     @abstractmethod

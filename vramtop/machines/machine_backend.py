@@ -22,6 +22,7 @@ from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Rates
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
+from vramtop.core.windows.spill import SpillEvidence
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
@@ -79,7 +80,7 @@ class MachineBackend(Backend):
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
-        self.session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
+        self._session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
         self._housekeeper: threading.Thread | None = None
         self._outside_budget: int | None = None  # what the latest sample's split counted
         self._house_due = threading.Event()  # set by a tick that found something to settle
@@ -88,6 +89,21 @@ class MachineBackend(Backend):
     @property
     def can_act(self) -> bool:
         return self.supervisor is not None
+
+    @property
+    def session(self) -> LiveSession:
+        """The live session every tick feeds: its diagnosis, its events, its recording."""
+        return self._session
+
+    @property
+    def url(self) -> str | None:
+        return self.sampler.url
+
+    def outside_budget_bytes(self) -> int | None:
+        return self._session.diagnoser.outside_budget_bytes
+
+    def spill_evidence(self) -> SpillEvidence | None:
+        return self._session.spill_evidence()
 
     def housekeeping(self) -> None:
         """One housekeeping step: the server's record settled against what is really there

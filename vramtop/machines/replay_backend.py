@@ -79,6 +79,9 @@ class ReplayBackend(Backend):
     def normal_rate(self) -> NormalRate | None:
         return self.source.diagnoser.normal_rate()
 
+    def outside_budget_bytes(self) -> int | None:
+        return self.source.diagnoser.outside_budget_bytes
+
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.source.latest
         if latest is None:
