@@ -1,0 +1,116 @@
+"""Small real HTTP upstreams for the door's tests, each on a port of its own in a thread: one
+that echoes what it was sent and answers with chosen headers, a fixed SSE stream whose exact
+bytes the test knows, one that breaks off mid-stream, a gzip answer, and a body echo."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+GZIPPED = gzip.compress(b'{"zipped": true}' * 50)
+
+
+def sse_events(n: int) -> list[bytes]:
+    """The fixed stream /sse sends: a comment, n data events, one with CRLF line ends, DONE."""
+    events = [b": a comment line\n\n"]
+    events += [b'data: {"i": %d, "text": "tok%d"}\n\n' % (i, i) for i in range(n)]
+    events.append(b'data: {"crlf": true}\r\n\r\n')
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        query = parse_qs(parts.query)
+        seen: list[list[str]] = self.server.seen  # type: ignore[attr-defined]
+        seen.append([self.command, self.path])
+        if parts.path == "/echo":
+            body = json.dumps(
+                {"headers": [[k, v] for k, v in self.headers.items()], "path": self.path}
+            ).encode()
+            self._send(
+                200,
+                body,
+                [
+                    ("Content-Type", "application/json"),
+                    ("X-Upstream", "yes"),
+                    ("Set-Cookie", "a=1"),
+                    ("Set-Cookie", "b=2"),
+                    ("Keep-Alive", "timeout=5"),
+                ],
+            )
+        elif parts.path in ("/sse", "/cut"):
+            n = int(query.get("n", ["5"])[0])
+            gap = float(query.get("gap", ["0"])[0])
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            events = sse_events(n)
+            if parts.path == "/cut":
+                for event in events[:3]:
+                    self._chunk(event)
+                time.sleep(gap)
+                self.close_connection = True
+                self.connection.shutdown(2)  # no terminating chunk: an answer cut short
+                return
+            for event in events:
+                self._chunk(event)
+                if gap:
+                    time.sleep(gap)
+            self.wfile.write(b"0\r\n\r\n")
+        elif parts.path == "/gzip":
+            self._send(
+                200,
+                GZIPPED,
+                [("Content-Type", "application/json"), ("Content-Encoding", "gzip")],
+            )
+        else:
+            self._send(404, b'{"detail": "Not Found"}', [("Content-Type", "application/json")])
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
+        self._send(200, body, [("Content-Type", "application/octet-stream")])
+
+
+@contextmanager
+def upstream() -> Iterator[str]:
+    """A running test upstream; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    server.seen = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,127 @@
+"""The front door's protocol as constants and values: its control routes, the token header,
+the error answers it gives itself, and the addresses it takes. No aiohttp here, so the
+supervisor can import it without loading the door's server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+from urllib.parse import urlsplit
+
+# The door's own routes live under this prefix, on the listener it forwards (vLLM has none).
+PREFIX = "/vramtop/door"
+HOLD_ROUTE = PREFIX + "/hold"
+RELEASE_ROUTE = PREFIX + "/release"
+FAIL_ROUTE = PREFIX + "/fail"
+TOKEN_HEADER = "X-Vramtop-Door-Token"
+DEFAULT_HOLD_S = 600.0
+DEFAULT_DRAIN_S = 120.0
+RETRY_AFTER_S = 30
+# SIGTERM lets the requests in flight finish this long before the door exits.
+STOP_GRACE_S = 10.0
+
+# Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded either way.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+
+def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
+    """OpenAI's error shape, which the agent's client already knows how to read."""
+    return {"error": {"message": message, "type": kind, "code": code}}
+
+
+def held_too_long(hold_s: float) -> dict[str, Any]:
+    return error_body(
+        f"vramtop's front door held this request for {hold_s:g} s while vLLM restarted, "
+        "and vLLM is not serving yet",
+        "server_restarting",
+        503,
+    )
+
+
+def not_serving(reason: str) -> dict[str, Any]:
+    """The answer to the requests held when the supervisor says the new server will not
+    serve (`POST /vramtop/door/fail`)."""
+    said = " ".join(reason.split())[:500]
+    words = "vramtop's front door held this request while vLLM restarted, and vLLM did not "
+    words += f"start again: {said}" if said else "start again"
+    return error_body(words, "server_restarting", 503)
+
+
+def door_stopping() -> dict[str, Any]:
+    return error_body(
+        "vramtop's front door is stopping and did not forward this request",
+        "server_restarting",
+        503,
+    )
+
+
+def upstream_unavailable() -> dict[str, Any]:
+    return error_body(
+        "vramtop's front door could not reach vLLM: it refused the connection (it is not "
+        "running); the supervisor restarts it or says why it cannot",
+        "upstream_unavailable",
+        502,
+    )
+
+
+def upstream_broke() -> dict[str, Any]:
+    return error_body(
+        "vramtop's front door lost the connection to vLLM before it answered (it stopped or "
+        "crashed while reading the request)",
+        "upstream_unavailable",
+        502,
+    )
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:8000` for IPv6) → (host, port); ValueError says what is wrong."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT (for example 127.0.0.1:8000)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"{text!r}: the port {port_text!r} is not a number") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{text!r}: the port must be 1-65535")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{text!r}: {host!r} is not an address") from None
+    return host, port
+
+
+def parse_upstream(text: str) -> str:
+    """`http://HOST:PORT` (a trailing slash dropped) → that URL; ValueError says what is
+    wrong. Only plain HTTP without a path: the door forwards each path as it came."""
+    parts = urlsplit(text.strip())
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"{text!r} is not http://HOST:PORT (for example http://127.0.0.1:8001)")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(f"{text!r}: the upstream is http://HOST:PORT, nothing else")
+    if parts.path not in ("", "/"):
+        raise ValueError(f"{text!r}: the upstream takes no path (the door forwards each path)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{text!r}: the port must be 1-65535") from None
+    if port is None or port < 1:
+        raise ValueError(f"{text!r} names no port")
+    return f"http://{parts.netloc}"
