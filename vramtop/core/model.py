@@ -74,6 +74,15 @@ class GpuDevice:
     # AMD: GTT (system memory mapped for the card), where VRAM overflows. None: not known.
     gtt_total_bytes: int | None = None
     gtt_used_bytes: int | None = None
+    # What the card itself says it is doing (NVML; None where the driver does not answer).
+    # PCIe traffic in bytes/s over NVML's 20 ms window: RX is what the card receives, so
+    # decoding from host memory (a spill) shows as RX in the GB/s.
+    pcie_rx_bytes_per_s: int | None = None
+    pcie_tx_bytes_per_s: int | None = None
+    # Fractions (0..1) of NVML's last sample period in which a kernel ran (`gpu_util`) and
+    # in which device memory was read or written (`memory_util`).
+    gpu_util: float | None = None
+    memory_util: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,10 @@ class GpuReading:
     devices: tuple[GpuDevice, ...] = ()
     source: str = "nvml"  # "nvml", "amdsmi", "sysfs" (AMD without amdsmi) or "sim"
     error: str | None = None  # why devices are missing or incomplete
+    # WSL2: the kernel's `dxgkio_make_resident: Ioctl failed: -12` lines since the previous
+    # read (an allocation the card could not take back: memory that lost residency). None
+    # where the kernel's log is not read (not WSL2, or /dev/kmsg not readable).
+    residency_failures: int | None = None
 
     @property
     def available(self) -> bool:

@@ -75,7 +75,24 @@ def _device(device: GpuDevice) -> dict[str, Any]:
         "memory_kind": device.memory_kind.value,
         "gtt_total_bytes": device.gtt_total_bytes,
         "gtt_used_bytes": device.gtt_used_bytes,
+        # What the card says it is doing (NVML): PCIe bytes/s, utilisation as fractions.
+        "pcie_rx_bytes_per_s": device.pcie_rx_bytes_per_s,
+        "pcie_tx_bytes_per_s": device.pcie_tx_bytes_per_s,
+        "gpu_util": device.gpu_util,
+        "memory_util": device.memory_util,
     }
+
+
+def card_activity_fields(device: GpuDevice) -> dict[str, Any]:
+    """The card's PCIe traffic and utilisation as a recording keeps them: only the known
+    ones (a recording's optional fields)."""
+    fields = {
+        "pcie_rx_bytes_per_s": device.pcie_rx_bytes_per_s,
+        "pcie_tx_bytes_per_s": device.pcie_tx_bytes_per_s,
+        "gpu_util": device.gpu_util,
+        "memory_util": device.memory_util,
+    }
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def process_fields(p: ProcessMemory) -> dict[str, Any]:
@@ -118,6 +135,9 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
         "gpu_source": sample.gpu.source,
         "gpu_error": sample.gpu.error,
         "gpus": [_device(d) for d in sample.gpu.devices],
+        # WSL2: the kernel's residency-failure lines since the previous reading (null: the
+        # kernel's log is not read here).
+        "residency_failures": sample.gpu.residency_failures,
         "split": None
         if split is None
         else {

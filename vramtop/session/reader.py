@@ -193,6 +193,7 @@ class SessionReader:
                 source="recording",
                 # (The recording machine could not read its GPU then: a sample keeps none.)
                 error=None if devices else "the recording has no GPU reading at this point",
+                residency_failures=_count(obj, "residency_failures"),
             ),
             server=reading,
             info=info,
@@ -268,7 +269,23 @@ def _device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
         processes=processes,
         memory_kind=_memory_kind(g.get("memory_kind")),
         gtt_used_bytes=_int(g, "gtt_used_bytes"),
+        pcie_rx_bytes_per_s=_count(g, "pcie_rx_bytes_per_s"),
+        pcie_tx_bytes_per_s=_count(g, "pcie_tx_bytes_per_s"),
+        gpu_util=_fraction(g, "gpu_util"),
+        memory_util=_fraction(g, "memory_util"),
     )
+
+
+def _count(obj: Mapping[str, Any], key: str) -> int | None:
+    """An optional count or rate that cannot be negative (None when absent or wrong)."""
+    value = _int(obj, key)
+    return value if value is not None and value >= 0 else None
+
+
+def _fraction(obj: Mapping[str, Any], key: str) -> float | None:
+    """An optional fraction, 0..1 (None when absent or outside)."""
+    value = _num(obj, key)
+    return value if value is not None and 0.0 <= value <= 1.0 else None
 
 
 def _memory_kind(value: Any) -> MemoryKind:

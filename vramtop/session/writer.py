@@ -21,7 +21,7 @@ from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
-from vramtop.core.snapshot import process_fields
+from vramtop.core.snapshot import card_activity_fields, process_fields
 from vramtop.core.windows.session_fields import windows_sample_fields
 
 FORMAT = "vramtop-session"
@@ -94,6 +94,7 @@ def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> dict[str, Any]:
         line["memory_kind"] = device.memory_kind.value
     if device.gtt_used_bytes is not None:
         line["gtt_used_bytes"] = device.gtt_used_bytes
+    line.update(card_activity_fields(device))
     if split is not None:  # optional additions: how vramtop divided the card
         line["desktop_bytes"] = split.desktop_bytes
         line["split_method"] = str(split.method)
@@ -155,12 +156,15 @@ def _count(value: float | None) -> int | float | None:
 
 def sample_line(sample: Sample) -> dict[str, Any]:
     """A `Sample` as the session format's sample line."""
-    return {
+    line = {
         "t": sample.t,
         "gpus": [_gpu_line(d, sample, i == 0) for i, d in enumerate(sample.gpu.devices)],
         "server": _server_line(sample),
         **windows_sample_fields(sample.windows),
     }
+    if sample.gpu.residency_failures is not None:  # optional: WSL2's kernel log was read
+        line["residency_failures"] = sample.gpu.residency_failures
+    return line
 
 
 def _masked(detail: Mapping[str, Any]) -> dict[str, Any]:

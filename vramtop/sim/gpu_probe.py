@@ -1,7 +1,8 @@
 """The simulated GPU read like NVML: one batched `state` request per tick.
 
 Presents itself the Linux way (per-process memory listed) or the WSL2 way (device totals only;
-per-process memory "not available", i.e. `processes=None`).
+per-process memory "not available", i.e. `processes=None`; the kernel's residency failures
+counted, as `NvmlProbe` counts them from /dev/kmsg).
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ class SimGpuProbe:
         # Whether a simulated call was on at the last read (the same answer carries it): the
         # demo's header shows it without asking the simulated machine a second time a tick.
         self.call_on = False
+        # The world's running total of residency failures at the previous read: a reading
+        # carries the lines since then, as the kernel log's reader does.
+        self._residency_seen: int | None = None
 
     def read(self) -> GpuReading:
         try:
             state = self._client.request("state")
             self.call_on = bool(state.get("call_on", False))
-            return GpuReading(devices=(self._device(state),), source="sim")
+            device = self._device(state)
+            residency = self._residency(state["device"].get("residency_failures_total"))
+            return GpuReading(devices=(device,), source="sim", residency_failures=residency)
         except WorldUnreachable as exc:
             self.call_on = False  # no simulated machine, no call on it
             return GpuReading(source="sim", error=f"simulated GPU not reachable: {exc}")
@@ -68,8 +74,27 @@ class SimGpuProbe:
             memory_kind=MemoryKind(dev.get("memory_kind", "dedicated")),
             gtt_total_bytes=_optional_int(dev.get("gtt_total_bytes")),
             gtt_used_bytes=_optional_int(dev.get("gtt_used_bytes")),
+            pcie_rx_bytes_per_s=_optional_int(dev.get("pcie_rx_bytes_per_s")),
+            pcie_tx_bytes_per_s=_optional_int(dev.get("pcie_tx_bytes_per_s")),
+            gpu_util=_optional_float(dev.get("gpu_util")),
+            memory_util=_optional_float(dev.get("memory_util")),
         )
+
+    def _residency(self, total: Any) -> int | None:
+        """New failures since the previous read; None off WSL2 or where the card has none
+        (0 at the first read, and after the world started again: its total went back)."""
+        if not self.wsl or total is None:
+            return None
+        now = int(total)
+        seen, self._residency_seen = self._residency_seen, now
+        if seen is None or now < seen:
+            return 0
+        return now - seen
 
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)

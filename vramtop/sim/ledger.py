@@ -30,6 +30,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from vramtop.sim.activity import ServerLoad, card_activity, residency_failures
 from vramtop.sim.card import CARDS, DEFAULT_CARD, GIB, MIB, TOTAL_MIB, CardModel
 from vramtop.sim.scenario import Scenario
 
@@ -59,6 +60,8 @@ class Allocation:
     spilled: int = 0
     slowed_at: float | None = None
     collapsed_at: float | None = None
+    # Whether the server had requests running when it last said (server_condition).
+    decoding: bool = False
 
     @property
     def resident(self) -> int:
@@ -77,6 +80,8 @@ class Ledger:
     t: float = 0.0
     # Which machine: its name, memory model and where squeezed memory goes (see card.py).
     card: CardModel = field(default_factory=lambda: CARDS[DEFAULT_CARD])
+    # WSL2's make-resident failures so far (fractional; the state reports whole lines).
+    residency_failures_total: float = 0.0
 
     def __post_init__(self) -> None:
         rng = random.Random(self.seed)
@@ -94,6 +99,9 @@ class Ledger:
             self.call_level = max(target, self.call_level - dt / self.scenario.call_ramp_down_s)
         self._spill()
         self._mark_onsets(before)
+        if self.card.spill == "system":  # WSL2's driver logs them (dxgkrnl)
+            loads = self._loads()
+            self.residency_failures_total += residency_failures(loads, self.free_bytes(), dt)
 
     @property
     def call_on(self) -> bool:
@@ -190,9 +198,12 @@ class Ledger:
         temp = self.scenario.call_temperature_c if self.call_level > 0.5 else None
         return temp or self.scenario.idle_temperature_c, self.scenario.sm_clock_mhz, ()
 
-    def condition(self, pid: int) -> dict[str, Any]:
-        """How fast the server holding `pid` can decode now, relative to an uncontended card."""
+    def condition(self, pid: int, decoding: bool | None = None) -> dict[str, Any]:
+        """How fast the server holding `pid` can decode now, relative to an uncontended card.
+        `decoding`: whether it has requests running now, where the server says so."""
         a = self.allocations.get(pid)
+        if a is not None and decoding is not None:
+            a.decoding = decoding
         spilled = a.spilled if a else 0
         fraction = spilled / a.allocated if a and a.allocated else 0.0
         _, clock, _ = self.thermal()
@@ -254,6 +265,7 @@ class Ledger:
                 "name": self.card.device_name,
                 "memory_kind": self.card.memory_kind,
                 **self._gtt_fields(),
+                **self._activity_fields(),
                 "total_bytes": self.total,
                 "used_bytes": self.used_bytes(),
                 "free_bytes": self.free_bytes(),
@@ -268,6 +280,35 @@ class Ledger:
             "call_level": self.call_level,
             "servers": servers,
         }
+
+    def _loads(self) -> list[ServerLoad]:
+        return [
+            ServerLoad(
+                decoding=a.decoding,
+                spilled_bytes=a.spilled,
+                step_s=NOMINAL_STEP_S / max(self._memory_factor(a), 1e-6),
+                nominal_step_s=NOMINAL_STEP_S,
+            )
+            for a in self.allocations.values()
+        ]
+
+    def _activity_fields(self) -> dict[str, Any]:
+        """What NVML would say the card does (see activity.py): PCIe and utilisation on the
+        NVIDIA card with its own VRAM; utilisation alone on unified memory (NVML's PCIe
+        counters are not how a GB10 reads its memory); neither on AMD (its probe reads
+        neither). On WSL2's card, the residency failures so far."""
+        if self.card.spill == "gtt":
+            return {}
+        activity = card_activity(self._loads(), self.call_level)
+        fields: dict[str, Any] = {
+            "gpu_util": activity.gpu_util,
+            "memory_util": activity.memory_util,
+        }
+        if self.card.spill == "system":
+            fields["pcie_rx_bytes_per_s"] = activity.pcie_rx_bytes_per_s
+            fields["pcie_tx_bytes_per_s"] = activity.pcie_tx_bytes_per_s
+            fields["residency_failures_total"] = int(self.residency_failures_total)
+        return fields
 
     def _gtt_fields(self) -> dict[str, int]:
         """AMD: the card's GTT (a little for the driver's own use, plus every eviction)."""

@@ -119,7 +119,10 @@ class Scheduler:
         """Re-ask the world for this engine's condition once per simulated second."""
         while not self.stop.is_set():
             try:
-                answer = self.world.request("server_condition", pid=self.engine_pid)
+                # Whether requests run: the card's PCIe traffic and utilisation follow it.
+                answer = self.world.request(
+                    "server_condition", pid=self.engine_pid, decoding=bool(self.running)
+                )
                 if answer.get("ok"):
                     self.rate_factor = float(answer["rate_factor"])
                     self.prefill_factor = float(answer.get("prefill_factor", self.rate_factor))

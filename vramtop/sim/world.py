@@ -5,7 +5,8 @@ It holds the ledger (see `ledger.py`) and answers one JSON line per request on a
   alloc {pid, name, bytes[, kind]}   take memory for a process (fails with free/total numbers)
   free {pid}                         release everything a process holds
   call {on}                          start or end a video call
-  server_condition {pid}             spilled bytes/fraction and the decode-rate factor
+  server_condition {pid[, decoding]} spilled bytes/fraction and the decode-rate factor
+                                     (decoding: whether the server has requests running)
   shutdown                           stop the daemon
 Simulated time is real time × `--speed`. Every tick it reaps allocations of processes that
 have exited, as the driver does.
@@ -97,7 +98,10 @@ class World:
                 self.ledger.set_call(bool(request["on"]))
                 return {"ok": True, "call_on": self.ledger.call_on}
             if op == "server_condition":
-                return self.ledger.condition(int(request["pid"]))
+                decoding = request.get("decoding")
+                return self.ledger.condition(
+                    int(request["pid"]), None if decoding is None else bool(decoding)
+                )
             if op == "ping":
                 return {"ok": True, "t": self.ledger.t, "speed": self.speed}
             if op == "shutdown":

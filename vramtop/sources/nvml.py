@@ -11,6 +11,13 @@ only on both signs together â€” NOT_SUPPORTED *and* a known integrated device â€
 driver mismatch (which can also answer NOT_SUPPORTED) is never taken for unified memory. NVML
 has no "integrated" attribute (its ATS addressing mode is also reported by Grace Hopper, which
 has memory of its own), so the sign is the short list of integrated NVIDIA parts below.
+
+What the card says it is doing, per device and tick: PCIe RX/TX throughput
+(`nvmlDeviceGetPcieThroughput`, KiB/s over a 20 ms window: the two calls take ~40 ms, in the
+reader's thread) and GPU and memory-controller utilisation (`nvmlDeviceGetUtilizationRates`).
+WSL2's driver answers them too where it can; a call that answers NOT_SUPPORTED is not asked
+again on that device until NVML is started afresh. On WSL2 the reading also counts the
+kernel's residency-failure lines (`dxg_kmsg.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
+from vramtop.sources.dxg_kmsg import KMSG, ResidencyWatch
 from vramtop.sources.host import MEMINFO, is_wsl, read_meminfo
 from vramtop.sources.host import process_name as _process_name
 
@@ -49,6 +57,11 @@ NVML_ERROR_NOT_SUPPORTED = 3
 # meanwhile is seen within seconds, and a machine without one does not search for the
 # library every second.
 INIT_RETRY_READS = 10
+# nvmlDeviceGetPcieThroughput's counters (pynvml's NVML_PCIE_UTIL_TX_BYTES / _RX_BYTES) and
+# its unit: KiB/s (nvidia-smi and nvitop multiply by 1024).
+PCIE_UTIL_TX_BYTES = 0
+PCIE_UTIL_RX_BYTES = 1
+PCIE_KIB = 1024
 
 
 def throttle_names(mask: int) -> tuple[str, ...]:
@@ -76,7 +89,10 @@ class NvmlProbe:
 
     `unified`: None recognises unified memory by both signs (NOT_SUPPORTED on a known
     integrated device); False never reads a device as unified; True (the unified-memory
-    probe) takes NOT_SUPPORTED alone as the sign, because the user said so."""
+    probe) takes NOT_SUPPORTED alone as the sign, because the user said so.
+
+    `kmsg`: the kernel log that WSL2's residency failures are counted in (None: not
+    read); only read on WSL2."""
 
     name = "nvml"
 
@@ -87,6 +103,7 @@ class NvmlProbe:
         *,
         unified: bool | None = None,
         meminfo: Path = MEMINFO,
+        kmsg: Path | None = KMSG,
     ) -> None:
         self._nvml = nvml
         self._initialised = False
@@ -96,6 +113,9 @@ class NvmlProbe:
         self._init_retry_in = 0  # reads until the next nvmlInit after one failed
         self._unified = unified
         self._meminfo = meminfo
+        # (device index, NVML function) pairs that answered NOT_SUPPORTED: not asked again.
+        self._unsupported: set[tuple[int, str]] = set()
+        self._residency = ResidencyWatch(kmsg) if self._wsl and kmsg is not None else None
 
     def read(self) -> GpuReading:
         with self._lock:
@@ -114,6 +134,14 @@ class NvmlProbe:
             if self._initialised and self._nvml is not None:
                 self._call(self._nvml.nvmlShutdown, None)
             self._initialised = False
+            if self._residency is not None:
+                self._residency.close()
+
+    @property
+    def residency_problem(self) -> str | None:
+        """Why the kernel's residency failures are not counted (None: they are, or this
+        is not WSL2)."""
+        return self._residency.problem if self._residency is not None else None
 
     def _ensure_init(self) -> str | None:
         if self._initialised:
@@ -142,6 +170,7 @@ class NvmlProbe:
                 "Try vramtop --demo to see the console without a GPU."
             )
         self._initialised = True
+        self._unsupported.clear()  # a new driver may answer what the old one did not
         return None
 
     def _read(self) -> GpuReading:
@@ -164,7 +193,8 @@ class NvmlProbe:
         if not devices:
             why = " ".join(reasons) or "NVML found no readable NVIDIA device."
             return GpuReading(source="nvml", error=why)
-        return GpuReading(devices=tuple(devices), source="nvml")
+        residency = self._residency.read() if self._residency is not None else None
+        return GpuReading(devices=tuple(devices), source="nvml", residency_failures=residency)
 
     def _memory(self, handle: Any, name: str) -> tuple[int, int, int, MemoryKind]:
         """(total, used, free, kind) of one device; _Unreadable with the reason if none."""
@@ -207,6 +237,9 @@ class NvmlProbe:
         )
         clock = self._call(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), None)
         reasons = self._throttle_mask(handle)
+        rx = self._counter(index, "nvmlDeviceGetPcieThroughput", handle, _rx_counter(nvml))
+        tx = self._counter(index, "nvmlDeviceGetPcieThroughput", handle, _tx_counter(nvml))
+        rates = self._counter(index, "nvmlDeviceGetUtilizationRates", handle)
         return GpuDevice(
             index=index,
             name=str(name),
@@ -218,7 +251,27 @@ class NvmlProbe:
             throttle=throttle_names(reasons) if reasons is not None else (),
             processes=self._processes(handle),
             memory_kind=kind,
+            pcie_rx_bytes_per_s=_kib_per_s(rx),
+            pcie_tx_bytes_per_s=_kib_per_s(tx),
+            gpu_util=_percent(getattr(rates, "gpu", None)),
+            memory_util=_percent(getattr(rates, "memory", None)),
         )
+
+    def _counter(self, index: int, name: str, handle: Any, *args: Any) -> Any:
+        """One optional NVML call's answer, or None: where it is missing from the library,
+        fails, or answered NOT_SUPPORTED on this device before (then it is not asked)."""
+        nvml = self._nvml
+        getter = getattr(nvml, name, None)
+        key = (index, name)
+        if getter is None or key in self._unsupported:
+            return None
+        try:
+            return getter(handle, *args)
+        except Exception as exc:
+            if is_not_supported(exc, nvml):
+                self._unsupported.add(key)
+            log.debug("NVML %s failed: %s", name, exc)
+            return None
 
     def _throttle_mask(self, handle: Any) -> int | None:
         nvml = self._nvml
@@ -267,6 +320,28 @@ class NvmlProbe:
         except Exception as exc:
             log.debug("NVML call failed: %s", exc)
             return default
+
+
+def _rx_counter(nvml: Any) -> int:
+    return int(getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", PCIE_UTIL_RX_BYTES))
+
+
+def _tx_counter(nvml: Any) -> int:
+    return int(getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", PCIE_UTIL_TX_BYTES))
+
+
+def _kib_per_s(value: Any) -> int | None:
+    """NVML's KiB/s as bytes/s; None for an answer that is not a count."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value * PCIE_KIB
+
+
+def _percent(value: Any) -> float | None:
+    """NVML's percent (0..100) as a fraction; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        return None
+    return value / 100
 
 
 class UnifiedMemoryProbe(NvmlProbe):
