@@ -88,6 +88,17 @@ class Profile(BaseModel):
     """Seconds to wait after SIGTERM before SIGKILL when stopping."""
     auto_restart: bool = False
     """Restart the server (with backoff, a limited number of times) when it exits unasked."""
+    front_door: str | None = None
+    """Where vramtop's front door listens, `HOST:PORT` (e.g. "127.0.0.1:8000", the address
+    the agent already uses); absent: no front door. With one, vLLM listens on a loopback port
+    vramtop chooses, and the door, a process of its own, forwards every request to it and
+    holds the requests that arrive while it restarts or relaunches."""
+    front_door_hold_s: float = 600.0
+    """With a front door: how long a request may be held while the server restarts before
+    it is answered 503 (with Retry-After), in seconds."""
+    drain_s: float = 120.0
+    """With a front door: how long a restart or relaunch lets the requests in flight finish
+    before it stops the server anyway, in seconds."""
     history: list[ProfileChange] = Field(default_factory=list)
     """Flag changes made by relaunches, oldest first."""
     source: str | None = None
@@ -142,7 +153,21 @@ class Profile(BaseModel):
             raise ValueError("must be between 1 and 65535")
         return value
 
-    @field_validator("stop_timeout_s")
+    @field_validator("front_door")
+    @classmethod
+    def _a_door_address(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_door_address(value)  # ValueError: the message says what is wrong
+        return value
+
+    @field_validator("drain_s")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if not 0 <= value < 1e6:
+            raise ValueError("must be 0 or more (seconds)")
+        return value
+
+    @field_validator("stop_timeout_s", "front_door_hold_s")
     @classmethod
     def _positive(cls, value: float) -> float:
         if value <= 0:
@@ -205,6 +230,26 @@ class Profile(BaseModel):
     def shown_argv(self) -> list[str]:
         """The command line with secrets masked: use this for anything shown or written."""
         return vllm_args.mask_secrets(self.argv)
+
+
+def parse_door_address(text: str) -> tuple[str, int]:
+    """A front door's `HOST:PORT` ("127.0.0.1:8000", "[::1]:8000", "localhost:8000") as its
+    host and port; ValueError with what is wrong."""
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8000)")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{text!r}: the port must be between 1 and 65535")
+    if host.startswith("["):
+        if not host.endswith("]") or len(host) < 3:
+            raise ValueError(f"{text!r}: an IPv6 host is written [ADDRESS]:PORT")
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"{text!r}: an IPv6 host is written [ADDRESS]:PORT")
+    if not re.fullmatch(r"[A-Za-z0-9.:_-]+", host):
+        raise ValueError(f"{text!r}: {host!r} is not a host name or address")
+    return host, port
 
 
 def profile_from_argv(name: str, argv: list[str], **fields: Any) -> Profile:
@@ -280,6 +325,11 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
     As it is for its file: a key the person wrote into their own profile stays as written (a
     save must never replace it with the mask). `shown`: for the screen, secrets masked."""
     data = profile.model_dump(mode="python", exclude_none=True)
+    if profile.front_door is None:
+        # The door's settings mean nothing without a door: left out unless the person set them.
+        for name in ("front_door_hold_s", "drain_s"):
+            if name not in profile.model_fields_set:
+                data.pop(name, None)
     if not shown:
         return tomli_w.dumps(data)
     data["argv"] = profile.shown_argv()

@@ -29,6 +29,13 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--name", help="the profile's name (default: the script's name)")
     parser.add_argument("--print", action="store_true", help="show the profile; save nothing")
     parser.add_argument("--force", action="store_true", help="replace a profile of that name")
+    parser.add_argument(
+        "--front-door",
+        metavar="ADDR",
+        help="put vramtop's front door at HOST:PORT (e.g. 127.0.0.1:8000, the address your "
+        "agent uses): restarts and relaunches hold the agent's requests instead of failing "
+        "them; vLLM then listens on a loopback port vramtop chooses",
+    )
 
 
 # A launch script or its --config YAML is a few KB: anything past this is not one (a device
@@ -91,7 +98,7 @@ def _validation_problems(exc: ValidationError) -> str:
     problems = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"])
-        where = "--name" if field == "name" else field
+        where = {"name": "--name", "front_door": "--front-door"}.get(field, field)
         message = secrets.mask_line(str(error["msg"]).removeprefix("Value error, "))
         shown = shown_input(error)
         subject = " ".join(part for part in (where, shown) if part)
@@ -115,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
             if vllm_args.port(profile.argv) is None and vllm_args.port([], defaults):
                 update["port"] = vllm_args.port([], defaults)
             profile = profile.model_validate(profile.model_dump() | update)
+        if args.front_door is not None:
+            profile = profile.model_validate(
+                profile.model_dump() | {"front_door": args.front_door.strip()}
+            )
     except ValidationError as exc:
         print(f"vramtop import: {_validation_problems(exc)}", file=sys.stderr)
         return ExitCode.USAGE

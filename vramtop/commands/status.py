@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
             data["last_lines"] = rec.last_lines[-10:] if info.state == "crashed" else []
             if info.state == "running":
                 data["healthy"], data["reason"] = _health(data["url"])
+            data.update(door_fields(rec))
         return _print(args, data)
 
     return supervised.run_guarded(act, args)
@@ -103,6 +104,8 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         lines.append("  command: " + shlex.join(data["argv"]))  # type: ignore[arg-type]
     if data.get("healthy") is False:
         lines.append(f"  not healthy: {data.get('reason')}")
+    if data.get("front_door"):
+        lines.append("  " + _door_line(data))
     if data.get("state_note"):
         lines.append(f"  note: {data['state_note']}")
     if data.get("last_error"):
@@ -115,6 +118,45 @@ def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
         lines.append("  log: its output goes elsewhere (attach --log PATH names its file)")
     print("\n".join(lines))
     return 0
+
+
+def door_fields(rec: state.ServerRecord) -> dict[str, object]:
+    """Added: the front door's fields (`front_door` null without one): its address, its
+    process, the port vLLM listens on behind it, how often it was started again after it
+    died, and its own report (`door`: in flight, held, served, failed, latencies)."""
+    from vramtop.supervisor import door
+
+    running = rec.front_door is not None and door.alive(rec)
+    return {
+        "front_door": rec.front_door,
+        "door_pid": rec.door_pid if running else None,
+        "door_running": running,
+        "internal_port": rec.internal_port if rec.front_door is not None else None,
+        "door_restarts": rec.door_restarts,
+        "door": door.info(rec) if running else None,
+    }
+
+
+def _door_line(data: dict[str, object]) -> str:
+    """`front door: 127.0.0.1:8000 (pid 4242; vLLM behind it on 127.0.0.1:39123) serving,
+    1 in flight, 310 served, 0 failed`."""
+    where = f"front door: {data['front_door']}"
+    behind = f"vLLM behind it on 127.0.0.1:{data.get('internal_port')}"
+    if not data.get("door_running"):
+        return f"{where}: not running ({behind})"
+    words = [f"{where} (pid {data.get('door_pid')}; {behind})"]
+    report = data.get("door")
+    if isinstance(report, dict):
+        words.append("holding" if report.get("holding") else "serving")
+        for key, label in (("in_flight", "in flight"), ("held", "held")):
+            words.append(f"{report.get(key, 0)} {label},")
+        words.append(f"{report.get('served', 0)} served, {report.get('failed', 0)} failed")
+    else:
+        words.append("not answering")
+    restarts = data.get("door_restarts")
+    if restarts:
+        words.append(f"(started again {restarts}x after it died)")
+    return " ".join(words)
 
 
 def live_pids(pids: tuple[int, ...] | list[int], tree: dict[str, float]) -> list[int]:

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import handle, launch, state, tree
+from vramtop.supervisor import door, door_steps, handle, launch, state, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     ServerHandle,
@@ -90,12 +91,18 @@ class ServerActions:
     ) -> ActionResult:
         report = progress or no_progress
         self._server.fresh_profile()
-        return self._launch_then_wait(
+        result = self._launch_then_wait(
             lambda: self.start_locked(report, wait_ready), report, timeout_s
         )
+        door_steps.after_action(self._server, result)
+        return result
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return self._server.locked(lambda: self._stop(progress or no_progress))
+        def act() -> ActionResult:
+            door_steps.stop_door(self._server)  # first: its requests in flight finish
+            return self._stop(progress or no_progress)
+
+        return self._server.locked(act)
 
     def restart(
         self,
@@ -123,12 +130,16 @@ class ServerActions:
             refused = self._refuse_without_key(command[2])
             if refused is not None:
                 return refused  # before the stop: the running server stays
+            door_steps.hold_before_stop(self._server, report)
             stopped = self._stop(report, grace)
             if not stopped.ok:
+                door_steps.release_back(self._server)
                 return stopped
             return self.start_locked(report, wait_ready, command, overrides)
 
-        return self._launch_then_wait(act, report, timeout_s)
+        result = self._launch_then_wait(act, report, timeout_s)
+        door_steps.after_action(self._server, result)
+        return result
 
     def relaunch(
         self,
@@ -184,7 +195,10 @@ class ServerActions:
             return self._saved(result, before) if save else result
         if not self._start_failed_here(outcome, started):
             return result  # still loading, or another vramtop stopped or replaced it
-        return self._roll_back(outcome, result, report, timeout_s)
+        back = self._roll_back(outcome, result, report, timeout_s)
+        if not back.rolled_back:  # (rolled back: the door was released to it at its ready)
+            door_steps.after_action(self._server, back)
+        return back
 
     def _relaunch_launch(
         self,
@@ -214,8 +228,10 @@ class ServerActions:
                 said = f"could not check the relaunch first ({exc}); nothing was changed"
             if said is not None:
                 return ActionResult(False, said)  # before the stop: the running server stays
+        door_steps.hold_before_stop(self._server, report)
         stopped = self._stop(report)
         if not stopped.ok:
+            door_steps.release_back(self._server)
             return stopped
         started = self.start_locked(report, wait_ready, command, overrides)
         new = self._server.record()
@@ -364,6 +380,10 @@ class ServerActions:
             self._clean_leftovers(rec)
         profile = self._server.profile
         host, port = profile.host, profile.port
+        # With a front door, vLLM listens behind it on a loopback port of vramtop's choosing.
+        internal = door_steps.internal_port(self._server)
+        if internal is not None:
+            host, port = door.LOOPBACK, internal
         owner = launch.port_owner(host, port)
         if owner is not None:
             return ActionResult(
@@ -371,7 +391,18 @@ class ServerActions:
                 f"port {port} is already in use by {owner}; nothing was started",
                 "stop that program, or give this profile another --port",
             )
+        door_facts: dict[str, Any] = {}
+        if internal is not None:
+            opened = door_steps.open_for_launch(self._server, rec, internal)
+            if isinstance(opened, ActionResult):
+                return opened
+            door_facts = opened
+        else:
+            door_steps.close_unwanted(rec)
         argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
+        if internal is not None:  # the child's words only: the profile keeps its own
+            argv = vllm_args.set_flag(argv, vllm_args.HOST, door.LOOPBACK)
+            argv = vllm_args.set_flag(argv, vllm_args.PORT, str(internal))
         try:
             handed = {} if env_base is not None else self._handed_secrets()
         except launch.MissingSecret as exc:
@@ -398,6 +429,7 @@ class ServerActions:
             actor_pid=os.getpid() if wait_ready else None,
             actor_create_time=own_create_time() if wait_ready else None,
             **flags_of(argv),
+            **door_facts,
         )
         # Saved before the launch: a vramtop killed right after it still finds the server
         # by its launch id.

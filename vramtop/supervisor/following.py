@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, handle, state
+from vramtop.supervisor import causes, door, handle, state
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
@@ -86,6 +86,9 @@ class LoadFollower:
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     handle.remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
+                        if rec.front_door is not None:
+                            # What the door held while the server loaded goes to it now.
+                            door.release(rec)
                         progress("ready")
                         return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
                 now = time.monotonic()
@@ -119,7 +122,7 @@ class LoadFollower:
         lock stayed busy (nothing saved)."""
         try:
             with state.locked(self._server.name, timeout_s=_SAVE_LOCK_S):
-                self._still_ours(rec)
+                door.keep_door_fields(rec, self._still_ours(rec))
                 state.save(rec)
                 return True
         except state.Busy:
@@ -135,6 +138,7 @@ class LoadFollower:
                 current = self._still_ours(rec)
                 if current.state == Lifecycle.CRASHED:
                     return self._start_failed(current, progress)
+                door.keep_door_fields(rec, current)
                 self._server.record_exit(rec, lines)
                 # A failed start may leave an EngineCore behind: free what it holds.
                 self._server.end(rec, progress=None)

@@ -26,7 +26,7 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import causes, handle, state, tree
+from vramtop.supervisor import causes, door, door_steps, handle, state, tree
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
@@ -71,6 +71,8 @@ class Supervisor:
         )
         self._follower = LoadFollower(self._server)
         self._actions = ServerActions(self._server, self._follower)
+        # The door restarts the record counted when this supervisor last told of them.
+        self._door_restarts_told: int | None = None
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -97,6 +99,32 @@ class Supervisor:
 
     def record(self) -> ServerRecord | None:
         return self._server.record()
+
+    @property
+    def scrape_url(self) -> str:
+        """Where vramtop itself reads the server (/metrics, /health): the profile's URL, or
+        with a front door vLLM's own loopback port behind it, so that vramtop's reads are
+        never held at the door nor counted among the agent's requests."""
+        if self._server.profile.front_door is None:
+            return self._server.profile.url
+        rec = self._server.recorded()
+        port = rec.internal_port if rec is not None else None
+        return door.upstream_url(port or door.kept_internal_port(self._server.name))
+
+    @property
+    def agent_url(self) -> str:
+        """Where the agent (a client) sends its requests: the front door, when the profile
+        has one, else the server itself."""
+        address = self._server.profile.front_door
+        return self._server.profile.url if address is None else door.door_url(address)
+
+    def door_restarts_since(self) -> int:
+        """How many times the front door was started again after it died since the last
+        ask (by any vramtop: the record counts them); the first ask counts from now."""
+        rec = self._server.recorded()
+        count = rec.door_restarts if rec is not None else 0
+        told, self._door_restarts_told = self._door_restarts_told, count
+        return 0 if told is None else max(0, count - told)
 
     def status(self) -> ServerInfo:
         return self._server.status()
@@ -179,6 +207,8 @@ class Supervisor:
         if rec is None:
             # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
             return self._rebuild if self._server.kept_alive() is not None else None
+        if rec.door_pid is not None and not door.alive(rec):
+            return self._restart_door  # a cheap look: the console asks every tick
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._server.alive(rec):
                 return self._settle_exit
@@ -205,6 +235,15 @@ class Supervisor:
             self._server.name, self._server.profile.host, self._server.profile.port
         )
         return not isinstance(found, str)
+
+    def _restart_door(self) -> None:
+        """The front door died (killed, crashed): start it again at its address. An action
+        under way (holding the lock) starts it itself when it needs it."""
+        try:
+            with state.locked(self._server.name, timeout_s=0.2):
+                door_steps.restart_dead(self._server)
+        except state.Busy:
+            pass
 
     def _rebuild(self) -> None:
         """No record to read (its file deleted or damaged): rebuild it from the server's own
@@ -254,6 +293,8 @@ class Supervisor:
                 current.actor_pid = current.actor_create_time = None
                 handle.remember_tree(current)
                 state.save(current)
+                if current.front_door is not None:
+                    door.release(current)
         except state.Busy:
             pass
 
@@ -288,6 +329,8 @@ class Supervisor:
         if self._server.profile.auto_restart and rec.restarts < AUTO_RESTART_LIMIT:
             rec.next_restart_at = time.time() + 2.0**rec.restarts
         state.save(rec)
+        if rec.next_restart_at is not None and rec.front_door is not None and door.alive(rec):
+            door.hold(rec, 0.0)  # the automatic restart comes: new requests wait for it
 
     def _maybe_auto_restart(self) -> None:
         """The automatic restart of a crashed server (asked for once its delay has passed)."""
@@ -325,6 +368,7 @@ class Supervisor:
 
         def follow() -> None:
             result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
+            door_steps.after_action(self._server, result)
             log.info("automatic restart of %s: %s", self._server.name, result.message)
 
         threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()

@@ -93,6 +93,14 @@ class ServerRecord:
     restarts: int = 0  # automatic restarts since the last start asked for by a person
     next_restart_at: float | None = None
     updated_at: float | None = None
+    # The front door (absent in records written before it, and without one): where it
+    # listens, its process (pid, create time), how often housekeeping started it again after
+    # it died, and the loopback port vLLM listens on behind it (`host`/`port` say it too).
+    front_door: str | None = None
+    door_pid: int | None = None
+    door_create_time: float | None = None
+    door_restarts: int = 0
+    internal_port: int | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ServerRecord:
@@ -107,8 +115,8 @@ class ServerRecord:
                 raise ValueError(f"{name}: {value!r:.40} is not a {known[name]}")
             if name in _PIDS and value is not None and not 0 < value < _MAX_PID:
                 raise ValueError(f"{name}: {value} is not a process id")
-            if name == "port" and value is not None and not 0 < value < 65536:
-                raise ValueError(f"port: {value} is not a TCP port")
+            if name in ("port", "internal_port") and value is not None and not 0 < value < 65536:
+                raise ValueError(f"{name}: {value} is not a TCP port")
         record = cls(**values)
         record.state = Lifecycle(record.state)  # ValueError: a word this vramtop does not know
         return record
@@ -116,7 +124,7 @@ class ServerRecord:
 
 # The bound of every pid in a record: pid_t's (a pid past pid_max reads as a process gone).
 _MAX_PID = 2**31
-_PIDS = ("pid", "pgid", "actor_pid")
+_PIDS = ("pid", "pgid", "actor_pid", "door_pid")
 
 
 def _of_kind(value: Any, kind: str) -> bool:

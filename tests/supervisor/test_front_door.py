@@ -1,0 +1,152 @@
+"""The front door on the simulated machine (real processes: the door, the fake vLLM, a
+streaming agent): restarts and relaunches under load fail no request, a door killed with
+SIGKILL is started again at the next housekeeping step, and a stop ends both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from sim_helpers import gone, sim_profile
+
+from vramtop.config import Profile
+from vramtop.core.model import ServerState
+from vramtop.machines.demo_world import memory_released_check
+from vramtop.sim.load import LoadGenerator
+from vramtop.sim.machine import SimMachine, free_port
+from vramtop.supervisor import Supervisor, door, launch, state
+
+
+@pytest.fixture
+def machine(home: Path) -> Iterator[SimMachine]:
+    with SimMachine(home / "sim", speed=20.0, startup_s=0.5) as sim:
+        yield sim
+
+
+def door_profile(machine: SimMachine, name: str) -> Profile:
+    base = sim_profile(machine, name)
+    return base.model_copy(update={"front_door": f"127.0.0.1:{base.port}", "drain_s": 30.0})
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def record(name: str) -> state.ServerRecord:
+    rec = state.load(name)
+    assert rec is not None
+    return rec
+
+
+def finish(gen: LoadGenerator, more: int = 3) -> None:
+    """Let each stream end its request and stop: a stop mid-stream would cut one short."""
+    gen.max_requests = gen.completed + more
+    wait_for(lambda: not any(t.is_alive() for t in gen._threads if t.name != "load-phases"))
+    gen.stop()
+
+
+def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) -> None:
+    profile = door_profile(machine, "door")
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("door")
+    assert rec.front_door == profile.front_door and door.alive(rec)
+    # vLLM behind the door on a loopback port of its own; the profile keeps its port.
+    assert rec.internal_port not in (None, profile.port) and rec.port == rec.internal_port
+    assert f"--port {rec.internal_port}" in " ".join(rec.argv)
+    assert sup.profile.port == profile.port and sup.agent_url == profile.url
+    assert sup.scrape_url == f"http://127.0.0.1:{rec.internal_port}"
+    assert httpx.get(f"{sup.scrape_url}/health", timeout=2).status_code == 200
+
+    gen = LoadGenerator(sup.agent_url, concurrency=3, pause_s=(0.0, 0.1)).start()
+    wait_for(lambda: gen.completed >= 3)
+    first = sup.status()
+    assert sup.restart().ok
+    assert gone(first.pids)
+    done = gen.completed
+    wait_for(lambda: gen.completed >= done + 3)
+    # A relaunch vLLM refuses (262,144 tokens do not fit at 0.85) rolls back: what was held
+    # meanwhile goes to the rolled-back server.
+    failed = sup.relaunch(util=0.85)
+    assert not failed.ok and failed.rolled_back
+    done = gen.completed
+    wait_for(lambda: gen.completed >= done + 3)
+    second = sup.status()
+    assert sup.relaunch(util=0.85, max_model_len=163_840).ok
+    assert gone(second.pids)
+    done = gen.completed
+    wait_for(lambda: gen.completed >= done + 3)
+    finish(gen)
+
+    report = door.info(record("door"))
+    assert report is not None
+    assert gen.errors == 0, f"{gen.errors} requests failed through the door"
+    assert report["failed"] == 0 and report["held"] == 0
+    # Requests arrived while no server served: they were held, and every one was answered.
+    assert report["held_total"] >= 1 and report["longest_hold_s"] > 0
+    assert report["served"] >= gen.completed
+    print(f"longest hold {report['longest_hold_s']:.2f} s, {report['held_total']} held")
+    # The same door throughout: restarts and relaunches keep it.
+    assert record("door").door_pid == rec.door_pid and record("door").door_restarts == 0
+
+    assert sup.stop().ok
+    assert not door.alive(rec) and record("door").door_pid is None
+    assert launch.port_owner("127.0.0.1", profile.port) is None
+
+
+def test_a_door_killed_is_started_again_and_serves(machine: SimMachine) -> None:
+    profile = door_profile(machine, "kill")
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    assert sup.door_restarts_since() == 0
+    rec = record("kill")
+    assert rec.door_pid is not None
+    token = door.token_path("kill")
+    assert stat.S_IMODE(token.stat().st_mode) == 0o600
+    os.kill(rec.door_pid, signal.SIGKILL)
+    wait_for(lambda: not door.alive(rec), 5.0)
+    # The console's tick asks `settling` every second: a dead door is a step to take.
+    assert sup.settling() is not None
+    sup.housekeeping()
+    again = record("kill")
+    assert again.door_pid not in (None, rec.door_pid) and door.alive(again)
+    assert again.door_restarts == 1 and sup.door_restarts_since() == 1
+    assert sup.door_restarts_since() == 0  # told once
+    assert sup.settling() is None
+    assert sup.status().state == ServerState.RUNNING
+    # The agent's next request is served, through the new door, by the same server.
+    gen = LoadGenerator(sup.agent_url, concurrency=1, max_requests=2).start()
+    gen.wait()
+    assert gen.completed == 2 and gen.errors == 0
+    assert psutil.pid_exists(again.door_pid or 0)
+    assert sup.stop().ok
+    assert not door.alive(again)
+
+
+def test_a_start_whose_door_port_is_taken_starts_nothing(machine: SimMachine) -> None:
+    import socket
+
+    profile = door_profile(machine, "taken").model_copy(
+        update={"front_door": f"127.0.0.1:{free_port()}"}
+    )
+    assert profile.front_door is not None
+    port = int(profile.front_door.rsplit(":", 1)[1])
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        result = Supervisor(profile).start()
+    assert not result.ok
+    assert f"the front door's port {port} is already in use" in result.message
+    rec = state.load("taken")
+    assert rec is None or rec.state != state.Lifecycle.RUNNING

@@ -1,0 +1,278 @@
+"""The front door as the supervisor sees it: its process, its token, and its control routes.
+
+The door (`python -m vramtop.frontdoor`) is a process of its own, in a session of its own,
+so that it outlives the console as vLLM does; the record names it (`door_pid` and its create
+time) and a later vramtop finds it there. The supervisor asks it, under the reserved prefix
+`/vramtop/door` on the door's own listener, to hold new requests before a restart (letting
+those in flight finish), to release them to the new server once it serves, or to fail them
+when it never does. Every call here answers or says why not; none raises for the outside
+world (a door that does not answer is the caller's to restart).
+
+The token the POSTs carry is in a 0600 file in the state directory, read by the door at its
+start; it is never logged, and never in an argv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets as token_maker
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from vramtop import files, locations
+from vramtop.config import parse_door_address
+from vramtop.core import secrets
+from vramtop.supervisor import launch, tree
+from vramtop.supervisor.state import ServerRecord
+
+log = logging.getLogger(__name__)
+
+MODULE = "vramtop.frontdoor"
+CONTROL = "/vramtop/door"
+TOKEN_HEADER = "X-Vramtop-Door-Token"
+# A door's start: Python, aiohttp and the listener (well under a second here; a slow disk's
+# first import takes longer).
+START_TIMEOUT_S = 20.0
+# The door's own SIGTERM lets requests in flight finish for up to 10 s.
+STOP_TIMEOUT_S = 12.0
+_POLL_S = 0.05
+LOOPBACK = "127.0.0.1"
+
+
+def _safe(profile: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"
+
+
+def token_path(profile: str) -> Path:
+    return locations.state_dir() / f"door-{_safe(profile)}.token"
+
+
+def log_path(profile: str) -> Path:
+    return locations.log_dir() / f"door-{_safe(profile)}.log"
+
+
+def _port_path(profile: str) -> Path:
+    return locations.state_dir() / f"door-{_safe(profile)}.port"
+
+
+def door_url(address: str) -> str:
+    """The base URL the door answers on (one listening everywhere is reached on loopback)."""
+    host, port = parse_door_address(address)
+    if host in ("0.0.0.0", "::", ""):
+        host = LOOPBACK
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def upstream_url(port: int) -> str:
+    return f"http://{LOOPBACK}:{port}"
+
+
+def kept_internal_port(profile: str) -> int:
+    """The loopback port vLLM listens on behind the profile's door: chosen free once, then
+    kept (a restart reuses it, and a console opened before the server starts scrapes it)."""
+    path = _port_path(profile)
+    with contextlib.suppress(OSError, ValueError):
+        port = int(path.read_text().strip())
+        if 0 < port < 65536:
+            return port
+    return _new_internal_port(profile)
+
+
+def internal_port_for_launch(profile: str, door_port: int | None = None) -> int:
+    """The kept internal port, or a new one (kept from now on) when something else holds it
+    now (vramtop's own server behind it is stopped before a launch)."""
+    port = kept_internal_port(profile)
+    if port == door_port or launch.port_owner(LOOPBACK, port) is not None:
+        port = _new_internal_port(profile, avoid=door_port)
+    return port
+
+
+def _new_internal_port(profile: str, avoid: int | None = None) -> int:
+    import socket
+
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((LOOPBACK, 0))
+            port = int(s.getsockname()[1])
+        if port != avoid:
+            break
+    files.write_atomic(_port_path(profile), f"{port}\n".encode())
+    return port
+
+
+def token(profile: str) -> str:
+    """The door's control token: the one its file holds, or a new one written 0600."""
+    path = token_path(profile)
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        text = path.read_text().strip()
+        if len(text) >= 16:
+            return text
+    made = token_maker.token_urlsafe(32)
+    files.write_atomic(path, f"{made}\n".encode())
+    return made
+
+
+def alive(rec: ServerRecord) -> bool:
+    """Whether the record's door process still runs (one read of its /proc entry)."""
+    return rec.door_pid is not None and tree.process_alive(rec.door_pid, rec.door_create_time)
+
+
+def _door_env(profile_env: Mapping[str, str]) -> dict[str, str]:
+    """The door's environment: vramtop's and the profile's, without any secret (the door
+    passes the client's key through; it needs none of its own)."""
+    env = {**os.environ, **profile_env}
+    return {k: v for k, v in env.items() if not secrets.is_secret_name(k)}
+
+
+def spawn(
+    profile: str,
+    address: str,
+    upstream_port: int,
+    hold_s: float,
+    profile_env: Mapping[str, str] | None = None,
+) -> tuple[int, float | None] | str:
+    """Start the door detached and wait until it answers; its pid and create time, or why
+    it did not start (its own last words from its log)."""
+    token(profile)  # the file exists before the door reads it
+    logfile = log_path(profile)
+    launch.rotate_log(logfile)
+    offset = launch.write_marker(logfile, f"front door {profile}: {address}")
+    command = [
+        sys.executable,
+        "-m",
+        MODULE,
+        "--listen",
+        address,
+        "--upstream",
+        upstream_url(upstream_port),
+        "--hold-s",
+        f"{hold_s:g}",
+        "--token-file",
+        str(token_path(profile)),
+    ]
+    try:
+        child = launch.spawn(command, _door_env(profile_env or {}), None, logfile)
+    except OSError as exc:
+        return f"the front door could not be started: {exc}"
+    made = _create_time(child.pid)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    url = door_url(address)
+    with httpx.Client(timeout=1.0, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            if child.poll() is not None:
+                last = _tail(logfile, offset)
+                return f"the front door on {address} exited at its start{last}"
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                info = client.get(url + CONTROL).json()
+                if isinstance(info, dict) and info.get("pid") == child.pid:
+                    log.info("front door of %s on %s: pid %d", profile, address, child.pid)
+                    return child.pid, made
+            time.sleep(_POLL_S)
+    _end(child.pid, made)
+    return f"the front door on {address} did not answer within {START_TIMEOUT_S:.0f} s"
+
+
+def _tail(path: Path, offset: int) -> str:
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+        if lines:
+            return ": " + secrets.mask_line(lines[-1])
+    return ""
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def stop(rec: ServerRecord) -> None:
+    """End the record's door (SIGTERM: it lets requests in flight finish; SIGKILL after
+    `STOP_TIMEOUT_S`). Nothing when it is gone already."""
+    if alive(rec) and rec.door_pid is not None:
+        _end(rec.door_pid, rec.door_create_time)
+
+
+def _end(pid: int, made: float | None) -> None:
+    with contextlib.suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        if made is not None and abs(proc.create_time() - made) > 0.05:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(5.0)
+
+
+def info(rec: ServerRecord, timeout_s: float = 1.0) -> dict[str, Any] | None:
+    """The door's own report (`GET /vramtop/door`), or None when it does not answer."""
+    if rec.front_door is None:
+        return None
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            data = client.get(door_url(rec.front_door) + CONTROL).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _post(rec: ServerRecord, route: str, body: dict[str, Any], timeout_s: float) -> Any:
+    """One control POST; its JSON answer, or None (logged) when the door did not answer."""
+    if rec.front_door is None:
+        return None
+    url = f"{door_url(rec.front_door)}{CONTROL}/{route}"
+    headers = {TOKEN_HEADER: token(rec.profile)}
+    try:
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            resp = client.post(url, json=body, headers=headers)
+            resp.raise_for_status()
+            return resp.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        log.warning("front door of %s: %s failed: %s", rec.profile, route, exc)
+        return None
+
+
+def hold(rec: ServerRecord, drain_s: float) -> dict[str, Any] | None:
+    """New requests held from now on; returns once those in flight have finished or
+    `drain_s` has passed: `{"drained": bool, "in_flight": int}` (None: no answer)."""
+    answer = _post(rec, "hold", {"drain_s": drain_s}, timeout_s=drain_s + 10.0)
+    return answer if isinstance(answer, dict) else None
+
+
+def release(rec: ServerRecord) -> int | None:
+    """Held requests (and new ones) forwarded to the record's server; how many were held."""
+    if rec.internal_port is None:
+        return None
+    answer = _post(rec, "release", {"upstream": upstream_url(rec.internal_port)}, 10.0)
+    released = answer.get("released") if isinstance(answer, dict) else None
+    return released if isinstance(released, int) else None
+
+
+def fail(rec: ServerRecord, reason: str) -> bool:
+    """Every held request answered 503 at once; holding ends."""
+    return _post(rec, "fail", {"reason": secrets.mask_line(reason)}, 10.0) is not None
+
+
+DOOR_FIELDS = ("front_door", "door_pid", "door_create_time", "door_restarts", "internal_port")
+
+
+def keep_door_fields(rec: ServerRecord, current: ServerRecord) -> None:
+    """`rec` (a copy read earlier, about to be saved) takes the door's fields from the record
+    as it is now: housekeeping may have started the door again meanwhile."""
+    for name in ("door_pid", "door_create_time", "door_restarts"):
+        setattr(rec, name, getattr(current, name))

@@ -1,0 +1,152 @@
+"""The front door's part in each action: opened with a launch, holding before a stop,
+released once the new server serves (that is the load follower's), failed when it never
+does, and started again when it died.
+
+Each step runs under the profile's lock where it changes the record (the callers hold it);
+none raises for the outside world.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from vramtop.config import parse_door_address
+from vramtop.outcomes import ActionResult, ProgressCallback
+from vramtop.supervisor import door, launch, state
+from vramtop.supervisor.handle import ServerHandle
+from vramtop.supervisor.state import Lifecycle, ServerRecord
+
+log = logging.getLogger(__name__)
+
+
+def internal_port(server: ServerHandle) -> int | None:
+    """With a front door, the loopback port the next launch's vLLM listens on (kept, or a
+    new one when something else holds it now); None without a door."""
+    address = server.profile.front_door
+    if address is None:
+        return None
+    return door.internal_port_for_launch(server.name, parse_door_address(address)[1])
+
+
+def open_for_launch(
+    server: ServerHandle, prev: ServerRecord | None, internal: int
+) -> dict[str, Any] | ActionResult:
+    """Under the lock, before a launch: the profile's door running (the previous record's,
+    when it still runs at the same address; else started), holding new requests until the
+    server serves. The door's fields for the new record, or why nothing can be started."""
+    profile = server.profile
+    address = profile.front_door
+    assert address is not None
+    restarts = prev.door_restarts if prev is not None else 0
+    if prev is not None and prev.front_door == address and door.alive(prev):
+        pid, made = prev.door_pid, prev.door_create_time
+    else:
+        if prev is not None and door.alive(prev):
+            door.stop(prev)  # the profile's door moved: the old address is closed
+        host, port = parse_door_address(address)
+        owner = launch.port_owner(host, port)
+        if owner is not None:
+            return ActionResult(
+                False,
+                f"the front door's port {port} is already in use by {owner}; nothing was started",
+                "stop that program, or give the profile another front_door",
+            )
+        spawned = door.spawn(server.name, address, internal, profile.front_door_hold_s, profile.env)
+        if isinstance(spawned, str):
+            return ActionResult(False, f"{spawned}; nothing was started")
+        pid, made = spawned
+    facts: dict[str, Any] = {
+        "front_door": address,
+        "door_pid": pid,
+        "door_create_time": made,
+        "door_restarts": restarts,
+        "internal_port": internal,
+    }
+    # Requests that arrive while the server loads wait at the door instead of failing.
+    door.hold(ServerRecord(profile=server.name, **facts), 0.0)
+    return facts
+
+
+def close_unwanted(prev: ServerRecord | None) -> None:
+    """A launch without a front door: a door the previous run had is stopped (the profile
+    no longer asks for one)."""
+    if prev is not None and prev.door_pid is not None and door.alive(prev):
+        door.stop(prev)
+
+
+def hold_before_stop(server: ServerHandle, progress: ProgressCallback) -> None:
+    """Before a restart or relaunch stops the server: new requests are held at the door and
+    those in flight are let finish (up to the profile's `drain_s`)."""
+    rec = server.record()
+    if rec is None or rec.front_door is None or not door.alive(rec):
+        return
+    drain_s = server.profile.drain_s
+    progress("holding new requests at the front door")
+    answer = door.hold(rec, drain_s)
+    if answer is not None and not answer.get("drained", True):
+        left = answer.get("in_flight")
+        progress(f"{left} request(s) still running after {drain_s:g} s: stopping anyway")
+
+
+def release_back(server: ServerHandle) -> None:
+    """A stop that failed (the old server still runs): what the door held goes to it."""
+    rec = server.record()
+    if rec is not None and rec.front_door is not None and door.alive(rec):
+        door.release(rec)
+
+
+def after_action(server: ServerHandle, result: ActionResult) -> None:
+    """An action's outcome at the door: a server that serves was released to already (the
+    load follower does that at ready); one that failed to start fails what is held at once
+    (503, never a wait for the hold to time out). One still loading, or an action refused
+    before anything stopped, leaves the door as it is."""
+    if result.ok:
+        return
+    rec = server.record()
+    if rec is None or rec.front_door is None or not door.alive(rec):
+        return
+    if rec.state in (Lifecycle.CRASHED, Lifecycle.STOPPED):
+        door.fail(rec, result.message)
+
+
+def stop_door(server: ServerHandle) -> None:
+    """`vramtop stop`: the door stops first (it lets its requests in flight finish while
+    the server still serves them), and the record forgets it."""
+    rec = server.record()
+    if rec is None or rec.door_pid is None:
+        return
+    door.stop(rec)
+    rec.door_pid = rec.door_create_time = None
+    state.save(rec)
+
+
+def restart_dead(server: ServerHandle) -> bool:
+    """Under the lock: the record's door, found dead, started again at its address with the
+    server behind it as upstream (holding, while that server still loads); True when it was."""
+    rec = server.record()
+    if rec is None or rec.door_pid is None or rec.front_door is None or door.alive(rec):
+        return False
+    if rec.internal_port is None:
+        return False
+    spawned = door.spawn(
+        server.name,
+        rec.front_door,
+        rec.internal_port,
+        server.profile.front_door_hold_s,
+        server.profile.env,
+    )
+    if isinstance(spawned, str):
+        log.warning(
+            "front door of %s died and could not be started again: %s", rec.profile, spawned
+        )
+        return False
+    rec.door_pid, rec.door_create_time = spawned
+    rec.door_restarts += 1
+    state.save(rec)
+    log.warning("front door of %s died; started again (pid %d)", rec.profile, spawned[0])
+    if rec.state in (Lifecycle.LAUNCHING, Lifecycle.STARTING) or (
+        rec.state == Lifecycle.CRASHED and rec.next_restart_at is not None
+    ):
+        door.hold(rec, 0.0)  # the server behind it does not serve yet
+    return True
