@@ -4,11 +4,13 @@ started (and, with --log, the file its output goes to)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import pid, port
 from vramtop.commands.errors import CommandError
+from vramtop.commands.shared_options import Given, Target
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,9 +27,29 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
 
 
+@dataclass(frozen=True)
+class AttachOptions:
+    """`vramtop attach`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    port: int | None = None
+    pid: int | None = None
+    log: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AttachOptions:
+        given = Given(args)
+        return cls(
+            target=Target.from_args(args),
+            port=given.whole("port"),
+            pid=given.whole("pid"),
+            log=given.path("log"),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    def act(args: argparse.Namespace) -> int:
-        if getattr(args, "demo", False):
+    def act(options: AttachOptions) -> int:
+        if options.target.demo:
             from vramtop.machines import demo_world
 
             if not demo_world.world_alive(demo_world.demo_machine()):
@@ -36,15 +58,15 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(
                     "no simulated server is running to attach to (vramtop start --demo starts one)"
                 )
-        t = supervised.target(args, without_profile=True)
-        port = args.port
-        if port is None and args.pid is None:
+        t = supervised.target(options.target, without_profile=True)
+        port = options.port
+        if port is None and options.pid is None:
             port = t.supervisor.profile.port
-        log = args.log
+        log = options.log
         if log is not None:
             log = log.expanduser().absolute()
             if not log.is_file():
-                raise CommandError(f"--log {args.log}: no such file")
-        return supervised.finish(t.supervisor.attach(port=port, pid=args.pid, log=log))
+                raise CommandError(f"--log {options.log}: no such file")
+        return supervised.finish(t.supervisor.attach(port=port, pid=options.pid, log=log))
 
-    return supervised.run_guarded(act, args)
+    return supervised.run_guarded(act, AttachOptions.from_args(args))

@@ -14,6 +14,7 @@ from typing import Any
 
 from vramtop.commands.argtypes import finite_float, model_len, positive_int
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
+from vramtop.commands.calc_options import CalcOptions
 from vramtop.commands.errors import ExitCode
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
@@ -114,52 +115,53 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    options = CalcOptions.from_args(args)
     try:
-        result = calculate(args)
+        result = calculate(options)
     except (CalcError, HeadroomError, ModelConfigError) as error:
         print(f"vramtop calc: {error}", file=sys.stderr)
         return ExitCode.USAGE
-    if getattr(args, "json", False):
+    if options.json:
         print(json.dumps(result, indent=2))
     else:
         print(render_table(result))
     return 0
 
 
-def calculate(args: argparse.Namespace) -> dict[str, Any]:
+def calculate(options: CalcOptions) -> dict[str, Any]:
     """The JSON document: rows per util plus the inverse answers and notes."""
-    log = read_log(args.from_log) if args.from_log else None
+    log = read_log(options.from_log) if options.from_log else None
     if log is not None and log.device == "cpu":
-        return cpu_result(args, log)
-    inputs, notes = build_inputs(args, log)
-    utils = list(args.util or [])
+        return cpu_result(options, log)
+    inputs, notes = build_inputs(options, log)
+    utils = list(options.util)
     for util in utils:
         if not 0 < util <= 1:
             raise CalcError(f"--util {util} is outside (0, 1]")
     if not utils and log is not None and log.util is not None:
         utils = [log.util]
     extra: dict[str, Any] = {}
-    if args.for_headroom_gib is not None:
-        if args.for_headroom_gib < 0:
+    if options.for_headroom_gib is not None:
+        if options.for_headroom_gib < 0:
             raise CalcError("--for-headroom-gib cannot be negative")
-        util = largest_util_for_headroom(inputs, gib(args.for_headroom_gib))
-        extra["for_headroom"] = {"headroom_gib": args.for_headroom_gib, "util": util or None}
+        util = largest_util_for_headroom(inputs, gib(options.for_headroom_gib))
+        extra["for_headroom"] = {"headroom_gib": options.for_headroom_gib, "util": util or None}
         if util > 0:
             utils.append(util)
         else:
             notes.append(
-                f"no budget leaves {args.for_headroom_gib:g} GiB to the desktop of a "
+                f"no budget leaves {options.for_headroom_gib:g} GiB to the desktop of a "
                 f"{inputs.total_bytes / GIB:.2f} GiB card"
             )
-    if args.for_kv_tokens is not None:
-        if args.for_kv_tokens < 1:
+    if options.for_kv_tokens is not None:
+        if options.for_kv_tokens < 1:
             raise CalcError("--for-kv-tokens must be at least 1")
-        token_util = util_for_kv_tokens(inputs, args.for_kv_tokens)
-        extra["for_kv_tokens"] = {"tokens": args.for_kv_tokens, "util": token_util}
+        token_util = util_for_kv_tokens(inputs, options.for_kv_tokens)
+        extra["for_kv_tokens"] = {"tokens": options.for_kv_tokens, "util": token_util}
         if token_util is not None:
             utils.append(token_util)
         else:
-            notes.append(f"even --util 1.0 does not hold {args.for_kv_tokens:,} tokens")
+            notes.append(f"even --util 1.0 does not hold {options.for_kv_tokens:,} tokens")
     if not utils and notes:
         raise CalcError("; ".join(notes))  # what was asked has no answer: say why
     if not utils:
@@ -176,22 +178,22 @@ def calculate(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def cpu_result(args: argparse.Namespace, log: LogRun) -> dict[str, Any]:
+def cpu_result(options: CalcOptions, log: LogRun) -> dict[str, Any]:
     """A CPU server's pool is VLLM_CPU_KVCACHE_SPACE, whatever the budget: each row is the
     pool the log reports."""
     facts = log.facts
-    utils = list(args.util or []) or ([log.util] if log.util is not None else [])
+    utils = list(options.util) or ([log.util] if log.util is not None else [])
     for util in utils:
         if not 0 < util <= 1:
             raise CalcError(f"--util {util} is outside (0, 1]")
     if not utils:
         raise CalcError("give at least one --util")
     if facts.kv_cache_tokens is None:
-        raise CalcError(f"{args.from_log} does not print the CPU KV cache size")
-    total = gib(args.total_gib) if args.total_gib is not None else None
-    block_size, block_note = choose_block_size(args, log)
+        raise CalcError(f"{options.from_log} does not print the CPU KV cache size")
+    total = gib(options.total_gib) if options.total_gib is not None else None
+    block_size, block_note = choose_block_size(options, log)
     tokens = facts.kv_cache_tokens
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "util": util,
             "budget_gib": round(budget_bytes(total, util) / GIB, 4) if total else None,

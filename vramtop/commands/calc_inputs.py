@@ -5,7 +5,6 @@ that says which input is missing or wrong.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import stat
@@ -13,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from vramtop.commands.calc_options import CalcOptions
 from vramtop.core.bounds import MAX_LINE_BYTES, MAX_SMALL_FILE_BYTES, whole_number
 from vramtop.core.budget import (
     GIB,
@@ -30,51 +30,59 @@ class CalcError(Exception):
     """Unusable input; the message is shown as is."""
 
 
-def build_inputs(args: argparse.Namespace, log: LogRun | None) -> tuple[HeadroomInputs, list[str]]:
+def build_inputs(options: CalcOptions, log: LogRun | None) -> tuple[HeadroomInputs, list[str]]:
     notes: list[str] = []
-    for flag in ("total_gib", "weights_gib", "non_torch_gib", "activation_gib", "cudagraph_gib"):
-        value = getattr(args, flag)
+    sizes = {
+        "total-gib": options.total_gib,
+        "weights-gib": options.weights_gib,
+        "non-torch-gib": options.non_torch_gib,
+        "activation-gib": options.activation_gib,
+        "cudagraph-gib": options.cudagraph_gib,
+    }
+    for flag, value in sizes.items():
         if value is not None and value < 0:
-            raise CalcError(f"--{flag.replace('_', '-')} cannot be negative")
-    if args.outside_budget_gib is not None and args.outside_budget_gib < 0:
+            raise CalcError(f"--{flag} cannot be negative")
+    if options.outside_budget_gib is not None and options.outside_budget_gib < 0:
         raise CalcError("--outside-budget-gib cannot be negative")
     facts = log.facts if log is not None else None
-    total = args.total_gib if args.total_gib is not None else None
+    total = options.total_gib if options.total_gib is not None else None
     if total is None and facts is not None:
         total = facts.startup_total_gib
     if not total:
         raise CalcError("the card's total memory is unknown: give --total-gib")
-    outside = gib(args.outside_budget_gib) if args.outside_budget_gib is not None else None
-    block_size, block_note = choose_block_size(args, log)
+    outside = gib(options.outside_budget_gib) if options.outside_budget_gib is not None else None
+    block_size, block_note = choose_block_size(options, log)
     if log is not None:
         notes.append(block_note)
     settings: dict[str, Any] = {
-        "kv_cache_dtype": args.kv_cache_dtype or (log.kv_cache_dtype if log else None) or "auto",
+        "kv_cache_dtype": options.kv_cache_dtype or (log.kv_cache_dtype if log else None) or "auto",
         "block_size": block_size,
-        "max_num_batched_tokens": args.max_num_batched_tokens,
-        "tensor_parallel_size": _tensor_parallel_size(args, log),
-        "enforce_eager": args.enforce_eager or bool(log and log.enforce_eager),
+        "max_num_batched_tokens": options.max_num_batched_tokens,
+        "tensor_parallel_size": _tensor_parallel_size(options, log),
+        "enforce_eager": options.enforce_eager or bool(log and log.enforce_eager),
     }
-    served = args.dtype if args.dtype and args.dtype != "auto" else None
+    served = options.dtype if options.dtype and options.dtype != "auto" else None
     if served is None and log is not None:
         served = log.served_dtype
-    max_model_len = args.max_model_len or (log.max_model_len if log else None)
-    if log is not None and not _has_model_terms(args) and log.pool_known:
-        inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, args)
+    max_model_len = options.max_model_len or (log.max_model_len if log else None)
+    if log is not None and not _has_model_terms(options) and log.pool_known:
+        inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, options)
         notes.append(
             f"calibrated to the pool the log reports at util {inputs.calibrated_util}: bytes per "
             "token from its KV cache size, no model config needed"
         )
     else:
-        inputs = _from_terms(args, log, gib(total), settings, served, max_model_len, outside, notes)
+        inputs = _from_terms(
+            options, log, gib(total), settings, served, max_model_len, outside, notes
+        )
     note = outside_note(outside, log)
     if note:
         notes.append(note)
     overrides: dict[str, Any] = {
-        "weights_bytes": _gib_or_none(args.weights_gib),
-        "non_torch_bytes": _gib_or_none(args.non_torch_gib),
-        "activation_bytes": _gib_or_none(args.activation_gib),
-        "cudagraph_bytes": _gib_or_none(args.cudagraph_gib),
+        "weights_bytes": _gib_or_none(options.weights_gib),
+        "non_torch_bytes": _gib_or_none(options.non_torch_gib),
+        "activation_bytes": _gib_or_none(options.activation_gib),
+        "cudagraph_bytes": _gib_or_none(options.cudagraph_gib),
     }
     # Explicit flags override what the log measured.
     overrides = {k: v for k, v in overrides.items() if v is not None}
@@ -99,12 +107,12 @@ def outside_note(outside: int | None, log: LogRun | None) -> str | None:
     )
 
 
-def _has_model_terms(args: argparse.Namespace) -> bool:
+def _has_model_terms(options: CalcOptions) -> bool:
     """Whether the flags describe the model's layers (then they, not the log's pool, do)."""
-    has_config = args.model_config is not None or (
-        args.model_dir is not None and (args.model_dir / "config.json").is_file()
+    has_config = options.model_config is not None or (
+        options.model_dir is not None and (options.model_dir / "config.json").is_file()
     )
-    return has_config or bool(args.layers and args.kv_heads and args.head_dim)
+    return has_config or bool(options.layers and options.kv_heads and options.head_dim)
 
 
 def _from_pool(
@@ -114,16 +122,16 @@ def _from_pool(
     served: str | None,
     max_model_len: int | None,
     outside: int | None,
-    args: argparse.Namespace,
+    options: CalcOptions,
 ) -> HeadroomInputs:
     facts = log.facts
-    util = log.util if log.util is not None else args.log_util
+    util = log.util if log.util is not None else options.log_util
     if util is None:
         raise CalcError(
             "the log does not say its --gpu-memory-utilization: pass --log-util to read its pool"
         )
-    if args.vllm_version:
-        facts = replace(facts, version=args.vllm_version)
+    if options.vllm_version:
+        facts = replace(facts, version=options.vllm_version)
     assert facts.available_kv_gib is not None and facts.kv_cache_tokens is not None
     inputs = pool_inputs(
         total,
@@ -148,7 +156,7 @@ def _from_pool(
 
 
 def _from_terms(
-    args: argparse.Namespace,
+    options: CalcOptions,
     log: LogRun | None,
     total: int,
     settings: dict[str, Any],
@@ -157,17 +165,17 @@ def _from_terms(
     outside: int | None,
     notes: list[str],
 ) -> HeadroomInputs:
-    arch = _architecture(args, log)
+    arch = _architecture(options, log)
     facts = log.facts if log is not None else None
-    weights, weights_estimated = _weights(args, facts)
+    weights, weights_estimated = _weights(options, facts)
     if facts is not None and log is not None:
-        log_util = log.util or args.log_util
+        log_util = log.util or options.log_util
         if facts.weights_gib is None:
             notes.append("the log has no weights line; weights from the flags")
             facts = replace(facts, weights_gib=weights / GIB)
         facts = replace(facts, requested_util=log_util)
-        if args.vllm_version:
-            facts = replace(facts, version=args.vllm_version)
+        if options.vllm_version:
+            facts = replace(facts, version=options.vllm_version)
         inputs = inputs_from_startup(
             facts, total, arch, max_model_len=max_model_len, outside_budget_bytes=outside,
             **settings,
@@ -185,7 +193,7 @@ def _from_terms(
             weights_bytes=weights,
             outside_budget_bytes=outside,
             max_model_len=max_model_len or 8192,
-            vllm_version=args.vllm_version,
+            vllm_version=options.vllm_version,
             **settings,
         )
     return replace(
@@ -193,18 +201,18 @@ def _from_terms(
     )
 
 
-def _tensor_parallel_size(args: argparse.Namespace, log: LogRun | None) -> int:
-    if args.tensor_parallel_size is not None:
-        return int(args.tensor_parallel_size)  # below 1: the model says so
+def _tensor_parallel_size(options: CalcOptions, log: LogRun | None) -> int:
+    if options.tensor_parallel_size is not None:
+        return int(options.tensor_parallel_size)  # below 1: the model says so
     return (log.tensor_parallel_size if log else None) or 1
 
 
-def choose_block_size(args: argparse.Namespace, log: LogRun | None) -> tuple[int, str]:
+def choose_block_size(options: CalcOptions, log: LogRun | None) -> tuple[int, str]:
     """The block size and where it came from, in words."""
-    if args.block_size is not None:
-        if args.block_size < 1:
+    if options.block_size is not None:
+        if options.block_size < 1:
             raise CalcError("--block-size must be at least 1")
-        return args.block_size, f"block size {args.block_size} (--block-size)"
+        return options.block_size, f"block size {options.block_size} (--block-size)"
     if log is not None and log.block_size is not None:
         return log.block_size, f"block size {log.block_size} (the log's settings)"
     device = log.device if log is not None else "gpu"
@@ -216,44 +224,50 @@ def _gib_or_none(value: float | None) -> int | None:
     return gib(value) if value is not None else None
 
 
-def _architecture(args: argparse.Namespace, log: LogRun | None = None) -> Architecture:
+def _architecture(options: CalcOptions, log: LogRun | None = None) -> Architecture:
     config: dict[str, Any] | None = None
-    path = args.model_config
-    if path is None and args.model_dir is not None and (args.model_dir / "config.json").is_file():
-        path = args.model_dir / "config.json"
+    path = options.model_config
+    if (
+        path is None
+        and options.model_dir is not None
+        and (options.model_dir / "config.json").is_file()
+    ):
+        path = options.model_dir / "config.json"
     if path is not None:
         config = _read_json(path)
         arch = architecture_from_config(config)
-    elif args.layers and args.kv_heads and args.head_dim:
+    elif options.layers and options.kv_heads and options.head_dim:
         arch = Architecture(
-            full_attention_layers=args.layers, kv_heads=args.kv_heads, head_dim=args.head_dim
+            full_attention_layers=options.layers,
+            kv_heads=options.kv_heads,
+            head_dim=options.head_dim,
         )
     else:
         why = " (the log does not print its KV pool in GiB and tokens)" if log else ""
         raise CalcError(
             f"give --model-config config.json, or --layers, --kv-heads and --head-dim{why}"
         )
-    if (args.layers is not None and args.layers < 1) or (
-        args.kv_heads is not None and args.kv_heads < 1
+    if (options.layers is not None and options.layers < 1) or (
+        options.kv_heads is not None and options.kv_heads < 1
     ):
         raise CalcError("--layers and --kv-heads must be at least 1")
     changes: dict[str, Any] = {}
-    if args.vocab_size:
-        changes["vocab_size"] = args.vocab_size
-    if args.dtype and args.dtype != "auto":
-        changes["dtype"] = args.dtype
+    if options.vocab_size:
+        changes["vocab_size"] = options.vocab_size
+    if options.dtype and options.dtype != "auto":
+        changes["dtype"] = options.dtype
     return replace(arch, **changes)
 
 
-def _weights(args: argparse.Namespace, facts: StartupFacts | None) -> tuple[int, bool]:
+def _weights(options: CalcOptions, facts: StartupFacts | None) -> tuple[int, bool]:
     """(bytes per GPU, estimated?) from the flag, the log, or the checkpoint's files."""
-    if args.weights_gib is not None:
-        return gib(args.weights_gib), False
+    if options.weights_gib is not None:
+        return gib(options.weights_gib), False
     if facts is not None and facts.weights_gib is not None:
         return gib(facts.weights_gib), False
-    if args.model_dir is not None:
-        tp = args.tensor_parallel_size if args.tensor_parallel_size is not None else 1
-        return checkpoint_bytes(args.model_dir) // max(1, tp), True
+    if options.model_dir is not None:
+        tp = options.tensor_parallel_size if options.tensor_parallel_size is not None else 1
+        return checkpoint_bytes(options.model_dir) // max(1, tp), True
     if facts is not None:
         raise CalcError("the weights are unknown (the log has no weights line): give --weights-gib")
     raise CalcError("the weights are unknown: give --weights-gib, --model-dir or --from-log")

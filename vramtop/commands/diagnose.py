@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vramtop.commands.shared_options import Given
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.findings import Finding, Remedy
@@ -64,13 +66,30 @@ def diagnose_file(path: str | Path) -> list[Finding]:
     return findings
 
 
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """`vramtop diagnose`'s options (see commands/shared_options.py)."""
+
+    file: Path
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DiagnoseOptions:
+        given = Given(args)
+        file = given.path("file")
+        if file is None:
+            raise TypeError("vramtop diagnose: no FILE in the parsed arguments")
+        return cls(file=file, json=given.flag("json"))
+
+
 def run(args: argparse.Namespace) -> int:
+    options = DiagnoseOptions.from_args(args)
     try:
-        findings = diagnose_file(args.file)
+        findings = diagnose_file(options.file)
     except SessionError as e:
         print(f"vramtop diagnose: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
-    if getattr(args, "json", False):
+    if options.json:
         print(json.dumps({"findings": [f.to_json() for f in findings]}, indent=2))
     else:
         print(render_text(findings))

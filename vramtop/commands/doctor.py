@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
+from vramtop.commands.shared_options import Given, Target
 from vramtop.machines.setup_checks import Facts, render, run_checks, wait_for_windows
 
 WINDOWS_WAIT_S = 15.0
@@ -31,14 +33,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
 
 
+@dataclass(frozen=True)
+class DoctorOptions:
+    """`vramtop doctor`'s options (see commands/shared_options.py): of the `Target`, the
+    profile, the URL, the API key variable and whether Windows' counters are tried."""
+
+    target: Target
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DoctorOptions:
+        return cls(target=Target.from_args(args), json=Given(args).flag("json"))
+
+
 def run(args: argparse.Namespace) -> int:
-    facts = gather(args)
+    options = DoctorOptions.from_args(args)
+    facts = gather(options.target)
     code, report = run_checks(facts)
-    print(json.dumps(report, indent=2) if getattr(args, "json", False) else render(report))
+    print(json.dumps(report, indent=2) if options.json else render(report))
     return code
 
 
-def gather(args: argparse.Namespace) -> Facts:
+def gather(target: Target) -> Facts:
     from vramtop.settings import ConfigError, load_settings
     from vramtop.sources.amd import AmdProbe, amd_cards
     from vramtop.sources.host import is_wsl
@@ -63,8 +79,8 @@ def gather(args: argparse.Namespace) -> Facts:
             amd.close()
         facts.amdsmi_error, facts.fdinfo_denied = amd.amdsmi_error, amd.denied_pids
     if facts.wsl:
-        _windows(facts, windows=not getattr(args, "no_windows", False))
-    _server(facts, args)
+        _windows(facts, windows=target.windows)
+    _server(facts, target)
     return facts
 
 
@@ -87,7 +103,7 @@ def _windows(facts: Facts, *, windows: bool) -> None:
     facts.windows_vm = reading.wsl_vm.name if reading.wsl_vm is not None else None
 
 
-def _server(facts: Facts, args: argparse.Namespace) -> None:
+def _server(facts: Facts, target: Target) -> None:
     from vramtop import locations
     from vramtop.config import ConfigError
     from vramtop.machines.live_machine import DEFAULT_URL, api_key_from
@@ -97,7 +113,7 @@ def _server(facts: Facts, args: argparse.Namespace) -> None:
 
     profile = None
     try:
-        name = getattr(args, "profile", None)
+        name = target.profile
         profile = load_profile(name) if name else load_default_profile()
     except ConfigError as exc:
         facts.profile_error = str(exc)
@@ -107,8 +123,8 @@ def _server(facts: Facts, args: argparse.Namespace) -> None:
         from vramtop.supervisor.launch import launch_problem
 
         facts.launch_problem = launch_problem(profile)
-    facts.url = getattr(args, "url", None) or (profile.url if profile else DEFAULT_URL)
-    scraper = Scraper(facts.url, api_key=api_key_from(profile, getattr(args, "api_key_env", None)))
+    facts.url = target.url or (profile.url if profile else DEFAULT_URL)
+    scraper = Scraper(facts.url, api_key=api_key_from(profile, target.api_key_env))
     try:
         facts.server = scraper.read_sync()
     finally:

@@ -6,11 +6,13 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import count_or_zero
 from vramtop.commands.errors import CommandError
+from vramtop.commands.shared_options import Given, Target
 from vramtop.core.secrets import mask_line
 
 
@@ -23,16 +25,35 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
 
 
+@dataclass(frozen=True)
+class LogsOptions:
+    """`vramtop logs`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    follow: bool = False
+    lines: int = 50
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LogsOptions:
+        given = Given(args)
+        lines = given.whole("lines")
+        return cls(
+            target=Target.from_args(args),
+            follow=given.flag("follow"),
+            lines=50 if lines is None else lines,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    def act(args: argparse.Namespace) -> int:
+    def act(options: LogsOptions) -> int:
         path: Path | None
-        if getattr(args, "demo", False):
+        if options.target.demo:
             from vramtop.machines import demo_world
             from vramtop.supervisor import state
 
             path = state.log_path(demo_world.DEMO_PROFILE)
         else:
-            path = supervised.target(args, without_profile=True).supervisor.log_path
+            path = supervised.target(options.target, without_profile=True).supervisor.log_path
         if path is None:
             raise CommandError(
                 "this server was started outside vramtop and its output goes elsewhere (a "
@@ -40,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
             )
         if not path.exists():
             raise CommandError(f"no log yet ({path}); start the server first")
-        for line in tail(path, args.lines):
+        for line in tail(path, options.lines):
             print(mask_line(line))  # the file is the server's; what vramtop shows is masked
         sys.stdout.flush()
-        if args.follow:
+        if options.follow:
             follow(path)
         return 0
 
-    return supervised.run_guarded(act, args)
+    return supervised.run_guarded(act, LogsOptions.from_args(args))
 
 
 # The most of the log's end `tail` reads, whatever -n asks: lines beyond are in the file.

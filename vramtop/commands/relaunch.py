@@ -8,10 +8,12 @@ import argparse
 import logging
 import re
 import sys
+from dataclasses import dataclass
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import kv_cache_dtype, model_len
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.shared_options import Given, Target
 from vramtop.core.headroom.startup_checks import round_model_len
 from vramtop.outcomes import ActionResult, RelaunchPrecheck
 from vramtop.sources.probes import GpuProbe
@@ -52,7 +54,33 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     supervised.add_wait_options(p)
 
 
-def _precheck(t: supervised.Target, args: argparse.Namespace) -> RelaunchPrecheck | None:
+@dataclass(frozen=True)
+class RelaunchOptions:
+    """`vramtop relaunch`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    wait: supervised.WaitOptions
+    budget: float | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+    save: bool = False
+    no_check: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RelaunchOptions:
+        given = Given(args)
+        return cls(
+            target=Target.from_args(args),
+            wait=supervised.WaitOptions.from_args(args),
+            budget=given.number("budget"),
+            max_model_len=given.whole("max_model_len"),
+            kv_cache_dtype=given.text("kv_cache_dtype"),
+            save=given.flag("save"),
+            no_check=given.flag("no_check"),
+        )
+
+
+def _precheck(t: supervised.Supervised, options: RelaunchOptions) -> RelaunchPrecheck | None:
     """vLLM's startup checks against one reading of the machine now (the card, the desktop's
     share, the server's pool); None where the machine cannot be read: vLLM checks anyway."""
     from vramtop.core.diagnosis.desktop import DesktopWatch
@@ -67,7 +95,7 @@ def _precheck(t: supervised.Target, args: argparse.Namespace) -> RelaunchPrechec
         if t.demo:
             from vramtop.machines.demo_world import demo_machine
 
-            probe = demo_machine(wsl=bool(getattr(args, "wsl", False))).probe()
+            probe = demo_machine(wsl=options.target.wsl).probe()
         else:
             from vramtop.sources.probes import configured_probe
 
@@ -96,39 +124,40 @@ def _precheck(t: supervised.Target, args: argparse.Namespace) -> RelaunchPrechec
 _ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
 
 
-def _hint(result: ActionResult, args: argparse.Namespace) -> None:
+def _hint(result: ActionResult, budget: float | None) -> None:
     """Where vLLM named the longest ceiling that fits, the command that relaunches with it."""
     found = _ESTIMATE.search(result.message)
-    if found is None or args.budget is None:
+    if found is None or budget is None:
         return
     fits = round_model_len(int(found.group(1)))
     print(
-        f"vramtop: --max-model-len {fits} fits at {args.budget:g}: "
-        f"vramtop relaunch --budget {args.budget:g} --max-model-len {fits}",
+        f"vramtop: --max-model-len {fits} fits at {budget:g}: "
+        f"vramtop relaunch --budget {budget:g} --max-model-len {fits}",
         file=sys.stderr,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    def act(args: argparse.Namespace) -> int:
-        if args.budget is None and args.max_model_len is None and args.kv_cache_dtype is None:
+    def act(options: RelaunchOptions) -> int:
+        changes = (options.budget, options.max_model_len, options.kv_cache_dtype)
+        if all(change is None for change in changes):
             raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
-        t = supervised.target(args)
-        precheck = None if args.no_check else _precheck(t, args)
-        with supervised.said_if_left_loading(t.supervisor, args):
+        t = supervised.target(options.target)
+        precheck = None if options.no_check else _precheck(t, options)
+        with supervised.said_if_left_loading(t.supervisor, demo=options.target.demo):
             result = t.supervisor.relaunch(
-                util=args.budget,
-                max_model_len=args.max_model_len,
-                kv_cache_dtype=args.kv_cache_dtype,
-                save=args.save and not t.demo,
-                progress=supervised.progress_printer(args.quiet),
-                timeout_s=args.timeout,
+                util=options.budget,
+                max_model_len=options.max_model_len,
+                kv_cache_dtype=options.kv_cache_dtype,
+                save=options.save and not t.demo,
+                progress=supervised.progress_printer(options.wait.quiet),
+                timeout_s=options.wait.timeout,
                 precheck=precheck,
             )
         code = supervised.finish(result)
         if not result.ok:
-            _hint(result, args)
+            _hint(result, options.budget)
         # Not a plain failure: a server serves, with the flags it had before.
         return ExitCode.ROLLED_BACK if result.rolled_back else code
 
-    return supervised.run_guarded(act, args)
+    return supervised.run_guarded(act, RelaunchOptions.from_args(args))

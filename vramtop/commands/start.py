@@ -13,4 +13,4 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    return supervised.run_launch(args, "start")
+    return supervised.run_launch(args, supervised.Launch.START)

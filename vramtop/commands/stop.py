@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from vramtop.commands import supervised
+from vramtop.commands.shared_options import Given, Target
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,23 +16,37 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
+@dataclass(frozen=True)
+class StopOptions:
+    """`vramtop stop`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    all: bool = False
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> StopOptions:
+        given = Given(args)
+        return cls(target=Target.from_args(args), all=given.flag("all"), quiet=given.flag("quiet"))
+
+
 def run(args: argparse.Namespace) -> int:
-    def act(args: argparse.Namespace) -> int:
-        if getattr(args, "demo", False):
+    def act(options: StopOptions) -> int:
+        if options.target.demo:
             from vramtop.machines import demo_world
 
             if not demo_world.world_alive(demo_world.demo_machine()):
                 print("not running")
                 return 0
-        t = supervised.target(args, without_profile=True)
+        t = supervised.target(options.target, without_profile=True)
         code = supervised.finish(
-            t.supervisor.stop(progress=supervised.progress_printer(args.quiet))
+            t.supervisor.stop(progress=supervised.progress_printer(options.quiet))
         )
-        if code == 0 and t.demo and args.all:
+        if code == 0 and t.demo and options.all:
             from vramtop.machines import demo_world
 
             demo_world.stop_demo_world()
             print("simulated machine stopped")
         return code
 
-    return supervised.run_guarded(act, args)
+    return supervised.run_guarded(act, StopOptions.from_args(args))

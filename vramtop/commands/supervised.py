@@ -8,31 +8,72 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
 
 import psutil
 
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
 from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
 
 PLACEHOLDER = "default"
+# A command's options (`run_guarded` hands them to its action).
+Options = TypeVar("Options")
+
+
+class Launch(StrEnum):
+    """The two actions `run_launch` does: the same call on the Supervisor, by name."""
+
+    START = "start"
+    RESTART = "restart"
 
 
 @dataclass
-class Target:
+class Supervised:
     supervisor: Supervisor
     demo: bool
     placeholder: bool = False  # no profile: the stand-in for an adopted server (`default`)
 
 
+@dataclass(frozen=True)
+class WaitOptions:
+    """What start, restart and relaunch share (`add_wait_options`)."""
+
+    timeout: float = 900.0
+    quiet: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> WaitOptions:
+        given = Given(args)
+        timeout = given.number("timeout")
+        return cls(timeout=900.0 if timeout is None else timeout, quiet=given.flag("quiet"))
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """`vramtop start`'s and `vramtop restart`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    wait: WaitOptions
+    no_wait: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LaunchOptions:
+        return cls(
+            target=Target.from_args(args),
+            wait=WaitOptions.from_args(args),
+            no_wait=Given(args).flag("no_wait"),
+        )
+
+
 def add_common(parser: argparse.ArgumentParser, *, json: bool = False) -> None:
     """--demo and --profile; --json only where the command prints JSON (status)."""
-    from vramtop.commands.shared_options import add_shared_options
-
     add_shared_options(parser, "demo", "profile", *(("json",) if json else ()))
 
 
@@ -56,24 +97,31 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     add_wait_options(parser)
 
 
-def run_launch(args: argparse.Namespace, action: str) -> int:
-    """`vramtop start` / `vramtop restart`: the same call on the Supervisor, by name."""
+def run_launch(args: argparse.Namespace, action: Launch) -> int:
+    """`vramtop start` / `vramtop restart`: the same call on the Supervisor."""
+    options = LaunchOptions.from_args(args)
 
-    def act(args: argparse.Namespace) -> int:
-        supervisor = target(args).supervisor
-        with said_if_left_loading(supervisor, args):
-            result = getattr(supervisor, action)(
-                progress=progress_printer(args.quiet),
-                wait_ready=not args.no_wait,
-                timeout_s=args.timeout,
-            )
+    def act(options: LaunchOptions) -> int:
+        supervisor = target(options.target).supervisor
+        progress = progress_printer(options.wait.quiet)
+        wait_ready, timeout_s = not options.no_wait, options.wait.timeout
+        with said_if_left_loading(supervisor, demo=options.target.demo):
+            match action:
+                case Launch.START:
+                    result = supervisor.start(
+                        progress=progress, wait_ready=wait_ready, timeout_s=timeout_s
+                    )
+                case Launch.RESTART:
+                    result = supervisor.restart(
+                        progress=progress, wait_ready=wait_ready, timeout_s=timeout_s
+                    )
         return finish(result)
 
-    return run_guarded(act, args)
+    return run_guarded(act, options)
 
 
 @contextmanager
-def said_if_left_loading(supervisor: Supervisor, args: argparse.Namespace) -> Iterator[None]:
+def said_if_left_loading(supervisor: Supervisor, *, demo: bool) -> Iterator[None]:
     """Ctrl+C while a start waits for its server: the server is not stopped (it outlives
     vramtop), so say that it goes on loading, and how to follow or end it."""
     try:
@@ -84,32 +132,32 @@ def said_if_left_loading(supervisor: Supervisor, args: argparse.Namespace) -> It
             # Launched, not only about to be: a Ctrl+C before the process exists ends the start.
             launched = info.pid is not None and psutil.pid_exists(info.pid)
             if launched and info.state.value in ("starting", "running"):
-                demo = " --demo" if getattr(args, "demo", False) else ""
+                shown = " --demo" if demo else ""
                 print(
                     f"vramtop: interrupted; the server (pid {info.pid}) goes on loading: "
-                    f"`vramtop status{demo}` follows it, `vramtop stop{demo}` ends it",
+                    f"`vramtop status{shown}` follows it, `vramtop stop{shown}` ends it",
                     file=sys.stderr,
                 )
         raise
 
 
-def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
+def target(chosen: Target, without_profile: bool = False) -> Supervised:
     """The Supervisor the command acts on: the demo's, or the named (or default) profile's.
 
     `without_profile`: with no profile named and none configured, act on the server recorded
     under the name "default" (an adopted server needs no profile)."""
-    if getattr(args, "demo", False):
+    if chosen.demo:
         from vramtop.machines import demo_world
 
         try:
-            machine = demo_world.ensure_demo_world(wsl=bool(getattr(args, "wsl", False)))
+            machine = demo_world.ensure_demo_world(wsl=chosen.wsl)
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine did not start: {exc}") from None
         profile = demo_world.demo_profile(machine)
-        return Target(
+        return Supervised(
             Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
-    name = getattr(args, "profile", None)
+    name = chosen.profile
     placeholder = False
     try:
         profile = load_profile(name)
@@ -117,7 +165,9 @@ def target(args: argparse.Namespace, without_profile: bool = False) -> Target:
         if not without_profile or name is not None or _default_named():
             raise
         profile, placeholder = _placeholder_profile(), True
-    return Target(Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder)
+    return Supervised(
+        Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder
+    )
 
 
 def load_profile(name: str | None) -> config.Profile:
@@ -178,10 +228,10 @@ def finish(result: ActionResult) -> int:
     return ExitCode.USAGE
 
 
-def run_guarded(action: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run `action(args)`, turning a CommandError into one line on stderr."""
+def run_guarded(action: Callable[[Options], int], options: Options) -> int:
+    """Run `action(options)`, turning a CommandError into one line on stderr."""
     try:
-        return action(args)
+        return action(options)
     except CommandError as exc:
         print(f"vramtop: {exc}", file=sys.stderr)
         return ExitCode.USAGE
