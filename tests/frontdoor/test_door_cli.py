@@ -1,0 +1,82 @@
+"""Bad arguments to the door are a message and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramtop.sim.machine import free_port
+
+
+def door(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vramtop.frontdoor", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def token_file(tmp_path: Path, mode: int, text: str = "tok") -> Path:
+    path = tmp_path / "door.token"
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--listen", "8000"], "is not HOST:PORT"),
+        (["--listen", "127.0.0.1:http"], "is not a number"),
+        (["--listen", "127.0.0.1:70000"], "1-65535"),
+        (["--listen", "127.0.0.1:8000", "--upstream", "127.0.0.1:8001"], "http://HOST:PORT"),
+        (["--listen", "127.0.0.1:8000", "--upstream", "http://127.0.0.1:8001/v1"], "no path"),
+        (["--listen", "127.0.0.1:8000", "--upstream", "http://u:p@127.0.0.1:1"], "nothing else"),
+        (["--listen", "127.0.0.1:8000", "--hold-s", "0"], "more than 0"),
+        (["--listen", "127.0.0.1:8000", "--hold-s", "nan"], "more than 0"),
+        (["--listen", "127.0.0.1:8000", "--hold-s", "ten"], "not a number"),
+        ([], "--listen"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(args: list[str], words: str) -> None:
+    done = door(*args)
+    assert done.returncode == 2
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    shared = token_file(tmp_path, 0o644)
+    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(shared))
+    assert done.returncode == 2 and "chmod 600" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "link"])
+def test_an_unusable_token_file_is_refused(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "door.token"
+    if case == "empty":
+        token_file(tmp_path, 0o600, "  \n")
+    elif case == "link":
+        os.symlink(token_file(tmp_path, 0o600).rename(tmp_path / "real"), path)
+    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(path))
+    assert done.returncode == 2 and "token file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_address_in_use_is_said_as_such() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = door("--listen", f"127.0.0.1:{port}", "--upstream", "http://127.0.0.1:9")
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
