@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 
+from vramtop.core.card_activity import activity_line
 from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
 from vramtop.tui.format import gib
 from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel, Wrapped
@@ -20,8 +21,9 @@ UNIFIED_TITLE = "unified memory (shared with the system)"
 
 
 class VramSplitPanel(TextPanel):
-    """Rows: the bar, the figures, the budget, the top processes (or how the split was
-    made), and on WSL2 what Windows says."""
+    """Rows: the bar, the figures, the budget, what the card says it does (PCIe, GPU and
+    memory utilisation, where the driver gives them), the top processes (or how the split
+    was made), and on WSL2 what Windows says."""
 
     _shown_for: tuple[object, ...] | None = None
 
@@ -74,8 +76,11 @@ class VramSplitPanel(TextPanel):
                 VramBar(split),
                 figures,
                 _budget_line(split, info, util),
-                Detail(_detail_line(gpu, split).stylize_before(MUTED)),
             ]
+            activity = activity_line(gpu.devices[0])
+            if activity is not None:  # nothing where the card gives none of its figures
+                rows.append(Content(activity))
+            rows.append(Detail(_detail_line(gpu, split).stylize_before(MUTED)))
             if split.server_gtt_bytes is not None:
                 rows.append(_gtt_line(gpu, split).stylize_before(MUTED))
         if windows is not None:
