@@ -20,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from vramtop.commands.errors import ExitCode
+from vramtop.outcomes import ExitCode
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "supervisor" / "fake_vllm.py"
 

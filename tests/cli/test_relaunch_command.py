@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vramtop.commands.errors import ExitCode
+from vramtop.outcomes import ExitCode
 
 
 def run_vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,6 @@ from typing import Any
 from vramtop.commands.argtypes import finite_float, model_len, positive_int
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
 from vramtop.commands.calc_options import CalcOptions
-from vramtop.commands.errors import ExitCode
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
     GIB,
@@ -33,6 +32,7 @@ from vramtop.core.headroom.model import (
 from vramtop.core.headroom.model_config import ModelConfigError
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.vllm.log_run import LogRun
+from vramtop.outcomes import ExitCode
 
 EPILOG = """\
 examples:

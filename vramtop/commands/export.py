@@ -18,8 +18,9 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import interval_seconds
-from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
+from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ from typing import Any
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
-from vramtop.commands.errors import ExitCode
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.config import ConfigError
 from vramtop.core.launch.lint import GIB, lint_launch
+from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
 
 EXIT_WARNINGS = 1

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vramtop import files
-from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.model import GIB, Sample
+from vramtop.outcomes import ExitCode
 from vramtop.settings import MIN_INTERVAL_S, interval_problem
 
 if TYPE_CHECKING:

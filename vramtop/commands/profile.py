@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from vramtop import config, profiles
-from vramtop.commands.errors import ExitCode
 from vramtop.config import ConfigError
+from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vramtop.commands.argtypes import finite_float
-from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.machines.interface import Frame
+from vramtop.outcomes import ExitCode
 from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter
 

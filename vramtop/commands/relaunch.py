@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import kv_cache_dtype, model_len
-from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.headroom.startup_checks import round_model_len
-from vramtop.outcomes import ActionResult, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ExitCode, RelaunchPrecheck
 from vramtop.sources.probes import GpuProbe
 
 log = logging.getLogger(__name__)

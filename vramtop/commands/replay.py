@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.argtypes import finite_float
-from vramtop.commands.errors import ExitCode
+from vramtop.outcomes import ExitCode
 
 
 def add_parser(subparsers: Any) -> None:

@@ -15,9 +15,9 @@ import psutil
 
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
-from vramtop.commands.errors import CommandError, ExitCode
+from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
-from vramtop.outcomes import ActionResult, ProgressCallback
+from vramtop.outcomes import ActionResult, ExitCode, ProgressCallback
 from vramtop.settings import load_settings
 from vramtop.supervisor.service import MemoryReleased, Supervisor
 from vramtop.supervisor.stopping import memory_released_on
