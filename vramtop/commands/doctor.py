@@ -80,6 +80,9 @@ def gather(target: Target) -> Facts:
         facts.amdsmi_error, facts.fdinfo_denied = amd.amdsmi_error, amd.denied_pids
     if facts.wsl:
         _windows(facts, windows=target.windows)
+        from vramtop.sources.dxg_kmsg import kmsg_problem
+
+        facts.kernel_log_problem = kmsg_problem()  # dxgkrnl's residency failures
     _server(facts, target)
     return facts
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
 from vramtop.outcomes import ExitCode
+from vramtop.sources.dxg_kmsg import ALLOW_HINT
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -62,6 +63,8 @@ class Facts:
     server: ServerReading | None = None
     log_path: Path | None = None
     private_paths: list[Path] = field(default_factory=list)
+    # WSL2: why the kernel's log (its residency-failure lines) cannot be read; None: it can.
+    kernel_log_problem: str | None = None
 
 
 def _gib(n: int) -> str:
@@ -130,6 +133,57 @@ def gpu_checks(f: Facts) -> list[Check]:
             else ""
         )
         checks.append(Check("unified_memory", "skip", f"dedicated VRAM{gtt}"))
+    return checks
+
+
+def card_checks(f: Facts) -> list[Check]:
+    """What the card says it does (NVML's PCIe throughput and utilisation), and on WSL2
+    whether the kernel's residency failures can be read."""
+    checks = []
+    d = f.reading.devices[0] if f.reading.available else None
+    if d is None:
+        checks.append(Check("card_counters", "skip", "no GPU reading"))
+    else:
+        known = [
+            name
+            for name, value in (
+                ("PCIe throughput", d.pcie_rx_bytes_per_s),
+                ("GPU utilisation", d.gpu_util),
+                ("memory utilisation", d.memory_util),
+            )
+            if value is not None
+        ]
+        if known:
+            checks.append(Check("card_counters", "ok", "the card gives " + ", ".join(known)))
+        else:
+            checks.append(
+                Check(
+                    "card_counters",
+                    "skip",
+                    f"{f.reading.source} gives no PCIe throughput or utilisation here: a spill "
+                    "is told by the memory alone",
+                )
+            )
+    if not f.wsl:
+        checks.append(Check("kernel_log", "skip", "not WSL2: dxgkrnl's lines are WSL2's"))
+    elif f.kernel_log_problem is not None:
+        checks.append(
+            Check(
+                "kernel_log",
+                "warn",
+                f"{f.kernel_log_problem}: dxgkrnl's residency failures "
+                "(dxgkio_make_resident: Ioctl failed: -12) are not counted",
+                ALLOW_HINT,
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "kernel_log",
+                "ok",
+                "the kernel's log is readable: dxgkrnl's residency failures are counted",
+            )
+        )
     return checks
 
 
@@ -307,7 +361,13 @@ def verdict(f: Facts, checks: list[Check]) -> tuple[int, str]:
 
 
 def run_checks(f: Facts) -> tuple[int, dict[str, Any]]:
-    checks = [*gpu_checks(f), *host_checks(f), *amd_checks(f), *server_checks(f)]
+    checks = [
+        *gpu_checks(f),
+        *host_checks(f),
+        *card_checks(f),
+        *amd_checks(f),
+        *server_checks(f),
+    ]
     code, split = verdict(f, checks)
     return code, {"split": split, "exit_code": code, "checks": [asdict(c) for c in checks]}
 
