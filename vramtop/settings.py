@@ -127,7 +127,7 @@ def keys_problem(keys: dict[str, str]) -> str | None:
     remapping is laid over the defaults (`relaunch = "q"` took Quit away)."""
     if not keys:
         return None
-    from vramtop.tui.keys import DEFAULT_KEYS  # a plain table: no Textual
+    from vramtop.core.keymap import DEFAULT_KEYS
 
     unknown = sorted(set(keys) - set(DEFAULT_KEYS))
     if unknown:

@@ -1,4 +1,5 @@
-"""The console's keys: one table drives the bindings, the footer, the palette and the help.
+"""The console's keys: one table (vramtop/core/keymap.py, below the settings that check a
+remapping against it) drives the bindings, the footer, the palette and the help.
 
 A person may move any of them (`[keys]` in the settings); what the console says about a key
 (the banner, the status line, the help) names it as the keymap has it (`VramtopApp.key_of`).
@@ -6,91 +7,10 @@ A person may move any of them (`[keys]` in the settings); what the console says 
 
 from __future__ import annotations
 
-# (binding id, key, action, footer label, palette title, help text)
-ACTIONS: list[tuple[str, str, str, str, str, str]] = [
-    (
-        "restart",
-        "r",
-        "restart",
-        "Restart",
-        "Restart vLLM",
-        "restart now (asks once if requests are running)",
-    ),
-    (
-        "relaunch",
-        "b",
-        "relaunch",
-        "Budget",
-        "Relaunch with another budget",
-        "relaunch with another budget",
-    ),
-    (
-        "start_stop",
-        "s",
-        "start_stop",
-        "Start/stop",
-        "Start or stop vLLM",
-        "start the server, or stop it",
-    ),
-    (
-        "headroom",
-        "c",
-        "headroom",
-        "Headroom",
-        "Headroom calculator",
-        "what-if: budget vs desktop headroom and KV pool",
-    ),
-    (
-        "timeline",
-        "e",
-        "timeline",
-        "Events",
-        "Event timeline",
-        "starts, restarts, relaunches, findings",
-    ),
-    (
-        "details",
-        "d",
-        "toggle_details",
-        "Details",
-        "Show or hide the finding's details",
-        "show or hide the open finding's evidence ladder",
-    ),
-    (
-        "focus_log",
-        "l",
-        "focus_log",
-        "Log",
-        "Focus the server log",
-        "move to the server log (scroll with arrows)",
-    ),
-    (
-        "search_log",
-        "slash",
-        "search_log",
-        "Search",
-        "Search the server log",
-        "filter the server log",
-    ),
-    (
-        "toggle_call",
-        "v",
-        "toggle_call",
-        "Call",
-        "Start or end a simulated call",
-        "demo: start or end a simulated video call",
-    ),
-    ("cycle_theme", "t", "cycle_theme", "Theme", "Next theme", "cycle through the themes"),
-    ("help", "question_mark", "help", "Help", "Help: keys", "this help"),
-    (
-        "quit",
-        "q",
-        "quit_console",
-        "Quit",
-        "Quit vramtop",
-        "quit (asks whether to leave vLLM running)",
-    ),
-]
+from vramtop.core.keymap import ACTIONS, DEFAULT_KEYS
+
+__all__ = ["ACTIONS", "DEFAULT_KEYS", "FOOTER_HIDDEN", "KEY_DISPLAY", "LAUNCHED", "UNDER_WAY"]
+
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
 # What the status line says as an action begins, until its first step is known.
@@ -101,6 +21,5 @@ UNDER_WAY = {
     "relaunch": "relaunching",
 }
 KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
-DEFAULT_KEYS = {binding_id: key for binding_id, key, *_rest in ACTIONS}
 # d (details) is offered by the banner itself, the only time it does anything.
 FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log", "details"}
