@@ -78,7 +78,6 @@ def test_start_and_restart_without_a_profile_say_how_to_get_one(
 
 
 def test_status_prints_the_command_shell_quoted(capsys: pytest.CaptureFixture[str]) -> None:
-    import argparse
     import shlex
 
     from vramtop.commands.status import _print
@@ -87,7 +86,6 @@ def test_status_prints_the_command_shell_quoted(capsys: pytest.CaptureFixture[st
         "vllm", "serve", "m", "--override-generation-config", '{"temperature": 0.6}',
         "--kv-cache-dtype", "fp8; rm -rf /",
     ]  # fmt: skip
-    args = argparse.Namespace(json=False)
-    _print(args, {"profile": "p", "state": "stopped", "argv": argv})
+    _print(False, {"profile": "p", "state": "stopped", "argv": argv})
     line = next(x for x in capsys.readouterr().out.splitlines() if "command:" in x)
     assert shlex.split(line.split("command: ", 1)[1]) == argv  # copy-paste safe

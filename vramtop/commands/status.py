@@ -6,10 +6,11 @@ import argparse
 import json
 import shlex
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
+from vramtop.commands.shared_options import Given, Target
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 
@@ -25,14 +26,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     supervised.add_common(p, json=True)
 
 
+@dataclass(frozen=True)
+class StatusOptions:
+    """`vramtop status`'s options (see commands/shared_options.py)."""
+
+    target: Target
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> StatusOptions:
+        return cls(target=Target.from_args(args), json=Given(args).flag("json"))
+
+
 def run(args: argparse.Namespace) -> int:
-    def act(args: argparse.Namespace) -> int:
-        if getattr(args, "demo", False):
+    def act(options: StatusOptions) -> int:
+        if options.target.demo:
             from vramtop.machines import demo_world
 
             if not demo_world.world_alive(demo_world.demo_machine()):
-                return _print(args, {"state": "stopped", "profile": demo_world.DEMO_PROFILE})
-        t = supervised.target(args, without_profile=True)
+                return _print(
+                    options.json, {"state": "stopped", "profile": demo_world.DEMO_PROFILE}
+                )
+        t = supervised.target(options.target, without_profile=True)
         info = t.supervisor.housekeeping()
         rec = state.load(t.supervisor.name)
         if t.placeholder and rec is None:
@@ -53,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
             if info.state == "running":
                 data["healthy"], data["reason"] = _health(data["url"])
             data.update(door_fields(rec))
-        return _print(args, data)
+        return _print(options.json, data)
 
-    return supervised.run_guarded(act, args)
+    return supervised.run_guarded(act, StatusOptions.from_args(args))
 
 
 def _health(url: str) -> tuple[bool, str | None]:
@@ -73,8 +88,8 @@ def _health(url: str) -> tuple[bool, str | None]:
     return True, None
 
 
-def _print(args: argparse.Namespace, data: dict[str, object]) -> int:
-    if getattr(args, "json", False):
+def _print(as_json: bool, data: dict[str, object]) -> int:
+    if as_json:
         print(json.dumps(data, indent=2, default=str))
         return 0
     lines = [f"{data.get('profile')}: {data['state']}"]
