@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,14 @@ import yaml
 from pydantic import ValidationError
 
 from vramtop import profiles
-from vramtop.commands.errors import ExitCode
+from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError, profile_to_toml, shown_input
 from vramtop.core import secrets
 from vramtop.core.launch.interpreter import ParsedLaunch
 from vramtop.core.launch.problems import LaunchScriptError
 from vramtop.core.launch.script import parse_launch_script
 from vramtop.core.vllm import args as vllm_args
+from vramtop.outcomes import ExitCode
 
 
 def add_parser(subparsers: Any) -> None:
@@ -106,13 +108,36 @@ def _validation_problems(exc: ValidationError) -> str:
     return "; ".join(problems) + ". Nothing was saved."
 
 
+@dataclass(frozen=True)
+class ImportOptions:
+    """`vramtop import`'s options (see commands/shared_options.py)."""
+
+    script: str
+    name: str | None = None
+    print_only: bool = False  # --print: show the profile, save nothing
+    force: bool = False
+    front_door: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ImportOptions:
+        given = Given(args)
+        return cls(
+            script=given.text("script") or "",
+            name=given.text("name"),
+            print_only=given.flag("print"),
+            force=given.flag("force"),
+            front_door=given.text("front_door"),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
-    script = Path(args.script)
+    options = ImportOptions.from_args(args)
+    script = Path(options.script)
     try:
         parsed = read_script(script)
         defaults = read_config_defaults(parsed, script)
         profile = profiles.profile_from_launch(
-            parsed, args.name or default_name(script), source=str(script.resolve())
+            parsed, options.name or default_name(script), source=str(script.resolve())
         )
         if defaults:
             # Host and port from the YAML count too (the command line still wins).
@@ -122,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
             if vllm_args.port(profile.argv) is None and vllm_args.port([], defaults):
                 update["port"] = vllm_args.port([], defaults)
             profile = profile.model_validate(profile.model_dump() | update)
-        if args.front_door is not None:
+        if options.front_door is not None:
             profile = profile.model_validate(
-                profile.model_dump() | {"front_door": args.front_door.strip()}
+                profile.model_dump() | {"front_door": options.front_door.strip()}
             )
     except ValidationError as exc:
         print(f"vramtop import: {_validation_problems(exc)}", file=sys.stderr)
@@ -157,11 +182,11 @@ def run(args: argparse.Namespace) -> int:
             "to the server as HF_TOKEN",
             file=sys.stderr,
         )
-    if args.print:
+    if options.print_only:
         sys.stdout.write(profile_to_toml(profile, shown=True))
         return 0
     try:
-        path = profiles.save_profile(profile, overwrite=args.force)
+        path = profiles.save_profile(profile, overwrite=options.force)
     except profiles.ProfileExists as exc:
         print(f"vramtop import: {exc}; use --force to replace it", file=sys.stderr)
         return ExitCode.USAGE

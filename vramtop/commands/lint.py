@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.import_ import read_config_defaults, read_script
+from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.core.launch.lint import GIB, lint_launch
 from vramtop.outcomes import ExitCode
@@ -54,28 +56,44 @@ def _card_total_bytes() -> tuple[int | None, str | None]:
     return reading.devices[0].total_bytes, None
 
 
+@dataclass(frozen=True)
+class LintOptions:
+    """`vramtop lint`'s options (see commands/shared_options.py): what to check (None: the
+    default profile), and the card's total memory where it is given."""
+
+    target: str | None = None
+    total_gib: float | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> LintOptions:
+        given = Given(args)
+        return cls(target=given.text("target"), total_gib=given.number("total_gib"))
+
+
 def run(args: argparse.Namespace) -> int:
-    target = Path(args.target or "")
+    options = LintOptions.from_args(args)
+    name = options.target  # what the verdict names: the profile or the script
+    target = Path(name or "")
     try:
         settings = load_settings()
-        if args.target is None:
+        if name is None:
             profile = profiles.load_profile(None)  # the default; says how to make one if none
-            args.target = profile.name
+            name = profile.name
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
             env = profile.env
-        elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in args.target):
+        elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in name):
             parsed = read_script(target)
             argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
             defaults = read_config_defaults(parsed, target)
             env = parsed.env
         else:
-            profile = profiles.load_profile(args.target)
+            profile = profiles.load_profile(name)
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
             env = profile.env
     except ConfigError as exc:
         print(f"vramtop lint: {exc}", file=sys.stderr)
         return ExitCode.USAGE
-    total: int | None = int(args.total_gib * GIB) if args.total_gib else None
+    total: int | None = int(options.total_gib * GIB) if options.total_gib else None
     if total is None:
         total, why = _card_total_bytes()
         if total is None:
@@ -93,5 +111,5 @@ def run(args: argparse.Namespace) -> int:
     for finding in findings:
         print(f"warning: {finding}")
     if not findings:
-        print(f"{args.target}: no warnings")
+        print(f"{name}: no warnings")
     return EXIT_WARNINGS if findings else 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from vramtop import config, profiles
+from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
@@ -22,20 +24,36 @@ def add_parser(subparsers: Any) -> None:
     default.add_argument("name")
 
 
+@dataclass(frozen=True)
+class ProfileOptions:
+    """`vramtop profile`'s options (see commands/shared_options.py): the action (list, show,
+    set-default) and the profile it names (None: the default one, for show)."""
+
+    action: str
+    name: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ProfileOptions:
+        given = Given(args)
+        return cls(action=given.text("action") or "list", name=given.text("name"))
+
+
 def run(args: argparse.Namespace) -> int:
+    options = ProfileOptions.from_args(args)
     try:
-        if args.action == "list":
+        if options.action == "list":
             default = load_settings().default_profile
             names = profiles.list_profiles()
             if not names:
                 print("no profiles yet: run `vramtop import launch.sh`")
             for name in names:
                 print(f"{'*' if name == default else ' '} {name}")
-        elif args.action == "show":
-            sys.stdout.write(config.profile_to_toml(profiles.load_profile(args.name), shown=True))
-        else:
-            profiles.set_default_profile(args.name)
-            print(f"default profile: {args.name}")
+        elif options.action == "show":
+            shown = profiles.load_profile(options.name)
+            sys.stdout.write(config.profile_to_toml(shown, shown=True))
+        elif options.name is not None:  # set-default: argparse requires the name
+            profiles.set_default_profile(options.name)
+            print(f"default profile: {options.name}")
     except ConfigError as exc:
         print(f"vramtop profile: {exc}", file=sys.stderr)
         return ExitCode.USAGE
