@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from vramtop.commands.errors import CommandError
@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from vramtop.session.writer import SessionWriter
 
 
-def _normal_rate_field(backend: MachineBackend) -> dict[str, Any]:
+def _normal_rate_field(backend: MachineBackend) -> dict[str, object]:
     """The header's optional `normal_rate`: what the recording's rates are compared with."""
     normal = backend.normal_rate()
-    extra: dict[str, Any] = {"demo": backend.demo}
+    extra: dict[str, object] = {"demo": backend.demo}
     if normal is not None:
         extra["normal_rate"] = normal.to_json()
     return extra

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
 from vramtop.outcomes import ExitCode
@@ -390,9 +390,19 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class _Reading(Protocol):
+    """What `wait_for_windows` looks at in a reading: its error, if any."""
+
+    @property
+    def error(self) -> str | None: ...
+
+
+ReadingT = TypeVar("ReadingT", bound=_Reading)
+
+
 def wait_for_windows(
-    read: Callable[[], Any], timeout_s: float, sleep: Callable[[float], None] = time.sleep
-) -> Any:
+    read: Callable[[], ReadingT], timeout_s: float, sleep: Callable[[float], None] = time.sleep
+) -> ReadingT:
     """The first Windows reading that is not "waiting for PowerShell", within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     reading = read()
