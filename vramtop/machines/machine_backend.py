@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.events import Event
@@ -192,8 +192,8 @@ class MachineBackend(Backend):
     def clock(self) -> float:
         return time.time()
 
-    def _planned(self, name: str, detail: dict[str, Any]) -> None:
-        self.session.action(self.sampler.now(), name, detail)
+    def _planned(self, name: str, detail: Mapping[str, str | float | None]) -> None:
+        self.session.action(self.sampler.now(), name, dict(detail))
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
@@ -230,7 +230,7 @@ class MachineBackend(Backend):
         supervisor = self.supervisor
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        changed = {
+        changed: dict[str, str | float | None] = {
             "gpu_memory_utilization": gpu_memory_utilization,
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
@@ -253,7 +253,7 @@ class MachineBackend(Backend):
             return result  # refused: the server is as it was
         else:
             outcome = "failed"
-        detail: dict[str, Any] = {k: v for k, v in changed.items() if v is not None}
+        detail = {k: v for k, v in changed.items() if v is not None}
         self._planned("relaunch", {**detail, "result": outcome})
         return result
 
