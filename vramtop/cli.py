@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from vramtop import __version__
 from vramtop.commands.argtypes import interval_seconds, server_url
-from vramtop.commands.errors import ExitCode
+from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
 # Subcommand modules, in the order `--help` lists them.
