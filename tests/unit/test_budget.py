@@ -78,7 +78,7 @@ def test_one_answer_for_one_start_failed_line() -> None:
     )
     facts = startup_oom_facts(line)
     assert facts is not None
-    remedy = startup_oom_report(line, facts)["remedy"]["gpu_memory_utilization"]
+    remedy = startup_oom_report(line, facts).remedy.gpu_memory_utilization
     cause = find_cause([line])
     assert cause is not None
     assert remedy == cause.largest_fitting_budget == largest_util_that_fits_logged(22.08, 24.0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.slowdown import trade_off
-from vramtop.core.findings import VRAM_CONTENTION, VRAM_SLOWDOWN, Finding
+from vramtop.core.findings import VRAM_CONTENTION, VRAM_SLOWDOWN, Finding, Remedy
 from vramtop.core.model import GIB
 
 NORMAL = 83.0
@@ -150,20 +150,26 @@ def test_the_trade_off_names_the_flags_and_the_cost_of_the_remedy() -> None:
         "kv_cache_tokens": 120_832,
         "kv_cache_tokens_after": 102_832,
     }
-    assert trade_off(relaunch) == "relaunching at 0.83 would avoid it and cost 18,000 KV tokens"
+    assert (
+        trade_off(Remedy.from_json(relaunch))
+        == "relaunching at 0.83 would avoid it and cost 18,000 KV tokens"
+    )
     # A budget that needs a shorter --max-model-len says so; one that cannot leave the
     # desktop its peak eases the squeeze without ending it; a pool figure stands in for
     # tokens where vLLM's token count is not known.
     shorter = {**relaunch, "max_model_len": 98_304, "leaves_desktop_peak": False}
-    assert trade_off(shorter) == (
+    assert trade_off(Remedy.from_json(shorter)) == (
         "relaunching at 0.83 with --max-model-len 98,304 would ease it and cost 18,000 KV tokens"
     )
     pool = {k: v for k, v in relaunch.items() if not k.startswith("kv_cache_tokens")}
     pool.update(kv_pool_bytes=9 * GIB, kv_pool_bytes_after=8 * GIB)
-    assert trade_off(pool) == "relaunching at 0.83 would avoid it and cost 1.00 GiB of the KV pool"
+    assert (
+        trade_off(Remedy.from_json(pool))
+        == "relaunching at 0.83 would avoid it and cost 1.00 GiB of the KV pool"
+    )
     # No smaller budget: the remedy's restart, in its own words.
     restart = {"action": "restart", "gpu_memory_utilization": 0.85, "why": "restart vLLM later"}
-    assert trade_off(restart) == "restart vLLM later"
+    assert trade_off(Remedy.from_json(restart)) == "restart vLLM later"
 
 
 def test_a_long_call_does_not_become_the_normal() -> None:

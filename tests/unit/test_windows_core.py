@@ -8,10 +8,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vramtop.core.findings import Ladder
 from vramtop.core.model import GIB, MIB
 from vramtop.core.windows.attribution import parse_process_instance, windows_name
 from vramtop.core.windows.powershell import parse_line
-from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE, cite_spill
+from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE, cite_spill, with_spill
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
 from vramtop.core.windows.session_fields import reading_from_sample, windows_sample_fields
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillTracker, VmPoint, spill_evidence
@@ -274,18 +275,19 @@ def test_cite_spill_moves_the_rung_from_hypothesis_to_observed() -> None:
             "so PCIe traffic slows every decode step"
         ],
     }
-    same, ev = cite_spill(ladder, {"ratio": 0.1}, None)
+    typed = Ladder.from_json(ladder)
+    same, ev = cite_spill(typed, None).to_json(), with_spill({"ratio": 0.1}, None)
     assert same == ladder and ev == {"ratio": 0.1}
     points = [VmPoint(0, 29 * GIB, 120 * MIB), VmPoint(60, 27 * GIB, 2 * GIB + 120 * MIB)]
     spill = spill_evidence(points)
     assert spill is not None
-    cited, ev = cite_spill(ladder, {"ratio": 0.1}, spill)
+    cited, ev = cite_spill(typed, spill).to_json(), with_spill({"ratio": 0.1}, spill)
     assert cited["hypothesis"] == []
     assert "rose by 2.00 GiB" in cited["observed"][-1]
     assert len(cited["inferred"]) == 2
     assert ev["spill_level"] == "observed" and ev["wsl_vm_shared_rise_bytes"] == 2 * GIB
     assert ev["ratio"] == 0.1
-    assert ladder["hypothesis"] != []  # the input is not modified
+    assert typed.hypothesis != ()  # the input is not modified
 
 
 def test_a_superscript_pid_key_is_ignored_not_raised() -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from vramtop.core.remedy import KvCost
 
 if TYPE_CHECKING:
     from vramtop.core.findings import Finding
@@ -230,33 +232,30 @@ def budget_warnings(
 
 def kv_cost(
     total: int, util_now: float | None, util_new: float, kv_pool: int | None, kv_tokens: int | None
-) -> dict[str, Any]:
-    """What another budget does to the KV pool: it changes by the budget difference."""
+) -> KvCost | None:
+    """What another budget does to the KV pool: it changes by the budget difference (None:
+    the current budget is not known)."""
     if util_now is None:
-        return {}
+        return None
     shrink = budget_bytes(total, util_now) - budget_bytes(total, util_new)
-    cost: dict[str, Any] = {"budget_change_bytes": -shrink}
-    if kv_pool:
-        after = max(0, kv_pool - shrink)
-        cost.update(kv_pool_bytes=kv_pool, kv_pool_bytes_after=after)
-        cost["kv_pool_loss_fraction"] = round(shrink / kv_pool, 3)
-        if kv_tokens:
-            cost.update(
-                kv_cache_tokens=kv_tokens, kv_cache_tokens_after=kv_tokens * after // kv_pool
-            )
-    return cost
+    if not kv_pool:
+        return KvCost(-shrink)
+    after = max(0, kv_pool - shrink)
+    loss = round(shrink / kv_pool, 3)
+    if not kv_tokens:
+        return KvCost(-shrink, kv_pool, after, loss)
+    return KvCost(-shrink, kv_pool, after, loss, kv_tokens, kv_tokens * after // kv_pool)
 
 
-def kv_change(now: Prediction, new: Prediction) -> dict[str, Any]:
+def kv_change(now: Prediction, new: Prediction) -> KvCost:
     """The same figures as `kv_cost`, from two predictions of one calibrated model (what the
     dialog and the what-if print)."""
     pool, after = now.kv_cache_bytes, max(0, new.kv_cache_bytes)
-    cost: dict[str, Any] = {"budget_change_bytes": new.budget_bytes - now.budget_bytes}
-    if pool > 0:
-        cost.update(kv_pool_bytes=pool, kv_pool_bytes_after=after)
-        cost["kv_pool_loss_fraction"] = round((pool - after) / pool, 3)
-        cost.update(kv_cache_tokens=now.kv_cache_tokens, kv_cache_tokens_after=new.kv_cache_tokens)
-    return cost
+    change = new.budget_bytes - now.budget_bytes
+    if pool <= 0:
+        return KvCost(change)
+    loss = round((pool - after) / pool, 3)
+    return KvCost(change, pool, after, loss, now.kv_cache_tokens, new.kv_cache_tokens)
 
 
 def change_words(base: Prediction, new: Prediction) -> str:

@@ -4,42 +4,40 @@ console (or a recording) last asked. Every rule opens and closes findings here."
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from vramtop.core.findings import Finding, FindingChange, report_fields
+from vramtop.core.findings import Change, Finding, FindingChange, Kind, Report
 
 
 class FindingBook:
     def __init__(self) -> None:
-        self._open: dict[str, Finding] = {}
+        self._open: dict[Kind, Finding] = {}
         self._closed: list[Finding] = []
         self._changes: list[FindingChange] = []
 
-    def is_open(self, kind: str) -> bool:
+    def is_open(self, kind: Kind) -> bool:
         return kind in self._open
 
-    def get(self, kind: str) -> Finding | None:
+    def get(self, kind: Kind) -> Finding | None:
         """The open finding of `kind` (None: none is open)."""
         return self._open.get(kind)
 
-    def set(self, kind: str, t: float, **report: Any) -> None:
-        """Open `kind` at `t`, or refresh the open one with newer numbers (`report`: the
-        kind's report as its module builds it)."""
-        fields = report_fields(report)
+    def set(self, kind: Kind, t: float, report: Report) -> None:
+        """Open `kind` at `t`, or refresh the open one with newer numbers (`report`: what the
+        kind's module says of it now)."""
         current = self._open.get(kind)
         if current is None:
-            finding = Finding(kind=kind, first_seen_t=t, last_seen_t=t, closed_t=None, **fields)
+            finding = Finding.opened(kind, t, report)
             self._open[kind] = finding
-            self._changes.append(FindingChange("opened", finding))
+            self._changes.append(FindingChange(Change.OPENED, finding))
         else:
-            self._open[kind] = replace(current, last_seen_t=t, **fields)
+            self._open[kind] = current.refreshed(t, report)
 
-    def close(self, kind: str, t: float) -> None:
+    def close(self, kind: Kind, t: float) -> None:
         current = self._open.pop(kind, None)
         if current is not None:
             closed = replace(current, closed_t=max(t, current.last_seen_t))
             self._closed.append(closed)
-            self._changes.append(FindingChange("closed", closed))
+            self._changes.append(FindingChange(Change.CLOSED, closed))
 
     def open_findings(self) -> list[Finding]:
         return sorted(self._open.values(), key=lambda f: f.first_seen_t)

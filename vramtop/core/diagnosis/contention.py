@@ -7,8 +7,7 @@ at (or a restart) so the desktop keeps its peak without starving the KV pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import (
@@ -27,8 +26,21 @@ from vramtop.core.diagnosis.thresholds import (
     DESKTOP_MARGIN_BYTES,
     UNSEEN_DESKTOP_DEMAND_BYTES,
 )
+from vramtop.core.findings import (
+    Evidence,
+    Facts,
+    KvCost,
+    Ladder,
+    RelaunchFigures,
+    Remedy,
+    RemedyAction,
+    Report,
+    RuledOut,
+    Severity,
+)
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
-from vramtop.core.windows.prose import cite_spill
+from vramtop.core.windows.prose import cite_spill, with_spill
 from vramtop.core.windows.spill import SpillEvidence
 
 
@@ -74,11 +86,46 @@ class Collapse:
     """The collapsed samples that opened the finding, and what the card looked like then."""
 
     points: list[Point]
-    baseline_tps: float  # the normal per-request rate the points were compared with
+    normal_tps: float  # the normal per-request rate the points were compared with
     kv: float | None
     fill: float
     growth: int | None
     normal: NormalRate | None = None
+
+
+@dataclass(frozen=True)
+class ContentionFacts(Facts):
+    """A collapse's evidence (the session format's keys, in order)."""
+
+    generation_tps: float
+    baseline_generation_tps: float  # the JSON key's word; the normal total rate
+    ratio: float | None
+    # Additions: the per-request decode speed that was judged, and where its normal came
+    # from (`learned` on this run or `remembered` from an earlier one).
+    decode_tps: float
+    normal_decode_tps: float
+    decode_measure: str
+    normal_rate_source: str | None
+    normal_rate_saved_at: float | None
+    requests_running: float
+    kv_cache_usage: float | None
+    used_bytes: int
+    total_bytes: int
+    used_fraction: float
+    desktop_bytes: int | None
+    desktop_bytes_at_start: int | None
+    desktop_growth_bytes: int | None
+    desktop_peak_bytes: int | None
+    server_bytes: int | None
+    # "unified": the numbers are the system's memory (DGX Spark), and contention is system
+    # memory pressure: the server's budget against what the kernel can still hand out.
+    memory_kind: str
+    memory_available_bytes: int | None
+    budget_bytes: int | None
+    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
+
+    def to_json(self) -> JsonObject:
+        return with_spill(super().to_json(), self.spill)
 
 
 def contention_report(
@@ -87,20 +134,17 @@ def contention_report(
     collapse: Collapse,
     desktop: DesktopShare,
     spill: SpillEvidence | None,
-) -> dict[str, Any]:
-    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
+) -> Report:
+    """What the finding says: the collapse in numbers, what it rules out, what to do."""
     ruled_out = _ruled_out(device, collapse)
-    ladder, evidence = cite_spill(
-        _ladder(device, collapse, ruled_out), _evidence(s, device, collapse, desktop), spill
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=_summary(collapse, device),
+        evidence=Evidence.of(_evidence(s, device, collapse, desktop, spill)),
+        ruled_out=ruled_out,
+        ladder=cite_spill(_ladder(device, collapse, ruled_out), spill),
+        remedy=contention_remedy(s, device, desktop),
     )
-    return {
-        "severity": "critical",
-        "summary": _summary(collapse, device),
-        "evidence": evidence,
-        "ruled_out": ruled_out,
-        "ladder": ladder,
-        "remedy": contention_remedy(s, device, desktop),
-    }
 
 
 def _rate(collapse: Collapse) -> float:
@@ -113,76 +157,78 @@ def _total(collapse: Collapse) -> float:
 
 
 def _evidence(
-    s: Sample, device: GpuDevice, collapse: Collapse, desktop: DesktopShare
-) -> dict[str, Any]:
-    rate, base = _rate(collapse), collapse.baseline_tps
+    s: Sample,
+    device: GpuDevice,
+    collapse: Collapse,
+    desktop: DesktopShare,
+    spill: SpillEvidence | None,
+) -> ContentionFacts:
+    rate, base = _rate(collapse), collapse.normal_tps
     running = collapse.points[-1].running
     normal = collapse.normal
-    return {
-        "generation_tps": round(_total(collapse), 2),
-        "baseline_generation_tps": round(base * max(1.0, running), 2),
-        "ratio": round(rate / base, 3) if base else None,
-        # Additions: the per-request decode speed that was judged, and where its normal
-        # came from (`learned` on this run or `remembered` from an earlier one).
-        "decode_tps": round(rate, 2),
-        "normal_decode_tps": round(base, 2),
-        "decode_measure": collapse.points[-1].measure,
-        "normal_rate_source": normal.source if normal is not None else None,
-        "normal_rate_saved_at": normal.saved_at if normal is not None else None,
-        "requests_running": collapse.points[-1].running,
-        "kv_cache_usage": collapse.kv,
-        "used_bytes": device.used_bytes,
-        "total_bytes": device.total_bytes,
-        "used_fraction": round(collapse.fill, 4),
-        "desktop_bytes": read.desktop_bytes(s),
-        "desktop_bytes_at_start": desktop.at_start,
-        "desktop_growth_bytes": collapse.growth,
-        "desktop_peak_bytes": desktop.peak,
-        "server_bytes": s.split.server_bytes if s.split else None,
-        # "unified": the numbers are the system's memory (DGX Spark), and contention is system
-        # memory pressure: the server's budget against what the kernel can still hand out.
-        "memory_kind": device.memory_kind.value,
-        "memory_available_bytes": device.free_bytes
+    return ContentionFacts(
+        generation_tps=round(_total(collapse), 2),
+        baseline_generation_tps=round(base * max(1.0, running), 2),
+        ratio=round(rate / base, 3) if base else None,
+        decode_tps=round(rate, 2),
+        normal_decode_tps=round(base, 2),
+        decode_measure=collapse.points[-1].measure,
+        normal_rate_source=normal.source if normal is not None else None,
+        normal_rate_saved_at=normal.saved_at if normal is not None else None,
+        requests_running=collapse.points[-1].running,
+        kv_cache_usage=collapse.kv,
+        used_bytes=device.used_bytes,
+        total_bytes=device.total_bytes,
+        used_fraction=round(collapse.fill, 4),
+        desktop_bytes=read.desktop_bytes(s),
+        desktop_bytes_at_start=desktop.at_start,
+        desktop_growth_bytes=collapse.growth,
+        desktop_peak_bytes=desktop.peak,
+        server_bytes=s.split.server_bytes if s.split else None,
+        memory_kind=device.memory_kind.value,
+        memory_available_bytes=device.free_bytes
         if device.memory_kind is MemoryKind.UNIFIED
         else None,
-        "budget_bytes": s.split.budget_bytes if s.split else None,
-    }
+        budget_bytes=s.split.budget_bytes if s.split else None,
+        spill=spill,
+    )
 
 
-def ruled_out_by_memory(device: GpuDevice, kv: float | None) -> dict[str, Any]:
+# What the card rules out of a slow decode, by name (the session format's `ruled_out` keys).
+KV_PRESSURE_RULED_OUT = "kv_pressure"
+THROTTLING_RULED_OUT = "gpu_throttling"
+
+
+def ruled_out_by_memory(device: GpuDevice, kv: float | None) -> dict[str, RuledOut]:
     """What the card rules out of a slow decode: KV pressure (usage far from full) and
     throttling (no clock slowdown reported). A collapse and a slowdown cite both."""
-    ruled_out: dict[str, Any] = {}
+    ruled_out: dict[str, RuledOut] = {}
     if kv is not None:
-        ruled_out["kv_pressure"] = {
-            "kv_cache_usage": kv,
-            "why": f"KV cache usage {kv:.1%} is far from full",
-        }
-    ruled_out["gpu_throttling"] = {
-        "temperature_c": device.temperature_c,
-        "throttle": list(device.throttle),
-        "why": "no thermal or hardware clock slowdown reported"
+        ruled_out[KV_PRESSURE_RULED_OUT] = RuledOut(
+            f"KV cache usage {kv:.1%} is far from full", {"kv_cache_usage": kv}
+        )
+    ruled_out[THROTTLING_RULED_OUT] = RuledOut(
+        "no thermal or hardware clock slowdown reported"
         + (f" at {device.temperature_c} °C" if device.temperature_c is not None else ""),
-    }
+        {"temperature_c": device.temperature_c, "throttle": list(device.throttle)},
+    )
     return ruled_out
 
 
-def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, Any]:
+def _ruled_out(device: GpuDevice, collapse: Collapse) -> dict[str, RuledOut]:
     ruled_out = ruled_out_by_memory(device, collapse.kv)
     prompt = [p.prompt_tps for p in collapse.points if p.prompt_tps is not None]
     if prompt:
         mean_prompt = sum(prompt) / len(prompt)
-        ruled_out["long_prefill"] = {
-            "prompt_tps": round(mean_prompt, 2),
-            "why": f"prompt tokens arrive at {mean_prompt:.0f}/s: no long prefill is running",
-        }
+        ruled_out["long_prefill"] = RuledOut(
+            f"prompt tokens arrive at {mean_prompt:.0f}/s: no long prefill is running",
+            {"prompt_tps": round(mean_prompt, 2)},
+        )
     return ruled_out
 
 
-def _ladder(
-    device: GpuDevice, collapse: Collapse, ruled_out: dict[str, Any]
-) -> dict[str, list[str]]:
-    rate, base, kv, growth = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.growth
+def _ladder(device: GpuDevice, collapse: Collapse, ruled_out: dict[str, RuledOut]) -> Ladder:
+    rate, base, kv, growth = _rate(collapse), collapse.normal_tps, collapse.kv, collapse.growth
     used_mib, total_mib = device.used_bytes / MIB, device.total_bytes / MIB
     unified = device.memory_kind is MemoryKind.UNIFIED
     fill = (
@@ -202,23 +248,23 @@ def _ladder(
         observed.append(f"the desktop's share grew by {growth / GIB:.2f} GiB since the start")
     if kv is not None:
         observed.append(f"KV cache usage is {kv:.1%}, which rules out cache saturation")
-    observed.append(ruled_out["gpu_throttling"]["why"])
+    observed.append(ruled_out[THROTTLING_RULED_OUT].why)
     if unified:
-        return {
-            "observed": observed,
-            "inferred": ["the desktop and vLLM are competing for the memory they share"],
-            "hypothesis": [
-                "the kernel is reclaiming or swapping memory vLLM uses, so decode steps wait"
-            ],
-        }
-    return {
-        "observed": observed,
-        "inferred": ["the desktop and vLLM are competing for physical VRAM"],
-        "hypothesis": [
+        return Ladder(
+            observed=tuple(observed),
+            inferred=("the desktop and vLLM are competing for the memory they share",),
+            hypothesis=(
+                "the kernel is reclaiming or swapping memory vLLM uses, so decode steps wait",
+            ),
+        )
+    return Ladder(
+        observed=tuple(observed),
+        inferred=("the desktop and vLLM are competing for physical VRAM",),
+        hypothesis=(
             "some of vLLM's memory lost VRAM residency and is served from system memory, "
-            "so PCIe traffic slows every decode step"
-        ],
-    }
+            "so PCIe traffic slows every decode step",
+        ),
+    )
 
 
 def _normal_origin(collapse: Collapse) -> str:
@@ -229,7 +275,7 @@ def _normal_origin(collapse: Collapse) -> str:
 
 
 def _summary(collapse: Collapse, device: GpuDevice) -> str:
-    rate, base, kv, fill = _rate(collapse), collapse.baseline_tps, collapse.kv, collapse.fill
+    rate, base, kv, fill = _rate(collapse), collapse.normal_tps, collapse.kv, collapse.fill
     where = "system memory" if device.memory_kind is MemoryKind.UNIFIED else "the card"
     if base and kv is not None:
         return (
@@ -244,7 +290,7 @@ def _summary(collapse: Collapse, device: GpuDevice) -> str:
     )
 
 
-def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> dict[str, Any]:
+def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Remedy:
     """Relaunch at the budget that leaves the desktop its peak plus a margin (or a restart)."""
     total = device.total_bytes
     util_now = read.util(s)
@@ -252,34 +298,40 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> di
     suggestion = _suggestion(s, total, util_now, desktop, outside)
     util = suggestion.util
     peak = desktop.peak or read.desktop_bytes(s) or 0
-    remedy: dict[str, Any] = {
-        "action": "relaunch",
-        "gpu_memory_utilization": util,
-        "desktop_headroom_bytes": suggestion.desktop_headroom_bytes,
-        "desktop_peak_bytes": peak,
-        "desktop_margin_bytes": DESKTOP_MARGIN_BYTES,
-        "unseen_desktop_demand_bytes": suggestion.unseen_bytes,
-        "desktop_growth_bytes_per_s": round(desktop.growth_bytes_per_s),
-        "desktop_still_growing": suggestion.growing,
-        "current_gpu_memory_utilization": util_now,
-        "leaves_desktop_peak": suggestion.leaves_desktop_need,
-    }
+    figures = RelaunchFigures(
+        desktop_headroom_bytes=suggestion.desktop_headroom_bytes,
+        desktop_peak_bytes=peak,
+        desktop_margin_bytes=DESKTOP_MARGIN_BYTES,
+        unseen_desktop_demand_bytes=suggestion.unseen_bytes,
+        desktop_growth_bytes_per_s=round(desktop.growth_bytes_per_s),
+        desktop_still_growing=suggestion.growing,
+        current_gpu_memory_utilization=util_now,
+        leaves_desktop_peak=suggestion.leaves_desktop_need,
+    )
     flags = read.flags_at(s, util)
-    if flags is not None and flags.max_model_len is not None:
-        # The budget cannot hold one request of the current ceiling: vLLM would refuse the
-        # start, so the remedy lowers --max-model-len with it.
-        remedy["max_model_len"] = flags.max_model_len
-        remedy["current_max_model_len"] = flags.current_max_model_len
-    remedy.update(_kv_cost(s, total, util_now, util))
+    # The budget cannot hold one request of the current ceiling: vLLM would refuse the
+    # start, so the remedy lowers --max-model-len with it.
+    lowers = flags is not None and flags.max_model_len is not None
+    cost = _kv_cost(s, total, util_now, util)
     words = flags.words() if flags is not None else f"{util:.2f}"
-    remedy.update(_action(remedy, s, util_now, peak, desktop.at_start, words))
-    if remedy["action"] == "relaunch" and "kv_pool_bytes_after" in remedy:
+    action, why = _action(figures, util, s, util_now, desktop.at_start, words)
+    if action is RemedyAction.RELAUNCH and cost is not None and cost.kv_pool_bytes is not None:
         # The figures the relaunch dialog, the what-if and `calc` print for this budget.
-        pool = f"KV pool {remedy['kv_pool_bytes_after'] / GIB:.2f} GiB"
-        if "kv_cache_tokens_after" in remedy:
-            pool += f", {remedy['kv_cache_tokens_after']:,} tokens"
-        remedy["why"] += f"; {pool}"
-    return remedy
+        pool = f"KV pool {(cost.kv_pool_bytes_after or 0) / GIB:.2f} GiB"
+        if cost.kv_cache_tokens is not None:
+            pool += f", {cost.kv_cache_tokens_after:,} tokens"
+        why += f"; {pool}"
+    return Remedy(
+        action=action,
+        gpu_memory_utilization=util,
+        max_model_len=flags.max_model_len if lowers and flags is not None else None,
+        current_max_model_len=flags.current_max_model_len if lowers and flags else None,
+        why=why,
+        kv_pool_bytes=cost.kv_pool_bytes if cost is not None else None,
+        kv_pool_bytes_after=cost.kv_pool_bytes_after if cost is not None else None,
+        relaunch=figures,
+        cost=cost,
+    )
 
 
 def _suggestion(
@@ -320,7 +372,7 @@ def _unseen(peak: int, at_start: int | None) -> int:
     return max(0, at_start + CALL_DEMAND_BYTES - peak)
 
 
-def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> dict[str, Any]:
+def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> KvCost | None:
     """What the suggestion costs the pool: by the server's calibrated model where it is known
     (the figures the dialog and the what-if print), else in proportion to the budget."""
     now, new = read.predictions(s, util_now, util)
@@ -338,24 +390,24 @@ def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> dict
 
 
 def _action(
-    remedy: dict[str, Any],
+    figures: RelaunchFigures,
+    util: float,
     s: Sample,
     util_now: float | None,
-    peak: int,
     at_start: int | None,
     flag_words: str,
-) -> dict[str, str]:
-    """`action` (when not a relaunch) and `why`, in words (`flag_words`: the relaunch's flags
-    as `RelaunchFlags.words` says them)."""
-    util = remedy["gpu_memory_utilization"]
+) -> tuple[RemedyAction, str]:
+    """The action and why, in words (`flag_words`: the relaunch's flags as
+    `RelaunchFlags.words` says them)."""
     desktop = read.desktop_bytes(s)
-    headroom_gib = remedy["desktop_headroom_bytes"] / GIB
+    peak = figures.desktop_peak_bytes
+    headroom_gib = figures.desktop_headroom_bytes / GIB
     if util_now is not None and util >= util_now:
-        return {
-            "action": "restart",
-            "why": "no smaller budget still serves: restart vLLM once the desktop's load is "
+        return (
+            RemedyAction.RESTART,
+            "no smaller budget still serves: restart vLLM once the desktop's load is "
             "gone, or close desktop programs",
-        }
+        )
     # The call is over when the desktop grew and is back near where it started: a restart alone
     # restores the rate (the field report's 82.8 tok/s), at no KV cost.
     if (
@@ -364,25 +416,28 @@ def _action(
         and peak - at_start >= DESKTOP_GROWTH_BYTES
         and desktop - at_start < DESKTOP_GROWTH_BYTES
     ):
-        return {
-            "action": "restart",
-            "why": "the desktop's share is back down: restart vLLM now; relaunch at "
+        return (
+            RemedyAction.RESTART,
+            "the desktop's share is back down: restart vLLM now; relaunch at "
             f"{flag_words} to keep the next call from doing it again",
-        }
-    if remedy["desktop_still_growing"] and remedy["leaves_desktop_peak"]:
-        rate = remedy["desktop_growth_bytes_per_s"] * 60 / GIB
-        return {
-            "why": f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
+        )
+    if figures.desktop_still_growing and figures.leaves_desktop_peak:
+        rate = figures.desktop_growth_bytes_per_s * 60 / GIB
+        return (
+            RemedyAction.RELAUNCH,
+            f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
             f"at {flag_words} leaves it {headroom_gib:.2f} GiB, room for a call's "
-            "memory; or wait until it levels off"
-        }
-    if not remedy["leaves_desktop_peak"]:
-        return {
-            "why": f"relaunch at {flag_words}, the smallest budget that still "
+            "memory; or wait until it levels off",
+        )
+    if not figures.leaves_desktop_peak:
+        return (
+            RemedyAction.RELAUNCH,
+            f"relaunch at {flag_words}, the smallest budget that still "
             f"serves ({headroom_gib:.2f} GiB for the desktop, less than its peak): also close "
-            "desktop programs"
-        }
-    return {
-        "why": f"relaunch at {flag_words} to leave the desktop its peak plus a "
-        f"margin ({headroom_gib:.2f} GiB)"
-    }
+            "desktop programs",
+        )
+    return (
+        RemedyAction.RELAUNCH,
+        f"relaunch at {flag_words} to leave the desktop its peak plus a "
+        f"margin ({headroom_gib:.2f} GiB)",
+    )

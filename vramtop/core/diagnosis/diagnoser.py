@@ -19,9 +19,8 @@ against the same normal); what a collapse's finding says is `contention` and
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.baseline import ADMIT_RATIO, MAX_GAP_S, counter_rate
@@ -69,16 +68,9 @@ from vramtop.core.diagnosis.thresholds import (
     WINDOW,
 )
 from vramtop.core.diagnosis.throttling import ThrottleWatch
-from vramtop.core.findings import (
-    GPU_THROTTLING,
-    KV_PRESSURE,
-    LAUNCH_FAILED,
-    SERVER_CRASHED,
-    VRAM_CONTENTION,
-    VRAM_SLOWDOWN,
-    Finding,
-    FindingChange,
-)
+from vramtop.core.events import EventName
+from vramtop.core.findings import Finding, FindingChange, Kind
+from vramtop.core.json_types import JsonValue
 from vramtop.core.model import GpuDevice, Sample, ServerState
 from vramtop.core.windows.spill import SpillEvidence, SpillTracker
 
@@ -101,6 +93,7 @@ class Diagnoser:
         self._slowdown = SlowdownWatch(self._book)
         self._prev: Sample | None = None
         self._desktop = DesktopWatch()
+        self._handlers = self._event_handlers()
         self._new_epoch()
 
     # --- epochs: one per server start ---------------------------------------------------
@@ -165,33 +158,55 @@ class Diagnoser:
         """Findings opened or closed since the last call (for a banner or a `finding` event)."""
         return self._book.take_changes()
 
-    def feed_event(self, t: float, event: str, detail: Mapping[str, Any] | None = None) -> None:
-        detail = detail or {}
-        if event in ("start", "restart", "relaunch"):
-            if event != "start":
-                self._server_watch.planned()
-            # A fresh process: a collapse, a slowdown, a KV squeeze or a crash of the old one
-            # is over.
-            for kind in (
-                VRAM_CONTENTION,
-                VRAM_SLOWDOWN,
-                KV_PRESSURE,
-                SERVER_CRASHED,
-                LAUNCH_FAILED,
-            ):
-                self._book.close(kind, t)
-            self._new_epoch()
-        elif event == "stop":
-            self._server_watch.planned()
-            for kind in (VRAM_CONTENTION, VRAM_SLOWDOWN, KV_PRESSURE):
-                self._book.close(kind, t)
-        elif event == "ready":
-            self._server_watch.ready(t)
-        elif event == "log":
-            self._server_watch.check_oom_text(t, str(detail.get("line", "")))
-        elif event == "exit":
-            self._book.close(VRAM_SLOWDOWN, t)  # no server, no slowdown
-            self._server_watch.on_exit(t, detail)
+    def feed_event(
+        self, t: float, event: str, detail: Mapping[str, JsonValue] | None = None
+    ) -> None:
+        """One lifecycle event (a name of the session format; others, and `finding`, say
+        nothing to the diagnosis)."""
+        name = _EVENT_NAMES.get(event)
+        handler = self._handlers.get(name) if name is not None else None
+        if handler is not None:
+            handler(t, detail or {})
+
+    # --- events ----------------------------------------------------------------------------
+    def _event_handlers(self) -> dict[EventName, Callable[[float, Mapping[str, JsonValue]], None]]:
+        """What each lifecycle event does (`finding` does nothing: a recorded conclusion is not
+        input)."""
+        return {
+            EventName.START: self._on_start,
+            EventName.RESTART: self._on_planned_start,
+            EventName.RELAUNCH: self._on_planned_start,
+            EventName.STOP: self._on_stop,
+            EventName.READY: self._on_ready,
+            EventName.LOG: self._on_log,
+            EventName.EXIT: self._on_exit,
+        }
+
+    def _on_ready(self, t: float, _: Mapping[str, JsonValue]) -> None:
+        self._server_watch.ready(t)
+
+    def _on_log(self, t: float, detail: Mapping[str, JsonValue]) -> None:
+        self._server_watch.check_oom_text(t, str(detail.get("line", "")))
+
+    def _on_start(self, t: float, _: Mapping[str, JsonValue]) -> None:
+        # A fresh process: a collapse, a slowdown, a KV squeeze or a crash of the old one is
+        # over.
+        for kind in _OVER_AT_START:
+            self._book.close(kind, t)
+        self._new_epoch()
+
+    def _on_planned_start(self, t: float, detail: Mapping[str, JsonValue]) -> None:
+        self._server_watch.planned()
+        self._on_start(t, detail)
+
+    def _on_stop(self, t: float, _: Mapping[str, JsonValue]) -> None:
+        self._server_watch.planned()
+        for kind in (Kind.VRAM_CONTENTION, Kind.VRAM_SLOWDOWN, Kind.KV_PRESSURE):
+            self._book.close(kind, t)
+
+    def _on_exit(self, t: float, detail: Mapping[str, JsonValue]) -> None:
+        self._book.close(Kind.VRAM_SLOWDOWN, t)  # no server, no slowdown
+        self._server_watch.on_exit(t, detail)
 
     def feed_sample(self, s: Sample) -> None:
         prev, self._prev = self._prev, s
@@ -202,7 +217,7 @@ class Diagnoser:
             self._gtt.add_point(s.t, s.split.server_bytes or 0, s.split.server_gtt_bytes)
         device = read.primary(s)
         state = read.state(s)
-        self._desktop.track(s, state, contended=self._book.is_open(VRAM_CONTENTION))
+        self._desktop.track(s, state, contended=self._book.is_open(Kind.VRAM_CONTENTION))
         self._server_watch.check_health(s, state)
         self._server_watch.check_answering(s, state)
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
@@ -294,7 +309,7 @@ class Diagnoser:
         )
 
     def _learn(self, point: Point) -> None:
-        if self._book.is_open(VRAM_CONTENTION) or self._book.is_open(VRAM_SLOWDOWN):
+        if self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN):
             # Squeezed seconds must not teach the normal: a long call would make its own
             # slowdown normal and the finding close while nothing changed.
             return
@@ -333,8 +348,8 @@ class Diagnoser:
         if self._check_memory_only(s, device, point):
             return judged
         healthy = sum(p.healthy for p in self._points)
-        if self._book.is_open(VRAM_CONTENTION) and healthy >= CLOSE_COUNT:
-            self._book.close(VRAM_CONTENTION, s.t)
+        if self._book.is_open(Kind.VRAM_CONTENTION) and healthy >= CLOSE_COUNT:
+            self._book.close(Kind.VRAM_CONTENTION, s.t)
             return judged
         # Only a sample with requests running can open or refresh it: old slow seconds must
         # not become a finding while idle, and an open one keeps its last numbers.
@@ -345,14 +360,14 @@ class Diagnoser:
             return judged
         collapse = Collapse(
             points=points,
-            baseline_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
+            normal_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
             kv=squeeze.kv,
             fill=squeeze.fill,
             growth=squeeze.growth,
             normal=self.normal_rate(),
         )
         report = contention_report(s, device, collapse, self._desktop.share(), self._any_spill())
-        self._book.set(VRAM_CONTENTION, s.t, **report)
+        self._book.set(Kind.VRAM_CONTENTION, s.t, report)
         return judged
 
     def _check_slowdown(
@@ -367,12 +382,12 @@ class Diagnoser:
         """vram_slowdown: the collapse's judged seconds under `SLOWDOWN_RATIO` of the same
         normal while the memory shows the squeeze. Never beside a collapse, which supersedes
         it, nor while slowed clocks (gpu_throttling) explain the rate."""
-        superseded = self._book.is_open(VRAM_CONTENTION) or state not in (
+        superseded = self._book.is_open(Kind.VRAM_CONTENTION) or state not in (
             ServerState.RUNNING,
             None,
         )
         squeezed = memory_squeezes(s, squeeze, self._any_spill(), self._desktop.outside_budget)
-        counted = judged and not self._book.is_open(GPU_THROTTLING)
+        counted = judged and not self._book.is_open(Kind.GPU_THROTTLING)
         points = self._slowdown.check(s.t, point, counted, squeezed, superseded)
         if not points or device is None or squeeze is None:
             return
@@ -380,12 +395,12 @@ class Diagnoser:
         slowdown = Slowdown(
             points=points,
             judged=self._slowdown.judged_count,
-            baseline_tps=self._normal.reference(last.measure, last.running) or 0.0,
+            normal_tps=self._normal.reference(last.measure, last.running) or 0.0,
             squeeze=squeeze,
             normal=self.normal_rate(),
         )
         report = slowdown_report(s, device, slowdown, self._desktop.share(), self._any_spill())
-        self._book.set(VRAM_SLOWDOWN, s.t, **report)
+        self._book.set(Kind.VRAM_SLOWDOWN, s.t, report)
 
     def _collapsed_points(self, s: Sample) -> list[Point]:
         """The collapsed seconds that open (or refresh) the finding: 5 of the last 6 judged,
@@ -435,7 +450,7 @@ class Diagnoser:
         and learn the normal again."""
         if point is None or point.ratio is None or self._normal.remembered is None:
             return
-        if point.healthy or squeeze is not None or self._book.is_open(VRAM_CONTENTION):
+        if point.healthy or squeeze is not None or self._book.is_open(Kind.VRAM_CONTENTION):
             self._contradicted = 0 if point.healthy else self._contradicted
             return
         self._contradicted += 1
@@ -447,7 +462,7 @@ class Diagnoser:
         """With no normal rate at all, the Windows side alone can show the squeeze: the
         desktop's programs hold more than the budget leaves them and part of the WSL VM's
         memory is in system memory. True while that rule owns the finding."""
-        current = self._book.get(VRAM_CONTENTION)
+        current = self._book.get(Kind.VRAM_CONTENTION)
         memory_only = current is not None and current.confidence is not None
         if point is None or device is None:
             return memory_only
@@ -456,13 +471,24 @@ class Diagnoser:
         evidence = memory_evidence(s, self._spill.spill_evidence(), self._desktop.outside_budget)
         self._memory_window.append(evidence is not None)
         if memory_only and not any(list(self._memory_window)[-OPEN_WINDOW:]):
-            self._book.close(VRAM_CONTENTION, s.t)
+            self._book.close(Kind.VRAM_CONTENTION, s.t)
             return True
         if evidence is not None and sum(list(self._memory_window)[-OPEN_WINDOW:]) >= OPEN_COUNT:
             report = memory_report(s, device, evidence, self._desktop.share())
-            self._book.set(VRAM_CONTENTION, s.t, **report)
+            self._book.set(Kind.VRAM_CONTENTION, s.t, report)
             return True
         return memory_only
+
+
+_EVENT_NAMES = {name.value: name for name in EventName}
+# What a fresh server process ends: the old one's collapse, slowdown, KV squeeze or crash.
+_OVER_AT_START = (
+    Kind.VRAM_CONTENTION,
+    Kind.VRAM_SLOWDOWN,
+    Kind.KV_PRESSURE,
+    Kind.SERVER_CRASHED,
+    Kind.LAUNCH_FAILED,
+)
 
 
 def _fallback_measure(prompt_tps: float | None) -> str:

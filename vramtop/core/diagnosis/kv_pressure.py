@@ -8,7 +8,7 @@ shorter requests.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import kv_cost, largest_util_for_desktop
@@ -22,7 +22,17 @@ from vramtop.core.diagnosis.thresholds import (
     THROTTLE_OPEN,
     THROTTLE_WINDOW,
 )
-from vramtop.core.findings import KV_PRESSURE
+from vramtop.core.findings import (
+    Evidence,
+    Facts,
+    Kind,
+    Ladder,
+    Remedy,
+    RemedyAction,
+    RemedyOption,
+    Report,
+    Severity,
+)
 from vramtop.core.model import Sample, ServerMetrics, ServerState
 
 
@@ -58,11 +68,23 @@ class KvWatch:
         waiting = bool(m.requests_waiting)
         kv = m.kv_cache_usage
         self._window.append(kv is not None and kv >= KV_HIGH and (preempting or waiting))
-        if self._book.is_open(KV_PRESSURE) and not any(self._window) and (kv or 0) < KV_CLEAR:
-            self._book.close(KV_PRESSURE, s.t)
+        if self._book.is_open(Kind.KV_PRESSURE) and not any(self._window) and (kv or 0) < KV_CLEAR:
+            self._book.close(Kind.KV_PRESSURE, s.t)
         elif sum(self._window) >= THROTTLE_OPEN and kv is not None:
             report = kv_report(s, m, kv, preempting, desktop_peak, outside_budget)
-            self._book.set(KV_PRESSURE, s.t, **report)
+            self._book.set(Kind.KV_PRESSURE, s.t, report)
+
+
+@dataclass(frozen=True)
+class KvFacts(Facts):
+    """KV pressure's evidence (the session format's keys, in order)."""
+
+    kv_cache_usage: float
+    requests_running: float | None
+    requests_waiting: float | None
+    preemptions_total: float | None
+    preempting: bool
+    kv_cache_tokens: int | None
 
 
 def kv_report(
@@ -72,62 +94,60 @@ def kv_report(
     preempting: bool,
     desktop_peak: int | None,
     outside_budget: int | None,
-) -> dict[str, Any]:
-    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
-    evidence = {
-        "kv_cache_usage": kv,
-        "requests_running": m.requests_running,
-        "requests_waiting": m.requests_waiting,
-        "preemptions_total": m.preemptions_total,
-        "preempting": preempting,
-        "kv_cache_tokens": m.cache.kv_cache_size_tokens,
-    }
+) -> Report:
+    """What the finding says: the pool's fill, and the options that give each request more."""
+    facts = KvFacts(
+        kv_cache_usage=kv,
+        requests_running=m.requests_running,
+        requests_waiting=m.requests_waiting,
+        preemptions_total=m.preemptions_total,
+        preempting=preempting,
+        kv_cache_tokens=m.cache.kv_cache_size_tokens,
+    )
     why = "requests are being preempted" if preempting else "requests are waiting"
     options = _options(s, m, desktop_peak, outside_budget)
-    return {
-        "severity": "warning",
-        "summary": f"The KV cache is {kv:.0%} full and {why}: the pool is too small for this load.",
-        "evidence": evidence,
-        "ruled_out": {},
-        "ladder": {
-            "observed": [f"KV cache usage {kv:.1%}", why],
-            "inferred": ["the KV pool is the bottleneck"],
-            "hypothesis": [],
-        },
-        "remedy": {"action": "relaunch", "options": options},
-    }
+    return Report(
+        severity=Severity.WARNING,
+        summary=f"The KV cache is {kv:.0%} full and {why}: the pool is too small for this load.",
+        evidence=Evidence.of(facts),
+        ladder=Ladder(
+            observed=(f"KV cache usage {kv:.1%}", why),
+            inferred=("the KV pool is the bottleneck",),
+        ),
+        remedy=Remedy(action=RemedyAction.RELAUNCH, options=tuple(options)),
+    )
 
 
 def _options(
     s: Sample, m: ServerMetrics, desktop_peak: int | None, outside_budget: int | None
-) -> list[dict[str, Any]]:
+) -> list[RemedyOption]:
     info = s.info
-    options: list[dict[str, Any]] = []
+    options: list[RemedyOption] = []
     larger = _larger_budget(s, m, desktop_peak, outside_budget)
     if larger is not None:
         options.append(larger)
     seqs = read.max_num_seqs(info.argv if info else ())
     options.append(
-        {
-            "flag": "--max-num-seqs",
-            "value": max(1, seqs // 2) if seqs else None,
-            "why": "fewer sequences share the pool",
-        }
+        RemedyOption(
+            "--max-num-seqs",
+            max(1, seqs // 2) if seqs else None,
+            "fewer sequences share the pool",
+        )
     )
     max_len = info.max_model_len if info else None
     options.append(
-        {
-            "flag": "--max-model-len",
-            "value": max_len // 2 if max_len else None,
-            "why": "shorter requests hold fewer blocks",
-        }
+        RemedyOption(
+            "--max-model-len",
+            max_len // 2 if max_len else None,
+            "shorter requests hold fewer blocks",
+        )
     )
     return options
 
 
 def _larger_budget(
     s: Sample, m: ServerMetrics, desktop_peak: int | None, outside_budget: int | None
-) -> dict[str, Any] | None:
+) -> RemedyOption | None:
     """A larger `--gpu-memory-utilization` that still leaves the desktop its peak, if any."""
     device = read.primary(s)
     util_now = read.util(s)
@@ -136,15 +156,12 @@ def _larger_budget(
     need = (desktop_peak or 0) + DESKTOP_MARGIN_BYTES
     up = largest_util_for_desktop(device.total_bytes, need, outside_budget or 0)
     if up > util_now + 0.005:
-        option: dict[str, Any] = {"flag": "--gpu-memory-utilization", "value": up}
-        option.update(
-            kv_cost(
-                device.total_bytes,
-                util_now,
-                up,
-                m.cache.kv_cache_memory_bytes,
-                m.cache.kv_cache_size_tokens,
-            )
+        cost = kv_cost(
+            device.total_bytes,
+            util_now,
+            up,
+            m.cache.kv_cache_memory_bytes,
+            m.cache.kv_cache_size_tokens,
         )
-        return option
+        return RemedyOption("--gpu-memory-utilization", up, cost=cost)
     return None

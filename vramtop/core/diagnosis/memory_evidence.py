@@ -11,14 +11,15 @@ stays silent and the console says the rate cannot be judged yet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from vramtop.core.budget import budget_bytes, outside_budget
 from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
+from vramtop.core.findings import Evidence, Facts, Ladder, Report, Severity
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
 from vramtop.core.snapshot import server_util
-from vramtop.core.windows.prose import cite_spill
+from vramtop.core.windows.prose import cite_spill, with_spill
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillEvidence
 
 NO_NORMAL_RATE = "memory evidence, no normal rate"
@@ -101,53 +102,69 @@ def squeeze_in_memory(
     return over is not None and over >= SPILL_THRESHOLD_BYTES
 
 
+@dataclass(frozen=True)
+class MemoryOnlyFacts(Facts):
+    """The evidence of a collapse that memory alone names (the session format's keys)."""
+
+    desktop_bytes: int
+    desktop_allowance_bytes: int
+    wsl_vm_shared_bytes: int
+    wsl_vm_dedicated_bytes: int
+    kv_cache_usage: float | None
+    used_bytes: int
+    total_bytes: int
+    generation_tps: float | None
+    baseline_generation_tps: None = None  # no normal rate: that is why memory alone names it
+    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
+
+    def to_json(self) -> JsonObject:
+        return with_spill(super().to_json(), self.spill)
+
+
 def memory_report(
     s: Sample, device: GpuDevice, evidence: MemoryEvidence, desktop: DesktopShare
-) -> dict[str, Any]:
-    """The finding's fields when memory alone names the collapse."""
+) -> Report:
+    """What the finding says when memory alone names the collapse."""
     over = evidence.desktop_bytes - evidence.allowance_bytes
-    ladder: dict[str, list[str]] = {
-        "observed": [
+    ladder = Ladder(
+        observed=(
             f"Windows counters: the desktop's programs hold {evidence.desktop_bytes / GIB:.2f} "
             f"GiB of VRAM, {over / GIB:.2f} GiB more than the {evidence.allowance_bytes / GIB:.2f}"
             " GiB the budget leaves them",
             f"the WSL VM has {evidence.vm_shared_bytes / GIB:.2f} GiB of its GPU memory in "
             "system memory",
             "no normal rate is known yet for this server, so the token rate cannot be judged",
-        ],
-        "inferred": ["the desktop and vLLM are competing for physical VRAM"],
-        "hypothesis": [
+        ),
+        inferred=("the desktop and vLLM are competing for physical VRAM",),
+        hypothesis=(
             "decoding is slowed by reads of the spilled memory; a restart that brings the "
-            "token rate back would confirm it"
-        ],
-    }
-    ev: dict[str, Any] = {
-        "desktop_bytes": evidence.desktop_bytes,
-        "desktop_allowance_bytes": evidence.allowance_bytes,
-        "wsl_vm_shared_bytes": evidence.vm_shared_bytes,
-        "wsl_vm_dedicated_bytes": evidence.vm_dedicated_bytes,
-        "kv_cache_usage": s.server.metrics.kv_cache_usage
+            "token rate back would confirm it",
+        ),
+    )
+    facts = MemoryOnlyFacts(
+        desktop_bytes=evidence.desktop_bytes,
+        desktop_allowance_bytes=evidence.allowance_bytes,
+        wsl_vm_shared_bytes=evidence.vm_shared_bytes,
+        wsl_vm_dedicated_bytes=evidence.vm_dedicated_bytes,
+        kv_cache_usage=s.server.metrics.kv_cache_usage
         if s.server is not None and s.server.metrics is not None
         else None,
-        "used_bytes": device.used_bytes,
-        "total_bytes": device.total_bytes,
-        "generation_tps": s.rates.generation_tps,
-        "baseline_generation_tps": None,
-    }
-    if evidence.spill is not None:
-        ladder, ev = cite_spill(ladder, ev, evidence.spill)
-    return {
-        "severity": "critical",
-        "summary": (
+        used_bytes=device.used_bytes,
+        total_bytes=device.total_bytes,
+        generation_tps=s.rates.generation_tps,
+        spill=evidence.spill,
+    )
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=(
             f"The desktop's programs hold {evidence.desktop_bytes / GIB:.1f} GiB, more than "
             f"the {evidence.allowance_bytes / GIB:.1f} GiB vLLM's budget leaves them, and "
             f"{evidence.vm_shared_bytes / GIB:.1f} GiB of vLLM's memory is in system memory: "
             "the desktop is squeezing vLLM. There is no normal rate to compare with yet: a "
             "restart that brings the token rate back would confirm it."
         ),
-        "evidence": ev,
-        "ruled_out": {},
-        "ladder": ladder,
-        "remedy": contention_remedy(s, device, desktop),
-        "confidence": NO_NORMAL_RATE,
-    }
+        evidence=Evidence.of(facts),
+        ladder=cite_spill(ladder, evidence.spill),
+        remedy=contention_remedy(s, device, desktop),
+        confidence=NO_NORMAL_RATE,
+    )

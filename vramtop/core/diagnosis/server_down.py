@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from vramtop.core.budget import largest_util_that_fits_logged
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S, UNHEALTHY_SAMPLES
 from vramtop.core.findings import (
-    KV_PRESSURE,
-    LAUNCH_FAILED,
-    SERVER_CRASHED,
-    SERVER_NOT_ANSWERING,
-    STARTUP_OUT_OF_MEMORY,
-    VRAM_CONTENTION,
+    Evidence,
+    Facts,
+    Kind,
+    Ladder,
+    Remedy,
+    RemedyAction,
+    Report,
+    RuledOut,
+    Severity,
 )
+from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import parse_startup_oom
 
@@ -38,7 +42,7 @@ _NOT_LAUNCHED = re.compile(
 NOT_LAUNCHED_CODES = {127: "not found", 126: "not executable"}
 
 
-def launch_failure(lines: Sequence[str], returncode: Any = None) -> str | None:
+def launch_failure(lines: Sequence[str], returncode: JsonValue = None) -> str | None:
     """Why the launch command itself could not run, from its last lines (the newest such
     line) or its exit code; None when it ran (whatever it did next)."""
     for line in reversed(lines):
@@ -50,29 +54,53 @@ def launch_failure(lines: Sequence[str], returncode: Any = None) -> str | None:
     return None
 
 
-def launch_failed_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
-    """The finding's fields for a launch command that could not run (`why`: its words)."""
-    return {
-        "severity": "critical",
-        "summary": f"vLLM never started: the launch command could not run ({why}).",
-        "evidence": evidence,
-        "ruled_out": {
-            "crash": {"why": "the server never ran: its command could not be executed"},
-        },
-        "ladder": {
-            "observed": [why],
-            "inferred": ["the profile's command is not on PATH here, or not executable"],
-            "hypothesis": [],
-        },
-        "remedy": {
-            "action": "fix_profile",
+@dataclass(frozen=True)
+class DownFacts(Facts):
+    """What showed the server down, or never started (the session format's keys): the
+    recorded exit code, the state it was in, or /health failing; only the one that showed it
+    is written."""
+
+    facts: Mapping[str, JsonValue]
+
+    def to_json(self) -> JsonObject:
+        return dict(self.facts)
+
+
+@dataclass(frozen=True)
+class StartupOomFacts(Facts):
+    """The numbers of vLLM's out-of-memory line (`vllm.log.parse_startup_oom`)."""
+
+    free_gib: float
+    total_gib: float
+    requested_util: float
+    requested_gib: float
+
+
+@dataclass(frozen=True)
+class NotAnsweringFacts(Facts):
+    not_answering_s: float
+
+
+def launch_failed_report(why: str, evidence: Mapping[str, JsonValue]) -> Report:
+    """What the finding says of a launch command that could not run (`why`: its words)."""
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=f"vLLM never started: the launch command could not run ({why}).",
+        evidence=Evidence.of(DownFacts(evidence)),
+        ruled_out={"crash": RuledOut("the server never ran: its command could not be executed")},
+        ladder=Ladder(
+            observed=(why,),
+            inferred=("the profile's command is not on PATH here, or not executable",),
+        ),
+        remedy=Remedy(
+            action=RemedyAction.FIX_PROFILE,
             # The same command fails the same way, at any budget.
-            "restart_fails": True,
-            "why": "make the command findable (the full path in the profile's argv, or a "
+            restart_fails=True,
+            why="make the command findable (the full path in the profile's argv, or a "
             "prelude that activates its environment), then start again; vramtop doctor "
             "checks it",
-        },
-    }
+        ),
+    )
 
 
 def startup_oom_facts(line: str) -> dict[str, float] | None:
@@ -81,66 +109,63 @@ def startup_oom_facts(line: str) -> dict[str, float] | None:
     return oom.as_dict() if oom is not None else None
 
 
-def startup_oom_report(text: str, facts: dict[str, float]) -> dict[str, Any]:
-    """The finding's fields for the OOM line `text` and its `startup_oom_facts`."""
+def startup_oom_report(text: str, facts: dict[str, float]) -> Report:
+    """What the finding says of the OOM line `text` and its `startup_oom_facts`."""
     util = largest_util_that_fits_logged(facts["free_gib"], facts["total_gib"])
-    return {
-        "severity": "critical",
-        "summary": (
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=(
             f"vLLM could not start: {facts['free_gib']:.2f} GiB were free but its budget "
             f"at {facts['requested_util']:.2f} needs {facts['requested_gib']:.2f} GiB."
         ),
-        "evidence": facts,
-        "ruled_out": {},
-        "ladder": {
-            "observed": [text.strip()],
-            "inferred": ["other programs hold more of the card than the budget leaves them"],
-            "hypothesis": [],
-        },
-        "remedy": {
-            "action": "relaunch",
-            "gpu_memory_utilization": util,
+        evidence=Evidence.of(StartupOomFacts(**facts)),
+        ladder=Ladder(
+            observed=(text.strip(),),
+            inferred=("other programs hold more of the card than the budget leaves them",),
+        ),
+        remedy=Remedy(
+            action=RemedyAction.RELAUNCH,
+            gpu_memory_utilization=util,
             # The same budget would fail the same way: no restart is offered.
-            "restart_fails": True,
-            "why": f"{util:.2f} is the largest budget that fits the free memory; or close "
+            restart_fails=True,
+            why=f"{util:.2f} is the largest budget that fits the free memory; or close "
             "what holds the card and start again",
-        },
-    }
+        ),
+    )
 
 
-def not_answering_report(seconds: float) -> dict[str, Any]:
-    """The finding's fields for a server whose process is there but answers nothing."""
+def not_answering_report(seconds: float) -> Report:
+    """What the finding says of a server whose process is there but answers nothing."""
     observed = f"every request has timed out for {seconds:.0f} s; its port is still held"
-    return {
-        "severity": "critical",
-        "summary": f"vLLM is not answering: no reply for {seconds:.0f} s.",
-        "evidence": {"not_answering_s": round(seconds, 1)},
-        "ruled_out": {"down": {"why": "the connection is accepted: a process holds the port"}},
-        "ladder": {
-            "observed": [observed],
-            "inferred": ["the server process is hung or stopped (SIGSTOP, a debugger, swap)"],
-            "hypothesis": [],
-        },
-        "remedy": {
-            "action": "restart",
-            "why": "restart the server; requests in flight are already lost",
-        },
-    }
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=f"vLLM is not answering: no reply for {seconds:.0f} s.",
+        evidence=Evidence.of(NotAnsweringFacts(round(seconds, 1))),
+        ruled_out={"down": RuledOut("the connection is accepted: a process holds the port")},
+        ladder=Ladder(
+            observed=(observed,),
+            inferred=("the server process is hung or stopped (SIGSTOP, a debugger, swap)",),
+        ),
+        remedy=Remedy(
+            action=RemedyAction.RESTART,
+            why="restart the server; requests in flight are already lost",
+        ),
+    )
 
 
-def crash_report(why: str, evidence: dict[str, Any]) -> dict[str, Any]:
-    """The finding's fields for a server that went down unasked (`why`, in words)."""
-    return {
-        "severity": "critical",
-        "summary": f"vLLM is down: {why}.",
-        "evidence": evidence,
-        "ruled_out": {"planned": {"why": "no stop, restart or relaunch was requested"}},
-        "ladder": {"observed": [why], "inferred": [], "hypothesis": []},
-        "remedy": {
-            "action": "restart",
-            "why": "start the server again and read its last log lines",
-        },
-    }
+def crash_report(why: str, evidence: Mapping[str, JsonValue]) -> Report:
+    """What the finding says of a server that went down unasked (`why`, in words)."""
+    return Report(
+        severity=Severity.CRITICAL,
+        summary=f"vLLM is down: {why}.",
+        evidence=Evidence.of(DownFacts(evidence)),
+        ruled_out={"planned": RuledOut("no stop, restart or relaunch was requested")},
+        ladder=Ladder(observed=(why,)),
+        remedy=Remedy(
+            action=RemedyAction.RESTART,
+            why="start the server again and read its last log lines",
+        ),
+    )
 
 
 class ServerWatch:
@@ -167,9 +192,9 @@ class ServerWatch:
         self._planned_exit = False
         self._ready_seen = True
         self._exit_seen = False
-        self._book.close(LAUNCH_FAILED, t)
-        self._book.close(STARTUP_OUT_OF_MEMORY, t)
-        self._book.close(SERVER_CRASHED, t)
+        self._book.close(Kind.LAUNCH_FAILED, t)
+        self._book.close(Kind.STARTUP_OUT_OF_MEMORY, t)
+        self._book.close(Kind.SERVER_CRASHED, t)
 
     def check_health(self, s: Sample, state: ServerState | None) -> None:
         if state is ServerState.CRASHED:
@@ -188,7 +213,7 @@ class ServerWatch:
         if server.healthy:
             self._was_healthy = True
             self._unhealthy_run = 0
-            self._book.close(SERVER_CRASHED, s.t)
+            self._book.close(Kind.SERVER_CRASHED, s.t)
         elif server.healthy is False and self._was_healthy:
             self._unhealthy_run += 1
             if self._unhealthy_run >= UNHEALTHY_SAMPLES:
@@ -202,17 +227,18 @@ class ServerWatch:
         quiet = s.server.not_answering_s if s.server is not None else None
         down = state in (ServerState.STOPPED, ServerState.STOPPING, ServerState.CRASHED)
         if quiet is not None and quiet >= NOT_ANSWERING_S and not down:
-            self._book.set(SERVER_NOT_ANSWERING, s.t, **not_answering_report(quiet))
+            self._book.set(Kind.SERVER_NOT_ANSWERING, s.t, not_answering_report(quiet))
         else:
-            self._book.close(SERVER_NOT_ANSWERING, s.t)
+            self._book.close(Kind.SERVER_NOT_ANSWERING, s.t)
 
-    def on_exit(self, t: float, detail: Mapping[str, Any]) -> None:
+    def on_exit(self, t: float, detail: Mapping[str, JsonValue]) -> None:
         self._exit_seen = True
-        lines = detail.get("last_lines") or []
-        if isinstance(lines, str):
-            lines = [lines]
-        elif not isinstance(lines, (list, tuple)):
-            lines = []  # a malformed recording: no lines to read
+        raw = detail.get("last_lines") or []
+        if isinstance(raw, str):
+            raw = [raw]
+        elif not isinstance(raw, (list, tuple)):
+            raw = []  # a malformed recording: no lines to read
+        lines = [str(line) for line in raw]
         if any(self.check_oom_text(t, str(line)) for line in lines):
             self._planned_exit = False
             return
@@ -232,13 +258,13 @@ class ServerWatch:
         facts = startup_oom_facts(text)
         if facts is None:
             return False
-        self._book.set(STARTUP_OUT_OF_MEMORY, t, **startup_oom_report(text, facts))
+        self._book.set(Kind.STARTUP_OUT_OF_MEMORY, t, startup_oom_report(text, facts))
         return True
 
-    def _launch_failed(self, t: float, why: str, evidence: dict[str, Any]) -> None:
-        self._book.set(LAUNCH_FAILED, t, **launch_failed_report(why, evidence))
+    def _launch_failed(self, t: float, why: str, evidence: JsonObject) -> None:
+        self._book.set(Kind.LAUNCH_FAILED, t, launch_failed_report(why, evidence))
 
-    def _crash(self, t: float, why: str, evidence: dict[str, Any]) -> None:
-        for kind in (VRAM_CONTENTION, KV_PRESSURE):
+    def _crash(self, t: float, why: str, evidence: JsonObject) -> None:
+        for kind in (Kind.VRAM_CONTENTION, Kind.KV_PRESSURE):
             self._book.close(kind, t)
-        self._book.set(SERVER_CRASHED, t, **crash_report(why, evidence))
+        self._book.set(Kind.SERVER_CRASHED, t, crash_report(why, evidence))

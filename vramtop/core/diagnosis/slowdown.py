@@ -15,13 +15,13 @@ squeeze; `slowdown_report` what the finding says, with `contention_remedy`'s bud
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.contention import (
+    THROTTLING_RULED_OUT,
     DesktopShare,
     Point,
     Squeeze,
@@ -42,9 +42,20 @@ from vramtop.core.diagnosis.thresholds import (
     SLOWDOWN_RATIO,
     SLOWDOWN_WINDOW,
 )
-from vramtop.core.findings import VRAM_SLOWDOWN
+from vramtop.core.findings import (
+    Evidence,
+    Facts,
+    Kind,
+    Ladder,
+    Remedy,
+    RemedyAction,
+    Report,
+    RuledOut,
+    Severity,
+)
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
-from vramtop.core.windows.prose import cite_spill
+from vramtop.core.windows.prose import cite_spill, with_spill
 from vramtop.core.windows.spill import SpillEvidence
 
 
@@ -109,7 +120,7 @@ class SlowdownWatch:
             self._squeezed.append(squeezed)
             if judged:
                 self._judged.append((point, squeezed))
-        if self._book.is_open(VRAM_SLOWDOWN) and (self._recovered() or self._squeeze_gone()):
+        if self._book.is_open(Kind.VRAM_SLOWDOWN) and (self._recovered() or self._squeeze_gone()):
             self._close(t)
             return []
         # Only a judged second under the squeeze opens or refreshes it: an open one keeps its
@@ -127,8 +138,8 @@ class SlowdownWatch:
         return sum(not sq for sq in self._squeezed) >= SLOWDOWN_CLOSE_COUNT
 
     def _close(self, t: float) -> None:
-        if self._book.is_open(VRAM_SLOWDOWN):
-            self._book.close(VRAM_SLOWDOWN, t)
+        if self._book.is_open(Kind.VRAM_SLOWDOWN):
+            self._book.close(Kind.VRAM_SLOWDOWN, t)
         # Closed or superseded, a slowdown is judged again from fresh seconds: the old ones
         # must not reopen it at once.
         self.new_epoch()
@@ -144,7 +155,7 @@ class Slowdown:
 
     points: list[Point]
     judged: int  # the judged seconds they were counted among
-    baseline_tps: float  # the normal per-request rate the points were compared with
+    normal_tps: float  # the normal per-request rate the points were compared with
     squeeze: Squeeze
     normal: NormalRate | None = None
 
@@ -156,7 +167,39 @@ class Slowdown:
 
     @property
     def ratio(self) -> float | None:
-        return self.rate / self.baseline_tps if self.baseline_tps else None
+        return self.rate / self.normal_tps if self.normal_tps else None
+
+
+@dataclass(frozen=True)
+class SlowdownFacts(Facts):
+    """A slowdown's evidence (the session format's keys, in order)."""
+
+    generation_tps: float
+    decode_tps: float
+    normal_decode_tps: float
+    ratio: float | None
+    decode_measure: str
+    normal_rate_source: str | None
+    normal_rate_saved_at: float | None
+    slow_seconds: int
+    judged_seconds: int
+    requests_running: float
+    kv_cache_usage: float | None
+    used_bytes: int
+    total_bytes: int
+    used_fraction: float
+    memory_kind: str
+    desktop_bytes: int | None
+    desktop_bytes_at_start: int | None
+    desktop_growth_bytes: int | None
+    desktop_peak_bytes: int | None
+    desktop_over_allowance_bytes: int | None
+    server_bytes: int | None
+    budget_bytes: int | None
+    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
+
+    def to_json(self) -> JsonObject:
+        return with_spill(super().to_json(), self.spill)
 
 
 def slowdown_report(
@@ -165,103 +208,109 @@ def slowdown_report(
     slowdown: Slowdown,
     desktop: DesktopShare,
     spill: SpillEvidence | None,
-) -> dict[str, Any]:
-    """The finding's fields (severity, summary, evidence, ruled_out, ladder, remedy)."""
+) -> Report:
+    """What the finding says: the slowdown in numbers, what it rules out, its trade-off."""
     remedy = contention_remedy(s, device, desktop)
     over = desktop_over_allowance(s, desktop.outside_budget)
     ruled_out = _ruled_out(device, slowdown)
-    ladder, evidence = cite_spill(
-        _ladder(s, device, slowdown, over, ruled_out),
-        _evidence(s, device, slowdown, desktop, over),
-        spill,
+    return Report(
+        severity=Severity.WARNING,
+        summary=_summary(slowdown, remedy),
+        evidence=Evidence.of(_evidence(s, device, slowdown, desktop, over, spill)),
+        ruled_out=ruled_out,
+        ladder=cite_spill(_ladder(s, device, slowdown, over, ruled_out), spill),
+        remedy=remedy,
     )
-    return {
-        "severity": "warning",
-        "summary": _summary(slowdown, remedy),
-        "evidence": evidence,
-        "ruled_out": ruled_out,
-        "ladder": ladder,
-        "remedy": remedy,
-    }
 
 
-def _summary(slowdown: Slowdown, remedy: dict[str, Any]) -> str:
+def _summary(slowdown: Slowdown, remedy: Remedy) -> str:
     said = (
-        f"vLLM runs at {slowdown.rate:.0f} of its normal {slowdown.baseline_tps:.0f} tok/s per "
+        f"vLLM runs at {slowdown.rate:.0f} of its normal {slowdown.normal_tps:.0f} tok/s per "
         "request while the desktop's memory squeezes it"
     )
     return f"{said}; {trade_off(remedy)}."
 
 
-def trade_off(remedy: dict[str, Any]) -> str:
+def trade_off(remedy: Remedy) -> str:
     """What the remedy's relaunch would do and what it costs the KV pool, in words: "relaunching
     at 0.83 would avoid it and cost 18,000 KV tokens" (or its restart's reason)."""
-    util = remedy.get("gpu_memory_utilization")
-    if remedy.get("action") != "relaunch" or not isinstance(util, int | float):
-        return str(remedy.get("why", "restart vLLM once the desktop's load is gone"))
+    util = remedy.gpu_memory_utilization
+    if remedy.action != RemedyAction.RELAUNCH or util is None:
+        return remedy.why or "restart vLLM once the desktop's load is gone"
     words = f"relaunching at {util:.2f}"
-    max_len = remedy.get("max_model_len")
-    if isinstance(max_len, int) and not isinstance(max_len, bool):
-        words += f" with --max-model-len {max_len:,}"
+    if remedy.max_model_len is not None:
+        words += f" with --max-model-len {remedy.max_model_len:,}"
     # A budget that cannot leave the desktop its peak eases the squeeze without ending it.
-    words += " would avoid it" if remedy.get("leaves_desktop_peak", True) else " would ease it"
-    tokens, after = remedy.get("kv_cache_tokens"), remedy.get("kv_cache_tokens_after")
-    pool, pool_after = remedy.get("kv_pool_bytes"), remedy.get("kv_pool_bytes_after")
-    if isinstance(tokens, int) and isinstance(after, int) and tokens > after:
+    words += " would avoid it" if remedy.leaves_desktop_peak else " would ease it"
+    cost = remedy.cost
+    tokens = cost.kv_cache_tokens if cost is not None else None
+    after = cost.kv_cache_tokens_after if cost is not None else None
+    pool, pool_after = remedy.kv_pool_bytes, remedy.kv_pool_bytes_after
+    if tokens is not None and after is not None and tokens > after:
         words += f" and cost {tokens - after:,} KV tokens"
-    elif isinstance(pool, int) and isinstance(pool_after, int) and pool > pool_after:
+    elif pool is not None and pool_after is not None and pool > pool_after:
         words += f" and cost {(pool - pool_after) / GIB:.2f} GiB of the KV pool"
     return words
 
 
 def _evidence(
-    s: Sample, device: GpuDevice, slowdown: Slowdown, desktop: DesktopShare, over: int | None
-) -> dict[str, Any]:
+    s: Sample,
+    device: GpuDevice,
+    slowdown: Slowdown,
+    desktop: DesktopShare,
+    over: int | None,
+    spill: SpillEvidence | None,
+) -> SlowdownFacts:
     last = slowdown.points[-1]
     ratio = slowdown.ratio
     total = median(p.generation_tps for p in slowdown.points)
     normal = slowdown.normal
-    return {
-        "generation_tps": round(total, 2),
-        "decode_tps": round(slowdown.rate, 2),
-        "normal_decode_tps": round(slowdown.baseline_tps, 2),
-        "ratio": round(ratio, 3) if ratio is not None else None,
-        "decode_measure": last.measure,
-        "normal_rate_source": normal.source if normal is not None else None,
-        "normal_rate_saved_at": normal.saved_at if normal is not None else None,
-        "slow_seconds": len(slowdown.points),
-        "judged_seconds": slowdown.judged,
-        "requests_running": last.running,
-        "kv_cache_usage": slowdown.squeeze.kv,
-        "used_bytes": device.used_bytes,
-        "total_bytes": device.total_bytes,
-        "used_fraction": round(slowdown.squeeze.fill, 4),
-        "memory_kind": device.memory_kind.value,
-        "desktop_bytes": read.desktop_bytes(s),
-        "desktop_bytes_at_start": desktop.at_start,
-        "desktop_growth_bytes": slowdown.squeeze.growth,
-        "desktop_peak_bytes": desktop.peak,
-        "desktop_over_allowance_bytes": over,
-        "server_bytes": s.split.server_bytes if s.split else None,
-        "budget_bytes": s.split.budget_bytes if s.split else None,
-    }
+    return SlowdownFacts(
+        generation_tps=round(total, 2),
+        decode_tps=round(slowdown.rate, 2),
+        normal_decode_tps=round(slowdown.normal_tps, 2),
+        ratio=round(ratio, 3) if ratio is not None else None,
+        decode_measure=last.measure,
+        normal_rate_source=normal.source if normal is not None else None,
+        normal_rate_saved_at=normal.saved_at if normal is not None else None,
+        slow_seconds=len(slowdown.points),
+        judged_seconds=slowdown.judged,
+        requests_running=last.running,
+        kv_cache_usage=slowdown.squeeze.kv,
+        used_bytes=device.used_bytes,
+        total_bytes=device.total_bytes,
+        used_fraction=round(slowdown.squeeze.fill, 4),
+        memory_kind=device.memory_kind.value,
+        desktop_bytes=read.desktop_bytes(s),
+        desktop_bytes_at_start=desktop.at_start,
+        desktop_growth_bytes=slowdown.squeeze.growth,
+        desktop_peak_bytes=desktop.peak,
+        desktop_over_allowance_bytes=over,
+        server_bytes=s.split.server_bytes if s.split else None,
+        budget_bytes=s.split.budget_bytes if s.split else None,
+        spill=spill,
+    )
 
 
-def _ruled_out(device: GpuDevice, slowdown: Slowdown) -> dict[str, Any]:
+def _ruled_out(device: GpuDevice, slowdown: Slowdown) -> dict[str, RuledOut]:
     ruled_out = ruled_out_by_memory(device, slowdown.squeeze.kv)
     ratio = slowdown.ratio
     if ratio is not None:
-        ruled_out["vram_contention"] = {
-            "ratio": round(ratio, 3),
-            "why": f"{ratio:.0%} of the normal rate is above the {COLLAPSE_RATIO:.0%} a "
+        ruled_out[Kind.VRAM_CONTENTION] = RuledOut(
+            f"{ratio:.0%} of the normal rate is above the {COLLAPSE_RATIO:.0%} a "
             "collapse is named at",
-        }
+            {"ratio": round(ratio, 3)},
+        )
     return ruled_out
 
 
 def _ladder(
-    s: Sample, device: GpuDevice, slowdown: Slowdown, over: int | None, ruled_out: dict[str, Any]
-) -> dict[str, list[str]]:
+    s: Sample,
+    device: GpuDevice,
+    slowdown: Slowdown,
+    over: int | None,
+    ruled_out: dict[str, RuledOut],
+) -> Ladder:
     last, squeeze = slowdown.points[-1], slowdown.squeeze
     origin = (
         " remembered from an earlier run"
@@ -271,7 +320,7 @@ def _ladder(
     unified = device.memory_kind is MemoryKind.UNIFIED
     observed = [
         f"tokens/s per request at {slowdown.rate:.1f} against a normal "
-        f"{slowdown.baseline_tps:.1f}{origin} on {len(slowdown.points)} of the last "
+        f"{slowdown.normal_tps:.1f}{origin} on {len(slowdown.points)} of the last "
         f"{slowdown.judged} judged seconds, with {last.running:.0f} request(s) running"
         + (" (vLLM's per-token latency)" if last.measure == INTER_TOKEN_LATENCY else ""),
         f"system memory, shared with the GPU, is {squeeze.fill:.0%} in use"
@@ -295,16 +344,16 @@ def _ladder(
         )
     if squeeze.kv is not None:
         observed.append(f"KV cache usage is {squeeze.kv:.1%}, which rules out cache saturation")
-    observed.append(ruled_out["gpu_throttling"]["why"])
-    if "vram_contention" in ruled_out:
-        observed.append(f"not a collapse: {ruled_out['vram_contention']['why']}")
-    return {
-        "observed": observed,
-        "inferred": ["the desktop and vLLM are competing for the last of the memory they share"],
-        "hypothesis": [
+    observed.append(ruled_out[THROTTLING_RULED_OUT].why)
+    if Kind.VRAM_CONTENTION in ruled_out:
+        observed.append(f"not a collapse: {ruled_out[Kind.VRAM_CONTENTION].why}")
+    return Ladder(
+        observed=tuple(observed),
+        inferred=("the desktop and vLLM are competing for the last of the memory they share",),
+        hypothesis=(
             "the kernel reclaims memory vLLM uses, so every decode step waits a little"
             if unified
             else "with no memory to spare, the driver moves vLLM's memory in and out of VRAM, "
-            "so every decode step is slower, without collapsing"
-        ],
-    }
+            "so every decode step is slower, without collapsing",
+        ),
+    )

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.thresholds import (
@@ -16,37 +16,48 @@ from vramtop.core.diagnosis.thresholds import (
     THROTTLE_OPEN,
     THROTTLE_WINDOW,
 )
-from vramtop.core.findings import GPU_THROTTLING
+from vramtop.core.findings import (
+    Evidence,
+    Facts,
+    Kind,
+    Ladder,
+    Remedy,
+    RemedyAction,
+    Report,
+    Severity,
+)
 from vramtop.core.model import GpuDevice
 
 
-def throttle_report(
-    device: GpuDevice, reasons: list[str], generation_tps: float | None
-) -> dict[str, Any]:
-    """The finding's fields; `reasons` are the slowdown reasons the card reports (may be none
+@dataclass(frozen=True)
+class ThrottleFacts(Facts):
+    """Throttling's evidence (the session format's keys, in order)."""
+
+    throttle: list[str]
+    temperature_c: int | None
+    sm_clock_mhz: int | None
+    generation_tps: float | None
+
+
+def throttle_report(device: GpuDevice, reasons: list[str], generation_tps: float | None) -> Report:
+    """What the finding says; `reasons` are the slowdown reasons the card reports (may be none
     when it is only hot and slow)."""
     what = ", ".join(reasons) if reasons else f"{device.temperature_c} °C"
-    return {
-        "severity": "warning",
-        "summary": f"The GPU is throttling its clocks ({what}): the slowdown is not memory.",
-        "evidence": {
-            "throttle": reasons,
-            "temperature_c": device.temperature_c,
-            "sm_clock_mhz": device.sm_clock_mhz,
-            "generation_tps": generation_tps,
-        },
-        "ruled_out": {},
-        "ladder": {
-            "observed": [f"clock throttle reasons: {what}"],
-            "inferred": ["the GPU runs slower than it can"],
-            "hypothesis": [],
-        },
-        "remedy": {
-            "action": "cool_down",
-            "why": "improve cooling or airflow, or lower the power limit; "
+    facts = ThrottleFacts(reasons, device.temperature_c, device.sm_clock_mhz, generation_tps)
+    return Report(
+        severity=Severity.WARNING,
+        summary=f"The GPU is throttling its clocks ({what}): the slowdown is not memory.",
+        evidence=Evidence.of(facts),
+        ladder=Ladder(
+            observed=(f"clock throttle reasons: {what}",),
+            inferred=("the GPU runs slower than it can",),
+        ),
+        remedy=Remedy(
+            action=RemedyAction.COOL_DOWN,
+            why="improve cooling or airflow, or lower the power limit; "
             "memory settings will not help",
-        },
-    }
+        ),
+    )
 
 
 class ThrottleWatch:
@@ -70,7 +81,7 @@ class ThrottleWatch:
         slow = ratio is not None and ratio < HOT_SLOW_RATIO  # 0.0 (stalled) is slow too
         hot = device.temperature_c is not None and device.temperature_c >= HOT_C
         self._window.append(bool(reasons) or (hot and slow))
-        if self._book.is_open(GPU_THROTTLING) and not any(self._window):
-            self._book.close(GPU_THROTTLING, t)
+        if self._book.is_open(Kind.GPU_THROTTLING) and not any(self._window):
+            self._book.close(Kind.GPU_THROTTLING, t)
         elif sum(self._window) >= THROTTLE_OPEN and self._window[-1]:
-            self._book.set(GPU_THROTTLING, t, **throttle_report(device, reasons, generation_tps))
+            self._book.set(Kind.GPU_THROTTLING, t, throttle_report(device, reasons, generation_tps))

@@ -3,9 +3,8 @@ setting that may prevent one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
+from vramtop.core.findings import Ladder
+from vramtop.core.json_types import JsonObject
 from vramtop.core.windows.spill import SpillEvidence
 
 SYSMEM_FALLBACK_ADVICE = (
@@ -22,23 +21,18 @@ SYSMEM_FALLBACK_ADVICE = (
 _SPILL_RUNG_WORDS = ("residency", "system memory", "spill")
 
 
-def cite_spill(
-    ladder: Mapping[str, Sequence[str]],
-    evidence: Mapping[str, Any],
-    spill: SpillEvidence | None,
-) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    """A finding's ladder and evidence with the spill cited as observed, when there is one.
+def cite_spill(ladder: Ladder, spill: SpillEvidence | None) -> Ladder:
+    """A finding's ladder with the spill cited as observed, when there is one.
 
-    Without evidence both come back unchanged (as fresh copies). With it, the spill sentence
-    joins "observed" with its numbers, the hypothesis about residency is dropped, and what is
-    still not measured — that the PCIe reads are what slows decoding — moves to "inferred".
+    Without evidence it comes back unchanged. With it, the spill sentence joins "observed"
+    with its numbers, the hypothesis about residency is dropped, and what is still not
+    measured — that the PCIe reads are what slows decoding — moves to "inferred". The
+    evidence cites the spill's figures too (`with_spill`).
     """
-    out = {k: list(v) for k, v in ladder.items()}
-    ev = dict(evidence)
     if spill is None:
-        return out, ev
+        return ladder
     rise, now = spill.rise_bytes / 1024**3, spill.shared_bytes / 1024**3
-    out.setdefault("observed", []).append(
+    seen = (
         f"amdgpu: vLLM's buffers in GTT (system memory) rose by {rise:.2f} GiB to {now:.2f} "
         f"GiB since t={spill.first_seen_t:.0f} s: part of vLLM's memory was evicted from VRAM"
         if spill.source == "gtt"
@@ -46,11 +40,20 @@ def cite_spill(
         f"{rise:.2f} GiB to {now:.2f} GiB since t={spill.first_seen_t:.0f} s: part of vLLM's "
         "memory left the card"
     )
-    out["hypothesis"] = [
-        h for h in out.get("hypothesis", []) if not any(w in h.lower() for w in _SPILL_RUNG_WORDS)
-    ]
-    out.setdefault("inferred", []).append(
-        "decode steps read the spilled memory over PCIe, which explains the slowdown"
+    return Ladder(
+        observed=(*ladder.observed, seen),
+        inferred=(
+            *ladder.inferred,
+            "decode steps read the spilled memory over PCIe, which explains the slowdown",
+        ),
+        hypothesis=tuple(
+            h for h in ladder.hypothesis if not any(w in h.lower() for w in _SPILL_RUNG_WORDS)
+        ),
     )
-    ev.update(spill.as_evidence())
-    return out, ev
+
+
+def with_spill(evidence: JsonObject, spill: SpillEvidence | None) -> JsonObject:
+    """A finding's evidence with the spill's figures (a key it has already takes its value)."""
+    if spill is None:
+        return evidence
+    return {**evidence, **spill.as_evidence()}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import MIB
 from vramtop.core.windows.reading import WindowsGpuReading
 
@@ -59,7 +59,7 @@ class SpillEvidence:
             "the server's memory was moved out of VRAM."
         )
 
-    def as_evidence(self) -> dict[str, Any]:
+    def as_evidence(self) -> JsonObject:
         """Raw numbers for a finding's `evidence` (bytes, seconds)."""
         if self.source == "gtt":
             return {
