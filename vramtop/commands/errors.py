@@ -1,11 +1,7 @@
-"""How every command ends: one error type for a message on stderr, and the exit codes (defined
-with the other outcomes in vramtop/outcomes.py, below the machines that end in one too)."""
+"""How a command ends with a message: one error type for a message on stderr (the exit codes
+are vramtop/outcomes.py's `ExitCode`, below the machines that end in one too)."""
 
 from __future__ import annotations
-
-from vramtop.outcomes import ExitCode
-
-__all__ = ["CommandError", "ExitCode"]
 
 
 class CommandError(Exception):
