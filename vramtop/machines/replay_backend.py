@@ -55,10 +55,11 @@ class ReplayBackend(Backend):
         for record in self.source.advance(self._clock() - self._started):
             if isinstance(record, Event):
                 self._events.append(record)
-                if record.name == "log" and isinstance(record.detail.get("line"), str):
-                    self._log.append(record.detail["line"])
-                for line in record.detail.get("last_lines") or []:
-                    self._log.append(str(line))
+                line, last = record.detail.get("line"), record.detail.get("last_lines")
+                if record.name == "log" and isinstance(line, str):
+                    self._log.append(line)
+                for each in last if isinstance(last, list | tuple) else ():
+                    self._log.append(str(each))
         latest = self.source.latest
         if self.source.finished:
             # The last frame stays up: say it is the end of the file, not a live server.
