@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "relaunch",
     "status",
     "logs",
+    "events",
     "attach",
     "doctor",
     "export",

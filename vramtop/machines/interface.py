@@ -62,6 +62,8 @@ class Backend(ABC):
     """The machine the console runs against."""
 
     demo: bool = False  # the simulated machine
+    # A recording played back: its findings are not happening now (nothing is told of them).
+    recorded: bool = False
     wsl: bool | None = None  # None: not known
     profile_name: str | None = None  # shown in the header
     autostart: bool = False  # the console starts the server on mount (in a worker)

@@ -70,8 +70,12 @@ class MachineBackend(Backend):
         supervisor: Supervisor | None,
         demo: DemoHooks | None = None,
         wsl: bool = False,
+        asked_by: str = "key",
     ) -> None:
         self.sampler = sampler
+        # Who asks for this backend's actions, as the lasting timeline says: a key in the
+        # console, unless the guard built it for its own decisions ("guard").
+        self.asked_by = asked_by
         self.supervisor = supervisor
         self._demo = demo
         self.demo = demo is not None
@@ -198,13 +202,13 @@ class MachineBackend(Backend):
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        return self.supervisor.start(progress=progress)
+        return self.supervisor.start(progress=progress, asked_by=self.asked_by)
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
         self._planned("stop", {"reason": "asked"})
-        return self.supervisor.stop(progress=progress)
+        return self.supervisor.stop(progress=progress, asked_by=self.asked_by)
 
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
@@ -212,7 +216,9 @@ class MachineBackend(Backend):
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
         self._planned("restart", {"reason": "asked"})
-        return self.supervisor.restart(progress=progress, requests_lost=requests_lost)
+        return self.supervisor.restart(
+            progress=progress, requests_lost=requests_lost, asked_by=self.asked_by
+        )
 
     def relaunch(
         self,
@@ -244,6 +250,7 @@ class MachineBackend(Backend):
             kv_cache_dtype=kv_cache_dtype,
             progress=progress,
             precheck=precheck,
+            asked_by=self.asked_by,
         )
         if result.ok:
             outcome = "ok"
@@ -279,7 +286,7 @@ class MachineBackend(Backend):
         self._house_due.set()  # the housekeeping thread ends now, not at its next step
         if stop_server and self.supervisor is not None:
             self._planned("stop", {"reason": "quit"})
-            self.supervisor.stop()
+            self.supervisor.stop(asked_by=self.asked_by)
         if self._demo is not None:
             self._demo.shutdown(stop_server)
         self.sampler.close()

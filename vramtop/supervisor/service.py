@@ -22,11 +22,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import causes, door, door_steps, handle, state, tree
+from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
@@ -136,11 +138,19 @@ class Supervisor:
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
+        asked_by: str = COMMAND,
     ) -> ActionResult:
-        return self._actions.start(progress, wait_ready, timeout_s)
+        """`asked_by` (here and in each action below): who asked, for the lasting timeline
+        (`key`, `command`, `guard`)."""
+        before = launch_of(self._server.recorded())
+        result = self._actions.start(progress, wait_ready, timeout_s)
+        return self._told("start", result, asked_by, before)
 
-    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        return self._actions.stop(progress)
+    def stop(
+        self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
+    ) -> ActionResult:
+        before = launch_of(self._server.recorded())
+        return self._told("stop", self._actions.stop(progress), asked_by, before)
 
     def restart(
         self,
@@ -148,8 +158,11 @@ class Supervisor:
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
         requests_lost: bool = False,
+        asked_by: str = COMMAND,
     ) -> ActionResult:
-        return self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
+        before = launch_of(self._server.recorded())
+        result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
+        return self._told("restart", result, asked_by, before)
 
     def relaunch(
         self,
@@ -161,10 +174,43 @@ class Supervisor:
         wait_ready: bool = True,
         timeout_s: float = READY_TIMEOUT_S,
         precheck: RelaunchPrecheck | None = None,
+        asked_by: str = COMMAND,
     ) -> ActionResult:
-        return self._actions.relaunch(
+        before = launch_of(self._server.recorded())
+        result = self._actions.relaunch(
             util, max_model_len, kv_cache_dtype, save, progress, wait_ready, timeout_s, precheck
         )
+        changed = {
+            "gpu_memory_utilization": util,
+            "max_model_len": max_model_len,
+            "kv_cache_dtype": kv_cache_dtype,
+        }
+        return self._told("relaunch", result, asked_by, before, changed)
+
+    def _told(
+        self,
+        name: str,
+        result: ActionResult,
+        asked_by: str,
+        before: Launch,
+        detail: dict[str, Any] | None = None,
+    ) -> ActionResult:
+        """`result`, once the action is written to the lasting timeline (when it changed
+        anything: see `action_events`); a write that fails never changes the result."""
+        try:
+            after = launch_of(self._server.record())
+            write_action(
+                self.name,
+                name,
+                result,
+                asked_by=asked_by,
+                before=before,
+                after=after,
+                detail=detail,
+            )
+        except Exception:  # the action happened: a timeline that cannot say so is logged
+            log.exception("writing the %s to the event log failed", name)
+        return result
 
     def attach(
         self, port: int | None = None, pid: int | None = None, log: Path | None = None

@@ -1,10 +1,13 @@
 """The session's events: starts, restarts, relaunches, findings with their durations.
 
-A row is one line, cut at the table's width; Enter on it shows the whole event.
+A row is one line, cut at the table's width; Enter on it shows the whole event. Above them,
+the profile's lasting timeline from before this console opened (earlier runs, a guard, a
+command), marked `earlier` and timed by the clock (their `t` is Unix time, not the session's).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -21,14 +24,23 @@ from vramtop.tui.format import duration, ready_time
 class TimelineScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,e,q", "close", "Close")]
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: list[Event], earlier: list[Event] | None = None) -> None:
         super().__init__()
-        self._events = events
+        self._earlier = list(earlier or [])
+        self._events = [*self._earlier, *events]
+        self._session_events = events
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline", classes="dialog"):
-            if not self._events:
-                yield Label("No events yet in this session.")
+            if not self._session_events:
+                yield Label(
+                    "No events yet in this session"
+                    + (
+                        "; the earlier ones are the profile's, from before it."
+                        if self._earlier
+                        else "."
+                    )
+                )
             yield DataTable(cursor_type="row", zebra_stripes=True)
             if self._events:
                 yield Label(
@@ -39,7 +51,9 @@ class TimelineScreen(ModalScreen[None]):
         self.query_one("#timeline").border_title = "Event timeline"
         table = self.query_one(DataTable)
         table.add_columns("at", "event", "what")
-        for event in self._events:
+        for event in self._earlier:
+            table.add_row(_clock(event.t), f"{event.name} (earlier)", describe(event))
+        for event in self._session_events:
             table.add_row(_at(event.t), event.name, describe(event))
         table.focus()
 
@@ -92,6 +106,14 @@ def _words(value: Any) -> str:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _clock(t: float) -> str:
+    """An earlier event's Unix time as the local clock read then: `12-01 14:02`."""
+    try:
+        return datetime.fromtimestamp(t).strftime("%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return "—"
 
 
 def _at(t: Any) -> str:

@@ -1,0 +1,96 @@
+"""`vramtop events`: the lasting timeline as JSON (a contract) and as a table; --since as an
+ISO time or a duration; bad input is a message and exit 2."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from vramtop import cli
+from vramtop.commands.events import since_time
+from vramtop.event_log import EventLog
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _three_hours(now: float) -> None:
+    log = EventLog.for_profile("demo")
+    log.append(now - 3 * 3600, "start", {"result": "ok", "asked_by": "command", "message": "x"})
+    log.append(
+        now - 3600,
+        "relaunch",
+        {"gpu_memory_utilization": 0.85, "result": "ok", "asked_by": "guard", "message": "ok"},
+    )
+    log.append(now - 60, "finding", {"kind": "vram_contention", "change": "opened", "summary": "s"})
+
+
+def test_events_json_shape(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    _three_hours(now)
+    assert cli.main(["events", "--demo", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["events"]
+    assert [list(e) for e in out["events"]] == [["t", "event", "detail"]] * 3
+    relaunch = out["events"][1]
+    assert relaunch["event"] == "relaunch"
+    assert relaunch["detail"]["gpu_memory_utilization"] == 0.85
+    assert relaunch["detail"]["result"] == "ok" and relaunch["detail"]["asked_by"] == "guard"
+    assert abs(relaunch["t"] - (now - 3600)) < 1
+
+
+def test_since_a_duration_or_an_iso_time(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    now = time.time()
+    _three_hours(now)
+    assert cli.main(["events", "--demo", "--json", "--since", "2h"]) == 0
+    names = [e["event"] for e in json.loads(capsys.readouterr().out)["events"]]
+    assert names == ["relaunch", "finding"]
+    iso = datetime.fromtimestamp(now - 600).isoformat(timespec="seconds")
+    assert cli.main(["events", "--demo", "--json", "--since", iso]) == 0
+    assert [e["event"] for e in json.loads(capsys.readouterr().out)["events"]] == ["finding"]
+    assert since_time("90s", now=1000.0) == 910.0
+    assert since_time("1d", now=100_000.0) == 13_600.0
+    assert since_time("2026-12-01T14:00:00+00:00") == 1_796_133_600.0
+
+
+def test_the_table_reads_in_words(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _three_hours(time.time())
+    assert cli.main(["events", "--demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["time", "event", "asked", "by", "what"]
+    assert "guard" in lines[2] and "budget 0.85 · served" in lines[2]
+    assert "vram_contention opened: s" in lines[3]
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "2h ago", "-5m", "99999999999d", "2026-13-01"])
+def test_a_bad_since_is_a_message_and_exit_2(
+    home: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["events", "--demo", "--since", bad])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--since" in err and "Traceback" not in err
+
+
+def test_no_profile_is_a_message_and_exit_2(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["events", "--profile", "nope"]) == 2
+    assert "no profile named 'nope'" in capsys.readouterr().err
+    # A profile removed since keeps its timeline, read by its name.
+    EventLog.for_profile("gone").append(1.0, "stop", {"result": "ok"})
+    assert cli.main(["events", "--profile", "gone", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["events"][0]["event"] == "stop"
+
+
+def test_no_events_yet(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["events", "--demo"]) == 0
+    assert "no events for profile demo yet" in capsys.readouterr().out
+    assert cli.main(["events", "--demo", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"events": []}

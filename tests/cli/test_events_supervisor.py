@@ -1,0 +1,49 @@
+"""The supervisor writes each action to the lasting timeline once it has answered, with who
+asked and what came of it (real processes: the fake vLLM of the supervisor tests); `vramtop
+events` then shows them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.supervisor.supervisor_helpers import fake_profile, free_port
+from vramtop import cli
+from vramtop.event_log import EventLog
+from vramtop.supervisor import Supervisor
+
+
+@pytest.fixture
+def supervisor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Supervisor]:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    sup = Supervisor(fake_profile("ev", free_port(), ledger))
+    yield sup
+    sup.stop()
+
+
+def test_actions_are_written_with_who_asked_and_their_result(
+    supervisor: Supervisor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert supervisor.start().ok
+    assert supervisor.start().ok  # already running: nothing happened, no event
+    relaunched = supervisor.relaunch(util=0.8, asked_by="guard")
+    assert relaunched.ok, relaunched.message
+    refused = supervisor.relaunch(util=0.7, precheck=lambda changes: "vLLM would refuse it")
+    assert not refused.ok  # refused before the stop: the server is as it was, no event
+    assert supervisor.stop(asked_by="key").ok
+    events = EventLog.for_profile("ev").read()
+    assert [(e.name, e.detail["asked_by"], e.detail["result"]) for e in events] == [
+        ("start", "command", "ok"),
+        ("relaunch", "guard", "ok"),
+        ("stop", "key", "ok"),
+    ]
+    assert events[1].detail["gpu_memory_utilization"] == 0.8
+    assert "sekrit-key-123" not in EventLog.for_profile("ev").path.read_text()
+    assert cli.main(["events", "--profile", "ev", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["events"]
+    assert [e["event"] for e in shown] == ["start", "relaunch", "stop"]

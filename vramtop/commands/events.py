@@ -1,0 +1,171 @@
+"""`vramtop events [--profile P | --demo] [--json] [--since T]`: the profile's lasting timeline.
+
+What the supervisor's actions (who asked, what came of them) and the findings left in the
+profile's event log, across every vramtop that ran: `--json` prints
+`{"events": [{"t", "event", "detail"}]}` (`t`: Unix time), otherwise a table in local time.
+`--since` takes an ISO 8601 time (local time when it names no offset) or a duration back
+from now: `90s`, `30m`, `2h`, `1d`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from vramtop.commands.errors import CommandError
+from vramtop.commands.shared_options import Given, add_shared_options
+from vramtop.core.events import Event
+from vramtop.outcomes import ExitCode
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def since_time(text: str, now: float | None = None) -> float:
+    """`--since`'s value as Unix time: a duration back from `now`, or an ISO time."""
+    now = time.time() if now is None else now
+    match = _DURATION.match(text)
+    if match:
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2).lower()]
+        if seconds > 1e10:
+            raise argparse.ArgumentTypeError(f"not a usable duration: {text!r}")
+        return now - seconds
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time or a duration: {text!r} (give e.g. 2h, 30m, or 2026-12-01T14:00)"
+        ) from None
+    try:
+        return when.timestamp()  # (a naive time is taken as local time)
+    except (OverflowError, OSError, ValueError):
+        raise argparse.ArgumentTypeError(f"not a usable time: {text!r}") from None
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "events",
+        help="the profile's lasting timeline: starts, stops, relaunches, findings",
+        description="The events kept for a profile across vramtop's runs (bounded, rotated).",
+    )
+    add_shared_options(p, "demo", "profile", "json")
+    p.add_argument(
+        "--since",
+        type=since_time,
+        metavar="T",
+        help="only events from T on: an ISO time (2026-12-01T14:00) or a duration back (2h)",
+    )
+
+
+@dataclass(frozen=True)
+class EventsOptions:
+    demo: bool
+    profile: str | None
+    json: bool
+    since: float | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EventsOptions:
+        given = Given(args)
+        return cls(
+            demo=given.flag("demo"),
+            profile=given.text("profile"),
+            json=given.flag("json"),
+            since=given.number("since"),
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = EventsOptions.from_args(args)
+    try:
+        name = _profile_name(options)
+    except CommandError as exc:
+        print(f"vramtop: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    from vramtop.event_log import EventLog
+
+    log = EventLog.for_profile(name)
+    events = log.read(since=options.since)
+    if log.skipped:
+        print(f"vramtop: {log.skipped} damaged line(s) of {log.path} skipped", file=sys.stderr)
+    if options.json:
+        print(json.dumps({"events": [e.to_json() for e in events]}, default=str))
+    elif not events:
+        print(f"no events for profile {name} yet ({log.path})")
+    else:
+        for line in table(events):
+            print(line)
+    return ExitCode.OK
+
+
+def _profile_name(options: EventsOptions) -> str:
+    if options.demo:
+        from vramtop.machines.demo_world import DEMO_PROFILE
+
+        return DEMO_PROFILE
+    from vramtop import config, event_log, profiles
+
+    try:
+        return profiles.load_profile(options.profile).name
+    except config.ConfigError as exc:
+        # A profile removed since keeps its timeline: it is read by its name.
+        if options.profile is not None and event_log.path_for(options.profile).exists():
+            return options.profile
+        raise CommandError(f"{exc} (or try --demo)") from None
+
+
+def table(events: list[Event]) -> list[str]:
+    """One line per event: local time, event, who asked, what happened."""
+    rows = [
+        (
+            datetime.fromtimestamp(e.t).strftime("%Y-%m-%d %H:%M:%S"),
+            e.name,
+            str(e.detail.get("asked_by", "")),
+            describe(e),
+        )
+        for e in events
+    ]
+    widths = [max(len(r[i]) for r in [("time", "event", "asked by", ""), *rows]) for i in range(3)]
+    head = ("time", "event", "asked by", "what")
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  "
+        + row[3]
+        for row in [head, *rows]
+    ]
+
+
+_RESULTS = {
+    "ok": "served",
+    "rolled_back": "did not start: the previous flags serve again",
+    "failed": "failed",
+}
+
+
+def describe(event: Event) -> str:
+    detail: dict[str, Any] = dict(event.detail)
+    if event.name == "finding":
+        kind, change = detail.get("kind", ""), detail.get("change", "")
+        lasted = detail.get("duration_s")
+        if change == "closed" and isinstance(lasted, int | float):
+            return f"{kind} closed after {lasted:.0f} s"
+        return f"{kind} {change}: {detail.get('summary', '')}".strip()
+    parts: list[str] = []
+    budget = detail.get("gpu_memory_utilization")
+    if isinstance(budget, int | float) and not isinstance(budget, bool):
+        parts.append(f"budget {budget:.2f}")
+    if isinstance(detail.get("max_model_len"), int):
+        parts.append(f"max-model-len {detail['max_model_len']:,}")
+    result = detail.get("result")
+    if isinstance(result, str):
+        parts.append(_RESULTS.get(result, result) if event.name == "relaunch" else result)
+    message = detail.get("message")
+    if isinstance(message, str) and result != "ok":
+        parts.append(message)
+    return " · ".join(parts) or ", ".join(f"{k} {v}" for k, v in detail.items())

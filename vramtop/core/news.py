@@ -1,0 +1,151 @@
+"""What vramtop tells a person away from the console: a finding that opened or closed, an
+action taken for them, in a title and a body that lead with words.
+
+Pure: the senders (`vramtop/notify/`) deliver a `News`; its `key` says which news it is, so
+that the same news twice in a row is sent once (a finding's opening is one news however many
+ticks see it open). Times are the session's (seconds), passed in; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vramtop.core.findings import SERVER_CRASHED, VRAM_CONTENTION, VRAM_SLOWDOWN, Finding, headline
+
+OPENED = "opened"
+CLOSED = "closed"
+ACTION = "action"
+# A toast shows three or four lines; a body longer than this is cut at a word.
+BODY_CHARS = 240
+
+
+@dataclass(frozen=True)
+class News:
+    """One piece of news: `key` dedups it, `severity` is the finding's ("critical",
+    "warning") or "info"; `finding` is the finding's JSON (as `diagnose --json` writes it)
+    when the news is about one, for `--on-finding`. Added: `change`, what the news is
+    (`opened`, `closed` or `action`), for the terminal's taskbar state."""
+
+    key: str
+    title: str
+    body: str
+    severity: str
+    finding: Mapping[str, Any] | None = None
+    change: str | None = None
+
+
+def finding_id(finding: Finding) -> str:
+    """Which finding this is, across ticks: its kind and when it was first seen."""
+    return f"{finding.kind}@{finding.first_seen_t:.3f}"
+
+
+def finding_opened(finding: Finding, *, plan: str | None = None) -> News:
+    """A finding has opened: what happened in words, then the remedy (or `plan`, what the
+    guard is about to do: "Relaunching at 0.85 between agent turns.")."""
+    lead = _lead(finding)
+    then = plan if plan is not None else _remedy_words(finding)
+    return News(
+        key=f"{OPENED}:{finding_id(finding)}",
+        title=f"vLLM: {headline(finding.kind)}",
+        body=_cut(f"{lead} {then}".strip()),
+        severity=finding.severity,
+        finding=finding.to_json(),
+        change=OPENED,
+    )
+
+
+def finding_closed(finding: Finding) -> News:
+    """A finding has closed: the server recovered."""
+    lasted = finding.duration_s
+    after = f" after {_duration(lasted)}" if lasted is not None else ""
+    return News(
+        key=f"{CLOSED}:{finding_id(finding)}",
+        title=f"vLLM recovered: {finding.kind.replace('_', ' ')} is over",
+        body=_cut(f"{headline(finding.kind)}: over{after}."),
+        severity="info",
+        finding=finding.to_json(),
+        change=CLOSED,
+    )
+
+
+def action_news(
+    action: str,
+    result: str,
+    *,
+    finding: Finding | None = None,
+    gpu_memory_utilization: float | None = None,
+    reason: str | None = None,
+) -> News:
+    """An action taken (or not) for the person: `action` ("relaunch", "restart"), `result`
+    ("ok", "failed", "rolled_back", "waiting", "skipped"), `reason` in words when there is
+    one ("a request is running", "3 relaunches in the last hour")."""
+    what = action if gpu_memory_utilization is None else f"{action} at {gpu_memory_utilization:g}"
+    words = _RESULT_WORDS.get(result, result.replace("_", " "))
+    body = f"{what[:1].upper()}{what[1:]}: {words}"
+    body += f" ({reason})." if reason else "."
+    if finding is not None:
+        body += f" {_lead(finding)}"
+    severity = "info" if result in ("ok", "waiting") else "warning"
+    return News(
+        key=f"{ACTION}:{action}:{result}:{gpu_memory_utilization}:{reason}",
+        title=f"vramtop: {what} {words}",
+        body=_cut(body),
+        severity=severity,
+        finding=finding.to_json() if finding is not None else None,
+        change=ACTION,
+    )
+
+
+_RESULT_WORDS = {
+    "ok": "served",
+    "failed": "did not start",
+    "rolled_back": "did not start; the previous flags serve again",
+    "waiting": "waiting for a moment with no request running",
+    "skipped": "not done",
+}
+
+
+def _lead(finding: Finding) -> str:
+    """The finding in one sentence that leads with words: for a slowdown, the rate and what
+    took the memory; otherwise its summary."""
+    evidence = finding.evidence
+    rate = _number(evidence.get("generation_tps"))
+    normal = _number(evidence.get("baseline_generation_tps"))
+    if finding.kind in (VRAM_CONTENTION, VRAM_SLOWDOWN) and rate is not None:
+        was = f" (normally {normal:.0f})" if normal else ""
+        return f"vLLM slowed to {rate:.0f} tok/s{was}: the desktop took its memory."
+    if finding.kind == SERVER_CRASHED:
+        return finding.summary or "vLLM went down without being asked to."
+    return finding.summary
+
+
+def _remedy_words(finding: Finding) -> str:
+    remedy = finding.remedy
+    if remedy.action == "relaunch" and remedy.gpu_memory_utilization is not None:
+        length = f" with --max-model-len {remedy.max_model_len:,}" if remedy.max_model_len else ""
+        return f"Relaunch at {remedy.gpu_memory_utilization:.2f}{length} (b in the console)."
+    if remedy.action == "restart":
+        return "Restart it (r in the console)."
+    return ""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _cut(text: str, limit: int = BODY_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,128 @@
+"""The Notifier: one news to every sender, the same news never twice in a row, and never a
+wait on a sender: `send` hands the news to a thread of its own, where each sender runs with
+a timeout of its own (a hung PowerShell or `--on-finding` command is killed there), so the
+guard's and the console's ticks never wait on a notification.
+
+A sender that cannot send says why once per reason ("cannot notify: …", logged and handed to
+`on_problem`), never raises, and is asked again for the next news (interop may come back).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from vramtop.core.news import News
+from vramtop.notify.sending import Sender, SendFailed
+
+log = logging.getLogger(__name__)
+
+# How long `close` waits for the news already handed over.
+CLOSE_WAIT_S = 2.0
+
+
+class Notifier:
+    def __init__(
+        self,
+        senders: Sequence[Sender],
+        *,
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
+        self.senders = tuple(senders)
+        self._on_problem = on_problem
+        self._last_key: str | None = None
+        self._said: set[str] = set()
+        self._queue: queue.Queue[News | _Marker] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.sent = 0  # news handed to the senders (after dedup)
+        self.problems: list[str] = []  # each "cannot notify: …" once
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.senders]
+
+    def send(self, news: News) -> bool:
+        """Hand `news` over; False when it is the news sent just before (dropped). Never
+        raises, never blocks."""
+        try:
+            with self._lock:
+                if news.key == self._last_key:
+                    return False
+                self._last_key = news.key
+                if not self.senders:
+                    return True
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="notifier", daemon=True)
+                    self._thread.start()
+            self._queue.put(news)
+            return True
+        except Exception:  # a notification must never take the guard or the console down
+            log.exception("notifying failed")
+            return False
+
+    def flush(self, timeout_s: float = CLOSE_WAIT_S) -> bool:
+        """Wait until every news handed over has been through every sender (tests, and
+        `close`); False when that took longer than `timeout_s`."""
+        done = threading.Event()
+        with self._lock:
+            if self._thread is None:
+                return True
+        self._queue.put(_Marker(done))
+        return done.wait(timeout_s)
+
+    def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
+        self.flush(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, _Marker):
+                item.done.set()
+                continue
+            self.sent += 1
+            for sender in self.senders:
+                self._send_one(sender, item)
+
+    def _send_one(self, sender: Sender, news: News) -> None:
+        try:
+            sender.send(news)
+        except SendFailed as exc:
+            self._problem(f"cannot notify: {sender.name}: {exc}")
+        except Exception as exc:
+            log.exception("the %s sender failed", sender.name)
+            self._problem(f"cannot notify: {sender.name}: {type(exc).__name__}: {exc}")
+
+    def _problem(self, text: str) -> None:
+        if text in self._said:
+            return
+        self._said.add(text)
+        self.problems.append(text)
+        log.warning("%s", text)
+        if self._on_problem is not None:
+            try:
+                self._on_problem(text)
+            except Exception:
+                log.exception("reporting a notification problem failed")
+
+
+class _Marker:
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
+def stdout_writer() -> Callable[[str], None] | None:
+    """Writes to the process's own stdout when that is a terminal (None otherwise: a guard
+    under systemd has no terminal to signal)."""
+    out = sys.__stdout__
+    if out is None or not out.isatty():
+        return None
+
+    def write(text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    return write

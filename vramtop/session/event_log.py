@@ -1,0 +1,55 @@
+"""The lasting timeline as a session sees it: the findings that opened and closed, written
+by whoever holds the actor lock (the guard, or a console when no guard runs), and the events
+of earlier runs, read back for the console's timeline.
+
+The file itself (`EventLog`: JSON lines per profile, bounded and rotated) lives below the
+supervisor and the session, in `vramtop/event_log.py`, since the supervisor writes its
+actions there too; it is named here as well, for the session's callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from vramtop.core.events import Event
+from vramtop.core.findings import Finding
+from vramtop.core.news import CLOSED, OPENED, finding_id
+from vramtop.event_log import EventLog, path_for
+
+__all__ = ["EventLog", "finding_detail", "path_for", "record_findings"]
+
+FINDING = "finding"
+
+
+def finding_detail(finding: Finding, change: str) -> dict[str, Any]:
+    """A `finding` event's detail, as the session's timeline writes it (kind, change,
+    summary, duration_s once closed), with its `severity` and `id` added."""
+    detail: dict[str, Any] = {
+        "kind": finding.kind,
+        "change": change,
+        "summary": finding.summary,
+        "severity": finding.severity,
+        "id": finding_id(finding),
+    }
+    if change == CLOSED and finding.duration_s is not None:
+        detail["duration_s"] = round(finding.duration_s, 1)
+    return detail
+
+
+def record_findings(
+    log: EventLog, now: float, opened: Iterable[Finding] = (), closed: Iterable[Finding] = ()
+) -> int:
+    """Write the findings that opened and closed at `now` (Unix time); how many were
+    written. For the one process that holds the actor lock: the guard, or a console."""
+    written = 0
+    for change, findings in ((OPENED, opened), (CLOSED, closed)):
+        for finding in findings:
+            written += log.append(now, FINDING, finding_detail(finding, change))
+    return written
+
+
+def earlier_events(log: EventLog, before: float, limit: int = 500) -> list[Event]:
+    """The last `limit` events written before `before` (Unix time: when this console
+    opened), oldest first."""
+    return [e for e in log.read() if e.t < before][-limit:]
