@@ -132,7 +132,7 @@ def exported(path: Path) -> list[dict[str, float]]:
             sample=record,
             previous=previous,
             normal=diagnoser.normal_rate(),
-            normal_generation_tps=diagnoser.healthy_generation_tps(),
+            normal_generation_tps=diagnoser.normal_generation_tps(),
         )
         scrapes.append({_selector(s.name, dict(s.labels)): s.value for s in series_for(state)})
         previous = record

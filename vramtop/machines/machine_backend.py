@@ -170,7 +170,7 @@ class MachineBackend(Backend):
         return LOG_ELSEWHERE
 
     def healthy_baseline(self) -> Rates:
-        return Rates(generation_tps=self.session.healthy_generation_tps())
+        return Rates(generation_tps=self.session.normal_generation_tps())
 
     @property
     def launch_budget(self) -> float | None:

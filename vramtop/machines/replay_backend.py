@@ -75,7 +75,7 @@ class ReplayBackend(Backend):
         return list(self._events)
 
     def healthy_baseline(self) -> Rates:
-        return Rates(generation_tps=self.source.diagnoser.healthy_generation_tps())
+        return Rates(generation_tps=self.source.diagnoser.normal_generation_tps())
 
     def normal_rate(self) -> NormalRate | None:
         return self.source.diagnoser.normal_rate()

@@ -149,9 +149,9 @@ class LiveSession:
         with self._lock:
             return list(self._events)
 
-    def healthy_generation_tps(self) -> float | None:
+    def normal_generation_tps(self) -> float | None:
         with self._lock:
-            return self.diagnoser.healthy_generation_tps()
+            return self.diagnoser.normal_generation_tps()
 
     def spill_evidence(self) -> SpillEvidence | None:
         with self._lock:

@@ -129,7 +129,7 @@ class Diagnoser:
         not measured); the figure every budget's desktop headroom is counted with."""
         return self._desktop.outside_budget
 
-    def healthy_generation_tps(self) -> float | None:
+    def normal_generation_tps(self) -> float | None:
         """The total generation rate the running requests normally reach (None: no normal
         rate yet); see `normal_rate` for the per-request figure and where it came from."""
         normal = self.normal_rate()
