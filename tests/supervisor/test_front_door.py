@@ -122,6 +122,8 @@ def test_a_door_killed_is_started_again_and_serves(machine: SimMachine) -> None:
     assert again.door_pid not in (None, rec.door_pid) and door.alive(again)
     assert again.door_restarts == 1 and sup.door_restarts_since() == 1
     assert sup.door_restarts_since() == 0  # told once
+    # A console opened later counts from its own start.
+    assert Supervisor(profile).door_restarts_since() == 0
     assert sup.settling() is None
     assert sup.status().state == ServerState.RUNNING
     # The agent's next request is served, through the new door, by the same server.

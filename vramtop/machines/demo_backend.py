@@ -109,7 +109,8 @@ def demo_backend(
     probe = machine.probe()
     sampler = Sampler(
         probe=probe,
-        url=supervisor.profile.url,
+        # vLLM's own address: behind a front door, the simulated vLLM's loopback port.
+        url=supervisor.scrape_url,
         info=supervisor.status,
         log_path=lambda: supervisor.log_path,
         log_start=lambda: supervisor.log_offset,
@@ -149,4 +150,5 @@ def start_agent(start: DemoStart) -> None:
     """The coding agent on the demo server: a real agent's traffic, long contexts re-read
     every turn, one or two streams at once (the demo server runs at most two, as the field
     report's --max-num-seqs 2). A process of its own; it waits for the server."""
-    start.machine.start_load(start.supervisor.profile.url, concurrency=2, agent=True)
+    # Through the front door when the demo has one: a restart then costs the agent nothing.
+    start.machine.start_load(start.supervisor.agent_url, concurrency=2, agent=True)

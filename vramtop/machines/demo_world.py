@@ -151,11 +151,31 @@ def demo_port(home: Path | None = None) -> int:
     return port
 
 
-def demo_profile(machine: SimMachine) -> Profile:
-    """The field report's server on the simulated card."""
+# `demo_profile`'s front door by default: on the demo's port, the simulated vLLM behind it.
+DEMO_DOOR = "default"
+
+
+def door_available() -> bool:
+    """Whether this installation can run the front door (its package and aiohttp): a demo
+    without it runs its server on the demo port directly, as before."""
+    import importlib.util
+
+    try:
+        return all(importlib.util.find_spec(m) for m in ("aiohttp", "vramtop.frontdoor"))
+    except (ImportError, ValueError):
+        return False
+
+
+def demo_profile(machine: SimMachine, front_door: str | None = DEMO_DOOR) -> Profile:
+    """The field report's server on the simulated card. By default behind vramtop's front
+    door on the demo's port (the agent's address; the simulated vLLM listens on a loopback
+    port of vramtop's choosing), so that a restart or relaunch costs the agent nothing;
+    `front_door`: another address for the door, or None for no door."""
     from vramtop.config import Profile
 
     port = demo_port(machine.home)
+    if front_door == DEMO_DOOR:
+        front_door = f"127.0.0.1:{port}" if door_available() else None
     full_env = machine.server_env()
     env = {
         key: full_env[key]
@@ -169,6 +189,9 @@ def demo_profile(machine: SimMachine) -> Profile:
         host="127.0.0.1",
         port=port,
         stop_timeout_s=5.0,
+        front_door=front_door,
+        # The demo's agent asks for up to 256 tokens: a restart's drain is seconds.
+        drain_s=30.0,
     )
 
 

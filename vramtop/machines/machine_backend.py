@@ -116,6 +116,16 @@ class MachineBackend(Backend):
         never part of `tick`: `keep_house` runs it on a thread of its own."""
         if self.supervisor is not None:
             self.supervisor.housekeeping()
+            # A front door that died and was started again (by this step or another vramtop's):
+            # the timeline says so (`door_restarted`).
+            for _ in range(self.supervisor.door_restarts_since()):
+                self._planned(
+                    "door_restarted",
+                    {
+                        "front_door": self.supervisor.profile.front_door,
+                        "message": "the front door had died; it was started again",
+                    },
+                )
 
     def keep_house(self, interval_s: float = HOUSEKEEPING_S) -> None:
         """Run `housekeeping` on a thread of its own until `close` (again: nothing more):
@@ -169,7 +179,7 @@ class MachineBackend(Backend):
             return None
         return LOG_ELSEWHERE
 
-    def healthy_baseline(self) -> Rates:
+    def normal_rates(self) -> Rates:
         return Rates(generation_tps=self.session.normal_generation_tps())
 
     @property

@@ -45,7 +45,15 @@ FIELD_REPORT_FLAGS: dict[str, Any] = {
 }
 
 
-SIM_MARKS = ("vramtop.sim.server", "vramtop.sim.engine", "vramtop.sim.load", "VLLM::EngineCore")
+# What the world's sweep ends (when it carries the world's socket): the demo's front door too,
+# started with the demo profile's environment.
+SIM_MARKS = (
+    "vramtop.sim.server",
+    "vramtop.sim.engine",
+    "vramtop.sim.load",
+    "VLLM::EngineCore",
+    "vramtop.frontdoor",
+)
 
 
 def free_port() -> int:

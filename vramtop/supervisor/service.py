@@ -73,8 +73,10 @@ class Supervisor:
         )
         self._follower = LoadFollower(self._server)
         self._actions = ServerActions(self._server, self._follower)
-        # The door restarts the record counted when this supervisor last told of them.
-        self._door_restarts_told: int | None = None
+        # The door restarts the record counted when this supervisor last told of them (from
+        # its making: one started again at its first housekeeping step is told too).
+        made = self._server.recorded()
+        self._door_restarts_told = made.door_restarts if made is not None else 0
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -122,11 +124,11 @@ class Supervisor:
 
     def door_restarts_since(self) -> int:
         """How many times the front door was started again after it died since the last
-        ask (by any vramtop: the record counts them); the first ask counts from now."""
+        ask, or since this supervisor was made (by any vramtop: the record counts them)."""
         rec = self._server.recorded()
         count = rec.door_restarts if rec is not None else 0
         told, self._door_restarts_told = self._door_restarts_told, count
-        return 0 if told is None else max(0, count - told)
+        return max(0, count - told)
 
     def status(self) -> ServerInfo:
         return self._server.status()

@@ -1,0 +1,74 @@
+"""The demo console behind its front door (Pilot, the real simulated machine): the agent's
+requests go through the door, vramtop reads the simulated vLLM behind it, and a door killed
+with SIGKILL is started again and said in the timeline."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from vramtop.core.model import ServerState
+from vramtop.machines.demo_backend import demo_backend
+from vramtop.machines.demo_world import DEMO_PROFILE, stop_demo_world
+from vramtop.settings import Settings
+from vramtop.supervisor import door, state
+from vramtop.tui.app import VramtopApp
+
+FAST = Settings(interval_s=0.25)
+
+
+@pytest.fixture(autouse=True)
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
+    yield
+    stop_demo_world()
+
+
+async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+        await pilot.pause()
+
+
+def served(rec: state.ServerRecord) -> int:
+    report = door.info(rec) or {}
+    return int(report.get("served") or 0)
+
+
+async def test_the_demo_console_goes_through_its_front_door() -> None:
+    backend, _ = demo_backend(wsl=False)
+    app = VramtopApp(backend, FAST)
+    async with app.run_test(size=(120, 40)) as pilot:
+
+        def running() -> bool:
+            info = app.sample.info if app.sample else None
+            return info is not None and info.state is ServerState.RUNNING and not app.busy
+
+        await wait_for(pilot, running)
+        rec = state.load(DEMO_PROFILE)
+        assert rec is not None and rec.front_door is not None and door.alive(rec)
+        # The agent's address is the door's; vramtop reads vLLM on its own port behind it.
+        assert backend.url == f"http://127.0.0.1:{rec.internal_port}"
+        await wait_for(pilot, lambda: served(rec) >= 2)
+
+        assert rec.door_pid is not None
+        os.kill(rec.door_pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: any(e.name == "door_restarted" for e in backend.events()))
+        again = state.load(DEMO_PROFILE)
+        assert again is not None and again.door_pid != rec.door_pid and door.alive(again)
+        await wait_for(pilot, lambda: served(again) >= 1)  # the agent is served again
+
+        await pilot.press("e")
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        rows = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert "door_restarted" in rows
