@@ -107,7 +107,7 @@ class FakeBackend(Backend):
         return self.framed(self.next_sample(), log_limit)
 
     def normal_rate(self) -> NormalRate:
-        # The same 77 tok/s as the baseline, learned on this run.
+        # The same 77 tok/s as the normal rate, learned on this run.
         return NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}})
 
     def next_sample(self) -> Sample:
@@ -188,7 +188,7 @@ class FakeBackend(Backend):
     def headroom_inputs(self) -> HeadroomInputs | None:
         return _headroom_inputs(self.util) if self.state is ServerState.RUNNING else None
 
-    def healthy_baseline(self) -> Rates:
+    def normal_rates(self) -> Rates:
         return Rates(generation_tps=77.0, prompt_tps=410.0)
 
     # -- scripted trouble, for tests --------------------------------------------------------

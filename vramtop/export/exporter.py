@@ -99,7 +99,7 @@ class Exporter:
         try:
             frame = self._backend.tick(log_limit=0)  # no log lines: nothing exposes them
             sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
-            normal = frame.baseline.generation_tps if frame.baseline is not None else None
+            normal = frame.normal.generation_tps if frame.normal is not None else None
             spill = self._backend.spill_evidence()
             # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
             outside_budget = self._backend.outside_budget_bytes()

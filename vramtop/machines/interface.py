@@ -53,9 +53,14 @@ class Frame:
     # output goes to a terminal).
     log_notice: str | None = None
     headroom_inputs: HeadroomInputs | None = None  # the live server's calibrated terms
-    baseline: Rates | None = None  # the healthy rates learned for this server start
+    normal: Rates | None = None  # the normal rates learned for this server start
     normal_rate: NormalRate | None = None  # the normal decode speed, and where it came from
     call_on: bool = False  # demo: a simulated video call is on
+
+    @property
+    def baseline(self) -> Rates | None:
+        """The old name of `normal`, for the console's readers until they read `normal`."""
+        return self.normal
 
 
 class Backend(ABC):
@@ -120,7 +125,7 @@ class Backend(ABC):
             log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
             log_notice=self.log_notice(),
             headroom_inputs=self.headroom_inputs(),
-            baseline=self.healthy_baseline(),
+            normal=self.normal_rates(),
             normal_rate=self.normal_rate(),
             call_on=self.call_on,
         )
@@ -141,7 +146,7 @@ class Backend(ABC):
     def headroom_inputs(self) -> HeadroomInputs | None:
         return None
 
-    def healthy_baseline(self) -> Rates | None:
+    def normal_rates(self) -> Rates | None:
         return None
 
     def normal_rate(self) -> NormalRate | None:

@@ -74,7 +74,7 @@ class ReplayBackend(Backend):
     def events(self) -> list[Event]:
         return list(self._events)
 
-    def healthy_baseline(self) -> Rates:
+    def normal_rates(self) -> Rates:
         return Rates(generation_tps=self.source.diagnoser.normal_generation_tps())
 
     def normal_rate(self) -> NormalRate | None:
