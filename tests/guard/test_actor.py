@@ -1,0 +1,67 @@
+"""One actor per profile: the lock another process holds, who holds it, and its release."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock, read_guard_state, write_guard_state
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from vramtop.supervisor.actor import ActorLock
+    lock = ActorLock("p1", "guard")
+    print("held" if lock.try_acquire() else "refused", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_a_second_process_cannot_take_the_lock_and_sees_who_holds_it(home: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        console = ActorLock("p1", CONSOLE)
+        assert not console.try_acquire()
+        who = console.holder()
+        assert who is not None and who["pid"] == holder.pid and who["kind"] == GUARD
+        assert ActorLock("another-profile", CONSOLE).try_acquire()  # per profile
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    # The kernel let it go with the process.
+    assert console.holder() is None
+    assert console.try_acquire() and console.holder() is not None
+    console.release()
+    assert console.holder() is None
+
+
+def test_the_adaptive_state_is_read_only_while_its_guard_holds_the_lock(home: Path) -> None:
+    write_guard_state("p2", outside=0.93, during=0.83, down=1700000000.0, up=None)
+    assert read_guard_state("p2") is None  # no guard holds the lock
+    with ActorLock("p2", GUARD) as lock:
+        assert lock.try_acquire()
+        assert read_guard_state("p2") == {
+            "outside": 0.93,
+            "during": 0.83,
+            "down": 1700000000.0,
+            "up": None,
+        }
+    assert read_guard_state("p2") is None

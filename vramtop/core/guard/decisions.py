@@ -1,0 +1,137 @@
+"""What the guard's policies decide, as values: the flags of a relaunch, the action wanted,
+each decision (the `guard` event's detail), and the facts of one sample they judge by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vramtop.core import sample_facts as read
+from vramtop.core.budget import budget_bytes
+from vramtop.core.findings import Finding
+from vramtop.core.model import Sample, ServerState
+
+# Who wants an action, and which step it is.
+AUTO_REMEDY = "auto_remedy"
+ADAPTIVE = "adaptive"
+REMEDY = "remedy"  # the automatic remedy's relaunch (a collapse's flags)
+DOWN = "down"  # adaptive: to the remedy's flags for a call
+UP = "up"  # adaptive: back to the profile's budget once the call is over
+
+# The decisions a `guard` event names.
+WAITED = "waited"  # an action is wanted; a moment between turns is awaited
+ACTED = "acted"  # the relaunch starts now
+SKIPPED = "skipped"  # not done, and why (no quiet moment, the hourly limit, vLLM would refuse)
+CANCELLED = "cancelled"  # no longer wanted (the collapse ended, a person acted first)
+DONE = "done"  # the relaunch answered: its `result` (ok, rolled_back, failed)
+
+
+def finding_id(finding: Finding) -> str:
+    """A finding's identity across ticks: its kind and when it was first seen."""
+    return f"{finding.kind}@{finding.first_seen_t:.3f}"
+
+
+@dataclass(frozen=True)
+class Flags:
+    """A relaunch's flags: the budget and, where it must change, --max-model-len."""
+
+    util: float
+    max_model_len: int | None = None
+
+    def words(self) -> str:
+        """`0.83 with --max-model-len 98,304`, or `0.83`."""
+        if self.max_model_len is None:
+            return f"{self.util:.2f}"
+        return f"{self.util:.2f} with --max-model-len {self.max_model_len:,}"
+
+
+@dataclass(frozen=True)
+class Action:
+    """A relaunch a policy wants: whose, which step, its flags and why."""
+
+    policy: str  # AUTO_REMEDY or ADAPTIVE
+    step: str  # REMEDY, DOWN or UP
+    flags: Flags
+    why: str
+    finding: Finding | None = None  # the collapse the automatic remedy answers
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision at `t` (the samples' clock): the `guard` event and a piece of news."""
+
+    t: float
+    decision: str  # WAITED, ACTED, SKIPPED, CANCELLED or DONE
+    why: str  # in words, the reason first
+    action: Action | None = None
+    result: str | None = None  # DONE: the relaunch's result (ok, rolled_back, failed)
+
+    def detail(self) -> dict[str, Any]:
+        """The `guard` event's detail: `decision` and `why`, then what it was about."""
+        out: dict[str, Any] = {"decision": self.decision, "why": self.why}
+        if self.action is not None:
+            out["policy"] = self.action.policy
+            out["step"] = self.action.step
+            out["gpu_memory_utilization"] = self.action.flags.util
+            if self.action.flags.max_model_len is not None:
+                out["max_model_len"] = self.action.flags.max_model_len
+        if self.result is not None:
+            out["result"] = self.result
+        return out
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What one sample says that the policies judge by (None: not known)."""
+
+    t: float
+    state: ServerState | None
+    serving: bool  # the server answered this sample's scrape
+    running: int | None  # requests running now
+    waiting: int | None
+    util: float | None  # the server's budget now
+    started_at: float | None  # which start of the server this is
+    total: int | None
+    desktop: int | None
+    budget: int | None  # bytes, at `util`
+    headroom: int | None  # what `util` leaves the desktop
+
+    @classmethod
+    def of(cls, s: Sample) -> Moment:
+        m = read.metrics(s)
+        device = read.primary(s)
+        split = s.split
+        return cls(
+            t=s.t,
+            state=read.state(s),
+            serving=m is not None,
+            running=_count(m.requests_running) if m else None,
+            waiting=_count(m.requests_waiting) if m else None,
+            util=read.util(s),
+            started_at=s.info.started_at if s.info else None,
+            total=device.total_bytes if device else None,
+            desktop=read.desktop_bytes(s),
+            budget=split.budget_bytes if split else None,
+            headroom=split.headroom_bytes if split else None,
+        )
+
+    @property
+    def between_turns(self) -> bool:
+        """No request running nor waiting: a relaunch now cuts no answer short."""
+        return self.running == 0 and not self.waiting
+
+    @property
+    def busy(self) -> bool:
+        """A start or a stop runs: no automatic action now."""
+        return self.state in (ServerState.STARTING, ServerState.STOPPING)
+
+    def allowance_at(self, util: float) -> int | None:
+        """What a budget of `util` would leave the desktop, counted as this sample's split
+        counts its own: its headroom, moved by the difference of the two budgets."""
+        if self.headroom is None or self.budget is None or self.total is None:
+            return None
+        return self.headroom + self.budget - budget_bytes(self.total, util)
+
+
+def _count(value: float | None) -> int | None:
+    return None if value is None else round(value)

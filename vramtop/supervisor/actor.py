@@ -1,0 +1,144 @@
+"""One actor per profile: whoever holds this lock notifies and acts on its own (the guard, or
+a console where no guard runs); every other vramtop of that profile only shows.
+
+An flock on `actor-NAME.lock` in the state directory: the kernel lets it go when its holder
+exits, however it exits, so a guard that systemd restarts finds it free. The file says who
+holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the others to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from vramtop import files, locations
+
+GUARD = "guard"
+CONSOLE = "console"
+ACQUIRE_TRIES = 5
+ACQUIRE_PAUSE_S = 0.02
+
+
+def actor_lock_path(profile: str) -> Path:
+    """The profile's actor lock (profile names are file names already)."""
+    return locations.state_dir() / f"actor-{profile}.lock"
+
+
+class ActorLock:
+    """`try_acquire` takes the lock when free; `holder` says who holds it; `release` (or
+    the process's exit) lets it go."""
+
+    def __init__(self, profile: str, kind: str, path: Path | None = None) -> None:
+        self.profile = profile
+        self.kind = kind
+        self.path = path or actor_lock_path(profile)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no other process holds it; True when this one holds it now."""
+        if self._fd is not None:
+            return True
+        fd = files.open_private(self.path, os.O_RDWR | os.O_CREAT)
+        for attempt in range(ACQUIRE_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                # Another process's `holder` probes with a shared lock for an instant.
+                if attempt == ACQUIRE_TRIES - 1:
+                    os.close(fd)
+                    return False
+                time.sleep(ACQUIRE_PAUSE_S)
+        record = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
+        self._fd = fd
+        return True
+
+    def holder(self) -> dict[str, Any] | None:
+        """Who holds the lock (`pid`, `kind`, `since`); None when nobody does. This process,
+        when it holds it, is the holder."""
+        try:
+            fd = files.open_private(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            if self._fd is None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except OSError:
+                    pass  # held by another process: read who
+                else:
+                    return None  # free (closing this descriptor lets the probe go)
+            data = os.pread(fd, 4096, 0)
+        finally:
+            os.close(fd)
+        try:
+            record = json.loads(data)
+        except ValueError:
+            return {"pid": None, "kind": None, "since": None}
+        return record if isinstance(record, dict) else None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+
+    def __enter__(self) -> ActorLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# -- the guard's adaptive state, for `--once --json` ---------------------------------------
+
+
+def guard_state_path(profile: str) -> Path:
+    return locations.state_dir() / f"adaptive-{profile}.json"
+
+
+def write_guard_state(
+    profile: str,
+    *,
+    outside: float,
+    during: float | None,
+    down: float | None,
+    up: float | None,
+) -> None:
+    """The adaptive guard's budgets and its last steps (Unix times), written whole."""
+    record = {
+        "outside": outside,
+        "during": during,
+        "down": down,
+        "up": up,
+        "pid": os.getpid(),
+    }
+    with contextlib.suppress(OSError):  # the guard goes on; --once says nothing of it
+        files.write_atomic(guard_state_path(profile), json.dumps(record).encode() + b"\n")
+
+
+def read_guard_state(profile: str) -> dict[str, Any] | None:
+    """`--once --json`'s `adaptive` object (`outside`, `during`, `down`, `up`) while a guard
+    runs adaptively for `profile`; None otherwise (no guard, or one that is not adaptive)."""
+    holder = ActorLock(profile, CONSOLE).holder()
+    if holder is None or holder.get("kind") != GUARD:
+        return None
+    try:
+        record = json.loads(guard_state_path(profile).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("pid") != holder.get("pid"):
+        return None  # an earlier guard's
+    return {key: record.get(key) for key in ("outside", "during", "down", "up")}
