@@ -15,7 +15,7 @@ from typing import Any
 
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.events import Event
-from vramtop.core.findings import Evidence, Finding, Ladder, Remedy
+from vramtop.core.findings import Evidence, Finding, Ladder, Remedy, RuledOut
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.model import (
     GIB,
@@ -316,7 +316,10 @@ class FakeBackend(Backend):
                 evidence=Evidence(
                     {"generation_tps": 10.0, "baseline_tps": 77.0, "kv_usage": 0.017}
                 ),
-                ruled_out={"kv_pressure": "KV usage 1.7 %", "gpu_throttling": "no throttle"},
+                ruled_out={
+                    "kv_pressure": RuledOut("KV usage 1.7 %"),
+                    "gpu_throttling": RuledOut("no throttle"),
+                },
                 ladder=Ladder(
                     observed=(
                         "card full (31.9 of 31.8 GiB), desktop share +3.2 GiB, "

@@ -27,6 +27,7 @@ class ReplayBackend(Backend):
     """A `Backend` over a session file: nothing to start, stop or relaunch."""
 
     cannot_act = READ_ONLY
+    recorded = True
 
     def __init__(
         self,

@@ -1,0 +1,123 @@
+"""What the console tells beyond its own screen: the terminal's taskbar state and
+notification (OSC 9;4 and OSC 777) when a finding opens and closes, and the findings in the
+profile's lasting timeline; and, for its `e` timeline, the events of earlier runs.
+
+Only the one process that acts for the profile tells (`console_may_notify`, the profile's
+actor lock): when a guard runs, it notifies and writes the timeline, and the console only
+shows. A recording played back
+tells nothing: its findings are not happening now. The sequences go through Textual's own
+driver, the one writer of the terminal while the console runs (as Textual's
+`copy_to_clipboard` writes its OSC 52), so they never land in the middle of a frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from vramtop.core.events import Event
+from vramtop.core.findings import Finding
+from vramtop.core.news import finding_closed, finding_id, finding_opened
+from vramtop.machines.interface import Backend
+from vramtop.notify.terminal import TerminalSender
+from vramtop.session.event_log import EventLog, earlier_events, record_findings
+
+if TYPE_CHECKING:
+    # Loaded where there is a profile to act for (its supervisor brings psutil): a console
+    # watching a URL needs none.
+    from vramtop.supervisor.actor import ActorLock
+
+log = logging.getLogger(__name__)
+
+
+def console_may_notify(backend: Backend, lock: ActorLock | None) -> bool:
+    """Whether this console acts for its profile: notifies and writes the findings to its
+    lasting timeline. Not when the backend replays a recording, nor while another process (a
+    guard, another console) holds the profile's actor lock: the console takes the lock when
+    it is free (`lock`: None where there is no profile to hold one for, a watched URL)."""
+    if backend.recorded:
+        return False
+    try:
+        return lock is None or lock.try_acquire()
+    except OSError:  # (its file unusable: no guard could hold it either)
+        log.warning("the profile's actor lock cannot be used", exc_info=True)
+        return True
+
+
+class ConsoleTelling:
+    """Fed the open findings of each frame shown; tells what opened and closed since."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        write: Callable[[str], None],
+        *,
+        may_notify: Callable[[Backend, ActorLock | None], bool] = console_may_notify,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._backend = backend
+        self._terminal = TerminalSender(write)
+        self._may_notify = may_notify
+        self._clock = clock
+        self._open: dict[str, Finding] = {}
+        self.opened_at = clock()  # events before this are a previous run's
+        self._actor: ActorLock | None = None
+        self.acting = self._may_notify(backend, self._actor_lock())  # taken now when free
+
+    def _actor_lock(self) -> ActorLock | None:
+        name = self._backend.profile_name
+        if not name or not self._backend.can_act or self._backend.recorded:
+            return None
+        if self._actor is None or self._actor.profile != name:
+            from vramtop.supervisor.actor import CONSOLE, ActorLock
+
+            self._actor = ActorLock(name, CONSOLE)
+        return self._actor
+
+    def close(self) -> None:
+        """Let the actor lock go (the process's exit does too)."""
+        if self._actor is not None:
+            self._actor.release()
+
+    def _log(self) -> EventLog | None:
+        """The profile's event log, where this console acts on a profile (asked each time: a
+        backend built after the first frame learns its profile then)."""
+        name = self._backend.profile_name
+        return EventLog.for_profile(name) if name and self._backend.can_act else None
+
+    def findings_shown(self, findings: Sequence[Finding], t: float) -> None:
+        """The open findings of the frame just shown, at its sample's `t`."""
+        current = {finding_id(f): f for f in findings}
+        opened = [f for key, f in current.items() if key not in self._open]
+        closed = [replace(f, closed_t=t) for key, f in self._open.items() if key not in current]
+        self._open = current
+        if not (opened or closed):
+            return
+        try:
+            self.acting = self._may_notify(self._backend, self._actor_lock())
+            if not self.acting:
+                return  # a guard acts for the profile: it tells, the console only shows
+            for finding in closed:
+                self._terminal.send(finding_closed(finding))
+            for finding in opened:
+                self._terminal.send(finding_opened(finding))
+            event_log = self._log()
+            if event_log is not None:
+                record_findings(event_log, self._clock(), opened, closed)
+        except Exception:  # telling must never take the console down
+            log.exception("telling the findings failed")
+
+    def earlier(self) -> list[Event]:
+        """The profile's events from before this console opened (its earlier runs, a guard's,
+        a command's), oldest first; none without a profile."""
+        event_log = self._log()
+        if event_log is None:
+            return []
+        try:
+            return earlier_events(event_log, self.opened_at)
+        except Exception:
+            log.exception("reading the event log failed")
+            return []
