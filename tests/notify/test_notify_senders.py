@@ -69,7 +69,8 @@ def test_interop_off_is_said_as_cannot_notify_never_a_crash(
     (binfmt / "status").write_text("enabled\n")
     assert interop_problem(binfmt) is not None and "interop is off" in str(interop_problem(binfmt))
     problems: list[str] = []
-    notifier = Notifier([ToastSender(binfmt_dir=binfmt)], on_problem=problems.append)
+    sender = ToastSender(binfmt_dir=binfmt, check_interop=True)  # as inside WSL
+    notifier = Notifier([sender], on_problem=problems.append)
     assert notifier.send(news)
     assert notifier.send(finding_closed(contention()))
     assert notifier.flush(10)
@@ -78,6 +79,9 @@ def test_interop_off_is_said_as_cannot_notify_never_a_crash(
         "cannot notify: toast: WSL interop is off (no WSLInterop handler): "
         "enable [interop] in /etc/wsl.conf"
     ]  # once, however many news
+    # Outside WSL interop's state means nothing: a powershell.exe on the PATH is run.
+    ToastSender(binfmt_dir=binfmt, check_interop=False).send(news)
+    assert len(fakes.calls()) == 1
     (binfmt / "WSLInterop").write_text("disabled\ninterpreter /init\n")
     assert "disabled" in str(interop_problem(binfmt))
     (binfmt / "WSLInterop").write_text("enabled\ninterpreter /init\n")

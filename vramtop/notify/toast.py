@@ -10,6 +10,8 @@ important notifications; it goes out under PowerShell's own app id, which every 
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -100,9 +102,20 @@ def interop_problem(binfmt_dir: Path = BINFMT_DIR) -> str | None:
     return "WSL interop is disabled: echo 1 into its binfmt_misc entry, or restart WSL"
 
 
+def in_wsl(proc_version: Path = Path("/proc/version")) -> bool:
+    """Inside WSL (its kernel names Microsoft): only there is interop's state worth asking."""
+    if os.environ.get("WSL_DISTRO_NAME") or "microsoft" in platform.release().lower():
+        return True
+    try:
+        return "microsoft" in proc_version.read_text(errors="replace").lower()
+    except OSError:
+        return False
+
+
 class ToastSender:
     """Shows each news as a Windows toast. `powershell`: the executable (default: the one on
-    PATH, else Windows' usual place as WSL mounts it)."""
+    PATH, else Windows' usual place as WSL mounts it). Interop is checked first inside WSL
+    (`check_interop`, by default); elsewhere a `powershell.exe` on the PATH is simply run."""
 
     name = "toast"
 
@@ -112,9 +125,11 @@ class ToastSender:
         powershell: str | None = None,
         binfmt_dir: Path = BINFMT_DIR,
         timeout_s: float = TOAST_TIMEOUT_S,
+        check_interop: bool | None = None,
     ) -> None:
         self._powershell = powershell
         self._binfmt_dir = binfmt_dir
+        self._check_interop = in_wsl() if check_interop is None else check_interop
         self._timeout_s = timeout_s
 
     def _executable(self) -> str:
@@ -126,7 +141,7 @@ class ToastSender:
         return found
 
     def send(self, news: News) -> None:
-        problem = interop_problem(self._binfmt_dir)
+        problem = interop_problem(self._binfmt_dir) if self._check_interop else None
         if problem is not None:
             raise SendFailed(problem)
         argv = [self._executable(), "-NoProfile", "-NonInteractive", "-Command", "-"]
