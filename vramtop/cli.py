@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from vramtop import __version__
-from vramtop.commands.argtypes import interval_seconds, server_url
+from vramtop.commands.argtypes import front_door, interval_seconds, server_url
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
@@ -119,6 +119,13 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
         "--api-key-env",
         metavar="VAR",
         help="read the server's API key from this environment variable",
+    )
+    parser.add_argument(
+        "--front-door",
+        type=front_door,
+        metavar="ADDR",
+        help="with --demo: where the front door listens (HOST:PORT; default: the demo's "
+        "port), or off to serve without one",
     )
 
 

@@ -107,6 +107,19 @@ def pid(text: str) -> int:
     return value
 
 
+def front_door(text: str) -> str:
+    """`--front-door`: a HOST:PORT for the front door, or `off` (no door)."""
+    if text.strip().lower() == "off":
+        return "off"
+    from vramtop.config import parse_door_address  # (pydantic: only when the flag is given)
+
+    try:
+        parse_door_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or off") from None
+    return text.strip()
+
+
 def server_url(text: str) -> str:
     """A vLLM server's base URL: http(s), a host, a port that is a number. The message never
     repeats a password written into the URL."""

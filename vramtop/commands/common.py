@@ -59,7 +59,7 @@ def backend_for(target: Target) -> tuple[MachineBackend, bool]:
     """The backend `target` names, and whether this command started the simulated machine
     itself (then it stops it again when done)."""
     if target.demo:
-        from vramtop.machines.demo_world import begin_demo_world
+        from vramtop.machines.demo_world import begin_demo_world, demo_door
         from vramtop.sim.card import DEFAULT_CARD
 
         wsl, card = target.wsl, target.card or DEFAULT_CARD
@@ -68,7 +68,13 @@ def backend_for(target: Target) -> tuple[MachineBackend, bool]:
             begun = begin_demo_world(wsl, card)
             from vramtop.machines.demo_backend import demo_backend
 
-            return demo_backend(wsl=wsl, windows=target.windows, card=card, begun=begun)
+            return demo_backend(
+                wsl=wsl,
+                windows=target.windows,
+                card=card,
+                begun=begun,
+                front_door=demo_door(target.front_door),
+            )
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc
     from vramtop.machines.machine_backend import backend_over
@@ -81,6 +87,10 @@ def live_target(target: Target) -> LiveTarget:
     options or a profile they name cannot be used."""
     if target.card:
         raise CommandError("--card picks a simulated machine: use it with --demo.")
+    if target.front_door is not None:
+        from vramtop.commands.supervised import FRONT_DOOR_WITHOUT_DEMO
+
+        raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings
 

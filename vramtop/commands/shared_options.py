@@ -105,6 +105,7 @@ class Target:
     url: str | None = None
     api_key_env: str | None = None
     windows: bool = True
+    front_door: str | None = None  # `--front-door` (the demo's): HOST:PORT, "off", None: not given
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Target:
@@ -117,4 +118,5 @@ class Target:
             url=given.text("url"),
             api_key_env=given.text("api_key_env"),
             windows=not given.flag("no_windows"),
+            front_door=given.text("front_door"),
         )

@@ -162,7 +162,7 @@ def _door_line(data: dict[str, object]) -> str:
     words = [f"{where} (pid {data.get('door_pid')}; {behind})"]
     report = data.get("door")
     if isinstance(report, dict):
-        words.append("holding" if report.get("holding") else "serving")
+        words.append("holding:" if report.get("holding") else "serving:")
         for key, label in (("in_flight", "in flight"), ("held", "held")):
             words.append(f"{report.get(key, 0)} {label},")
         words.append(f"{report.get('served', 0)} served, {report.get('failed', 0)} failed")

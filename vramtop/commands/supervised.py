@@ -153,10 +153,12 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
             machine = demo_world.ensure_demo_world(wsl=chosen.wsl)
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine did not start: {exc}") from None
-        profile = demo_world.demo_profile(machine)
+        profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door))
         return Supervised(
             Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
+    if chosen.front_door is not None:
+        raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     name = chosen.profile
     placeholder = False
     try:
@@ -168,6 +170,12 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     return Supervised(
         Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder
     )
+
+
+FRONT_DOOR_WITHOUT_DEMO = (
+    "--front-door goes with --demo: a profile's door is its front_door field "
+    "(vramtop import launch.sh --front-door ADDR)"
+)
 
 
 def load_profile(name: str | None) -> config.Profile:

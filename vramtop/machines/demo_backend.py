@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import (
+    DEMO_DOOR,
     BegunWorld,
     abandon_demo_world,
     begin_demo_world,
@@ -61,7 +62,11 @@ class DemoStart:
 
 
 def begin_demo(
-    *, wsl: bool = False, card: str = DEFAULT_CARD, begun: BegunWorld | None = None
+    *,
+    wsl: bool = False,
+    card: str = DEFAULT_CARD,
+    begun: BegunWorld | None = None,
+    front_door: str | None = DEMO_DOOR,
 ) -> DemoStart:
     """The simulated GPU started (or found) and the demo profile's supervisor, its record
     settled. `begun`: the world as `begin_demo_world(wsl, card)` began it. RuntimeError: the
@@ -70,7 +75,7 @@ def begin_demo(
     machine = begun.machine
     try:
         # The profile (pydantic) and the supervisor load while the world's daemon starts.
-        profile = demo_profile(machine)
+        profile = demo_profile(machine, front_door)
         from vramtop.supervisor.service import Supervisor
 
         supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
@@ -92,6 +97,7 @@ def demo_backend(
     begun: BegunWorld | None = None,
     start: DemoStart | None = None,
     agent: bool = True,
+    front_door: str | None = DEMO_DOOR,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
 
@@ -104,7 +110,7 @@ def demo_backend(
     from vramtop.machines.sampler import Sampler
     from vramtop.sim.windows_counters import SimWindowsSource
 
-    start = start or begin_demo(wsl=wsl, card=card, begun=begun)
+    start = start or begin_demo(wsl=wsl, card=card, begun=begun, front_door=front_door)
     machine, supervisor = start.machine, start.supervisor
     probe = machine.probe()
     sampler = Sampler(

@@ -166,6 +166,13 @@ def door_available() -> bool:
         return False
 
 
+def demo_door(given: str | None) -> str | None:
+    """`--front-door` as `demo_profile` takes it: not given, the default door; `off`, none."""
+    if given is None:
+        return DEMO_DOOR
+    return None if given == "off" else given
+
+
 def demo_profile(machine: SimMachine, front_door: str | None = DEMO_DOOR) -> Profile:
     """The field report's server on the simulated card. By default behind vramtop's front
     door on the demo's port (the agent's address; the simulated vLLM listens on a loopback
