@@ -83,6 +83,10 @@ class EventLog:
         try:
             # One writer at a time decides on the rotation (a guard and a console's key).
             fcntl.flock(fd, fcntl.LOCK_EX)
+            if _replaced(self.path, fd):  # rotated by another writer while this one waited
+                os.close(fd)
+                fd = files.open_append(self.path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_size + len(data) > self.max_bytes and os.fstat(fd).st_size > 0:
                 os.replace(self.path, self.rotated)
                 os.close(fd)
@@ -106,6 +110,14 @@ class EventLog:
                     events.append(event)
         events.sort(key=lambda e: e.t)  # (two writers' lines may land out of order)
         return events
+
+
+def _replaced(path: Path, fd: int) -> bool:
+    """Whether `path` now names another file than the one open as `fd`."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_ino != os.fstat(fd).st_ino
+    except OSError:
+        return True
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -98,3 +98,29 @@ def test_findings_opened_and_closed_are_written_for_the_actor(home: Path) -> Non
     }
     assert closed.detail["change"] == "closed" and closed.detail["duration_s"] == 60.0
     assert earlier_events(log, before=1_030.0) == [opened]
+
+
+def test_two_writers_at_once_leave_no_damaged_line(home: Path) -> None:
+    # A guard and a console's key write the same profile's log: each line whole, the bound kept.
+    import subprocess
+    import sys
+
+    home.mkdir(parents=True)
+    path = home / "shared.jsonl"
+    writer = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from vramtop.event_log import EventLog\n"
+        "log = EventLog(Path(sys.argv[1]), max_bytes=20_000)\n"
+        "for i in range(400):\n"
+        "    assert log.append(float(i), 'finding', {'by': sys.argv[2], 'n': i, 'pad': 'x' * 40})\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(path), who]) for who in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    log = EventLog(path, max_bytes=20_000)
+    kept = log.read()
+    assert log.skipped == 0
+    assert path.stat().st_size <= 20_000 and log.rotated.stat().st_size <= 20_000
+    for who in ("a", "b"):  # each writer's newest events are kept, in its order
+        numbers = [e.detail["n"] for e in kept if e.detail["by"] == who]
+        assert numbers == sorted(numbers) and numbers[-1] == 399
