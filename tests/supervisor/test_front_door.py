@@ -19,6 +19,7 @@ from sim_helpers import gone, sim_profile
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import memory_released_check
+from vramtop.machines.live_machine import live_machine
 from vramtop.sim.load import LoadGenerator
 from vramtop.sim.machine import SimMachine, free_port
 from vramtop.supervisor import Supervisor, door, launch, state
@@ -67,6 +68,8 @@ def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) ->
     assert sup.profile.port == profile.port and sup.agent_url == profile.url
     assert sup.scrape_url == f"http://127.0.0.1:{rec.internal_port}"
     assert httpx.get(f"{sup.scrape_url}/health", timeout=2).status_code == 200
+    # The console reads vLLM behind the door, not through it.
+    assert live_machine(profile, None, None).sampler.url == sup.scrape_url
 
     gen = LoadGenerator(sup.agent_url, concurrency=3, pause_s=(0.0, 0.1)).start()
     wait_for(lambda: gen.completed >= 3)

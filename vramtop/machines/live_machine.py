@@ -70,9 +70,12 @@ def live_machine(
         from vramtop.sources.windows_counters import WindowsGpuSource
 
         windows_source = WindowsGpuSource()
+    # Behind a front door, vLLM itself on its loopback port: vramtop's reads are never held at
+    # the door nor counted among the agent's requests.
+    read_at = supervisor.scrape_url if supervisor else profile.url if profile else DEFAULT_URL
     sampler = Sampler(
         probe=probe,
-        url=url or (profile.url if profile else DEFAULT_URL),
+        url=url or read_at,
         api_key=api_key_from(profile, api_key_env),
         info=supervisor.status if supervisor else (lambda: None),
         log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
