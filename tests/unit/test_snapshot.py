@@ -33,9 +33,9 @@ def test_kv_pool_prefers_the_servers_own_numbers_over_the_log() -> None:
         startup=StartupFacts(available_kv_gib=8.0, kv_cache_tokens=1),
     )
     pool = kv_pool(sample)
-    assert pool["bytes"] == 9 * GIB and pool["source"] == "metrics"
-    assert pool["tokens"] == 120832
-    assert abs(pool["max_concurrency"] - 120832 / 163840) < 1e-3
+    assert pool.bytes == 9 * GIB and pool.source == "metrics"
+    assert pool.tokens == 120832
+    assert abs(pool.max_concurrency - 120832 / 163840) < 1e-3
 
 
 def test_kv_pool_falls_back_to_the_startup_log_and_blocks() -> None:
@@ -48,9 +48,9 @@ def test_kv_pool_falls_back_to_the_startup_log_and_blocks() -> None:
         info=ServerInfo(state=ServerState.RUNNING, max_model_len=800),
     )
     pool = kv_pool(sample)
-    assert pool["source"] == "log" and pool["gib"] == 9.26
-    assert pool["tokens"] == 1600
-    assert pool["max_concurrency"] == 2.0
+    assert pool.source == "log" and pool.gib == 9.26
+    assert pool.tokens == 1600
+    assert pool.max_concurrency == 2.0
 
 
 def test_util_comes_from_the_server_then_the_launch_then_the_log() -> None:

@@ -394,9 +394,9 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
         # reading kept for the console is not exported as if it were current.
         return out
     pool = kv_pool(sample)
-    _add(out, "vramtop_kv_pool_bytes", pool["bytes"])
-    _add(out, "vramtop_kv_pool_tokens", pool["tokens"])
-    _add(out, "vramtop_kv_cache_usage_ratio", pool["usage"])
+    _add(out, "vramtop_kv_pool_bytes", pool.bytes)
+    _add(out, "vramtop_kv_pool_tokens", pool.tokens)
+    _add(out, "vramtop_kv_cache_usage_ratio", pool.usage)
     metrics = _fresh(sample)
     if metrics is not None:
         _add(out, "vramtop_requests_running", metrics.requests_running)

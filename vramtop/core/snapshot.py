@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, fields
 
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, GpuDevice, ProcessMemory, Sample
 from vramtop.core.windows.session_fields import windows_sample_fields
 
 
-def kv_pool(sample: Sample) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KvPool:
+    """The KV pool as well as it is known (fields named as the `kv_pool` object's keys)."""
+
+    bytes: int | None
+    gib: float | None
+    tokens: int | None
+    blocks: int | None
+    block_size: int | None
+    usage: float | None
+    max_concurrency: float | None
+    max_model_len: int | None
+    dtype: str | None
+    source: str | None  # "metrics" (the server's own numbers), "log", or None: not known
+
+    def to_json(self) -> JsonObject:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def kv_pool(sample: Sample) -> KvPool:
     """The KV pool as well as it is known: the server's own numbers first, the log second."""
     metrics = sample.server.metrics if sample.server else None
     cache = metrics.cache if metrics else None
@@ -29,19 +49,19 @@ def kv_pool(sample: Sample) -> dict[str, Any]:
     concurrency = cache.kv_cache_max_concurrency if cache else None
     if concurrency is None and tokens and max_model_len:
         concurrency = tokens / max_model_len
-    return {
-        "bytes": kv_bytes,
-        "gib": None if kv_bytes is None else round(kv_bytes / GIB, 3),
-        "tokens": tokens,
-        "blocks": cache.num_gpu_blocks if cache else None,
-        "block_size": cache.block_size if cache else None,
-        "usage": metrics.kv_cache_usage if metrics else None,
-        "max_concurrency": None if concurrency is None else round(concurrency, 3),
-        "max_model_len": max_model_len,
-        "dtype": (cache.cache_dtype if cache else None)
+    return KvPool(
+        bytes=kv_bytes,
+        gib=None if kv_bytes is None else round(kv_bytes / GIB, 3),
+        tokens=tokens,
+        blocks=cache.num_gpu_blocks if cache else None,
+        block_size=cache.block_size if cache else None,
+        usage=metrics.kv_cache_usage if metrics else None,
+        max_concurrency=None if concurrency is None else round(concurrency, 3),
+        max_model_len=max_model_len,
+        dtype=(cache.cache_dtype if cache else None)
         or (sample.info.kv_cache_dtype if sample.info else None),
-        "source": source,
-    }
+        source=source,
+    )
 
 
 def server_util(sample: Sample) -> float | None:
@@ -56,7 +76,7 @@ def server_util(sample: Sample) -> float | None:
     return sample.startup.requested_util if sample.startup else None
 
 
-def _device(device: GpuDevice) -> dict[str, Any]:
+def _device(device: GpuDevice) -> JsonObject:
     return {
         "index": device.index,
         "name": device.name,
@@ -83,7 +103,7 @@ def _device(device: GpuDevice) -> dict[str, Any]:
     }
 
 
-def card_activity_fields(device: GpuDevice) -> dict[str, Any]:
+def card_activity_fields(device: GpuDevice) -> JsonObject:
     """The card's PCIe traffic and utilisation as a recording keeps them: only the known
     ones (a recording's optional fields)."""
     fields = {
@@ -95,9 +115,9 @@ def card_activity_fields(device: GpuDevice) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def process_fields(p: ProcessMemory) -> dict[str, Any]:
+def process_fields(p: ProcessMemory) -> JsonObject:
     """One process as JSON and in recordings (`gtt_bytes` only where the driver says)."""
-    entry: dict[str, Any] = {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
+    entry: JsonObject = {"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes}
     if p.gtt_bytes is not None:
         entry["gtt_bytes"] = p.gtt_bytes
     return entry
@@ -123,7 +143,7 @@ def _count(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
+def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> JsonObject:
     server = sample.server
     metrics = server.metrics if server else None
     info = sample.info
@@ -172,7 +192,7 @@ def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> dict[str, Any]:
             "max_model_len": server.max_model_len if server else None,
             "gpu_memory_utilization": server_util(sample),
         },
-        "kv_pool": kv_pool(sample),
+        "kv_pool": kv_pool(sample).to_json(),
         "rates": {
             "generation_tps": sample.rates.generation_tps,
             "prompt_tps": sample.rates.prompt_tps,

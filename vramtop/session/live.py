@@ -11,12 +11,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import LEARNED, NormalRate
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.normal_store import NormalRateStore
@@ -45,7 +45,7 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
         ServerState.STARTING,
         ServerState.STOPPING,
     ):
-        detail: dict[str, Any] = {"returncode": info.returncode}
+        detail: JsonObject = {"returncode": info.returncode}
         if info.last_error:
             detail["last_lines"] = [info.last_error]
         exit_ = Event(t, "exit", detail)
@@ -107,7 +107,7 @@ class LiveSession:
             self._check_recording(sample.t)
             self._previous = sample
 
-    def action(self, t: float, name: str, detail: dict[str, Any]) -> None:
+    def action(self, t: float, name: str, detail: JsonObject) -> None:
         """An action vramtop takes (restart, relaunch, stop): planned, never a crash.
 
         A relaunch is recorded once it has answered, with its `result`: one whose new server
@@ -197,7 +197,7 @@ class LiveSession:
         self._store.save(key, normal)
         self._saved = (key, t if t is not None else 0.0)
 
-    def _event(self, t: float, name: str, detail: dict[str, Any], diagnosed: bool = True) -> None:
+    def _event(self, t: float, name: str, detail: JsonObject, diagnosed: bool = True) -> None:
         self._events.append(Event(t, name, detail))
         if self._writer is not None:
             self._writer.event(t, name, detail)
@@ -207,7 +207,7 @@ class LiveSession:
     def _take_changes(self, t: float) -> None:
         for change in self.diagnoser.take_changes():
             finding = change.finding
-            detail: dict[str, Any] = {
+            detail: JsonObject = {
                 "kind": finding.kind,
                 "change": change.change,
                 "summary": finding.summary,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vramtop.core.diagnosis.baseline import RateBaseline, counter_delta
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerMetrics
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.vllm.metrics import tokens_per_observation
@@ -151,7 +152,7 @@ class NormalRate:
             return f"{figure} (remembered from {ago(age)})"
         return f"{figure} ({'learned now' if self.source == LEARNED else self.source})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "tps": None if self.tps is None else round(self.tps, 2),
             "measure": self.measure,

@@ -47,8 +47,8 @@ def live_headroom_inputs(
         return None
     total = sample.gpu.devices[0].total_bytes
     pool = kv_pool(sample)
-    util = _pool_util(sample, pool["source"])
-    kv_bytes, tokens = pool["bytes"], pool["tokens"]
+    util = _pool_util(sample, pool.source)
+    kv_bytes, tokens = pool.bytes, pool.tokens
     if util is None or not kv_bytes or not tokens:
         return None
     inputs = _calibrated(
@@ -56,9 +56,9 @@ def live_headroom_inputs(
         util,
         kv_bytes,
         tokens,
-        pool["dtype"] or "auto",
-        pool["block_size"] or 16,
-        pool["max_model_len"] or 8192,
+        pool.dtype or "auto",
+        pool.block_size or 16,
+        pool.max_model_len or 8192,
         sample.startup
         if sample.startup is not None and sample.startup.weights_gib is not None
         else None,

@@ -13,6 +13,7 @@ from typing import Any
 
 from vramtop.core.bounds import MAX_CONFIG_COUNT, whole_number
 from vramtop.core.headroom.terms import Architecture, dtype_bytes
+from vramtop.core.json_types import JsonObject, JsonValue
 
 _FULL = {"full_attention", "attention", "global_attention", "full"}
 _SLIDING = {"sliding_attention", "sliding_window", "local_attention", "chunked_attention"}
@@ -23,13 +24,13 @@ class ModelConfigError(ValueError):
     """The dict is not a model config the calculator understands."""
 
 
-def architecture_from_config(config: Mapping[str, Any]) -> Architecture:
+def architecture_from_config(config: Mapping[str, JsonValue]) -> Architecture:
     """The Architecture of a HF config dict; raises ModelConfigError with a plain reason."""
     if not isinstance(config, Mapping):
         raise ModelConfigError("config.json is not a JSON object")
     text = config.get("text_config") or config.get("llm_config") or {}
     # The language model's own keys win; the outer config fills what it lacks (e.g. dtype).
-    merged: dict[str, Any] = {**config, **text} if isinstance(text, Mapping) else dict(config)
+    merged: JsonObject = {**config, **text} if isinstance(text, Mapping) else dict(config)
     layers = _first_int(merged, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     if layers is None:
         raise ModelConfigError(
@@ -83,7 +84,7 @@ def architecture_from_config(config: Mapping[str, Any]) -> Architecture:
     )
 
 
-def _first_int(config: Mapping[str, Any], *keys: str) -> int | None:
+def _first_int(config: Mapping[str, JsonValue], *keys: str) -> int | None:
     """The first of `keys` that holds a whole number above 0; ModelConfigError for one past
     any checkpoint's (1e308 layers, a 40-digit head count), which would otherwise build
     lists and sums of that size."""
@@ -114,7 +115,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:40] + "…"
 
 
-def _layer_kinds(config: Mapping[str, Any], layers: int) -> list[str]:
+def _layer_kinds(config: Mapping[str, JsonValue], layers: int) -> list[str]:
     """One of "full", "sliding", "recurrent" or "none" (no cache, e.g. MLP-only) per layer."""
     types = config.get("layer_types")
     if isinstance(types, list) and types:
@@ -137,7 +138,7 @@ def _layer_kinds(config: Mapping[str, Any], layers: int) -> list[str]:
     return ["full"] * layers
 
 
-def _max_len(config: Mapping[str, Any]) -> int:
+def _max_len(config: Mapping[str, JsonValue]) -> int:
     length = whole_number(config.get("max_position_embeddings"))
     return length if length is not None and length > 0 else 2**31
 
@@ -153,7 +154,7 @@ def _kind(layer_type: str) -> str:
     raise ModelConfigError(f"unknown layer type {layer_type!r} in layer_types")
 
 
-def _recurrent_state(config: Mapping[str, Any]) -> tuple[int, int, str | None]:
+def _recurrent_state(config: Mapping[str, JsonValue]) -> tuple[int, int, str | None]:
     """(conv elements, ssm elements, ssm dtype) of one recurrent layer, before TP."""
     ssm_dtype = config.get("mamba_ssm_dtype")
     ssm_dtype = str(ssm_dtype) if isinstance(ssm_dtype, str) and ssm_dtype != "auto" else None

@@ -12,13 +12,13 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from vramtop.core.budget import (
     desktop_headroom_bytes,
     largest_util_leaving,
     outside_budget,
 )
+from vramtop.core.json_types import JsonValue
 from vramtop.core.vllm import args as vllm_args
 
 GIB = 1024**3
@@ -42,7 +42,7 @@ def lint_launch(
     *,
     api_key_env: str | None = None,
     api_key_in_script: bool = False,
-    defaults: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, JsonValue] | None = None,
     total_bytes: int | None = None,
     min_headroom_gib: float = 3.0,
     env: Mapping[str, str] | None = None,
@@ -89,7 +89,9 @@ def lint_launch(
 UDS = "--uds"
 
 
-def exposed_where(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> str | None:
+def exposed_where(
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None
+) -> str | None:
     """Where beyond this machine the server can be reached, in words; None when only from
     here: a loopback `--host`, or a Unix socket (`--uds`: vLLM then ignores host and port).
     vLLM binds every interface when no --host is given."""
@@ -146,7 +148,7 @@ def _inet_aton(text: str) -> ipaddress.IPv4Address | None:
 
 
 def _internal_port_findings(
-    argv: Sequence[str], defaults: Mapping[str, Any] | None, env: Mapping[str, str]
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None, env: Mapping[str, str]
 ) -> list[Finding]:
     """VLLM_PORT is the port vLLM uses internally, never the API server's: vLLM reads no
     variable for that, only --port. A launch that sets it usually means the API port."""
@@ -166,7 +168,7 @@ def _internal_port_findings(
 
 def _budget_findings(
     argv: Sequence[str],
-    defaults: Mapping[str, Any] | None,
+    defaults: Mapping[str, JsonValue] | None,
     total_bytes: int | None,
     min_headroom_gib: float,
     measured_outside: int | None,

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vramtop.core.json_types import JsonValue
+
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 MAX_MODEL_LEN = "--max-model-len"
 KV_CACHE_DTYPE = "--kv-cache-dtype"
@@ -195,7 +197,7 @@ def flag_uses(argv: Sequence[str], name: str) -> list[FlagUse]:
     return [use for flag, use in _scan(argv)[0] if flag == canon]
 
 
-def _default(defaults: Mapping[str, Any] | None, name: str) -> Any:
+def _default(defaults: Mapping[str, JsonValue] | None, name: str) -> Any:
     """A value from a `--config` YAML dict, whose keys may use dashes or underscores."""
     if not defaults:
         return None
@@ -213,7 +215,7 @@ def _yaml_value_as_text(value: Any) -> str:
 
 
 def get_flag(
-    argv: Sequence[str], name: str, defaults: Mapping[str, Any] | None = None
+    argv: Sequence[str], name: str, defaults: Mapping[str, JsonValue] | None = None
 ) -> str | None:
     """The value vLLM would use for `name`: the last occurrence, else the `--config` default.
 
@@ -227,7 +229,9 @@ def get_flag(
     return None if value is None else _yaml_value_as_text(value)
 
 
-def has_flag(argv: Sequence[str], name: str, defaults: Mapping[str, Any] | None = None) -> bool:
+def has_flag(
+    argv: Sequence[str], name: str, defaults: Mapping[str, JsonValue] | None = None
+) -> bool:
     """Whether a switch is on (present on the command line or true in the config)."""
     value = get_flag(argv, name, defaults)
     return value is not None and value.lower() not in {"false", "0", "no"}
@@ -269,7 +273,7 @@ def remove_flag(argv: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def find_model(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> str | None:
+def find_model(argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None) -> str | None:
     """The model: `--model` (last wins), else the first positional, else the config's `model`."""
     uses = flag_uses(argv, MODEL)
     if uses and uses[-1].value is not None:
@@ -304,33 +308,39 @@ def mask_secrets(argv: Sequence[str]) -> list[str]:
 
 
 def gpu_memory_utilization(
-    argv: Sequence[str], defaults: Mapping[str, Any] | None = None
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None
 ) -> float | None:
     """The budget as a fraction of the card (None: not set, vLLM's default applies)."""
     value = get_flag(argv, GPU_MEMORY_UTILIZATION, defaults)
     return None if value is None else float(value)
 
 
-def max_model_len(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> int | None:
+def max_model_len(
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None
+) -> int | None:
     value = get_flag(argv, MAX_MODEL_LEN, defaults)
     return None if value is None else parse_token_count(value)
 
 
-def kv_cache_dtype(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> str | None:
+def kv_cache_dtype(
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None
+) -> str | None:
     return get_flag(argv, KV_CACHE_DTYPE, defaults)
 
 
-def max_num_seqs(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> int | None:
+def max_num_seqs(
+    argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None
+) -> int | None:
     value = get_flag(argv, MAX_NUM_SEQS, defaults)
     return None if value is None else int(value)
 
 
-def port(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> int | None:
+def port(argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None) -> int | None:
     value = get_flag(argv, PORT, defaults)
     return None if value is None else int(value)
 
 
-def host(argv: Sequence[str], defaults: Mapping[str, Any] | None = None) -> str | None:
+def host(argv: Sequence[str], defaults: Mapping[str, JsonValue] | None = None) -> str | None:
     return get_flag(argv, HOST, defaults)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from vramtop.core.bounds import whole_number
 from vramtop.core.budget import is_cpu_server
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import StartupFacts
 from vramtop.core.vllm import log as vllm_log
 
@@ -27,7 +28,7 @@ class LogRun:
     """What the last run of a startup log says: its facts and the settings it ran with."""
 
     facts: StartupFacts
-    args: dict[str, Any]  # "non-default args"
+    args: JsonObject  # "non-default args"
     config: dict[str, str]  # a few values of the engine's config line
     cpu_kv_gib: float | None
 
@@ -149,10 +150,10 @@ class LastRun:
         self._chars += len(line)
 
 
-def non_default_args(lines: Iterable[str]) -> dict[str, Any]:
+def non_default_args(lines: Iterable[str]) -> JsonObject:
     """vLLM's "non-default args: {…}" line as a dict (the last one: its last run's); {} when
     there is none or it cannot be read."""
-    found: dict[str, Any] = {}
+    found: JsonObject = {}
     for line in lines:
         match = _NON_DEFAULT_ARGS.search(vllm_log.strip_prefix(line))
         if match is None:

@@ -18,7 +18,6 @@ import functools
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from vramtop.core.model import CacheConfig, ServerMetrics
 
@@ -212,7 +211,7 @@ class _Collector:
 
     def result(self, skipped_lines: int) -> ServerMetrics:
         # Values by field name (floats, or None where the page had none).
-        summed: dict[str, Any] = {}
+        summed: dict[str, float | None] = {}
         for base, field_name in _SUMMED.items():
             found = self.get(base)
             summed[field_name] = sum(found) if found else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from vramtop.core.windows.reading import (
     WSL_VM_NAMES,
@@ -51,20 +50,20 @@ def parse_adapter_instance(name: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def _dedicated(row: Mapping[str, Any]) -> int:
+def _dedicated(row: Mapping[str, object]) -> int:
     # LocalUsage is what sits in the adapter's own memory; older builds lack it.
     local = row.get("LocalUsage")
     return counter_bytes(row.get("DedicatedUsage") if local is None else local)
 
 
-def _shared(row: Mapping[str, Any]) -> int:
+def _shared(row: Mapping[str, object]) -> int:
     non_local = row.get("NonLocalUsage")
     return (
         counter_bytes(non_local) if non_local is not None else counter_bytes(row.get("SharedUsage"))
     )
 
 
-def merge_adapters(rows: Iterable[Mapping[str, Any]]) -> tuple[WindowsAdapterGpu, ...]:
+def merge_adapters(rows: Iterable[Mapping[str, object]]) -> tuple[WindowsAdapterGpu, ...]:
     """Adapter instances summed per luid (a card may report several `phys`/`part` rows)."""
     totals: dict[str, list[int]] = {}
     for row in rows:
@@ -79,7 +78,7 @@ def merge_adapters(rows: Iterable[Mapping[str, Any]]) -> tuple[WindowsAdapterGpu
 
 
 def choose_adapter(
-    adapters: Sequence[WindowsAdapterGpu], process_rows: Iterable[Mapping[str, Any]] = ()
+    adapters: Sequence[WindowsAdapterGpu], process_rows: Iterable[Mapping[str, object]] = ()
 ) -> str | None:
     """The luid carrying the most dedicated memory: the discrete card vLLM runs on.
 
@@ -111,8 +110,8 @@ def find_wsl_vm(processes: Sequence[WindowsProcessGpu]) -> WindowsProcessGpu | N
 
 
 def attribute(
-    process_rows: Iterable[Mapping[str, Any]],
-    adapter_rows: Iterable[Mapping[str, Any]],
+    process_rows: Iterable[Mapping[str, object]],
+    adapter_rows: Iterable[Mapping[str, object]],
     names: Mapping[int, str],
     t: float,
     source: str = "powershell",

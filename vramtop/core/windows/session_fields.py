@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.core.windows.reading import (
     WSL_VM_NAMES,
     WindowsGpuReading,
@@ -15,7 +15,7 @@ from vramtop.core.windows.reading import (
 )
 
 
-def windows_sample_fields(reading: WindowsGpuReading | None) -> dict[str, Any]:
+def windows_sample_fields(reading: WindowsGpuReading | None) -> JsonObject:
     """The optional `windows` field of a sample line (merge it into the line's dict).
 
     Unknown → no field at all; a failed source → {"windows": {"error": reason}} so a recording
@@ -25,7 +25,7 @@ def windows_sample_fields(reading: WindowsGpuReading | None) -> dict[str, Any]:
         return {}
     if reading.error is not None:
         return {"windows": {"error": reading.error}}
-    body: dict[str, Any] = {
+    body: JsonObject = {
         "wsl_vm_dedicated_bytes": reading.wsl_vm.dedicated_bytes if reading.wsl_vm else None,
         "wsl_vm_shared_bytes": reading.wsl_vm.shared_bytes if reading.wsl_vm else None,
         "desktop": [
@@ -43,10 +43,11 @@ def windows_sample_fields(reading: WindowsGpuReading | None) -> dict[str, Any]:
     return {"windows": body}
 
 
-def reading_from_sample(line: Mapping[str, Any]) -> WindowsGpuReading | None:
+def reading_from_sample(line: Mapping[str, JsonValue]) -> WindowsGpuReading | None:
     """A recorded sample line's `windows` field back as a reading (None when absent)."""
     body = line.get("windows")
-    t = float(line.get("t", 0.0) or 0.0)
+    raw_t = line.get("t")
+    t = float(raw_t) if isinstance(raw_t, int | float | str) and raw_t else 0.0
     if not isinstance(body, dict):
         return None
     if body.get("error"):
