@@ -25,6 +25,7 @@ from dataclasses import replace
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.baseline import ADMIT_RATIO, MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.book import FindingBook
+from vramtop.core.diagnosis.card_evidence import CardWatch, cite_card
 from vramtop.core.diagnosis.contention import (
     Collapse,
     Point,
@@ -93,6 +94,7 @@ class Diagnoser:
         self._slowdown = SlowdownWatch(self._book)
         self._prev: Sample | None = None
         self._desktop = DesktopWatch()
+        self._card = CardWatch()  # what the card said: PCIe RX, WSL2's residency failures
         self._handlers = self._event_handlers()
         self._new_epoch()
 
@@ -114,6 +116,7 @@ class Diagnoser:
         self._spill = SpillTracker()
         # AMD: the server's buffers in GTT, the same evidence seen from the driver's side.
         self._gtt = SpillTracker()
+        self._card.new_epoch()
 
     # --- public API ------------------------------------------------------------------------
     def open_findings(self) -> list[Finding]:
@@ -223,6 +226,11 @@ class Diagnoser:
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
             self._server_watch.check_oom_text(s.t, s.startup.error)
         point = self._measure(prev, s, state)
+        squeezed = self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(
+            Kind.VRAM_SLOWDOWN
+        )
+        normal = point is not None and point.healthy and not squeezed
+        self._card.track(s, normal=normal)
         self._throttle.check(
             s.t,
             device,
@@ -367,6 +375,7 @@ class Diagnoser:
             normal=self.normal_rate(),
         )
         report = contention_report(s, device, collapse, self._desktop.share(), self._any_spill())
+        report = cite_card(report, self._card.evidence())  # additive: where the card said
         self._book.set(Kind.VRAM_CONTENTION, s.t, report)
         return judged
 
@@ -475,6 +484,7 @@ class Diagnoser:
             return True
         if evidence is not None and sum(list(self._memory_window)[-OPEN_WINDOW:]) >= OPEN_COUNT:
             report = memory_report(s, device, evidence, self._desktop.share())
+            report = cite_card(report, self._card.evidence())
             self._book.set(Kind.VRAM_CONTENTION, s.t, report)
             return True
         return memory_only
