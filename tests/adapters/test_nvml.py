@@ -135,7 +135,7 @@ def test_linux_reading_merges_compute_and_graphics_lists() -> None:
 
 def test_wsl_reading_says_per_process_memory_is_not_available() -> None:
     fake = FakeNvml(compute=[proc(77, None)], graphics=[])
-    device = NvmlProbe(nvml=fake, wsl=True).read().devices[0]  # type: ignore[arg-type]
+    device = NvmlProbe(nvml=fake, wsl=True, kmsg=None).read().devices[0]  # type: ignore[arg-type]
     assert device.processes is None
     assert device.used_bytes == 30 * GIB
 
