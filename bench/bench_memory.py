@@ -84,7 +84,7 @@ async def run(hours: float, size: tuple[int, int]) -> list[tuple[float, int]]:
             # The console's own read (what its reader thread does each second), here on the
             # event loop: its SampleArrived message is handled as every other is. The screen
             # is painted after each batch (painting keeps nothing from one frame to the next).
-            app._read(tick)
+            app.reader.read(tick)
             if tick % PAINT_EVERY == 0:
                 await pilot.pause()
             if tick % every == 0:

@@ -22,11 +22,11 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
 from vramtop.tui.app import SETTLE_S, VramtopApp
+from vramtop.tui.reader import READER_CHECK_S
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.screens.timeline_screen import TimelineScreen
-from vramtop.tui.showing import READER_CHECK_S
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
@@ -321,7 +321,7 @@ async def test_actions_are_disabled_while_one_runs() -> None:
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        app.busy = "relaunch"
+        app.actions.busy = "relaunch"
         assert app.check_action("restart", ()) is None
         assert app.check_action("relaunch", ()) is None
         assert app.check_action("help", ()) is True
@@ -527,8 +527,8 @@ async def test_tick_results_reach_the_app_through_the_message() -> None:
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 2)
-        assert app.headroom_inputs is not None
-        assert app.baseline is not None
+        assert app.shown.headroom_inputs is not None
+        assert app.shown.normal is not None
 
 
 async def test_what_start_up_built_is_set_aside_from_the_collector() -> None:

@@ -16,6 +16,7 @@ from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.tail_log import TailLog
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 
 
 def record_collapse(path: Path, until_t: float = 200.0) -> None:
@@ -50,15 +51,15 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         assert "r restart now" not in banner and "b relaunch" not in banner
         # The remedy said, not offered as a key: the finding's own budget (0.83 for this
         # desktop: a call's 3 GiB above where it stood, a margin).
-        util = app.findings[0].remedy.gpu_memory_utilization
+        util = app.shown.findings[0].remedy.gpu_memory_utilization
         assert util is not None and 0.8 <= util < 0.93
         assert f"remedy: relaunch at {util:.2f}" in banner and "events" in banner
         # The clock stopped with the recording: no more ticks, no flat line added.
         assert "the clock stopped" in text(app, ConsoleHeader)
         assert app._ticker._task is None  # the timer that asks for reads is stopped
-        plotted = tuple(app._generation)
+        plotted = app.query_one(ThroughputPanel).generation_history
         await ticks(pilot, 3)  # the last frame again, three times
-        assert tuple(app._generation) == plotted
+        assert app.query_one(ThroughputPanel).generation_history == plotted
         # No log lines in this recording: the panel says so rather than staying blank.
         shown = app.query_one(ServerLog).query_one(TailLog).texts
         assert any("No server output" in line for line in shown)

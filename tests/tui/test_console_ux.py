@@ -329,7 +329,7 @@ def _show(
     for t, rate in frames:
         frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
         normal = None if normal_share is None else Rates(generation_tps=rate / normal_share)
-        panel.show(frame, normal, (), ())
+        panel.show(Frame(frame, normal=normal))
     return panel.lines[0].plain
 
 
@@ -383,7 +383,9 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
             server = replace(sample.server, metrics=m)
             rates = replace(sample.rates, generation_tps=40.0)
             frame = replace(sample, t=t, server=server, rates=rates)
-            panel.show(frame, Rates(generation_tps=240.0), (), (), "learned now", normal)
+            panel.show(
+                Frame(frame, normal=Rates(generation_tps=240.0), normal_rate=normal), "learned now"
+            )
             return str(panel.lines[0].plain)
 
         show(400.0, 1000.0, 10.0)

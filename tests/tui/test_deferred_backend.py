@@ -104,9 +104,12 @@ async def test_the_console_shows_a_failed_build_as_a_failed_read() -> None:
     app = VramtopApp(backend, NO_TIMER)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert app.activity is not None
-        assert "reading failed" in app.activity and "no room for its socket" in app.activity
-        assert "BackendUnavailable" not in app.activity  # the reason, in words
+        assert app.shown.activity is not None
+        assert (
+            "reading failed" in app.shown.activity
+            and "no room for its socket" in app.shown.activity
+        )
+        assert "BackendUnavailable" not in app.shown.activity  # the reason, in words
         assert app.is_running
         # Nothing was started, so there is nothing to leave running or to stop: q quits.
         await pilot.press("q")

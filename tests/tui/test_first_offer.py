@@ -37,8 +37,8 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
         old_pid = running_pid(app)
         await wait_for(pilot, lambda: backend.normal_rate() is not None, timeout=60)
         await pilot.press("v")  # the card's call (or build) begins
-        await wait_for(pilot, lambda: suggested_relaunch_flags(app.findings) is not None, 90)
-        offered = suggested_relaunch_flags(app.findings)
+        await wait_for(pilot, lambda: suggested_relaunch_flags(app.shown.findings) is not None, 90)
+        offered = suggested_relaunch_flags(app.shown.findings)
         assert offered is not None
         util, max_model_len = offered
         banner = str(app.query_one(FindingBanner).render())

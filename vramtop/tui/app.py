@@ -5,8 +5,11 @@ console, does the blocking reads through the Backend and posts a `SampleArrived`
 only renders. Actions (restart, relaunch, …) run in their own thread worker and report
 progress as messages, so a slow server never blocks a key.
 
-In parts: `keys` (the one table of keys), `showing` (the state, the reader and the
-rendering), `acting` (the actions) and here the layout, the themes and which keys make sense.
+One App, composed of parts that each keep their own state: `ConsoleState` (state.py: what
+is shown, a value replaced on each change), the `Reader` (reader.py: the thread and its
+ask/answer counting), the `ActionRunner` (runner.py: what runs, restart arming, quitting) and
+the panels, each keeping the history it draws. `keys` is the one table of keys; here are the
+layout, the rendering of the state into the panels, the themes and which keys make sense.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -27,23 +32,32 @@ from textual.containers import Container, Horizontal
 from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widgets import Footer
 
 from vramtop import locations
-from vramtop.core.model import ServerState
-from vramtop.machines.interface import Backend
+from vramtop.core.model import Sample, ServerState
+from vramtop.machines.interface import Backend, Frame
 from vramtop.settings import Settings
-from vramtop.tui.acting import ActingConsole
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
-from vramtop.tui.keys import ACTIONS, FOOTER_HIDDEN, KEY_DISPLAY, LAUNCHED
-from vramtop.tui.themes import DEFAULT_THEME, VARIABLE_DEFAULTS, load_themes
+from vramtop.tui.keys import ACTIONS, DEFAULT_KEYS, FOOTER_HIDDEN, KEY_DISPLAY, LAUNCHED
+from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
+from vramtop.tui.panels import Panels
+from vramtop.tui.reader import Reader
+from vramtop.tui.runner import ActionRunner
+from vramtop.tui.state import ConsoleState
+from vramtop.tui.themes import install_themes, with_vram_variables
 from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.finding_banner import DEFAULT_KEYS as BANNER_KEYS
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.text_panel import TextPanel
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
+
+if TYPE_CHECKING:
+    from vramtop.tui.telling import ConsoleTelling
 
 # The screens a key opens are imported when it is pressed: the first frame waits for every
 # module imported before it (the timeline's table alone is Textual's DataTable).
@@ -59,13 +73,37 @@ SHORT_DIALOG_HEIGHT = 30
 # Once the console has started, what start-up built (modules, styles, widgets) is set aside
 # from the garbage collector (see `_set_aside_start_up`).
 SETTLE_S = 1.0
+# Below this, the finding banner's details put the evidence ladder on one line.
+SHORT_HEIGHT = 36
 
 
-class VramtopApp(ActingConsole):
-    """The console: its layout, themes and keys over `ActingConsole`."""
+class VramtopApp(App[int]):
+    """The console: what it shows (`shown`), its reader, its actions, its layout and keys."""
 
     # An unexpected error, once logged: said in one line on leaving, its traceback in the log.
     crashed: bool = False
+    _panels: Panels  # found on mount
+
+    def __init__(
+        self,
+        backend: Backend,
+        settings: Settings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.settings = settings or Settings()
+        self._clock = clock
+        self.shown = ConsoleState()  # replaced, never mutated, on the event loop
+        self.actions = ActionRunner(self)
+        self.reader = Reader(backend, self.post_message, clock, quiet=lambda: self.actions.quitting)
+        self._ticker: Timer | None = None  # the timer that asks for reads
+        self._theme_names: list[str] = []
+        self._keys: dict[str, str] = {}  # binding id -> key(s), as remapped in the settings
+        # Failure notices told while a dialog is open, shown once it closes (`notify`).
+        self._held_notices: list[Callable[[], None]] = []
+        self._telling_parts: ConsoleTelling | None = None  # made at the first reading
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual's own ending of the app on an unhandled error, with the traceback written to
@@ -104,7 +142,7 @@ class VramtopApp(ActingConsole):
     def on_load(self) -> None:
         # Chosen before the first style sheet is parsed: a theme set once the console runs
         # has every style sheet parsed again for its colours (twice, the first frame waiting).
-        self._theme_notices = self._install_themes()
+        self._theme_names, self._theme_notices = install_themes(self, self.settings.theme)
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -122,29 +160,28 @@ class VramtopApp(ActingConsole):
             yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        # Found once: the panels are drawn every tick, and a query walks the screen each time.
-        self._header = self.query_one(ConsoleHeader)
-        self._banner = self.query_one(FindingBanner)
-        self._vram = self.query_one(VramSplitPanel)
-        self._kv = self.query_one(KvPoolPanel)
-        self._throughput = self.query_one(ThroughputPanel)
-        self._server_log = self.query_one(ServerLog)
+        self._panels = Panels(self)
         self.screen_change_signal.subscribe(self, self._screen_changed)
         for notice in self._theme_notices:
             self.notify(notice, title="Theme", severity="warning", timeout=8)
         if self.settings.keys:
             self._keys = dict(self.settings.keys)
             self.set_keymap(self._keys)
-        self._render_header()
-        self._reader()
-        self._ticker = self.set_interval(self.settings.interval_s, self.request_tick)
+        self.render_header()
+        self.reader.start(self)
+        self._ticker = self.set_interval(self.settings.interval_s, self.reader.request_tick)
         # The first frame comes first: a read (or a start) begun now runs in its thread while
         # the layout is drawn, and the person waits for both.
         self.call_after_refresh(self._after_first_frame)
         self.set_timer(SETTLE_S, _set_aside_start_up)
 
+    def on_unmount(self) -> None:
+        self.reader.close()  # it ends now, not at its next look
+        if self._telling_parts is not None:
+            self._telling_parts.close()  # the profile's actor lock goes
+
     def _after_first_frame(self) -> None:
-        self.request_tick()
+        self.reader.request_tick()
         # Crash settling and automatic restarts on a thread of their own, every second: a
         # tick only reads, so it never waits on them (nor on a stop under way).
         self.backend.keep_house()
@@ -158,7 +195,7 @@ class VramtopApp(ActingConsole):
         (machines/deferred_backend.py) is built to know it."""
         if self.backend.autostart:
             self.call_from_thread(
-                self._start_action, "start", lambda progress: self.backend.start(progress=progress)
+                self.actions.start, "start", lambda progress: self.backend.start(progress=progress)
             )
 
     def on_resize(self, event: Resize) -> None:
@@ -204,52 +241,26 @@ class VramtopApp(ActingConsole):
             show()
 
     def get_css_variables(self) -> dict[str, str]:
-        variables = super().get_css_variables()
         # A theme without vramtop's own variables still gets a readable VRAM bar.
-        fallback = {
-            "vram-server": variables.get("primary", "blue"),
-            "vram-desktop": variables.get("warning", "yellow"),
-            "vram-free": variables.get("foreground-darken-3", variables.get("panel", "grey")),
-            "vram-budget": variables.get("error", "red"),
-        }
-        return {**{k: fallback[k] for k in VARIABLE_DEFAULTS}, **variables}
+        return with_vram_variables(super().get_css_variables())
 
     @property
     def theme_names(self) -> tuple[str, ...]:
         """vramtop's themes, in the order `t` cycles through them (the palette lists these)."""
         return tuple(self._theme_names)
 
-    def _install_themes(self) -> list[str]:
-        """Register vramtop's themes and choose the settings' one; returns what to tell the
-        person (a broken theme file, a theme not found)."""
-        loaded = load_themes()
-        for theme in loaded.themes:
-            self.register_theme(theme)
-        self._theme_names = sorted(t.name for t in loaded.themes) or [self.theme]
-        notices = list(loaded.notices)
-        wanted = self.settings.theme
-        if wanted in self._theme_names:
-            self.theme = wanted
-        else:
-            if DEFAULT_THEME in self.available_themes:
-                self.theme = DEFAULT_THEME
-            notices.append(
-                f"Theme {wanted!r} was not found or could not be read; using {self.theme}."
-            )
-        return notices
-
     # -- keys ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_call":
             return self.backend.demo  # False hides it: outside the demo there is no call
         if action == "toggle_details":
-            return bool(self.findings)  # details of the open finding: hidden without one
+            return bool(self.shown.findings)  # details of the open finding: hidden without one
         if action in ("restart", "relaunch", "start_stop"):
             if not self.backend.can_act:
                 return False  # watching only (a URL, a recording): nothing to start or stop
-            if action == "start_stop" and self.busy in LAUNCHED:
+            if action == "start_stop" and self.actions.busy in LAUNCHED:
                 return True  # stops the server it is bringing up (a load takes minutes)
-            if self.busy is not None:
+            if self.actions.busy is not None:
                 return None  # shown dimmed: wait for the running action
             state = self.state
             if action == "restart" and state in (None, ServerState.STOPPED):
@@ -265,10 +276,10 @@ class VramtopApp(ActingConsole):
     def action_timeline(self) -> None:
         from vramtop.tui.screens.timeline_screen import TimelineScreen
 
-        self.push_screen(TimelineScreen(self.events))
+        self.push_screen(TimelineScreen(list(self.shown.events), earlier=self._telling().earlier()))
 
     def action_toggle_details(self) -> None:
-        self._banner_details = not self._banner_details
+        self.shown = replace(self.shown, banner_details=not self.shown.banner_details)
         self._render_banner()
 
     def on_finding_banner_toggled(self) -> None:
@@ -278,7 +289,7 @@ class VramtopApp(ActingConsole):
         self.query_one("#server-log TailLog").focus()
 
     async def action_search_log(self) -> None:
-        await self._server_log.start_search()
+        await self._panels.server_log.start_search()
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names
@@ -311,6 +322,158 @@ class VramtopApp(ActingConsole):
         self.push_screen(
             CommandPalette(providers=[ConsoleThemes], placeholder="Search for themes…")
         )
+
+    # -- the actions (ActionRunner) ------------------------------------------------------
+    def action_restart(self) -> None:
+        self.actions.restart()
+
+    def action_relaunch(self, suggested: float | None = None) -> None:
+        self.actions.relaunch(suggested)
+
+    def action_start_stop(self) -> None:
+        self.actions.start_stop()
+
+    def action_headroom(self) -> None:
+        self.actions.headroom()
+
+    def action_toggle_call(self) -> None:
+        self.actions.toggle_call()
+
+    def action_quit_console(self) -> None:
+        self.actions.quit_console()
+
+    async def action_quit(self) -> None:
+        """Textual's own quit (Ctrl+Q, and "Quit" in the palette): the same question as q,
+        never an exit that leaves the server (or the simulated machine) unannounced."""
+        self.actions.quit_console()
+
+    def on_action_progress(self, message: ActionProgress) -> None:
+        self.actions.progress(message)
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        self.actions.finished(message)
+
+    # -- reading (Reader) ----------------------------------------------------------------
+    def request_tick(self) -> None:
+        """Ask the reader for a read. Asks made while a read runs become one read after it:
+        a hanging source never piles reads up."""
+        self.reader.request_tick()
+
+    @property
+    def reads_pending(self) -> bool:
+        """A read was asked for and its sample has not been shown yet."""
+        return self.reader.reads_pending
+
+    def on_tick_failed(self, message: TickFailed) -> None:
+        self.reader.answered(message.answers)
+        if self.actions.quitting:
+            return  # the status line says what the quit is doing until it is done
+        self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
+        self.render_header()
+        self.refresh_bindings()  # a backend that could not be built offers no action
+
+    def on_sample_arrived(self, message: SampleArrived) -> None:
+        self.reader.answered(message.answers)
+        frame = message.frame
+        previous_state = self.shown.server_state
+        self.shown = self.shown.arrived(frame, message.normal_origin)
+        self._tell_news(frame)
+        if self.backend.finished and not self.shown.ended:
+            self._end_of_recording()
+        self._render(frame.sample, list(frame.log_lines), log_kept=message.log_kept)
+        if self.shown.server_state != previous_state:
+            self.refresh_bindings()
+
+    def _tell_news(self, frame: Frame) -> None:
+        """What a frame's events tell the person beyond the panels: a recording that failed.
+        (Where a notice to the terminal, or a guard's events, would be told.)"""
+        failed = [e for e in frame.events if e.name == "recording_failed"]
+        if failed and not self.shown.recording_failed_said:
+            # The recording ended (a full disk); the live view goes on, and says so.
+            self.shown = replace(self.shown, recording_failed_said=True)
+            error = failed[-1].detail.get("error")
+            self.say(f"recording failed: {error} · the live view goes on", news=False)
+        self._telling().findings_shown(frame.findings, frame.sample.t)
+
+    def _telling(self) -> ConsoleTelling:
+        """The terminal's notifications and the lasting timeline (telling.py), made once a
+        reading is shown: the first frame waits for none of the findings' modules."""
+        if self._telling_parts is None:
+            from vramtop.tui.telling import ConsoleTelling
+
+            self._telling_parts = ConsoleTelling(self.backend, self.write_to_terminal)
+        return self._telling_parts
+
+    def write_to_terminal(self, text: str) -> None:
+        """Escape sequences for the terminal itself, through Textual's driver (its one writer
+        while the console runs); nothing where there is no driver (not running)."""
+        driver = self._driver
+        if driver is not None:
+            driver.write(text)
+
+    def _end_of_recording(self) -> None:
+        """A replay reached the end of its file: the clock stops and the last frame stays."""
+        self.shown = replace(self.shown, ended=True)
+        if self._ticker is not None:
+            self._ticker.stop()
+        # (The header's first line says when it ended.)
+        self.say(f"the clock stopped · {self.key_of('quit')} quits", news=False)
+
+    def on_server_log_kept_lines_wanted(self) -> None:
+        self.reader.want_kept_lines()
+
+    # -- showing (ConsoleState into the panels) ------------------------------------------
+    def _render(self, sample: Sample, log_lines: list[str], *, log_kept: bool = False) -> None:
+        """Every panel from `sample`; `log_lines`: all the backend keeps when `log_kept`."""
+        self.render_header()
+        self._render_banner()
+        start_key = self.key_of("start_stop")
+        self._panels.draw(self.shown, sample, log_lines, log_kept=log_kept, start_key=start_key)
+
+    def _render_banner(self) -> None:
+        keys = {name: self.key_of(name) for name in BANNER_KEYS}
+        short = self.size.height < SHORT_HEIGHT
+        if self._panels.draw_banner(
+            self.shown, short=short, can_act=self.backend.can_act, keys=keys
+        ):
+            self.refresh_bindings()  # d (details) is offered while a finding is open
+
+    def say(self, text: str | None, *, news: bool = True) -> None:
+        """Set the status line; `news` (a result) fades after a while, progress stays."""
+        self.shown = self.shown.said(text, self._clock(), news=news)
+
+    def render_header(self) -> None:
+        until = self.shown.activity_until
+        if until is not None and self.actions.busy is None and self._clock() >= until:
+            self.say(None)
+        self._panels.draw_header(self.shown, self._clock(), self.backend)
+
+    # -- what others read of the console -------------------------------------------------
+    @property
+    def sample(self) -> Sample | None:
+        """The sample shown (None until the first)."""
+        return self.shown.sample
+
+    @property
+    def state(self) -> ServerState | None:
+        return self.shown.server_state
+
+    @property
+    def busy(self) -> str | None:
+        """The action running now, if any."""
+        return self.actions.busy
+
+    @property
+    def farewell(self) -> str | None:
+        """Printed once the console has gone: where the server left running is."""
+        return self.actions.farewell
+
+    def key_of(self, binding_id: str) -> str:
+        """The key an action is on, as shown: the settings' keymap, else the default (the
+        first of several)."""
+        keys = self._keys.get(binding_id) or DEFAULT_KEYS[binding_id]
+        first = keys.split(",")[0].strip()
+        return KEY_DISPLAY.get(first, first)
 
 
 def run_console(backend: Backend, settings: Settings | None = None) -> int:

@@ -11,12 +11,15 @@ import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 from vramtop import locations
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 DEFAULT_THEME = "vramtop-dark"
 SUFFIXES = (".toml", ".yaml", ".yml")
@@ -192,3 +195,32 @@ def _shown(value: Any) -> str:
 
 def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def install_themes(app: App[Any], wanted: str) -> tuple[list[str], list[str]]:
+    """Register vramtop's themes on `app` and choose `wanted`; returns the themes' names (in
+    the order `t` cycles through them) and what to tell the person (a broken theme file, a
+    theme not found)."""
+    loaded = load_themes()
+    for theme in loaded.themes:
+        app.register_theme(theme)
+    names = sorted(t.name for t in loaded.themes) or [app.theme]
+    notices = list(loaded.notices)
+    if wanted in names:
+        app.theme = wanted
+    else:
+        if DEFAULT_THEME in app.available_themes:
+            app.theme = DEFAULT_THEME
+        notices.append(f"Theme {wanted!r} was not found or could not be read; using {app.theme}.")
+    return names, notices
+
+
+def with_vram_variables(variables: dict[str, str]) -> dict[str, str]:
+    """`variables` with vramtop's own filled in where a theme lacks them: a readable VRAM bar."""
+    fallback = {
+        "vram-server": variables.get("primary", "blue"),
+        "vram-desktop": variables.get("warning", "yellow"),
+        "vram-free": variables.get("foreground-darken-3", variables.get("panel", "grey")),
+        "vram-budget": variables.get("error", "red"),
+    }
+    return {**{k: fallback[k] for k in VARIABLE_DEFAULTS}, **variables}

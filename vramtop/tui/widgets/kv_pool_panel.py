@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from textual.content import Content
 
 from vramtop.core.model import GIB, Sample
 from vramtop.tui.format import count, server_gone
-from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
+from vramtop.tui.widgets.text_panel import HISTORY, Detail, Spark, TextPanel
 
 
 class KvPoolPanel(TextPanel):
     """Rows: size, usage, usage history, concurrency and preemptions, blocks and dtype."""
 
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        # The usage sparkline's history, one value a new sample (0 where none is reported).
+        self._usage: deque[float] = deque(maxlen=HISTORY)
+        self._last_t: float | None = None
+
     def on_mount(self) -> None:
         self.border_title = "KV pool"
 
-    def show(self, sample: Sample, usage_history: tuple[float, ...]) -> None:
+    def show(self, sample: Sample) -> None:
         server = sample.server
         metrics = server.metrics if server else None
+        if sample.t != self._last_t:  # the same frame again (a replay's last) adds nothing
+            self._last_t = sample.t
+            self._usage.append((metrics.kv_cache_usage if metrics else None) or 0.0)
         cache = metrics.cache if metrics else None
         startup = sample.startup
         pool_bytes = cache.kv_cache_memory_bytes if cache else None
@@ -64,7 +75,9 @@ class KvPoolPanel(TextPanel):
         blocks_line = Content.styled(
             f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
         )
-        self.set_rows([size, usage, Detail(Spark(usage_history, ceiling=1.0)), more, blocks_line])
+        self.set_rows(
+            [size, usage, Detail(Spark(tuple(self._usage), ceiling=1.0)), more, blocks_line]
+        )
 
 
 def _no_metrics(sample: Sample) -> Content:

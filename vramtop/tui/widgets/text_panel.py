@@ -26,6 +26,8 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
+# Values a panel keeps for its sparklines: four minutes at 1 Hz.
+HISTORY = 240
 
 
 class Drawn(Protocol):

@@ -34,9 +34,10 @@ from vramtop.core.diagnosis.normal_rate import (
     ago,
     decode_tps,
 )
-from vramtop.core.model import Rates, Sample, ServerMetrics
+from vramtop.core.model import ServerMetrics
+from vramtop.machines.interface import Frame
 from vramtop.tui.format import count, server_gone, tps
-from vramtop.tui.widgets.text_panel import Detail, Spark, TextPanel
+from vramtop.tui.widgets.text_panel import HISTORY, Detail, Spark, TextPanel
 
 # Seconds of the samples' own time that the figure shown averages over (a replay at ×20
 # covers 100 s of recording in five ticks: those are not the last few seconds).
@@ -54,24 +55,32 @@ class ThroughputPanel(TextPanel):
         super().__init__(id=id, classes=classes)
         # The readings of the last SMOOTH_S seconds: the figures shown.
         self._recent: deque[_Reading] = deque()
+        # The sparklines' histories, one value a new sample (the same frame again, a replay's
+        # last, adds none).
+        self._generation: deque[float] = deque(maxlen=HISTORY)
+        self._prompt: deque[float] = deque(maxlen=HISTORY)
+        self._last_t: float | None = None
+
+    @property
+    def generation_history(self) -> tuple[float, ...]:
+        """The generation rates the sparkline draws, oldest first."""
+        return tuple(self._generation)
 
     def on_mount(self) -> None:
         self.border_title = "Throughput"
 
-    def show(
-        self,
-        sample: Sample,
-        baseline: Rates | None,
-        generation: tuple[float, ...],
-        prompt: tuple[float, ...],
-        origin: str | None = None,
-        normal_rate: NormalRate | None = None,
-    ) -> None:
-        """`origin`: where the normal rate came from, in a few words; `normal_rate`: the
-        normal per-request speeds (compared with the per-request decode speed)."""
+    def show(self, frame: Frame, origin: str | None = None) -> None:
+        """`frame`: its sample, the normal rates (`normal`) and the normal per-request
+        speeds (`normal_rate`, compared with the per-request decode speed); `origin`: where
+        the normal rate came from, in a few words."""
+        sample, normal_rates, normal_rate = frame.sample, frame.normal, frame.normal_rate
         rates = sample.rates
-        base_gen = baseline.generation_tps if baseline else None
-        base_prompt = baseline.prompt_tps if baseline else None
+        if sample.t != self._last_t:
+            self._last_t = sample.t
+            self._generation.append(rates.generation_tps or 0.0)
+            self._prompt.append(rates.prompt_tps or 0.0)
+        base_gen = normal_rates.generation_tps if normal_rates else None
+        base_prompt = normal_rates.prompt_tps if normal_rates else None
         metrics = sample.server.metrics if sample.server else None
         if metrics is None:
             reason = sample.server.error if sample.server and sample.server.error else "no metrics"
@@ -96,10 +105,10 @@ class ThroughputPanel(TextPanel):
         self.set_rows(
             [
                 _GenerationRow(shown, normal, origin, decode, each_normal),
-                Detail(_plot(generation, normal)),
+                Detail(_plot(tuple(self._generation), normal)),
                 # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
                 _rate_line("prompt", rates.prompt_tps, None),
-                Detail(_plot(prompt, base_prompt)),
+                Detail(_plot(tuple(self._prompt), base_prompt)),
                 line,
             ]
         )
