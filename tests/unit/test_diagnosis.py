@@ -8,8 +8,8 @@ from collections.abc import Iterable
 import pytest
 
 from tests.support.synthetic import Card, Event, Tick, build, busy, field_report, idle
-from vramtop.core.diagnosis.baseline import RateBaseline, counter_rate
 from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.diagnosis.rates import NormalQuantile, counter_rate
 from vramtop.core.diagnosis.server_down import startup_oom_facts
 from vramtop.core.findings import (
     GPU_THROTTLING,
@@ -310,7 +310,7 @@ def test_counter_rate_handles_resets_and_gaps() -> None:
 
 
 def test_baseline_is_a_high_quantile_after_warmup() -> None:
-    b = RateBaseline(warmup=5)
+    b = NormalQuantile(warmup=5)
     for r in (70, 80, 75, 78):
         b.add(r)
     assert b.value is None

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
-from vramtop.core.diagnosis.baseline import MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     PER_REQUEST,
@@ -25,6 +24,7 @@ from vramtop.core.diagnosis.normal_rate import (
     NormalRate,
     decode_tps,
 )
+from vramtop.core.diagnosis.rates import MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES, PREFILL_TPS
 from vramtop.core.events import Event
 from vramtop.core.findings import KINDS, SERVER_CRASHED, Finding

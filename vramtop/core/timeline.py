@@ -24,8 +24,8 @@ MIN_RATE_SPAN_S = 1.0
 def window_rate(points: Sequence[tuple[float, float | None]]) -> float | None:
     """Rate of a cumulative counter over a window of `(t, value)` points, oldest first.
 
-    (The diagnosis's `baseline.counter_rate` is different on purpose: pairwise, and unknown
-    across a reset or a long gap, so that a restart never teaches its baseline.)
+    (The diagnosis's `rates.counter_rate` is different on purpose: pairwise, and unknown
+    across a reset or a long gap, so that a restart never teaches its normal rate.)
 
     A value lower than the one before it means the counter was reset (the server restarted):
     the new value counts as the increase since the reset. Unknown values are skipped. Points

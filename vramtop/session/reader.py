@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from vramtop.core.bounds import MAX_LINE_BYTES
-from vramtop.core.diagnosis.baseline import counter_rate
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
+from vramtop.core.diagnosis.rates import counter_rate
 from vramtop.core.events import Event
 from vramtop.core.model import (
     CacheConfig,

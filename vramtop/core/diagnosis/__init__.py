@@ -2,6 +2,6 @@
 
 `diagnoser` holds the rules (when a finding opens and closes), `thresholds` their numbers;
 each finding kind's report is a module of its own (`contention`, `memory_evidence`,
-`kv_pressure`, `throttling`, `server_down`); `baseline` and `normal_rate` are what a
+`kv_pressure`, `throttling`, `server_down`); `rates` and `normal_rate` are what a
 slowdown is measured against. Import each name from the module that defines it.
 """

@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from vramtop.core import sample_facts as read
-from vramtop.core.diagnosis.baseline import ADMIT_RATIO, MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.card_evidence import CardWatch, cite_card
 from vramtop.core.diagnosis.contention import (
@@ -44,6 +43,7 @@ from vramtop.core.diagnosis.normal_rate import (
     decode_key,
     decode_tps,
 )
+from vramtop.core.diagnosis.rates import ADMIT_RATIO, MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.server_down import ServerWatch
 from vramtop.core.diagnosis.slowdown import (
     Slowdown,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import kv_cost, largest_util_for_desktop
-from vramtop.core.diagnosis.baseline import counter_delta
 from vramtop.core.diagnosis.book import FindingBook
+from vramtop.core.diagnosis.rates import counter_delta
 from vramtop.core.diagnosis.thresholds import (
     DESKTOP_MARGIN_BYTES,
     KV_CLEAR,

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramtop.core.diagnosis.baseline import RateBaseline, counter_delta
+from vramtop.core.diagnosis.rates import NormalQuantile, counter_delta
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerMetrics
 from vramtop.core.vllm import args as vllm_args
@@ -215,7 +215,7 @@ class NormalRateLearner:
     learned (and is dropped by `forget_remembered` when it proves wrong)."""
 
     remembered: NormalRate | None = None
-    _learned: dict[tuple[str, int], RateBaseline] = field(default_factory=dict)
+    _learned: dict[tuple[str, int], NormalQuantile] = field(default_factory=dict)
 
     def reference(self, measure: str, running: float) -> float | None:
         """What a rate in `measure` with `running` requests is compared with (None: nothing
@@ -239,7 +239,7 @@ class NormalRateLearner:
     def add(self, measure: str, running: float, rate: float) -> None:
         key = (measure, bucket(running))
         if key not in self._learned:
-            self._learned[key] = RateBaseline(warmup=WARMUP[measure])
+            self._learned[key] = NormalQuantile(warmup=WARMUP[measure])
         self._learned[key].add(rate)
 
     def forget_remembered(self) -> None:
@@ -247,8 +247,8 @@ class NormalRateLearner:
 
     def learned_rate(self) -> NormalRate | None:
         by_measure: dict[str, dict[int, float]] = {}
-        for (measure, low), baseline in self._learned.items():
-            value = baseline.value
+        for (measure, low), quantile in self._learned.items():
+            value = quantile.value
             if value is not None and value > 0:
                 by_measure.setdefault(measure, {})[low] = value
         return NormalRate(by_measure=by_measure, source=LEARNED) if by_measure else None

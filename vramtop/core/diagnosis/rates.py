@@ -1,12 +1,13 @@
-"""The healthy token rate of one server start, learned so that a collapse cannot become it.
+"""Counter rates, and the normal token rate of one server start, learned so that a collapse
+cannot become it (`normal_rate` keeps one `NormalQuantile` per measure and concurrency).
 
-A median of the last minute is not enough: a sustained collapse becomes its own baseline
-within a minute. So the baseline here is a high quantile (p90) of per-sample rates measured
-*while requests were running*, over a long bounded reservoir, and fed only with samples that
-are not under suspicion: once the baseline is known, a sample below half of it is kept out.
-The baseline therefore freezes during a collapse, and still follows a slow legitimate drift
-(longer contexts decode a little slower) because samples between 50 % and 100 % still enter
-and old ones age out of the reservoir. It is reset on every start, restart and relaunch.
+A median of the last minute is not enough: a sustained collapse becomes its own normal within
+a minute. So the normal here is a high quantile (p90) of per-sample rates measured *while
+requests were running*, over a long bounded reservoir, and fed only with samples that are not
+under suspicion: once the normal is known, a sample below half of it is kept out. The normal
+therefore freezes during a collapse, and still follows a slow legitimate drift (longer
+contexts decode a little slower) because samples between 50 % and 100 % still enter and old
+ones age out of the reservoir.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections import deque
 
 # Per-sample rates kept: ten minutes of running time at 1 Hz.
 RESERVOIR = 600
-# Samples needed before the baseline is trusted (a start has to show what healthy is).
+# Samples needed before the normal is trusted (a start has to show what normal is).
 WARMUP_SAMPLES = 10
 QUANTILE = 0.9
-# Once known, a sample below this share of the baseline is suspect and does not teach it.
+# Once known, a sample below this share of the normal is suspect and does not teach it.
 ADMIT_RATIO = 0.5
 # Two readings further apart than this average unrelated periods: no rate between them.
 MAX_GAP_S = 30.0
@@ -45,7 +46,7 @@ def counter_rate(
     return delta / dt
 
 
-class RateBaseline:
+class NormalQuantile:
     """A p90 of admitted rates; `value` is None until enough samples were seen."""
 
     def __init__(self, reservoir: int = RESERVOIR, warmup: int = WARMUP_SAMPLES) -> None:
@@ -74,11 +75,11 @@ class RateBaseline:
         return self._cached
 
     def ratio(self, rate: float) -> float | None:
-        """`rate` as a share of the baseline (None while the baseline is unknown or zero)."""
-        base = self.value
-        if base is None or base <= 0:
+        """`rate` as a share of the normal (None while the normal is unknown or zero)."""
+        normal = self.value
+        if normal is None or normal <= 0:
             return None
-        return rate / base
+        return rate / normal
 
     def add(self, rate: float) -> None:
         """Learn from `rate`; the caller keeps suspect samples out (see `ADMIT_RATIO`)."""
