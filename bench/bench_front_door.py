@@ -2,21 +2,23 @@
 latency it adds per request and per streamed chunk, tokens/s through it ÷ direct, and its
 own CPU per 1,000 chunks.
 
-- per request: small requests (`GET /v1/models`), door and direct alternately, each side on
-  a keep-alive connection of its own; the figure is door's quantile − direct's.
-- per chunk: one stream direct and one through the door, the same prompt sent at the same
-  moment; vLLM decodes both in the same steps, so each chunk through the door is matched with
-  the direct chunk of the same step (the nearest in time, within a third of a step), and the
-  figure is the difference of their arrival times. Which one is sent first alternates.
-- tokens/s: streams one at a time, door and direct alternately; a stream's decode speed is
-  its text chunks after the first over their time.
-- CPU: the door process's user+system seconds (psutil) over the streaming phases ÷ the
-  chunks that went through it.
+- per request: small requests to vLLM (`GET /v1/models`), door and direct alternately, each
+  side on a keep-alive connection of its own; the figure is door's quantile − direct's.
+- per chunk: streams from a small upstream process that writes each SSE chunk with the time
+  it sent it (CLOCK_MONOTONIC, which processes share) at a steady 200 chunks/s, door and
+  direct alternately; a chunk's latency is its arrival less its sending, and the figure is
+  door's quantile − direct's. Not vLLM's own chunks: the tiny model decodes a token every
+  ~2.5 ms and on two cores its API server sends them in bursts (often a whole answer in one
+  read), so pairing two vLLM streams' chunks measured the bursts, not the door.
+- tokens/s: vLLM streams one at a time, door and direct alternately; a stream's rate is its
+  text chunks over the time from sending to its last chunk.
+- CPU: the door processes' user+system seconds (psutil) over the streams ÷ the chunks that
+  went through them, for vLLM's streams and the timed ones apart.
 
 The clients are raw asyncio sockets in one event loop, so the reader adds little of its own.
-Against the real vLLM (VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL, `.ci/setup-vllm`), or
-`--sim`, the simulated server (whose two streams are not decoded in lockstep: its per-chunk
-figure says little), or `--url`, a server already running.
+Against the real vLLM (VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL, `.ci/setup-vllm`), `--sim`
+(the simulated server), or `--url`, a server already running (asked with VLLM_API_KEY when
+that is set).
 
     python -m bench.bench_front_door [--runs 3] [--sim] [--url URL]
 """
@@ -29,6 +31,7 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -53,8 +56,18 @@ class Stream:
     events: list[float] = field(default_factory=list)  # arrival time of each text chunk
 
 
+# A server started with an API key (`--url`) is asked with it, as vLLM reads it.
+API_KEY = os.environ.get("VLLM_API_KEY", "")
+
+
+class NotServed(RuntimeError):
+    pass
+
+
 def _request(host: str, path: str, body: bytes | None, close: bool) -> bytes:
     lines = [f"{'POST' if body is not None else 'GET'} {path} HTTP/1.1", f"Host: {host}"]
+    if API_KEY:
+        lines.append(f"Authorization: Bearer {API_KEY}")
     if body is not None:
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     if close:
@@ -78,6 +91,8 @@ class KeepAlive:
         started = time.perf_counter()
         self.writer.write(_request(f"{self.host}:{self.port}", path, None, close=False))
         head = await self.reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise NotServed(f"{path}: {head.splitlines()[0].decode(errors='replace')}")
         length = 0
         for line in head.split(b"\r\n"):
             if line.lower().startswith(b"content-length:"):
@@ -106,18 +121,19 @@ def completion(prompt: str, max_tokens: int, model: str | None) -> bytes:
     ).encode()
 
 
-async def stream(url: str, body: bytes, start: asyncio.Event | None = None) -> Stream:
+async def stream(url: str, body: bytes) -> Stream:
     """One streamed completion; each text chunk timed as its bytes are read."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     reader, writer = await asyncio.open_connection(host, port)
     out = Stream()
-    if start is not None:
-        await start.wait()
     out.sent = time.perf_counter()
     writer.write(_request(f"{host}:{port}", "/v1/completions", body, close=True))
     tail = b""
     try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise NotServed(f"{url}: {head.splitlines()[0].decode(errors='replace')}")
         while data := await reader.read(65536):
             now = time.perf_counter()
             data = tail + data
@@ -129,22 +145,71 @@ async def stream(url: str, body: bytes, start: asyncio.Event | None = None) -> S
     return out
 
 
-def matched_gaps(door: list[float], direct: list[float], step: float) -> list[float]:
-    """door − direct for each door chunk whose same-step direct chunk is within step/3."""
-    out = []
-    j = 0
-    for t in door:
-        while j + 1 < len(direct) and abs(direct[j + 1] - t) <= abs(direct[j] - t):
-            j += 1
-        if direct and abs(direct[j] - t) <= step / 3:
-            out.append(t - direct[j])
-    return out
-
-
-def decode_tps(s: Stream) -> float | None:
-    if len(s.events) < 2 or s.events[-1] <= s.events[0]:
+def stream_tps(s: Stream) -> float | None:
+    if not s.events or s.events[-1] <= s.sent:
         return None
-    return (len(s.events) - 1) / (s.events[-1] - s.events[0])
+    return len(s.events) / (s.events[-1] - s.sent)
+
+
+# -- the timed upstream: each chunk says when it was sent -------------------------------------
+TICK_GAP_S = 0.005
+STAMP = re.compile(rb'"t":(\d+)')
+
+
+async def _serve_ticks(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            body = await reader.readexactly(length) if length else b""
+            if head.startswith(b"GET /health"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                continue
+            n = int(json.loads(body or b"{}").get("max_tokens", 16))
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
+            for i in range(n):
+                event = b'data: {"t":%d,"i":%d}\n\n' % (time.monotonic_ns(), i)
+                writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await writer.drain()
+                await asyncio.sleep(TICK_GAP_S)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            break
+    writer.close()
+
+
+async def serve_ticks(port: int) -> None:
+    server = await asyncio.start_server(_serve_ticks, "127.0.0.1", port)
+    async with server:
+        await server.serve_forever()
+
+
+async def timed_stream(url: str, n: int) -> list[float]:
+    """Each chunk's latency, from its sending to its arrival here, in seconds."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    reader, writer = await asyncio.open_connection(host, port)
+    body = json.dumps({"max_tokens": n}).encode()
+    writer.write(_request(f"{host}:{port}", "/v1/completions", body, close=True))
+    out: list[float] = []
+    tail = b""
+    try:
+        await reader.readuntil(b"\r\n\r\n")
+        while data := await reader.read(65536):
+            now = time.monotonic_ns()
+            data = tail + data
+            cut = data.rfind(b"}\n\n") + 1
+            out += [(now - int(t)) / 1e9 for t in STAMP.findall(data[:cut])]
+            tail = data[cut:]
+    finally:
+        writer.close()
+    return out
 
 
 def cpu_s(proc: psutil.Process) -> float:
@@ -155,55 +220,65 @@ def cpu_s(proc: psutil.Process) -> float:
 @dataclass
 class Round:
     small: dict[str, list[float]]
-    chunk_gaps: list[float]
+    chunk: dict[str, list[float]]
     tps: dict[str, list[float]]
-    door_chunks: int
-    door_cpu_s: float
+    door_chunks: int = 0
+    door_cpu_s: float = 0.0
+    timed_chunks: int = 0
+    timed_cpu_s: float = 0.0
 
 
-async def one_round(
-    args: argparse.Namespace, direct: str, door: str, proc: psutil.Process
-) -> Round:
-    small: dict[str, list[float]] = {"direct": [], "door": []}
-    conns = {"direct": KeepAlive(direct), "door": KeepAlive(door)}
-    for side in ("direct", "door"):  # a first request opens each connection
-        await conns[side].get("/v1/models")
+@dataclass
+class Sides:
+    direct: str
+    door: str
+    door_proc: psutil.Process
+    ticks: str
+    ticks_door: str
+    ticks_door_proc: psutil.Process
+
+
+def alternate(i: int) -> tuple[str, str]:
+    return ("direct", "door") if i % 2 == 0 else ("door", "direct")
+
+
+async def one_round(args: argparse.Namespace, sides: Sides) -> Round:
+    got = Round(
+        small={"direct": [], "door": []},
+        chunk={"direct": [], "door": []},
+        tps={"direct": [], "door": []},
+    )
+    conns = {"direct": KeepAlive(sides.direct), "door": KeepAlive(sides.door)}
+    for conn in conns.values():  # a first request opens each connection
+        await conn.get("/v1/models")
     for i in range(args.requests):
-        order = ("direct", "door") if i % 2 == 0 else ("door", "direct")
-        for side in order:
-            small[side].append(await conns[side].get("/v1/models"))
-    for c in conns.values():
-        await c.close()
+        for side in alternate(i):
+            got.small[side].append(await conns[side].get("/v1/models"))
+    for conn in conns.values():
+        await conn.close()
 
-    cpu0, chunks = cpu_s(proc), 0
-    gaps: list[float] = []
-    for i in range(args.pairs):
-        body = completion(
-            f"pair {i} hello world the model server token memory", args.max_tokens, args.model
-        )
-        go = asyncio.Event()
-        first, second = (direct, door) if i % 2 == 0 else (door, direct)
-        tasks = [asyncio.create_task(stream(u, body, go)) for u in (first, second)]
-        await asyncio.sleep(0.05)  # both connected; then sent in the same moment
-        go.set()
-        a, b = await asyncio.gather(*tasks)
-        d, p = (a, b) if first == direct else (b, a)
-        chunks += len(p.events)
-        intervals = [y - x for x, y in zip(d.events, d.events[1:], strict=False) if y > x]
-        step = statistics.median(intervals) if intervals else 0.0
-        gaps += matched_gaps(p.events, d.events, step)
-
-    tps: dict[str, list[float]] = {"direct": [], "door": []}
+    cpu0 = cpu_s(sides.door_proc)
     for i in range(args.streams):
-        order = (direct, door) if i % 2 == 0 else (door, direct)
-        for url in order:
+        for side in alternate(i):
+            url = sides.door if side == "door" else sides.direct
             s = await stream(url, completion(f"alone {i} hello world", args.max_tokens, args.model))
-            if url == door:
-                chunks += len(s.events)
-            rate = decode_tps(s)
+            if side == "door":
+                got.door_chunks += len(s.events)
+            rate = stream_tps(s)
             if rate is not None:
-                tps["door" if url == door else "direct"].append(rate)
-    return Round(small, gaps, tps, chunks, cpu_s(proc) - cpu0)
+                got.tps[side].append(rate)
+    got.door_cpu_s = cpu_s(sides.door_proc) - cpu0
+
+    cpu0 = cpu_s(sides.ticks_door_proc)
+    for i in range(args.streams):
+        for side in alternate(i):
+            url = sides.ticks_door if side == "door" else sides.ticks
+            lat = await timed_stream(url, args.ticks)
+            got.chunk[side] += lat
+            if side == "door":
+                got.timed_chunks += len(lat)
+    got.timed_cpu_s = cpu_s(sides.ticks_door_proc) - cpu0
+    return got
 
 
 def ms(value: float | None, sign: str = "") -> str:
@@ -211,46 +286,48 @@ def ms(value: float | None, sign: str = "") -> str:
 
 
 def report(rounds: list[Round], label: str) -> dict[str, float | None]:
-    small = {side: [v for r in rounds for v in r.small[side]] for side in ("direct", "door")}
-    gaps = [g for r in rounds for g in r.chunk_gaps]
-    tps = {side: [v for r in rounds for v in r.tps[side]] for side in ("direct", "door")}
-    chunks = sum(r.door_chunks for r in rounds)
-    cpu = sum(r.door_cpu_s for r in rounds)
+    def pooled(name: str, side: str) -> list[float]:
+        return [v for r in rounds for v in getattr(r, name)[side]]
 
-    def q(values: list[float], p: float) -> float | None:
-        return percentile(values, p)
+    def q(name: str, side: str, p: float) -> float | None:
+        return percentile(pooled(name, side), p)
 
-    def diff(p: float) -> float | None:
-        a, b = q(small["door"], p), q(small["direct"], p)
+    def added(name: str, p: float) -> float | None:
+        a, b = q(name, "door", p), q(name, "direct", p)
         return None if a is None or b is None else a - b
 
+    tps = {side: pooled("tps", side) for side in ("direct", "door")}
     tps_direct = statistics.median(tps["direct"]) if tps["direct"] else None
     tps_door = statistics.median(tps["door"]) if tps["door"] else None
+    chunks, cpu = sum(r.door_chunks for r in rounds), sum(r.door_cpu_s for r in rounds)
+    timed, timed_cpu = sum(r.timed_chunks for r in rounds), sum(r.timed_cpu_s for r in rounds)
     figures = {
-        "request_added_p50_s": diff(0.5),
-        "request_added_p99_s": diff(0.99),
-        "chunk_added_p50_s": q(gaps, 0.5),
-        "chunk_added_p99_s": q(gaps, 0.99),
+        "request_added_p50_s": added("small", 0.5),
+        "request_added_p99_s": added("small", 0.99),
+        "chunk_added_p50_s": added("chunk", 0.5),
+        "chunk_added_p99_s": added("chunk", 0.99),
         "tokens_per_s_ratio": tps_door / tps_direct if tps_door and tps_direct else None,
         "door_cpu_s_per_1000_chunks": cpu / chunks * 1000 if chunks else None,
+        "timed_door_cpu_s_per_1000_chunks": timed_cpu / timed * 1000 if timed else None,
     }
-    print(f"\n{label}: {len(small['door'])} requests a side, {len(gaps)} chunks matched")
-    print(f"{'':26}{'direct':>10}{'door':>10}{'added':>10}  (ms)")
-    for name, p in (("per request p50", 0.5), ("per request p99", 0.99)):
-        a, b = q(small["direct"], p), q(small["door"], p)
-        print(f"{name:26}{ms(a):>10}{ms(b):>10}{ms(diff(p), '+'):>10}")
-    for name, p in (("per chunk p50", 0.5), ("per chunk p99", 0.99)):
-        print(f"{name:26}{'':>10}{'':>10}{ms(q(gaps, p), '+'):>10}")
+    print(
+        f"\n{label}: {len(pooled('small', 'door'))} requests, {len(tps['door'])} streams, "
+        f"{len(pooled('chunk', 'door'))} timed chunks a side"
+    )
+    print(f"{'':24}{'direct':>10}{'door':>10}{'added':>10}  (ms)")
+    for name, what in (("per request", "small"), ("per chunk", "chunk")):
+        for p in (0.5, 0.99):
+            a, b = q(what, "direct", p), q(what, "door", p)
+            row = f"{name} p{round(p * 100)}"
+            print(f"{row:24}{ms(a):>10}{ms(b):>10}{ms(added(what, p), '+'):>10}")
     ratio = figures["tokens_per_s_ratio"]
     print(
-        f"{'decode tokens/s p50':26}{tps_direct or 0:>10.1f}{tps_door or 0:>10.1f}"
+        f"{'tokens/s p50':24}{tps_direct or 0:>10.1f}{tps_door or 0:>10.1f}"
         f"{'' if ratio is None else f'{ratio:.3f}':>10}  (door ÷ direct)"
     )
-    per_k = figures["door_cpu_s_per_1000_chunks"]
-    print(
-        f"door CPU: {cpu:.2f} s for {chunks} chunks = "
-        f"{'n/a' if per_k is None else f'{per_k:.3f}'} s per 1,000 chunks"
-    )
+    for name, c, n in (("its streams", cpu, chunks), ("the timed streams", timed_cpu, timed)):
+        per_k = f"{c / n * 1000:.3f}" if n else "n/a"
+        print(f"door CPU, {name}: {c:.2f} s for {n} chunks = {per_k} s per 1,000 chunks")
     return figures
 
 
@@ -303,17 +380,30 @@ def start_server(args: argparse.Namespace, home: Path) -> str:
     return url
 
 
+def start_door(upstream: str, home: Path, name: str) -> tuple[str, psutil.Process]:
+    port = free_port()
+    argv = [sys.executable, "-m", "vramtop.frontdoor", "--listen", f"127.0.0.1:{port}"]
+    proc = spawn([*argv, "--upstream", upstream], dict(os.environ), home / f"{name}.log")
+    url = f"http://127.0.0.1:{port}"
+    wait_health(url, proc, 60)
+    return url, psutil.Process(proc.pid)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="rounds of every measurement")
-    parser.add_argument("--requests", type=int, default=100, help="small requests a side a round")
-    parser.add_argument("--pairs", type=int, default=6, help="paired streams a round")
-    parser.add_argument("--streams", type=int, default=3, help="lone streams a side a round")
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--requests", type=int, default=200, help="small requests a side a round")
+    parser.add_argument("--streams", type=int, default=6, help="streams a side a round")
+    parser.add_argument("--max-tokens", type=int, default=256, help="tokens a vLLM stream")
+    parser.add_argument("--ticks", type=int, default=200, help="chunks a timed stream")
     parser.add_argument("--sim", action="store_true", help="the simulated server, not vLLM")
     parser.add_argument("--url", help="a server already running (its /health answers)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--serve-ticks", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_ticks:
+        asyncio.run(serve_ticks(args.serve_ticks))
+        return 0
     real = not (args.sim or args.url)
     # The simulated server serves its own model name; vLLM the e2e one.
     args.model = None if args.sim else SERVED_NAME
@@ -326,17 +416,19 @@ def main() -> int:
     atexit.register(shutil.rmtree, home, True)
     os.environ.setdefault("VRAMTOP_HOME", str(home / "home"))
     direct = start_server(args, home)
-    door_port = free_port()
-    argv = [sys.executable, "-m", "vramtop.frontdoor", "--listen", f"127.0.0.1:{door_port}"]
-    door_proc = spawn([*argv, "--upstream", direct], dict(os.environ), home / "door.log")
-    door = f"http://127.0.0.1:{door_port}"
-    wait_health(door, door_proc, 60)
-    proc = psutil.Process(door_proc.pid)
+    door, door_proc = start_door(direct, home, "door")
+    ticks_port = free_port()
+    ticks_argv = [sys.executable, "-m", "bench.bench_front_door", "--serve-ticks", str(ticks_port)]
+    ticks_proc = spawn(ticks_argv, dict(os.environ), home / "ticks.log")
+    ticks = f"http://127.0.0.1:{ticks_port}"
+    wait_health(ticks, ticks_proc, 60)
+    ticks_door, ticks_door_proc = start_door(ticks, home, "ticks-door")
+    sides = Sides(direct, door, door_proc, ticks, ticks_door, ticks_door_proc)
     kind = "simulated server" if args.sim else ("vLLM at " + direct if args.url else "real vLLM")
     print(f"front door vs direct, {kind}, {args.runs} round(s), {os.cpu_count()} CPU(s)")
     rounds: list[Round] = []
     for n in range(args.runs):
-        rounds.append(asyncio.run(one_round(args, direct, door, proc)))
+        rounds.append(asyncio.run(one_round(args, sides)))
         report(rounds[-1:], f"round {n + 1}")
     figures = report(rounds, "all rounds")
     print("targets: added p50 ≤ 1 ms, p99 ≤ 5 ms, tokens/s ≥ 0.99 of direct")
