@@ -43,8 +43,8 @@ from vramtop.tui.widgets.text_panel import HISTORY, Detail, Spark, TextPanel
 # covers 100 s of recording in five ticks: those are not the last few seconds).
 SMOOTH_S = 5.0
 
-# A collapse is a fall below this share of the normal rate: colour the figure, nothing more
-# (naming a collapse is the diagnosis engine's job).
+# A figure under this share of the normal rate is coloured as low, nothing more: naming a
+# collapse is the diagnosis's job, and its rule is a fall below 0.35 (COLLAPSE_RATIO).
 LOW_SHARE = 0.5
 
 
