@@ -57,10 +57,10 @@ def test_a_spike_that_scrolled_off_no_longer_sets_the_scale() -> None:
     from vramtop.tui.widgets.throughput_panel import _plot
 
     history = (2000.0, *([411.0, 320.0, 380.0] * 10))
-    drawn = _plot(history, baseline=None).draw(20).plain
+    drawn = _plot(history, normal=None).draw(20).plain
     assert "▁" not in drawn and drawn.count("█") >= 6
     # While the spike is still on screen it sets the top, and the rest sits low beside it.
-    assert "▁" in _plot(history, baseline=None).draw(len(history)).plain
+    assert "▁" in _plot(history, normal=None).draw(len(history)).plain
 
 
 def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:

@@ -57,11 +57,6 @@ class Frame:
     normal_rate: NormalRate | None = None  # the normal decode speed, and where it came from
     call_on: bool = False  # demo: a simulated video call is on
 
-    @property
-    def baseline(self) -> Rates | None:
-        """The old name of `normal`, for the console's readers until they read `normal`."""
-        return self.normal
-
 
 class Backend(ABC):
     """The machine the console runs against."""

@@ -178,8 +178,8 @@ def _figure(text: str, now: float | None, normal: float | None) -> tuple[str, st
     return text, "bold $error" if low else "bold"
 
 
-def _rate_line(label: str, now: float | None, baseline: float | None) -> Content:
-    return Content.assemble(f"{label:<10} ", _figure(f"{tps(now):>5} tok/s", now, baseline))
+def _rate_line(label: str, now: float | None, normal: float | None) -> Content:
+    return Content.assemble(f"{label:<10} ", _figure(f"{tps(now):>5} tok/s", now, normal))
 
 
 def window_decode_tps(readings: Iterable[ServerMetrics | None]) -> float | None:
@@ -229,7 +229,7 @@ def shown_normal(
     return sum(normals) / len(normals) if normals else now
 
 
-def _plot(data: tuple[float, ...], baseline: float | None) -> Spark:
+def _plot(data: tuple[float, ...], normal: float | None) -> Spark:
     # Fixed scale: a bit above the normal rate, so a collapse reads as a fall, not as noise;
     # raised to the largest value on screen when traffic runs above it.
-    return Spark(data, ceiling=max((baseline or 0.0) * 1.15, 1.0), fit_drawn=True)
+    return Spark(data, ceiling=max((normal or 0.0) * 1.15, 1.0), fit_drawn=True)
