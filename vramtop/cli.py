@@ -41,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "attach",
     "doctor",
     "export",
+    "guard",
 )
 
 

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 import tomlkit
@@ -99,6 +99,20 @@ class Profile(BaseModel):
     drain_s: float = 120.0
     """With a front door: how long a restart or relaunch lets the requests in flight finish
     before it stops the server anyway, in seconds."""
+    notify: list[str] | None = None
+    """Where `vramtop guard` sends its news (a finding opened or closed, an action taken):
+    any of "toast" (WSL2: a Windows toast), "notify-send" (a Linux desktop), "terminal";
+    absent: the machine's defaults. `--notify` on the command line replaces it."""
+    auto_remedy: Literal["off", "between-turns"] = "off"
+    """`vramtop guard`: "between-turns" relaunches with a collapse's remedy once it has been
+    open 10 s, at a moment with no request running (at most 3 an hour); "off" only tells."""
+    adaptive: bool = False
+    """`vramtop guard`: this profile's budget is the one for outside calls; when the desktop's
+    share rises towards what it leaves the desktop, step down to the remedy's flags between
+    agent turns, and back up once the desktop has settled for `settle_s`."""
+    settle_s: float = 300.0
+    """`vramtop guard --adaptive`: seconds the desktop must stay within the outside-call
+    allowance before the budget steps back up."""
     history: list[ProfileChange] = Field(default_factory=list)
     """Flag changes made by relaunches, oldest first."""
     source: str | None = None
@@ -167,7 +181,7 @@ class Profile(BaseModel):
             raise ValueError("must be 0 or more (seconds)")
         return value
 
-    @field_validator("stop_timeout_s", "front_door_hold_s")
+    @field_validator("stop_timeout_s", "front_door_hold_s", "settle_s")
     @classmethod
     def _positive(cls, value: float) -> float:
         if value <= 0:
@@ -230,6 +244,10 @@ class Profile(BaseModel):
     def shown_argv(self) -> list[str]:
         """The command line with secrets masked: use this for anything shown or written."""
         return vllm_args.mask_secrets(self.argv)
+
+
+# The guard's profile fields and their defaults (see `Profile`).
+GUARD_DEFAULTS: dict[str, Any] = {"auto_remedy": "off", "adaptive": False, "settle_s": 300.0}
 
 
 def parse_door_address(text: str) -> tuple[str, int]:
@@ -330,6 +348,10 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
         for name in ("front_door_hold_s", "drain_s"):
             if name not in profile.model_fields_set:
                 data.pop(name, None)
+    for name, default in GUARD_DEFAULTS.items():
+        # The guard's settings at their defaults are left out, unless the person set them.
+        if name not in profile.model_fields_set and data.get(name) == default:
+            data.pop(name, None)
     if not shown:
         return tomli_w.dumps(data)
     data["argv"] = profile.shown_argv()

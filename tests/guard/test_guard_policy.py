@@ -115,21 +115,27 @@ def test_a_collapse_open_ten_seconds_is_relaunched_at_its_remedy_between_turns()
     assert policy.observe(sample(60.0, running=0), [found]) == []
 
 
-def test_no_quiet_moment_in_120_s_skips_unless_the_front_door_holds_requests() -> None:
-    for door, expected in ((None, SKIPPED), (Door(in_flight=2), ACTED)):
-        policy = remedy_policy()
-        found = collapse()
-        policy.observe(sample(10.0), [found])
-        assert [d.decision for d in policy.observe(sample(20.0, running=1), [found])] == [WAITED]
-        assert policy.observe(sample(139.0, running=1), [found]) == []
-        assert policy.door_needed(140.0)
-        decided = policy.observe(sample(140.0, running=1), [found], door=door)
-        assert [d.decision for d in decided] == [expected]
-        if expected == SKIPPED:
-            assert "no front door" in decided[0].why
-            assert policy.acting() is None
-        else:
-            assert "front door holds" in decided[0].why
+def test_no_quiet_moment_in_120_s_skips_the_relaunch_and_says_why() -> None:
+    policy = remedy_policy()
+    found = collapse()
+    policy.observe(sample(10.0), [found])
+    assert [d.decision for d in policy.observe(sample(20.0, running=1), [found])] == [WAITED]
+    assert policy.door_needed(21.0)
+    assert policy.observe(sample(139.0, running=1), [found], door=Door()) == []
+    decided = policy.observe(sample(140.0, running=1), [found], door=Door())
+    assert [d.decision for d in decided] == [SKIPPED]
+    assert "no front door" in decided[0].why
+    assert policy.acting() is None and not policy.door_needed(141.0)
+
+
+def test_a_front_door_that_holds_requests_lets_it_act_without_a_quiet_moment() -> None:
+    policy = remedy_policy()
+    found = collapse()
+    policy.observe(sample(10.0), [found])
+    assert [d.decision for d in policy.observe(sample(20.0, running=2), [found])] == [WAITED]
+    decided = policy.observe(sample(21.0, running=2), [found], door=Door(in_flight=2))
+    assert [d.decision for d in decided] == [ACTED]
+    assert "front door holds the agent's next request" in decided[0].why
 
 
 def test_nothing_is_done_while_a_start_or_stop_runs() -> None:

@@ -232,6 +232,13 @@ def _once(
     data["normal_rate"] = (
         None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
     )
+    # ... and, where a guard runs adaptively for this profile, its two budgets and last steps.
+    if backend.profile_name is not None:
+        from vramtop.supervisor.actor import read_guard_state
+
+        adaptive = read_guard_state(backend.profile_name)
+        if adaptive is not None:
+            data["adaptive"] = adaptive
     print(json.dumps(data, indent=2) if options.json else _text(sample, data))
     reason = not_serving(sample)
     if reason is None:

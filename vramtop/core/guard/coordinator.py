@@ -1,6 +1,7 @@
 """One pending automatic action for both policies: it waits for a moment between agent turns
-(up to `TURN_WAIT_S`, then acts only where the front door holds the agent's requests), never
-while a start or stop runs, and gives way to a person. The automatic remedy relaunches at most
+(up to `TURN_WAIT_S`, then it is skipped; where the front door answers, it acts at once: the
+door holds the agent's next request and lets those in flight finish), never while a start or
+stop runs, and gives way to a person. The automatic remedy relaunches at most
 `PER_HOUR` times an hour; the adaptive budget at most once down and once up per call, with
 the settle between (two calls in ten minutes are four relaunches, each wanted)."""
 
@@ -79,9 +80,9 @@ class GuardPolicy:
         return self._pending
 
     def door_needed(self, t: float) -> bool:
-        """Whether the next `observe` at `t` asks about the front door: a pending action has
-        waited its whole wait for a moment between turns."""
-        return self._pending is not None and t - self._pending_since >= self.config.turn_wait_s
+        """Whether the next `observe` needs to know of the front door: an action is pending (a
+        door that holds requests lets it act without waiting for a quiet moment)."""
+        return self._pending is not None
 
     def adaptive_state(self) -> AdaptiveState | None:
         return self.adaptive.state() if self.adaptive is not None else None
@@ -109,12 +110,13 @@ class GuardPolicy:
             decisions += said
             if action is not None:
                 proposals.append(action)
-        decisions += self._pend(m, proposals)
+        door = door or Door()
+        decisions += self._pend(m, proposals, door)
         if self._pending is not None:
-            decisions += self._gate(m, door or Door())
+            decisions += self._gate(m, door)
         return decisions
 
-    def _pend(self, m: Moment, proposals: list[Action]) -> list[Decision]:
+    def _pend(self, m: Moment, proposals: list[Action], door: Door) -> list[Decision]:
         pending = self._pending
         if pending is not None:
             gone = self._gone(m, pending)
@@ -140,7 +142,7 @@ class GuardPolicy:
             )
             return [Decision(m.t, SKIPPED, why, action)]
         self._pending, self._pending_since, self._pending_start = action, m.t, m.started_at
-        if m.between_turns and not m.busy:
+        if (m.between_turns or door.holds) and not m.busy and m.serving:
             return []  # acted on at once below
         return [Decision(m.t, WAITED, f"{action.why}; {self._waiting_words(m)}", action)]
 
@@ -175,15 +177,16 @@ class GuardPolicy:
             return [
                 self._act(m, action, f"no request running: relaunching at {action.flags.words()}")
             ]
-        if m.t - self._pending_since < self.config.turn_wait_s:
-            return []
         if door.holds:
+            # The door holds the agent's next request and lets those in flight finish before
+            # the server stops: no quiet moment is needed.
             why = (
-                f"no moment between turns in {self.config.turn_wait_s:.0f} s; the front door "
-                f"holds the agent's requests ({door.in_flight} in flight): relaunching at "
-                f"{action.flags.words()}"
+                f"the front door holds the agent's next request and lets the {door.in_flight} "
+                f"in flight finish: relaunching at {action.flags.words()}"
             )
             return [self._act(m, action, why)]
+        if m.t - self._pending_since < self.config.turn_wait_s:
+            return []
         self._pending = None
         self._give_up(action)
         why = (

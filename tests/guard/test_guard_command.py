@@ -1,0 +1,118 @@
+"""`vramtop guard`'s command line: the unit it prints, and bad input refused in words."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def vramtop(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VRAMTOP_HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "vramtop", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def test_print_unit_runs_this_vramtop_and_restarts_on_failure(tmp_path: Path) -> None:
+    done = vramtop("guard", "--profile", "work", "--print-unit", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    exec_start = next(line for line in lines if line.startswith("ExecStart="))
+    words = exec_start.removeprefix("ExecStart=").split()
+    assert Path(words[0]).is_absolute() and Path(words[0]).exists()
+    assert words[-3:] == ["guard", "--profile", "work"]
+    assert "Restart=on-failure" in lines
+    assert "KillMode=process" in lines  # stopping the unit leaves vLLM serving
+    assert "WantedBy=default.target" in lines
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
+def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    done = vramtop("guard", "--demo", "--print-unit", home=tmp_path)
+    unit = tmp_path / "vramtop-guard.service"
+    unit.write_text(done.stdout)
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr
+    # The check can fail: a unit whose command does not exist does not pass.
+    unit.write_text(done.stdout.replace("ExecStart=/", "ExecStart=/nonexistent/"))
+    broken = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    assert broken.returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--demo", "--settle", "-5"], "--settle must be between 0 and 86400"),
+        (["--demo", "--notify", "pager"], "unknown notification 'pager'"),
+        (["--demo", "--auto-remedy", "always"], "invalid choice"),
+        (["--url", "http://127.0.0.1:9", "guard"], "--url watches a server it cannot act on"),
+        (["--card", "spark"], "--card picks a simulated machine"),
+        (["--wsl"], "--wsl only applies to the simulated machine"),
+        (["--profile", "missing"], "missing"),
+        ([], "no profile to guard"),
+    ],
+)
+def test_bad_input_is_refused_in_words_with_exit_2(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    # Top-level options come before the command (where the command is named last).
+    words_given = args if args[-1:] == ["guard"] else ["guard", *args]
+    done = vramtop(*words_given, home=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
+    import pydantic
+
+    from vramtop.commands.guard import GuardOptions, GuardSettings
+    from vramtop.commands.shared_options import Target
+    from vramtop.config import Profile, profile_to_toml
+
+    profile = Profile(
+        name="work",
+        argv=["vllm", "serve", "m"],
+        notify=["toast"],
+        auto_remedy="between-turns",
+        adaptive=True,
+        settle_s=60.0,
+    )
+    plain = GuardSettings.of(GuardOptions(target=Target(profile="work")), profile)
+    assert (plain.notify, plain.auto_remedy, plain.adaptive, plain.settle_s) == (
+        ("toast",),
+        True,
+        True,
+        60.0,
+    )
+    given = GuardOptions(
+        target=Target(profile="work"), notify=("terminal",), auto_remedy="off", settle_s=30.0
+    )
+    over = GuardSettings.of(given, profile)
+    assert (over.notify, over.auto_remedy, over.adaptive, over.settle_s) == (
+        ("terminal",),
+        False,
+        True,
+        30.0,
+    )
+    # Written back, a profile keeps the guard's fields it set and gains none it did not.
+    assert 'auto_remedy = "between-turns"' in profile_to_toml(profile)
+    bare = Profile(name="bare", argv=["vllm", "serve", "m"])
+    assert "auto_remedy" not in profile_to_toml(bare) and "settle_s" not in profile_to_toml(bare)
+    with pytest.raises(pydantic.ValidationError):
+        Profile(name="bad", argv=["vllm"], auto_remedy="always")  # type: ignore[arg-type]
+    with pytest.raises(pydantic.ValidationError):
+        Profile(name="bad", argv=["vllm"], settle_s=0)

@@ -1,0 +1,205 @@
+"""`vramtop guard --demo` on the field report's day, real processes: the simulated GPU, its
+vLLM, the agent and the guard, at VRAMTOP_SIM_SPEED=4. Times are the simulator's own."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vramtop.sim.protocol import WorldClient, WorldUnreachable
+
+SPEED = 4.0
+# The field report's calls (simulated seconds since the world started).
+CALLS = ((60.0, 240.0), (420.0, 600.0))
+
+# Run by the guard for each finding's news: the JSON on stdin, stamped with the simulator's
+# time at its arrival.
+ON_FINDING = """
+import json, sys
+from vramtop.sim.protocol import WorldClient
+finding = json.load(sys.stdin)
+t = WorldClient(sys.argv[1]).request("ping")["t"]
+with open(sys.argv[2], "a") as out:
+    out.write(json.dumps({"t": t, "finding": finding}) + "\\n")
+"""
+
+
+@dataclass
+class Guarded:
+    home: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[str]
+    world: WorldClient
+    delivered: Path
+    polls: list[dict[str, Any]] = field(default_factory=list)
+
+    def poll(self) -> dict[str, Any] | None:
+        try:
+            state = self.world.request("state")
+        except WorldUnreachable:
+            return None
+        state["unix"] = time.time()
+        self.polls.append(state)
+        return state
+
+    def vramtop(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vramtop", *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def guard_on_day(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Guarded]:
+    extra: list[str] = getattr(request, "param", [])
+    env = {
+        **os.environ,
+        "VRAMTOP_HOME": str(tmp_path / "home"),
+        "VRAMTOP_SIM_SCENARIO": "field_report",
+        "VRAMTOP_SIM_SPEED": str(SPEED),
+        "VRAMTOP_SIM_STARTUP_S": "0.5",
+    }
+    script = tmp_path / "on_finding.py"
+    script.write_text(ON_FINDING)
+    delivered = tmp_path / "delivered.jsonl"
+    sock = tmp_path / "home" / "state" / "demo" / "gpu.sock"
+    command = f"{sys.executable} {script} {sock} {delivered}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", "guard", "--demo", "--on-finding", command, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    guarded = Guarded(tmp_path / "home", env, proc, WorldClient(sock), delivered)
+    try:
+        yield guarded
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        guarded.vramtop("stop", "--demo")
+        with contextlib.suppress(WorldUnreachable):
+            guarded.world.request("shutdown")
+
+
+def deliveries(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
+    guard_on_day: Guarded,
+) -> None:
+    g = guard_on_day
+    onset: float | None = None
+    found: dict[str, Any] | None = None
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and found is None:
+        state = g.poll()
+        if state is not None:
+            slowed = [s["slowed_at"] for s in state["servers"] if s.get("slowed_at") is not None]
+            if slowed and onset is None:
+                onset = min(slowed)
+        found = next(
+            (d for d in deliveries(g.delivered) if d["finding"]["kind"] == "vram_contention"),
+            None,
+        )
+        assert g.proc.poll() is None, g.proc.communicate()[1]
+        time.sleep(0.2)
+    assert found is not None, "no vram_contention reached --on-finding"
+    assert onset is not None
+    first_call = CALLS[0][0]
+    # (counted from the simulator's previous clock step: the earliest it can have been)
+    assert first_call - 1 <= onset < first_call + 10  # the first call's onset
+    assert found["t"] - onset <= 15.0, (found["t"], onset)
+    assert found["finding"]["severity"] == "critical" and found["finding"]["remedy"]
+    # SIGTERM ends the guard cleanly; the server keeps serving.
+    g.proc.send_signal(signal.SIGTERM)
+    _, err = g.proc.communicate(timeout=60)
+    assert g.proc.returncode == 0, err
+    assert "vLLM keeps running" in err
+    status = json.loads(g.vramtop("status", "--demo", "--json").stdout)
+    assert status["state"] == "running"
+
+
+def _sim_t(polls: list[dict[str, Any]], unix: float) -> float:
+    """The simulator's time at a Unix time, from the polls around it."""
+    before = [p for p in polls if p["unix"] <= unix]
+    after = [p for p in polls if p["unix"] > unix]
+    if not before:
+        return float(after[0]["t"])
+    if not after:
+        return float(before[-1]["t"])
+    a, b = before[-1], after[0]
+    share = (unix - a["unix"]) / (b["unix"] - a["unix"])
+    return float(a["t"] + share * (b["t"] - a["t"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "guard_on_day",
+    [["--auto-remedy", "between-turns", "--adaptive", "--settle", "60"]],
+    indirect=True,
+)
+def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
+    guard_on_day: Guarded,
+) -> None:
+    g = guard_on_day
+    settle = 60.0
+    end_t = CALLS[-1][1] + settle + 130  # the second step up, with a turn's wait
+    deadline = time.monotonic() + (end_t + 60) / SPEED + 60
+    while time.monotonic() < deadline:
+        state = g.poll()
+        assert g.proc.poll() is None, g.proc.communicate()[1]
+        if state is not None and state["t"] >= end_t:
+            break
+        time.sleep(0.25)
+    g.proc.send_signal(signal.SIGTERM)
+    _, err = g.proc.communicate(timeout=150)
+    assert g.proc.returncode == 0, err
+    listed = g.vramtop("events", "--demo", "--json")
+    assert listed.returncode == 0, listed.stderr
+    events = json.loads(listed.stdout)["events"]
+    steps = [
+        (e["detail"]["step"], e["detail"]["gpu_memory_utilization"], _sim_t(g.polls, e["t"]))
+        for e in events
+        if e["event"] == "guard"
+        and e["detail"].get("decision") == "done"
+        and e["detail"].get("result") == "ok"
+    ]
+    assert [s for s, _, _ in steps] == ["down", "up", "down", "up"], (steps, err)
+    relaunches = [e for e in events if e["event"] == "relaunch"]
+    assert all(
+        e["detail"]["result"] == "ok" and e["detail"]["asked_by"] == "guard" for e in relaunches
+    )
+    for n, (start, end) in enumerate(CALLS):
+        (_, down_util, down_t), (_, up_util, up_t) = steps[2 * n], steps[2 * n + 1]
+        assert down_util < 0.93 and up_util == 0.93
+        assert start <= down_t < end, (start, down_t)  # down during the call
+        assert up_t >= end + settle, (end, up_t)  # up once it settled after it
+        # After the step down, to the call's end: the server decodes at ≥ 80 % of its speed.
+        during = [
+            min(s["rate_factor"] for s in p["servers"])
+            for p in g.polls
+            if down_t + 2 <= p["t"] <= end and p["servers"]
+        ]
+        assert during and min(during) >= 0.8, (n, min(during))

@@ -1,0 +1,52 @@
+"""`vramtop guard --print-unit`: a systemd user unit that runs this guard (WSL2 runs systemd
+where it is enabled). `KillMode=process`: stopping the unit ends the guard alone, and the vLLM
+server it started keeps serving, as on SIGTERM."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from vramtop.commands.shared_options import Target
+
+
+def vramtop_command() -> list[str]:
+    """The absolute command that runs this vramtop: its script, or this interpreter with
+    `-m vramtop` where it was started as a module."""
+    script = Path(sys.argv[0])
+    if script.name == "vramtop" and script.exists():
+        return [str(script.resolve())]
+    return [str(Path(sys.executable).absolute()), "-m", "vramtop"]
+
+
+def unit_text(target: Target) -> str:
+    """The unit's text, `ExecStart` naming the guard's profile (or `--demo`)."""
+    words = [*vramtop_command(), "guard"]
+    if target.demo:
+        words.append("--demo")
+    elif target.profile:
+        words += ["--profile", target.profile]
+    exec_start = " ".join(_quoted(w) for w in words)
+    return f"""\
+[Unit]
+Description=vramtop guard: keeps vLLM fast while the desktop takes its memory
+
+[Service]
+Type=simple
+ExecStart={exec_start}
+Restart=on-failure
+RestartSec=10
+# Stopping the guard leaves the vLLM server it started serving.
+KillMode=process
+TimeoutStopSec=150
+
+[Install]
+WantedBy=default.target
+"""
+
+
+def _quoted(word: str) -> str:
+    """A word as systemd's ExecStart reads it (double quotes where it has a space)."""
+    if word and all(c not in word for c in " \"\\'$%;"):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'

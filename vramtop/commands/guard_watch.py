@@ -1,0 +1,310 @@
+"""The guard's loop: the runner's steps into news, the lasting timeline and the policies'
+decisions, and the relaunches those decisions take, on a thread of their own so that the
+sampling goes on while a server restarts.
+
+Time: the policies count in the samples' clock. On the simulated machine that clock is
+scaled by `VRAMTOP_SIM_SPEED` and the guard samples once a simulated second, so a day of
+calls plays out in minutes with the waits (10 s open, 120 s for a turn, the settle) intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
+from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, Action, Decision, Flags
+from vramtop.core.model import ServerState
+from vramtop.core.news import action_news, finding_closed, finding_opened
+from vramtop.core.vllm import args as vllm_args
+from vramtop.machines.runner import Runner, Step
+from vramtop.outcomes import ExitCode
+from vramtop.sim.protocol import SPEED_ENV
+from vramtop.supervisor.actor import GUARD, ActorLock, write_guard_state
+
+if TYPE_CHECKING:
+    from vramtop.commands.guard import GuardSettings
+    from vramtop.core.findings import Finding
+    from vramtop.event_log import EventLog
+    from vramtop.machines.machine_backend import MachineBackend
+    from vramtop.notify import Notifier
+
+log = logging.getLogger(__name__)
+
+GUARD_EVENT = "guard"
+# How long the guard, asked to stop, waits for a relaunch it started to answer.
+ACTION_WAIT_S = 120.0
+DOOR_TIMEOUT_S = 0.5
+
+
+def sim_speed() -> float:
+    """The simulated machine's speed (1: real time)."""
+    try:
+        speed = float(os.environ.get(SPEED_ENV, "1"))
+    except ValueError:
+        return 1.0
+    return speed if speed > 0 else 1.0
+
+
+def guard_loop(
+    backend: MachineBackend,
+    notifier: Notifier,
+    settings: GuardSettings,
+    interval_s: float,
+    stop: threading.Event,
+) -> int:
+    """Guard `backend` until `stop` is set; the command's exit code."""
+    from vramtop.event_log import EventLog
+
+    name = backend.profile_name or "default"
+    lock = ActorLock(name, GUARD)
+    try:
+        if not lock.try_acquire():
+            holder = lock.holder() or {}
+            print(
+                f"vramtop guard: a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) "
+                f"already acts for profile {name}: one guard per profile; this one leaves",
+                file=sys.stderr,
+            )
+            backend.close(stop_server=False)
+            notifier.close()
+            return ExitCode.USAGE
+        scale = sim_speed() if backend.demo else 1.0
+        backend.asked_by = GUARD
+        watch = Watch(backend, notifier, settings, EventLog.for_profile(name), scale)
+        code = watch.begin()
+        if code is not None:
+            return code
+        runner = Runner(backend, interval_s=interval_s / scale, sleep=stop.wait)
+        try:
+            runner.run(stop.is_set, watch.on_step)
+        finally:
+            watch.end()
+        say("stopped; vLLM keeps running")
+        return ExitCode.OK
+    finally:
+        lock.release()
+
+
+def say(words: str) -> None:
+    """One line for the journal (systemd) or the terminal."""
+    print(f"vramtop guard: {words}", file=sys.stderr, flush=True)
+
+
+class Watch:
+    """What the guard does with each step."""
+
+    def __init__(
+        self,
+        backend: MachineBackend,
+        notifier: Notifier,
+        settings: GuardSettings,
+        timeline: EventLog,
+        scale: float,
+    ) -> None:
+        self.backend = backend
+        self.notifier = notifier
+        self.settings = settings
+        self.timeline = timeline
+        self.scale = scale
+        self.name = backend.profile_name or "default"
+        argv = backend.supervisor.profile.argv if backend.supervisor else []
+        outside = _outside_flags(argv) if settings.adaptive else None
+        self.policy = GuardPolicy(
+            GuardConfig(
+                auto_remedy=settings.auto_remedy, adaptive=outside, settle_s=settings.settle_s
+            )
+        )
+        self._action: threading.Thread | None = None
+        self._answer: tuple[str, str] | None = None  # the running relaunch's result, message
+        self._adaptive_said: object = None
+        # When the adaptive budget last stepped down and up (Unix time): `--once --json`.
+        self._down_wall: float | None = None
+        self._up_wall: float | None = None
+
+    def begin(self) -> int | None:
+        """Start the server when it is not running, and housekeeping beside the ticks; an
+        exit code when the server cannot be started."""
+        backend = self.backend
+        backend.housekeeping()
+        state = backend.supervisor.status().state if backend.supervisor else None
+        if backend.autostart or state in (ServerState.STOPPED, ServerState.CRASHED):
+            say(f"starting the server of profile {self.name}")
+            result = backend.start()
+            if not result.ok:
+                say(f"the server did not start: {result.message}")
+                backend.close(stop_server=False)
+                self.notifier.close()
+                return ExitCode.ERROR
+        backend.keep_house()
+        modes = [
+            f"auto remedy {'between turns' if self.settings.auto_remedy else 'off'}",
+            f"adaptive, settle {self.settings.settle_s:g} s"
+            if self.settings.adaptive
+            else "adaptive off",
+            f"notifying {', '.join(self.notifier.names) or 'nobody'}",
+        ]
+        say(f"guarding profile {self.name} ({'; '.join(modes)})")
+        self._publish()
+        return None
+
+    def end(self) -> None:
+        action = self._action
+        if action is not None and action.is_alive():
+            say("waiting for the relaunch under way to answer")
+            action.join(ACTION_WAIT_S)
+        self.notifier.close()
+        self.backend.close(stop_server=False)
+
+    # -- each step -------------------------------------------------------------------------
+    def on_step(self, step: Step) -> None:
+        sample = step.frame.sample
+        policy = self.policy
+        for finding in step.opened:
+            self.notifier.send(finding_opened(finding, plan=self._plan(finding)))
+        for finding in step.closed:
+            self.notifier.send(finding_closed(finding))
+        self._record_findings(step.opened, step.closed)
+        scaled = replace(sample, t=sample.t * self.scale)
+        decisions: list[Decision] = []
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            decisions += policy.finished(scaled.t, *answer)
+        door = self._door() if policy.door_needed(scaled.t) else None
+        decisions += policy.observe(
+            scaled,
+            step.frame.findings,
+            outside_budget_bytes=self.backend.outside_budget_bytes(),
+            door=door,
+        )
+        for decision in decisions:
+            self._tell(sample.t, decision)
+            if decision.decision == ACTED and decision.action is not None:
+                self._act(decision.action)
+        self._publish()
+
+    def _plan(self, finding: Finding) -> str | None:
+        remedy = finding.remedy
+        if not self.settings.auto_remedy or remedy.gpu_memory_utilization is None:
+            return None
+        if remedy.action != "relaunch":
+            return None
+        return f"Relaunching at {remedy.gpu_memory_utilization:.2f} between agent turns."
+
+    def _record_findings(self, opened: tuple[Finding, ...], closed: tuple[Finding, ...]) -> None:
+        if not opened and not closed:
+            return
+        from vramtop.session.event_log import record_findings
+
+        record_findings(self.timeline, time.time(), opened, closed)
+
+    def _tell(self, t: float, decision: Decision) -> None:
+        """The decision as a `guard` event (the session's and the lasting timeline's), a
+        line for the journal, and news."""
+        detail = decision.detail()
+        session = self.backend.session
+        if session is not None:
+            session.action(t, GUARD_EVENT, detail)
+        self.timeline.append(time.time(), GUARD_EVENT, detail)
+        say(f"{decision.decision}: {decision.why}")
+        action = decision.action
+        if decision.decision == DONE and decision.result == "ok" and action is not None:
+            if action.step == DOWN:
+                self._down_wall, self._up_wall = time.time(), None
+            elif action.step == UP:
+                self._up_wall = time.time()
+        result = decision.result if decision.decision == DONE else None
+        self.notifier.send(
+            action_news(
+                "relaunch",
+                result or _NEWS_RESULT.get(decision.decision, decision.decision),
+                finding=action.finding if action is not None else None,
+                gpu_memory_utilization=action.flags.util if action is not None else None,
+                reason=decision.why,
+            )
+        )
+
+    def _act(self, action: Action) -> None:
+        """Relaunch with the action's flags on a thread; its answer is taken at the next
+        step."""
+        backend = self.backend
+
+        def relaunch() -> None:
+            before = _relaunch_events(backend)
+            try:
+                result = backend.relaunch(
+                    gpu_memory_utilization=action.flags.util,
+                    max_model_len=action.flags.max_model_len,
+                )
+            except Exception as exc:  # a bug must not leave the policy waiting forever
+                log.exception("the guard's relaunch failed")
+                self._answer = ("failed", str(exc))
+                return
+            after = _relaunch_events(backend)
+            if result.ok:
+                outcome = "ok"
+            elif result.rolled_back:
+                outcome = "rolled_back"
+            else:
+                outcome = "failed" if after > before else "refused"
+            self._answer = (outcome, result.message)
+
+        self._action = threading.Thread(target=relaunch, name="guard-relaunch", daemon=True)
+        self._action.start()
+
+    def _door(self) -> Door:
+        """The front door's requests in flight (`GET /vramtop/door` on the door's own
+        listener); none where the profile has no door or it does not answer."""
+        supervisor = self.backend.supervisor
+        if supervisor is None or supervisor.profile.front_door is None:
+            return Door()
+        import httpx
+
+        try:
+            with httpx.Client(timeout=DOOR_TIMEOUT_S, trust_env=False) as client:
+                answer = client.get(f"{supervisor.agent_url.rstrip('/')}/vramtop/door")
+            data = answer.json() if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return Door()
+        in_flight = data.get("in_flight") if isinstance(data, dict) else None
+        ok = isinstance(in_flight, int) and not isinstance(in_flight, bool)
+        return Door(in_flight if ok else None)
+
+    def _publish(self) -> None:
+        """The adaptive state, for `--once --json`, whenever it changes."""
+        state = self.policy.adaptive_state()
+        if state is None:
+            return
+        said = (state.outside, state.during, self._down_wall, self._up_wall)
+        if said == self._adaptive_said:
+            return
+        self._adaptive_said = said
+        write_guard_state(
+            self.name,
+            outside=state.outside,
+            during=state.during,
+            down=self._down_wall,
+            up=self._up_wall,
+        )
+
+
+_NEWS_RESULT = {"waited": "waiting", "acted": "relaunching", "skipped": "skipped"}
+
+
+def _outside_flags(argv: list[str]) -> Flags | None:
+    """The profile's own budget and --max-model-len: the flags outside calls."""
+    try:
+        util = vllm_args.gpu_memory_utilization(argv)
+        length = vllm_args.max_model_len(argv)
+    except ValueError:
+        return None
+    return Flags(util if util is not None else 0.9, length)
+
+
+def _relaunch_events(backend: MachineBackend) -> int:
+    return sum(1 for e in backend.events() if e.name == "relaunch")
