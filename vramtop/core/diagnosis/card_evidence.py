@@ -72,7 +72,7 @@ class CardWatch:
         """One sample; `normal`: it decoded at the normal rate while nothing squeezed the
         server. Its RX counts where requests were running when it was read (the card's RX
         is of that moment, a 20 ms window; between an agent's turns it is idle traffic)."""
-        device = s.gpu.devices[0] if s.gpu.devices else None
+        device = read.primary(s)
         rx = device.pcie_rx_bytes_per_s if device is not None else None
         m = read.metrics(s)
         running = m is not None and (m.requests_running or 0) > 0
