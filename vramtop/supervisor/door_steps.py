@@ -42,6 +42,9 @@ def open_for_launch(
     if prev is not None and prev.front_door == address and door.alive(prev):
         pid, made = prev.door_pid, prev.door_create_time
     else:
+        if prev is not None and prev.front_door == address and prev.door_pid is not None:
+            restarts += 1  # it died, and housekeeping had not started it again yet
+            log.warning("front door of %s had died; starting it again", prev.profile)
         if prev is not None and door.alive(prev):
             door.stop(prev)  # the profile's door moved: the old address is closed
         host, port = parse_door_address(address)
