@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import LEARNED, NormalRate
-from vramtop.core.events import Event
+from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
@@ -34,12 +34,12 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
     if info is None or info.state == before:
         return []
     if info.state is ServerState.STARTING:
-        return [Event(t, "start")]
-    ready = Event(t, "ready", {"ready_s": info.ready_s} if info.ready_s is not None else {})
+        return [Event(t, EventName.START)]
+    ready = Event(t, EventName.READY, {"ready_s": info.ready_s} if info.ready_s is not None else {})
     if info.state is ServerState.RUNNING and before is ServerState.STARTING:
         return [ready]
     if info.state is ServerState.RUNNING and before in (ServerState.STOPPED, ServerState.CRASHED):
-        return [Event(t, "start"), ready]  # it started and became ready between two ticks
+        return [Event(t, EventName.START), ready]  # it started and became ready between two ticks
     if info.state in (ServerState.STOPPED, ServerState.CRASHED) and before in (
         ServerState.RUNNING,
         ServerState.STARTING,
@@ -48,14 +48,14 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
         detail: JsonObject = {"returncode": info.returncode}
         if info.last_error:
             detail["last_lines"] = [info.last_error]
-        exit_ = Event(t, "exit", detail)
+        exit_ = Event(t, EventName.EXIT, detail)
         if info.state is ServerState.STOPPED and before is not ServerState.STOPPING:
             # Only a stop writes "stopped" (an exit nobody asked for is "crashed"): one that
             # began and ended between two ticks (another shell's `vramtop stop`) is a stop.
-            return [Event(t, "stop", {"reason": "observed"}), exit_]
+            return [Event(t, EventName.STOP, {"reason": "observed"}), exit_]
         return [exit_]
     if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
-        return [Event(t, "stop", {"reason": "observed"})]
+        return [Event(t, EventName.STOP, {"reason": "observed"})]
     return []
 
 
@@ -96,7 +96,7 @@ class LiveSession:
         with self._lock:
             for event in lifecycle_events(self._previous, sample):
                 detail = dict(event.detail)
-                if event.name == "exit" and self._log_lines is not None:
+                if event.name == EventName.EXIT and self._log_lines is not None:
                     detail.setdefault("last_lines", self._log_lines(LAST_LINES))
                 self._event(event.t, event.name, detail)
             if self._writer is not None:
@@ -116,12 +116,12 @@ class LiveSession:
         went back to the previous flags changed nothing the diagnosis judges, and closes
         nothing."""
         with self._lock:
-            result = detail.get("result") if name == "relaunch" else None
+            result = detail.get("result") if name == ServerAction.RELAUNCH else None
             self._event(t, name, detail, diagnosed=result in (None, "ok"))
             if result == "ok":
                 # (Recorded after its ready, which a tick may have seen first: the exit this
                 # relaunch planned is behind it, and a later one is a crash again.)
-                self.diagnoser.feed_event(t, "ready", {})
+                self.diagnoser.feed_event(t, EventName.READY, {})
             self._take_changes(t)
             self._check_recording(t)
 
@@ -214,6 +214,6 @@ class LiveSession:
             }
             if finding.duration_s is not None:
                 detail["duration_s"] = round(finding.duration_s, 1)
-            self._events.append(Event(t, "finding", detail))
+            self._events.append(Event(t, EventName.FINDING, detail))
             if self._writer is not None:
                 self._writer.finding(t, finding, change.change)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vramtop.core.diagnosis.diagnoser import Diagnoser
+from vramtop.core.events import EventName
 from vramtop.core.model import Sample
 from vramtop.session.reader import Record, SessionHeader, SessionReader
 
@@ -58,7 +59,7 @@ class ReplaySource:
         if isinstance(record, Sample):
             self.latest = record
             self.diagnoser.feed_sample(record)
-        elif record.name != "finding":
+        elif record.name != EventName.FINDING:
             self.diagnoser.feed_event(record.t, record.name, record.detail)
         return record
 

@@ -17,8 +17,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from vramtop import files
-from vramtop.core.events import Event
-from vramtop.core.findings import Finding
+from vramtop.core.events import Event, EventName
+from vramtop.core.findings import Change, Finding
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import card_activity_fields, process_fields
@@ -259,9 +259,9 @@ class SessionWriter:
     def event(self, t: float, name: str, detail: Mapping[str, Any] | None = None) -> None:
         self._write(Event(t, name, _masked(detail or {})).to_json())
 
-    def finding(self, t: float, finding: Finding, change: str = "opened") -> None:
+    def finding(self, t: float, finding: Finding, change: str = Change.OPENED) -> None:
         """A `finding` event: the finding as `diagnose --json` prints it, and what changed."""
-        self.event(t, "finding", {"change": change, **finding.to_json()})
+        self.event(t, EventName.FINDING, {"change": change, **finding.to_json()})
 
     def close(self) -> None:
         if self._file is not None:
