@@ -162,3 +162,23 @@ def test_a_start_whose_door_port_is_taken_starts_nothing(machine: SimMachine) ->
     assert f"the front door's port {port} is already in use" in result.message
     rec = state.load("taken")
     assert rec is None or rec.state != state.Lifecycle.RUNNING
+
+
+def test_a_crash_with_auto_restart_holds_what_arrives_until_the_server_is_back(
+    machine: SimMachine,
+) -> None:
+    profile = door_profile(machine, "auto").model_copy(update={"auto_restart": True})
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("auto")
+    assert rec.pid is not None
+    os.kill(rec.pid, signal.SIGKILL)  # vLLM dies nobody asked
+    wait_for(lambda: (sup.housekeeping(), record("auto").state)[1] == state.Lifecycle.CRASHED)
+    assert (door.info(rec) or {}).get("holding") is True  # the automatic restart is due
+    gen = LoadGenerator(sup.agent_url, concurrency=1, max_requests=1).start()
+    wait_for(lambda: (door.info(rec) or {}).get("held") == 1, 10.0)
+    wait_for(lambda: (sup.housekeeping(), record("auto").state)[1] == state.Lifecycle.RUNNING)
+    gen.wait()
+    assert gen.completed == 1 and gen.errors == 0  # held, then served by the new server
+    assert record("auto").pid != rec.pid
+    assert sup.stop().ok
