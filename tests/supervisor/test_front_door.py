@@ -182,3 +182,20 @@ def test_a_crash_with_auto_restart_holds_what_arrives_until_the_server_is_back(
     assert gen.completed == 1 and gen.errors == 0  # held, then served by the new server
     assert record("auto").pid != rec.pid
     assert sup.stop().ok
+
+
+def test_a_hold_left_by_a_vramtop_killed_mid_restart_is_released(machine: SimMachine) -> None:
+    sup = Supervisor(door_profile(machine, "left"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("left")
+    assert door.hold(rec, 0.0) is not None  # as a restart does before it stops the server
+    assert (door.info(rec) or {}).get("holding") is True
+    with state.locked("left"):  # an action under way: its hold is its own
+        sup.housekeeping()
+        assert (door.info(rec) or {}).get("holding") is True
+    sup.housekeeping()  # nobody acts, the server serves: the hold was left behind
+    assert (door.info(rec) or {}).get("holding") is False
+    gen = LoadGenerator(sup.agent_url, concurrency=1, max_requests=1).start()
+    gen.wait()
+    assert gen.completed == 1 and gen.errors == 0
+    assert sup.stop().ok

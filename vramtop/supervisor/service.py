@@ -244,7 +244,26 @@ class Supervisor:
             step()
         if self._server.recorded() is None:
             self._rebuild()
+        self._release_stale_hold()
         return self._server.status()
+
+    def _release_stale_hold(self) -> None:
+        """A front door left holding in front of a server that serves, with no action under
+        way (the vramtop that restarted it was killed between its hold and its release):
+        what it holds goes to the server. One loopback request, only where a door is."""
+        rec = self._server.recorded()
+        if rec is None or rec.front_door is None or rec.state != Lifecycle.RUNNING:
+            return
+        if not door.alive(rec) or not (door.info(rec) or {}).get("holding"):
+            return
+        try:
+            with state.locked(self._server.name, timeout_s=0.2):  # free: nobody acts now
+                current = self._server.record()
+                if current is not None and current.state == Lifecycle.RUNNING:
+                    log.warning("front door of %s was left holding: released", current.profile)
+                    door.release(current)
+        except state.Busy:
+            pass  # an action under way holds it, and releases it itself
 
     def settling(self) -> Callable[[], None] | None:
         """The step `housekeeping` would take now, or None when the record already says what
@@ -361,6 +380,9 @@ class Supervisor:
                 if not handle.server_tree(rec):
                     rec.state, rec.tree = Lifecycle.STOPPED, {}
                     state.save(rec)
+                    if rec.front_door is not None and door.alive(rec):
+                        # Nobody will start it again: what the door holds is answered now.
+                        door.fail(rec, "the restart was interrupted; vLLM is stopped")
                 elif rec.state == Lifecycle.STOPPING and healthy_once(
                     server_url(rec.host, rec.port), self._server.health_timeout_s
                 ):
