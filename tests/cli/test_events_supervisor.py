@@ -47,3 +47,24 @@ def test_actions_are_written_with_who_asked_and_their_result(
     assert cli.main(["events", "--profile", "ev", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)["events"]
     assert [e["event"] for e in shown] == ["start", "relaunch", "stop"]
+
+
+def test_a_relaunch_that_went_back_is_written_as_rolled_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    # The fake vLLM refuses a budget above what is free, in vLLM's words.
+    sup = Supervisor(fake_profile("rb", free_port(), ledger, util=0.8, FAKE_FREE_FRACTION="0.85"))
+    try:
+        assert sup.start().ok
+        result = sup.relaunch(util=0.95, asked_by="key")
+        assert not result.ok and result.rolled_back, result.message
+    finally:
+        sup.stop()
+    relaunch = next(e for e in EventLog.for_profile("rb").read() if e.name == "relaunch")
+    assert relaunch.detail["result"] == "rolled_back"
+    assert relaunch.detail["gpu_memory_utilization"] == 0.95
+    assert relaunch.detail["asked_by"] == "key"
+    assert "serve again" in str(relaunch.detail["message"])
