@@ -153,3 +153,32 @@ def restart_dead(server: ServerHandle) -> bool:
     ):
         door.hold(rec, 0.0)  # the server behind it does not serve yet
     return True
+
+
+def restart_dead_unlocked(server: ServerHandle) -> None:
+    """Housekeeping's step for a door that died (killed, crashed): `restart_dead` under the
+    lock, when it is free (an action under way starts the door itself when it needs it)."""
+    try:
+        with state.locked(server.name, timeout_s=0.2):
+            restart_dead(server)
+    except state.Busy:
+        pass
+
+
+def release_stale_hold(server: ServerHandle) -> None:
+    """A front door left holding in front of a server that serves, with no action under way
+    (the vramtop that restarted it was killed between its hold and its release): what it
+    holds goes to the server. One loopback request, only where a door is."""
+    rec = server.recorded()
+    if rec is None or rec.front_door is None or rec.state != Lifecycle.RUNNING:
+        return
+    if not door.alive(rec) or not (door.info(rec) or {}).get("holding"):
+        return
+    try:
+        with state.locked(server.name, timeout_s=0.2):  # free: nobody acts now
+            current = server.record()
+            if current is not None and current.state == Lifecycle.RUNNING:
+                log.warning("front door of %s was left holding: released", current.profile)
+                door.release(current)
+    except state.Busy:
+        pass  # an action under way holds it, and releases it itself

@@ -244,26 +244,8 @@ class Supervisor:
             step()
         if self._server.recorded() is None:
             self._rebuild()
-        self._release_stale_hold()
+        door_steps.release_stale_hold(self._server)
         return self._server.status()
-
-    def _release_stale_hold(self) -> None:
-        """A front door left holding in front of a server that serves, with no action under
-        way (the vramtop that restarted it was killed between its hold and its release):
-        what it holds goes to the server. One loopback request, only where a door is."""
-        rec = self._server.recorded()
-        if rec is None or rec.front_door is None or rec.state != Lifecycle.RUNNING:
-            return
-        if not door.alive(rec) or not (door.info(rec) or {}).get("holding"):
-            return
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):  # free: nobody acts now
-                current = self._server.record()
-                if current is not None and current.state == Lifecycle.RUNNING:
-                    log.warning("front door of %s was left holding: released", current.profile)
-                    door.release(current)
-        except state.Busy:
-            pass  # an action under way holds it, and releases it itself
 
     def settling(self) -> Callable[[], None] | None:
         """The step `housekeeping` would take now, or None when the record already says what
@@ -275,7 +257,9 @@ class Supervisor:
             # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
             return self._rebuild if self._server.kept_alive() is not None else None
         if rec.door_pid is not None and not door.alive(rec):
-            return self._restart_door  # a cheap look: the console asks every tick
+            # A cheap look (the console asks every tick); an action under way holding the
+            # lock starts the door itself when it needs it.
+            return functools.partial(door_steps.restart_dead_unlocked, self._server)
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._server.alive(rec):
                 return self._settle_exit
@@ -302,15 +286,6 @@ class Supervisor:
             self._server.name, self._server.profile.host, self._server.profile.port
         )
         return not isinstance(found, str)
-
-    def _restart_door(self) -> None:
-        """The front door died (killed, crashed): start it again at its address. An action
-        under way (holding the lock) starts it itself when it needs it."""
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                door_steps.restart_dead(self._server)
-        except state.Busy:
-            pass
 
     def _rebuild(self) -> None:
         """No record to read (its file deleted or damaged): rebuild it from the server's own
