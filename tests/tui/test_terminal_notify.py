@@ -162,8 +162,17 @@ async def test_while_a_guard_holds_the_actor_lock_the_console_only_shows(
             await settle(pilot)
             await ticks(pilot, 4)
             assert backend.findings_open("vram_contention")  # shown in the banner …
-        assert osc(written) == []  # … but told by the guard alone
-        assert [e for e in EventLog.for_profile("qwen-27b").read() if e.name == "finding"] == []
+            assert osc(written) == []  # … but told by the guard alone
+            assert EventLog.for_profile("qwen-27b").read() == []
+            # What the guard writes meanwhile is in the console's timeline, marked as its.
+            EventLog.for_profile("qwen-27b").append(
+                time.time(), "finding", {"kind": "vram_contention", "change": "opened"}
+            )
+            await pilot.press("e")
+            assert isinstance(app.screen, TimelineScreen)
+            table = app.screen.query_one(DataTable)
+            names = [table.get_row_at(i)[1] for i in range(table.row_count)]
+            assert names[0] == "finding (guard)"
     finally:
         holder.kill()
         holder.wait()

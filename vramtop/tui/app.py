@@ -276,7 +276,13 @@ class VramtopApp(App[int]):
     def action_timeline(self) -> None:
         from vramtop.tui.screens.timeline_screen import TimelineScreen
 
-        self.push_screen(TimelineScreen(list(self.shown.events), earlier=self._telling().earlier()))
+        telling = self._telling()
+        acted, actor = telling.acted()  # a guard's, while it acts for the profile
+        self.push_screen(
+            TimelineScreen(
+                list(self.shown.events), earlier=telling.earlier(), acted=acted, actor=actor
+            )
+        )
 
     def action_toggle_details(self) -> None:
         self.shown = replace(self.shown, banner_details=not self.shown.banner_details)

@@ -121,3 +121,23 @@ class ConsoleTelling:
         except Exception:
             log.exception("reading the event log failed")
             return []
+
+    def acted(self) -> tuple[list[Event], str]:
+        """While another process acts for the profile (a guard), what it has written to the
+        lasting timeline since this console opened (its findings and decisions, the actions
+        it asked for), which this console's own session does not hold; and what it is
+        ("guard"). Nothing while this console acts (it takes the lock once it is free)."""
+        event_log = self._log()
+        lock = self._actor_lock()
+        if event_log is None or lock is None:
+            return [], ""
+        try:
+            self.acting = self._may_notify(self._backend, lock)
+            if self.acting:
+                return [], ""
+            holder = lock.holder() or {}
+            events = event_log.read(since=self.opened_at)[-500:]
+        except Exception:
+            log.exception("reading the event log failed")
+            return [], ""
+        return events, str(holder.get("kind") or "another vramtop")

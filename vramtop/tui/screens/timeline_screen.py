@@ -24,10 +24,20 @@ from vramtop.tui.format import duration, ready_time
 class TimelineScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,e,q", "close", "Close")]
 
-    def __init__(self, events: list[Event], earlier: list[Event] | None = None) -> None:
+    def __init__(
+        self,
+        events: list[Event],
+        earlier: list[Event] | None = None,
+        acted: list[Event] | None = None,
+        actor: str = "guard",
+    ) -> None:
+        """`earlier`: the profile's events from before this console opened; `acted`: what
+        the process acting for the profile (`actor`, a guard) wrote since."""
         super().__init__()
         self._earlier = list(earlier or [])
-        self._events = [*self._earlier, *events]
+        self._acted = list(acted or [])
+        self._actor = actor
+        self._events = [*self._earlier, *self._acted, *events]
         self._session_events = events
 
     def compose(self) -> ComposeResult:
@@ -53,6 +63,8 @@ class TimelineScreen(ModalScreen[None]):
         table.add_columns("at", "event", "what")
         for event in self._earlier:
             table.add_row(_clock(event.t), f"{event.name} (earlier)", describe(event))
+        for event in self._acted:
+            table.add_row(_clock(event.t), f"{event.name} ({self._actor})", describe(event))
         for event in self._session_events:
             table.add_row(_at(event.t), event.name, describe(event))
         table.focus()
