@@ -175,3 +175,32 @@ def test_a_failing_source_is_said_once_when_it_fails_and_once_when_it_answers_ag
         "server answers again",
     ]
     assert exporter.state().errors == {"server": 2}
+
+
+class FailingAtFirst(RefusingBackend):
+    """A tick that raises for the first `failures` ticks (more than the runner's
+    MAX_FAILURES), then answers."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def tick(self, log_limit: int = 0) -> Frame:
+        self.ticks += 1
+        if self.ticks <= self.failures:
+            raise RuntimeError("a source broke")
+        return Frame(Sample(t=float(self.ticks), gpu=CARD))
+
+
+def test_the_sampling_loop_counts_every_failing_tick_and_never_gives_up() -> None:
+    from vramtop.machines.runner import MAX_FAILURES
+
+    backend = FailingAtFirst(MAX_FAILURES + 2)
+    exporter = Exporter(backend, interval_s=0.01)
+    exporter.start()
+    try:
+        wait_for(lambda: exporter.state().samples >= 1)
+    finally:
+        assert exporter.stop(timeout_s=5.0)
+    assert exporter.state().errors == {"sampler": MAX_FAILURES + 2}
+    assert exporter.state().sample is not None

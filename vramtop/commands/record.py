@@ -12,23 +12,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
 from vramtop.core.diagnosis.diagnoser import Diagnoser
-from vramtop.machines.interface import Frame
 from vramtop.outcomes import ExitCode
 from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter
 
+if TYPE_CHECKING:
+    from vramtop.machines.interface import Backend
+
 DEFAULT_INTERVAL_S = 1.0
-
-
-class Ticking(Protocol):
-    def tick(self, log_limit: int = ...) -> Frame: ...
 
 
 def add_parser(subparsers: Any) -> None:
@@ -74,7 +72,7 @@ class RecordOptions:
 
 
 def record_loop(
-    backend: Ticking,
+    backend: Backend,
     writer: SessionWriter,
     *,
     session: LiveSession | None = None,
@@ -85,30 +83,35 @@ def record_loop(
     log_lines: Callable[[int], list[str]] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> Diagnoser:
-    """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`).
+    """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`), on the
+    headless runner the guard and the exporter tick on too (machines/runner.py).
 
     `session`: the live session the backend's own ticks feed (a `Backend`'s `session`), which
     the recording goes through so that the diagnosis runs once; without one (a ticking object
-    that keeps none) a session is made here and fed each tick's sample."""
+    that keeps none) a session is made here and fed each tick's sample. A tick that raises
+    ends the recording with its error, as it did before the runner."""
+    from vramtop.machines.runner import Runner, Step
+
     observe = session is None
-    if session is None:
-        session = LiveSession(log_lines=log_lines)
-    session.record_to(writer)
+    live = LiveSession(log_lines=log_lines) if session is None else session
+    live.record_to(writer)
     start = clock()
+    done = False
+
+    def on_step(step: Step) -> None:
+        nonlocal done
+        if observe:
+            live.observe(step.frame.sample)
+        # The file cannot take more (a full disk): the recording has failed.
+        failed = live.recording_error is not None
+        done = failed or (duration_s is not None and clock() - start >= duration_s)
+
+    runner = Runner(backend, interval_s=interval_s, clock=clock, sleep=sleep)
     try:
-        while not should_stop():
-            began = clock()
-            sample = backend.tick(log_limit=0).sample
-            if observe:
-                session.observe(sample)
-            if session.recording_error is not None:
-                break  # the file cannot take more (a full disk): the recording has failed
-            if duration_s is not None and clock() - start >= duration_s:
-                break
-            sleep(max(0.0, interval_s - (clock() - began)))
+        runner.run(lambda: done or should_stop(), on_step, max_failures=1)
     finally:
-        session.record_to(None)
-    return session.diagnoser
+        live.record_to(None)
+    return live.diagnoser
 
 
 def run(args: argparse.Namespace) -> int:

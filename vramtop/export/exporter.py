@@ -21,10 +21,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
-from vramtop.core.events import Event
 from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for, tally
 from vramtop.core.model import Sample
 from vramtop.machines.interface import Backend
+from vramtop.machines.runner import Runner, Step
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,6 @@ class Exporter:
         say: Callable[[str], None] = lambda line: None,
     ) -> None:
         self._backend = backend
-        self._interval_s = interval_s
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -68,9 +67,12 @@ class Exporter:
         self._say = say
         self._failing: set[str] = set()
         self._desktop_peak: int | None = None  # as the console keeps it, for the what-if
-        self._last_event: Event | None = None  # the newest session event already counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The headless runner the guard and `record` tick on too: one tick, with the
+        # session's events new since the previous one, every interval.
+        self._runner = Runner(backend, interval_s=interval_s, clock=monotonic, sleep=self._wait)
+        self._woke = monotonic()  # when the sampler last woke: its sample's duration counts from it
 
     # --- sampling (the sampler thread) -----------------------------------------------------
     def start(self) -> None:
@@ -87,34 +89,44 @@ class Exporter:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            began = self._monotonic()
-            self.sample_once()
-            self._stop.wait(max(0.0, self._interval_s - (self._monotonic() - began)))
+        # A failing step is counted and the next one tried, for as long as the exporter serves.
+        self._woke = self._monotonic()
+        self._runner.run(self._stop.is_set, self._store, on_error=self._failed, max_failures=None)
+
+    def _wait(self, seconds: float) -> None:
+        self._stop.wait(seconds)  # a stop ends the wait at once
+        self._woke = self._monotonic()
 
     def sample_once(self) -> None:
         """One tick of the backend, stored as the exposition's new state. Never raises: a
         failing tick is counted as the sampler's error and the previous sample stays."""
-        began = self._monotonic()
+        self._woke = self._monotonic()
         try:
-            frame = self._backend.tick(log_limit=0)  # no log lines: nothing exposes them
-            sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
-            normal = frame.normal.generation_tps if frame.normal is not None else None
-            spill = self._backend.spill_evidence()
-            # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
-            outside_budget = self._backend.outside_budget_bytes()
-        except Exception:
+            self._store(self._runner.step())
+        except Exception as exc:
             log.exception("vramtop export: a sample failed")
-            with self._lock:
-                self._errors["sampler"] += 1
-                self._state = replace(self._state, errors=dict(self._errors))
-            return
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        """A step that raised, counted as the sampler's error (the runner logs it)."""
+        with self._lock:
+            self._errors["sampler"] += 1
+            self._state = replace(self._state, errors=dict(self._errors))
+
+    def _store(self, step: Step) -> None:
+        """A step's sample, findings and new events as the exposition's new state."""
+        frame = step.frame
+        sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
+        normal = frame.normal.generation_tps if frame.normal is not None else None
+        spill = self._backend.spill_evidence()
+        # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
+        outside_budget = self._backend.outside_budget_bytes()
         failed = failed_sources(sample)
         self._tell_changes(failed)
         desktop = sample.split.desktop_bytes if sample.split else None
         if desktop is not None:
             self._desktop_peak = max(desktop, self._desktop_peak or 0)
-        counts = tally(self._state.counts, sample, self._new_events(frame.events))
+        counts = tally(self._state.counts, sample, step.new_events)
         with self._lock:
             self._errors.update(failed.keys())
             self._state = replace(
@@ -129,21 +141,10 @@ class Exporter:
                 samples=self._state.samples + 1,
                 errors=dict(self._errors),
                 sampled_at=self._clock(),
-                sample_duration_s=self._monotonic() - began,
+                sample_duration_s=self._monotonic() - self._woke,
                 desktop_peak_bytes=self._desktop_peak,
                 outside_budget_bytes=outside_budget,
             )
-
-    def _new_events(self, events: tuple[Event, ...]) -> tuple[Event, ...]:
-        """The session's events since the last tick (the session keeps its last 1,000, oldest
-        first; events are values, so the last one counted is found by identity)."""
-        last, self._last_event = self._last_event, events[-1] if events else self._last_event
-        if last is None:
-            return events
-        for index in range(len(events) - 1, -1, -1):
-            if events[index] is last:
-                return events[index + 1 :]
-        return events
 
     def _tell_changes(self, failed: dict[str, str]) -> None:
         """Say once when a source starts failing and once when it answers again (the counter

@@ -66,21 +66,32 @@ class Runner:
         self.steps += 1
         return Step(frame, opened, tuple(self._closed(gone)), self._new_events(frame.events))
 
-    def run(self, should_stop: Callable[[], bool], on_step: Callable[[Step], None]) -> None:
+    def run(
+        self,
+        should_stop: Callable[[], bool],
+        on_step: Callable[[Step], None],
+        *,
+        on_error: Callable[[Exception], None] | None = None,
+        max_failures: int | None = MAX_FAILURES,
+    ) -> None:
         """Step, hand each step to `on_step`, wait out the rest of the interval; until
         `should_stop()` (asked before each step and after each wait).
 
         A step that raises is logged with its traceback and the next one tried: a watcher
-        that runs for hours outlives one bad tick. `MAX_FAILURES` in a row raise the last."""
+        that runs for hours outlives one bad tick. `max_failures` in a row raise the last
+        (None: never; the exporter samples as long as it serves). `on_error` is told of each
+        failed step (the exporter counts them)."""
         failures = 0
         while not should_stop():
             began = self._clock()
             try:
                 on_step(self.step())
                 failures = 0
-            except Exception:
+            except Exception as exc:
                 failures += 1
-                if failures >= MAX_FAILURES:
+                if on_error is not None:
+                    on_error(exc)
+                if max_failures is not None and failures >= max_failures:
                     raise
                 log.exception("a step failed (%d in a row); the next one is tried", failures)
             if should_stop():
