@@ -16,9 +16,9 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol, TypedDict, TypeVar
 
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
 from vramtop.outcomes import ExitCode
@@ -360,7 +360,25 @@ def verdict(f: Facts, checks: list[Check]) -> tuple[int, str]:
     return EXIT_SPLIT_DERIVED, "derived"
 
 
-def run_checks(f: Facts) -> tuple[int, dict[str, Any]]:
+class CheckLine(TypedDict):
+    """A check as `doctor --json` writes it (a `Check`'s fields, in their order)."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str | None
+
+
+class Report(TypedDict):
+    """What `doctor --json` prints: the split the console can show, the exit code, each
+    check."""
+
+    split: str  # per_process, windows, derived, none
+    exit_code: int
+    checks: list[CheckLine]
+
+
+def run_checks(f: Facts) -> tuple[int, Report]:
     checks = [
         *gpu_checks(f),
         *host_checks(f),
@@ -369,10 +387,13 @@ def run_checks(f: Facts) -> tuple[int, dict[str, Any]]:
         *server_checks(f),
     ]
     code, split = verdict(f, checks)
-    return code, {"split": split, "exit_code": code, "checks": [asdict(c) for c in checks]}
+    lines: list[CheckLine] = [
+        {"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix} for c in checks
+    ]
+    return code, {"split": split, "exit_code": code, "checks": lines}
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: Report) -> str:
     marks = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "skip": "--  "}
     lines = []
     for c in report["checks"]:
