@@ -121,6 +121,8 @@ def test_two_writers_at_once_leave_no_damaged_line(home: Path) -> None:
     kept = log.read()
     assert log.skipped == 0
     assert path.stat().st_size <= 20_000 and log.rotated.stat().st_size <= 20_000
-    for who in ("a", "b"):  # each writer's newest events are kept, in its order
+    # The newest events are kept (one writer may have finished before the other began).
+    assert [e.detail["n"] for e in kept].count(399) >= 1
+    for who in ("a", "b"):
         numbers = [e.detail["n"] for e in kept if e.detail["by"] == who]
-        assert numbers == sorted(numbers) and numbers[-1] == 399
+        assert numbers == list(range(numbers[0], 400)) if numbers else True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import contention
+from notify_fakes import contention
 
 from vramtop.core.findings import Finding
 from vramtop.core.news import BODY_CHARS, action_news, finding_closed, finding_opened

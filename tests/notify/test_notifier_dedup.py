@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from conftest import contention
+from notify_fakes import contention
 
 from vramtop.core.news import News, action_news, finding_closed, finding_opened
 from vramtop.notify import Notifier

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import Fakes, contention
+from notify_fakes import Fakes, contention
 
 from vramtop.core.news import News, finding_closed, finding_opened
 from vramtop.notify import (
