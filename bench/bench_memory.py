@@ -46,7 +46,11 @@ class DayOfTraffic(FakeBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        self.session = LiveSession(log_lines=self.log_lines)
+        self._live = LiveSession(log_lines=self.log_lines)
+
+    @property
+    def session(self) -> LiveSession:
+        return self._live
 
     def next_sample(self) -> Sample:
         second = int(self.t) % HOUR
