@@ -26,7 +26,7 @@ from vramtop.core.findings import (
     RuledOut,
     Severity,
 )
-from vramtop.core.json_types import JsonObject, JsonValue
+from vramtop.core.json_types import JsonValue
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import parse_startup_oom
 
@@ -55,15 +55,28 @@ def launch_failure(lines: Sequence[str], returncode: JsonValue = None) -> str | 
 
 
 @dataclass(frozen=True)
-class DownFacts(Facts):
-    """What showed the server down, or never started (the session format's keys): the
-    recorded exit code, the state it was in, or /health failing; only the one that showed it
-    is written."""
+class ExitFacts(Facts):
+    """The server's process exited: its code as recorded (None: not known)."""
 
-    facts: Mapping[str, JsonValue]
+    returncode: JsonValue
 
-    def to_json(self) -> JsonObject:
-        return dict(self.facts)
+
+@dataclass(frozen=True)
+class StateFacts(Facts):
+    """The sample's server state said it (`crashed`)."""
+
+    state: str
+
+
+@dataclass(frozen=True)
+class HealthFacts(Facts):
+    """/health failed after being healthy."""
+
+    healthy: bool
+
+
+# What showed the server down, or never started: one of these is the finding's evidence.
+DownFacts = ExitFacts | StateFacts | HealthFacts
 
 
 @dataclass(frozen=True)
@@ -81,12 +94,12 @@ class NotAnsweringFacts(Facts):
     not_answering_s: float
 
 
-def launch_failed_report(why: str, evidence: Mapping[str, JsonValue]) -> Report:
+def launch_failed_report(why: str, evidence: DownFacts) -> Report:
     """What the finding says of a launch command that could not run (`why`: its words)."""
     return Report(
         severity=Severity.CRITICAL,
         summary=f"vLLM never started: the launch command could not run ({why}).",
-        evidence=Evidence.of(DownFacts(evidence)),
+        evidence=Evidence.of(evidence),
         ruled_out={"crash": RuledOut("the server never ran: its command could not be executed")},
         ladder=Ladder(
             observed=(why,),
@@ -153,12 +166,12 @@ def not_answering_report(seconds: float) -> Report:
     )
 
 
-def crash_report(why: str, evidence: Mapping[str, JsonValue]) -> Report:
+def crash_report(why: str, evidence: DownFacts) -> Report:
     """What the finding says of a server that went down unasked (`why`, in words)."""
     return Report(
         severity=Severity.CRITICAL,
         summary=f"vLLM is down: {why}.",
-        evidence=Evidence.of(DownFacts(evidence)),
+        evidence=Evidence.of(evidence),
         ruled_out={"planned": RuledOut("no stop, restart or relaunch was requested")},
         ladder=Ladder(observed=(why,)),
         remedy=Remedy(
@@ -203,9 +216,9 @@ class ServerWatch:
                 error = s.info.last_error if s.info is not None else None
                 why = launch_failure([error]) if error and not self._ready_seen else None
                 if why is not None:
-                    self._launch_failed(s.t, why, {"state": "crashed"})
+                    self._launch_failed(s.t, why, StateFacts("crashed"))
                 else:
-                    self._crash(s.t, "the server's state is crashed", {"state": "crashed"})
+                    self._crash(s.t, "the server's state is crashed", StateFacts("crashed"))
             return
         server = s.server
         if server is None or not server.reachable or state not in (ServerState.RUNNING, None):
@@ -218,7 +231,9 @@ class ServerWatch:
             self._unhealthy_run += 1
             if self._unhealthy_run >= UNHEALTHY_SAMPLES:
                 self._crash(
-                    s.t, "/health fails after being healthy: the engine died", {"healthy": False}
+                    s.t,
+                    "/health fails after being healthy: the engine died",
+                    HealthFacts(healthy=False),
                 )
 
     def check_answering(self, s: Sample, state: ServerState | None) -> None:
@@ -248,10 +263,10 @@ class ServerWatch:
         code = detail.get("returncode")
         not_launched = None if self._ready_seen else launch_failure(lines, code)
         if not_launched is not None:
-            self._launch_failed(t, not_launched, {"returncode": code})
+            self._launch_failed(t, not_launched, ExitFacts(code))
             return
         said = f"with code {code}" if code is not None else "(exit code not known)"
-        self._crash(t, f"the server exited {said} without being asked to", {"returncode": code})
+        self._crash(t, f"the server exited {said} without being asked to", ExitFacts(code))
 
     def check_oom_text(self, t: float, text: str) -> bool:
         """Open startup_out_of_memory when `text` is vLLM's out-of-memory line."""
@@ -261,10 +276,10 @@ class ServerWatch:
         self._book.set(Kind.STARTUP_OUT_OF_MEMORY, t, startup_oom_report(text, facts))
         return True
 
-    def _launch_failed(self, t: float, why: str, evidence: JsonObject) -> None:
+    def _launch_failed(self, t: float, why: str, evidence: DownFacts) -> None:
         self._book.set(Kind.LAUNCH_FAILED, t, launch_failed_report(why, evidence))
 
-    def _crash(self, t: float, why: str, evidence: JsonObject) -> None:
+    def _crash(self, t: float, why: str, evidence: DownFacts) -> None:
         for kind in (Kind.VRAM_CONTENTION, Kind.KV_PRESSURE):
             self._book.close(kind, t)
         self._book.set(Kind.SERVER_CRASHED, t, crash_report(why, evidence))
