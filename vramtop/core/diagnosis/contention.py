@@ -54,7 +54,7 @@ class Point:
     prompt_tps: float | None
     running: float
     collapsed: bool
-    healthy: bool
+    at_normal: bool  # at (or near) the normal rate: ratio >= RECOVERED_RATIO, or no normal
     measure: str = PER_REQUEST
     ratio: float | None = None  # per_request_tps / the normal for its concurrency (None: none)
     whole: bool = True  # requests ran at both ends of the interval (else only the latency)

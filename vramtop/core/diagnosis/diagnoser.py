@@ -229,7 +229,7 @@ class Diagnoser:
         squeezed = self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(
             Kind.VRAM_SLOWDOWN
         )
-        normal = point is not None and point.healthy and not squeezed
+        normal = point is not None and point.at_normal and not squeezed
         self._card.track(s, normal=normal)
         self._throttle.check(
             s.t,
@@ -302,7 +302,7 @@ class Diagnoser:
         # normal is noisy, so only a fall far below prefill's own dips counts.
         line = PREFILL_COLLAPSE_RATIO if measure == PER_REQUEST_PREFILL else COLLAPSE_RATIO
         collapsed = ratio is not None and ratio < line
-        healthy = ratio is None or ratio >= RECOVERED_RATIO
+        at_normal = ratio is None or ratio >= RECOVERED_RATIO
         return Point(
             s.t,
             gen,
@@ -310,7 +310,7 @@ class Diagnoser:
             prompt,
             running,
             collapsed,
-            healthy,
+            at_normal,
             measure=measure,
             ratio=ratio,
             whole=whole,
@@ -349,14 +349,14 @@ class Diagnoser:
             judged = True
             if device is not None and set(device.throttle) & SLOWDOWN_REASONS:
                 # Slow clocks explain a slow second: it counts neither way.
-                point = replace(point, collapsed=False, healthy=False)
+                point = replace(point, collapsed=False, at_normal=False)
                 judged = False
             self._points.append(point)
         self._check_remembered(point, squeeze)
         if self._check_memory_only(s, device, point):
             return judged
-        healthy = sum(p.healthy for p in self._points)
-        if self._book.is_open(Kind.VRAM_CONTENTION) and healthy >= CLOSE_COUNT:
+        at_normal = sum(p.at_normal for p in self._points)
+        if self._book.is_open(Kind.VRAM_CONTENTION) and at_normal >= CLOSE_COUNT:
             self._book.close(Kind.VRAM_CONTENTION, s.t)
             return judged
         # Only a sample with requests running can open or refresh it: old slow seconds must
@@ -459,8 +459,8 @@ class Diagnoser:
         and learn the normal again."""
         if point is None or point.ratio is None or self._normal.remembered is None:
             return
-        if point.healthy or squeeze is not None or self._book.is_open(Kind.VRAM_CONTENTION):
-            self._contradicted = 0 if point.healthy else self._contradicted
+        if point.at_normal or squeeze is not None or self._book.is_open(Kind.VRAM_CONTENTION):
+            self._contradicted = 0 if point.at_normal else self._contradicted
             return
         self._contradicted += 1
         if self._contradicted >= RELEARN_SAMPLES:

@@ -33,7 +33,7 @@ SLOWDOWN_OPEN_COUNT = 25
 SLOWDOWN_CLEAR_RATIO = 0.85
 SLOWDOWN_CLOSE_WINDOW = 12
 SLOWDOWN_CLOSE_COUNT = 10
-# Running seconds that contradict a remembered normal (not healthy, nothing squeezing the
+# Running seconds that contradict a remembered normal (not at it, nothing squeezing the
 # server) before it is forgotten and the normal learned again.
 RELEARN_SAMPLES = 30
 PREFILL_TPS = 100.0  # prompt tokens/s above this: a prefill is making progress, not stuck
