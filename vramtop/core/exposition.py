@@ -27,7 +27,7 @@ from vramtop.core.diagnosis.normal_rate import (
 from vramtop.core.diagnosis.rates import MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES, PREFILL_TPS
 from vramtop.core.events import Event
-from vramtop.core.findings import KINDS, SERVER_CRASHED, Finding
+from vramtop.core.findings import KINDS, Finding, Kind
 from vramtop.core.model import Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.vllm import args as vllm_args
@@ -247,7 +247,7 @@ def tally(before: Tally, sample: Sample, new_events: Sequence[Event]) -> Tally:
         elif event.name == "finding" and event.detail.get("change") == "opened":
             kind = str(event.detail.get("kind"))
             opened[kind] = opened.get(kind, 0) + 1
-            crashes += int(kind == SERVER_CRASHED)
+            crashes += int(kind == Kind.SERVER_CRASHED)
     metrics = _fresh(sample)
     if metrics is None:
         return replace(
