@@ -209,21 +209,29 @@ def soak(
     began_wall = time.monotonic()
     marks = [(began_t, cpu_s(guard.pid), cpu_s(console.pid), began_wall)]
     hour = min(HOUR_S, end_t)
-    print("sim hour  guard CPU s  RSS MiB   console CPU s  RSS MiB   ratio (guard/console CPU)")
+    print(
+        "sim hour  guard CPU s  RSS MiB  ms/sample   console CPU s  RSS MiB  ms/sample   "
+        "CPU ratio (guard/console): per hour, per sample"
+    )
     while True:
         t = sim_t(world)
         if guard.poll() is not None:
             print("the guard ended early:", guard.stderr.read() if guard.stderr else "")
             return 1
         if (t is not None and t >= began_t + hour * len(marks)) or (t or 0) >= end_t:
-            g, c = cpu_s(guard.pid), cpu_s(console.pid)
+            g, c, now = cpu_s(guard.pid), cpu_s(console.pid), time.monotonic()
             last = marks[-1]
             dg, dc = g - last[1], c - last[2]
+            # The guard samples each `interval` simulated seconds; the console each second.
+            g_samples = max(1.0, ((t or 0.0) - last[0]) / args.interval)
+            c_samples = max(1.0, now - last[3])
+            g_ms, c_ms = 1000 * dg / g_samples, 1000 * dc / c_samples
             print(
-                f"{len(marks):8d}  {dg:11.2f}  {rss_mib(guard.pid):7.1f}   {dc:13.2f}  "
-                f"{rss_mib(console.pid):7.1f}   {dg / dc if dc else float('nan'):.2f}"
+                f"{len(marks):8d}  {dg:11.2f}  {rss_mib(guard.pid):7.1f}  {g_ms:9.2f}   "
+                f"{dc:13.2f}  {rss_mib(console.pid):7.1f}  {c_ms:9.2f}   "
+                f"{_ratio(dg, dc)}, {_ratio(g_ms, c_ms)}"
             )
-            marks.append((t or 0.0, g, c, time.monotonic()))
+            marks.append((t or 0.0, g, c, now))
             if (t or 0) >= end_t or len(marks) > args.hours + 1:
                 break
         time.sleep(0.5)
@@ -232,6 +240,10 @@ def soak(
     _, err = guard.communicate(timeout=150)
     summary(env, plan, err, wall, args)
     return 0
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "n/a"
 
 
 def summary(

@@ -4,6 +4,7 @@ their options' `Target` names, and opening a session file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,9 +56,12 @@ class LiveTarget:
         )
 
 
-def backend_for(target: Target) -> tuple[MachineBackend, bool]:
+def backend_for(
+    target: Target, *, clock: Callable[[], float] | None = None
+) -> tuple[MachineBackend, bool]:
     """The backend `target` names, and whether this command started the simulated machine
-    itself (then it stops it again when done)."""
+    itself (then it stops it again when done). `clock`: the simulated machine's samples'
+    clock (see `demo_backend`)."""
     if target.demo:
         from vramtop.machines.demo_world import begin_demo_world, demo_door
         from vramtop.sim.card import DEFAULT_CARD
@@ -74,6 +78,7 @@ def backend_for(target: Target) -> tuple[MachineBackend, bool]:
                 card=card,
                 begun=begun,
                 front_door=demo_door(target.front_door),
+                clock=clock,
             )
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine could not start: {exc}") from exc

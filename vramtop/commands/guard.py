@@ -11,6 +11,7 @@ import argparse
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -184,8 +185,13 @@ def run(args: argparse.Namespace) -> int:
     notifier = _notifier(settings, wsl=target.wsl)
     if isinstance(notifier, str):
         return _usage(notifier)
+    from vramtop.commands.guard_watch import sim_speed
+
+    # On the simulated machine the samples are stamped in simulated seconds.
+    speed = sim_speed()
+    clock = (lambda: time.monotonic() * speed) if target.demo else None
     try:
-        backend, _owned = backend_for(target)
+        backend, _owned = backend_for(target, clock=clock)
     except CommandError as exc:
         notifier.close()
         return _usage(str(exc))

@@ -2,9 +2,10 @@
 decisions, and the relaunches those decisions take, on a thread of their own so that the
 sampling goes on while a server restarts.
 
-Time: the policies count in the samples' clock. On the simulated machine that clock is
-scaled by `VRAMTOP_SIM_SPEED` and the guard samples once a simulated second, so a day of
-calls plays out in minutes with the waits (10 s open, 120 s for a turn, the settle) intact.
+Time: the policies count in the samples' clock. On the simulated machine that clock is the
+simulator's (real time × `VRAMTOP_SIM_SPEED`: rates per simulated second) and the guard
+samples once a simulated second, so a day of calls plays out in minutes with the waits (10 s
+open, 120 s for a turn, the settle) intact.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
@@ -74,13 +74,14 @@ def guard_loop(
             backend.close(stop_server=False)
             notifier.close()
             return ExitCode.USAGE
-        scale = sim_speed() if backend.demo else 1.0
         backend.asked_by = GUARD
-        watch = Watch(backend, notifier, settings, EventLog.for_profile(name), scale)
+        watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
         code = watch.begin()
         if code is not None:
             return code
-        runner = Runner(backend, interval_s=interval_s / scale, sleep=stop.wait)
+        # The pace in real seconds: a sample each `interval_s` of the samples' clock.
+        speed = sim_speed() if backend.demo else 1.0
+        runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
         try:
             runner.run(stop.is_set, watch.on_step)
         finally:
@@ -105,13 +106,11 @@ class Watch:
         notifier: Notifier,
         settings: GuardSettings,
         timeline: EventLog,
-        scale: float,
     ) -> None:
         self.backend = backend
         self.notifier = notifier
         self.settings = settings
         self.timeline = timeline
-        self.scale = scale
         self.name = backend.profile_name or "default"
         argv = backend.supervisor.profile.argv if backend.supervisor else []
         outside = _outside_flags(argv) if settings.adaptive else None
@@ -170,14 +169,13 @@ class Watch:
         for finding in step.closed:
             self.notifier.send(finding_closed(finding))
         self._record_findings(step.opened, step.closed)
-        scaled = replace(sample, t=sample.t * self.scale)
         decisions: list[Decision] = []
         answer, self._answer = self._answer, None
         if answer is not None:
-            decisions += policy.finished(scaled.t, *answer)
-        door = self._door() if policy.door_needed(scaled.t) else None
+            decisions += policy.finished(sample.t, *answer)
+        door = self._door() if policy.door_needed(sample.t) else None
         decisions += policy.observe(
-            scaled,
+            sample,
             step.frame.findings,
             outside_budget_bytes=self.backend.outside_budget_bytes(),
             door=door,

@@ -12,6 +12,8 @@ while the rest does.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -98,8 +100,11 @@ def demo_backend(
     start: DemoStart | None = None,
     agent: bool = True,
     front_door: str | None = DEMO_DOOR,
+    clock: Callable[[], float] | None = None,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
+    `clock`: the samples' clock (default: real time; the guard passes the simulated one, so
+    that rates are per simulated second and its waits count simulated time).
 
     With `start_server` the fake server is marked to start (the console starts it in a worker
     and shows its progress; `--once` starts it and waits). `begun`, `start`: the simulated
@@ -121,6 +126,7 @@ def demo_backend(
         log_path=lambda: supervisor.log_path,
         log_start=lambda: supervisor.log_offset,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
+        clock=clock or time.monotonic,
     )
 
     def call_on() -> bool:
