@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramtop.core.findings import SERVER_CRASHED, VRAM_CONTENTION, VRAM_SLOWDOWN, Finding, headline
+from vramtop.core.json_types import JsonValue
 
 OPENED = "opened"
 CLOSED = "closed"
@@ -32,7 +33,7 @@ class News:
     title: str
     body: str
     severity: str
-    finding: Mapping[str, Any] | None = None
+    finding: Mapping[str, JsonValue] | None = None
     change: str | None = None
 
 

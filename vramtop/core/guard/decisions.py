@@ -4,11 +4,11 @@ each decision (the `guard` event's detail), and the facts of one sample they jud
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import budget_bytes
 from vramtop.core.findings import Finding
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
 
 # Who wants an action, and which step it is.
@@ -66,9 +66,9 @@ class Decision:
     action: Action | None = None
     result: str | None = None  # DONE: the relaunch's result (ok, rolled_back, failed)
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> JsonObject:
         """The `guard` event's detail: `decision` and `why`, then what it was about."""
-        out: dict[str, Any] = {"decision": self.decision, "why": self.why}
+        out: JsonObject = {"decision": self.decision, "why": self.why}
         if self.action is not None:
             out["policy"] = self.action.policy
             out["step"] = self.action.step
