@@ -199,3 +199,19 @@ def test_a_hold_left_by_a_vramtop_killed_mid_restart_is_released(machine: SimMac
     gen.wait()
     assert gen.completed == 1 and gen.errors == 0
     assert sup.stop().ok
+
+
+def test_a_lost_state_file_is_rebuilt_with_its_door(machine: SimMachine) -> None:
+    sup = Supervisor(door_profile(machine, "lost"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("lost")
+    state.state_path("lost").unlink()
+    fresh = Supervisor(sup.profile, memory_released=memory_released_check(machine))
+    assert fresh.housekeeping().state == ServerState.RUNNING
+    rebuilt = record("lost")
+    assert "rebuilt from the running server" in (fresh.record_note or "")
+    assert (rebuilt.pid, rebuilt.internal_port) == (rec.pid, rec.internal_port)
+    assert (rebuilt.door_pid, rebuilt.front_door) == (rec.door_pid, rec.front_door)
+    assert fresh.owns_its_port()
+    assert fresh.stop().ok
+    assert not door.alive(rec)  # the stop found the door again, and ended it

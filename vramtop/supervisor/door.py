@@ -30,7 +30,7 @@ import httpx
 import psutil
 
 from vramtop import files, locations
-from vramtop.config import parse_door_address
+from vramtop.config import Profile, parse_door_address
 from vramtop.core import secrets
 from vramtop.supervisor import launch, tree
 from vramtop.supervisor.state import ServerRecord
@@ -266,6 +266,33 @@ def release(rec: ServerRecord) -> int | None:
 def fail(rec: ServerRecord, reason: str) -> bool:
     """Every held request answered 503 at once; holding ends."""
     return _post(rec, "fail", {"reason": secrets.mask_line(reason)}, 10.0) is not None
+
+
+def vllm_address(profile: Profile) -> tuple[str | None, int]:
+    """Where the profile's vLLM listens: behind a front door, the kept loopback port; else
+    the profile's own host and port."""
+    if profile.front_door is None:
+        return profile.host, profile.port
+    return LOOPBACK, kept_internal_port(profile.name)
+
+
+def adopt(rec: ServerRecord, profile: Profile) -> None:
+    """A record rebuilt from the running server (its state file lost): the profile's door
+    found again where it listens (its process carries the door's module), named in it."""
+    if profile.front_door is None:
+        return
+    pid = launch.listening_pid(parse_door_address(profile.front_door)[1])
+    if pid is None:
+        return
+    try:
+        proc = psutil.Process(pid)
+        if MODULE not in " ".join(proc.cmdline()[:4]):
+            return
+        made = proc.create_time()
+    except psutil.Error:
+        return
+    rec.front_door, rec.door_pid, rec.door_create_time = profile.front_door, pid, made
+    rec.internal_port = rec.port
 
 
 DOOR_FIELDS = ("front_door", "door_pid", "door_create_time", "door_restarts", "internal_port")

@@ -152,7 +152,10 @@ class ServerHandle:
         if kept is not None and self.alive(kept[0]):
             rec = state.copied(kept[0])
         else:
-            found = adoption.rebuilt_record(self.name, self.profile.host, self.profile.port)
+            from vramtop.supervisor import door
+
+            host, port = door.vllm_address(self.profile)  # behind its front door, if any
+            found = adoption.rebuilt_record(self.name, host, port)
             if not isinstance(found, ServerRecord):
                 said = [f"the state file {path} {lost}"] if problem else []
                 said += [found] if found else []
@@ -164,6 +167,7 @@ class ServerHandle:
             healthy = healthy_once(server_url(rec.host, rec.port), self.health_timeout_s)
             rec.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
             remember_tree(rec)
+            door.adopt(rec, self.profile)
         state.save(rec)
         self.record_note = f"rebuilt from the running server (pid {rec.pid}): its state file {lost}"
         log.warning("%s: %s", self.name, self.record_note)

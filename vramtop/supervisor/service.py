@@ -282,9 +282,8 @@ class Supervisor:
         rec = self._server.recorded()
         if rec is not None and rec.state in state.ALIVE and self._server.alive(rec):
             return True
-        found = adoption.rebuilt_record(
-            self._server.name, self._server.profile.host, self._server.profile.port
-        )
+        host, port = door.vllm_address(self._server.profile)  # behind its door, if any
+        found = adoption.rebuilt_record(self._server.name, host, port)
         return not isinstance(found, str)
 
     def _rebuild(self) -> None:
