@@ -7,7 +7,7 @@ at (or a restart) so the desktop keeps its peak without starving the KV pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import (
@@ -21,6 +21,7 @@ from vramtop.core.budget import (
     suggested_budget,
 )
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
+from vramtop.core.diagnosis.squeeze_facts import ContentionFacts
 from vramtop.core.diagnosis.thresholds import (
     DESKTOP_GROWTH_BYTES,
     DESKTOP_MARGIN_BYTES,
@@ -28,7 +29,6 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.findings import (
     Evidence,
-    Facts,
     KvCost,
     Ladder,
     RelaunchFigures,
@@ -38,9 +38,8 @@ from vramtop.core.findings import (
     RuledOut,
     Severity,
 )
-from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
-from vramtop.core.windows.prose import cite_spill, with_spill
+from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SpillEvidence
 
 
@@ -91,41 +90,6 @@ class Collapse:
     fill: float
     growth: int | None
     normal: NormalRate | None = None
-
-
-@dataclass(frozen=True)
-class ContentionFacts(Facts):
-    """A collapse's evidence (the session format's keys, in order)."""
-
-    generation_tps: float
-    baseline_generation_tps: float  # the JSON key's word; the normal total rate
-    ratio: float | None
-    # Additions: the per-request decode speed that was judged, and where its normal came
-    # from (`learned` on this run or `remembered` from an earlier one).
-    decode_tps: float
-    normal_decode_tps: float
-    decode_measure: str
-    normal_rate_source: str | None
-    normal_rate_saved_at: float | None
-    requests_running: float
-    kv_cache_usage: float | None
-    used_bytes: int
-    total_bytes: int
-    used_fraction: float
-    desktop_bytes: int | None
-    desktop_bytes_at_start: int | None
-    desktop_growth_bytes: int | None
-    desktop_peak_bytes: int | None
-    server_bytes: int | None
-    # "unified": the numbers are the system's memory (DGX Spark), and contention is system
-    # memory pressure: the server's budget against what the kernel can still hand out.
-    memory_kind: str
-    memory_available_bytes: int | None
-    budget_bytes: int | None
-    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
-
-    def to_json(self) -> JsonObject:
-        return with_spill(super().to_json(), self.spill)
 
 
 def contention_report(

@@ -11,15 +11,15 @@ stays silent and the console says the rate cannot be judged yet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from vramtop.core.budget import budget_bytes, outside_budget
 from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
-from vramtop.core.findings import Evidence, Facts, Ladder, Report, Severity
-from vramtop.core.json_types import JsonObject
+from vramtop.core.diagnosis.squeeze_facts import MemoryOnlyFacts
+from vramtop.core.findings import Evidence, Ladder, Report, Severity
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
 from vramtop.core.snapshot import server_util
-from vramtop.core.windows.prose import cite_spill, with_spill
+from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES, SpillEvidence
 
 NO_NORMAL_RATE = "memory evidence, no normal rate"
@@ -100,25 +100,6 @@ def squeeze_in_memory(
         return True
     over = desktop_over_allowance(s, outside_budget_bytes)
     return over is not None and over >= SPILL_THRESHOLD_BYTES
-
-
-@dataclass(frozen=True)
-class MemoryOnlyFacts(Facts):
-    """The evidence of a collapse that memory alone names (the session format's keys)."""
-
-    desktop_bytes: int
-    desktop_allowance_bytes: int
-    wsl_vm_shared_bytes: int
-    wsl_vm_dedicated_bytes: int
-    kv_cache_usage: float | None
-    used_bytes: int
-    total_bytes: int
-    generation_tps: float | None
-    baseline_generation_tps: None = None  # no normal rate: that is why memory alone names it
-    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
-
-    def to_json(self) -> JsonObject:
-        return with_spill(super().to_json(), self.spill)
 
 
 def memory_report(

@@ -15,7 +15,7 @@ squeeze; `slowdown_report` what the finding says, with `contention_remedy`'s bud
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 
 from vramtop.core import sample_facts as read
@@ -30,6 +30,7 @@ from vramtop.core.diagnosis.contention import (
 )
 from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
+from vramtop.core.diagnosis.squeeze_facts import SlowdownFacts
 from vramtop.core.diagnosis.thresholds import (
     CARD_FULL,
     COLLAPSE_RATIO,
@@ -44,7 +45,6 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.findings import (
     Evidence,
-    Facts,
     Kind,
     Ladder,
     Remedy,
@@ -53,9 +53,8 @@ from vramtop.core.findings import (
     RuledOut,
     Severity,
 )
-from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
-from vramtop.core.windows.prose import cite_spill, with_spill
+from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SpillEvidence
 
 
@@ -168,38 +167,6 @@ class Slowdown:
     @property
     def ratio(self) -> float | None:
         return self.rate / self.normal_tps if self.normal_tps else None
-
-
-@dataclass(frozen=True)
-class SlowdownFacts(Facts):
-    """A slowdown's evidence (the session format's keys, in order)."""
-
-    generation_tps: float
-    decode_tps: float
-    normal_decode_tps: float
-    ratio: float | None
-    decode_measure: str
-    normal_rate_source: str | None
-    normal_rate_saved_at: float | None
-    slow_seconds: int
-    judged_seconds: int
-    requests_running: float
-    kv_cache_usage: float | None
-    used_bytes: int
-    total_bytes: int
-    used_fraction: float
-    memory_kind: str
-    desktop_bytes: int | None
-    desktop_bytes_at_start: int | None
-    desktop_growth_bytes: int | None
-    desktop_peak_bytes: int | None
-    desktop_over_allowance_bytes: int | None
-    server_bytes: int | None
-    budget_bytes: int | None
-    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
-
-    def to_json(self) -> JsonObject:
-        return with_spill(super().to_json(), self.spill)
 
 
 def slowdown_report(
