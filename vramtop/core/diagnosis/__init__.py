@@ -2,6 +2,8 @@
 
 `diagnoser` holds the rules (when a finding opens and closes), `thresholds` their numbers;
 each finding kind's report is a module of its own (`contention`, `memory_evidence`,
-`kv_pressure`, `throttling`, `server_down`); `rates` and `normal_rate` are what a
-slowdown is measured against. Import each name from the module that defines it.
+`slowdown`, `kv_pressure`, `throttling`, `server_down`), a typed `Report`
+(`vramtop.core.findings`) whose evidence for the squeeze kinds is in `squeeze_facts`;
+`rates` and `normal_rate` are what a slowdown is measured against. Import each name from
+the module that defines it.
 """
