@@ -215,3 +215,13 @@ def test_a_lost_state_file_is_rebuilt_with_its_door(machine: SimMachine) -> None
     assert fresh.owns_its_port()
     assert fresh.stop().ok
     assert not door.alive(rec)  # the stop found the door again, and ended it
+
+
+def test_a_start_refused_for_its_key_opens_no_door(
+    machine: SimMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("H4B_NO_SUCH_KEY", raising=False)
+    profile = door_profile(machine, "nokey").model_copy(update={"api_key_env": "H4B_NO_SUCH_KEY"})
+    result = Supervisor(profile).start()
+    assert not result.ok and "H4B_NO_SUCH_KEY" in result.message
+    assert launch.port_owner("127.0.0.1", profile.port) is None  # no door left on its port

@@ -391,22 +391,24 @@ class ServerActions:
                 f"port {port} is already in use by {owner}; nothing was started",
                 "stop that program, or give this profile another --port",
             )
+        argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
+        try:
+            handed = {} if env_base is not None else self._handed_secrets()
+        except launch.MissingSecret as exc:
+            return ActionResult(False, *exc.args)
+        # The door once nothing else refuses the launch (a door opened for nothing would hold
+        # its port with no record naming it).
         door_facts: dict[str, Any] = {}
         if internal is not None:
             opened = door_steps.open_for_launch(self._server, rec, internal)
             if isinstance(opened, ActionResult):
                 return opened
             door_facts = opened
-        else:
-            door_steps.close_unwanted(rec)
-        argv, cwd, env_base = command or (list(profile.argv), profile.cwd, None)
-        if internal is not None:  # the child's words only: the profile keeps its own
+            # The child's words only: the profile keeps its own.
             argv = vllm_args.set_flag(argv, vllm_args.HOST, door.LOOPBACK)
             argv = vllm_args.set_flag(argv, vllm_args.PORT, str(internal))
-        try:
-            handed = {} if env_base is not None else self._handed_secrets()
-        except launch.MissingSecret as exc:
-            return ActionResult(False, *exc.args)
+        else:
+            door_steps.close_unwanted(rec)
         log_file = state.log_path(self._server.name)
         launch.rotate_log(log_file)
         shown = vllm_args.mask_secrets(argv)
