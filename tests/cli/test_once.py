@@ -177,7 +177,7 @@ def test_demo_once_stops_the_server_it_started_where_the_simulated_gpu_ran_alrea
 _INTERRUPTED_WHILE_THE_GPU_STARTS = """
 import sys
 from vramtop.machines import demo_backend as module
-def interrupted(machine):
+def interrupted(*args, **kwargs):
     raise KeyboardInterrupt
 module.demo_profile = interrupted
 from vramtop import entry
