@@ -1,0 +1,92 @@
+"""The door's holding logic in one event loop: order, drain, fail and the hold timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vramtop.frontdoor.gate import Gate, Refusal
+
+UP = "http://127.0.0.1:8001"
+
+
+async def test_held_requests_go_in_arrival_order_to_the_new_upstream() -> None:
+    gate = Gate(UP, hold_s=60)
+    assert await gate.hold(drain_s=1) is True
+    done: list[tuple[int, str]] = []
+
+    async def request(i: int) -> None:
+        done.append((i, await gate.admit()))
+
+    tasks = []
+    for i in range(5):
+        tasks.append(asyncio.create_task(request(i)))
+        await asyncio.sleep(0)  # each arrives after the one before
+    await asyncio.sleep(0.01)
+    assert (gate.held, done) == (5, [])
+    assert gate.release("http://127.0.0.1:9002") == 5
+    await asyncio.gather(*tasks)
+    assert done == [(i, "http://127.0.0.1:9002") for i in range(5)]
+    assert (gate.in_flight, gate.held, gate.holding) == (5, 0, False)
+
+
+async def test_hold_returns_once_the_last_request_in_flight_ends() -> None:
+    gate = Gate(UP, hold_s=60)
+    assert await gate.admit() == UP
+    assert await gate.admit() == UP
+    drain = asyncio.create_task(gate.hold(drain_s=30))
+    await asyncio.sleep(0.01)
+    gate.finished(ok=True)
+    await asyncio.sleep(0.01)
+    assert not drain.done()
+    gate.finished(ok=True)
+    assert await asyncio.wait_for(drain, 5) is True
+    assert gate.served == 2
+    assert await gate.hold(drain_s=0) is True  # none in flight: at once
+
+
+async def test_a_drain_that_runs_out_says_so() -> None:
+    gate = Gate(UP, hold_s=60)
+    await gate.admit()
+    assert await gate.hold(drain_s=0.05) is False
+    assert gate.in_flight == 1 and gate.holding
+
+
+async def test_fail_refuses_every_held_request_and_ends_holding() -> None:
+    gate = Gate(UP, hold_s=60)
+    await gate.hold(drain_s=0)
+    tasks = [asyncio.create_task(gate.admit()) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    assert gate.fail("the new server exited") == 3
+    for task in tasks:
+        with pytest.raises(Refusal) as refused:
+            await task
+        assert refused.value.status == 503 and refused.value.retry_after_s == 30
+        assert refused.value.body["error"]["message"].endswith("the new server exited")
+    assert gate.holding is False and await gate.admit() == UP
+
+
+async def test_a_request_held_past_the_hold_time_is_refused() -> None:
+    gate = Gate(UP, hold_s=0.05)
+    await gate.hold(drain_s=0)
+    with pytest.raises(Refusal) as refused:
+        await gate.admit()
+    assert refused.value.body["error"]["message"].startswith(
+        "vramtop's front door held this request for 0.05 s while vLLM restarted"
+    )
+    assert gate.held == 0 and gate.longest_hold_s >= 0.05
+
+
+async def test_the_longest_hold_counts_the_requests_still_waiting() -> None:
+    now = [100.0]
+    gate = Gate(None, hold_s=600, clock=lambda: now[0])
+    assert gate.holding  # no upstream: nothing to forward to yet
+    task = asyncio.create_task(gate.admit())
+    await asyncio.sleep(0.01)
+    now[0] = 142.5
+    assert gate.longest_hold_now() == 42.5
+    with pytest.raises(ValueError):
+        gate.release(None)
+    gate.release(UP)
+    assert await task == UP and gate.longest_hold_s == 42.5
