@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import threading
 import time
@@ -239,3 +240,19 @@ def test_the_stats_file_is_private_and_follows(
         "upstream", "holding", "in_flight", "held", "served", "failed", "longest_hold_s",
         "ttft_p50_s", "ttft_p95_s", "e2e_p50_s", "e2e_p95_s", "decode_tps_p50", "pid", "started",
     }  # fmt: skip
+
+
+def test_a_client_gone_while_held_is_not_forwarded(door_factory: Any) -> None:
+    with upstream() as url:
+        door = door_factory(url)
+        door.post(protocol.HOLD_ROUTE, {"drain_s": 1})
+        with socket.create_connection(("127.0.0.1", door.port)) as sock:
+            sock.sendall(b"GET /echo?gone=1 HTTP/1.1\r\nHost: door\r\n\r\n")
+            assert wait_for(lambda: door.status()["held"] == 1)
+        assert door.post(protocol.RELEASE_ROUTE, {}).json() == {"released": 1}
+        assert wait_for(lambda: door.status()["abandoned"] == 1)
+        status = door.status()
+        assert (status["in_flight"], status["served"], status["failed"]) == (0, 0, 0)
+        # The upstream never saw it; the next request goes through.
+        assert httpx.get(door.url + "/echo?next=1").status_code == 200
+        assert httpx.get(url + "/seen").json() == [["GET", "/echo?next=1"], ["GET", "/seen"]]

@@ -1,6 +1,7 @@
 """Small real HTTP upstreams for the door's tests, each on a port of its own in a thread: one
 that echoes what it was sent and answers with chosen headers, a fixed SSE stream whose exact
-bytes the test knows, one that breaks off mid-stream, a gzip answer, and a body echo."""
+bytes the test knows, one that breaks off mid-stream, a gzip answer, a body echo, and the
+list of what it was asked (`/seen`)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if gap:
                     time.sleep(gap)
             self.wfile.write(b"0\r\n\r\n")
+        elif parts.path == "/seen":
+            self._send(200, json.dumps(seen).encode(), [("Content-Type", "application/json")])
         elif parts.path == "/gzip":
             self._send(
                 200,
