@@ -34,8 +34,6 @@ NOT_YET_TYPED = {
     "supervisor/door_steps.py",
     "supervisor/handle.py",
     "supervisor/service.py",
-    "tui/runner.py",
-    "tui/screens/headroom_screen.py",
 }
 
 

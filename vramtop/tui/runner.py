@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtop import locations
 from vramtop.core.model import ServerState
@@ -46,7 +46,7 @@ class ActionRunner:
         self.busy: str | None = None  # the action running now, if any
         self._load_stop_asked = False  # s during a start: the load is being stopped
         self._restart_armed = False
-        self._pending_flags: dict[str, Any] = {}  # a what-if proposal's, for the relaunch
+        self._proposal: Proposal | None = None  # the what-if's flags, for the relaunch
         self.quitting = False
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
@@ -128,28 +128,36 @@ class ActionRunner:
         proposal changes (its --max-model-len, its KV dtype)."""
         from dataclasses import replace
 
-        inputs, pending = self._app.shown.headroom_inputs, self._pending_flags
-        if inputs is None or not pending:
+        inputs, proposal = self._app.shown.headroom_inputs, self._proposal
+        if inputs is None or proposal is None:
             return inputs
-        changed = {k: v for k, v in pending.items() if k in ("max_model_len", "kv_cache_dtype")}
-        return replace(inputs, **changed)
+        if proposal.max_model_len is not None:
+            inputs = replace(inputs, max_model_len=proposal.max_model_len)
+        if proposal.kv_cache_dtype is not None:
+            inputs = replace(inputs, kv_cache_dtype=proposal.kv_cache_dtype)
+        return inputs
 
     def _relaunch_chosen(self, choice: RelaunchChoice | None) -> None:
-        flags, self._pending_flags = self._pending_flags, {}
+        proposal, self._proposal = self._proposal, None
         if choice is None:
             return
+        max_model_len = proposal.max_model_len if proposal else None
+        kv_cache_dtype = proposal.kv_cache_dtype if proposal else None
         if choice.max_model_len is not None:
             # The budget's pool cannot hold the ceiling asked for: vLLM would refuse it.
-            flags["max_model_len"] = choice.max_model_len
-        if choice.forced:
-            # Confirmed against the free memory: only vLLM itself checks (a failed start goes
-            # back to the previous flags).
-            flags["precheck"] = _no_precheck
+            max_model_len = choice.max_model_len
+        # Confirmed against the free memory: only vLLM itself checks (a failed start goes back
+        # to the previous flags). None: the backend's own precheck.
+        precheck = _no_precheck if choice.forced else None
         backend = self._app.backend
         self.start(
             "relaunch",
             lambda progress: backend.relaunch(
-                gpu_memory_utilization=choice.util, progress=progress, **flags
+                gpu_memory_utilization=choice.util,
+                max_model_len=max_model_len,
+                kv_cache_dtype=kv_cache_dtype,
+                progress=progress,
+                precheck=precheck,
             ),
         )
 
@@ -175,7 +183,7 @@ class ActionRunner:
     def _headroom_chosen(self, proposal: Proposal | None) -> None:
         if proposal is None:
             return
-        self._pending_flags = proposal.extra_flags()
+        self._proposal = proposal
         self.relaunch(suggested=proposal.util)
 
     # -- start and stop --------------------------------------------------------------------

@@ -25,17 +25,11 @@ from vramtop.tui.widgets.typed_input import TypedInput
 
 @dataclass(frozen=True)
 class Proposal:
+    """The what-if's answer: the budget, and the flags it changes (None: kept as they are)."""
+
     util: float
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
-
-    def extra_flags(self) -> dict[str, Any]:
-        flags: dict[str, Any] = {}
-        if self.max_model_len is not None:
-            flags["max_model_len"] = self.max_model_len
-        if self.kv_cache_dtype is not None:
-            flags["kv_cache_dtype"] = self.kv_cache_dtype
-        return flags
 
 
 class HeadroomScreen(ModalScreen[Proposal | None]):
