@@ -125,6 +125,7 @@ class Watch:
         # When the adaptive budget last stepped down and up (Unix time): `--once --json`.
         self._down_wall: float | None = None
         self._up_wall: float | None = None
+        self._last_t = 0.0  # the latest sample's time
 
     def begin(self) -> int | None:
         """Start the server when it is not running, and housekeeping beside the ticks; an
@@ -157,12 +158,18 @@ class Watch:
         if action is not None and action.is_alive():
             say("waiting for the relaunch under way to answer")
             action.join(ACTION_WAIT_S)
+        answer, self._answer = self._answer, None
+        if answer is not None:  # said before the guard leaves, not lost with it
+            for decision in self.policy.finished(self._last_t, *answer):
+                self._tell(self._last_t, decision)
+            self._publish()
         self.notifier.close()
         self.backend.close(stop_server=False)
 
     # -- each step -------------------------------------------------------------------------
     def on_step(self, step: Step) -> None:
         sample = step.frame.sample
+        self._last_t = sample.t
         policy = self.policy
         for finding in step.opened:
             self.notifier.send(finding_opened(finding, plan=self._plan(finding)))
