@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,35 @@ def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
         Profile(name="bad", argv=["vllm"], auto_remedy="always")  # type: ignore[arg-type]
     with pytest.raises(pydantic.ValidationError):
         Profile(name="bad", argv=["vllm"], settle_s=0)
+
+
+def test_one_guard_per_profile_and_a_failed_start_leaves_it_watching(tmp_path: Path) -> None:
+    profiles = tmp_path / "config" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "broken.toml").write_text(
+        'name = "broken"\nargv = ["/nonexistent/vllm", "serve", "m"]\nport = 9\n'
+    )
+    env = {**os.environ, "VRAMTOP_HOME": str(tmp_path)}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", "guard", "--profile", "broken", "--notify", "terminal"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert first.stderr is not None
+        lines = []
+        for line in first.stderr:
+            lines.append(line)
+            if "guarding profile broken" in line:
+                break
+        assert any("the server did not start" in line for line in lines), lines
+        assert first.poll() is None  # it goes on watching
+        second = vramtop("guard", "--profile", "broken", home=tmp_path)
+        assert second.returncode == 2
+        assert f"(pid {first.pid}) already acts for profile broken" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(60)
+    assert first.returncode == 0

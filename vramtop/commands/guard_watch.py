@@ -76,9 +76,7 @@ def guard_loop(
             return ExitCode.USAGE
         backend.asked_by = GUARD
         watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
-        code = watch.begin()
-        if code is not None:
-            return code
+        watch.begin()
         # The pace in real seconds: a sample each `interval_s` of the samples' clock.
         speed = sim_speed() if backend.demo else 1.0
         runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
@@ -127,9 +125,11 @@ class Watch:
         self._up_wall: float | None = None
         self._last_t = 0.0  # the latest sample's time
 
-    def begin(self) -> int | None:
-        """Start the server when it is not running, and housekeeping beside the ticks; an
-        exit code when the server cannot be started."""
+    def begin(self) -> None:
+        """Start the server when it is not running, and housekeeping beside the ticks. A
+        start that fails is said (and sent) and the guard goes on watching: the diagnosis
+        names why (a launch that could not run, memory at startup), and a guard that exited
+        would only be restarted by systemd into the same failure."""
         backend = self.backend
         backend.housekeeping()
         state = backend.supervisor.status().state if backend.supervisor else None
@@ -138,9 +138,7 @@ class Watch:
             result = backend.start()
             if not result.ok:
                 say(f"the server did not start: {result.message}")
-                backend.close(stop_server=False)
-                self.notifier.close()
-                return ExitCode.ERROR
+                self.notifier.send(action_news("start", "failed", reason=result.message))
         backend.keep_house()
         modes = [
             f"auto remedy {'between turns' if self.settings.auto_remedy else 'off'}",
