@@ -199,9 +199,13 @@ def test_the_same_prompts_stream_the_same_through_the_door(
             assert [without_ids(e) for e in through] == [without_ids(e) for e in direct]
         text = text_of(through, chat)
         assert text and text == text_of(direct, chat)
+    # A longer answer, whose chunks come over time even when the short ones came at once.
+    long = {**body(PROMPTS[0], chat), "max_tokens": 400, "ignore_eos": True}
+    assert len(raw_events(door.url, long, chat)) > 10
     status = httpx.get(door.url + protocol.PREFIX).json()
     assert status["failed"] == 0 and status["served"] >= len(PROMPTS)
     assert status["ttft_p50_s"] is not None and status["decode_tps_p50"] is not None
+    assert status["decode_tps_p50"] > 0 and status["e2e_p50_s"] >= status["ttft_p50_s"]
     assert API_KEY not in door.text()
 
 
@@ -257,8 +261,8 @@ def test_vllm_routes_and_the_key_go_through(vllm: Proc, door: Proc) -> None:
     assert through.status_code == direct.status_code == 200
 
     def models(answer: httpx.Response) -> Any:
-        # Each answer names its permission by an id of its own.
-        return [{**m, "permission": None} for m in answer.json()["data"]]
+        # Each answer has its own time and names its permission by an id of its own.
+        return [{**m, "permission": None, "created": None} for m in answer.json()["data"]]
 
     assert models(through) == models(direct) and models(through)[0]["id"] == SERVED_NAME
     assert httpx.get(door.url + "/v1/models", timeout=10).status_code == 401

@@ -68,5 +68,14 @@ def test_decode_speed_is_events_after_the_first_over_their_time() -> None:
     assert tally.decode_tps() is not None
     assert abs((tally.decode_tps() or 0) - 20.0) < 1e-9
     one = SseTally()
-    one.feed(b'data: {"choices":[{"text":"x"}]}\n\n', 1.0)
-    assert one.decode_tps() is None
+    one.feed(b'data: {"choices":[{"text":"x"}]}\n\n' * 5, 1.0)
+    assert one.decode_tps() is None  # all in one chunk: no time to divide by
+
+
+def test_a_burst_first_chunk_is_not_counted_as_decoded_in_the_time() -> None:
+    tally = SseTally()
+    event = b'data: {"choices":[{"text":"x"}]}\n\n'
+    tally.feed(event * 30, 2.0)  # a backlog the server sent at once
+    tally.feed(event * 10, 2.5)
+    assert tally.token_events == 40
+    assert tally.decode_tps() == 20.0

@@ -90,12 +90,21 @@ class SseTally:
     """Counts a stream's SSE events as its chunks pass (an event may span chunks) and when the
     first and last text-bearing ones arrived."""
 
-    __slots__ = ("_tail", "events", "first_token_t", "last_token_t", "token_events")
+    __slots__ = (
+        "_tail",
+        "events",
+        "first_chunk_tokens",
+        "first_token_t",
+        "last_token_t",
+        "token_events",
+    )
 
     def __init__(self) -> None:
         self._tail = b""
         self.events = 0
         self.token_events = 0
+        # Text events that came in the chunk of the first: decoded before the clock started.
+        self.first_chunk_tokens = 0
         self.first_token_t: float | None = None
         self.last_token_t: float | None = None
 
@@ -114,12 +123,17 @@ class SseTally:
                 self.token_events += 1
                 if self.first_token_t is None:
                     self.first_token_t = now
+                if now == self.first_token_t:
+                    self.first_chunk_tokens += 1
                 self.last_token_t = now
 
     def decode_tps(self) -> float | None:
-        """Text events per second after the first one (one event is one token in vLLM's
-        stream, speculative decoding aside); `None` below two events or with no time between."""
+        """Text events per second after the first chunk that carried one: those that came
+        later over the time from that chunk to the last (one event is one token in vLLM's
+        stream, speculative decoding aside). A server short of CPU sends several at once, so
+        the first chunk's are not counted: they were decoded before the clock started.
+        `None` when every text event came in one chunk."""
         first, last = self.first_token_t, self.last_token_t
-        if self.token_events < 2 or first is None or last is None or last <= first:
+        if first is None or last is None or last <= first:
             return None
-        return (self.token_events - 1) / (last - first)
+        return (self.token_events - self.first_chunk_tokens) / (last - first)
