@@ -257,6 +257,26 @@ class Rates:
 
 
 @dataclass(frozen=True)
+class DoorReading:
+    """What the profile's front door says it sees (`GET /vramtop/door`), one read a tick.
+    Counts are the door's own since its start; latencies are p50/p95 over its latest
+    generation requests (None until measured)."""
+
+    address: str  # the door's HOST:PORT, as the profile names it
+    holding: bool = False  # new requests wait (a restart or relaunch under way)
+    in_flight: int = 0  # forwarded, not yet answered whole
+    held: int = 0  # waiting at the door now
+    served: int = 0  # forwarded and answered whole
+    failed: int = 0  # answered with the door's own error, or a stream broken off
+    longest_hold_s: float = 0.0  # the longest any request has waited, those waiting included
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p95_s: float | None = None
+    decode_tps_p50: float | None = None  # the decode speed the clients saw, per request
+
+
+@dataclass(frozen=True)
 class Sample:
     """Everything one tick saw. `t` is seconds since the session started."""
 
@@ -271,3 +291,5 @@ class Sample:
     # WSL2 only: the Windows side (named desktop programs, the WSL VM's dedicated and shared
     # GPU memory). None where it is not watched.
     windows: WindowsGpuReading | None = None
+    # The profile's front door, where one answered this tick; None: no door, or no answer.
+    door: DoorReading | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from vramtop.core.door_fields import door_json
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import GIB, GpuDevice, ProcessMemory, Sample
 from vramtop.core.windows.session_fields import windows_sample_fields
@@ -144,6 +145,14 @@ def _count(value: float | None) -> int | None:
 
 
 def snapshot(sample: Sample, *, wsl: bool, demo: bool) -> JsonObject:
+    answer = _snapshot(sample, wsl=wsl, demo=demo)
+    if sample.door is not None:
+        # Added, only where the profile's front door answered: what it sees.
+        answer["front_door"] = door_json(sample.door)
+    return answer
+
+
+def _snapshot(sample: Sample, *, wsl: bool, demo: bool) -> JsonObject:
     server = sample.server
     metrics = server.metrics if server else None
     info = sample.info

@@ -115,6 +115,10 @@ class DeferredBackend(Backend):
         self._wsl = value
 
     @property
+    def front_door(self) -> str | None:
+        return self._backend.front_door if self._backend is not None else None
+
+    @property
     def can_act(self) -> bool:
         if self._backend is not None:
             return self._backend.can_act

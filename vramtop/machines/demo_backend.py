@@ -111,6 +111,7 @@ def demo_backend(
     machine as `begin_demo_world` or `begin_demo` brought it up (else this call does).
     `agent`: start the coding agent now (else the caller does, with `start_agent`).
     RuntimeError: the simulated GPU could not be started (the message says why)."""
+    from vramtop.machines.live_machine import door_reader
     from vramtop.machines.machine_backend import DemoHooks, MachineBackend
     from vramtop.machines.sampler import Sampler
     from vramtop.sim.windows_counters import SimWindowsSource
@@ -127,6 +128,7 @@ def demo_backend(
         log_start=lambda: supervisor.log_offset,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
         clock=clock or time.monotonic,
+        door=door_reader(supervisor),  # the demo's door, where it runs behind one
     )
 
     def call_on() -> bool:

@@ -77,6 +77,12 @@ class Backend(ABC):
         return False
 
     @property
+    def front_door(self) -> str | None:
+        """The front door the server is behind (its HOST:PORT), None without one: a restart
+        there drains the requests in flight and holds new ones, so none is lost."""
+        return None
+
+    @property
     def finished(self) -> bool:
         """A recording reached its end: the clock stops, the last frame stays."""
         return False

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.machines.sampler import Sampler
+from vramtop.sources.door_reading import DoorReader
 
 if TYPE_CHECKING:
     # pydantic comes with a profile: watching a URL reads none before its first frame.
@@ -35,6 +36,15 @@ class LiveMachine:
 def api_key_from(profile: Profile | None, env_var: str | None) -> str | None:
     name = env_var or (profile.api_key_env if profile else None)
     return os.environ.get(name) if name else None
+
+
+def door_reader(supervisor: Supervisor | None) -> DoorReader | None:
+    """The profile's front door as a source (its own report, read each tick), or None where
+    the profile has none."""
+    address = supervisor.profile.front_door if supervisor is not None else None
+    if supervisor is None or address is None:
+        return None
+    return DoorReader(supervisor.agent_url, address)
 
 
 def live_machine(
@@ -81,5 +91,6 @@ def live_machine(
         log_path=(lambda: supervisor.log_path) if supervisor else (lambda: None),
         log_start=(lambda: supervisor.log_offset) if supervisor else (lambda: 0),
         windows=windows_source,
+        door=door_reader(supervisor),
     )
     return LiveMachine(sampler, supervisor, wsl)

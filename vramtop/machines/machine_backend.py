@@ -95,6 +95,10 @@ class MachineBackend(Backend):
         return self.supervisor is not None
 
     @property
+    def front_door(self) -> str | None:
+        return self.supervisor.profile.front_door if self.supervisor is not None else None
+
+    @property
     def session(self) -> LiveSession:
         """The live session every tick feeds: its diagnosis, its events, its recording."""
         return self._session

@@ -34,6 +34,7 @@ from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.machines.interface import LOG_KEPT
+from vramtop.sources.door_reading import DoorReader
 from vramtop.sources.logtail import LogTail, last_lines, read_section
 from vramtop.sources.probes import GpuProbe
 from vramtop.sources.scraper import Scraper
@@ -79,9 +80,13 @@ class Sampler:
         clock: Callable[[], float] = time.monotonic,
         timeout_s: float = 2.0,
         windows: WindowsSource | None = None,
+        door: DoorReader | None = None,
     ) -> None:
+        """`door`: the profile's front door, read each tick beside vLLM (which `url` reads
+        behind it, on its loopback port)."""
         self._probe = probe
         self.windows = windows
+        self.door = door
         self._scraper = (
             Scraper(url, api_key=api_key, timeout_s=timeout_s, clock=self.now) if url else None
         )
@@ -128,6 +133,7 @@ class Sampler:
             startup=startup,
             stats=self._stats,
             windows=self.windows.read() if self.windows is not None else None,
+            door=self.door.read() if self.door is not None else None,
         )
         split = self._split(sample, outside_budget(outside_budget_bytes))
         return self.timeline.add(replace(sample, split=split))
@@ -138,6 +144,8 @@ class Sampler:
             self.windows.close()
         if self._scraper is not None:
             self._scraper.close()
+        if self.door is not None:
+            self.door.close()
 
     def log_lines(self, limit: int = 500) -> list[str]:
         lines = self._lines

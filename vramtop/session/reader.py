@@ -19,9 +19,11 @@ from typing import Any, BinaryIO
 from vramtop.core.bounds import MAX_LINE_BYTES
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.diagnosis.rates import counter_rate
+from vramtop.core.door_fields import door_from_json
 from vramtop.core.events import Event
 from vramtop.core.model import (
     CacheConfig,
+    DoorReading,
     GpuDevice,
     GpuReading,
     MemoryKind,
@@ -199,6 +201,7 @@ class SessionReader:
             info=info,
             split=split,
             windows=reading_from_sample(obj),
+            door=_door(obj.get("door")),
         )
 
     def _util(self, obj: Mapping[str, Any]) -> float | None:
@@ -274,6 +277,14 @@ def _device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
         gpu_util=_fraction(g, "gpu_util"),
         memory_util=_fraction(g, "memory_util"),
     )
+
+
+def _door(value: Any) -> DoorReading | None:
+    """A sample's front door (added; absent in older recordings and where none answered)."""
+    if not isinstance(value, dict):
+        return None
+    address = value.get("address")
+    return door_from_json(address if isinstance(address, str) else "", value)
 
 
 def _count(obj: Mapping[str, Any], key: str) -> int | None:

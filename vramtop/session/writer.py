@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from vramtop import files
+from vramtop.core.door_fields import door_json
 from vramtop.core.events import Event, EventName
 from vramtop.core.findings import Change, Finding
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
@@ -164,6 +165,8 @@ def sample_line(sample: Sample) -> dict[str, Any]:
     }
     if sample.gpu.residency_failures is not None:  # optional: WSL2's kernel log was read
         line["residency_failures"] = sample.gpu.residency_failures
+    if sample.door is not None:  # optional: the profile's front door answered
+        line["door"] = door_json(sample.door)
     return line
 
 
