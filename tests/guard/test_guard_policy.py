@@ -295,3 +295,15 @@ def test_the_moment_reads_running_requests_and_the_allowance() -> None:
     assert m.allowance_at(0.93) == TOTAL - budget_bytes(TOTAL, 0.93) - OUTSIDE_BYTES
     unknown = Moment.of(replace(sample(1.0), server=None))
     assert unknown.running is None and not unknown.between_turns
+
+
+def test_a_door_that_answers_after_the_sample_lets_the_new_action_act_at_once() -> None:
+    policy = remedy_policy()
+    found = collapse()
+    policy.observe(sample(10.0), [found])
+    assert policy.door_answers(Door(in_flight=1)) == []  # nothing pending yet
+    assert [d.decision for d in policy.observe(sample(20.0, running=1), [found])] == [WAITED]
+    assert policy.door_answers(Door()) == []  # no door: it waits on
+    decided = policy.door_answers(Door(in_flight=1))
+    assert [d.decision for d in decided] == [ACTED] and decided[0].t == 20.0
+    assert policy.pending() is None and policy.acting() is not None

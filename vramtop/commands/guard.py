@@ -185,19 +185,40 @@ def run(args: argparse.Namespace) -> int:
     notifier = _notifier(settings, wsl=target.wsl)
     if isinstance(notifier, str):
         return _usage(notifier)
-    from vramtop.commands.guard_watch import sim_speed
+    from vramtop.commands.guard_watch import guard_loop, sim_speed
+    from vramtop.supervisor.actor import GUARD, ActorLock
 
-    # On the simulated machine the samples are stamped in simulated seconds.
-    speed = sim_speed()
-    clock = (lambda: time.monotonic() * speed) if target.demo else None
+    # One guard per profile: the lock is taken before anything starts (a world, an agent).
+    lock = ActorLock(_profile_name(target, profile), GUARD)
     try:
-        backend, _owned = backend_for(target, clock=clock)
-    except CommandError as exc:
-        notifier.close()
-        return _usage(str(exc))
-    from vramtop.commands.guard_watch import guard_loop
+        if not lock.try_acquire():
+            notifier.close()
+            holder = lock.holder() or {}
+            return _usage(
+                f"a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) already acts "
+                f"for profile {lock.profile}: one guard per profile; this one leaves"
+            )
+        # On the simulated machine the samples are stamped in simulated seconds.
+        speed = sim_speed()
+        clock = (lambda: time.monotonic() * speed) if target.demo else None
+        try:
+            backend, _owned = backend_for(target, clock=clock)
+        except CommandError as exc:
+            notifier.close()
+            return _usage(str(exc))
+        return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
+    finally:
+        lock.release()
 
-    return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
+
+def _profile_name(target: Target, profile: Profile | None) -> str:
+    """The profile the guard acts for: the named one, or the simulated machine's."""
+    if profile is not None:
+        return profile.name
+    from vramtop.machines.demo_world import demo_profile_name
+    from vramtop.sim.card import DEFAULT_CARD
+
+    return demo_profile_name(target.card or DEFAULT_CARD)
 
 
 def _options_problem(options: GuardOptions) -> str | None:

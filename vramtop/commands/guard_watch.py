@@ -25,7 +25,7 @@ from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.runner import Runner, Step
 from vramtop.outcomes import ExitCode
 from vramtop.sim.protocol import SPEED_ENV
-from vramtop.supervisor.actor import GUARD, ActorLock, write_guard_state
+from vramtop.supervisor.actor import GUARD, write_guard_state
 
 if TYPE_CHECKING:
     from vramtop.commands.guard import GuardSettings
@@ -58,36 +58,23 @@ def guard_loop(
     interval_s: float,
     stop: threading.Event,
 ) -> int:
-    """Guard `backend` until `stop` is set; the command's exit code."""
+    """Guard `backend` until `stop` is set (the caller holds the profile's actor lock); the
+    command's exit code."""
     from vramtop.event_log import EventLog
 
     name = backend.profile_name or "default"
-    lock = ActorLock(name, GUARD)
+    backend.asked_by = GUARD
+    watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
+    watch.begin()
+    # The pace in real seconds: a sample each `interval_s` of the samples' clock.
+    speed = sim_speed() if backend.demo else 1.0
+    runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
     try:
-        if not lock.try_acquire():
-            holder = lock.holder() or {}
-            print(
-                f"vramtop guard: a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) "
-                f"already acts for profile {name}: one guard per profile; this one leaves",
-                file=sys.stderr,
-            )
-            backend.close(stop_server=False)
-            notifier.close()
-            return ExitCode.USAGE
-        backend.asked_by = GUARD
-        watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
-        watch.begin()
-        # The pace in real seconds: a sample each `interval_s` of the samples' clock.
-        speed = sim_speed() if backend.demo else 1.0
-        runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
-        try:
-            runner.run(stop.is_set, watch.on_step)
-        finally:
-            watch.end()
-        say("stopped; vLLM keeps running")
-        return ExitCode.OK
+        runner.run(stop.is_set, watch.on_step)
     finally:
-        lock.release()
+        watch.end()
+    say("stopped; vLLM keeps running")
+    return ExitCode.OK
 
 
 def say(words: str) -> None:
@@ -185,6 +172,9 @@ class Watch:
             outside_budget_bytes=self.backend.outside_budget_bytes(),
             door=door,
         )
+        if door is None and policy.pending() is not None:
+            # Pending from this sample on: a door that holds requests need not wait a sample.
+            decisions += policy.door_answers(self._door())
         for decision in decisions:
             self._tell(sample.t, decision)
             if decision.decision == ACTED and decision.action is not None:

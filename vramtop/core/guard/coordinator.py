@@ -72,6 +72,7 @@ class GuardPolicy:
         self._pending_start: float | None = None  # which server start the wait began on
         self._acting: Action | None = None
         self._acts: deque[float] = deque()
+        self._last: Moment | None = None  # the latest sample's moment
 
     def acting(self) -> Action | None:
         return self._acting
@@ -84,6 +85,13 @@ class GuardPolicy:
         door that holds requests lets it act without waiting for a quiet moment)."""
         return self._pending is not None
 
+    def door_answers(self, door: Door) -> list[Decision]:
+        """The front door answered after this sample's `observe` made an action pending: a
+        door that holds requests lets it act at once, a sample earlier."""
+        if self._pending is None or self._last is None or not door.holds:
+            return []
+        return self._gate(self._last, door)
+
     def adaptive_state(self) -> AdaptiveState | None:
         return self.adaptive.state() if self.adaptive is not None else None
 
@@ -95,7 +103,7 @@ class GuardPolicy:
         outside_budget_bytes: int | None = None,
         door: Door | None = None,
     ) -> list[Decision]:
-        m = Moment.of(s)
+        m = self._last = Moment.of(s)
         if self._acting is not None:
             return []  # the relaunch runs: its own result says what happened
         decisions: list[Decision] = []
