@@ -9,17 +9,15 @@ import contextlib
 import json
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.frontdoor.upstreams import upstream
+from tests.support.door import real_door
 from vramtop.core.model import DoorReading, GpuReading
 from vramtop.core.snapshot import snapshot
 from vramtop.machines.sampler import Sampler
@@ -33,39 +31,13 @@ pytest.importorskip("aiohttp")
 
 
 class NoGpu:
+    name = "test"
+
     def read(self) -> GpuReading:
         return GpuReading(error="no GPU here")
 
     def close(self) -> None:
         pass
-
-
-@contextlib.contextmanager
-def real_door(upstream_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    port = free_port()
-    argv = [sys.executable, "-m", "vramtop.frontdoor", "--listen", f"127.0.0.1:{port}"]
-    argv += ["--upstream", upstream_url]
-    with open(tmp_path / "door.log", "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, (tmp_path / "door.log").read_text()
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/vramtop/door", timeout=1).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "the door did not answer"
-            time.sleep(0.05)
-        yield proc, url
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait(5)
 
 
 def test_the_doors_own_report_is_read_and_a_request_through_it_is_counted(

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
+from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     PER_REQUEST,
@@ -25,10 +26,11 @@ from vramtop.core.diagnosis.normal_rate import (
     decode_tps,
 )
 from vramtop.core.diagnosis.rates import MAX_GAP_S, counter_rate
-from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES, PREFILL_TPS
+from vramtop.core.diagnosis.relaunch import suggest_budget
+from vramtop.core.diagnosis.thresholds import PREFILL_TPS
 from vramtop.core.events import Event
 from vramtop.core.findings import KINDS, Finding, Kind
-from vramtop.core.model import Sample, ServerMetrics, ServerState
+from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
@@ -201,6 +203,32 @@ METRICS: tuple[MetricSpec, ...] = (
     _c("generation_tokens", "Tokens vLLM generated while the exporter watched it."),
     _c("prompt_tokens", "Prompt tokens vLLM read while the exporter watched it."),
     _c("preemptions", "Requests vLLM preempted (evicted from the KV pool) while watched."),
+    # Added: what the profile's front door sees (only where one answers).
+    _g("door_in_flight", "Requests the front door forwarded that are not answered whole yet."),
+    _g("door_held", "Requests waiting at the front door for the server (a restart under way)."),
+    _c(
+        "door_requests",
+        "Requests the front door answered since its start: served (forwarded and answered "
+        "whole) or failed (its own error, or a stream broken off).",
+        "result",
+    ),
+    _g(
+        "door_ttft_seconds",
+        "Time to first token as the clients saw it through the front door, over its latest "
+        "generation requests; `quantile` 0.5 or 0.95.",
+        "quantile",
+    ),
+    _g(
+        "door_e2e_seconds",
+        "End-to-end latency per request through the front door, over its latest generation "
+        "requests; `quantile` 0.5 or 0.95.",
+        "quantile",
+    ),
+    _g(
+        "door_longest_hold_seconds",
+        "The longest any request has waited at the front door since its start, those "
+        "waiting now included.",
+    ),
 )
 SPECS: Mapping[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 
@@ -348,6 +376,26 @@ def series_for(state: ExportState) -> list[Series]:
     out += _findings(sample, state.open_findings)
     out += _budget_for_peak(sample, state.desktop_peak_bytes, state.outside_budget_bytes)
     out += _windows(sample, state.spill)
+    out += door_series(sample.door)
+    return out
+
+
+def door_series(door: DoorReading | None) -> list[Series]:
+    """The front door's figures, where one answered this sample (else none at all)."""
+    if door is None:
+        return []
+    out: list[Series] = []
+    _add(out, "vramtop_door_in_flight", door.in_flight)
+    _add(out, "vramtop_door_held", door.held)
+    _add(out, "vramtop_door_requests_total", door.served, result="served")
+    _add(out, "vramtop_door_requests_total", door.failed, result="failed")
+    for metric, p50, p95 in (
+        ("vramtop_door_ttft_seconds", door.ttft_p50_s, door.ttft_p95_s),
+        ("vramtop_door_e2e_seconds", door.e2e_p50_s, door.e2e_p95_s),
+    ):
+        _add(out, metric, p50, quantile="0.5")
+        _add(out, metric, p95, quantile="0.95")
+    _add(out, "vramtop_door_longest_hold_seconds", door.longest_hold_s)
     return out
 
 
@@ -528,11 +576,14 @@ def _budget_for_peak(sample: Sample, peak: int | None, outside: int | None) -> l
     if peak is None or not sample.gpu.devices:
         return out
     device = sample.gpu.devices[0]
-    fit = budget.suggested_budget(
+    # The finding's rule, with what a sample tells of vLLM's startup checks (no squeeze: no
+    # cap at the current budget, no unseen demand).
+    fit = suggest_budget(
         device.total_bytes,
-        budget.DesktopDemand(peak=peak),
-        DESKTOP_MARGIN_BYTES,
+        peak,
         outside_budget_bytes=budget.outside_budget(outside),
+        now=read.desktop_bytes(sample),
+        smallest_serving=read.smallest_util_that_serves(sample),
     )
     _add(out, "vramtop_desktop_peak_bytes", peak, gpu=str(device.index))
     _add(out, "vramtop_budget_for_desktop_peak_ratio", fit.util)

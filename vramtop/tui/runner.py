@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESTART_CONFIRM_S = 5.0
+# What `r` says behind a front door, where no request is lost and none is asked about.
+DOOR_HOLDS = "the front door holds the agent's requests"
 
 Call = Callable[[Callable[[str], None]], ActionResult]
 
@@ -67,6 +69,16 @@ class ActionRunner:
         fresh = server is not None and server.reachable and not server.stale
         metrics = server.metrics if server is not None and fresh else None
         running = int(metrics.requests_running or 0) if metrics else 0
+        backend = app.backend
+        if backend.front_door is not None:
+            # Behind a front door a restart lets the requests in flight finish (up to the
+            # profile's drain_s) and holds new ones: nothing is lost, nothing to confirm.
+            self._restart_armed = False
+            if self.busy is None:
+                self.start("restart", lambda progress: backend.restart(progress=progress))
+                app.say(f"restart: {DOOR_HOLDS}", news=False)  # until its first step
+                app.render_header()
+            return
         if running and not self._restart_armed:
             self._restart_armed = True
             again = app.key_of("restart")
@@ -78,7 +90,6 @@ class ActionRunner:
         # Confirmed with requests running: they are lost anyway, so the server is not given
         # its whole stop timeout to finish them (uvicorn waits for open connections).
         lost = running > 0
-        backend = app.backend
         self.start(
             "restart", lambda progress: backend.restart(progress=progress, requests_lost=lost)
         )

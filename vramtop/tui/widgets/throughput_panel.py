@@ -34,10 +34,10 @@ from vramtop.core.diagnosis.normal_rate import (
     ago,
     decode_tps,
 )
-from vramtop.core.model import ServerMetrics
+from vramtop.core.model import DoorReading, ServerMetrics
 from vramtop.machines.interface import Frame
 from vramtop.tui.format import count, server_gone, tps
-from vramtop.tui.widgets.text_panel import HISTORY, Detail, Spark, TextPanel
+from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
 
 # Seconds of the samples' own time that the figure shown averages over (a replay at ×20
 # covers 100 s of recording in five ticks: those are not the last few seconds).
@@ -102,16 +102,17 @@ class ThroughputPanel(TextPanel):
         normal = shown_normal(base_gen, [(r.t, r.generation, r.normal) for r in recent])
         decode = window_decode_tps([r.metrics for r in recent])
         each_normal = window_normal_tps(normal_rate, [r.metrics for r in recent])
-        self.set_rows(
-            [
-                _GenerationRow(shown, normal, origin, decode, each_normal),
-                Detail(_plot(tuple(self._generation), normal)),
-                # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
-                _rate_line("prompt", rates.prompt_tps, None),
-                Detail(_plot(tuple(self._prompt), base_prompt)),
-                line,
-            ]
-        )
+        rows: list[Row | Detail] = [
+            _GenerationRow(shown, normal, origin, decode, each_normal),
+            Detail(_plot(tuple(self._generation), normal)),
+            # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
+            _rate_line("prompt", rates.prompt_tps, None),
+            Detail(_plot(tuple(self._prompt), base_prompt)),
+            line,
+        ]
+        if sample.door is not None:  # only where a front door answers: else no row at all
+            rows.append(DoorRow(sample.door))
+        self.set_rows(rows)
 
 
 def normal_origin(normal: NormalRate | None, now: float) -> str:
@@ -170,6 +171,62 @@ class _GenerationRow:
             Content.assemble(f"{'generation':<10} ", total, "  ", each, normal),
             Content.assemble("gen ", (f"{tps(self.total)} tok/s", "bold"), " · ", each, normal),
         ]
+
+
+@dataclass(frozen=True)
+class DoorRow:
+    """What the front door sees, in as much detail as the panel's width holds: requests in
+    flight, time to first token and end-to-end latency (p50/p95 over its latest requests) and
+    those held; while it holds requests, how many and the longest wait."""
+
+    door: DoorReading
+
+    def draw(self, width: int) -> Content:
+        variants = self._variants()
+        for variant in variants:
+            if width <= 0 or cell_len(variant.plain) <= width:
+                return variant
+        return variants[-1]
+
+    def _variants(self) -> list[Content]:
+        door = self.door
+        label = ("door: ", "$text-muted")
+        if door.held:
+            longest = f" (longest {hold_seconds(door.longest_hold_s)} s)"
+            return [
+                Content.assemble(label, (f"holding {door.held}", "bold $warning"), longest),
+                Content.assemble(label, (f"holding {door.held}", "bold $warning")),
+            ]
+        flight = f"{door.in_flight} in flight"
+        if door.holding:  # a restart under way, nothing waiting yet
+            held = ("holding new requests", "$warning")
+            return [
+                Content.assemble(label, flight, " · ", held),
+                Content.assemble(label, held),
+            ]
+        ttft = f"TTFT p50 {seconds(door.ttft_p50_s)} s p95 {seconds(door.ttft_p95_s)} s"
+        e2e = f"e2e p50 {seconds(door.e2e_p50_s)} s"
+        held_now = f"held {door.held}"
+        return [
+            Content.assemble(label, " · ".join((flight, ttft, e2e, held_now))),
+            Content.assemble(label, " · ".join((flight, ttft, held_now))),
+            Content.assemble(label, " · ".join((flight, f"TTFT {seconds(door.ttft_p50_s)} s"))),
+            Content.assemble(label, flight),
+        ]
+
+
+def seconds(value: float | None) -> str:
+    """A latency as the door row shows it: 0.21, 3.1, 42 ("—": not measured yet)."""
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value:.2f}"
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def hold_seconds(value: float) -> str:
+    """How long a request waited at the door: whole seconds, tenths under one."""
+    return f"{value:.1f}" if value < 1 else f"{value:.0f}"
 
 
 def _figure(text: str, now: float | None, normal: float | None) -> tuple[str, str]:

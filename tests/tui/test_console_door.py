@@ -1,0 +1,190 @@
+"""The console behind a front door (Pilot): the throughput panel's door line, the holding
+line, no line without a door; `r` restarts at once without asking, saying that the door holds
+the agent's requests, where a server with no door still asks for a second `r`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from tests.support.console import make_app, settle, ticks
+from tests.support.fake_backend import FakeBackend
+from vramtop.core.model import DoorReading, Sample, ServerState
+from vramtop.machines.demo_backend import demo_backend
+from vramtop.machines.demo_world import stop_demo_world
+from vramtop.outcomes import ActionResult, ProgressCallback
+from vramtop.settings import Settings
+from vramtop.tui.app import VramtopApp
+from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel
+
+ADDRESS = "127.0.0.1:8000"
+SEEN = DoorReading(
+    address=ADDRESS,
+    in_flight=2,
+    held=0,
+    served=40,
+    longest_hold_s=0.0,
+    ttft_p50_s=0.21,
+    ttft_p95_s=0.8,
+    e2e_p50_s=3.1,
+    e2e_p95_s=6.0,
+)
+
+
+class DoorBackend(FakeBackend):
+    """The fake machine behind a front door (or, with `address` None, without one) whose
+    door reports `door` each tick; a restart waits for `release` once it has begun."""
+
+    def __init__(self, address: str | None = ADDRESS, door: DoorReading | None = SEEN) -> None:
+        super().__init__()
+        self.address = address
+        self.door = door
+        self.release = threading.Event()
+        self.release.set()
+
+    @property
+    def front_door(self) -> str | None:
+        return self.address
+
+    def next_sample(self) -> Sample:
+        return replace(super().next_sample(), door=self.door)
+
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
+        self.release.wait(10)
+        return super().restart(progress, requests_lost)
+
+
+def shown(app: VramtopApp, widget: Any) -> str:
+    rendered: Any = app.screen.query_one(widget).render()
+    return str(getattr(rendered, "plain", rendered))
+
+
+async def test_the_throughput_panel_says_what_the_door_sees() -> None:
+    backend = DoorBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ticks(pilot, 2)
+        panel = shown(app, ThroughputPanel)
+        line = "door: 2 in flight · TTFT p50 0.21 s p95 0.80 s · e2e p50 3.1 s · held 0"
+        assert line in panel, panel
+        # A restart under way: the door holds three requests, the longest for 8 s.
+        backend.door = replace(SEEN, holding=True, held=3, in_flight=0, longest_hold_s=8.4)
+        await ticks(pilot, 1)
+        panel = shown(app, ThroughputPanel)
+        assert "door: holding 3 (longest 8 s)" in panel, panel
+        assert "in flight" not in panel
+        # The door stops answering: its line goes, the rest of the panel stays.
+        backend.door = None
+        await ticks(pilot, 1)
+        panel = shown(app, ThroughputPanel)
+        assert "door:" not in panel and "generation" in panel
+
+
+async def test_a_narrow_panel_keeps_the_door_line_on_one_row() -> None:
+    app = make_app(DoorBackend())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 2)
+        panel = app.screen.query_one(ThroughputPanel)
+        width = panel.content_region.width
+        rows = [row for row in shown(app, ThroughputPanel).splitlines() if "door:" in row]
+        assert len(rows) == 1 and len(rows[0].rstrip()) <= width, rows
+        assert rows[0].startswith("door: 2 in flight")
+
+
+async def test_without_a_door_the_panel_has_no_door_line() -> None:
+    app = make_app(FakeBackend())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ticks(pilot, 2)
+        assert "door:" not in shown(app, ThroughputPanel)
+
+
+async def test_r_behind_a_door_restarts_at_once_and_says_the_door_holds() -> None:
+    backend = DoorBackend()
+    backend.release.clear()  # the restart waits: what the header says meanwhile is seen
+    app = make_app(backend)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 3)  # requests run (the fake's metrics say so)
+        await pilot.press("r")
+        await pilot.pause()
+        header = shown(app, ConsoleHeader)
+        assert "restart: the front door holds the agent's requests" in header, header
+        assert "press r again" not in header and "request(s) running" not in header
+        backend.release.set()
+        await settle(pilot)
+        # One `r` was enough, and the restart was not told that requests would be lost.
+        assert backend.calls == [("restart",)]
+
+
+async def test_r_without_a_door_still_asks_for_a_second_r() -> None:
+    backend = DoorBackend(address=None, door=None)
+    app = make_app(backend)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 3)
+        await pilot.press("r")
+        await pilot.pause()
+        header = shown(app, ConsoleHeader)
+        assert "request(s) running: press r again to restart" in header, header
+        assert backend.calls == []
+        await pilot.press("r")
+        await settle(pilot)
+        assert backend.calls == [("restart", "requests lost")]
+
+
+async def test_the_demo_behind_its_door_shows_the_doors_line_and_restarts_on_one_r(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The real simulated machine, its real door process and its agent sending through it.
+    pytest.importorskip("aiohttp")
+    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
+    backend, _ = demo_backend(wsl=False)
+    try:
+        app = VramtopApp(backend, Settings(interval_s=0.25))
+        async with app.run_test(size=(160, 48)) as pilot:
+
+            def seen(what: Callable[[], bool], timeout_s: float = 30.0) -> Awaitable[None]:
+                return _until(pilot, what, timeout_s)
+
+            await seen(lambda: app.sample is not None and app.sample.door is not None)
+            assert backend.front_door is not None
+            assert app.sample is not None and app.sample.door is not None
+            assert app.sample.door.address == backend.front_door
+            await seen(lambda: "door: " in shown(app, ThroughputPanel))
+            await seen(lambda: app.sample is not None and _served(app.sample) >= 1)
+
+            def running() -> bool:
+                info = app.sample.info if app.sample else None
+                return info is not None and info.state is ServerState.RUNNING and not app.busy
+
+            await seen(running)
+            before = len([e for e in backend.events() if e.name == "restart"])
+            await pilot.press("r")  # once: behind the door nothing is asked
+            await pilot.pause()
+            assert "press r again" not in shown(app, ConsoleHeader)
+            await seen(lambda: len([e for e in backend.events() if e.name == "restart"]) > before)
+            await seen(running, 60.0)
+            door_now = app.sample.door if app.sample else None
+            assert door_now is not None and door_now.failed == 0, door_now
+    finally:
+        stop_demo_world()
+
+
+def _served(sample: Sample) -> int:
+    return sample.door.served if sample.door is not None else 0
+
+
+async def _until(pilot: Pilot[int], what: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not what():
+        assert time.monotonic() < deadline, "not seen in time"
+        await asyncio.sleep(0.1)
+        await pilot.pause()
