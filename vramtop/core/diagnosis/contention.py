@@ -2,7 +2,8 @@
 
 What the finding says once the rule in `Diagnoser` has opened it: the collapse in numbers,
 why KV pressure, throttling and a long prefill do not explain it, and the budget to relaunch
-at (or a restart) so the desktop keeps its peak without starving the KV pool.
+at (or a restart) so the desktop keeps its peak without starving the KV pool: that remedy,
+shared with vram_slowdown and the memory-only rule, is `relaunch.contention_remedy`.
 """
 
 from __future__ import annotations
@@ -10,30 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget import (
-    CALL_DEMAND_BYTES,
-    DesktopDemand,
-    Suggestion,
-    desktop_headroom_bytes,
-    kv_change,
-    kv_cost,
-    outside_budget,
-    suggested_budget,
-)
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
-from vramtop.core.diagnosis.squeeze_facts import ContentionFacts
-from vramtop.core.diagnosis.thresholds import (
-    DESKTOP_GROWTH_BYTES,
-    DESKTOP_MARGIN_BYTES,
-    UNSEEN_DESKTOP_DEMAND_BYTES,
+from vramtop.core.diagnosis.relaunch import (  # re-exported: the guard imports them from here
+    DesktopShare as DesktopShare,
 )
+from vramtop.core.diagnosis.relaunch import (
+    contention_remedy as contention_remedy,
+)
+from vramtop.core.diagnosis.squeeze_facts import ContentionFacts
+from vramtop.core.diagnosis.thresholds import DESKTOP_GROWTH_BYTES
 from vramtop.core.findings import (
     Evidence,
-    KvCost,
     Ladder,
-    RelaunchFigures,
-    Remedy,
-    RemedyAction,
     Report,
     RuledOut,
     Severity,
@@ -66,18 +55,6 @@ class Squeeze:
     kv: float | None
     fill: float
     growth: int | None
-
-
-@dataclass(frozen=True)
-class DesktopShare:
-    """What the desktop (everything on the card but the server) held since the server started."""
-
-    at_start: int | None
-    peak: int | None
-    outside_budget: int | None
-    """What the server holds beyond its budget (CUDA context, graphs), last seen uncontended."""
-    growth_bytes_per_s: float = 0.0
-    """The desktop share's recent trend: above 0 while a call's memory still grows."""
 
 
 @dataclass(frozen=True)
@@ -251,157 +228,4 @@ def _summary(collapse: Collapse, device: GpuDevice) -> str:
     return (
         f"Generation fell to {rate:.1f} tok/s with {where} {fill:.0%} full: "
         "the desktop is squeezing vLLM's memory."
-    )
-
-
-def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Remedy:
-    """Relaunch at the budget that leaves the desktop its peak plus a margin (or a restart)."""
-    total = device.total_bytes
-    util_now = read.util(s)
-    outside = outside_budget(desktop.outside_budget)
-    suggestion = _suggestion(s, total, util_now, desktop, outside)
-    util = suggestion.util
-    peak = desktop.peak or read.desktop_bytes(s) or 0
-    figures = RelaunchFigures(
-        desktop_headroom_bytes=suggestion.desktop_headroom_bytes,
-        desktop_peak_bytes=peak,
-        desktop_margin_bytes=DESKTOP_MARGIN_BYTES,
-        unseen_desktop_demand_bytes=suggestion.unseen_bytes,
-        desktop_growth_bytes_per_s=round(desktop.growth_bytes_per_s),
-        desktop_still_growing=suggestion.growing,
-        current_gpu_memory_utilization=util_now,
-        leaves_desktop_peak=suggestion.leaves_desktop_need,
-    )
-    flags = read.flags_at(s, util)
-    # The budget cannot hold one request of the current ceiling: vLLM would refuse the
-    # start, so the remedy lowers --max-model-len with it.
-    lowers = flags is not None and flags.max_model_len is not None
-    cost = _kv_cost(s, total, util_now, util)
-    words = flags.words() if flags is not None else f"{util:.2f}"
-    action, why = _action(figures, util, s, util_now, desktop.at_start, words)
-    if action is RemedyAction.RELAUNCH and cost is not None and cost.kv_pool_bytes is not None:
-        # The figures the relaunch dialog, the what-if and `calc` print for this budget.
-        pool = f"KV pool {(cost.kv_pool_bytes_after or 0) / GIB:.2f} GiB"
-        if cost.kv_cache_tokens is not None:
-            pool += f", {cost.kv_cache_tokens_after:,} tokens"
-        why += f"; {pool}"
-    return Remedy(
-        action=action,
-        gpu_memory_utilization=util,
-        max_model_len=flags.max_model_len if lowers and flags is not None else None,
-        current_max_model_len=flags.current_max_model_len if lowers and flags else None,
-        why=why,
-        kv_pool_bytes=cost.kv_pool_bytes if cost is not None else None,
-        kv_pool_bytes_after=cost.kv_pool_bytes_after if cost is not None else None,
-        relaunch=figures,
-        cost=cost,
-    )
-
-
-def _suggestion(
-    s: Sample, total: int, util_now: float | None, desktop: DesktopShare, outside: int
-) -> Suggestion:
-    peak = desktop.peak or read.desktop_bytes(s) or 0
-    # When the desktop never got past what the server left it, its visible peak is only
-    # what it was allowed: allow for the unseen part.
-    headroom_now = (
-        desktop_headroom_bytes(total, util_now, outside) if util_now is not None else None
-    )
-    capped = headroom_now is not None and peak <= headroom_now
-    demand = DesktopDemand(
-        peak=peak,
-        now=read.desktop_bytes(s),
-        growth_bytes_per_s=desktop.growth_bytes_per_s,
-        unseen=_unseen(peak, desktop.at_start) if capped else 0,
-        at_start=desktop.at_start,
-    )
-    # The desktop's need may not fit beside the model: never propose a budget vLLM would
-    # refuse, even with a shorter --max-model-len.
-    return suggested_budget(
-        total,
-        demand,
-        DESKTOP_MARGIN_BYTES,
-        outside_budget_bytes=outside,
-        util_now=util_now,
-        smallest_serving=read.smallest_util_that_serves(s),
-    )
-
-
-def _unseen(peak: int, at_start: int | None) -> int:
-    """What a desktop that never got past what the server left it may want beyond its peak: a
-    call's demand above where it started, less what it was seen to take (the fixed allowance
-    where its share at the start is not known)."""
-    if at_start is None:
-        return UNSEEN_DESKTOP_DEMAND_BYTES
-    return max(0, at_start + CALL_DEMAND_BYTES - peak)
-
-
-def _kv_cost(s: Sample, total: int, util_now: float | None, util: float) -> KvCost | None:
-    """What the suggestion costs the pool: by the server's calibrated model where it is known
-    (the figures the dialog and the what-if print), else in proportion to the budget."""
-    now, new = read.predictions(s, util_now, util)
-    if now is not None and new is not None:
-        return kv_change(now, new)
-    m = read.metrics(s)
-    cache = m.cache if m else None
-    return kv_cost(
-        total,
-        util_now,
-        util,
-        cache.kv_cache_memory_bytes if cache else None,
-        cache.kv_cache_size_tokens if cache else None,
-    )
-
-
-def _action(
-    figures: RelaunchFigures,
-    util: float,
-    s: Sample,
-    util_now: float | None,
-    at_start: int | None,
-    flag_words: str,
-) -> tuple[RemedyAction, str]:
-    """The action and why, in words (`flag_words`: the relaunch's flags as
-    `RelaunchFlags.words` says them)."""
-    desktop = read.desktop_bytes(s)
-    peak = figures.desktop_peak_bytes
-    headroom_gib = figures.desktop_headroom_bytes / GIB
-    if util_now is not None and util >= util_now:
-        return (
-            RemedyAction.RESTART,
-            "no smaller budget still serves: restart vLLM once the desktop's load is "
-            "gone, or close desktop programs",
-        )
-    # The call is over when the desktop grew and is back near where it started: a restart alone
-    # restores the rate (the field report's 82.8 tok/s), at no KV cost.
-    if (
-        desktop is not None
-        and at_start is not None
-        and peak - at_start >= DESKTOP_GROWTH_BYTES
-        and desktop - at_start < DESKTOP_GROWTH_BYTES
-    ):
-        return (
-            RemedyAction.RESTART,
-            "the desktop's share is back down: restart vLLM now; relaunch at "
-            f"{flag_words} to keep the next call from doing it again",
-        )
-    if figures.desktop_still_growing and figures.leaves_desktop_peak:
-        rate = figures.desktop_growth_bytes_per_s * 60 / GIB
-        return (
-            RemedyAction.RELAUNCH,
-            f"the desktop's share is still growing ({rate:+.2f} GiB a minute): relaunch "
-            f"at {flag_words} leaves it {headroom_gib:.2f} GiB, room for a call's "
-            "memory; or wait until it levels off",
-        )
-    if not figures.leaves_desktop_peak:
-        return (
-            RemedyAction.RELAUNCH,
-            f"relaunch at {flag_words}, the smallest budget that still "
-            f"serves ({headroom_gib:.2f} GiB for the desktop, less than its peak): also close "
-            "desktop programs",
-        )
-    return (
-        RemedyAction.RELAUNCH,
-        f"relaunch at {flag_words} to leave the desktop its peak plus a "
-        f"margin ({headroom_gib:.2f} GiB)",
     )

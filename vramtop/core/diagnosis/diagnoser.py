@@ -4,16 +4,19 @@ Pure: samples and events go in (time comes with them), `Finding` values come out
 `Diagnoser` runs live in the console and over a recorded session (`vramtop diagnose`).
 
 Kinds (fixed vocabulary, see the session format): vram_contention, kv_pressure,
-gpu_throttling, startup_out_of_memory, server_crashed, server_not_answering, vram_slowdown.
-Every rule
-opens on several samples and closes on several, so a noisy signal does not make a finding
-flap.
+gpu_throttling, startup_out_of_memory, server_crashed, server_not_answering, vram_slowdown,
+launch_failed. Every rule opens on several samples and closes on several, so a noisy signal
+does not make a finding flap.
 
-This module holds the collapse's rules (when vram_contention opens and closes); the other
-kinds' rules are with their reports (`server_down.ServerWatch`, `kv_pressure.KvWatch`,
-`throttling.ThrottleWatch`, `slowdown.SlowdownWatch`, which judges the collapse's seconds
-against the same normal); what a collapse's finding says is `contention` and
-`memory_evidence`; findings are kept in `book`, the thresholds are `thresholds`.
+This module holds the collapse's rules (when vram_contention opens and closes) and the window
+of judged points they read (`_points`: the one history of the rate judged against its normal;
+the console's sparkline keeps its own drawing, the sampler's `Timeline` only the counter
+readings a displayed rate needs). Each point is measured, and the normal taught, by
+`meter.RateMeter`; the other kinds' rules are with their reports (`server_down.ServerWatch`,
+`kv_pressure.KvWatch`, `throttling.ThrottleWatch`, `slowdown.SlowdownWatch`, which judges the
+collapse's seconds against the same normal); what a collapse's finding says is `contention`
+and `memory_evidence`, the budget it offers `relaunch`; findings are kept in `book`, the
+thresholds are `thresholds`.
 """
 
 from __future__ import annotations
@@ -34,16 +37,11 @@ from vramtop.core.diagnosis.contention import (
 from vramtop.core.diagnosis.desktop import DesktopWatch
 from vramtop.core.diagnosis.kv_pressure import KvWatch
 from vramtop.core.diagnosis.memory_evidence import memory_evidence, memory_report, squeeze_in_memory
+from vramtop.core.diagnosis.meter import RateMeter
 from vramtop.core.diagnosis.normal_rate import (
-    INTER_TOKEN_LATENCY,
-    PER_REQUEST,
     PER_REQUEST_PREFILL,
     NormalRate,
-    NormalRateLearner,
-    decode_key,
-    decode_tps,
 )
-from vramtop.core.diagnosis.rates import ADMIT_RATIO, MAX_GAP_S, counter_rate
 from vramtop.core.diagnosis.server_down import ServerWatch
 from vramtop.core.diagnosis.slowdown import (
     Slowdown,
@@ -54,16 +52,12 @@ from vramtop.core.diagnosis.slowdown import (
 from vramtop.core.diagnosis.thresholds import (
     CARD_FULL,
     CLOSE_COUNT,
-    COLLAPSE_RATIO,
     CORROBORATED_COUNT,
     CORROBORATED_WINDOW,
     DESKTOP_GROWTH_BYTES,
     KV_LOW,
     OPEN_COUNT,
     OPEN_WINDOW,
-    PREFILL_COLLAPSE_RATIO,
-    PREFILL_TPS,
-    RECOVERED_RATIO,
     RELEARN_SAMPLES,
     SLOWDOWN_REASONS,
     WINDOW,
@@ -83,10 +77,7 @@ class Diagnoser:
     """
 
     def __init__(self, remembered: NormalRate | None = None) -> None:
-        self._normal = NormalRateLearner(remembered=remembered)
-        self._key: str | None = None
-        self._key_argv: tuple[str, ...] | None = None
-        self._running = 1.0
+        self._meter = RateMeter(remembered)  # the normal rate, and each point judged by it
         self._book = FindingBook()
         self._server_watch = ServerWatch(self._book)
         self._throttle = ThrottleWatch(self._book)
@@ -100,9 +91,7 @@ class Diagnoser:
 
     # --- epochs: one per server start ---------------------------------------------------
     def _new_epoch(self) -> None:
-        # The normal decode speed outlives a restart or relaunch (the budget only sizes the
-        # KV pool): what this run learned is what the next one compares with at once.
-        self._normal = NormalRateLearner(remembered=self._normal.current(self._key))
+        self._meter.new_epoch()
         self._contradicted = 0
         self._points: deque[Point] = deque(maxlen=WINDOW)
         self._memory_window: deque[bool] = deque(maxlen=WINDOW)
@@ -136,21 +125,21 @@ class Diagnoser:
         """The total generation rate the running requests normally reach (None: no normal
         rate yet); see `normal_rate` for the per-request figure and where it came from."""
         normal = self.normal_rate()
-        return normal.expected_generation_tps(self._running) if normal is not None else None
+        return normal.expected_generation_tps(self._meter.running) if normal is not None else None
 
     def normal_rate(self) -> NormalRate | None:
         """The normal decode speed compared with now: learned on this run, or remembered
         from an earlier one (its `source` says which). None: nothing to compare with yet."""
-        return self._normal.current(self._key)
+        return self._meter.current()
 
     @property
     def decode_key(self) -> str | None:
         """What the normal rate belongs to (see `normal_rate.decode_key`), once known."""
-        return self._key
+        return self._meter.key
 
     def remember(self, rate: NormalRate | None) -> None:
         """Compare with `rate` (an earlier run's normal) until this run learns its own."""
-        self._normal.remembered = rate
+        self._meter.normal.remembered = rate
 
     def spill_evidence(self) -> SpillEvidence | None:
         """WSL2: the VM's shared memory risen past the spill threshold since the server's
@@ -213,7 +202,8 @@ class Diagnoser:
 
     def feed_sample(self, s: Sample) -> None:
         prev, self._prev = self._prev, s
-        self._track_key(s)
+        if self._meter.track_key(s):
+            self._contradicted = 0
         if s.windows is not None:
             self._spill.add(s.windows, s.t)
         if s.split is not None and s.split.server_gtt_bytes is not None:
@@ -225,11 +215,8 @@ class Diagnoser:
         self._server_watch.check_answering(s, state)
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
             self._server_watch.check_oom_text(s.t, s.startup.error)
-        point = self._measure(prev, s, state)
-        squeezed = self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(
-            Kind.VRAM_SLOWDOWN
-        )
-        normal = point is not None and point.at_normal and not squeezed
+        point = self._meter.measure(prev, s, state)
+        normal = point is not None and point.at_normal and not self._squeezed()
         self._card.track(s, normal=normal)
         self._throttle.check(
             s.t,
@@ -244,97 +231,11 @@ class Diagnoser:
         # seconds is as large, so those seconds judge only the collapse.
         steady = point is None or point.measure != PER_REQUEST_PREFILL
         self._check_slowdown(s, device, state, point, judged and steady, squeeze)
-        if point is not None:
-            self._learn(point)
-
-    # --- measurements --------------------------------------------------------------------------
-    def _track_key(self, s: Sample) -> None:
-        argv = s.info.argv if s.info is not None else ()
-        if self._key is not None and argv == self._key_argv:
-            return  # the same command line: the same key (read once, not every second)
-        key = decode_key(s)
-        if key is None:
-            return
-        if self._key is not None and key != self._key:
-            # Another model, card or dtype: the old normal says nothing about this one.
-            self._normal = NormalRateLearner()
-            self._contradicted = 0
-        self._key, self._key_argv = key, argv
-
-    def _measure(self, prev: Sample | None, s: Sample, state: ServerState | None) -> Point | None:
-        """The rates of a sample taken while requests ran (else None). vLLM's per-token latency
-        needs no request running at both ends: it counts only tokens decoded, so an interval in
-        which a request ended or began is judged by it too (the per-request fallback is not:
-        a request ending mid-interval lowers it)."""
-        if state not in (ServerState.RUNNING, None) or prev is None:
-            return None
-        m, pm = read.metrics(s), read.metrics(prev)
-        if m is None or pm is None:
-            return None
-        now, before = m.requests_running or 0.0, pm.requests_running or 0.0
-        if not (now or before):
-            return None
-        whole = bool(now and before)
-        dt = s.t - prev.t
-        decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
-        if not whole and decode is None:
-            return None
-        gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
-        if gen is None:
-            gen = s.rates.generation_tps
-        if gen is None:
-            return None
-        prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
-        if prompt is None:
-            prompt = s.rates.prompt_tps
-        running = now if whole else max(now, before)
-        if whole:
-            self._running = running
-        # Per request, so that a change of concurrency is never a fall: vLLM's per-token
-        # latency when it has it (prefill does not hide it), else the total over the requests.
-        measure, rate = (
-            (INTER_TOKEN_LATENCY, decode)
-            if decode is not None
-            else (_fallback_measure(prompt), gen / max(1.0, running))
-        )
-        ratio = self._normal.ratio(measure, running, rate)
-        # A second that also read a prompt decodes less, by how long the prompt was: its
-        # normal is noisy, so only a fall far below prefill's own dips counts.
-        line = PREFILL_COLLAPSE_RATIO if measure == PER_REQUEST_PREFILL else COLLAPSE_RATIO
-        collapsed = ratio is not None and ratio < line
-        at_normal = ratio is None or ratio >= RECOVERED_RATIO
-        return Point(
-            s.t,
-            gen,
-            rate,
-            prompt,
-            running,
-            collapsed,
-            at_normal,
-            measure=measure,
-            ratio=ratio,
-            whole=whole,
-        )
-
-    def _learn(self, point: Point) -> None:
-        if self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN):
-            # Squeezed seconds must not teach the normal: a long call would make its own
-            # slowdown normal and the finding close while nothing changed.
-            return
-        if point.ratio is not None and point.ratio < ADMIT_RATIO:
-            return  # suspect: a collapse must not teach the normal
-        if point.measure == INTER_TOKEN_LATENCY:
-            self._normal.add(INTER_TOKEN_LATENCY, point.running, point.per_request_tps)
-        # The fallback measure is learned too (a second whose histogram saw too few tokens is
-        # judged by it), with requests running from end to end: seconds without prefill in
-        # its own normal, seconds with prefill (which lowers it) in theirs.
-        if not point.whole:
-            return
-        measure = _fallback_measure(point.prompt_tps)
-        per_request = point.generation_tps / max(1.0, point.running)
-        ratio = self._normal.ratio(measure, point.running, per_request)
-        if ratio is None or ratio >= ADMIT_RATIO:
-            self._normal.add(measure, point.running, per_request)
+        # Squeezed seconds (as this sample's rules left the findings) must not teach the
+        # normal: a long call would make its own slowdown normal and the finding close while
+        # nothing changed.
+        if point is not None and not self._squeezed():
+            self._meter.learn(point)
 
     # --- rules ---------------------------------------------------------------------------------
     def _check_contention(
@@ -368,7 +269,7 @@ class Diagnoser:
             return judged
         collapse = Collapse(
             points=points,
-            normal_tps=self._normal.reference(points[-1].measure, points[-1].running) or 0.0,
+            normal_tps=self._meter.reference(points[-1].measure, points[-1].running) or 0.0,
             kv=squeeze.kv,
             fill=squeeze.fill,
             growth=squeeze.growth,
@@ -404,7 +305,7 @@ class Diagnoser:
         slowdown = Slowdown(
             points=points,
             judged=self._slowdown.judged_count,
-            normal_tps=self._normal.reference(last.measure, last.running) or 0.0,
+            normal_tps=self._meter.reference(last.measure, last.running) or 0.0,
             squeeze=squeeze,
             normal=self.normal_rate(),
         )
@@ -428,6 +329,10 @@ class Diagnoser:
             ):
                 return points
         return []
+
+    def _squeezed(self) -> bool:
+        """A collapse or a slowdown is open: the desktop squeezes the server now."""
+        return self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN)
 
     def _any_spill(self) -> SpillEvidence | None:
         """The server's memory seen spilled: the WSL VM's shared memory, or AMD's GTT."""
@@ -457,14 +362,14 @@ class Diagnoser:
         """A remembered normal that running seconds contradict for long while nothing
         squeezes the server was wrong for this run (a new driver, longer contexts): forget it
         and learn the normal again."""
-        if point is None or point.ratio is None or self._normal.remembered is None:
+        if point is None or point.ratio is None or self._meter.normal.remembered is None:
             return
         if point.at_normal or squeeze is not None or self._book.is_open(Kind.VRAM_CONTENTION):
             self._contradicted = 0 if point.at_normal else self._contradicted
             return
         self._contradicted += 1
         if self._contradicted >= RELEARN_SAMPLES:
-            self._normal.forget_remembered()
+            self._meter.normal.forget_remembered()
             self._contradicted = 0
 
     def _check_memory_only(self, s: Sample, device: GpuDevice | None, point: Point | None) -> bool:
@@ -499,10 +404,3 @@ _OVER_AT_START = (
     Kind.SERVER_CRASHED,
     Kind.LAUNCH_FAILED,
 )
-
-
-def _fallback_measure(prompt_tps: float | None) -> str:
-    """The per-request fallback's measure for a second: with prefill under way or without."""
-    return (
-        PER_REQUEST_PREFILL if prompt_tps is not None and prompt_tps >= PREFILL_TPS else PER_REQUEST
-    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtop.core.budget import budget_bytes, outside_budget
-from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
+from vramtop.core.diagnosis.relaunch import DesktopShare, contention_remedy
 from vramtop.core.diagnosis.squeeze_facts import MemoryOnlyFacts
 from vramtop.core.findings import Evidence, Ladder, Report, Severity
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod

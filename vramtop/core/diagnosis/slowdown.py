@@ -9,7 +9,7 @@ trade-off in numbers, the rate lost against the KV tokens a smaller budget costs
 
 `SlowdownWatch` holds the rule (the same per-request measure and the same normal as the
 collapse, judged on the same seconds); `memory_squeezes` says whether the memory shows the
-squeeze; `slowdown_report` what the finding says, with `contention_remedy`'s budget.
+squeeze; `slowdown_report` what the finding says, with `relaunch.contention_remedy`'s budget.
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.contention import (
     THROTTLING_RULED_OUT,
-    DesktopShare,
     Point,
     Squeeze,
-    contention_remedy,
     ruled_out_by_memory,
 )
 from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
+from vramtop.core.diagnosis.relaunch import DesktopShare, contention_remedy
 from vramtop.core.diagnosis.squeeze_facts import SlowdownFacts
 from vramtop.core.diagnosis.thresholds import (
     CARD_FULL,

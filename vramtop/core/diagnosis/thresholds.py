@@ -10,9 +10,10 @@ COLLAPSE_RATIO = 0.35  # about a third of the normal rate: the field report fell
 # of that normal, a collapse (the field report's 10x) goes far below.
 PREFILL_COLLAPSE_RATIO = 0.2
 RECOVERED_RATIO = 0.6  # a mild dip (83 → 52 at 0.85) is not a collapse and counts as normal
-# Judged running samples (1 Hz; a second in a prefill or with no normal to compare with is not
-# judged): the collapse opens when it holds on 5 of the last 6, and closes only when 10 of the
-# last 12 are healthy again, so a noisy collapse does not flap.
+# Judged running samples (one a sample; a second with no normal to compare with is not judged,
+# one with slowed clocks counts neither way, one that also read a prompt is judged against its
+# own normal by PREFILL_COLLAPSE_RATIO): the collapse opens when it holds on 5 of the last 6,
+# and closes only when 10 of the last 12 are healthy again, so a noisy collapse does not flap.
 WINDOW = 12
 OPEN_WINDOW = 6
 OPEN_COUNT = 5

@@ -12,9 +12,9 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from vramtop.core.budget import GIB, DesktopDemand, change_words, suggested_budget
-from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES
-from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags
+from vramtop.core.budget import GIB, change_words
+from vramtop.core.diagnosis.relaunch import suggest_budget
+from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
@@ -188,11 +188,13 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             util, source = self._suggested
             parts += ["\nsuggested budget ", (_flag_words(inputs, util), "bold"), f" ({source})"]
         elif self._peak is not None:
-            suggestion = suggested_budget(
+            # The finding's rule, with what the console knows (no squeeze seen: no cap at the
+            # current budget, no unseen demand).
+            suggestion = suggest_budget(
                 inputs.total_bytes,
-                DesktopDemand(peak=self._peak),
-                DESKTOP_MARGIN_BYTES,
+                self._peak,
                 outside_budget_bytes=predict(inputs, self.proposed).outside_budget_bytes,
+                smallest_serving=_safe_smallest(inputs),
             )
             parts += [
                 f"\ndesktop peak this session {gib(self._peak, 2)} GiB → suggested budget ",
@@ -208,6 +210,13 @@ def _flag_words(inputs: HeadroomInputs, util: float) -> str:
     relaunch at `util` needs, as the banner and the relaunch dialog name them."""
     flags = relaunch_flags(inputs, util)
     return flags.words() if flags is not None else f"{util:.2f}"
+
+
+def _safe_smallest(inputs: HeadroomInputs) -> float | None:
+    try:
+        return smallest_serving_util(inputs)
+    except HeadroomError:
+        return None
 
 
 def _safe_flags(inputs: HeadroomInputs, util: float) -> RelaunchFlags | None:
