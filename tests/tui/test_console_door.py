@@ -77,6 +77,10 @@ async def test_the_throughput_panel_says_what_the_door_sees() -> None:
         panel = shown(app, ThroughputPanel)
         line = "door: 2 in flight · TTFT p50 0.21 s p95 0.80 s · e2e p50 3.1 s · held 0"
         assert line in panel, panel
+        # A restart begins: the door holds new requests while those in flight finish.
+        backend.door = replace(SEEN, holding=True)
+        await ticks(pilot, 1)
+        assert "door: 2 in flight · holding new requests" in shown(app, ThroughputPanel)
         # A restart under way: the door holds three requests, the longest for 8 s.
         backend.door = replace(SEEN, holding=True, held=3, in_flight=0, longest_hold_s=8.4)
         await ticks(pilot, 1)
