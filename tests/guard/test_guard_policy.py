@@ -307,3 +307,16 @@ def test_a_door_that_answers_after_the_sample_lets_the_new_action_act_at_once() 
     decided = policy.door_answers(Door(in_flight=1))
     assert [d.decision for d in decided] == [ACTED] and decided[0].t == 20.0
     assert policy.pending() is None and policy.acting() is not None
+
+
+def test_a_rise_seen_in_its_first_tenth_of_a_gib_still_steps_down() -> None:
+    # The call's first sample only just past the rise line: its share is barely above where
+    # it stood, which a collapse's remedy would read as a desktop that is back down.
+    policy = adaptive_policy()
+    for second in range(10):
+        assert policy.observe(sample(float(second), running=1), []) == []
+    decided = policy.observe(sample(10.0, desktop=1.64, running=0), [])
+    assert [(d.decision, d.action.step if d.action else None) for d in decided] == [
+        (ACTED, DOWN)
+    ]
+    assert decided[0].action is not None and decided[0].action.flags.util <= 0.84

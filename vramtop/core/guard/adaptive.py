@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget import CALL_DEMAND_BYTES, GIB, MIB, TREND_WINDOW_S, growth_rate
+from vramtop.core.budget import GIB, GROWING_BYTES_PER_S, MIB, TREND_WINDOW_S, growth_rate
 from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
 from vramtop.core.guard.decisions import (
     ADAPTIVE,
@@ -119,13 +119,12 @@ class AdaptiveBudget:
         device = read.primary(s)
         if device is None:
             return None, []
-        # Stepping down for the call: room for a call's whole demand above where the desktop
-        # stood before it rose, as the remedy allows while a share still grows (the rise is
-        # seen in its first second, before its trend can be read).
-        peak = max(self._peak, (self._base or 0) + CALL_DEMAND_BYTES)
-        share = DesktopShare(
-            self._base, peak, outside_budget_bytes, growth_rate(list(self._history))
-        )
+        # Stepping down for the call: its share is taken as still growing (the rise is seen
+        # in its first second, before a trend can be read), so the remedy leaves room for a
+        # call's whole demand above where the desktop stood before it rose. Its peak is the
+        # one seen: a peak made up would read to the remedy as a desktop already back down.
+        growth = max(growth_rate(list(self._history)), GROWING_BYTES_PER_S)
+        share = DesktopShare(self._base, self._peak, outside_budget_bytes, growth)
         remedy = contention_remedy(s, device, share)
         util = remedy.gpu_memory_utilization
         if remedy.action != "relaunch" or util is None or m.util is None or util >= m.util:
