@@ -89,6 +89,12 @@ __all__ = [
 ]
 
 
+def finding_id(finding: Finding) -> str:
+    """Which finding this is, across ticks and processes: its kind and when it was first
+    seen (the console, the guard and the runner match findings by it)."""
+    return f"{finding.kind}@{finding.first_seen_t:.3f}"
+
+
 def headline(kind: str) -> str:
     """The kind in words; an unknown kind (a newer recording) reads as its id."""
     return HEADLINES.get(kind, kind.replace("_", " "))

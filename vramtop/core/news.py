@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core.findings import SERVER_CRASHED, VRAM_CONTENTION, VRAM_SLOWDOWN, Finding, headline
+from vramtop.core.findings import (
+    SERVER_CRASHED,
+    VRAM_CONTENTION,
+    VRAM_SLOWDOWN,
+    Finding,
+    finding_id,
+    headline,
+)
 from vramtop.core.json_types import JsonValue
 
 OPENED = "opened"
@@ -35,11 +42,6 @@ class News:
     severity: str
     finding: Mapping[str, JsonValue] | None = None
     change: str | None = None
-
-
-def finding_id(finding: Finding) -> str:
-    """Which finding this is, across ticks: its kind and when it was first seen."""
-    return f"{finding.kind}@{finding.first_seen_t:.3f}"
 
 
 def finding_opened(finding: Finding, *, plan: str | None = None) -> News:

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramtop.core.events import Event
-from vramtop.core.findings import Finding
-from vramtop.core.guard.decisions import finding_id
+from vramtop.core.findings import Finding, finding_id
 from vramtop.machines.interface import Backend, Frame
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from vramtop.core.events import Event
-from vramtop.core.findings import Finding
-from vramtop.core.news import CLOSED, OPENED, finding_id
+from vramtop.core.findings import Finding, finding_id
+from vramtop.core.news import CLOSED, OPENED
 from vramtop.event_log import EventLog, path_for
 
 __all__ = ["EventLog", "finding_detail", "path_for", "record_findings"]

@@ -26,11 +26,6 @@ CANCELLED = "cancelled"  # no longer wanted (the collapse ended, a person acted 
 DONE = "done"  # the relaunch answered: its `result` (ok, rolled_back, failed)
 
 
-def finding_id(finding: Finding) -> str:
-    """A finding's identity across ticks: its kind and when it was first seen."""
-    return f"{finding.kind}@{finding.first_seen_t:.3f}"
-
-
 @dataclass(frozen=True)
 class Flags:
     """A relaunch's flags: the budget and, where it must change, --max-model-len."""

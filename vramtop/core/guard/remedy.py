@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vramtop.core.findings import VRAM_CONTENTION, Finding
+from vramtop.core.findings import VRAM_CONTENTION, Finding, finding_id
 from vramtop.core.guard.decisions import (
     AUTO_REMEDY,
     CANCELLED,
@@ -15,7 +15,6 @@ from vramtop.core.guard.decisions import (
     Action,
     Decision,
     Flags,
-    finding_id,
 )
 
 # How long a collapse stays open before the guard relaunches: a collapse that a few seconds
