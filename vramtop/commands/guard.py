@@ -1,7 +1,8 @@
 """`vramtop guard`: the headless watcher. It samples and diagnoses as the console does, with
 no screen, for hours: it sends the news (a finding opened or closed, each action), keeps the
 profile's lasting timeline, and, where asked, relaunches on its own (`--auto-remedy`,
-`--adaptive`; the policies are `vramtop/core/guard/`). One guard per profile (the actor lock);
+`--adaptive`; the policies are `vramtop/core/guard/`). One guard per profile (the guard lock;
+a console holding the actor lock hands it over);
 SIGTERM ends it with exit 0 and vLLM keeps running. `--print-unit` prints a systemd user unit.
 """
 
@@ -186,17 +187,28 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(notifier, str):
         return _usage(notifier)
     from vramtop.commands.guard_watch import guard_loop, sim_speed
-    from vramtop.supervisor.actor import GUARD, ActorLock
+    from vramtop.supervisor.actor import GUARD, ActorLock, guard_lock
 
-    # One guard per profile: the lock is taken before anything starts (a world, an agent).
-    lock = ActorLock(_profile_name(target, profile), GUARD)
+    # One guard per profile: the guard lock is taken before anything starts (a world, an
+    # agent); then the actor lock, which a console opened first hands over at its next tick.
+    name = _profile_name(target, profile)
+    lock = ActorLock(name, GUARD)
+    only_guard = guard_lock(name)
     try:
-        if not lock.try_acquire():
+        if not only_guard.try_acquire():
+            notifier.close()
+            holder = only_guard.holder() or {}
+            return _usage(
+                f"a guard (pid {holder.get('pid')}) already acts for profile {name}: one "
+                "guard per profile; this one leaves"
+            )
+        if not lock.wait_acquire(waiting=_waiting_for):
             notifier.close()
             holder = lock.holder() or {}
             return _usage(
-                f"a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) already acts "
-                f"for profile {lock.profile}: one guard per profile; this one leaves"
+                f"a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) acts for "
+                f"profile {name} and did not hand over (an older vramtop?): close it, then "
+                "start the guard again"
             )
         # On the simulated machine the samples are stamped in simulated seconds.
         speed = sim_speed()
@@ -209,6 +221,16 @@ def run(args: argparse.Namespace) -> int:
         return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
     finally:
         lock.release()
+        only_guard.release()
+
+
+def _waiting_for(holder: dict[str, Any]) -> None:
+    print(
+        f"vramtop guard: waiting for the {holder.get('kind') or 'vramtop'} "
+        f"(pid {holder.get('pid')}) to hand over",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _profile_name(target: Target, profile: Profile | None) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
 from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, Action, Decision, Flags
 from vramtop.core.model import ServerState
-from vramtop.core.news import action_news, finding_closed, finding_opened
+from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.runner import Runner, Step
 from vramtop.outcomes import ExitCode
@@ -29,6 +29,7 @@ from vramtop.supervisor.actor import GUARD, write_guard_state
 
 if TYPE_CHECKING:
     from vramtop.commands.guard import GuardSettings
+    from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.event_log import EventLog
     from vramtop.machines.machine_backend import MachineBackend
@@ -111,6 +112,10 @@ class Watch:
         self._down_wall: float | None = None
         self._up_wall: float | None = None
         self._last_t = 0.0  # the latest sample's time
+        # Findings a console recorded open before it handed over (by kind): already told.
+        self._told_open: set[str] = set()
+        self._told_until: float | None = None  # (in the samples' clock)
+        self._pending_wall: float | None = None  # since when an action is pending (Unix time)
 
     def begin(self) -> None:
         """Start the server when it is not running, and housekeeping beside the ticks. A
@@ -118,6 +123,10 @@ class Watch:
         names why (a launch that could not run, memory at startup), and a guard that exited
         would only be restarted by systemd into the same failure."""
         backend = self.backend
+        try:
+            self._told_open = told_open_kinds(self.timeline.read())
+        except OSError:
+            log.warning("the lasting timeline cannot be read", exc_info=True)
         backend.housekeeping()
         state = backend.supervisor.status().state if backend.supervisor else None
         if backend.autostart or state in (ServerState.STOPPED, ServerState.CRASHED):
@@ -156,12 +165,13 @@ class Watch:
         sample = step.frame.sample
         self._last_t = sample.t
         policy = self.policy
-        for finding in step.opened:
+        opened = tuple(f for f in step.opened if not self._told_already(f, sample.t))
+        for finding in opened:
             self.notifier.send(finding_opened(finding, plan=self._plan(finding)))
         for finding in step.closed:
             self.notifier.send(finding_closed(finding))
-        self._record_findings(step.opened, step.closed)
-        decisions: list[Decision] = []
+        self._record_findings(opened, step.closed)
+        decisions: list[Decision] = self._person_acted(sample.t)
         answer, self._answer = self._answer, None
         if answer is not None:
             decisions += policy.finished(sample.t, *answer)
@@ -179,7 +189,43 @@ class Watch:
             self._tell(sample.t, decision)
             if decision.decision == ACTED and decision.action is not None:
                 self._act(decision.action)
+        if policy.pending() is None:
+            self._pending_wall = None
+        elif self._pending_wall is None:
+            self._pending_wall = time.time()
         self._publish()
+
+    def _told_already(self, finding: Finding, t: float) -> bool:
+        """Whether a console that acted before this guard took over already told `finding`
+        (the lasting timeline has its kind open): its news is not sent again, nor its opening
+        written again; its closing is the guard's to tell. Only for the findings the guard
+        sees open in its first `TOLD_GRACE_S`: later ones are new."""
+        if self._told_until is None:
+            self._told_until = t + TOLD_GRACE_S
+        if t > self._told_until:
+            self._told_open.clear()
+        if finding.kind not in self._told_open:
+            return False
+        self._told_open.discard(finding.kind)
+        say(f"{finding.kind} is open: the console told it before the guard took over")
+        return True
+
+    def _person_acted(self, t: float) -> list[Decision]:
+        """A key or a command (another process) acted for the profile since the automatic
+        action became pending: that action gives way, and says so."""
+        since = self._pending_wall
+        if since is None or self.policy.pending() is None:
+            return []
+        try:
+            events = self.timeline.read(since=since)
+        except OSError:
+            return []
+        for event in events:
+            asked_by = event.detail.get("asked_by")
+            if event.name in PERSON_ACTIONS and asked_by in PERSON:
+                self._pending_wall = None
+                return self.policy.person_acted(t, f"a {event.name} ({asked_by})")
+        return []
 
     def _plan(self, finding: Finding) -> str | None:
         remedy = finding.remedy
@@ -287,6 +333,21 @@ class Watch:
 
 
 _NEWS_RESULT = {"waited": "waiting", "acted": "relaunching", "skipped": "skipped"}
+# How long after the guard's first sample a finding it sees open may be one a console told.
+TOLD_GRACE_S = 60.0
+# A person's actions, as the lasting timeline records them (`asked_by`).
+PERSON_ACTIONS = ("start", "stop", "restart", "relaunch")
+PERSON = ("key", "command")
+
+
+def told_open_kinds(events: list[Event]) -> set[str]:
+    """The finding kinds whose last `finding` event in the lasting timeline is an opening:
+    open when this guard took over, told by whoever acted before it."""
+    last: dict[str, object] = {}
+    for event in events:
+        if event.name == "finding":
+            last[str(event.detail.get("kind"))] = event.detail.get("change")
+    return {kind for kind, change in last.items() if change == OPENED}
 
 
 def _outside_flags(argv: list[str]) -> Flags | None:

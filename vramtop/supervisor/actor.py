@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,21 @@ ACQUIRE_TRIES = 5
 ACQUIRE_PAUSE_S = 0.02
 
 
+# How long a guard that a console's actor lock holds up waits for that console to hand over
+# (a console checks at each tick of its telling) before it leaves.
+HANDOVER_WAIT_S = 10.0
+HANDOVER_POLL_S = 0.1
+
+
 def actor_lock_path(profile: str) -> Path:
     """The profile's actor lock (profile names are file names already)."""
     return locations.state_dir() / f"actor-{profile}.lock"
+
+
+def guard_lock_path(profile: str) -> Path:
+    """The lock only guards take: the guard has precedence over a console, so a console that
+    sees it held lets the actor lock go; a second guard is refused."""
+    return locations.state_dir() / f"guard-{profile}.lock"
 
 
 class ActorLock:
@@ -88,6 +101,30 @@ class ActorLock:
             return {"pid": None, "kind": None, "since": None}
         return record if isinstance(record, dict) else None
 
+    def wait_acquire(
+        self,
+        timeout_s: float = HANDOVER_WAIT_S,
+        *,
+        poll_s: float = HANDOVER_POLL_S,
+        sleep: Callable[[float], object] = time.sleep,
+        waiting: Callable[[dict[str, Any]], None] | None = None,
+    ) -> bool:
+        """Take the lock, polling up to `timeout_s` while another process holds it (a console
+        handing over); `waiting` is told the holder once, the first time it is seen."""
+        deadline = time.monotonic() + timeout_s
+        told = False
+        while True:
+            if self.try_acquire():
+                return True
+            if not told and waiting is not None:
+                holder = self.holder()
+                if holder is not None:
+                    waiting(holder)
+                    told = True
+            if time.monotonic() >= deadline:
+                return False
+            sleep(poll_s)
+
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
@@ -100,6 +137,17 @@ class ActorLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def guard_lock(profile: str) -> ActorLock:
+    """The profile's guard lock (held by a guard for its whole life, beside the actor lock)."""
+    return ActorLock(profile, GUARD, guard_lock_path(profile))
+
+
+def guard_holder(profile: str) -> dict[str, Any] | None:
+    """The guard that holds the profile's guard lock (`pid`, `kind`, `since`); None when no
+    guard runs for it."""
+    return guard_lock(profile).holder()
 
 
 # -- the guard's adaptive state, for `--once --json` ---------------------------------------

@@ -400,6 +400,8 @@ class VramtopApp(App[int]):
             error = failed[-1].detail.get("error")
             self.say(f"recording failed: {error} · the live view goes on", news=False)
         self._telling().findings_shown(frame.findings, frame.sample.t)
+        for words in self._telling().take_said():  # a guard took over for the profile, or left
+            self.say(words)
 
     def _telling(self) -> ConsoleTelling:
         """The terminal's notifications and the lasting timeline (telling.py), made once a

@@ -4,7 +4,10 @@ profile's lasting timeline; and, for its `e` timeline, the events of earlier run
 
 Only the one process that acts for the profile tells (`console_may_notify`, the profile's
 actor lock): when a guard runs, it notifies and writes the timeline, and the console only
-shows. A recording played back
+shows. The guard has precedence: a console that holds the actor lock checks at each tick
+whether a guard holds the profile's guard lock, and if so lets the actor lock go at once
+(the guard waits for it) and says so once; when that guard has gone, the console takes the
+actor lock again at its next tick, and says that too. A recording played back
 tells nothing: its findings are not happening now. The sequences go through Textual's own
 driver, the one writer of the terminal while the console runs (as Textual's
 `copy_to_clipboard` writes its OSC 52), so they never land in the middle of a frame.
@@ -19,8 +22,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.events import Event
-from vramtop.core.findings import Finding
-from vramtop.core.news import finding_closed, finding_id, finding_opened
+from vramtop.core.findings import Finding, finding_id
+from vramtop.core.news import finding_closed, finding_opened
 from vramtop.machines.interface import Backend
 from vramtop.notify.terminal import TerminalSender
 from vramtop.session.event_log import EventLog, earlier_events, record_findings
@@ -65,7 +68,47 @@ class ConsoleTelling:
         self._open: dict[str, Finding] = {}
         self.opened_at = clock()  # events before this are a previous run's
         self._actor: ActorLock | None = None
-        self.acting = self._may_notify(backend, self._actor_lock())  # taken now when free
+        self._guard_pid: object = None  # the guard acting for the profile, while one does
+        self._said: list[str] = []  # for the status line, taken by `take_said`
+        self.acting = self._act_now()  # the lock taken now when free
+
+    def _act_now(self) -> bool:
+        """Whether this console acts for its profile at this tick: never while a guard holds
+        the guard lock (the actor lock let go at once for it), else `may_notify`."""
+        lock = self._actor_lock()
+        if lock is not None and self._guard_acts(lock):
+            self.acting = False
+            return False
+        self.acting = self._may_notify(self._backend, lock)
+        if self.acting and self._guard_pid is not None:
+            self._said.append(
+                f"the guard (pid {self._guard_pid}) has left: this console acts for the "
+                "profile again"
+            )
+            self._guard_pid = None
+        return self.acting
+
+    def _guard_acts(self, lock: ActorLock) -> bool:
+        from vramtop.supervisor.actor import guard_holder
+
+        try:
+            guard = guard_holder(lock.profile)
+        except OSError:
+            return False
+        if guard is None:
+            return False
+        lock.release()  # the guard, holding the guard lock, waits for it
+        pid = guard.get("pid")
+        if pid != self._guard_pid:
+            self._guard_pid = pid
+            self._said.append(f"a guard acts for this profile (pid {pid}): this console only shows")
+        return True
+
+    def take_said(self) -> list[str]:
+        """What the status line should say of who acts, once each (a guard took over, or
+        left)."""
+        said, self._said = self._said, []
+        return said
 
     def _actor_lock(self) -> ActorLock | None:
         name = self._backend.profile_name
@@ -94,11 +137,9 @@ class ConsoleTelling:
         opened = [f for key, f in current.items() if key not in self._open]
         closed = [replace(f, closed_t=t) for key, f in self._open.items() if key not in current]
         self._open = current
-        if not (opened or closed):
-            return
         try:
-            self.acting = self._may_notify(self._backend, self._actor_lock())
-            if not self.acting:
+            # Each tick, findings or none: a guard started beside the console waits for it.
+            if not self._act_now() or not (opened or closed):
                 return  # a guard acts for the profile: it tells, the console only shows
             for finding in closed:
                 self._terminal.send(finding_closed(finding))
@@ -132,8 +173,7 @@ class ConsoleTelling:
         if event_log is None or lock is None:
             return [], ""
         try:
-            self.acting = self._may_notify(self._backend, lock)
-            if self.acting:
+            if self._act_now():
                 return [], ""
             holder = lock.holder() or {}
             events = event_log.read(since=self.opened_at)[-500:]
