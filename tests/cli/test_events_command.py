@@ -94,3 +94,30 @@ def test_no_events_yet(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "no events for profile demo yet" in capsys.readouterr().out
     assert cli.main(["events", "--demo", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"events": []}
+
+
+def test_a_guard_event_shows_its_decision_and_why_shortened_to_the_width(home: Path) -> None:
+    from vramtop.commands.events import table
+    from vramtop.core.events import Event
+
+    why = "no moment without a request running in 120 s, and no front door holds them " * 3
+    events = [
+        Event(
+            time.time(),
+            "guard",
+            {
+                "decision": "skipped",
+                "why": why.strip(),
+                "policy": "adaptive",
+                "step": "down",
+                "gpu_memory_utilization": 0.85,
+            },
+        ),
+        Event(time.time(), "guard", {"decision": "cancelled", "why": "a relaunch (key) was asked"}),
+    ]
+    lines = table(events, width=100)
+    assert "skipped (down) · budget 0.85 · no moment without a" in lines[1]
+    assert len(lines[1]) == 100 and lines[1].endswith("…")  # shortened to the width
+    assert lines[2].endswith("cancelled · a relaunch (key) was asked")  # whole where it fits
+    wide = table(events, width=400)
+    assert wide[1].endswith("front door holds them")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -120,25 +121,30 @@ def _profile_name(options: EventsOptions) -> str:
         raise CommandError(f"{exc} (or try --demo)") from None
 
 
-def table(events: list[Event]) -> list[str]:
-    """One line per event: local time, event, who asked, what happened."""
-    rows = [
+def table(events: list[Event], width: int | None = None) -> list[str]:
+    """One line per event: local time, event, who asked, what happened; a guard's decision
+    says why, shortened to fit `width` (the terminal's, by default)."""
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
+    cells = [
         (
             datetime.fromtimestamp(e.t).strftime("%Y-%m-%d %H:%M:%S"),
             e.name,
             str(e.detail.get("asked_by", "")),
-            describe(e),
         )
         for e in events
     ]
-    widths = [max(len(r[i]) for r in [("time", "event", "asked by", ""), *rows]) for i in range(3)]
-    head = ("time", "event", "asked by", "what")
+    head = ("time", "event", "asked by")
+    widths = [max(len(r[i]) for r in [head, *cells]) for i in range(3)]
+    room = max(MIN_WHAT, width - sum(widths) - 6)
+    rows = [(*c, describe(e, room)) for c, e in zip(cells, events, strict=True)]
     return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + "  "
-        + row[3]
-        for row in [head, *rows]
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+        for row in [(*head, "what"), *rows]
     ]
+
+
+MIN_WHAT = 30  # the fewest characters a guard's decision and why are shortened to
 
 
 _RESULTS = {
@@ -148,8 +154,12 @@ _RESULTS = {
 }
 
 
-def describe(event: Event) -> str:
+def describe(event: Event, room: int | None = None) -> str:
+    """What happened in words; a `guard` event's `decision` first and its `why` last, the
+    why shortened so that the whole fits `room` characters (None: whole)."""
     detail: dict[str, Any] = dict(event.detail)
+    if event.name == "guard":
+        return _guard_words(detail, room)
     if event.name == "finding":
         kind, change = detail.get("kind", ""), detail.get("change", "")
         lasted = detail.get("duration_s")
@@ -169,3 +179,21 @@ def describe(event: Event) -> str:
     if isinstance(message, str) and result != "ok":
         parts.append(message)
     return " · ".join(parts) or ", ".join(f"{k} {v}" for k, v in detail.items())
+
+
+def _guard_words(detail: dict[str, Any], room: int | None) -> str:
+    """A guard's decision: `acted · budget 0.85 · served · why …`."""
+    rest = {k: v for k, v in detail.items() if k not in ("decision", "why", "policy", "step")}
+    said = describe(Event(0.0, "relaunch", rest)) if rest else ""
+    decision = str(detail.get("decision", ""))
+    if isinstance(detail.get("step"), str) and detail["step"]:
+        decision += f" ({detail['step']})"
+    head = " · ".join(p for p in (decision, said) if p)
+    why = str(detail.get("why") or "")
+    if not why:
+        return head
+    if room is not None:
+        left = room - len(head) - 3
+        if len(why) > left:
+            why = why[: max(left - 1, 0)].rstrip() + "…" if left > 1 else ""
+    return f"{head} · {why}" if why else head
