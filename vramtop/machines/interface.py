@@ -24,6 +24,7 @@ from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 if TYPE_CHECKING:
     # What a frame carries once it is read: the console's first frame is drawn before any
     # reading, and waits for none of the diagnosis' modules (the backend imports them).
+    from vramtop.core.adaptive_words import AdaptiveState
     from vramtop.core.diagnosis.normal_rate import NormalRate
     from vramtop.core.events import Event
     from vramtop.core.findings import Finding
@@ -56,6 +57,8 @@ class Frame:
     normal: Rates | None = None  # the normal rates learned for this server start
     normal_rate: NormalRate | None = None  # the normal decode speed, and where it came from
     call_on: bool = False  # demo: a simulated video call is on
+    # The budgets of a guard running adaptively for this profile (None: no such guard).
+    adaptive: AdaptiveState | None = None
 
 
 class Backend(ABC):
@@ -129,6 +132,7 @@ class Backend(ABC):
             normal=self.normal_rates(),
             normal_rate=self.normal_rate(),
             call_on=self.call_on,
+            adaptive=self.adaptive_state(),
         )
 
     # What a frame carries beside its sample (a machine that has none keeps the default).
@@ -151,6 +155,10 @@ class Backend(ABC):
         return None
 
     def normal_rate(self) -> NormalRate | None:
+        return None
+
+    def adaptive_state(self) -> AdaptiveState | None:
+        """The budgets of a guard running adaptively for this profile, if one runs."""
         return None
 
     def housekeeping(self) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 # How often the housekeeping step runs at the least (`MachineBackend.keep_house`); a tick
 # that finds something to settle runs it at once.
 HOUSEKEEPING_S = 5.0
+# How often a tick looks again for an adaptive guard's state (`MachineBackend.adaptive_state`).
+ADAPTIVE_READ_S = 1.0
 
 LOG_ELSEWHERE = "started outside vramtop: its output goes elsewhere · attach --log PATH shows it"
 NO_PROFILE = (
@@ -89,6 +92,10 @@ class MachineBackend(Backend):
         self._outside_budget: int | None = None  # what the latest sample's split counted
         self._house_due = threading.Event()  # set by a tick that found something to settle
         self._closed = threading.Event()
+        # The adaptive guard's state as last read, and when (monotonic; None: never).
+        self.adaptive_read_s = ADAPTIVE_READ_S
+        self._adaptive: AdaptiveState | None = None
+        self._adaptive_read_at: float | None = None
 
     @property
     def can_act(self) -> bool:
@@ -201,6 +208,23 @@ class MachineBackend(Backend):
         """The normal decode speed and where it came from (see `LiveSession.normal_rate`)."""
         return self.session.normal_rate()
 
+    def adaptive_state(self) -> AdaptiveState | None:
+        """The budgets of a guard running adaptively for this profile (None: none runs), read
+        on the tick's thread at most once every `adaptive_read_s`, the frames between keeping
+        the last answer. Without the guard's state file (no adaptive guard ever ran for this
+        profile) that costs one stat; with one, the actor lock's holder is asked first, so
+        the file of a guard that is no longer running says nothing (`read_guard_state`)."""
+        name = self.profile_name
+        if name is None:
+            return None
+        now = time.monotonic()
+        last = self._adaptive_read_at
+        if last is not None and now - last < self.adaptive_read_s:
+            return self._adaptive
+        self._adaptive_read_at = now
+        self._adaptive = _read_adaptive(name)
+        return self._adaptive
+
     def headroom_inputs(self) -> HeadroomInputs | None:
         latest = self.sampler.timeline.latest
         if latest is None:
@@ -312,6 +336,21 @@ def _launch_of(supervisor: Supervisor) -> tuple[str | None, str | None]:
     neither did nothing to the server."""
     rec = supervisor.record()
     return (rec.launch_id, rec.state.value) if rec is not None else (None, None)
+
+
+def _read_adaptive(profile: str) -> AdaptiveState | None:
+    # Imported here: a backend without a profile never reads it (the supervisor package
+    # brings httpx and psutil).
+    from vramtop.supervisor.actor import guard_state_path, read_guard_state
+
+    try:
+        guard_state_path(profile).stat()
+    except OSError:
+        return None  # no adaptive guard ever wrote its state here
+    try:
+        return AdaptiveState.from_json(read_guard_state(profile))
+    except OSError:  # the lock unreadable: nothing to say, never a failed tick
+        return None
 
 
 def live_backend(

@@ -20,13 +20,15 @@ the running requests normally reach.
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rich.cells import cell_len
 from textual.content import Content
 
+from vramtop.core.adaptive_words import LABEL, AdaptiveState, budget_variants
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     REMEMBERED,
@@ -112,6 +114,8 @@ class ThroughputPanel(TextPanel):
         ]
         if sample.door is not None:  # only where a front door answers: else no row at all
             rows.append(DoorRow(sample.door))
+        if frame.adaptive is not None:  # only while a guard runs adaptively for the profile
+            rows.append(AdaptiveRow(frame.adaptive))
         self.set_rows(rows)
 
 
@@ -213,6 +217,29 @@ class DoorRow:
             Content.assemble(label, " · ".join((flight, f"TTFT {seconds(door.ttft_p50_s)} s"))),
             Content.assemble(label, flight),
         ]
+
+
+def local_hhmm(t: float) -> str:
+    """A step's Unix time as the local clock said it: 14:02."""
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+@dataclass(frozen=True)
+class AdaptiveRow:
+    """The adaptive guard's budgets and last steps, in as much detail as the panel's width
+    holds: "budget: 0.93 outside calls, 0.85 during; down 14:02, up 14:41"."""
+
+    state: AdaptiveState
+    hhmm: Callable[[float], str] = local_hhmm
+
+    def draw(self, width: int) -> Content:
+        variants = budget_variants(self.state, self.hhmm)
+        chosen = variants[-1]
+        for variant in variants:
+            if width <= 0 or cell_len(variant) <= width:
+                chosen = variant
+                break
+        return Content.assemble((LABEL, "$text-muted"), chosen.removeprefix(LABEL))
 
 
 def seconds(value: float | None) -> str:
