@@ -8,10 +8,11 @@ counted, as `NvmlProbe` counts them from /dev/kmsg).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.world_state import WorldState
 
 
 class SimGpuProbe:
@@ -32,7 +33,9 @@ class SimGpuProbe:
 
     def read(self) -> GpuReading:
         try:
-            state = self._client.request("state")
+            # The world's answer, parsed from JSON: a key missing or of another type is an
+            # unreadable state below.
+            state = cast(WorldState, self._client.request("state"))
             self.call_on = bool(state.get("call_on", False))
             device = self._device(state)
             residency = self._residency(state["device"].get("residency_failures_total"))
@@ -46,7 +49,7 @@ class SimGpuProbe:
     def close(self) -> None:
         """Nothing to release: each read is one request on its own connection."""
 
-    def _device(self, state: dict[str, Any]) -> GpuDevice:
+    def _device(self, state: WorldState) -> GpuDevice:
         dev = state["device"]
         processes = None
         if not self.wsl:
@@ -80,7 +83,7 @@ class SimGpuProbe:
             memory_util=_optional_float(dev.get("memory_util")),
         )
 
-    def _residency(self, total: Any) -> int | None:
+    def _residency(self, total: int | None) -> int | None:
         """New failures since the previous read; None off WSL2 or where the card has none
         (0 at the first read, and after the world started again: its total went back)."""
         if not self.wsl or total is None:
@@ -92,9 +95,9 @@ class SimGpuProbe:
         return now - seen
 
 
-def _optional_int(value: Any) -> int | None:
+def _optional_int(value: int | None) -> int | None:
     return None if value is None else int(value)
 
 
-def _optional_float(value: Any) -> float | None:
+def _optional_float(value: float | None) -> float | None:
     return None if value is None else float(value)

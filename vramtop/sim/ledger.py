@@ -28,11 +28,20 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
+from vramtop.core.json_types import JsonObject
 from vramtop.sim.activity import ServerLoad, card_activity, residency_failures
 from vramtop.sim.card import CARDS, DEFAULT_CARD, GIB, MIB, TOTAL_MIB, CardModel
 from vramtop.sim.scenario import Scenario
+from vramtop.sim.world_state import (
+    ActivityFields,
+    Condition,
+    DesktopState,
+    GttFields,
+    ProcessState,
+    ServerState,
+    WorldState,
+)
 
 NOMINAL_STEP_S = 1 / 80
 SPILL_BYTES_PER_S = 24 * GIB
@@ -167,7 +176,7 @@ class Ledger:
         squeeze = max(0.0, 1 - self.free_bytes() / window)
         return min(spill_factor, 1 - PRESSURE_DEPTH * squeeze)
 
-    def alloc(self, pid: int, name: str, nbytes: int, kind: str = "server") -> dict[str, Any]:
+    def alloc(self, pid: int, name: str, nbytes: int, kind: str = "server") -> JsonObject:
         free = self.free_bytes()
         if nbytes > free:
             return {
@@ -198,7 +207,7 @@ class Ledger:
         temp = self.scenario.call_temperature_c if self.call_level > 0.5 else None
         return temp or self.scenario.idle_temperature_c, self.scenario.sm_clock_mhz, ()
 
-    def condition(self, pid: int, decoding: bool | None = None) -> dict[str, Any]:
+    def condition(self, pid: int, decoding: bool | None = None) -> Condition:
         """How fast the server holding `pid` can decode now, relative to an uncontended card.
         `decoding`: whether it has requests running now, where the server says so."""
         a = self.allocations.get(pid)
@@ -220,27 +229,17 @@ class Ledger:
             * self.card.decode_scale,
         }
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> WorldState:
         temp, clock, throttle = self.thermal()
         desktop = self.desktop_demand()
         apps = self.scenario.desktop
-        processes = [
+        processes: list[ProcessState] = [
             {"pid": pid, "name": name, "used_bytes": b, "kind": "desktop", "gpu": app.gpu}
             for (pid, name, b), app in zip(desktop, apps, strict=True)
         ]
         gtt = self.card.spill == "gtt"
-        processes += [
-            {
-                "pid": a.pid,
-                "name": a.name,
-                "used_bytes": a.resident,
-                "kind": a.kind,
-                # AMD: what was evicted from VRAM sits in GTT, and fdinfo says so per process.
-                **({"gtt_bytes": a.spilled} if gtt else {}),
-            }
-            for a in self.allocations.values()
-        ]
-        servers = []
+        processes += [_process(a, gtt) for a in self.allocations.values()]
+        servers: list[ServerState] = []
         for a in self.allocations.values():
             cond = self.condition(a.pid)
             servers.append(
@@ -274,7 +273,7 @@ class Ledger:
                 "throttle": list(throttle),
             },
             "processes": processes,
-            "desktop": [{"pid": p, "name": n, "demand_bytes": b} for p, n, b in desktop],
+            "desktop": [DesktopState(pid=p, name=n, demand_bytes=b) for p, n, b in desktop],
             "desktop_bytes": self.desktop_bytes(),
             "call_on": self.call_on,
             "call_level": self.call_level,
@@ -292,7 +291,7 @@ class Ledger:
             for a in self.allocations.values()
         ]
 
-    def _activity_fields(self) -> dict[str, Any]:
+    def _activity_fields(self) -> ActivityFields:
         """What NVML would say the card does (see activity.py): PCIe and utilisation on the
         NVIDIA card with its own VRAM; utilisation alone on unified memory (NVML's PCIe
         counters are not how a GB10 reads its memory); neither on AMD (its probe reads
@@ -300,7 +299,7 @@ class Ledger:
         if self.card.spill == "gtt":
             return {}
         activity = card_activity(self._loads(), self.call_level)
-        fields: dict[str, Any] = {
+        fields: ActivityFields = {
             "gpu_util": activity.gpu_util,
             "memory_util": activity.memory_util,
         }
@@ -310,7 +309,7 @@ class Ledger:
             fields["residency_failures_total"] = int(self.residency_failures_total)
         return fields
 
-    def _gtt_fields(self) -> dict[str, int]:
+    def _gtt_fields(self) -> GttFields:
         """AMD: the card's GTT (a little for the driver's own use, plus every eviction)."""
         if self.card.spill != "gtt":
             return {}
@@ -319,3 +318,11 @@ class Ledger:
             "gtt_total_bytes": self.card.gtt_total_mib * MIB,
             "gtt_used_bytes": GTT_BASELINE_BYTES + evicted,
         }
+
+
+def _process(a: Allocation, gtt: bool) -> ProcessState:
+    row: ProcessState = {"pid": a.pid, "name": a.name, "used_bytes": a.resident, "kind": a.kind}
+    if gtt:
+        # AMD: what was evicted from VRAM sits in GTT, and fdinfo says so per process.
+        row["gtt_bytes"] = a.spilled
+    return row

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from vramtop import files
 from vramtop.sim.card import CARDS, DEFAULT_CARD
@@ -30,6 +30,7 @@ from vramtop.sim.protocol import (
     WorldClient,
     WorldUnreachable,
 )
+from vramtop.sim.world_state import WorldState
 
 if TYPE_CHECKING:
     from vramtop.sim.gpu_probe import SimGpuProbe
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "qwen3.8-27b-nvfp4"
 # The field report's launch flags (loopback instead of 0.0.0.0, as the report advises); the
 # --max-model-len is the card's (the report's 262,144 before its fix, where it fits).
-FIELD_REPORT_FLAGS: dict[str, Any] = {
+FIELD_REPORT_FLAGS: dict[str, str | int] = {
     "host": "127.0.0.1",
     "kv_cache_dtype": "fp8",
     "max_num_seqs": 2,
@@ -237,8 +238,8 @@ class SimMachine:
     def call_on(self) -> bool:
         return bool(self.client.request("state")["call_on"])
 
-    def state(self) -> dict[str, Any]:
-        return self.client.request("state")
+    def state(self) -> WorldState:
+        return cast(WorldState, self.client.request("state"))
 
     # -- the agent ------------------------------------------------------------------------------
     def start_load(

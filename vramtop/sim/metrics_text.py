@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from vramtop.sim.serving import Histogram, Scheduler
 
 
-def _labels(pairs: dict[str, Any]) -> str:
+def _labels(pairs: Mapping[str, object]) -> str:
     inner = ",".join(f'{k}="{v}"' for k, v in pairs.items())
     return "{" + inner + "}"
 
 
-def render(sched: Scheduler, model_name: str, cache_info: dict[str, Any], created: float) -> str:
+def render(
+    sched: Scheduler, model_name: str, cache_info: Mapping[str, object], created: float
+) -> str:
     base = {"engine": "0", "model_name": model_name}
     lab = _labels(base)
     out: list[str] = []

@@ -11,14 +11,15 @@ VM's shared usage climbing, exactly the signal the real counters give.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from vramtop.core.model import MIB
 from vramtop.core.windows.attribution import attribute
 from vramtop.core.windows.reading import WindowsGpuReading, unavailable
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.world_state import WorldState
 
 NVIDIA_LUID = "0x00000000_0x0000C3F1"
 VM_PID = 5520  # Windows pids are small multiples of 4
@@ -27,9 +28,9 @@ DESKTOP_SHARED_BYTES = 4 * MIB
 _FIRST_DESKTOP_PID = 1232
 
 
-def reading_from_state(state: Mapping[str, Any], t: float) -> WindowsGpuReading:
+def reading_from_state(state: WorldState, t: float) -> WindowsGpuReading:
     """The world's `state` answer as the Windows counters would show it (pure)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, str | int]] = []
     names: dict[int, str] = {}
     for i, app in enumerate(state.get("desktop") or []):
         pid = _FIRST_DESKTOP_PID + 4 * i
@@ -54,7 +55,7 @@ def reading_from_state(state: Mapping[str, Any], t: float) -> WindowsGpuReading:
     return attribute(rows, [adapter], names, t, source="sim")
 
 
-def _row(pid: int, dedicated: int, shared: int) -> dict[str, Any]:
+def _row(pid: int, dedicated: int, shared: int) -> dict[str, str | int]:
     return {
         "Name": f"pid_{pid}_luid_{NVIDIA_LUID}_phys_0",
         "DedicatedUsage": dedicated,
@@ -91,7 +92,7 @@ class SimWindowsSource:
         if not state.get("ok", False):
             return unavailable(str(state.get("error", "simulated machine error")), now, "sim")
         try:
-            return reading_from_state(state, now)
+            return reading_from_state(cast(WorldState, state), now)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             return unavailable(f"the simulated machine gave an unreadable state: {exc}", now, "sim")
 

@@ -99,9 +99,11 @@ class World:
                 return {"ok": True, "call_on": self.ledger.call_on}
             if op == "server_condition":
                 decoding = request.get("decoding")
-                return self.ledger.condition(
-                    int(request["pid"]), None if decoding is None else bool(decoding)
-                )
+                return {
+                    **self.ledger.condition(
+                        int(request["pid"]), None if decoding is None else bool(decoding)
+                    )
+                }
             if op == "ping":
                 return {"ok": True, "t": self.ledger.t, "speed": self.speed}
             if op == "shutdown":
