@@ -2,8 +2,8 @@
 
 A value built inside vramtop has a type of its own (a dataclass, a `JsonValue` where it is
 written as it is); `dict[str, Any]` and `Mapping[str, Any]` belong to the modules that parse
-or write a file format, which import `json`, `tomllib`, `tomlkit` or `yaml`. `vramtop/core`
-holds to it with no exception.
+or write a file format, which import `json`, `tomllib`, `tomlkit` or `yaml`. Every module
+holds to it, with no list of exceptions.
 """
 
 from __future__ import annotations
@@ -15,26 +15,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "vramtop"
 ANY_DICT = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
 FORMATS = {"json", "tomllib", "tomlkit", "yaml"}
-
-# The modules outside vramtop/core that still build or read values as `dict[str, Any]`
-# without reading or writing a file format: each is to be typed, and then leaves this list
-# (the test fails on a module listed here that no longer needs to be). Never add one.
-NOT_YET_TYPED = {
-    "frontdoor/gate.py",
-    "frontdoor/protocol.py",
-    "session/event_log.py",  # the event log, being written beside this change
-    "sim/gpu_probe.py",
-    "sim/ledger.py",
-    "sim/machine.py",
-    "sim/metrics_text.py",
-    "sim/windows_counters.py",
-    "supervisor/action_events.py",
-    "supervisor/actions.py",
-    "supervisor/door.py",
-    "supervisor/door_steps.py",
-    "supervisor/handle.py",
-    "supervisor/service.py",
-}
 
 
 def _imports_a_format(tree: ast.Module) -> bool:
@@ -58,18 +38,8 @@ def offenders() -> set[str]:
 
 
 def test_any_dicts_only_in_modules_that_read_or_write_a_file_format() -> None:
-    new = offenders() - NOT_YET_TYPED
-    assert not new, f"type these values (a dataclass, or JsonValue where written as is): {new}"
-
-
-def test_core_has_no_exception() -> None:
-    assert not {m for m in NOT_YET_TYPED if m.startswith("core/")}
-
-
-def test_the_list_only_shrinks() -> None:
-    # A module on the list that is typed now (or gone) leaves it.
-    typed = {m for m in NOT_YET_TYPED if (PACKAGE / m).exists()} - offenders()
-    assert not typed, f"these no longer need to be listed: {typed}"
+    found = offenders()
+    assert not found, f"type these values (a dataclass, or JsonValue where written as is): {found}"
 
 
 def test_the_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
@@ -78,3 +48,4 @@ def test_the_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
     assert ANY_DICT.search(plain) and not _imports_a_format(ast.parse(plain))
     assert _imports_a_format(ast.parse(writes))
     assert _imports_a_format(ast.parse("from yaml import safe_load\n"))
+    assert ANY_DICT.search("def g(m: Mapping[str, Any]) -> None: ...\n")

@@ -13,15 +13,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from vramtop.core.json_types import JsonObject
 from vramtop.frontdoor import protocol
 
 
 class Refusal(Exception):
-    """An answer the door gives instead of forwarding: status, JSON body, Retry-After."""
+    """An answer the door gives instead of forwarding: status, JSON body (OpenAI's error
+    shape, `protocol.error_body`), Retry-After."""
 
-    def __init__(self, status: int, body: dict[str, Any], retry_after_s: int | None) -> None:
+    def __init__(self, status: int, body: JsonObject, retry_after_s: int | None) -> None:
         super().__init__(status, body)
         self.status = status
         self.body = body
@@ -156,7 +157,7 @@ class Gate:
         with contextlib.suppress(ValueError):
             self._queue.remove(held)
 
-    def _refuse_all(self, body: Callable[[], dict[str, Any]]) -> int:
+    def _refuse_all(self, body: Callable[[], JsonObject]) -> int:
         count = 0
         while self._queue:
             held = self._queue.popleft()

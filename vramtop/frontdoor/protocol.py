@@ -6,8 +6,9 @@ supervisor can import it without loading the door's server.
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 from urllib.parse import urlsplit
+
+from vramtop.core.json_types import JsonObject
 
 # The door's own routes live under this prefix, on the listener it forwards (vLLM has none).
 PREFIX = "/vramtop/door"
@@ -38,12 +39,12 @@ HOP_BY_HOP = frozenset(
 )
 
 
-def error_body(message: str, kind: str, code: int) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: int) -> JsonObject:
     """OpenAI's error shape, which the agent's client already knows how to read."""
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
-def held_too_long(hold_s: float) -> dict[str, Any]:
+def held_too_long(hold_s: float) -> JsonObject:
     return error_body(
         f"vramtop's front door held this request for {hold_s:g} s while vLLM restarted, "
         "and vLLM is not serving yet",
@@ -52,7 +53,7 @@ def held_too_long(hold_s: float) -> dict[str, Any]:
     )
 
 
-def not_serving(reason: str) -> dict[str, Any]:
+def not_serving(reason: str) -> JsonObject:
     """The answer to the requests held when the supervisor says the new server will not
     serve (`POST /vramtop/door/fail`)."""
     said = " ".join(reason.split())[:500]
@@ -61,7 +62,7 @@ def not_serving(reason: str) -> dict[str, Any]:
     return error_body(words, "server_restarting", 503)
 
 
-def door_stopping() -> dict[str, Any]:
+def door_stopping() -> JsonObject:
     return error_body(
         "vramtop's front door is stopping and did not forward this request",
         "server_restarting",
@@ -69,7 +70,7 @@ def door_stopping() -> dict[str, Any]:
     )
 
 
-def upstream_unavailable() -> dict[str, Any]:
+def upstream_unavailable() -> JsonObject:
     return error_body(
         "vramtop's front door could not reach vLLM: it refused the connection (it is not "
         "running); the supervisor restarts it or says why it cannot",
@@ -78,7 +79,7 @@ def upstream_unavailable() -> dict[str, Any]:
     )
 
 
-def upstream_broke() -> dict[str, Any]:
+def upstream_broke() -> JsonObject:
     return error_body(
         "vramtop's front door lost the connection to vLLM before it answered (it stopped or "
         "crashed while reading the request)",

@@ -10,10 +10,10 @@ actions there too; it is named here as well, for the session's callers.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding, finding_id
+from vramtop.core.json_types import JsonObject
 from vramtop.core.news import CLOSED, OPENED
 from vramtop.event_log import EventLog, path_for
 
@@ -22,10 +22,10 @@ __all__ = ["EventLog", "finding_detail", "path_for", "record_findings"]
 FINDING = "finding"
 
 
-def finding_detail(finding: Finding, change: str) -> dict[str, Any]:
+def finding_detail(finding: Finding, change: str) -> JsonObject:
     """A `finding` event's detail, as the session's timeline writes it (kind, change,
     summary, duration_s once closed), with its `severity` and `id` added."""
-    detail: dict[str, Any] = {
+    detail: JsonObject = {
         "kind": finding.kind,
         "change": change,
         "summary": finding.summary,

@@ -12,8 +12,8 @@ happened to the server. A relaunch's detail carries its new `gpu_memory_utilizat
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
 from vramtop.event_log import EventLog
 from vramtop.outcomes import ActionResult
@@ -43,13 +43,13 @@ def write_action(
     asked_by: str,
     before: Launch,
     after: Launch,
-    detail: dict[str, Any] | None = None,
+    detail: JsonObject | None = None,
 ) -> bool:
     """Write the action `name` that answered `result`, unless it changed nothing (`before`
     and `after`: the record's launch and state around it). False when nothing was written."""
     if before == after:
         return False
-    values: dict[str, Any] = {k: v for k, v in (detail or {}).items() if v is not None}
+    values: JsonObject = {k: v for k, v in (detail or {}).items() if v is not None}
     values |= {
         "result": outcome(result),
         "asked_by": asked_by if asked_by in ASKED_BY else COMMAND,

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
@@ -398,7 +397,7 @@ class ServerActions:
             return ActionResult(False, *exc.args)
         # The door once nothing else refuses the launch (a door opened for nothing would hold
         # its port with no record naming it).
-        door_facts: dict[str, Any] = {}
+        door_facts: door_steps.DoorFields = {}
         if internal is not None:
             opened = door_steps.open_for_launch(self._server, rec, internal)
             if isinstance(opened, ActionResult):

@@ -24,7 +24,6 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
@@ -32,6 +31,7 @@ import psutil
 from vramtop import files, locations
 from vramtop.config import Profile, parse_door_address
 from vramtop.core import secrets
+from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.supervisor import launch, tree
 from vramtop.supervisor.state import ServerRecord
 
@@ -219,7 +219,7 @@ def _end(pid: int, made: float | None) -> None:
             proc.wait(5.0)
 
 
-def info(rec: ServerRecord, timeout_s: float = 1.0) -> dict[str, Any] | None:
+def info(rec: ServerRecord, timeout_s: float = 1.0) -> JsonObject | None:
     """The door's own report (`GET /vramtop/door`), or None when it does not answer."""
     if rec.front_door is None:
         return None
@@ -231,7 +231,7 @@ def info(rec: ServerRecord, timeout_s: float = 1.0) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _post(rec: ServerRecord, route: str, body: dict[str, Any], timeout_s: float) -> Any:
+def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> JsonValue:
     """One control POST; its JSON answer, or None (logged) when the door did not answer."""
     if rec.front_door is None:
         return None
@@ -241,13 +241,14 @@ def _post(rec: ServerRecord, route: str, body: dict[str, Any], timeout_s: float)
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
             resp = client.post(url, json=body, headers=headers)
             resp.raise_for_status()
-            return resp.json()
+            answer: JsonValue = resp.json()
+            return answer
     except (httpx.HTTPError, ValueError) as exc:
         log.warning("front door of %s: %s failed: %s", rec.profile, route, exc)
         return None
 
 
-def hold(rec: ServerRecord, drain_s: float) -> dict[str, Any] | None:
+def hold(rec: ServerRecord, drain_s: float) -> JsonObject | None:
     """New requests held from now on; returns once those in flight have finished or
     `drain_s` has passed: `{"drained": bool, "in_flight": int}` (None: no answer)."""
     answer = _post(rec, "hold", {"drain_s": drain_s}, timeout_s=drain_s + 10.0)

@@ -9,7 +9,7 @@ none raises for the outside world.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypedDict
 
 from vramtop.config import parse_door_address
 from vramtop.outcomes import ActionResult, ProgressCallback
@@ -18,6 +18,17 @@ from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 log = logging.getLogger(__name__)
+
+
+class DoorFields(TypedDict, total=False):
+    """The door's fields of a launch's record (`ServerRecord`), as `open_for_launch` finds
+    or starts the door (all of them; none for a launch without a door)."""
+
+    front_door: str
+    door_pid: int | None
+    door_create_time: float | None
+    door_restarts: int
+    internal_port: int
 
 
 def internal_port(server: ServerHandle) -> int | None:
@@ -31,7 +42,7 @@ def internal_port(server: ServerHandle) -> int | None:
 
 def open_for_launch(
     server: ServerHandle, prev: ServerRecord | None, internal: int
-) -> dict[str, Any] | ActionResult:
+) -> DoorFields | ActionResult:
     """Under the lock, before a launch: the profile's door running (the previous record's,
     when it still runs at the same address; else started), holding new requests until the
     server serves. The door's fields for the new record, or why nothing can be started."""
@@ -59,7 +70,7 @@ def open_for_launch(
         if isinstance(spawned, str):
             return ActionResult(False, f"{spawned}; nothing was started")
         pid, made = spawned
-    facts: dict[str, Any] = {
+    facts: DoorFields = {
         "front_door": address,
         "door_pid": pid,
         "door_create_time": made,

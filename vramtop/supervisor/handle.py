@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import psutil
 
@@ -308,18 +308,28 @@ def remember_tree(rec: ServerRecord) -> None:
             rec.tree[str(pid)] = proc.create_time()
 
 
-def flags_of(argv: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, read in (
-        ("gpu_memory_utilization", vllm_args.gpu_memory_utilization),
-        ("max_model_len", vllm_args.max_model_len),
-        ("kv_cache_dtype", vllm_args.kv_cache_dtype),
-    ):
-        try:
-            out[key] = read(argv)
-        except ValueError:
-            out[key] = None
-    return out
+class LaunchFlags(TypedDict):
+    """The flags a launch's record keeps (`ServerRecord`), read from its command line; None
+    where a flag is absent or cannot be read."""
+
+    gpu_memory_utilization: float | None
+    max_model_len: int | None
+    kv_cache_dtype: str | None
+
+
+def flags_of(argv: list[str]) -> LaunchFlags:
+    return {
+        "gpu_memory_utilization": _flag(vllm_args.gpu_memory_utilization, argv),
+        "max_model_len": _flag(vllm_args.max_model_len, argv),
+        "kv_cache_dtype": _flag(vllm_args.kv_cache_dtype, argv),
+    }
+
+
+def _flag(read: Callable[[list[str]], _T | None], argv: list[str]) -> _T | None:
+    try:
+        return read(argv)
+    except ValueError:
+        return None
 
 
 def _file_key(path: Path | None) -> tuple[int, int, int] | None:

@@ -22,9 +22,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from vramtop.config import Profile
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import causes, door, door_steps, handle, state, tree
@@ -182,7 +182,7 @@ class Supervisor:
         result = self._actions.relaunch(
             util, max_model_len, kv_cache_dtype, save, progress, wait_ready, timeout_s, precheck
         )
-        changed = {
+        changed: JsonObject = {
             "gpu_memory_utilization": util,
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
@@ -195,7 +195,7 @@ class Supervisor:
         result: ActionResult,
         asked_by: str,
         before: Launch,
-        detail: dict[str, Any] | None = None,
+        detail: JsonObject | None = None,
     ) -> ActionResult:
         """`result`, once the action is written to the lasting timeline (when it changed
         anything: see `action_events`); a write that fails never changes the result."""
