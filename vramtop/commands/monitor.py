@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vramtop import files
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
+from vramtop.core.adaptive_words import AdaptiveState, budget_words
 from vramtop.core.model import GIB, Sample
 from vramtop.outcomes import ExitCode
 from vramtop.settings import MIN_INTERVAL_S, interval_problem
@@ -294,6 +295,10 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     lines.append(f"generation {UNKNOWN if gen is None else f'{gen:.1f}'} tok/s")
     normal = data.get("normal_rate")
     lines.append(normal["text"] if normal else "normal rate: not known yet (cannot judge it)")
+    # Where a guard runs adaptively for the profile, the panel's line (local clock times).
+    adaptive = AdaptiveState.from_json(data.get("adaptive"))
+    if adaptive is not None:
+        lines.append(budget_words(adaptive, lambda t: time.strftime("%H:%M", time.localtime(t))))
     return "\n".join(lines)
 
 

@@ -71,8 +71,8 @@ def budget_variants(state: AdaptiveState, hhmm: Callable[[float], str]) -> list[
     up = hhmm(state.up)
     return [
         f"{LABEL}{outside} outside calls, {during} during; down {down}, up {up}",
-        f"{LABEL}{outside} outside calls, {during} {down}–{up}",
-        f"{LABEL}{outside}, {during} {down}–{up}",
+        f"{LABEL}{outside} outside calls, {during} during {down}–{up}",
+        f"{LABEL}{outside}, {during} for {down}–{up}",
     ]
 
 
