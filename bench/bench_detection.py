@@ -95,8 +95,8 @@ def demo_latency(onset: float, speed: float, wsl: bool, home: Path) -> DemoRun:
                 # The simulated clock now: at or after the sample that opened the finding.
                 state = machine.state()
                 servers = state.get("servers", [])
-                slowed = [sv["slowed_at"] for sv in servers if sv.get("slowed_at") is not None]
-                third = [sv["collapsed_at"] for sv in servers if sv.get("collapsed_at") is not None]
+                slowed = [at for sv in servers if (at := sv.get("slowed_at")) is not None]
+                third = [at for sv in servers if (at := sv.get("collapsed_at")) is not None]
                 run.onset = min(slowed) - call_at if slowed else None
                 run.under_a_third = min(third) - call_at if third else None
                 run.found = state["t"] - call_at
