@@ -98,8 +98,8 @@ class ConsoleTelling:
         if guard is None:
             return False
         lock.release()  # the guard, holding the guard lock, waits for it
-        pid = guard.get("pid")
-        if pid != self._guard_pid:
+        pid = guard.get("pid")  # None for an instant: the guard writing or letting go of it
+        if pid is not None and pid != self._guard_pid:
             self._guard_pid = pid
             self._said.append(f"a guard acts for this profile (pid {pid}): this console only shows")
         return True
