@@ -1,0 +1,132 @@
+"""The guard's watch and the others of its profile: a key or command in another process wins
+over the pending automatic relaunch (cancelled, said as a guard event and news), and the
+findings a console recorded open before the guard took over are not told again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.guard.test_guard_policy import collapse, sample
+from vramtop.commands.guard import GuardSettings
+from vramtop.commands.guard_watch import Watch
+from vramtop.core.guard.decisions import CANCELLED, WAITED
+from vramtop.core.news import News
+from vramtop.event_log import EventLog
+from vramtop.machines.interface import Frame
+from vramtop.machines.runner import Step
+
+
+class Backend:
+    """What the watch asks of a machine, for a profile with no supervisor of its own here."""
+
+    profile_name = "p"
+    supervisor = None
+    session = None
+    autostart = False
+    demo = False
+
+    def outside_budget_bytes(self) -> int | None:
+        return None
+
+    def housekeeping(self) -> None:
+        pass
+
+    def keep_house(self) -> None:
+        pass
+
+
+class Notifier:
+    names = ("test",)
+
+    def __init__(self) -> None:
+        self.sent: list[News] = []
+
+    def send(self, news: News) -> None:
+        self.sent.append(news)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def timeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EventLog:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path))
+    return EventLog.for_profile("p")
+
+
+def watch_of(timeline: EventLog, notifier: Notifier) -> Watch:
+    settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)
+    return Watch(Backend(), notifier, settings, timeline)  # type: ignore[arg-type]
+
+
+def another_process_appends(event: str, detail: dict[str, Any]) -> None:
+    """What a console's key or a `vramtop relaunch` writes, from its own process."""
+    code = textwrap.dedent(
+        f"""
+        import time
+        from vramtop.event_log import EventLog
+        EventLog.for_profile("p").append(time.time(), {event!r}, {detail!r})
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLog) -> None:
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    decisions = [e.detail.get("decision") for e in timeline.read() if e.name == "guard"]
+    assert decisions == [WAITED]  # pending: a request runs
+    # The guard's own relaunch, written as asked by the guard, is no person's.
+    another_process_appends("relaunch", {"result": "ok", "asked_by": "guard"})
+    watch.on_step(Step(Frame(sample(21.0, running=2), (found,))))
+    assert watch.policy.pending() is not None
+    another_process_appends("relaunch", {"result": "ok", "asked_by": "key"})
+    watch.on_step(Step(Frame(sample(22.0, running=2), (found,))))
+    assert watch.policy.pending() is None
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    assert [d["decision"] for d in guard] == [WAITED, CANCELLED]
+    assert "a relaunch (key) was asked" in str(guard[-1]["why"])
+    assert "cancelled" in notifier.sent[-1].title
+    # Nothing acts afterwards, at the quiet moment it had waited for.
+    watch.on_step(Step(Frame(sample(23.0, running=0), (found,))))
+    assert [e.detail["decision"] for e in timeline.read() if e.name == "guard"] == [
+        WAITED,
+        CANCELLED,
+    ]
+
+
+def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLog) -> None:
+    # The console acted, then handed over with the collapse open in the lasting timeline.
+    another_process_appends(
+        "finding", {"kind": "vram_contention", "change": "opened", "summary": "s", "id": "x"}
+    )
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    watch.begin()
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0), (found,)), opened=(found,)))
+    assert [n.change for n in notifier.sent] == []  # told by the console already
+    findings = [e.detail["change"] for e in timeline.read() if e.name == "finding"]
+    assert findings == ["opened"]  # the console's, once
+    # Its closing is the guard's to tell, once.
+    closed = replace(found, closed_t=30.0)
+    watch.on_step(Step(Frame(sample(30.0)), closed=(closed,)))
+    assert [n.change for n in notifier.sent] == ["closed"]
+    assert [e.detail["change"] for e in timeline.read() if e.name == "finding"] == [
+        "opened",
+        "closed",
+    ]
+    # The next collapse is new: told and written.
+    again = collapse(first_seen=40.0)
+    watch.on_step(Step(Frame(sample(41.0), (again,)), opened=(again,)))
+    assert [n.change for n in notifier.sent] == ["closed", "opened"]
