@@ -176,3 +176,64 @@ async def test_while_a_guard_holds_the_actor_lock_the_console_only_shows(
     finally:
         holder.kill()
         holder.wait()
+
+
+async def test_a_guard_started_beside_the_console_takes_over_and_it_only_shows(
+    written: list[str],
+) -> None:
+    # A guard in another process: it takes the guard lock, then waits for the console to
+    # hand over the actor lock (as `vramtop guard` does), and leaves when told.
+    import os
+    import subprocess
+    import sys
+
+    from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock
+
+    backend = FakeBackend()
+    app = make_app(backend)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 2)
+        holding = ActorLock("qwen-27b", CONSOLE).holder()
+        assert holding is not None and holding["kind"] == CONSOLE  # the console acts
+        assert holding["pid"] == os.getpid()
+        guard = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys\n"
+                "from vramtop.supervisor.actor import ActorLock, guard_lock\n"
+                "assert guard_lock('qwen-27b').try_acquire()\n"
+                "print('guard lock', flush=True)\n"
+                "print('acts' if ActorLock('qwen-27b', 'guard').wait_acquire(30) else 'no',"
+                " flush=True)\n"
+                "sys.stdin.readline()\n",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert guard.stdout is not None and guard.stdout.readline() == "guard lock\n"
+            await ticks(pilot, 2)  # the console's next tick hands over
+            assert guard.stdout.readline() == "acts\n"
+            assert app.shown.activity == (
+                f"a guard acts for this profile (pid {guard.pid}): this console only shows"
+            )
+            holding = ActorLock("qwen-27b", CONSOLE).holder()
+            assert holding is not None and holding["kind"] == GUARD
+            before = len(written)
+            await pilot.press("v")
+            await settle(pilot)
+            await ticks(pilot, 4)
+            assert backend.findings_open("vram_contention")  # shown …
+            assert osc(written[before:]) == []  # … and told by the guard alone
+        finally:
+            assert guard.stdin is not None
+            guard.stdin.close()
+            guard.wait(30)
+        await ticks(pilot, 2)  # the guard has gone: the console acts again
+        assert app.shown.activity == (
+            f"the guard (pid {guard.pid}) has left: this console acts for the profile again"
+        )
+        holding = ActorLock("qwen-27b", CONSOLE).holder()
+        assert holding is not None and holding["pid"] == os.getpid()
