@@ -65,3 +65,32 @@ def test_the_adaptive_state_is_read_only_while_its_guard_holds_the_lock(home: Pa
             "up": None,
         }
     assert read_guard_state("p2") is None
+
+
+def test_waiting_for_the_lock_tells_who_holds_it_once_and_gives_up_in_time(home: Path) -> None:
+    from vramtop.supervisor.actor import guard_holder, guard_lock
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD.replace('"guard"', '"console"')],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    told: list[dict[str, object]] = []
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        guard = ActorLock("p1", GUARD)
+        assert not guard.wait_acquire(0.3, poll_s=0.05, waiting=told.append)
+        assert [(t["pid"], t["kind"]) for t in told] == [(holder.pid, CONSOLE)]  # said once
+        # The guard lock is another file: a console's actor lock does not hold it.
+        assert guard_holder("p1") is None
+        with guard_lock("p1") as only:
+            assert only.try_acquire()
+            who = guard_holder("p1")
+            assert who is not None and who["kind"] == GUARD
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    assert guard.wait_acquire(5.0) and guard.holder() is not None
+    guard.release()

@@ -116,6 +116,7 @@ class Watch:
         self._told_open: set[str] = set()
         self._told_until: float | None = None  # (in the samples' clock)
         self._pending_wall: float | None = None  # since when an action is pending (Unix time)
+        self._timeline_seen: tuple[int, int] | None = None  # its file's size and time, last read
 
     def begin(self) -> None:
         """Start the server when it is not running, and housekeeping beside the ticks. A
@@ -217,6 +218,11 @@ class Watch:
         if since is None or self.policy.pending() is None:
             return []
         try:
+            stat = self.timeline.path.stat()
+            seen = (stat.st_size, stat.st_mtime_ns)
+            if seen == self._timeline_seen:
+                return []  # nothing written since the last look
+            self._timeline_seen = seen
             events = self.timeline.read(since=since)
         except OSError:
             return []
