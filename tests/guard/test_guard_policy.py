@@ -316,7 +316,5 @@ def test_a_rise_seen_in_its_first_tenth_of_a_gib_still_steps_down() -> None:
     for second in range(10):
         assert policy.observe(sample(float(second), running=1), []) == []
     decided = policy.observe(sample(10.0, desktop=1.64, running=0), [])
-    assert [(d.decision, d.action.step if d.action else None) for d in decided] == [
-        (ACTED, DOWN)
-    ]
+    assert [(d.decision, d.action.step if d.action else None) for d in decided] == [(ACTED, DOWN)]
     assert decided[0].action is not None and decided[0].action.flags.util <= 0.84

@@ -26,6 +26,7 @@ from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
+    from vramtop.supervisor.actor import Holder
 
 DEFAULT_INTERVAL_S = 1.0
 AUTO_REMEDY_CHOICES = ("off", "between-turns")
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(notifier, str):
         return _usage(notifier)
     from vramtop.commands.guard_watch import guard_loop, sim_speed
-    from vramtop.supervisor.actor import GUARD, ActorLock, guard_lock
+    from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
 
     # One guard per profile: the guard lock is taken before anything starts (a world, an
     # agent); then the actor lock, which a console opened first hands over at its next tick.
@@ -197,16 +198,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not only_guard.try_acquire():
             notifier.close()
-            holder = only_guard.holder() or {}
+            holder = only_guard.holder() or NOBODY
             return _usage(
-                f"a guard (pid {holder.get('pid')}) already acts for profile {name}: one "
+                f"a guard (pid {holder['pid']}) already acts for profile {name}: one "
                 "guard per profile; this one leaves"
             )
         if not lock.wait_acquire(waiting=_waiting_for):
             notifier.close()
-            holder = lock.holder() or {}
+            holder = lock.holder() or NOBODY
             return _usage(
-                f"a {holder.get('kind') or 'vramtop'} (pid {holder.get('pid')}) acts for "
+                f"a {holder['kind'] or 'vramtop'} (pid {holder['pid']}) acts for "
                 f"profile {name} and did not hand over (an older vramtop?): close it, then "
                 "start the guard again"
             )
@@ -224,10 +225,10 @@ def run(args: argparse.Namespace) -> int:
         only_guard.release()
 
 
-def _waiting_for(holder: dict[str, Any]) -> None:
+def _waiting_for(holder: Holder) -> None:
     print(
-        f"vramtop guard: waiting for the {holder.get('kind') or 'vramtop'} "
-        f"(pid {holder.get('pid')}) to hand over",
+        f"vramtop guard: waiting for the {holder['kind'] or 'vramtop'} "
+        f"(pid {holder['pid']}) to hand over",
         file=sys.stderr,
         flush=True,
     )

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from vramtop import files, locations
 
@@ -40,6 +40,31 @@ def guard_lock_path(profile: str) -> Path:
     """The lock only guards take: the guard has precedence over a console, so a console that
     sees it held lets the actor lock go; a second guard is refused."""
     return locations.state_dir() / f"guard-{profile}.lock"
+
+
+class Holder(TypedDict):
+    """Who holds a lock, as its file says (None where the file did not say it plainly)."""
+
+    pid: int | None
+    kind: str | None
+    since: float | None
+
+
+# A lock whose file does not say who holds it (being written, or by an older vramtop).
+NOBODY = Holder(pid=None, kind=None, since=None)
+
+
+def _holder(record: object) -> Holder | None:
+    if not isinstance(record, dict):
+        return None
+    pid, kind, since = record.get("pid"), record.get("kind"), record.get("since")
+    return {
+        "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        "kind": kind if isinstance(kind, str) else None,
+        "since": float(since)
+        if isinstance(since, int | float) and not isinstance(since, bool)
+        else None,
+    }
 
 
 class ActorLock:
@@ -77,7 +102,7 @@ class ActorLock:
         self._fd = fd
         return True
 
-    def holder(self) -> dict[str, Any] | None:
+    def holder(self) -> Holder | None:
         """Who holds the lock (`pid`, `kind`, `since`); None when nobody does. This process,
         when it holds it, is the holder."""
         try:
@@ -98,8 +123,8 @@ class ActorLock:
         try:
             record = json.loads(data)
         except ValueError:
-            return {"pid": None, "kind": None, "since": None}
-        return record if isinstance(record, dict) else None
+            return Holder(pid=None, kind=None, since=None)
+        return _holder(record)
 
     def wait_acquire(
         self,
@@ -107,7 +132,7 @@ class ActorLock:
         *,
         poll_s: float = HANDOVER_POLL_S,
         sleep: Callable[[float], object] = time.sleep,
-        waiting: Callable[[dict[str, Any]], None] | None = None,
+        waiting: Callable[[Holder], None] | None = None,
     ) -> bool:
         """Take the lock, polling up to `timeout_s` while another process holds it (a console
         handing over); `waiting` is told the holder once, the first time it is seen."""
@@ -144,7 +169,7 @@ def guard_lock(profile: str) -> ActorLock:
     return ActorLock(profile, GUARD, guard_lock_path(profile))
 
 
-def guard_holder(profile: str) -> dict[str, Any] | None:
+def guard_holder(profile: str) -> Holder | None:
     """The guard that holds the profile's guard lock (`pid`, `kind`, `since`); None when no
     guard runs for it."""
     return guard_lock(profile).holder()

@@ -175,9 +175,9 @@ class ConsoleTelling:
         try:
             if self._act_now():
                 return [], ""
-            holder = lock.holder() or {}
+            holder = lock.holder()
             events = event_log.read(since=self.opened_at)[-500:]
         except Exception:
             log.exception("reading the event log failed")
             return [], ""
-        return events, str(holder.get("kind") or "another vramtop")
+        return events, (holder["kind"] if holder else None) or "another vramtop"
