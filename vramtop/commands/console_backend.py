@@ -22,12 +22,14 @@ def console_backend(target: Target, live: LiveTarget | None = None) -> DeferredB
     def build() -> Backend:
         from vramtop.commands.common import backend_for
         from vramtop.commands.errors import CommandError
-        from vramtop.machines.machine_backend import backend_over
+        from vramtop.machines.machine_backend import MachineBackend, backend_over
 
         try:
             backend = backend_over(live.machine()) if live else backend_for(target)[0]
         except CommandError as exc:
             raise BackendUnavailable(str(exc)) from exc
+        if isinstance(backend, MachineBackend):
+            backend.asked_by = "key"  # the console's actions are a person's keys
         # Crash settling and automatic restarts on a thread of their own: a tick only reads.
         backend.keep_house()
         return backend

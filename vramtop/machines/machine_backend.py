@@ -73,11 +73,11 @@ class MachineBackend(Backend):
         supervisor: Supervisor | None,
         demo: DemoHooks | None = None,
         wsl: bool = False,
-        asked_by: str = "key",
+        asked_by: str = "command",
     ) -> None:
         self.sampler = sampler
-        # Who asks for this backend's actions, as the lasting timeline says: a key in the
-        # console, unless the guard built it for its own decisions ("guard").
+        # Who asks for this backend's actions, as the lasting timeline says: a command
+        # (record, export), a key where the console built it, the guard for its decisions.
         self.asked_by = asked_by
         self.supervisor = supervisor
         self._demo = demo
