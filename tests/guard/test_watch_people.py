@@ -105,6 +105,18 @@ def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLo
     ]
 
 
+def test_waiting_is_in_the_timeline_but_is_not_news(timeline: EventLog) -> None:
+    """A pending relaunch waits for a moment between turns: said in the timeline, not sent
+    to the person (who hears when it begins, or that it was skipped)."""
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    assert [e.detail.get("decision") for e in timeline.read() if e.name == "guard"] == [WAITED]
+    assert [n.change for n in notifier.sent] == ["opened"]  # the finding's news, no more
+
+
 def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLog) -> None:
     # The console acted, then handed over with the collapse open in the lasting timeline.
     another_process_appends(

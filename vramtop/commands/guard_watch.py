@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
-from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, Action, Decision, Flags
+from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, WAITED, Action, Decision, Flags
 from vramtop.core.model import ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
 from vramtop.core.vllm import args as vllm_args
@@ -263,6 +263,10 @@ class Watch:
                 self._down_wall, self._up_wall = time.time(), None
             elif action.step == UP:
                 self._up_wall = time.time()
+        if decision.decision == WAITED:
+            # Waiting is not news: the person hears of the relaunch when it begins (often in
+            # the same second: the door holds requests) or that it was skipped, and why.
+            return
         result = decision.result if decision.decision == DONE else None
         self.notifier.send(
             action_news(
