@@ -28,6 +28,7 @@ from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock
 CONSOLE_TELLING = textwrap.dedent(
     """
     import json, sys, time
+    from dataclasses import replace
     from vramtop.core.findings import Finding
     from vramtop.tui.telling import ConsoleTelling
 
@@ -47,7 +48,9 @@ CONSOLE_TELLING = textwrap.dedent(
     tick = 0
     while True:
         tick += 1
-        telling.findings_shown([finding] if tick % 2 else [], float(tick))
+        # Open on odd ticks, closed on even ones (as the runner's step would say).
+        opened, closed = ([finding], []) if tick % 2 else ([], [replace(finding, closed_t=tick)])
+        telling.findings_changed(opened, closed)
         for words in telling.take_said():
             print(json.dumps({"said": words, "acting": telling.acting}), flush=True)
         for text in sent:

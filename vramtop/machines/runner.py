@@ -55,9 +55,10 @@ class Runner:
         self._last_event: Event | None = None
         self.steps = 0
 
-    def step(self) -> Step:
-        """Tick once; what changed since the previous step."""
-        frame = self.backend.tick(log_limit=0)
+    def step(self, log_limit: int = 0) -> Step:
+        """Tick once (with up to `log_limit` of the server's log lines: the console shows
+        them); what changed since the previous step."""
+        frame = self.backend.tick(log_limit=log_limit)
         now = {finding_id(f): f for f in frame.findings}
         opened = tuple(f for key, f in now.items() if key not in self._open)
         gone = [f for key, f in self._open.items() if key not in now]

@@ -37,7 +37,7 @@ from textual.widgets import Footer
 
 from vramtop import locations
 from vramtop.core.model import Sample, ServerState
-from vramtop.machines.interface import Backend, Frame
+from vramtop.machines.interface import Backend
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
 from vramtop.tui.keys import ACTIONS, DEFAULT_KEYS, FOOTER_HIDDEN, KEY_DISPLAY, LAUNCHED
@@ -383,23 +383,23 @@ class VramtopApp(App[int]):
         frame = message.frame
         previous_state = self.shown.server_state
         self.shown = self.shown.arrived(frame, message.normal_origin)
-        self._tell_news(frame)
+        self._tell_news(message)
         if self.backend.finished and not self.shown.ended:
             self._end_of_recording()
         self._render(frame.sample, list(frame.log_lines), log_kept=message.log_kept)
         if self.shown.server_state != previous_state:
             self.refresh_bindings()
 
-    def _tell_news(self, frame: Frame) -> None:
+    def _tell_news(self, message: SampleArrived) -> None:
         """What a frame's events tell the person beyond the panels: a recording that failed.
         (Where a notice to the terminal, or a guard's events, would be told.)"""
-        failed = [e for e in frame.events if e.name == "recording_failed"]
+        failed = [e for e in message.frame.events if e.name == "recording_failed"]
         if failed and not self.shown.recording_failed_said:
             # The recording ended (a full disk); the live view goes on, and says so.
             self.shown = replace(self.shown, recording_failed_said=True)
             error = failed[-1].detail.get("error")
             self.say(f"recording failed: {error} · the live view goes on", news=False)
-        self._telling().findings_shown(frame.findings, frame.sample.t)
+        self._telling().findings_changed(message.opened, message.closed)
         for words in self._telling().take_said():  # a guard took over for the profile, or left
             self.say(words)
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
 from vramtop.machines.interface import Frame
 from vramtop.outcomes import ActionResult
+
+if TYPE_CHECKING:
+    from vramtop.core.findings import Finding
 
 
 class SampleArrived(Message):
@@ -18,9 +23,14 @@ class SampleArrived(Message):
         normal_origin: str | None = None,
         answers: int = 0,
         log_kept: bool = False,
+        opened: tuple[Finding, ...] = (),
+        closed: tuple[Finding, ...] = (),
     ) -> None:
         super().__init__()
         self.frame = frame
+        # The findings that opened and closed since the previous frame (the runner's rule).
+        self.opened = opened
+        self.closed = closed
         self.normal_origin = normal_origin
         self.answers = answers  # the console's asks for a read, up to this one, are answered
         self.log_kept = log_kept  # the frame's log lines are every one the backend keeps

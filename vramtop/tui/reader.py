@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.dom import DOMNode
 from textual.message import Message
@@ -20,6 +21,9 @@ from vramtop.machines.deferred_backend import BackendUnavailable
 from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, Backend
 from vramtop.tui.messages import SampleArrived, TickFailed
 from vramtop.tui.widgets.throughput_panel import normal_origin
+
+if TYPE_CHECKING:
+    from vramtop.machines.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,9 @@ class Reader:
         the console is quitting (the backend is being closed, and its reads fail by
         design: no failure is logged)."""
         self._backend = backend
+        # The runner's step: the frame, and what opened and closed since the last one (made
+        # at the first read: the first frame is drawn before the diagnosis' modules load).
+        self._runner: Runner | None = None
         self._post = post
         self._clock = clock
         self._quiet = quiet
@@ -120,7 +127,12 @@ class Reader:
         # Every line the backend keeps when asked, else the tail that continues the panel.
         limit = LOG_KEPT if kept_asked != self._kept_read else LOG_TAIL
         try:
-            frame = self._backend.tick(limit)
+            if self._runner is None:
+                from vramtop.machines.runner import Runner
+
+                self._runner = Runner(self._backend, interval_s=READER_CHECK_S)
+            step = self._runner.step(limit)
+            frame = step.frame
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
             # none is known yet).
             origin = normal_origin(frame.normal_rate, self._clock())
@@ -138,4 +150,13 @@ class Reader:
         # Everything goes back in the message: the console's state is written on the event
         # loop only, never from this thread while a dialog may be reading it.
         kept = limit == LOG_KEPT or len(frame.log_lines) < limit  # fewer came: all there is
-        self._post(SampleArrived(frame, normal_origin=origin, answers=answers, log_kept=kept))
+        self._post(
+            SampleArrived(
+                frame,
+                normal_origin=origin,
+                answers=answers,
+                log_kept=kept,
+                opened=step.opened,
+                closed=step.closed,
+            )
+        )

@@ -18,11 +18,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.events import Event
-from vramtop.core.findings import Finding, finding_id
+from vramtop.core.findings import Finding
 from vramtop.core.news import finding_closed, finding_opened
 from vramtop.machines.interface import Backend
 from vramtop.notify.terminal import TerminalSender
@@ -65,7 +64,6 @@ class ConsoleTelling:
         self._terminal = TerminalSender(write)
         self._may_notify = may_notify
         self._clock = clock
-        self._open: dict[str, Finding] = {}
         self.opened_at = clock()  # events before this are a previous run's
         self._actor: ActorLock | None = None
         self._guard_pid: object = None  # the guard acting for the profile, while one does
@@ -131,12 +129,8 @@ class ConsoleTelling:
         name = self._backend.profile_name
         return EventLog.for_profile(name) if name and self._backend.can_act else None
 
-    def findings_shown(self, findings: Sequence[Finding], t: float) -> None:
-        """The open findings of the frame just shown, at its sample's `t`."""
-        current = {finding_id(f): f for f in findings}
-        opened = [f for key, f in current.items() if key not in self._open]
-        closed = [replace(f, closed_t=t) for key, f in self._open.items() if key not in current]
-        self._open = current
+    def findings_changed(self, opened: Sequence[Finding], closed: Sequence[Finding]) -> None:
+        """What opened and closed since the frame shown before (the runner's step says)."""
         try:
             # Each tick, findings or none: a guard started beside the console waits for it.
             if not self._act_now() or not (opened or closed):
