@@ -36,6 +36,26 @@ def test_print_unit_runs_this_vramtop_and_restarts_on_failure(tmp_path: Path) ->
     assert "WantedBy=default.target" in lines
 
 
+def test_print_unit_runs_the_guard_as_it_was_asked_for(tmp_path: Path) -> None:
+    """The unit's guard is this one: its machine and every option given, not the defaults."""
+    done = vramtop(
+        "guard", "--demo", "--wsl", "--card", "r9700", "--auto-remedy", "between-turns",
+        "--adaptive", "--settle", "90", "--on-finding", "notify me", "--print-unit",
+        home=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exec_start = next(line for line in done.stdout.splitlines() if line.startswith("ExecStart="))
+    tail = exec_start.split(" guard ", 1)[1]
+    assert tail == (
+        '--demo --wsl --card r9700 --on-finding "notify me" --auto-remedy between-turns '
+        "--adaptive --settle 90"
+    )
+    # What the guard would refuse, the unit is not printed for.
+    refused = vramtop("guard", "--wsl", "--print-unit", home=tmp_path)
+    assert refused.returncode == 2 and "--wsl only applies" in refused.stderr
+    assert "ExecStart" not in refused.stdout
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     done = vramtop("guard", "--demo", "--print-unit", home=tmp_path)

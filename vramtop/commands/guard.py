@@ -163,14 +163,14 @@ def _usage(words: str) -> int:
 def run(args: argparse.Namespace) -> int:
     options = GuardOptions.from_args(args)
     target = options.target
-    if options.print_unit:
-        from vramtop.commands.guard_unit import unit_text
-
-        print(unit_text(target), end="")
-        return ExitCode.OK
     problem = _options_problem(options)
     if problem is not None:
         return _usage(problem)
+    if options.print_unit:
+        from vramtop.commands.guard_unit import unit_text
+
+        print(unit_text(options), end="")
+        return ExitCode.OK
     from vramtop.commands.common import backend_for, live_target
 
     try:

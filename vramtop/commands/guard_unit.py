@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vramtop.commands.shared_options import Target
+if TYPE_CHECKING:
+    from vramtop.commands.guard import GuardOptions
 
 
 def vramtop_command() -> list[str]:
@@ -19,13 +21,34 @@ def vramtop_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "vramtop"]
 
 
-def unit_text(target: Target) -> str:
-    """The unit's text, `ExecStart` naming the guard's profile (or `--demo`)."""
+def unit_text(options: GuardOptions) -> str:
+    """The unit's text, `ExecStart` running the guard as it was asked for here: its
+    profile (or `--demo`, `--wsl`, `--card`) and every option given (those left out are the
+    profile's, read when the unit starts)."""
+    from vramtop.commands.guard import DEFAULT_INTERVAL_S
+
+    target = options.target
     words = [*vramtop_command(), "guard"]
     if target.demo:
         words.append("--demo")
+        if target.wsl:
+            words.append("--wsl")
+        if target.card:
+            words += ["--card", target.card]
     elif target.profile:
         words += ["--profile", target.profile]
+    if options.notify is not None:
+        words += ["--notify", ",".join(options.notify)]
+    if options.on_finding is not None:
+        words += ["--on-finding", options.on_finding]
+    if options.auto_remedy is not None:
+        words += ["--auto-remedy", options.auto_remedy]
+    if options.adaptive:
+        words.append("--adaptive")
+    if options.settle_s is not None:
+        words += ["--settle", f"{options.settle_s:g}"]
+    if options.interval != DEFAULT_INTERVAL_S:
+        words += ["--interval", f"{options.interval:g}"]
     exec_start = " ".join(_quoted(w) for w in words)
     return f"""\
 [Unit]
