@@ -94,3 +94,30 @@ def test_waiting_for_the_lock_tells_who_holds_it_once_and_gives_up_in_time(home:
         holder.wait(10)
     assert guard.wait_acquire(5.0) and guard.holder() is not None
     guard.release()
+
+
+def test_the_console_asks_once_a_tick_and_never_waits_on_its_event_loop(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holding the lock: the console's one try fails at once (the next
+    tick tries again), where the default tries a few times, a pause apart."""
+    from vramtop.supervisor import actor
+    from vramtop.tui.telling import console_may_notify
+
+    pauses: list[float] = []
+    monkeypatch.setattr(actor.time, "sleep", pauses.append)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+
+        class Live:
+            recorded = False
+
+        assert not console_may_notify(Live(), ActorLock("p1", CONSOLE))  # type: ignore[arg-type]
+        assert pauses == []
+        assert not ActorLock("p1", CONSOLE).try_acquire()
+        assert len(pauses) == actor.ACQUIRE_TRIES - 1
+    finally:
+        holder.communicate("\n", timeout=30)

@@ -81,18 +81,20 @@ class ActorLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def try_acquire(self) -> bool:
-        """Take the lock if no other process holds it; True when this one holds it now."""
+    def try_acquire(self, tries: int = ACQUIRE_TRIES) -> bool:
+        """Take the lock if no other process holds it; True when this one holds it now.
+        `tries`: how many times to try, ACQUIRE_PAUSE_S apart (a console asks once a tick,
+        on its event loop, and tries again at the next one)."""
         if self._fd is not None:
             return True
         fd = files.open_private(self.path, os.O_RDWR | os.O_CREAT)
-        for attempt in range(ACQUIRE_TRIES):
+        for attempt in range(tries):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError:
                 # Another process's `holder` probes with a shared lock for an instant.
-                if attempt == ACQUIRE_TRIES - 1:
+                if attempt == tries - 1:
                     os.close(fd)
                     return False
                 time.sleep(ACQUIRE_PAUSE_S)

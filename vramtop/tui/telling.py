@@ -43,7 +43,8 @@ def console_may_notify(backend: Backend, lock: ActorLock | None) -> bool:
     if backend.recorded:
         return False
     try:
-        return lock is None or lock.try_acquire()
+        # Once, never waiting: this runs on the event loop each tick, and the next tries again.
+        return lock is None or lock.try_acquire(tries=1)
     except OSError:  # (its file unusable: no guard could hold it either)
         log.warning("the profile's actor lock cannot be used", exc_info=True)
         return True
