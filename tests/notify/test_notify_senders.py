@@ -213,6 +213,15 @@ def test_a_command_that_fails_is_said_and_the_notifier_goes_on(tmp_path: Path, n
     assert seen, "the next sender still got the news"
 
 
+def test_what_a_failing_command_wrote_is_said_with_its_secrets_masked(news: News) -> None:
+    """The command's stderr goes to the journal and the status line: a key in it does not."""
+    script = "import sys; sys.stderr.write('refused: --api-key sk-live-123456 bad'); sys.exit(3)"
+    with pytest.raises(SendFailed) as failed:
+        OnFindingSender(f"{sys.executable} -c {json.dumps(script)}").send(news)
+    assert "exited with code 3: refused: --api-key ***" in str(failed.value)
+    assert "sk-live-123456" not in str(failed.value)
+
+
 # ---------------------------------------------------------------- terminal ------------------
 
 

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Mapping
 
 from vramtop.core.news import News
-from vramtop.notify.sending import SendFailed
+from vramtop.notify.sending import SendFailed, said
 
 TIMEOUT_S = 10.0
 
@@ -46,5 +46,4 @@ class NotifySendSender:
         except OSError as exc:
             raise SendFailed(f"notify-send could not run: {exc}") from None
         if done.returncode != 0:
-            said = " ".join(done.stderr.decode(errors="replace").split())[:200]
-            raise SendFailed(f"notify-send exited with code {done.returncode}: {said}")
+            raise SendFailed(f"notify-send exited with code {done.returncode}: {said(done.stderr)}")

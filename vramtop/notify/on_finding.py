@@ -17,7 +17,7 @@ import signal
 import subprocess
 
 from vramtop.core.news import News
-from vramtop.notify.sending import SendFailed
+from vramtop.notify.sending import SendFailed, said
 
 TIMEOUT_S = 10.0
 
@@ -72,9 +72,8 @@ class OnFindingSender:
                 "and was killed"
             ) from None
         if proc.returncode != 0:
-            said = " ".join(err.decode(errors="replace").split())[:200]
             raise SendFailed(
-                f"--on-finding {self._argv[0]} exited with code {proc.returncode}: {said}"
+                f"--on-finding {self._argv[0]} exited with code {proc.returncode}: {said(err)}"
             )
 
 

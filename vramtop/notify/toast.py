@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from vramtop.core.news import News
-from vramtop.notify.sending import SendFailed
+from vramtop.notify.sending import SendFailed, said
 
 APP_ID = r"{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\WindowsPowerShell\v1.0\powershell.exe"
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
@@ -160,5 +160,6 @@ class ToastSender:
         except OSError as exc:
             raise SendFailed(f"powershell.exe could not run: {exc}") from None
         if done.returncode != 0:
-            said = " ".join(done.stderr.decode(errors="replace").split())[:200]
-            raise SendFailed(f"powershell.exe exited with code {done.returncode}: {said}")
+            raise SendFailed(
+                f"powershell.exe exited with code {done.returncode}: {said(done.stderr)}"
+            )
