@@ -142,3 +142,31 @@ def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLo
     again = collapse(first_seen=40.0)
     watch.on_step(Step(Frame(sample(41.0), (again,)), opened=(again,)))
     assert [n.change for n in notifier.sent] == ["closed", "opened"]
+
+
+def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
+    timeline: EventLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten failed samples in a row: exit 1 with the last error in words (systemd begins
+    afresh), never a traceback on the way out; a key in the error is masked."""
+    import threading
+
+    from vramtop.commands.guard_watch import guard_loop
+    from vramtop.machines.runner import MAX_FAILURES
+
+    class Broken(Backend):
+        demo = False
+        asked_by = "command"
+
+        def tick(self, log_limit: int = 0) -> Frame:
+            raise RuntimeError("the probe broke (--api-key sk-secret-999)")
+
+        def close(self, stop_server: bool) -> None:
+            assert not stop_server  # vLLM keeps serving
+
+    settings = GuardSettings(None, None, auto_remedy=False, adaptive=False, settle_s=300.0)
+    code = guard_loop(Broken(), Notifier(), settings, 0.01, threading.Event())  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{MAX_FAILURES} samples in a row failed (the last: the probe broke" in err
+    assert "sk-secret-999" not in err

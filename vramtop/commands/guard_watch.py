@@ -15,14 +15,16 @@ import os
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
 from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, WAITED, Action, Decision, Flags
 from vramtop.core.model import ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
+from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.runner import Runner, Step
+from vramtop.machines.runner import MAX_FAILURES, Runner, Step
 from vramtop.outcomes import ExitCode
 from vramtop.sim.protocol import SPEED_ENV
 from vramtop.supervisor.actor import GUARD, write_guard_state
@@ -72,6 +74,11 @@ def guard_loop(
     runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
     try:
         runner.run(stop.is_set, watch.on_step)
+    except Exception as exc:
+        # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
+        # leave with a reason, for systemd's Restart=on-failure to begin afresh.
+        say(f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving")
+        return ExitCode.ERROR
     finally:
         watch.end()
     say("stopped; vLLM keeps running")
@@ -250,7 +257,9 @@ class Watch:
 
     def _tell(self, t: float, decision: Decision) -> None:
         """The decision as a `guard` event (the session's and the lasting timeline's), a
-        line for the journal, and news."""
+        line for the journal, and news. Its why may carry a relaunch's message (vLLM's words):
+        masked, as every action's message is, before it is written or sent."""
+        decision = replace(decision, why=mask_line(decision.why))
         detail = decision.detail()
         session = self.backend.session
         if session is not None:
