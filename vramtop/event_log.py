@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -129,6 +128,10 @@ def _lines(path: Path) -> list[bytes]:
         return [line for line in handle.read().splitlines() if line.strip()]
 
 
+# The last Unix time a calendar date can show (9999-12-31): a later `t` is a damaged line.
+LATEST_T = 253_402_300_799.0
+
+
 def _parsed(raw: bytes) -> Event | None:
     try:
         obj = json.loads(raw)
@@ -137,8 +140,8 @@ def _parsed(raw: bytes) -> Event | None:
     if not isinstance(obj, dict):
         return None
     t, name, detail = obj.get("t"), obj.get("event"), obj.get("detail", {})
-    if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
-        return None
+    if not isinstance(t, int | float) or isinstance(t, bool) or not 0 <= t <= LATEST_T:
+        return None  # not a Unix time a clock could show (NaN, negative, past year 9999)
     if not isinstance(name, str) or not isinstance(detail, dict):
         return None
     return Event(float(t), name, detail)

@@ -57,9 +57,11 @@ def test_a_damaged_line_is_skipped_and_counted_not_a_crash(home: Path) -> None:
         f.write(b'{"t": "soon", "event": "x", "detail": {}}\n')
         f.write(b'{"t": NaN, "event": "x", "detail": {}}\n')
         f.write(b"[1, 2]\n")
+        f.write(b'{"t": 1e300, "event": "x", "detail": {}}\n')  # no calendar shows it
+        f.write(b'{"t": -5, "event": "x", "detail": {}}\n')
     log.append(3.0, "relaunch", {"result": "ok"})
     assert [(e.t, e.name) for e in log.read()] == [(1.0, "start"), (3.0, "relaunch")]
-    assert log.skipped == 5
+    assert log.skipped == 7
     assert [e.name for e in log.read(since=2.0)] == ["relaunch"]
 
 
