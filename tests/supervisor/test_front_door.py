@@ -225,3 +225,38 @@ def test_a_start_refused_for_its_key_opens_no_door(
     result = Supervisor(profile).start()
     assert not result.ok and "H4B_NO_SUCH_KEY" in result.message
     assert launch.port_owner("127.0.0.1", profile.port) is None  # no door left on its port
+
+
+def test_a_restart_whose_start_breaks_fails_what_the_door_holds_at_once(
+    machine: SimMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error of vramtop's own after the stop (not vLLM refusing) ends the restart as a
+    failed one: the request held at the door gets its 503 now, not after the hold's 600 s."""
+    from vramtop.supervisor.actions import ServerActions
+
+    sup = Supervisor(door_profile(machine, "broke"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("broke")
+
+    def broken(*args: object, **kwargs: object) -> object:
+        # A request arrives once the door holds and the server is gone, then the start breaks.
+        held.start()
+        wait_for(lambda: (door.info(rec) or {}).get("held") == 1)
+        raise OSError("no file descriptors left")
+
+    monkeypatch.setattr(ServerActions, "start_locked", broken)
+    answers: list[httpx.Response] = []
+
+    import threading
+
+    def ask() -> None:
+        answers.append(httpx.get(f"{sup.agent_url}/v1/models", timeout=60))
+
+    held = threading.Thread(target=ask)
+    assert not sup.restart().ok
+    held.join(30)
+    assert answers and answers[0].status_code == 503
+    assert "did not start again" in answers[0].text
+    assert "no file descriptors left" in answers[0].text
+    monkeypatch.undo()
+    door.stop(rec)  # the record went with the failed start; the door is still its own
