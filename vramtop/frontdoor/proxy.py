@@ -130,7 +130,13 @@ class Forwarder:
                 response.content_length = answer.content_length
             stream = answer.content_type == "text/event-stream"
             tally = SseTally() if stream else None
-            await response.prepare(request)
+            try:
+                await response.prepare(request)
+            except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+                # The client left before its answer began: its loss, not vLLM's failure.
+                self.gate.finished(ok=False)
+                self.gate.abandoned += 1
+                return response
             first_t: float | None = None
             try:
                 async for chunk in answer.content.iter_any():
