@@ -24,6 +24,7 @@ from vramtop.core.model import ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
+from vramtop.frontdoor.protocol import PREFIX as DOOR_ROUTE
 from vramtop.machines.runner import MAX_FAILURES, Runner, Step
 from vramtop.outcomes import ExitCode
 from vramtop.sim.protocol import SPEED_ENV
@@ -325,7 +326,7 @@ class Watch:
 
         try:
             with httpx.Client(timeout=DOOR_TIMEOUT_S, trust_env=False) as client:
-                answer = client.get(f"{supervisor.agent_url.rstrip('/')}/vramtop/door")
+                answer = client.get(f"{supervisor.agent_url.rstrip('/')}{DOOR_ROUTE}")
             data = answer.json() if answer.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return Door()

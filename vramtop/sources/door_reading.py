@@ -15,12 +15,12 @@ import logging
 
 from vramtop.core.door_fields import door_from_json
 from vramtop.core.model import DoorReading
+from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.sources.http_answer import Answer
 from vramtop.sources.server_client import ServerClient
 
 log = logging.getLogger(__name__)
 
-CONTROL = "/vramtop/door"  # the door's protocol (README, Contracts)
 TIMEOUT_S = 0.25  # the report is a few hundred bytes from this machine
 SKIP_AFTER_TIMEOUT = 5  # reads not asked after one timed out
 

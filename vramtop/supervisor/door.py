@@ -32,14 +32,14 @@ from vramtop import files, locations
 from vramtop.config import Profile, parse_door_address
 from vramtop.core import secrets
 from vramtop.core.json_types import JsonObject, JsonValue
+from vramtop.frontdoor.protocol import PREFIX as CONTROL
+from vramtop.frontdoor.protocol import TOKEN_HEADER
 from vramtop.supervisor import launch, tree
 from vramtop.supervisor.state import ServerRecord
 
 log = logging.getLogger(__name__)
 
 MODULE = "vramtop.frontdoor"
-CONTROL = "/vramtop/door"
-TOKEN_HEADER = "X-Vramtop-Door-Token"
 # A door's start: Python, aiohttp and the listener (well under a second here; a slow disk's
 # first import takes longer).
 START_TIMEOUT_S = 20.0
