@@ -19,7 +19,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,7 @@ SUFFIX = ".jsonl"
 
 def path_for(profile: str) -> Path:
     """The profile's event log, in the state directory beside its server's state file."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"
-    return locations.state_dir() / f"events-{safe}{SUFFIX}"
+    return locations.state_dir() / f"events-{locations.profile_file_name(profile)}{SUFFIX}"
 
 
 class EventLog:

@@ -7,6 +7,7 @@ it to keep their files apart from a user's real ones.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import platformdirs
@@ -93,3 +94,9 @@ def bundled_themes_dir() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / "themes"
+
+
+def profile_file_name(profile: str) -> str:
+    """A profile's name as it appears in the names of its files (state, lock, log, door,
+    timeline): a profile's own name is one already; anything else cannot leave the folder."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"

@@ -33,13 +33,13 @@ HANDOVER_POLL_S = 0.1
 
 def actor_lock_path(profile: str) -> Path:
     """The profile's actor lock (profile names are file names already)."""
-    return locations.state_dir() / f"actor-{profile}.lock"
+    return locations.state_dir() / f"actor-{locations.profile_file_name(profile)}.lock"
 
 
 def guard_lock_path(profile: str) -> Path:
     """The lock only guards take: the guard has precedence over a console, so a console that
     sees it held lets the actor lock go; a second guard is refused."""
-    return locations.state_dir() / f"guard-{profile}.lock"
+    return locations.state_dir() / f"guard-{locations.profile_file_name(profile)}.lock"
 
 
 class Holder(TypedDict):
@@ -181,7 +181,7 @@ def guard_holder(profile: str) -> Holder | None:
 
 
 def guard_state_path(profile: str) -> Path:
-    return locations.state_dir() / f"adaptive-{profile}.json"
+    return locations.state_dir() / f"adaptive-{locations.profile_file_name(profile)}.json"
 
 
 def write_guard_state(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import secrets as token_maker
 import signal
 import sys
@@ -49,20 +48,16 @@ _POLL_S = 0.05
 LOOPBACK = "127.0.0.1"
 
 
-def _safe(profile: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"
-
-
 def token_path(profile: str) -> Path:
-    return locations.state_dir() / f"door-{_safe(profile)}.token"
+    return locations.state_dir() / f"door-{locations.profile_file_name(profile)}.token"
 
 
 def log_path(profile: str) -> Path:
-    return locations.log_dir() / f"door-{_safe(profile)}.log"
+    return locations.log_dir() / f"door-{locations.profile_file_name(profile)}.log"
 
 
 def _port_path(profile: str) -> Path:
-    return locations.state_dir() / f"door-{_safe(profile)}.port"
+    return locations.state_dir() / f"door-{locations.profile_file_name(profile)}.port"
 
 
 def door_url(address: str) -> str:

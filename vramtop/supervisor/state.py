@@ -15,7 +15,6 @@ import json
 import logging
 import math
 import os
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -156,20 +155,16 @@ def _of_kind(value: Any, kind: str) -> bool:
     return True  # a kind not listed here is checked where it is read
 
 
-def _safe_name(profile: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", profile) or "default"
-
-
 def state_path(profile: str) -> Path:
-    return locations.state_dir() / f"server-{_safe_name(profile)}.json"
+    return locations.state_dir() / f"server-{locations.profile_file_name(profile)}.json"
 
 
 def lock_path(profile: str) -> Path:
-    return locations.state_dir() / f"server-{_safe_name(profile)}.lock"
+    return locations.state_dir() / f"server-{locations.profile_file_name(profile)}.lock"
 
 
 def log_path(profile: str) -> Path:
-    return locations.log_dir() / f"server-{_safe_name(profile)}.log"
+    return locations.log_dir() / f"server-{locations.profile_file_name(profile)}.log"
 
 
 def load(profile: str) -> ServerRecord | None:
