@@ -260,3 +260,21 @@ def test_a_restart_whose_start_breaks_fails_what_the_door_holds_at_once(
     assert "no file descriptors left" in answers[0].text
     monkeypatch.undo()
     door.stop(rec)  # the record went with the failed start; the door is still its own
+
+
+def test_a_damaged_token_file_is_never_replaced_under_a_running_door(machine: SimMachine) -> None:
+    """The door keeps the token it read at its start: a control call with the file unreadable
+    asks nothing (and writes no new token, which would lock the supervisor out of it for
+    good); once the file is whole again, the door answers its supervisor."""
+    sup = Supervisor(door_profile(machine, "tok"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("tok")
+    path = door.token_path("tok")
+    whole = path.read_bytes()
+    path.write_bytes(b"short\n")
+    assert door.hold(rec, 0.0) is None
+    assert path.read_bytes() == b"short\n"
+    path.write_bytes(whole)
+    assert door.hold(rec, 0.0) is not None and (door.info(rec) or {}).get("holding") is True
+    assert door.release(rec) is not None
+    assert sup.stop().ok

@@ -106,15 +106,27 @@ def _new_internal_port(profile: str, avoid: int | None = None) -> int:
 
 
 def token(profile: str) -> str:
-    """The door's control token: the one its file holds, or a new one written 0600."""
-    path = token_path(profile)
+    """The door's control token, for a door about to start: the one its file holds, or a
+    new one written 0600."""
+    held = current_token(profile)
+    if held is not None:
+        return held
+    made = token_maker.token_urlsafe(32)
+    files.write_atomic(path=token_path(profile), data=f"{made}\n".encode())
+    return made
+
+
+def current_token(profile: str) -> str | None:
+    """The token a running door was started with (its file, never through a link); None
+    where it cannot be read. Never a new one: a door keeps the token it read at its start,
+    and a new file would lock its supervisor out of it."""
     with contextlib.suppress(OSError, UnicodeDecodeError):
-        text = path.read_text().strip()
+        fd = files.open_private(token_path(profile), os.O_RDONLY)
+        with os.fdopen(fd, "rb") as handle:
+            text = handle.read(4096).decode().strip()
         if len(text) >= 16:
             return text
-    made = token_maker.token_urlsafe(32)
-    files.write_atomic(path, f"{made}\n".encode())
-    return made
+    return None
 
 
 def alive(rec: ServerRecord) -> bool:
@@ -231,7 +243,11 @@ def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> 
     if rec.front_door is None:
         return None
     url = f"{door_url(rec.front_door)}{CONTROL}/{route}"
-    headers = {TOKEN_HEADER: token(rec.profile)}
+    known = current_token(rec.profile)
+    if known is None:
+        log.warning("front door of %s: %s: its token file cannot be read", rec.profile, route)
+        return None
+    headers = {TOKEN_HEADER: known}
     try:
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
             resp = client.post(url, json=body, headers=headers)
