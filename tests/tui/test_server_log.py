@@ -11,6 +11,7 @@ from tests.support.console import distinct_lines, make_app, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.machines.interface import LOG_TAIL
 from vramtop.tui.screens.help_screen import HelpScreen
+from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog
 from vramtop.tui.widgets.tail_log import COUNT_REDRAW_S, TailLog
 
@@ -133,6 +134,18 @@ async def test_a_read_answered_while_the_console_closes_is_not_shown() -> None:
         await server_log.remove()
         server_log.show(["INFO late"], now=10.0)
         assert "INFO late" not in server_log.lines
+
+
+async def test_a_sample_shown_while_the_console_closes_does_not_stop_it() -> None:
+    # The same late sample reaches the text panels (the header first): a panel taken off
+    # its screen lays its rows out without asking the screen whether it is compact.
+    app = make_app(FakeBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ticks(pilot, 1)
+        header = app.query_one(ConsoleHeader)
+        await header.remove()
+        header.set_rows(["a late row"])
+        assert [line.plain for line in header.lines] == ["a late row"]
 
 
 async def test_control_characters_in_a_line_cannot_move_the_cursor() -> None:

@@ -228,7 +228,8 @@ class VramtopApp(App[int]):
         show = partial(
             super().notify, message, title=title, severity=severity, timeout=timeout, markup=markup
         )
-        if severity != "information" and isinstance(self.screen, ModalScreen):
+        stack = self.screen_stack  # (empty once the console has taken its screens down)
+        if severity != "information" and stack and isinstance(stack[-1], ModalScreen):
             self._held_notices.append(show)
         else:
             show()

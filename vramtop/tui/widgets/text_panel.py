@@ -116,7 +116,8 @@ class TextPanel(Widget):
 
     def redraw(self) -> None:
         """Lay the rows out at the current width; repaint only if a line looks different."""
-        compact = self.is_mounted and self.screen.has_class("-compact")
+        # Not attached: a sample shown while the console takes its screen down (it has none).
+        compact = self.is_attached and self.screen.has_class("-compact")
         width = self.content_region.width
         wrapped = self._wrapped
         self._wrapped = {}
