@@ -28,13 +28,15 @@ def windows_mid_call(t: float) -> WindowsGpuReading:
     return WindowsGpuReading(processes=(vm, teams), wsl_vm=vm, desktop=(teams,), t=t)
 
 
-def record_mid_collapse(path: Path, normal: NormalRate | None, windows: bool) -> None:
+def record_mid_collapse(
+    path: Path, normal: NormalRate | None, windows: bool, wsl: bool = True
+) -> None:
     """Only collapsed seconds: the console (or recorder) was opened during the call."""
     extra = {"normal_rate": normal.to_json()} if normal is not None else {}
-    header = make_header(started_at="2026-11-30T20:00:00Z", wsl=True, extra=extra)
+    header = make_header(started_at="2026-11-30T20:00:00Z", wsl=wsl, extra=extra)
     ticks_ = [busy(float(t), tps=8.0, decode_tps=8.0, desktop_bytes=CALL) for t in range(1, 40)]
     with SessionWriter(path, header) as writer:
-        for s in build(Card(wsl=True), ticks_):
+        for s in build(Card(wsl=wsl), ticks_):
             assert isinstance(s, Sample)
             writer.sample(replace(s, windows=windows_mid_call(s.t)) if windows else s)
 
@@ -64,6 +66,16 @@ async def test_on_wsl_the_windows_side_names_it_without_a_rate(tmp_path: Path) -
     record_mid_collapse(path, None, windows=True)
     banner, _ = await banner_after(path, 15)
     assert "squeezing vLLM" in banner and "no normal rate" in banner
+
+
+async def test_a_per_process_split_names_it_and_learns_no_normal(tmp_path: Path) -> None:
+    # Native Linux (NVML's per-process figures): the desktop holds what the budget kept for
+    # vLLM. The banner names it from memory; the collapsed 8 tok/s is not shown as normal.
+    path = tmp_path / "native.jsonl"
+    record_mid_collapse(path, None, windows=False, wsl=False)
+    banner, throughput = await banner_after(path, 15)
+    assert "squeezing vLLM" in banner and "no normal rate" in banner
+    assert "can't judge yet" in throughput and "normal 8" not in throughput
 
 
 async def test_without_a_rate_or_the_windows_side_it_does_not_guess(tmp_path: Path) -> None:

@@ -12,7 +12,11 @@ from dataclasses import replace
 
 from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.diagnosis.diagnoser import Diagnoser
-from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
+from vramtop.core.diagnosis.memory_evidence import (
+    NO_NORMAL_RATE,
+    desktop_over_allowance,
+    squeeze_in_memory,
+)
 from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample, SplitMethod
 from vramtop.core.windows.spill import SpillEvidence
@@ -142,10 +146,25 @@ def test_a_call_in_the_first_seconds_is_named_from_one_healthy_second() -> None:
     items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
     items += [agent(2, 77.0), agent(3, 77.0)]
     items += [agent(t, 8.0, CALL) for t in range(4, 40)]
-    d = run(items, Card(wsl=False))
-    assert contention(d) == [10.0]  # known on the 5th judged second (7), then 3 of 4
+    d = run(items, Card(wsl=True))  # a derived split: the memory cannot show the squeeze
+    # Known on the 5th judged second (7), then 5 of 6 (nothing in memory corroborates it).
+    assert contention(d) == [12.0]
     normal = d.normal_rate()
     assert normal is not None and normal.tps == 77.0
+
+
+def test_seconds_the_memory_shows_squeezed_teach_no_normal() -> None:
+    # The same call seen through a per-process split: the desktop holds what the budget kept
+    # for vLLM, so its collapsed seconds teach nothing; two healthy seconds are too few for
+    # a normal, and the memory alone names the collapse, sooner, saying no rate confirmed it.
+    items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
+    items += [agent(2, 77.0), agent(3, 77.0)]
+    items += [agent(t, 8.0, CALL) for t in range(4, 40)]
+    d = run(items, Card(wsl=False))
+    assert contention(d) == [8.0]  # the 5th of 6 seconds the memory shows it (4 to 8)
+    assert d.normal_rate() is None
+    found = d.open_findings()[0]
+    assert found.confidence == NO_NORMAL_RATE
 
 
 def test_an_interval_in_which_a_request_ended_is_judged_by_its_latency() -> None:

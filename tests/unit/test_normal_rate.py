@@ -241,6 +241,33 @@ def test_with_the_windows_side_memory_alone_names_it_without_a_rate() -> None:
     assert any("restart" in h for h in found[0].ladder.hypothesis)
 
 
+def test_a_per_process_split_names_it_without_a_rate_and_learns_no_normal() -> None:
+    # Opened mid-call with no normal known and no Windows side: the split shows the desktop
+    # holding what the budget kept for vLLM. The collapsed rate is not learned as normal.
+    d = run(mid_collapse(), Card(wsl=False))
+    found = contention(d)
+    assert len(found) == 1 and found[0].first_seen_t <= 1 + 15
+    assert found[0].confidence == NO_NORMAL_RATE
+    evidence = found[0].evidence
+    assert evidence["desktop_over_allowance_bytes"] == (
+        evidence["desktop_bytes"] - evidence["desktop_allowance_bytes"]
+    )
+    assert evidence["server_bytes"] < evidence["budget_bytes"]  # what the desktop took
+    assert "squeezing vLLM" in found[0].summary
+    assert d.normal_rate() is None
+
+
+def test_once_the_squeeze_is_gone_the_normal_is_learned_and_the_finding_closes() -> None:
+    items = mid_collapse(40)
+    items += [(40.0, "restart", {}), (45.0, "ready", {})]
+    items += [busy(float(t), decode_tps=NORMAL) for t in range(46, 90)]
+    d = run(items, Card(wsl=False))
+    found = contention(d)
+    assert len(found) == 1 and found[0].closed_t is not None
+    normal = d.normal_rate()
+    assert normal is not None and normal.tps == pytest.approx(NORMAL, rel=0.05)
+
+
 def test_memory_evidence_needs_the_desktop_over_its_allowance() -> None:
     calm_vm = WindowsProcessGpu(9000, "vmmemWSL", int(27.5 * GIB), int(2.1 * GIB))
     small = WindowsProcessGpu(10456, "explorer.exe", int(0.5 * GIB), 0)
@@ -321,10 +348,20 @@ def test_without_the_latency_histogram_agent_traffic_still_learns_a_normal_and_n
 
 def test_prefills_own_dips_are_not_a_collapse() -> None:
     # The same traffic with prefill seconds that decode at half the usual rate now and then
-    # (a long prompt read): a dip to 0.4 of the normal is prefill, not the desktop.
+    # (a long prompt read): a dip to 0.4 of the normal is prefill, not the desktop, even once
+    # a call's desktop holds more than the budget leaves it (the memory corroborates a fall,
+    # and the squeezed seconds teach the normal nothing: it was learned before the call).
     items: list[Tick | Event] = [(0.0, "start", {}), (1.0, "ready", {})]
     items += [
-        busy(float(t), tps=75.0 if t % 4 else 30.0, prompt_tps=900.0, desktop_bytes=CALL)
+        busy(
+            float(t),
+            tps=75.0 if t % 4 else 30.0,
+            prompt_tps=900.0,
+            desktop_bytes=CALL if t >= 60 else int(1.35 * GIB),
+        )
         for t in range(2, 200)
     ]
-    assert contention(run(items, Card(wsl=False))) == []
+    d = run(items, Card(wsl=False))
+    assert contention(d) == []
+    normal = d.normal_rate()
+    assert normal is not None and normal.by_measure[PER_REQUEST_PREFILL][1] > 60

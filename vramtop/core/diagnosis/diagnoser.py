@@ -231,10 +231,11 @@ class Diagnoser:
         # seconds is as large, so those seconds judge only the collapse.
         steady = point is None or point.measure != PER_REQUEST_PREFILL
         self._check_slowdown(s, device, state, point, judged and steady, squeeze)
-        # Squeezed seconds (as this sample's rules left the findings) must not teach the
-        # normal: a long call would make its own slowdown normal and the finding close while
-        # nothing changed.
-        if point is not None and not self._squeezed():
+        # Squeezed seconds (as this sample's rules left the findings, or as the memory shows
+        # them) must not teach the normal: a long call would make its own slowdown normal and
+        # the finding close while nothing changed, and a console opened in the middle of a
+        # call, with no normal known, would learn the collapsed rate as the normal.
+        if point is not None and not self._squeezed() and not self._memory_squeezed(s):
             self._meter.learn(point)
 
     # --- rules ---------------------------------------------------------------------------------
@@ -334,6 +335,10 @@ class Diagnoser:
         """A collapse or a slowdown is open: the desktop squeezes the server now."""
         return self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN)
 
+    def _memory_squeezed(self, s: Sample) -> bool:
+        """The memory itself shows the desktop squeezing the server this second."""
+        return squeeze_in_memory(s, self._any_spill(), self._desktop.outside_budget)
+
     def _any_spill(self) -> SpillEvidence | None:
         """The server's memory seen spilled: the WSL VM's shared memory, or AMD's GTT."""
         return self._spill.spill_evidence() or self._gtt.spill_evidence(source="gtt")
@@ -373,16 +378,17 @@ class Diagnoser:
             self._contradicted = 0
 
     def _check_memory_only(self, s: Sample, device: GpuDevice | None, point: Point | None) -> bool:
-        """With no normal rate at all, the Windows side alone can show the squeeze: the
-        desktop's programs hold more than the budget leaves them and part of the WSL VM's
-        memory is in system memory. True while that rule owns the finding."""
+        """With no normal rate at all, the memory alone can show the squeeze: the Windows
+        side (the desktop's programs hold more than the budget leaves them and part of the WSL
+        VM's memory is in system memory) or a per-process split (the desktop holds what the
+        budget kept for the server). True while that rule owns the finding."""
         current = self._book.get(Kind.VRAM_CONTENTION)
         memory_only = current is not None and current.confidence is not None
         if point is None or device is None:
             return memory_only
         if not memory_only and self.normal_rate() is not None:
             return False  # a normal rate is known: the rate rule decides
-        evidence = memory_evidence(s, self._spill.spill_evidence(), self._desktop.outside_budget)
+        evidence = memory_evidence(s, self._any_spill(), self._desktop.outside_budget)
         self._memory_window.append(evidence is not None)
         if memory_only and not any(list(self._memory_window)[-OPEN_WINDOW:]):
             self._book.close(Kind.VRAM_CONTENTION, s.t)

@@ -68,6 +68,26 @@ class MemoryOnlyFacts(Facts):
 
 
 @dataclass(frozen=True)
+class SplitOnlyFacts(Facts):
+    """The evidence of a collapse that a per-process split alone names (no Windows side)."""
+
+    desktop_bytes: int
+    desktop_allowance_bytes: int
+    desktop_over_allowance_bytes: int
+    server_bytes: int | None
+    budget_bytes: int
+    kv_cache_usage: float | None
+    used_bytes: int
+    total_bytes: int
+    generation_tps: float | None
+    baseline_generation_tps: None = None  # no normal rate: that is why memory alone names it
+    spill: SpillEvidence | None = field(default=None, metadata={"json": False})
+
+    def to_json(self) -> JsonObject:
+        return with_spill(super().to_json(), self.spill)
+
+
+@dataclass(frozen=True)
 class SlowdownFacts(Facts):
     """A slowdown's evidence (the session format's keys, in order)."""
 
