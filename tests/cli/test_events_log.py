@@ -11,7 +11,7 @@ import pytest
 
 from vramtop.core.findings import Finding
 from vramtop.event_log import EventLog, path_for
-from vramtop.session.event_log import earlier_events, record_findings
+from vramtop.session.event_log import before_and_since, record_findings
 
 
 @pytest.fixture
@@ -99,7 +99,8 @@ def test_findings_opened_and_closed_are_written_for_the_actor(home: Path) -> Non
         "id": "vram_contention@10.000",
     }
     assert closed.detail["change"] == "closed" and closed.detail["duration_s"] == 60.0
-    assert earlier_events(log, before=1_030.0) == [opened]
+    assert before_and_since(log.read(), 1_030.0) == ([opened], [closed])
+    assert before_and_since(log.read(), 1_030.0, limit=0) == ([], [])
 
 
 def test_two_writers_at_once_leave_no_damaged_line(home: Path) -> None:

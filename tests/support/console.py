@@ -34,6 +34,23 @@ async def settle(pilot: Pilot[int]) -> None:
         await _reads_shown(pilot)
 
 
+async def open_timeline(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
+    """Press e, and wait until the timeline has read the profile's lasting events (in a
+    thread: the screen opens before)."""
+    from vramtop.tui.screens.timeline_screen import TimelineScreen
+
+    await pilot.press("e")
+    screen = pilot.app.screen
+    assert isinstance(screen, TimelineScreen)
+    waited = 0.0
+    while not screen.lasting_read:
+        if waited > timeout_s:
+            raise AssertionError(f"the lasting timeline was not read within {timeout_s} s")
+        await pilot.pause(0.01)
+        waited += 0.01
+    await pilot.pause()
+
+
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)

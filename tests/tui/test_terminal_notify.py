@@ -12,7 +12,7 @@ import pytest
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widgets import DataTable
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, open_timeline, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.event_log import EventLog
 from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -118,7 +118,7 @@ async def test_the_console_opened_after_a_relaunch_shows_it_as_earlier(
     app = make_app(FakeBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        await pilot.press("e")
+        await open_timeline(pilot)
         assert isinstance(app.screen, TimelineScreen)
         table = app.screen.query_one(DataTable)
         rows: list[Any] = [table.get_row_at(i) for i in range(table.row_count)]
@@ -168,7 +168,7 @@ async def test_while_a_guard_holds_the_actor_lock_the_console_only_shows(
             EventLog.for_profile("qwen-27b").append(
                 time.time(), "finding", {"kind": "vram_contention", "change": "opened"}
             )
-            await pilot.press("e")
+            await open_timeline(pilot)
             assert isinstance(app.screen, TimelineScreen)
             table = app.screen.query_one(DataTable)
             names = [table.get_row_at(i)[1] for i in range(table.row_count)]

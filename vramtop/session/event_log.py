@@ -9,7 +9,7 @@ actions there too; it is named here as well, for the session's callers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding, finding_id
@@ -49,7 +49,11 @@ def record_findings(
     return written
 
 
-def earlier_events(log: EventLog, before: float, limit: int = 500) -> list[Event]:
-    """The last `limit` events written before `before` (Unix time: when this console
-    opened), oldest first."""
-    return [e for e in log.read() if e.t < before][-limit:]
+def before_and_since(
+    events: Sequence[Event], t: float, limit: int = 500
+) -> tuple[list[Event], list[Event]]:
+    """`events` (oldest first) split at `t` (Unix time: when a console opened): the last
+    `limit` written before it, and the last `limit` written at or after it."""
+    before = [e for e in events if e.t < t]
+    since = [e for e in events if e.t >= t]
+    return before[max(0, len(before) - limit) :], since[max(0, len(since) - limit) :]

@@ -278,10 +278,12 @@ class VramtopApp(App[int]):
         from vramtop.tui.screens.timeline_screen import TimelineScreen
 
         telling = self._telling()
-        acted, actor = telling.acted()  # a guard's, while it acts for the profile
+        actor = telling.actor()  # a guard, while it acts for the profile
         self.push_screen(
             TimelineScreen(
-                list(self.shown.events), earlier=telling.earlier(), acted=acted, actor=actor
+                list(self.shown.events),
+                actor=actor or "",
+                lasting=partial(telling.lasting, actor),
             )
         )
 

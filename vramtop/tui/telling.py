@@ -25,7 +25,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.news import finding_closed, finding_opened
 from vramtop.machines.interface import Backend
 from vramtop.notify.terminal import TerminalSender
-from vramtop.session.event_log import EventLog, earlier_events, record_findings
+from vramtop.session.event_log import EventLog, before_and_since, record_findings
 
 if TYPE_CHECKING:
     # Loaded where there is a profile to act for (its supervisor brings psutil): a console
@@ -146,33 +146,36 @@ class ConsoleTelling:
         except Exception:  # telling must never take the console down
             log.exception("telling the findings failed")
 
-    def earlier(self) -> list[Event]:
-        """The profile's events from before this console opened (its earlier runs, a guard's,
-        a command's), oldest first; none without a profile."""
-        event_log = self._log()
-        if event_log is None:
-            return []
-        try:
-            return earlier_events(event_log, self.opened_at)
-        except Exception:
-            log.exception("reading the event log failed")
-            return []
-
-    def acted(self) -> tuple[list[Event], str]:
-        """While another process acts for the profile (a guard), what it has written to the
-        lasting timeline since this console opened (its findings and decisions, the actions
-        it asked for), which this console's own session does not hold; and what it is
-        ("guard"). Nothing while this console acts (it takes the lock once it is free)."""
-        event_log = self._log()
+    def actor(self) -> str | None:
+        """While another process acts for the profile (a guard), what it is ("guard"); None
+        while this console acts (it takes the lock once it is free) or has no profile. On the
+        event loop: it takes or lets go of the actor lock as each tick does."""
         lock = self._actor_lock()
-        if event_log is None or lock is None:
-            return [], ""
+        if self._log() is None or lock is None:
+            return None
         try:
             if self._act_now():
-                return [], ""
+                return None
             holder = lock.holder()
-            events = event_log.read(since=self.opened_at)[-500:]
+        except Exception:
+            log.exception("asking who acts for the profile failed")
+            return None
+        return (holder["kind"] if holder else None) or "another vramtop"
+
+    def lasting(self, actor: str | None) -> tuple[list[Event], list[Event]]:
+        """The profile's lasting timeline, read once (two files of up to 5 MB each: off the
+        event loop): the events from before this console opened (its earlier runs, a
+        guard's, a command's), and, while `actor` acts for the profile, what it has written
+        since (its findings and decisions, the actions it asked for), which this console's
+        own session does not hold. Oldest first, the last 500 of each; none without a
+        profile."""
+        event_log = self._log()
+        if event_log is None:
+            return [], []
+        try:
+            events = event_log.read()
         except Exception:
             log.exception("reading the event log failed")
-            return [], ""
-        return events, (holder["kind"] if holder else None) or "another vramtop"
+            return [], []
+        earlier, acted = before_and_since(events, self.opened_at)
+        return earlier, acted if actor else []

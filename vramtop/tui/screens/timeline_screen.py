@@ -3,10 +3,13 @@
 A row is one line, cut at the table's width; Enter on it shows the whole event. Above them,
 the profile's lasting timeline from before this console opened (earlier runs, a guard, a
 command), marked `earlier` and timed by the clock (their `t` is Unix time, not the session's).
+That file (up to twice 5 MB) is read in a thread: the screen opens at once with the session's
+own events, and the profile's join them when read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -16,6 +19,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
+from textual.worker import Worker, WorkerState
 
 from vramtop.core.events import Event
 from vramtop.tui.format import duration, ready_time
@@ -30,44 +34,79 @@ class TimelineScreen(ModalScreen[None]):
         earlier: list[Event] | None = None,
         acted: list[Event] | None = None,
         actor: str = "guard",
+        *,
+        lasting: Callable[[], tuple[list[Event], list[Event]]] | None = None,
     ) -> None:
         """`earlier`: the profile's events from before this console opened; `acted`: what
-        the process acting for the profile (`actor`, a guard) wrote since."""
+        the process acting for the profile (`actor`, a guard) wrote since; `lasting`: reads
+        both (in a thread, once the screen is shown) instead."""
         super().__init__()
         self._earlier = list(earlier or [])
         self._acted = list(acted or [])
         self._actor = actor
-        self._events = [*self._earlier, *self._acted, *events]
         self._session_events = events
+        self._lasting = lasting
+        self.lasting_read = lasting is None  # the profile's events are in the table
+
+    @property
+    def _events(self) -> list[Event]:
+        """The table's rows, in order."""
+        return [*self._earlier, *self._acted, *self._session_events]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline", classes="dialog"):
-            if not self._session_events:
-                yield Label(
-                    "No events yet in this session"
-                    + (
-                        "; the earlier ones are the profile's, from before it."
-                        if self._earlier
-                        else "."
-                    )
-                )
+            yield Label(self._empty_words(), id="timeline-empty")
             yield DataTable(cursor_type="row", zebra_stripes=True)
-            if self._events:
-                yield Label(
-                    Content.styled("enter shows the whole event · esc closes", "$text-muted")
-                )
+            yield Label(
+                Content.styled("enter shows the whole event · esc closes", "$text-muted"),
+                id="timeline-keys",
+            )
+
+    def _empty_words(self) -> str:
+        """What the line above the table says: why it is empty, or what is still being read."""
+        if not self.lasting_read:
+            reading = "reading the profile's earlier events …"
+            return reading if self._session_events else f"No events yet in this session; {reading}"
+        if self._session_events:
+            return ""
+        if self._earlier:
+            return (
+                "No events yet in this session; the earlier ones are the profile's, from before it."
+            )
+        return "No events yet in this session."
 
     def on_mount(self) -> None:
         self.query_one("#timeline").border_title = "Event timeline"
         table = self.query_one(DataTable)
         table.add_columns("at", "event", "what")
+        self._fill(table)
+        table.focus()
+        if self._lasting is not None:
+            self.run_worker(self._lasting, thread=True, name="lasting timeline")
+
+    def _fill(self, table: DataTable[Any]) -> None:
+        table.clear()
         for event in self._earlier:
             table.add_row(_clock(event.t), f"{event.name} (earlier)", describe(event))
         for event in self._acted:
             table.add_row(_clock(event.t), f"{event.name} ({self._actor})", describe(event))
         for event in self._session_events:
             table.add_row(_at(event.t), event.name, describe(event))
-        table.focus()
+        empty = self._empty_words()
+        self.query_one("#timeline-empty", Label).update(empty)
+        self.query_one("#timeline-empty").display = bool(empty)
+        self.query_one("#timeline-keys").display = bool(self._events)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR):
+            return
+        result = event.worker.result if event.state == WorkerState.SUCCESS else None
+        self._earlier, self._acted = result if result is not None else ([], [])
+        self.lasting_read = True
+        table = self.query_one(DataTable)
+        row = table.cursor_row  # the same session event stays under the cursor
+        self._fill(table)
+        table.move_cursor(row=row + len(self._earlier) + len(self._acted))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
