@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from vramtop.core import secrets
+from vramtop.core.addresses import parse_host_port
 from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
 from vramtop.settings import read_toml, write_private
@@ -253,21 +254,7 @@ GUARD_DEFAULTS: dict[str, Any] = {"auto_remedy": "off", "adaptive": False, "sett
 def parse_door_address(text: str) -> tuple[str, int]:
     """A front door's `HOST:PORT` ("127.0.0.1:8000", "[::1]:8000", "localhost:8000") as its
     host and port; ValueError with what is wrong."""
-    host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8000)")
-    port = int(port_text)
-    if not 1 <= port <= 65535:
-        raise ValueError(f"{text!r}: the port must be between 1 and 65535")
-    if host.startswith("["):
-        if not host.endswith("]") or len(host) < 3:
-            raise ValueError(f"{text!r}: an IPv6 host is written [ADDRESS]:PORT")
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError(f"{text!r}: an IPv6 host is written [ADDRESS]:PORT")
-    if not re.fullmatch(r"[A-Za-z0-9.:_-]+", host):
-        raise ValueError(f"{text!r}: {host!r} is not a host name or address")
-    return host, port
+    return parse_host_port(text)
 
 
 def profile_from_argv(name: str, argv: list[str], **fields: Any) -> Profile:

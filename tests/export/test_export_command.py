@@ -53,7 +53,7 @@ def test_beyond_loopback_is_warned_about_with_the_fix(host: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--listen", "x:y"], "is not a port number"),
+        (["--listen", "x:y"], "is not a number"),
         (["--interval", "0"], "--interval: must be at least 0.1 seconds"),
         (["--url", "localhost:8000"], "is not an http(s) URL"),
         (["--wsl"], "--wsl only applies with --demo"),

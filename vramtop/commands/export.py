@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
+from vramtop.core.addresses import parse_host_port
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
@@ -74,23 +75,10 @@ def asset_text(name: str) -> str:
 
 def parse_listen(value: str) -> tuple[str, int]:
     """`HOST:PORT`, `[IPv6]:PORT` or a bare `PORT` (loopback). ValueError with the reason."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep:
-        host, port_text = "127.0.0.1", value
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host:
-        raise ValueError(
-            f"--listen {value!r} names no address: give one, e.g. 127.0.0.1:9464 "
-            "(0.0.0.0:9464 to serve every interface)"
-        )
     try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"--listen {value!r}: {port_text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"--listen {value!r}: a port is 0-65535")
-    return host, port
+        return parse_host_port(value, bare_port_host="127.0.0.1", lowest_port=0)
+    except ValueError as exc:
+        raise ValueError(f"--listen {exc} (0.0.0.0:9464 serves every interface)") from None
 
 
 def is_loopback(host: str) -> bool:

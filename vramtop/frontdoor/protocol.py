@@ -5,9 +5,9 @@ supervisor can import it without loading the door's server.
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
+from vramtop.core.addresses import parse_host_port
 from vramtop.core.json_types import JsonObject
 
 # The door's own routes live under this prefix, on the listener it forwards (vLLM has none).
@@ -90,23 +90,7 @@ def upstream_broke() -> JsonObject:
 
 def parse_listen(text: str) -> tuple[str, int]:
     """`HOST:PORT` (`[::1]:8000` for IPv6) → (host, port); ValueError says what is wrong."""
-    host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"{text!r} is not HOST:PORT (for example 127.0.0.1:8000)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"{text!r}: the port {port_text!r} is not a number") from None
-    if not 1 <= port <= 65535:
-        raise ValueError(f"{text!r}: the port must be 1-65535")
-    if ":" in host:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{text!r}: {host!r} is not an address") from None
-    return host, port
+    return parse_host_port(text)
 
 
 def parse_upstream(text: str) -> str:
