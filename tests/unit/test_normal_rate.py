@@ -257,6 +257,31 @@ def test_a_per_process_split_names_it_without_a_rate_and_learns_no_normal() -> N
     assert d.normal_rate() is None
 
 
+def test_vllms_buffers_seen_evicted_into_gtt_name_it_without_a_rate() -> None:
+    # AMD: the desktop within what the budget leaves it, but vLLM's buffers are seen moving
+    # into GTT (system memory). With no normal known, that spill alone names the collapse.
+    samples = [s for s in build(Card(wsl=False), mid_collapse()) if isinstance(s, Sample)]
+    calm = [
+        replace(
+            s,
+            split=replace(
+                s.split,
+                desktop_bytes=int(1.35 * GIB),
+                server_gtt_bytes=0 if s.t < 3 else int(1.5 * GIB),
+            ),
+        )
+        for s in samples
+        if s.split is not None
+    ]
+    d = feed(Diagnoser(), calm)
+    found = contention(d)
+    assert len(found) == 1 and found[0].confidence == NO_NORMAL_RATE
+    assert "moved out of VRAM into system memory" in found[0].summary
+    assert "more than the" not in found[0].summary  # the desktop took nothing it was not left
+    assert found[0].evidence["spill_source"] == "gtt"
+    assert d.normal_rate() is None
+
+
 def test_once_the_squeeze_is_gone_the_normal_is_learned_and_the_finding_closes() -> None:
     items = mid_collapse(40)
     items += [(40.0, "restart", {}), (45.0, "ready", {})]

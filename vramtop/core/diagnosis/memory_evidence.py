@@ -173,20 +173,30 @@ def memory_report(
             spill=evidence.spill,
         )
     else:
-        observed = [
-            f"the desktop holds {held:.2f} GiB of VRAM, {over / GIB:.2f} GiB more than the "
-            f"{allowed:.2f} GiB the budget leaves it",
-        ]
+        observed = []
+        if over > 0:
+            observed.append(
+                f"the desktop holds {held:.2f} GiB of VRAM, {over / GIB:.2f} GiB more than the "
+                f"{allowed:.2f} GiB the budget leaves it"
+            )
         if evidence.server_bytes is not None:
             observed.append(
                 f"vLLM holds {evidence.server_bytes / GIB:.2f} GiB of its "
                 f"{evidence.budget_bytes / GIB:.2f} GiB budget"
             )
         hypothesis = "decoding is slowed by reads of memory pushed out of VRAM"
-        summary = (
-            f"The desktop holds {held:.1f} GiB, more than the {allowed:.1f} GiB vLLM's budget "
-            "leaves it: it took the difference from vLLM, and the desktop is squeezing vLLM."
-        )
+        if over >= SPILL_THRESHOLD_BYTES or evidence.spill is None:
+            summary = (
+                f"The desktop holds {held:.1f} GiB, more than the {allowed:.1f} GiB vLLM's "
+                "budget leaves it: it took the difference from vLLM, and the desktop is "
+                "squeezing vLLM."
+            )
+        else:  # (only the spill shows it: AMD's GTT)
+            summary = (
+                f"{evidence.spill.rise_bytes / GIB:.1f} GiB of vLLM's memory was moved out of "
+                f"VRAM into system memory while the desktop holds {held:.1f} GiB: the desktop "
+                "is squeezing vLLM."
+            )
         facts = SplitOnlyFacts(
             desktop_bytes=evidence.desktop_bytes,
             desktop_allowance_bytes=evidence.allowance_bytes,
