@@ -227,6 +227,9 @@ async def test_on_a_cpu_server_the_dialog_says_the_budget_does_not_size_the_pool
         words = text(app, "#budget-reason")
         assert "VLLM_CPU_KVCACHE_SPACE" in words and "does not size the KV pool" in words
         assert "fits now" not in text(app, "#budget-fit")
+        # No promise that waiting brings a prediction: the budget never sizes this pool.
+        prediction = text(app, "#budget-prediction")
+        assert "no prediction for a CPU server" in prediction and "not known yet" not in prediction
 
 
 async def test_a_budget_that_does_not_fit_now_needs_a_second_enter() -> None:

@@ -116,7 +116,9 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
         fit_util = None if no_budget else check.util
         self.query_one("#budget-fit", Static).update(self._fit_text(fit_util))
         self.query_one("#budget-prediction", Static).update(
-            _prediction_text(check.prediction, self._now(), check)
+            _prediction_text(
+                check.prediction, self._now(), check, cpu=is_cpu_server(self._machine.device_kind)
+            )
         )
 
     def _reason_text(self, check: BudgetCheck) -> Content:
@@ -157,12 +159,12 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
 
 
 def _prediction_text(
-    proposed: Prediction | None, now: Prediction | None, check: BudgetCheck
+    proposed: Prediction | None, now: Prediction | None, check: BudgetCheck, *, cpu: bool = False
 ) -> Content:
     if proposed is None:
-        return Content.styled(
-            "no prediction (the server's startup terms are not known yet)", "$text-muted"
-        )
+        # (A CPU server's pool never follows from the budget: waiting would not help.)
+        why = "for a CPU server" if cpu else "(the server's startup terms are not known yet)"
+        return Content.styled(f"no prediction {why}", "$text-muted")
     parts: list[str | tuple[str, str]] = [
         f"budget {gib(proposed.budget_bytes, 2)} GiB · desktop headroom ",
         (f"{gib(proposed.desktop_headroom_bytes, 2)} GiB", "bold"),
