@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
             "(vramtop import launch.sh); --demo guards the simulated machine"
         )
     settings = GuardSettings.of(options, profile)
-    notifier = _notifier(settings, wsl=target.wsl)
+    notifier = _notifier(settings, wsl=_on_wsl(target))
     if isinstance(notifier, str):
         return _usage(notifier)
     from vramtop.commands.guard_watch import guard_loop, sim_speed
@@ -262,6 +262,16 @@ def _options_problem(options: GuardOptions) -> str | None:
     if options.notify == ():
         return "--notify needs at least one of toast, notify-send, terminal"
     return None
+
+
+def _on_wsl(target: Target) -> bool:
+    """Whether the machine guarded is WSL2, for the default notifications (a toast there):
+    the simulated machine's `--wsl`, else the machine the guard runs on."""
+    if target.demo:
+        return target.wsl
+    from vramtop.sources.host import is_wsl
+
+    return is_wsl()
 
 
 def _notifier(settings: GuardSettings, *, wsl: bool) -> Any:

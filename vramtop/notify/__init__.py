@@ -5,6 +5,7 @@ asks for, with sensible defaults per machine."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Sequence
 
 from vramtop.notify.desktop import NotifySendSender, has_desktop
@@ -29,6 +30,10 @@ __all__ = [
 ]
 
 SENDER_NAMES = ("toast", "notify-send", "terminal")
+# Why a sender was left out, in the few words the guard's start line says.
+NO_TERMINAL = "no terminal on stdout"
+NO_DISPLAY = "no display for notify-send"
+NO_NOTIFY_SEND = "notify-send not found"
 
 
 def default_names(*, wsl: bool, desktop: bool | None = None) -> list[str]:
@@ -49,11 +54,12 @@ def notifier_for(
     terminal: Callable[[str], None] | None = None,
     on_problem: Callable[[str], None] | None = None,
 ) -> Notifier:
-    """The Notifier for `names` (None or empty: the machine's defaults), plus `on_finding`'s
-    command when given. `terminal` writes the terminal's sequences (default: stdout when it
-    is a terminal; none otherwise). ValueError, with the reason in words, for a name that is
-    not a sender or a command that cannot be split."""
-    chosen = list(names) if names else default_names(wsl=wsl)
+    """The Notifier for `names` (None or empty: the machine's defaults that can work here),
+    plus `on_finding`'s command when given. `terminal` writes the terminal's sequences
+    (default: stdout when it is a terminal; none otherwise). What was left out, and why, is
+    the Notifier's `dropped` (its `reach` says it in words). ValueError, with the reason in
+    words, for a name that is not a sender or a command that cannot be split."""
+    chosen, dropped = (list(names), []) if names else _machine_defaults(wsl)
     unknown = [n for n in chosen if n not in SENDER_NAMES]
     if unknown:
         raise ValueError(
@@ -67,8 +73,25 @@ def notifier_for(
             senders.append(NotifySendSender())
         elif name == "terminal":
             write = terminal or stdout_writer()
-            if write is not None:
+            if write is None:
+                dropped.append(NO_TERMINAL)  # (a guard under systemd)
+            else:
                 senders.append(TerminalSender(write))
     if on_finding is not None:
         senders.append(OnFindingSender(on_finding))
-    return Notifier(senders, on_problem=on_problem)
+    hint = "give --notify toast or --on-finding CMD" if wsl else "give --on-finding CMD"
+    return Notifier(senders, on_problem=on_problem, dropped=dropped, hint=hint)
+
+
+def _machine_defaults(wsl: bool) -> tuple[list[str], list[str]]:
+    """The machine's default senders that can work here, and why the others were left out.
+    A notify-send asked for by name is kept even where it cannot work yet: it says why at
+    the first news, and may work by the next."""
+    chosen = default_names(wsl=wsl)
+    if wsl:
+        return chosen, []
+    if "notify-send" not in chosen:
+        return chosen, [NO_DISPLAY]
+    if shutil.which("notify-send") is None:
+        return [n for n in chosen if n != "notify-send"], [NO_NOTIFY_SEND]
+    return chosen, []

@@ -30,8 +30,14 @@ class Notifier:
         senders: Sequence[Sender],
         *,
         on_problem: Callable[[str], None] | None = None,
+        dropped: Sequence[str] = (),
+        hint: str | None = None,
     ) -> None:
+        """`dropped`: why each sender that was left out cannot work here ("no terminal on
+        stdout"); `hint`: what to give when no sender is left."""
         self.senders = tuple(senders)
+        self.dropped = tuple(dropped)
+        self._hint = hint
         self._on_problem = on_problem
         self._last_key: str | None = None
         self._said: set[str] = set()
@@ -44,6 +50,18 @@ class Notifier:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.senders]
+
+    @property
+    def reach(self) -> str:
+        """Who the news reaches, in words for the guard's start line: "toast, terminal";
+        "toast (left out: no terminal on stdout)"; "nobody: no terminal on stdout,
+        notify-send not found; give --on-finding CMD"."""
+        names = ", ".join(self.names)
+        dropped = ", ".join(self.dropped)
+        if names:
+            return f"{names} (left out: {dropped})" if dropped else names
+        words = f"nobody: {dropped}" if dropped else "nobody"
+        return f"{words}; {self._hint}" if self._hint else words
 
     def send(self, news: News) -> bool:
         """Hand `news` over; False when it is the news sent just before (dropped). Never
