@@ -31,7 +31,10 @@ DOOR = DoorReading(
     ttft_p95_s=0.8,
     e2e_p50_s=3.1,
     e2e_p95_s=None,  # not measured: its series is absent, never a zero
+    decode_tps_p50=52.4,
 )
+
+DOOR0 = DoorReading(address="127.0.0.1:8000", in_flight=0)
 
 
 def door_lines(sample: Sample) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
@@ -48,8 +51,16 @@ def test_each_door_figure_is_one_series() -> None:
         ("vramtop_door_ttft_seconds", (("quantile", "0.5"),), 0.21),
         ("vramtop_door_ttft_seconds", (("quantile", "0.95"),), 0.8),
         ("vramtop_door_e2e_seconds", (("quantile", "0.5"),), 3.1),
+        ("vramtop_door_decode_tokens_per_second", (("quantile", "0.5"),), 52.4),
         ("vramtop_door_longest_hold_seconds", (), 8.5),
     ]
+
+
+def test_a_door_that_measured_no_decode_speed_exports_none() -> None:
+    # An answer that came in one chunk has no speed: the series is absent, never a zero.
+    names = [name for name, _labels, _value in door_lines(Sample(t=1.0, gpu=CARD, door=DOOR0))]
+    assert "vramtop_door_decode_tokens_per_second" not in names
+    assert "vramtop_door_in_flight" in names
 
 
 def test_no_door_no_door_series_and_the_rest_the_same() -> None:
@@ -96,6 +107,8 @@ def test_the_exporter_serves_what_the_real_door_sees(tmp_path: Path) -> None:
     assert kind == "gauge" and set(e2e) == {(("quantile", "0.5"),), (("quantile", "0.95"),)}
     assert 0 < e2e[(("quantile", "0.5"),)] <= e2e[(("quantile", "0.95"),)]
     assert "# HELP vramtop_door_longest_hold_seconds" in text
+    # The test upstream answers in one piece: no decode speed was seen, so none is exported.
+    assert "vramtop_door_decode_tokens_per_second" not in found
 
 
 def test_the_exporter_without_a_door_serves_no_door_metric() -> None:

@@ -23,7 +23,7 @@ from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
-from vramtop.tui.widgets.throughput_panel import ThroughputPanel
+from vramtop.tui.widgets.throughput_panel import DoorRow, ThroughputPanel
 
 ADDRESS = "127.0.0.1:8000"
 SEEN = DoorReading(
@@ -36,6 +36,7 @@ SEEN = DoorReading(
     ttft_p95_s=0.8,
     e2e_p50_s=3.1,
     e2e_p95_s=6.0,
+    decode_tps_p50=52.4,
 )
 
 
@@ -75,7 +76,7 @@ async def test_the_throughput_panel_says_what_the_door_sees() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ticks(pilot, 2)
         panel = shown(app, ThroughputPanel)
-        line = "door: 2 in flight · TTFT p50 0.21 s p95 0.80 s · e2e p50 3.1 s · held 0"
+        line = "door: 2 in flight · TTFT 0.21/0.80 s · e2e 3.1/6.0 s · 52 tok/s/req"
         assert line in panel, panel
         # A restart begins: the door holds new requests while those in flight finish.
         backend.door = replace(SEEN, holding=True)
@@ -92,6 +93,33 @@ async def test_the_throughput_panel_says_what_the_door_sees() -> None:
         await ticks(pilot, 1)
         panel = shown(app, ThroughputPanel)
         assert "door:" not in panel and "generation" in panel
+
+
+@pytest.mark.parametrize(
+    ("width", "line"),
+    [
+        # The panel at 200 columns: every figure, p50 and p95 named.
+        (
+            96,
+            "door: 2 in flight · TTFT p50 0.21 s p95 0.80 s · e2e p50 3.1 s p95 6.0 s"
+            " · 52 tok/s/req · held 0",
+        ),
+        (76, "door: 2 in flight · TTFT 0.21/0.80 s · e2e 3.1/6.0 s · 52 tok/s/req"),  # 160
+        (56, "door: 2 in flight · TTFT 0.21 s · e2e 3.1 s · 52/req"),  # 120 columns
+        (36, "door: 2 in flight · TTFT 0.21 s"),  # 80 columns
+        (20, "door: 2 in flight"),
+    ],
+)
+def test_the_door_line_drops_detail_as_the_panel_narrows(width: int, line: str) -> None:
+    # End-to-end p95 and the decode speed the clients saw are told beside TTFT; narrower,
+    # the p95s go first, then the end-to-end latency and the speed.
+    assert DoorRow(SEEN).draw(width).plain == line
+
+
+def test_a_door_with_nothing_measured_yet_says_so_in_each_figure() -> None:
+    door = DoorReading(address=ADDRESS, in_flight=1)
+    line = "door: 1 in flight · TTFT —/— s · e2e —/— s · — tok/s/req"
+    assert DoorRow(door).draw(56).plain == line
 
 
 async def test_a_narrow_panel_keeps_the_door_line_on_one_row() -> None:

@@ -225,6 +225,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "quantile",
     ),
     _g(
+        "door_decode_tokens_per_second",
+        "The speed each request decoded at as its client saw it through the front door (text "
+        "events after the first chunk, over the time to the last), over its latest generation "
+        "requests: a second opinion beside vLLM's histogram; `quantile` 0.5.",
+        "quantile",
+    ),
+    _g(
         "door_longest_hold_seconds",
         "The longest any request has waited at the front door since its start, those "
         "waiting now included.",
@@ -395,6 +402,7 @@ def door_series(door: DoorReading | None) -> list[Series]:
     ):
         _add(out, metric, p50, quantile="0.5")
         _add(out, metric, p95, quantile="0.95")
+    _add(out, "vramtop_door_decode_tokens_per_second", door.decode_tps_p50, quantile="0.5")
     _add(out, "vramtop_door_longest_hold_seconds", door.longest_hold_s)
     return out
 

@@ -180,8 +180,10 @@ class _GenerationRow:
 @dataclass(frozen=True)
 class DoorRow:
     """What the front door sees, in as much detail as the panel's width holds: requests in
-    flight, time to first token and end-to-end latency (p50/p95 over its latest requests) and
-    those held; while it holds requests, how many and the longest wait."""
+    flight, time to first token and end-to-end latency (p50/p95 over its latest requests), the
+    speed each request decoded at as its client saw it (p50: a second opinion beside vLLM's
+    histogram) and those held; while it holds requests, how many and the longest wait.
+    Narrower, the p95s go first, then the end-to-end latency and the decode speed."""
 
     door: DoorReading
 
@@ -208,15 +210,24 @@ class DoorRow:
                 Content.assemble(label, flight, " · ", held),
                 Content.assemble(label, held),
             ]
-        ttft = f"TTFT p50 {seconds(door.ttft_p50_s)} s p95 {seconds(door.ttft_p95_s)} s"
-        e2e = f"e2e p50 {seconds(door.e2e_p50_s)} s"
-        held_now = f"held {door.held}"
-        return [
-            Content.assemble(label, " · ".join((flight, ttft, e2e, held_now))),
-            Content.assemble(label, " · ".join((flight, ttft, held_now))),
-            Content.assemble(label, " · ".join((flight, f"TTFT {seconds(door.ttft_p50_s)} s"))),
-            Content.assemble(label, flight),
+        ttft, e2e = seconds(door.ttft_p50_s), seconds(door.e2e_p50_s)
+        ttft95, e2e95 = seconds(door.ttft_p95_s), seconds(door.e2e_p95_s)
+        decode = tps(door.decode_tps_p50)
+        full = (
+            f"TTFT p50 {ttft} s p95 {ttft95} s",
+            f"e2e p50 {e2e} s p95 {e2e95} s",
+            f"{decode} tok/s/req",
+        )
+        lines = [
+            (flight, *full, f"held {door.held}"),
+            (flight, *full),
+            # p50/p95, as the wider lines name them.
+            (flight, f"TTFT {ttft}/{ttft95} s", f"e2e {e2e}/{e2e95} s", f"{decode} tok/s/req"),
+            (flight, f"TTFT {ttft} s", f"e2e {e2e} s", f"{decode}/req"),
+            (flight, f"TTFT {ttft} s"),
+            (flight,),
         ]
+        return [Content.assemble(label, " · ".join(parts)) for parts in lines]
 
 
 def local_hhmm(t: float) -> str:
