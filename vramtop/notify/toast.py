@@ -10,13 +10,14 @@ important notifications; it goes out under PowerShell's own app id, which every 
 
 from __future__ import annotations
 
+import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
 
 from vramtop.core.news import News
 from vramtop.notify.sending import SendFailed, said
-from vramtop.sources.host import is_wsl
 
 APP_ID = r"{1AC14E77-02E7-4E5D-B744-2EB1AE5198B7}\WindowsPowerShell\v1.0\powershell.exe"
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
@@ -101,6 +102,16 @@ def interop_problem(binfmt_dir: Path = BINFMT_DIR) -> str | None:
     return "WSL interop is disabled: echo 1 into its binfmt_misc entry, or restart WSL"
 
 
+def in_wsl(proc_version: Path = Path("/proc/version")) -> bool:
+    """Inside WSL (its kernel names Microsoft): only there is interop's state worth asking."""
+    if os.environ.get("WSL_DISTRO_NAME") or "microsoft" in platform.release().lower():
+        return True
+    try:
+        return "microsoft" in proc_version.read_text(errors="replace").lower()
+    except OSError:
+        return False
+
+
 class ToastSender:
     """Shows each news as a Windows toast. `powershell`: the executable (default: the one on
     PATH, else Windows' usual place as WSL mounts it). Interop is checked first inside WSL
@@ -118,7 +129,7 @@ class ToastSender:
     ) -> None:
         self._powershell = powershell
         self._binfmt_dir = binfmt_dir
-        self._check_interop = is_wsl() if check_interop is None else check_interop
+        self._check_interop = in_wsl() if check_interop is None else check_interop
         self._timeout_s = timeout_s
 
     def _executable(self) -> str:
