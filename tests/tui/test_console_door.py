@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 
 from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
+from vramtop.core.events import Event
 from vramtop.core.model import DoorReading, Sample, ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
@@ -138,6 +139,30 @@ async def test_without_a_door_the_panel_has_no_door_line() -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await ticks(pilot, 2)
         assert "door:" not in shown(app, ThroughputPanel)
+
+
+DOOR_RESTARTED = {"front_door": ADDRESS, "message": "the front door had died; it was started again"}
+
+
+async def test_a_door_started_again_is_said_once_on_the_status_line() -> None:
+    backend = DoorBackend()
+    app = make_app(backend)
+    said = "the front door had died; it was started again (127.0.0.1:8000)"
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 2)
+        assert said not in shown(app, ConsoleHeader)
+        # Housekeeping found the door dead and started it again: the timeline's event.
+        backend._events.append(Event(backend.t, "door_restarted", DOOR_RESTARTED))
+        await ticks(pilot, 1)
+        assert said in shown(app, ConsoleHeader), shown(app, ConsoleHeader)
+        # Said once: the same event in the frames that follow does not say it again.
+        app.say("something else")
+        await ticks(pilot, 2)
+        assert said not in shown(app, ConsoleHeader)
+        # The door dies again: a new event, said again.
+        backend._events.append(Event(backend.t, "door_restarted", DOOR_RESTARTED))
+        await ticks(pilot, 1)
+        assert said in shown(app, ConsoleHeader)
 
 
 async def test_r_behind_a_door_restarts_at_once_and_says_the_door_holds() -> None:

@@ -104,6 +104,7 @@ class VramtopApp(App[int]):
         # Failure notices told while a dialog is open, shown once it closes (`notify`).
         self._held_notices: list[Callable[[], None]] = []
         self._telling_parts: ConsoleTelling | None = None  # made at the first reading
+        self._door_told_t: float | None = None  # the latest `door_restarted` said, by its t
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual's own ending of the app on an unhandled error, with the traceback written to
@@ -394,14 +395,27 @@ class VramtopApp(App[int]):
             self.refresh_bindings()
 
     def _tell_news(self, message: SampleArrived) -> None:
-        """What a frame's events tell the person beyond the panels: a recording that failed.
-        (Where a notice to the terminal, or a guard's events, would be told.)"""
+        """What a frame's events tell the person beyond the panels: a recording that failed, a
+        front door started again. (Where a notice to the terminal, or a guard's events, would
+        be told.)"""
         failed = [e for e in message.frame.events if e.name == "recording_failed"]
         if failed and not self.shown.recording_failed_said:
             # The recording ended (a full disk); the live view goes on, and says so.
             self.shown = replace(self.shown, recording_failed_said=True)
             error = failed[-1].detail.get("error")
             self.say(f"recording failed: {error} · the live view goes on", news=False)
+        # Every frame carries the session's events: each restart is said once, when it arrives.
+        told = self._door_told_t
+        doors = [
+            e
+            for e in message.frame.events
+            if e.name == "door_restarted" and (told is None or e.t > told)
+        ]
+        if doors:
+            self._door_told_t = doors[-1].t
+            detail = doors[-1].detail
+            words = detail.get("message") or "the front door had died; it was started again"
+            self.say(f"{words} ({detail.get('front_door')})")
         self._telling().findings_changed(message.opened, message.closed)
         for words in self._telling().take_said():  # a guard took over for the profile, or left
             self.say(words)
