@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vramtop.core.diagnosis.memory_evidence import NO_NORMAL_RATE
 from vramtop.core.findings import (
     SERVER_CRASHED,
     VRAM_CONTENTION,
@@ -21,6 +22,8 @@ from vramtop.core.findings import (
     headline,
 )
 from vramtop.core.json_types import JsonValue
+from vramtop.core.model import GIB
+from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES
 
 OPENED = "opened"
 CLOSED = "closed"
@@ -112,16 +115,41 @@ _RESULT_WORDS = {
 
 def _lead(finding: Finding) -> str:
     """The finding in one sentence that leads with words: for a slowdown, the rate and what
-    took the memory; otherwise its summary."""
+    took the memory; for a collapse memory alone names, what the memory showed; otherwise
+    its summary."""
     evidence = finding.evidence
     rate = _number(evidence.get("generation_tps"))
     normal = _number(evidence.get("baseline_generation_tps"))
+    if finding.kind == VRAM_CONTENTION and finding.confidence == NO_NORMAL_RATE:
+        return _memory_lead(evidence, rate)
     if finding.kind in (VRAM_CONTENTION, VRAM_SLOWDOWN) and rate is not None:
         was = f" (normally {normal:.0f})" if normal else ""
         return f"vLLM slowed to {rate:.0f} tok/s{was}: the desktop took its memory."
     if finding.kind == SERVER_CRASHED:
         return finding.summary or "vLLM went down without being asked to."
     return finding.summary
+
+
+def _memory_lead(evidence: Mapping[str, JsonValue], rate: float | None) -> str:
+    """A collapse that memory alone names: with no normal rate, the rate is only what it is
+    now (not "slowed"), and what the memory shows is said as it was seen: the desktop past
+    what the budget leaves it took vLLM's memory; vLLM's buffers seen evicted into GTT, with
+    the desktop within its allowance, were moved out of VRAM, and the desktop took nothing."""
+    unsure = "no normal rate known yet"
+    over = _number(evidence.get("desktop_over_allowance_bytes"))
+    gtt_alone = (
+        evidence.get("spill_source") == "gtt" and over is not None and over < SPILL_THRESHOLD_BYTES
+    )
+    whose = "its" if rate else "vLLM's"
+    if gtt_alone:
+        rise = _number(evidence.get("server_gtt_rise_bytes"))
+        amount = f"{rise / GIB:.1f} GiB" if rise else "part"
+        seen = f"{amount} of {whose} memory was moved out of VRAM into system memory"
+    else:
+        seen = f"the desktop took {whose} memory"
+    if rate:
+        return f"vLLM runs at {rate:.0f} tok/s ({unsure}): {seen}."
+    return f"{seen[:1].upper()}{seen[1:]} ({unsure})."
 
 
 def _remedy_words(finding: Finding) -> str:
