@@ -16,21 +16,26 @@ import pytest
 from tests.guard.test_guard_policy import collapse, sample
 from vramtop.commands.guard import GuardSettings
 from vramtop.commands.guard_watch import Watch
-from vramtop.core.guard.decisions import CANCELLED, WAITED
+from vramtop.core.guard.decisions import ACTED, CANCELLED, WAITED
+from vramtop.core.model import DoorReading
 from vramtop.core.news import News
 from vramtop.event_log import EventLog
 from vramtop.machines.interface import Frame
 from vramtop.machines.runner import Step
+from vramtop.outcomes import ActionResult
 
 
 class Backend:
     """What the watch asks of a machine, for a profile with no supervisor of its own here."""
 
     profile_name = "p"
-    supervisor = None
+    profile_argv: tuple[str, ...] = ()
     session = None
     autostart = False
     demo = False
+
+    def server_state(self) -> None:
+        return None
 
     def outside_budget_bytes(self) -> int | None:
         return None
@@ -44,6 +49,7 @@ class Backend:
 
 class Notifier:
     names = ("test",)
+    reach = "test"
 
     def __init__(self) -> None:
         self.sent: list[News] = []
@@ -103,6 +109,36 @@ def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLo
         WAITED,
         CANCELLED,
     ]
+
+
+def test_the_door_the_sample_read_lets_the_relaunch_go_while_requests_run(
+    timeline: EventLog,
+) -> None:
+    """The front door as this step's sample read it (the sampler asks it each tick): one
+    that holds the agent's next request lets the relaunch begin with requests running."""
+    relaunched: list[dict[str, object]] = []
+
+    class Behind(Backend):
+        def events(self) -> list[object]:
+            return []
+
+        def relaunch(self, **flags: object) -> ActionResult:
+            relaunched.append(flags)
+            return ActionResult(True, "relaunched")
+
+    settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)
+    watch = Watch(Behind(), Notifier(), settings, timeline)  # type: ignore[arg-type]
+    found = collapse()
+    door = DoorReading(address="127.0.0.1:8000", in_flight=1)
+    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_step(Step(Frame(replace(sample(20.0, running=2), door=door), (found,))))
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    # Pending from that sample (2 running), and let go by the door the same sample read.
+    assert [d["decision"] for d in guard] == [WAITED, ACTED]
+    assert "lets the 1 in flight finish" in str(guard[1]["why"])
+    assert watch._action is not None
+    watch._action.join(10)
+    assert relaunched == [{"gpu_memory_utilization": 0.85, "max_model_len": 163_840}]
 
 
 def test_waiting_is_in_the_timeline_but_is_not_news(timeline: EventLog) -> None:

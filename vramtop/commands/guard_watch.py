@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
 from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, WAITED, Action, Decision, Flags
-from vramtop.core.model import ServerState
+from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
-from vramtop.frontdoor.protocol import PREFIX as DOOR_ROUTE
 from vramtop.machines.runner import MAX_FAILURES, Runner, Step
 from vramtop.outcomes import ExitCode
 from vramtop.sim.protocol import SPEED_ENV
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 GUARD_EVENT = "guard"
 # How long the guard, asked to stop, waits for a relaunch it started to answer.
 ACTION_WAIT_S = 120.0
-DOOR_TIMEOUT_S = 0.5
 
 
 def sim_speed() -> float:
@@ -106,8 +104,7 @@ class Watch:
         self.settings = settings
         self.timeline = timeline
         self.name = backend.profile_name or "default"
-        argv = backend.supervisor.profile.argv if backend.supervisor else []
-        outside = _outside_flags(argv) if settings.adaptive else None
+        outside = _outside_flags(list(backend.profile_argv)) if settings.adaptive else None
         self.policy = GuardPolicy(
             GuardConfig(
                 auto_remedy=settings.auto_remedy, adaptive=outside, settle_s=settings.settle_s
@@ -137,7 +134,7 @@ class Watch:
         except OSError:
             log.warning("the lasting timeline cannot be read", exc_info=True)
         backend.housekeeping()
-        state = backend.supervisor.status().state if backend.supervisor else None
+        state = backend.server_state()
         if backend.autostart or state in (ServerState.STOPPED, ServerState.CRASHED):
             say(f"starting the server of profile {self.name}")
             result = backend.start()
@@ -150,7 +147,7 @@ class Watch:
             f"adaptive, settle {self.settings.settle_s:g} s"
             if self.settings.adaptive
             else "adaptive off",
-            f"notifying {', '.join(self.notifier.names) or 'nobody'}",
+            f"notifying {self.notifier.reach}",
         ]
         say(f"guarding profile {self.name} ({'; '.join(modes)})")
         self._publish()
@@ -184,7 +181,7 @@ class Watch:
         answer, self._answer = self._answer, None
         if answer is not None:
             decisions += policy.finished(sample.t, *answer)
-        door = self._door() if policy.door_needed(sample.t) else None
+        door = _door(sample) if policy.door_needed(sample.t) else None
         decisions += policy.observe(
             sample,
             step.frame.findings,
@@ -193,7 +190,7 @@ class Watch:
         )
         if door is None and policy.pending() is not None:
             # Pending from this sample on: a door that holds requests need not wait a sample.
-            decisions += policy.door_answers(self._door())
+            decisions += policy.door_answers(_door(sample))
         for decision in decisions:
             self._tell(sample.t, decision)
             if decision.decision == ACTED and decision.action is not None:
@@ -316,24 +313,6 @@ class Watch:
         self._action = threading.Thread(target=relaunch, name="guard-relaunch", daemon=True)
         self._action.start()
 
-    def _door(self) -> Door:
-        """The front door's requests in flight (`GET /vramtop/door` on the door's own
-        listener); none where the profile has no door or it does not answer."""
-        supervisor = self.backend.supervisor
-        if supervisor is None or supervisor.profile.front_door is None:
-            return Door()
-        import httpx
-
-        try:
-            with httpx.Client(timeout=DOOR_TIMEOUT_S, trust_env=False) as client:
-                answer = client.get(f"{supervisor.agent_url.rstrip('/')}{DOOR_ROUTE}")
-            data = answer.json() if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return Door()
-        in_flight = data.get("in_flight") if isinstance(data, dict) else None
-        ok = isinstance(in_flight, int) and not isinstance(in_flight, bool)
-        return Door(in_flight if ok else None)
-
     def _publish(self) -> None:
         """The adaptive state, for `--once --json`, whenever it changes."""
         state = self.policy.adaptive_state()
@@ -358,6 +337,12 @@ TOLD_GRACE_S = 60.0
 # A person's actions, as the lasting timeline records them (`asked_by`).
 PERSON_ACTIONS = ("start", "stop", "restart", "relaunch")
 PERSON = ("key", "command")
+
+
+def _door(sample: Sample) -> Door:
+    """The front door's requests in flight as this step's sample read them (the sampler asks
+    the door each tick); none where the profile has no door or it did not answer."""
+    return Door(sample.door.in_flight if sample.door is not None else None)
 
 
 def told_open_kinds(events: list[Event]) -> set[str]:

@@ -219,7 +219,7 @@ def _once(
         first_t = first.t
     # The gap from the first reading's time (its counters' read), not from the end of
     # what followed it.
-    time.sleep(max(0.0, first_t + (options.interval or ONCE_GAP_S) - backend.sampler.now()))
+    time.sleep(max(0.0, first_t + (options.interval or ONCE_GAP_S) - backend.samples_now()))
     frame = backend.tick(log_limit=0)
     # When the answer was read, as gpustat names it: local time with its offset.
     query_time = datetime.now().astimezone().isoformat(timespec="milliseconds")

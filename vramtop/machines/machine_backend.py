@@ -20,7 +20,7 @@ from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.model import Rates
+from vramtop.core.model import Rates, ServerState
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
@@ -104,6 +104,19 @@ class MachineBackend(Backend):
     @property
     def front_door(self) -> str | None:
         return self.supervisor.profile.front_door if self.supervisor is not None else None
+
+    @property
+    def profile_argv(self) -> tuple[str, ...]:
+        """The command line the profile launches (none without a profile to act on)."""
+        return tuple(self.supervisor.profile.argv) if self.supervisor is not None else ()
+
+    def server_state(self) -> ServerState | None:
+        """The profile's server as its record says now (None without a profile)."""
+        return self.supervisor.status().state if self.supervisor is not None else None
+
+    def samples_now(self) -> float:
+        """Now on the samples' clock (the `t` of samples and events)."""
+        return self.sampler.now()
 
     @property
     def session(self) -> LiveSession:
