@@ -1,6 +1,6 @@
 """The demo console behind its front door (Pilot, the real simulated machine): the agent's
 requests go through the door, vramtop reads the simulated vLLM behind it, and a door killed
-with SIGKILL is started again and said in the timeline."""
+with SIGKILL is started again and said on the status line and in the timeline."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from vramtop.machines.demo_world import DEMO_PROFILE, stop_demo_world
 from vramtop.settings import Settings
 from vramtop.supervisor import door, state
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.widgets.console_header import ConsoleHeader
 
 FAST = Settings(interval_s=0.25)
 
@@ -63,6 +64,9 @@ async def test_the_demo_console_goes_through_its_front_door() -> None:
         assert rec.door_pid is not None
         os.kill(rec.door_pid, signal.SIGKILL)
         await wait_for(pilot, lambda: any(e.name == "door_restarted" for e in backend.events()))
+        # The console says so, on its status line, as the event arrives.
+        said = f"the front door had died; it was started again ({rec.front_door})"
+        await wait_for(pilot, lambda: said in str(app.query_one(ConsoleHeader).render()))
         again = state.load(DEMO_PROFILE)
         assert again is not None and again.door_pid != rec.door_pid and door.alive(again)
         await wait_for(pilot, lambda: served(again) >= 1)  # the agent is served again
