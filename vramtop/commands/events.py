@@ -21,7 +21,7 @@ from typing import Any
 
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, add_shared_options
-from vramtop.core.events import Event
+from vramtop.core.events import Event, EventName
 from vramtop.outcomes import ExitCode
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -158,7 +158,7 @@ def describe(event: Event, room: int | None = None) -> str:
     """What happened in words; a `guard` event's `decision` first and its `why` last, the
     why shortened so that the whole fits `room` characters (None: whole)."""
     detail: dict[str, Any] = dict(event.detail)
-    if event.name == "guard":
+    if event.name == EventName.GUARD:
         return _guard_words(detail, room)
     if event.name == "finding":
         kind, change = detail.get("kind", ""), detail.get("change", "")

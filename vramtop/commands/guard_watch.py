@@ -18,10 +18,22 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vramtop.core.events import EventName, ServerAction
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
-from vramtop.core.guard.decisions import ACTED, DONE, DOWN, UP, WAITED, Action, Decision, Flags
+from vramtop.core.guard.decisions import (
+    ACTED,
+    DONE,
+    DOWN,
+    SKIPPED,
+    UP,
+    WAITED,
+    Action,
+    Decision,
+    Flags,
+)
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
+from vramtop.core.remedy import RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.runner import MAX_FAILURES, Runner, Step
@@ -39,7 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GUARD_EVENT = "guard"
+GUARD_EVENT = EventName.GUARD
 # How long the guard, asked to stop, waits for a relaunch it started to answer.
 ACTION_WAIT_S = 120.0
 
@@ -242,7 +254,7 @@ class Watch:
         remedy = finding.remedy
         if not self.settings.auto_remedy or remedy.gpu_memory_utilization is None:
             return None
-        if remedy.action != "relaunch":
+        if remedy.action != RemedyAction.RELAUNCH:
             return None
         return f"Relaunching at {remedy.gpu_memory_utilization:.2f} between agent turns."
 
@@ -277,7 +289,7 @@ class Watch:
         result = decision.result if decision.decision == DONE else None
         self.notifier.send(
             action_news(
-                "relaunch",
+                ServerAction.RELAUNCH,
                 result or _NEWS_RESULT.get(decision.decision, decision.decision),
                 finding=action.finding if action is not None else None,
                 gpu_memory_utilization=action.flags.util if action is not None else None,
@@ -331,11 +343,11 @@ class Watch:
         )
 
 
-_NEWS_RESULT = {"waited": "waiting", "acted": "relaunching", "skipped": "skipped"}
+_NEWS_RESULT: dict[str, str] = {WAITED: "waiting", ACTED: "relaunching", SKIPPED: "skipped"}
 # How long after the guard's first sample a finding it sees open may be one a console told.
 TOLD_GRACE_S = 60.0
 # A person's actions, as the lasting timeline records them (`asked_by`).
-PERSON_ACTIONS = ("start", "stop", "restart", "relaunch")
+PERSON_ACTIONS = tuple(ServerAction)
 PERSON = ("key", "command")
 
 
@@ -366,4 +378,4 @@ def _outside_flags(argv: list[str]) -> Flags | None:
 
 
 def _relaunch_events(backend: MachineBackend) -> int:
-    return sum(1 for e in backend.events() if e.name == "relaunch")
+    return sum(1 for e in backend.events() if e.name == EventName.RELAUNCH)

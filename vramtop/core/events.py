@@ -1,8 +1,10 @@
 """What happened to the server, when: one type for the live console, a recording and a replay.
 
 The names are the session format's (`EventName`: `start`, `ready`, `stop`, `restart`,
-`relaunch`, `exit`, `log`, `finding`); `detail` holds each event's own values as the format
-writes them. `ServerAction` names what vramtop can do to the server (the console's keys, the
+`relaunch`, `exit`, `log`, `finding`) and vramtop's additions (`guard`, a guard's decision;
+`door_restarted`, the front door started again after it died; `recording_failed`, the live
+session's recording stopped); `detail` holds each event's own values as the format writes
+them. `ServerAction` names what vramtop can do to the server (the console's keys, the
 supervisor's methods), each of which a session records as the event of the same name.
 """
 
@@ -16,7 +18,7 @@ from vramtop.core.json_types import JsonObject, JsonValue
 
 
 class EventName(StrEnum):
-    """The session format's event names (equal to them as strings)."""
+    """The session format's event names, and vramtop's additions (equal to them as strings)."""
 
     START = "start"
     READY = "ready"
@@ -26,6 +28,10 @@ class EventName(StrEnum):
     EXIT = "exit"
     LOG = "log"
     FINDING = "finding"
+    # vramtop's additions (the README's session-format section names them).
+    GUARD = "guard"
+    DOOR_RESTARTED = "door_restarted"
+    RECORDING_FAILED = "recording_failed"
 
 
 class ServerAction(StrEnum):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from vramtop.core.diagnosis.memory_evidence import NO_NORMAL_RATE
@@ -25,9 +26,16 @@ from vramtop.core.json_types import JsonValue
 from vramtop.core.model import GIB
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES
 
-OPENED = "opened"
-CLOSED = "closed"
-ACTION = "action"
+
+class NewsKind(StrEnum):
+    """What a piece of news tells (its `change`): a finding opened or closed, an action."""
+
+    OPENED = "opened"
+    CLOSED = "closed"
+    ACTION = "action"
+
+
+OPENED, CLOSED, ACTION = NewsKind.OPENED, NewsKind.CLOSED, NewsKind.ACTION
 # A toast shows three or four lines; a body longer than this is cut at a word.
 BODY_CHARS = 240
 

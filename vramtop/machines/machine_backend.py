@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import NormalRate
-from vramtop.core.events import Event
+from vramtop.core.events import Event, EventName
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
@@ -144,7 +144,7 @@ class MachineBackend(Backend):
             # the timeline says so (`door_restarted`).
             for _ in range(self.supervisor.door_restarts_since()):
                 self._planned(
-                    "door_restarted",
+                    EventName.DOOR_RESTARTED,
                     {
                         "front_door": self.supervisor.profile.front_door,
                         "message": "the front door had died; it was started again",

@@ -134,7 +134,7 @@ class LiveSession:
         self._writer = None
         self.recording_error = f"recording to {writer.path} failed: {writer.failed}"
         self._events.append(
-            Event(t, "recording_failed", {"path": str(writer.path), "error": writer.failed})
+            Event(t, EventName.RECORDING_FAILED, {"path": str(writer.path), "error": writer.failed})
         )
 
     def findings(self) -> list[Finding]:

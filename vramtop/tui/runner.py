@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from vramtop import locations
+from vramtop.core.events import ServerAction
 from vramtop.core.model import ServerState
 from vramtop.outcomes import ActionResult
 from vramtop.tui.keys import LAUNCHED, UNDER_WAY
@@ -336,7 +337,7 @@ class ActionRunner:
     def finished(self, message: ActionFinished) -> None:
         action, result = message.action, message.result
         stopping_load = self._load_stop_asked
-        if stopping_load and message.action == "stop" and self.busy in LAUNCHED:
+        if stopping_load and message.action == ServerAction.STOP and self.busy in LAUNCHED:
             # The stop of a load ended first: the start waiting gives way next and says it
             # (a stop that failed says so now, and the load goes on).
             self._load_stop_asked = result.ok

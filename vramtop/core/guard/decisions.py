@@ -4,6 +4,7 @@ each decision (the `guard` event's detail), and the facts of one sample they jud
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import budget_bytes
@@ -11,19 +12,37 @@ from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
 
-# Who wants an action, and which step it is.
-AUTO_REMEDY = "auto_remedy"
-ADAPTIVE = "adaptive"
-REMEDY = "remedy"  # the automatic remedy's relaunch (a collapse's flags)
-DOWN = "down"  # adaptive: to the remedy's flags for a call
-UP = "up"  # adaptive: back to the profile's budget once the call is over
 
-# The decisions a `guard` event names.
-WAITED = "waited"  # an action is wanted; a moment between turns is awaited
-ACTED = "acted"  # the relaunch starts now
-SKIPPED = "skipped"  # not done, and why (no quiet moment, the hourly limit, vLLM would refuse)
-CANCELLED = "cancelled"  # no longer wanted (the collapse ended, a person acted first)
-DONE = "done"  # the relaunch answered: its `result` (ok, rolled_back, failed)
+class Wanter(StrEnum):
+    """Who wants an action: the `guard` event's `policy`."""
+
+    AUTO_REMEDY = "auto_remedy"
+    ADAPTIVE = "adaptive"
+
+
+class ActionStep(StrEnum):
+    """Which step an action is: the `guard` event's `step`."""
+
+    REMEDY = "remedy"  # the automatic remedy's relaunch (a collapse's flags)
+    DOWN = "down"  # adaptive: to the remedy's flags for a call
+    UP = "up"  # adaptive: back to the profile's budget once the call is over
+
+
+class Decided(StrEnum):
+    """The decisions a `guard` event names (its `decision`)."""
+
+    WAITED = "waited"  # an action is wanted; a moment between turns is awaited
+    ACTED = "acted"  # the relaunch starts now
+    SKIPPED = "skipped"  # not done, and why (no quiet moment, the hourly limit, vLLM refuses)
+    CANCELLED = "cancelled"  # no longer wanted (the collapse ended, a person acted first)
+    DONE = "done"  # the relaunch answered: its `result` (ok, rolled_back, failed)
+
+
+# The names the policies and their callers use (each equal to its string in the timeline).
+AUTO_REMEDY, ADAPTIVE = Wanter.AUTO_REMEDY, Wanter.ADAPTIVE
+REMEDY, DOWN, UP = ActionStep.REMEDY, ActionStep.DOWN, ActionStep.UP
+WAITED, ACTED, SKIPPED = Decided.WAITED, Decided.ACTED, Decided.SKIPPED
+CANCELLED, DONE = Decided.CANCELLED, Decided.DONE
 
 
 @dataclass(frozen=True)
