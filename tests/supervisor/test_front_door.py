@@ -278,3 +278,36 @@ def test_a_damaged_token_file_is_never_replaced_under_a_running_door(machine: Si
     assert door.hold(rec, 0.0) is not None and (door.info(rec) or {}).get("holding") is True
     assert door.release(rec) is not None
     assert sup.stop().ok
+
+
+def test_a_door_started_before_its_server_serves_holds_what_arrives_at_once(
+    machine: SimMachine,
+) -> None:
+    # Started for a launch, the door holds from its first request: started forwarding (and
+    # told to hold once it answered), the agent's requests in between reached a server still
+    # loading and failed.
+    import threading
+
+    address = f"127.0.0.1:{free_port()}"
+    spawned = door.spawn("early", address, None, 600.0)
+    assert not isinstance(spawned, str), spawned
+    pid, made = spawned
+    rec = state.ServerRecord(
+        profile="early", front_door=address, door_pid=pid, door_create_time=made
+    )
+    try:
+        assert (door.info(rec) or {}).get("holding") is True
+        answers: list[int] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(f"http://{address}/v1/models", timeout=60, trust_env=False).status_code
+            )
+        )
+        asking.start()
+        wait_for(lambda: (door.info(rec) or {}).get("held") == 1, 10.0)
+        assert answers == [] and (door.info(rec) or {}).get("failed") == 0
+        assert door.fail(rec, "the server did not start")  # the held request's answer: a 503
+        asking.join(30)
+        assert answers == [503]
+    finally:
+        door.stop(rec)

@@ -144,12 +144,15 @@ def _door_env(profile_env: Mapping[str, str]) -> dict[str, str]:
 def spawn(
     profile: str,
     address: str,
-    upstream_port: int,
+    upstream_port: int | None,
     hold_s: float,
     profile_env: Mapping[str, str] | None = None,
 ) -> tuple[int, float | None] | str:
     """Start the door detached and wait until it answers; its pid and create time, or why
-    it did not start (its own last words from its log)."""
+    it did not start (its own last words from its log). Without `upstream_port` (the server
+    behind it does not serve yet) it holds from its first request until a release names
+    the server: started forwarding and told to hold once it answered, the agent's requests
+    in between went to a server still loading and failed."""
     token(profile)  # the file exists before the door reads it
     logfile = log_path(profile)
     launch.rotate_log(logfile)
@@ -160,8 +163,7 @@ def spawn(
         MODULE,
         "--listen",
         address,
-        "--upstream",
-        upstream_url(upstream_port),
+        *(("--upstream", upstream_url(upstream_port)) if upstream_port is not None else ()),
         "--hold-s",
         f"{hold_s:g}",
         "--token-file",

@@ -66,7 +66,8 @@ def open_for_launch(
                 f"the front door's port {port} is already in use by {owner}; nothing was started",
                 "stop that program, or give the profile another front_door",
             )
-        spawned = door.spawn(server.name, address, internal, profile.front_door_hold_s, profile.env)
+        # Holding from its start: the server behind it is about to load (released once ready).
+        spawned = door.spawn(server.name, address, None, profile.front_door_hold_s, profile.env)
         if isinstance(spawned, str):
             return ActionResult(False, f"{spawned}; nothing was started")
         pid, made = spawned
@@ -143,10 +144,14 @@ def restart_dead(server: ServerHandle) -> bool:
         return False
     if rec.internal_port is None:
         return False
+    # The server behind it does not serve yet: the new door holds from its start.
+    loading = rec.state in (Lifecycle.LAUNCHING, Lifecycle.STARTING) or (
+        rec.state == Lifecycle.CRASHED and rec.next_restart_at is not None
+    )
     spawned = door.spawn(
         server.name,
         rec.front_door,
-        rec.internal_port,
+        None if loading else rec.internal_port,
         server.profile.front_door_hold_s,
         server.profile.env,
     )
@@ -159,10 +164,6 @@ def restart_dead(server: ServerHandle) -> bool:
     rec.door_restarts += 1
     state.save(rec)
     log.warning("front door of %s died; started again (pid %d)", rec.profile, spawned[0])
-    if rec.state in (Lifecycle.LAUNCHING, Lifecycle.STARTING) or (
-        rec.state == Lifecycle.CRASHED and rec.next_restart_at is not None
-    ):
-        door.hold(rec, 0.0)  # the server behind it does not serve yet
     return True
 
 

@@ -36,6 +36,7 @@ from textual.timer import Timer
 from textual.widgets import Footer
 
 from vramtop import locations
+from vramtop.core.events import EventName
 from vramtop.core.model import Sample, ServerState
 from vramtop.machines.interface import Backend
 from vramtop.settings import Settings
@@ -398,7 +399,7 @@ class VramtopApp(App[int]):
         """What a frame's events tell the person beyond the panels: a recording that failed, a
         front door started again. (Where a notice to the terminal, or a guard's events, would
         be told.)"""
-        failed = [e for e in message.frame.events if e.name == "recording_failed"]
+        failed = [e for e in message.frame.events if e.name == EventName.RECORDING_FAILED]
         if failed and not self.shown.recording_failed_said:
             # The recording ended (a full disk); the live view goes on, and says so.
             self.shown = replace(self.shown, recording_failed_said=True)
@@ -409,7 +410,7 @@ class VramtopApp(App[int]):
         doors = [
             e
             for e in message.frame.events
-            if e.name == "door_restarted" and (told is None or e.t > told)
+            if e.name == EventName.DOOR_RESTARTED and (told is None or e.t > told)
         ]
         if doors:
             self._door_told_t = doors[-1].t
