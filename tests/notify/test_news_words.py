@@ -35,6 +35,10 @@ def test_an_action_says_what_was_done_and_how_it_ended() -> None:
     waited = action_news("relaunch", "waiting", reason="a request is running")
     assert waited.body.endswith("(a request is running).")
     assert waited.key != news.key
+    # The guard's relaunch beginning: said as under way, as news, not as a warning.
+    begun = action_news("relaunch", "relaunching", gpu_memory_utilization=0.83)
+    assert begun.title == "vramtop: relaunch at 0.83 under way"
+    assert begun.body == "Relaunch at 0.83: under way." and begun.severity == "info"
 
 
 def test_another_kind_says_its_summary_and_a_long_one_is_cut_at_a_word() -> None:

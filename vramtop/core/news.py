@@ -101,7 +101,7 @@ def action_news(
     body += f" ({reason})." if reason else "."
     if finding is not None:
         body += f" {_lead(finding)}"
-    severity = "info" if result in ("ok", "waiting") else "warning"
+    severity = "info" if result in ("ok", "waiting", "relaunching") else "warning"
     return News(
         key=f"{ACTION}:{action}:{result}:{gpu_memory_utilization}:{reason}",
         title=f"vramtop: {what} {words}",
@@ -117,6 +117,7 @@ _RESULT_WORDS = {
     "failed": "did not start",
     "rolled_back": "did not start; the previous flags serve again",
     "waiting": "waiting for a moment with no request running",
+    "relaunching": "under way",  # (the guard's: its relaunch begins now)
     "skipped": "not done",
 }
 
