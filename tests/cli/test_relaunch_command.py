@@ -80,8 +80,10 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     import signal
     import time
 
+    # A load far longer than the polls that look for it: on a loaded two-core machine each
+    # `status` is a process of its own taking seconds, and a 20 s load could be missed.
     env = dict(
-        os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="20", VRAMTOP_SIM_SPEED="1"
+        os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="90", VRAMTOP_SIM_SPEED="1"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "vramtop", "start", "--demo"],
@@ -91,7 +93,7 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     )
     try:
         assert proc.stderr is not None
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 80
         # Until the server is launched (its record names its pid): a Ctrl+C before that ends
         # the start before there is a server to go on loading.
         # Only while it loads: a Ctrl+C once it is ready (a loaded machine's slow polls can
