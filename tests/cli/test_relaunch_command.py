@@ -90,6 +90,10 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # A person's Ctrl+C, at a terminal: a runner started in the background by a shell
+        # without job control ignores SIGINT, and its children inherit that (Python then
+        # never raises KeyboardInterrupt, and the start runs to "ready", exit 0).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stderr is not None
