@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -11,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import systemd_unit
 
-def vramtop(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "VRAMTOP_HOME": str(home)}
+
+def vramtop(
+    *args: str, home: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env or {}), "VRAMTOP_HOME": str(home)}
     return subprocess.run(
         [sys.executable, "-m", "vramtop", *args],
         capture_output=True,
@@ -23,7 +28,17 @@ def vramtop(*args: str, home: Path, timeout: float = 60) -> subprocess.Completed
     )
 
 
+def saved_profile(home: Path, name: str) -> None:
+    """A profile of that name under `home`, as `vramtop import` leaves one."""
+    profiles = home / "config" / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
+    (profiles / f"{name}.toml").write_text(
+        f'name = "{name}"\nargv = ["/nonexistent/vllm", "serve", "m"]\nport = 9\n'
+    )
+
+
 def test_print_unit_runs_this_vramtop_and_restarts_on_failure(tmp_path: Path) -> None:
+    saved_profile(tmp_path, "work")
     done = vramtop("guard", "--profile", "work", "--print-unit", home=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -56,15 +71,117 @@ def test_print_unit_runs_the_guard_as_it_was_asked_for(tmp_path: Path) -> None:
     assert "ExecStart" not in refused.stdout
 
 
+def unit_settings(printed: str) -> dict[str, str]:
+    """The unit's [Service] settings as systemd reads them (each key once)."""
+    read = systemd_unit.settings(printed)
+    service = [(key, value) for section, key, value in read if section == "Service"]
+    assert len({key for key, _ in service}) == len(service), service
+    return dict(service)
+
+
+def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printed(
+    tmp_path: Path,
+) -> None:
+    injected = "echo\nExecStart=/bin/touch /tmp/X\n#"
+    done = vramtop("guard", "--demo", "--on-finding", injected, "--print-unit", home=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert done.stdout == ""
+    assert done.stderr == (
+        "vramtop guard: --print-unit: --on-finding has a line break (character 5), which a "
+        "systemd unit cannot hold; give it without\n"
+    )
+
+
+def test_the_units_command_is_read_by_systemd_as_the_words_given(tmp_path: Path) -> None:
+    """`$` and `%` reach the guard as typed (not the service's $HOME, not a specifier), and
+    quotes, backslashes and spaces stay inside their word."""
+    on_finding = 'notify-send "$HOME" %h \\o/ ${USER} 100%'
+    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    argv = systemd_unit.exec_argv(unit_settings(done.stdout)["ExecStart"])
+    assert argv[-4:] == ["guard", "--demo", "--on-finding", on_finding]
+
+
+def test_the_units_command_prints_the_same_unit(tmp_path: Path) -> None:
+    """The unit runs the guard as it was asked for, top-level options and the directory of
+    its profile included: its own command line, given --print-unit, prints the same unit."""
+    home = tmp_path / "a home with spaces, $dollars and 100%"
+    saved_profile(home, "work")
+    key = {"VRAMTOP_TEST_KEY_NAME": "not-shown"}
+    done = vramtop(
+        "--no-windows", "--api-key-env", "VRAMTOP_TEST_KEY_NAME", "guard", "--profile", "work",
+        "--notify", "terminal", "--settle", "0.1234567", "--interval", "2.5", "--print-unit",
+        home=home, env=key,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    service = unit_settings(done.stdout)
+    assert systemd_unit.environment(service["Environment"]) == {"VRAMTOP_HOME": str(home)}
+    argv = systemd_unit.exec_argv(service["ExecStart"])
+    assert argv[:3] == [sys.executable, "-m", "vramtop"]
+    assert argv[3:] == [
+        "--no-windows", "--api-key-env", "VRAMTOP_TEST_KEY_NAME", "guard", "--profile",
+        "work", "--notify", "terminal", "--settle", "0.1234567", "--interval", "2.5",
+    ]  # fmt: skip
+    again = vramtop(*argv[3:], "--print-unit", home=home, env=key)
+    assert again.returncode == 0 and again.stdout == done.stdout
+
+
+@pytest.mark.parametrize(
+    ("before", "args"),
+    [
+        ([], ["--profile", "nosuch"]),
+        ([], ["--profile", "a b"]),
+        ([], ["--profile", "../work"]),
+        ([], ["--demo", "--notify", "bogus"]),
+        ([], ["--demo", "--notify", ","]),
+        ([], ["--demo", "--on-finding", ""]),
+        ([], ["--demo", "--on-finding", '"unbalanced']),
+        ([], ["--demo", "--settle", "0"]),
+        ([], ["--demo", "--interval", "0"]),
+        ([], ["--demo", "--profile", "work"]),
+        (["--api-key-env", "VRAMTOP_TEST_UNSET_NAME"], ["--profile", "work"]),
+        (["--front-door", "off"], ["--profile", "work"]),
+        ([], []),
+    ],
+)
+def test_print_unit_refuses_what_the_guard_refuses_in_the_same_words(
+    tmp_path: Path, before: list[str], args: list[str]
+) -> None:
+    """`before`: top-level options (before the command)."""
+    saved_profile(tmp_path, "work")
+    guard = vramtop(*before, "guard", *args, home=tmp_path)
+    unit = vramtop(*before, "guard", *args, "--print-unit", home=tmp_path)
+    assert guard.returncode == 2 and "Traceback" not in guard.stderr, guard.stderr
+    assert (unit.returncode, unit.stdout, unit.stderr) == (2, "", guard.stderr)
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 def test_the_printed_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
-    done = vramtop("guard", "--demo", "--print-unit", home=tmp_path)
+    home = tmp_path / "home $HOME 100%"
+    on_finding = "notify-send \"$HOME\" %h \\\\o/ ${USER} 100% 'q' ;"
+    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=home)
+    assert done.returncode == 0, done.stderr
     unit = tmp_path / "vramtop-guard.service"
     unit.write_text(done.stdout)
     checked = subprocess.run(
-        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SYSTEMD_LOG_LEVEL": "debug"},
     )
     assert checked.returncode == 0, checked.stderr
+    # The unit as systemd read it (its debug dump, where this systemd prints one): the
+    # guard's words, before the service's variables are put in (`$$` then stands for `$`).
+    dumped = [
+        line.split("Command Line:", 1)[1]
+        for line in checked.stderr.splitlines()
+        if "Command Line:" in line
+    ]
+    if dumped:
+        argv = [systemd_unit.variables(w) for w in shlex.split(dumped[0])]
+        assert argv[-4:] == ["guard", "--demo", "--on-finding", on_finding]
+        assert f"Environment: VRAMTOP_HOME={home}" in checked.stderr
     # The check can fail: a unit whose command does not exist does not pass.
     unit.write_text(done.stdout.replace("ExecStart=/", "ExecStart=/nonexistent/"))
     broken = subprocess.run(

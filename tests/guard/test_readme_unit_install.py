@@ -1,6 +1,7 @@
 """The README's commands that install the guard's systemd unit work as written on a fresh
-machine, where ~/.config/systemd/user does not exist yet: run in a shell with an empty home,
-`vramtop` this one and `systemctl` a fake that saves what it was asked."""
+machine, where ~/.config/systemd/user does not exist yet: run in a shell with an empty home
+whose only profile is the launch script the README imports first, `vramtop` this one and
+`systemctl` a fake that saves what it was asked."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from tests.guard.test_guard_command import vramtop
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+SCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "scripts"
 
 
 def install_commands() -> str:
@@ -41,6 +43,9 @@ def test_the_readme_installs_the_guards_unit_on_a_fresh_home(tmp_path: Path) -> 
         "VRAMTOP_HOME": str(tmp_path / "vramtop"),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    # The README's usage first: `vramtop import launch.sh` (the default profile).
+    imported = vramtop("import", str(SCRIPTS / "api-server.sh"), home=tmp_path / "vramtop")
+    assert imported.returncode == 0, imported.stderr
     done = subprocess.run(
         ["bash", "-euc", install_commands()],
         capture_output=True,
@@ -53,3 +58,10 @@ def test_the_readme_installs_the_guards_unit_on_a_fresh_home(tmp_path: Path) -> 
     printed = vramtop("guard", "--print-unit", home=tmp_path / "vramtop")
     assert unit.read_text() == printed.stdout and "ExecStart=" in printed.stdout
     assert asked.read_text().splitlines() == ["--user enable --now vramtop-guard"]
+
+
+def test_the_readme_install_without_a_profile_writes_no_unit(tmp_path: Path) -> None:
+    """Before any import there is no profile to guard: the unit is refused, not printed."""
+    printed = vramtop("guard", "--print-unit", home=tmp_path / "vramtop")
+    assert printed.returncode == 2 and "no profile to guard" in printed.stderr
+    assert printed.stdout == ""

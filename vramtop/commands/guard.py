@@ -26,6 +26,7 @@ from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
+    from vramtop.notify import Notifier
     from vramtop.supervisor.actor import Holder
 
 DEFAULT_INTERVAL_S = 1.0
@@ -163,30 +164,14 @@ def _usage(words: str) -> int:
 def run(args: argparse.Namespace) -> int:
     options = GuardOptions.from_args(args)
     target = options.target
-    problem = _options_problem(options)
-    if problem is not None:
-        return _usage(problem)
+    checked = _checked(options)
+    if isinstance(checked, str):
+        return _usage(checked)
+    profile, settings, notifier = checked
     if options.print_unit:
-        from vramtop.commands.guard_unit import unit_text
-
-        print(unit_text(options), end="")
-        return ExitCode.OK
-    from vramtop.commands.common import backend_for, live_target
-
-    try:
-        # A profile that cannot be read, or none: refused before anything starts.
-        profile = None if target.demo else live_target(target).profile
-    except CommandError as exc:
-        return _usage(str(exc))
-    if not target.demo and profile is None:
-        return _usage(
-            "no profile to guard: name one with --profile, or import your launch script "
-            "(vramtop import launch.sh); --demo guards the simulated machine"
-        )
-    settings = GuardSettings.of(options, profile)
-    notifier = _notifier(settings, wsl=_on_wsl(target))
-    if isinstance(notifier, str):
-        return _usage(notifier)
+        notifier.close()
+        return _print_unit(options)
+    from vramtop.commands.common import backend_for
     from vramtop.commands.guard_watch import guard_loop, sim_speed
     from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
 
@@ -223,6 +208,47 @@ def run(args: argparse.Namespace) -> int:
     finally:
         lock.release()
         only_guard.release()
+
+
+def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Notifier] | str:
+    """Everything the guard checks before it starts, in words where one fails: its options,
+    the profile (it exists, it can be read, its name), and the notifications (the senders
+    named, `--on-finding`'s command). `--print-unit` runs the same checks: a unit is printed
+    only for a guard that would start."""
+    target = options.target
+    problem = _options_problem(options)
+    if problem is not None:
+        return problem
+    from vramtop.commands.common import live_target
+
+    try:
+        # A profile that cannot be read, or none: refused before anything starts.
+        profile = None if target.demo else live_target(target).profile
+    except CommandError as exc:
+        return str(exc)
+    if not target.demo and profile is None:
+        return (
+            "no profile to guard: name one with --profile, or import your launch script "
+            "(vramtop import launch.sh); --demo guards the simulated machine"
+        )
+    settings = GuardSettings.of(options, profile)
+    notifier = _notifier(settings, wsl=_on_wsl(target))
+    if isinstance(notifier, str):
+        return notifier
+    return profile, settings, notifier
+
+
+def _print_unit(options: GuardOptions) -> int:
+    """Print the systemd unit for this guard; nothing printed for a value it cannot hold."""
+    from vramtop.commands.guard_unit import unit_text
+    from vramtop.core.unit_words import UnitValueError
+
+    try:
+        text = unit_text(options)
+    except UnitValueError as exc:
+        return _usage(f"--print-unit: {exc}")
+    print(text, end="")
+    return ExitCode.OK
 
 
 def _waiting_for(holder: Holder) -> None:
@@ -274,7 +300,7 @@ def _on_wsl(target: Target) -> bool:
     return is_wsl()
 
 
-def _notifier(settings: GuardSettings, *, wsl: bool) -> Any:
+def _notifier(settings: GuardSettings, *, wsl: bool) -> Notifier | str:
     """The Notifier the settings ask for, or the reason it cannot be made (in words)."""
     from vramtop.notify import notifier_for
 

@@ -4,9 +4,12 @@ server it started keeps serving, as on SIGTERM."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from vramtop.core.unit_words import environment_line, exec_line
 
 if TYPE_CHECKING:
     from vramtop.commands.guard import GuardOptions
@@ -23,40 +26,28 @@ def vramtop_command() -> list[str]:
 
 def unit_text(options: GuardOptions) -> str:
     """The unit's text, `ExecStart` running the guard as it was asked for here: its
-    profile (or `--demo`, `--wsl`, `--card`) and every option given (those left out are the
-    profile's, read when the unit starts)."""
-    from vramtop.commands.guard import DEFAULT_INTERVAL_S
-
-    target = options.target
-    words = [*vramtop_command(), "guard"]
-    if target.demo:
-        words.append("--demo")
-        if target.wsl:
-            words.append("--wsl")
-        if target.card:
-            words += ["--card", target.card]
-    elif target.profile:
-        words += ["--profile", target.profile]
-    if options.notify is not None:
-        words += ["--notify", ",".join(options.notify)]
-    if options.on_finding is not None:
-        words += ["--on-finding", options.on_finding]
-    if options.auto_remedy is not None:
-        words += ["--auto-remedy", options.auto_remedy]
-    if options.adaptive:
-        words.append("--adaptive")
-    if options.settle_s is not None:
-        words += ["--settle", f"{options.settle_s:g}"]
-    if options.interval != DEFAULT_INTERVAL_S:
-        words += ["--interval", f"{options.interval:g}"]
-    exec_start = " ".join(_quoted(w) for w in words)
+    profile (or `--demo`, `--wsl`, `--card`), every option given (those left out are the
+    profile's, read when the unit starts), and this shell's `VRAMTOP_HOME` where one is set
+    (the directory whose profile was checked). Every value is quoted by systemd's rules
+    (core/unit_words.py); `UnitValueError` names one that a unit cannot hold."""
+    executable, *first = vramtop_command()
+    exec_start = exec_line(
+        executable, [("this vramtop's path", w) for w in first] + _asked(options)
+    )
+    home = os.environ.get("VRAMTOP_HOME")
+    # Absolute: the service does not start in this shell's directory.
+    environment = (
+        f"Environment={environment_line('VRAMTOP_HOME', str(Path(home).absolute()))}\n"
+        if home
+        else ""
+    )
     return f"""\
 [Unit]
 Description=vramtop guard: keeps vLLM fast while the desktop takes its memory
 
 [Service]
 Type=simple
-ExecStart={exec_start}
+{environment}ExecStart={exec_start}
 Restart=on-failure
 RestartSec=10
 # Stopping the guard leaves the vLLM server it started serving.
@@ -68,8 +59,50 @@ WantedBy=default.target
 """
 
 
-def _quoted(word: str) -> str:
-    """A word as systemd's ExecStart reads it (double quotes where it has a space)."""
-    if word and all(c not in word for c in " \"\\'$%;"):
-        return word
-    return '"' + word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
+def _asked(options: GuardOptions) -> list[tuple[str, str]]:
+    """The guard's command line after `vramtop`, each word with the option it is for: the
+    top-level options the guard reads, `guard`, then its own."""
+    from vramtop.commands.guard import DEFAULT_INTERVAL_S
+
+    target = options.target
+    words: list[tuple[str, str]] = []
+
+    def option(flag: str, value: str | None = None) -> None:
+        words.append((flag, flag))
+        if value is not None:
+            words.append((flag, value))
+
+    if not target.windows:
+        option("--no-windows")
+    if target.api_key_env is not None:
+        option("--api-key-env", target.api_key_env)
+    if target.front_door is not None:
+        option("--front-door", target.front_door)
+    words.append(("guard", "guard"))
+    if target.demo:
+        option("--demo")
+        if target.wsl:
+            option("--wsl")
+        if target.card:
+            option("--card", target.card)
+    elif target.profile:
+        option("--profile", target.profile)
+    if options.notify is not None:
+        option("--notify", ",".join(options.notify))
+    if options.on_finding is not None:
+        option("--on-finding", options.on_finding)
+    if options.auto_remedy is not None:
+        option("--auto-remedy", options.auto_remedy)
+    if options.adaptive:
+        option("--adaptive")
+    if options.settle_s is not None:
+        option("--settle", _number(options.settle_s))
+    if options.interval != DEFAULT_INTERVAL_S:
+        option("--interval", _number(options.interval))
+    return words
+
+
+def _number(value: float) -> str:
+    """A number as the guard reads it back unchanged: short where that loses nothing."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
