@@ -89,3 +89,25 @@ def test_status_prints_the_command_shell_quoted(capsys: pytest.CaptureFixture[st
     _print(False, {"profile": "p", "state": "stopped", "argv": argv})
     line = next(x for x in capsys.readouterr().out.splitlines() if "command:" in x)
     assert shlex.split(line.split("command: ", 1)[1]) == argv  # copy-paste safe
+
+
+def test_status_prints_a_command_with_a_line_break_on_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An argument of several lines (an inline chat template) cannot pass for lines of the
+    status, nor a terminal sequence reach the screen; bash still reads the same words."""
+    import subprocess
+
+    from vramtop.commands.status import _print
+
+    template = "{{ messages }}\n  not healthy: fake\n\x1b[2J"
+    argv = ["vllm", "serve", "m", "--chat-template", template]
+    _print(False, {"profile": "p", "state": "stopped", "argv": argv})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "p: stopped" and len(lines) == 2, lines
+    shown = lines[1].removeprefix("  command: ")
+    assert shown.isprintable()
+    read = subprocess.run(
+        ["bash", "--norc", "-c", f"printf '%s\\0' {shown}"], capture_output=True, timeout=30
+    )
+    assert read.stdout.split(b"\0")[:-1] == [w.encode() for w in argv]

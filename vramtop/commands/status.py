@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import time
 from dataclasses import asdict, dataclass
 
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
+from vramtop.core.shell_words import shell_line
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 
@@ -115,8 +115,8 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
             lines.append(f"  {label}: {data[key]}")
     if data.get("argv"):
         # Shell-quoted: copied into a shell, it is the command that ran (a JSON flag value or
-        # a word with `;` stays one word).
-        lines.append("  command: " + shlex.join(data["argv"]))  # type: ignore[arg-type]
+        # a word with `;` stays one word), and on one line (a line break written `$'\n'`).
+        lines.append("  command: " + shell_line(data["argv"]))  # type: ignore[arg-type]
     if data.get("healthy") is False:
         lines.append(f"  not healthy: {data.get('reason')}")
     if data.get("front_door"):
