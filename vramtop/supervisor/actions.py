@@ -411,7 +411,7 @@ class ServerActions:
         log_file = state.log_path(self._server.name)
         launch.rotate_log(log_file)
         shown = vllm_args.mask_secrets(argv)
-        offset = launch.write_marker(log_file, f"start {self._server.name}: {' '.join(shown)}")
+        offset = launch.write_start_marker(log_file, self._server.name, shown)
         launch_id = uuid.uuid4().hex
         rec = ServerRecord(
             profile=self._server.name,

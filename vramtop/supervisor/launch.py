@@ -23,6 +23,7 @@ import psutil
 
 from vramtop import files
 from vramtop.core import secrets
+from vramtop.core.shell_words import shell_line
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
@@ -172,6 +173,13 @@ def write_marker(path: Path, text: str) -> int:
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
+
+
+def write_start_marker(path: Path, profile: str, argv: Sequence[str]) -> int:
+    """vramtop's start line for `profile`, its command (already masked) on that one line
+    (shell-quoted: an argument of several lines, an inline chat template, is written `$'…\\n…'`
+    and never passes for the server's own lines after it); returns the file size after it."""
+    return write_marker(path, f"start {profile}: {shell_line(argv)}")
 
 
 # How far back `last_start_offset` looks for vramtop's start line.
