@@ -92,6 +92,33 @@ def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printe
     )
 
 
+@pytest.mark.parametrize(
+    "on_finding",
+    [
+        'curl -H "Authorization: Bearer sk-abc123" https://hooks.example/x',
+        "notify.sh --token abc123",
+        "curl https://me:hunter2@hooks.example/x",
+        "curl https://hooks.example/x?api_key=abc123",
+    ],
+)
+def test_a_key_written_in_on_finding_is_not_put_in_a_unit_file(
+    tmp_path: Path, on_finding: str
+) -> None:
+    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "--on-finding carries a key" in done.stderr
+    assert "abc123" not in done.stderr and "hunter2" not in done.stderr
+
+
+def test_a_key_named_by_a_variable_is_put_in_the_unit_as_written(tmp_path: Path) -> None:
+    # The guard runs the command without a shell: here a shell of its own reads the variable.
+    on_finding = """sh -c 'curl -H "Authorization: Bearer ${HOOK_TOKEN}" https://hooks.example/x'"""
+    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    argv = systemd_unit.exec_argv(unit_settings(done.stdout)["ExecStart"])
+    assert argv[-1] == on_finding
+
+
 def test_the_units_command_is_read_by_systemd_as_the_words_given(tmp_path: Path) -> None:
     """`$` and `%` reach the guard as typed (not the service's $HOME, not a specifier), and
     quotes, backslashes and spaces stay inside their word."""

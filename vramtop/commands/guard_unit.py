@@ -5,11 +5,13 @@ server it started keeps serving, as on SIGTERM."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vramtop.core.unit_words import environment_line, exec_line
+from vramtop.core.secrets import written_secret
+from vramtop.core.unit_words import UnitValueError, environment_line, exec_line
 
 if TYPE_CHECKING:
     from vramtop.commands.guard import GuardOptions
@@ -30,6 +32,12 @@ def unit_text(options: GuardOptions) -> str:
     profile's, read when the unit starts), and this shell's `VRAMTOP_HOME` where one is set
     (the directory whose profile was checked). Every value is quoted by systemd's rules
     (core/unit_words.py); `UnitValueError` names one that a unit cannot hold."""
+    if options.on_finding is not None and _written_key(options.on_finding):
+        raise UnitValueError(
+            "--on-finding carries a key (a token, password or Bearer value), and a unit file is "
+            "plain text that other users may read: let the command read the key from a file "
+            "only you can read"
+        )
     executable, *first = vramtop_command()
     exec_start = exec_line(
         executable, [("this vramtop's path", w) for w in first] + _asked(options)
@@ -100,6 +108,12 @@ def _asked(options: GuardOptions) -> list[tuple[str, str]]:
     if options.interval != DEFAULT_INTERVAL_S:
         option("--interval", _number(options.interval))
     return words
+
+
+def _written_key(command: str) -> bool:
+    """Whether `command` has a key written in it, not one named by a variable
+    (`Bearer $TOKEN` names one; the command's own shell or script reads it)."""
+    return written_secret(re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", "", command))
 
 
 def _number(value: float) -> str:
