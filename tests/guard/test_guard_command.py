@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import systemd_unit
 
@@ -90,6 +92,41 @@ def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printe
         "vramtop guard: --print-unit: --on-finding has a line break (character 5), which a "
         "systemd unit cannot hold; give it without\n"
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    on_finding=st.text(alphabet=st.sampled_from(" \n\r\t\0\"'\\$%;#=[]ax\u2028"), max_size=30)
+    | st.text(max_size=30),
+    front_door=st.none() | st.text(max_size=10),
+)
+def test_any_unit_printed_has_its_own_settings_only_and_the_words_asked(
+    on_finding: str, front_door: str | None
+) -> None:
+    """Whatever the values, a unit that is printed has exactly its settings (no line added by
+    a value) and its command is the guard's words as given; the others are refused."""
+    from vramtop.commands.guard import GuardOptions
+    from vramtop.commands.guard_unit import unit_text, vramtop_command
+    from vramtop.commands.shared_options import Target
+    from vramtop.core.unit_words import UnitValueError
+
+    options = GuardOptions(
+        target=Target(demo=True, front_door=front_door), on_finding=on_finding, adaptive=True
+    )
+    try:
+        printed = unit_text(options)
+    except UnitValueError:
+        return
+    read = systemd_unit.settings(printed)
+    assert [key for _, key, _ in read] == [
+        "Description", "Type", *(["Environment"] if "VRAMTOP_HOME" in os.environ else []),
+        "ExecStart", "Restart", "RestartSec", "KillMode", "TimeoutStopSec", "WantedBy",
+    ]  # fmt: skip
+    argv = systemd_unit.exec_argv(dict((k, v) for _, k, v in read)["ExecStart"])
+    door = ["--front-door", front_door] if front_door is not None else []
+    assert argv == [
+        *vramtop_command(), *door, "guard", "--demo", "--on-finding", on_finding, "--adaptive",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
