@@ -42,13 +42,8 @@ def unit_text(options: GuardOptions) -> str:
     exec_start = exec_line(
         executable, [("this vramtop's path", w) for w in first] + _asked(options)
     )
-    home = os.environ.get("VRAMTOP_HOME")
-    # Absolute: the service does not start in this shell's directory.
-    environment = (
-        f"Environment={environment_line('VRAMTOP_HOME', str(Path(home).absolute()))}\n"
-        if home
-        else ""
-    )
+    assignments = [environment_line(name, value) for name, value in _environment(first)]
+    environment = f"Environment={' '.join(assignments)}\n" if assignments else ""
     return f"""\
 [Unit]
 Description=vramtop guard: keeps vLLM fast while the desktop takes its memory
@@ -65,6 +60,28 @@ TimeoutStopSec=150
 [Install]
 WantedBy=default.target
 """
+
+
+def _environment(module_words: list[str]) -> list[tuple[str, str]]:
+    """The service's variables that make its guard this one: the `VRAMTOP_HOME` whose
+    profile was checked, and, where this vramtop ran as a module from a directory its
+    interpreter does not search by itself (a checkout on `PYTHONPATH`, the current
+    directory), that directory: otherwise `-m vramtop` would find another vramtop, or none.
+    Absolute paths: the service does not start in this shell's directory."""
+    found: list[tuple[str, str]] = []
+    home = os.environ.get("VRAMTOP_HOME")
+    if home:
+        found.append(("VRAMTOP_HOME", str(Path(home).absolute())))
+    if module_words:
+        import sysconfig
+
+        import vramtop
+
+        package_dir = Path(vramtop.__file__).resolve().parent.parent
+        searched = {Path(sysconfig.get_path(name)).resolve() for name in ("purelib", "platlib")}
+        if package_dir not in searched:
+            found.append(("PYTHONPATH", str(package_dir)))
+    return found
 
 
 def _asked(options: GuardOptions) -> list[tuple[str, str]]:
