@@ -29,8 +29,8 @@ def vramtop_command() -> list[str]:
 def unit_text(options: GuardOptions) -> str:
     """The unit's text, `ExecStart` running the guard as it was asked for here: its
     profile (or `--demo`, `--wsl`, `--card`), every option given (those left out are the
-    profile's, read when the unit starts), and this shell's `VRAMTOP_HOME` where one is set
-    (the directory whose profile was checked). Every value is quoted by systemd's rules
+    profile's, read when the unit starts), and the variables that make it this guard
+    (`_environment`). Every value is quoted by systemd's rules
     (core/unit_words.py); `UnitValueError` names one that a unit cannot hold."""
     if options.on_finding is not None and _written_key(options.on_finding):
         raise UnitValueError(
