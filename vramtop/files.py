@@ -65,16 +65,24 @@ def create_new(path: Path, *, replace: bool = False) -> int:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data` whole: a temporary file beside it (created new, never
-    through a link), then a rename, which replaces a link itself rather than its target."""
+    through a link), then a rename, which replaces a link itself rather than its target.
+
+    A write that fails (a full disk, a quota, a read-only file system) leaves `path` as it
+    was and raises `OSError` naming `path` (a failed write names no file of its own)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = create_new(tmp)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        fd = create_new(tmp)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except UnsafeFile:
         raise
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 class UnusableDir(OSError):
@@ -108,6 +116,16 @@ def private_dir(path: Path) -> Path:
         except OSError as exc:
             raise UnusableDir(exc.errno, dir_problem_words(level, exc), str(level)) from None
     return path
+
+
+def problem_words(exc: OSError) -> str | None:
+    """`exc` in words with the fix, where it names a file or directory of vramtop's (a full
+    disk, a read-only file system, a link, another user's file); None where it names none."""
+    if isinstance(exc, UnusableDir | UnsafeFile):
+        return str(exc.strerror or exc)
+    if exc.filename is None:
+        return None
+    return dir_problem_words(Path(os.fsdecode(exc.filename)), exc)
 
 
 def dir_problem_words(path: Path, exc: OSError) -> str:
