@@ -1,10 +1,13 @@
-"""How vramtop creates and opens its own files: never through a link, readable only by you.
+"""How vramtop creates and opens its own files: never through a link, readable only by you,
+read only where no one else could have written them.
 
 A link planted where vramtop writes (its log, the server's log, a state file, a recording)
 would otherwise have it append to, truncate or chmod whatever the link points at. Every file
 is opened with `O_NOFOLLOW` (a link is refused with a message, never followed), created 0600,
 and replaced atomically through a temporary file created with `O_EXCL`. Directories are
-created 0700.
+created 0700. What vramtop reads a command, a key, a pid or a setting from is judged as sshd
+judges a key file (`owner_problem`, `read_checked`): yours or root's, writable by no one else,
+and so is every directory from vramtop's own down to it.
 """
 
 from __future__ import annotations
@@ -208,9 +211,8 @@ def _user_name(uid: int) -> str:
 
 
 class NotYours(UnsafeFile):
-    """A file vramtop will not read: a link where its own file should be, or a file or a
-    directory above it that another user owns or can write (`owner_problem`); the message
-    names the path and the fix."""
+    """A file vramtop will not use: it, or a directory above it, belongs to another user or
+    can be written by one (`owner_problem`); the message names the path and the fix."""
 
 
 def read_checked(
@@ -272,7 +274,7 @@ def dirs_problem(folder: Path, root: Path | None) -> str | None:
     while True:
         try:
             info = level.stat()
-        except FileNotFoundError:
+        except FileNotFoundError:  # not made yet: vramtop makes it 0700
             info = None
         problem = None if info is None else owner_problem(level, info)
         if problem is not None:
