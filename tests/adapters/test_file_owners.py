@@ -255,3 +255,18 @@ def test_a_lasting_timeline_that_is_a_link_is_said_not_shown_empty(
     assert "no events" not in out
     assert f"{log.path} is a symbolic link" in err and "--remove-destination" in err
     assert elsewhere.read_text().count("\n") == 1
+
+
+def test_a_config_file_that_is_a_link_is_read_through_it_but_not_written_over_it(
+    profile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "dotfiles" / "config.toml"
+    kept.parent.mkdir()
+    kept.write_text("interval_s = 2\n")
+    locations.settings_file().symlink_to(kept)
+    assert _exit(["status", "--profile", "p1"]) == 0  # read through the link
+    capsys.readouterr()
+    assert _exit(["profile", "set-default", "p1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{locations.settings_file()} is a symbolic link to {kept}" in err, err
+    assert locations.settings_file().is_symlink() and kept.read_text() == "interval_s = 2\n"
