@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -270,3 +271,17 @@ def test_a_config_file_that_is_a_link_is_read_through_it_but_not_written_over_it
     err = capsys.readouterr().err
     assert f"{locations.settings_file()} is a symbolic link to {kept}" in err, err
     assert locations.settings_file().is_symlink() and kept.read_text() == "interval_s = 2\n"
+
+
+def test_bundled_themes_are_read_whoever_installed_them(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Part of the installed package (a shared virtual environment may be another user's):
+    # as trusted as its code, not judged as a file of the user's.
+    theirs = tmp_path / "bundled"
+    shutil.copytree(locations.bundled_themes_dir(), theirs)
+    for path in [theirs, *theirs.iterdir()]:
+        os.chown(path, NOBODY, -1)
+    monkeypatch.setattr(locations, "bundled_themes_dir", lambda: theirs)
+    loaded = load_themes([theirs])
+    assert loaded.notices == [] and loaded.themes
