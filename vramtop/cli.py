@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from vramtop import __version__
 from vramtop.commands.argtypes import front_door, interval_seconds, server_url
@@ -200,15 +200,10 @@ def _file_problem(exc: OSError) -> str | None:
     directory should be, a name too long, no permission), in words with the fix; None for
     an error that names no file (a bug of ours)."""
     from vramtop import files
-
-    if isinstance(exc, files.UnusableDir | files.UnsafeFile):
-        return str(exc.strerror or exc)
-    if exc.filename is None:
-        return None
     from vramtop.core.secrets import mask_line
 
-    path = Path(os.fsdecode(exc.filename))
-    return mask_line(files.dir_problem_words(path, exc))
+    words = files.problem_words(exc)
+    return None if words is None else mask_line(words)
 
 
 def _unexpected(exc: Exception) -> int:
@@ -230,6 +225,15 @@ def _unexpected(exc: Exception) -> int:
 
 def _module_for(command: str) -> str:
     return command.replace("-", "_") if command != "import" else "import_"
+
+
+class _LogFileHandler(logging.StreamHandler[TextIO]):
+    """vramtop's own log: a record it cannot write (a full disk, a quota) is lost quietly.
+    logging's default prints "--- Logging error ---" and a traceback on stderr, a person's
+    screen, in front of the one line that says what failed."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
 
 
 class _MaskingFormatter(logging.Formatter):
@@ -261,7 +265,7 @@ def _log_to_file(console: bool = False) -> None:
         # Opened user-only and never through a link (logging would follow one and use the
         # umask): tracebacks can quote command lines and paths.
         stream = os.fdopen(files.open_append(own_log_file()), "a", encoding="utf-8")
-        handler = logging.StreamHandler(stream)
+        handler = _LogFileHandler(stream)
         handler.setFormatter(_MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.INFO, handlers=[handler])
     except OSError as exc:

@@ -33,7 +33,7 @@ from vramtop.core import secrets
 from vramtop.core.addresses import parse_host_port
 from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
-from vramtop.settings import read_toml, write_private
+from vramtop.settings import link_problem, read_text, read_toml, write_private
 
 # Profile names become file names: keep them portable and free of path separators.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -360,14 +360,16 @@ def save_relaunch_file(path: Path, before: Profile, after: Profile) -> None:
     """Write a relaunch's change into the profile file at `path` as the person wrote it: only
     the changed flags in its `argv` and the new `history` entries change; comments, layout and
     every other word (a key written into argv included) stay. A file that is not there is
-    written whole."""
+    written whole. A link is refused (`settings.link_problem`)."""
     if not path.exists():
         save_profile_file(path, after)
         return
+    problem = link_problem(path)
+    if problem is not None:
+        raise ConfigError(problem)
     try:
-        text = path.read_text(encoding="utf-8")
-        doc = tomlkit.parse(text)
-    except (OSError, UnicodeDecodeError, tomlkit.exceptions.ParseError) as exc:
+        doc = tomlkit.parse(read_text(path))
+    except tomlkit.exceptions.ParseError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     added = after.history[len(before.history) :]
     argv = doc.get("argv")

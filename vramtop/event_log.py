@@ -14,7 +14,6 @@ Below the supervisor and the session (both write here), so it imports only `file
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import logging
@@ -95,7 +94,8 @@ class EventLog:
 
     def read(self, since: float | None = None) -> list[Event]:
         """Every event kept (the rotated file's first), oldest first; only those at or after
-        `since` (Unix time) when given. Damaged lines are skipped and counted in `skipped`."""
+        `since` (Unix time) when given. Damaged lines are skipped and counted in `skipped`;
+        `files.NotYours` for a file that must not be read (a link in its place)."""
         self.skipped = 0
         events: list[Event] = []
         for path in (self.rotated, self.path):
@@ -118,12 +118,14 @@ def _replaced(path: Path, fd: int) -> bool:
 
 
 def _lines(path: Path) -> list[bytes]:
+    """The file's lines; none when it is not written yet. `files.NotYours` where it must not
+    be read (a link, another user's, writable by others): the message names it and the fix,
+    rather than a timeline that looks empty."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return []  # not written yet, or not ours to read
-    with contextlib.closing(os.fdopen(fd, "rb")) as handle:
-        return [line for line in handle.read().splitlines() if line.strip()]
+        data = locations.read_own(path)
+    except FileNotFoundError:
+        return []  # not written yet
+    return [line for line in data.splitlines() if line.strip()]
 
 
 # The last Unix time a calendar date can show (9999-12-31): a later `t` is a damaged line.
@@ -133,7 +135,7 @@ LATEST_T = 253_402_300_799.0
 def _parsed(raw: bytes) -> Event | None:
     try:
         obj = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
         return None
     if not isinstance(obj, dict):
         return None

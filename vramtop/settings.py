@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -193,18 +194,33 @@ def _problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def read_text(path: Path) -> str:
+    """The text of a config file of vramtop's own (config.toml, a profile), a link followed;
+    `ConfigError` when another user could have written it (`locations.read_own`), or it
+    cannot be read."""
+    from vramtop import locations
+
     try:
-        text = path.read_text(encoding="utf-8")
+        return locations.read_own(path, follow=True).decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except files.UnsafeFile as exc:  # (another user's, or not a regular file)
+        raise ConfigError(str(exc.strerror)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The table of a config file of vramtop's own (`read_text`); `ConfigError` when it
+    cannot be read or is not TOML."""
+    text = read_text(path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # The message already says "(at line N, column M)".
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into each nested array or table
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
 
 
 def settings_from(data: dict[str, Any], path: Path) -> Settings:
@@ -241,9 +257,28 @@ def settings_to_toml(settings: Settings) -> str:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` atomically to a file only the user can read (mode 0600)."""
+    """Write `text` atomically to a file only the user can read (mode 0600); a link there
+    is refused (`ConfigError`, see `link_problem`)."""
     files.private_dir(path.parent)
+    problem = link_problem(path)
+    if problem is not None:
+        raise ConfigError(problem)
     files.write_atomic(path, text.encode("utf-8"))
+
+
+def link_problem(path: Path) -> str | None:
+    """Why vramtop will not write a config file of the person's (config.toml, a profile):
+    it is a symbolic link (one kept with dotfiles, say). It is read through the link, but
+    written neither through it (its target may be anyone's file) nor over it (the link
+    would silently become a file of its own)."""
+    if not path.is_symlink():
+        return None
+    shown = os.readlink(path)
+    return (
+        f"{path} is a symbolic link to {shown}, and vramtop does not write through links "
+        f"nor over them: change {shown} yourself, or replace the link with the file "
+        f'(`cp --remove-destination "$(readlink -f {path})" {path}`) and try again'
+    )
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:

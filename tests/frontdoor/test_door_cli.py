@@ -59,6 +59,14 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_token_file_another_user_owns_is_refused(tmp_path: Path) -> None:
+    theirs = token_file(tmp_path, 0o600)
+    os.chown(theirs, 65534, -1)  # (nobody's: the tests may run as root)
+    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(theirs))
+    assert done.returncode == 2 and "belongs to another user" in done.stderr
+    assert "chown" in done.stderr and "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "link"])
 def test_an_unusable_token_file_is_refused(tmp_path: Path, case: str) -> None:
     path = tmp_path / "door.token"

@@ -256,3 +256,17 @@ def test_a_client_gone_while_held_is_not_forwarded(door_factory: Any) -> None:
         # The upstream never saw it; the next request goes through.
         assert httpx.get(door.url + "/echo?next=1").status_code == 200
         assert httpx.get(url + "/seen").json() == [["GET", "/echo?next=1"], ["GET", "/seen"]]
+
+
+def test_a_control_body_nested_too_deeply_is_answered_400(door_factory: Any) -> None:
+    # Deeper than the JSON parser recurses: not JSON, as any other damaged body.
+    door = door_factory(None)
+    answer = httpx.post(
+        door.url + protocol.PREFIX + "/hold",
+        content=b"[" * 100_000,
+        headers={protocol.TOKEN_HEADER: door.token, "content-type": "application/json"},
+        timeout=10,
+    )
+    assert answer.status_code == 400
+    assert json.loads(answer.text)["error"]["message"] == "the body is not JSON"
+    assert door.proc.poll() is None

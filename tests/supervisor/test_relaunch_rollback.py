@@ -245,3 +245,27 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
     finally:
         backend.close(stop_server=True)
     assert sim_api_servers(machine) == []
+
+
+def test_save_on_a_profile_that_is_a_link_is_refused_before_the_stop(
+    machine: SimMachine, home: Path
+) -> None:
+    # The link (a profile kept with dotfiles) is neither replaced with a file nor written
+    # through: refused before anything stops, the server serving as it was.
+    kept = profile_file(machine, home, "linked", "linked")
+    target = home / "dotfiles" / "linked.toml"
+    target.parent.mkdir()
+    kept.rename(target)
+    kept.symlink_to(target)
+    untouched = target.read_bytes()
+    sup = supervisor_for(machine, config.load_profile_file(kept))
+    assert sup.start().ok
+    served = state.load("linked")
+    assert served is not None
+    result = sup.relaunch(util=FITS, max_model_len=SHORT, save=True)
+    assert not result.ok and "not relaunched" in result.message
+    assert f"{kept} is a symbolic link to {target}" in result.message
+    again = state.load("linked")
+    assert again is not None and again.pid == served.pid
+    assert kept.is_symlink() and target.read_bytes() == untouched
+    assert sup.stop().ok

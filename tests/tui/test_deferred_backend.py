@@ -3,13 +3,16 @@ what it shows before, and a build that fails."""
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import pytest
 
 from tests.support.console import NO_TIMER, settle
 from tests.support.fake_backend import FakeBackend
 from vramtop.machines.deferred_backend import RETRY_S, BackendUnavailable, DeferredBackend
+from vramtop.supervisor import state
 from vramtop.tui.app import VramtopApp
 
 
@@ -142,3 +145,23 @@ async def test_a_slow_build_holds_neither_the_keys_nor_the_start_it_decides() ->
         release.set()
         await settle(pilot)
         assert made and made[0].calls == [("start",)]
+
+
+def test_a_build_refused_for_a_file_another_user_owns_is_said_in_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The console's one line for it: the file and the fix, not "[Errno 1] ...".
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    state.save(state.ServerRecord(profile="p1"))
+    os.chown(state.state_path("p1"), 65534, -1)
+
+    def build() -> FakeBackend:
+        state.load("p1")
+        return FakeBackend()
+
+    backend = DeferredBackend(build, demo=False, profile_name="p1")
+    with pytest.raises(BackendUnavailable) as refused:
+        backend.tick()
+    said = str(refused.value)
+    assert said.startswith(f"{state.state_path('p1')} belongs to another user"), said
+    assert "chown" in said and "Errno" not in said

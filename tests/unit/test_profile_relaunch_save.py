@@ -7,6 +7,8 @@ import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from vramtop import config
 from vramtop.core.vllm import args as vllm_args
 
@@ -65,3 +67,23 @@ def test_a_profile_read_from_a_file_equals_the_same_profile_made_in_memory(
     made = config.Profile.model_validate(tomllib.loads(FILE))
     assert loaded.loaded_from == path and made.loaded_from is None
     assert loaded == made
+
+
+def test_a_profile_that_is_a_link_is_read_through_it_but_never_saved_over_it(
+    tmp_path: Path,
+) -> None:
+    # Kept with the person's dotfiles: read through the link; a save would either replace
+    # the link with a file of its own (the dotfiles left behind, silently) or write into a
+    # file that may be anyone's. Refused, naming the link and what to do.
+    target = tmp_path / "dotfiles" / "desk.toml"
+    target.parent.mkdir()
+    target.write_text(FILE)
+    link = tmp_path / "desk.toml"
+    link.symlink_to(target)
+    before = config.load_profile_file(link)
+    after = before.relaunched({BUDGET: "0.85"}, WHEN)
+    with pytest.raises(config.ConfigError, match=r"is a symbolic link to .* --remove-destination"):
+        config.save_relaunch_file(link, before, after)
+    with pytest.raises(config.ConfigError, match="is a symbolic link"):
+        config.save_profile_file(link, after)
+    assert link.is_symlink() and target.read_text() == FILE

@@ -295,3 +295,8 @@ def test_a_superscript_pid_key_is_ignored_not_raised() -> None:
 
     reading = reading_from_json({"processes": [], "adapters": [{}], "names": {"¹": "x"}}, 0.0)
     assert reading is not None
+
+
+def test_a_line_nested_deeper_than_the_parser_recurses_is_not_json() -> None:
+    r = parse_line("[" * 100_000, 0)
+    assert r.error is not None and "not JSON" in r.error

@@ -84,6 +84,8 @@ def read_config_defaults(parsed: ParsedLaunch, script: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: the --config file cannot be read ({exc})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except RecursionError:  # the YAML parser recurses into each nested list or mapping
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a --config file must hold `flag: value` pairs")
     return data

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from vramtop import files
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.app import DoorSettings, make_app
 from vramtop.outcomes import ExitCode
@@ -88,6 +89,9 @@ def read_token(path: Path) -> str:
             raise ValueError(
                 f"the token file {path} can be read by other users; make it 0600 (chmod 600)"
             )
+        problem = files.owner_problem(path, info)  # another user's: a token they chose
+        if problem is not None:
+            raise ValueError(problem)
         token = f.read(4096).decode(errors="replace").strip()
     if not token:
         raise ValueError(f"the token file {path} is empty")

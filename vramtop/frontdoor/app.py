@@ -75,7 +75,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
         raise web.HTTPBadRequest(
             text=json.dumps(protocol.error_body("the body is not JSON", "bad_request", 400)),
             content_type="application/json",

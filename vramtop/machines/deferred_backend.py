@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from vramtop import files
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 
@@ -78,7 +79,9 @@ class DeferredBackend(Backend):
                     self._backend = self._build()
                     self._error = None
                 except Exception as exc:
-                    error = str(exc) or type(exc).__name__
+                    # A file it may not use (another user's) is said in words with the fix.
+                    words = files.problem_words(exc) if isinstance(exc, OSError) else None
+                    error = words or str(exc) or type(exc).__name__
                     if error != self._error:  # once per reason, not once per try
                         log.exception("the backend could not be built")
                     self._error, self._failed_at = error, self._clock()

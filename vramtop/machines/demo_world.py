@@ -52,7 +52,8 @@ def demo_home(card: str = DEFAULT_CARD) -> Path:
     """Where one simulated machine lives: the 5090 in the demo directory, each other card in
     a directory of its own (its own world, server, port and state)."""
     home = locations.demo_dir()
-    return home if card == DEFAULT_CARD else home / card
+    # Its world's socket and port are found there: no other user may write in it.
+    return locations.own_dir(home if card == DEFAULT_CARD else home / card)
 
 
 def demo_profile_name(card: str = DEFAULT_CARD) -> str:
@@ -144,8 +145,12 @@ def stop_demo_world(card: str = DEFAULT_CARD) -> bool:
 def demo_port(home: Path | None = None) -> int:
     """The demo server's port: chosen free once, then kept (so a restart reuses it)."""
     path = (home or locations.demo_dir()) / _PORT_FILE
-    with contextlib.suppress(OSError, ValueError):
-        return int(path.read_text().strip())
+    try:
+        return int(locations.read_own(path, limit=64).strip())
+    except files.NotYours:
+        raise
+    except (OSError, ValueError):
+        pass  # not chosen yet, or damaged: chosen again
     port = free_port()
     files.write_atomic(path, f"{port}\n".encode())
     return port

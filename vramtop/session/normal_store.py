@@ -9,15 +9,15 @@ collapse as normal. A damaged or unreadable file is ignored (a remembered rate o
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vramtop import files, locations
+from vramtop.core import bounds
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 
 log = logging.getLogger(__name__)
@@ -27,9 +27,7 @@ MAX_ENTRIES = 64  # setups remembered; the least recently saved go first
 
 
 def default_path() -> Path:
-    from vramtop.locations import state_dir
-
-    return state_dir() / FILE_NAME
+    return locations.state_dir() / FILE_NAME
 
 
 class NormalRateStore:
@@ -63,25 +61,21 @@ class NormalRateStore:
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            raw = locations.read_own(self.path, limit=bounds.MAX_SMALL_FILE_BYTES)
+            data = json.loads(raw.decode("utf-8"))
+        except FileNotFoundError:
+            return {}
+        except files.NotYours as exc:  # not used; the next save replaces it with one of ours
+            log.warning("normal rates not read: %s", exc.strerror)
+            return {}
+        except (OSError, ValueError, RecursionError):  # (damaged: nested too deeply)
             return {}
         rates = data.get("rates") if isinstance(data, dict) else None
         return dict(rates) if isinstance(rates, dict) else {}
 
     def _write(self, text: str) -> None:
-        # Whole or not at all: a new file beside the old one, readable only by the user,
-        # renamed over it.
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        # Whole or not at all, never through a link, readable only by the user.
+        files.write_atomic(self.path, text.encode("utf-8"))
 
 
 def _saved_at(entry: Any) -> float:

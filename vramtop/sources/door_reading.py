@@ -51,7 +51,7 @@ class DoorReader:
         if answer.status == 200 and not answer.too_large:
             try:
                 data = json.loads(answer.text)
-            except ValueError:
+            except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
                 data = None
             if isinstance(data, dict):
                 reading = door_from_json(self.address, data)

@@ -324,7 +324,7 @@ class Scraper:
 def _json(answer: Answer) -> dict[str, Any]:
     try:
         value = json.loads(answer.text)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -176,6 +176,9 @@ class ServerActions:
         report = progress or no_progress
         self._server.fresh_profile()
         before = self._server.profile
+        unsavable = _unsavable(before) if save else None
+        if unsavable is not None:  # refused before the stop: the server keeps serving
+            return ActionResult(False, f"not relaunched, since it could not be saved: {unsavable}")
         outcome = self._server.locked(
             lambda: self._relaunch_launch(changes, report, wait_ready, precheck)
         )
@@ -580,14 +583,26 @@ class ServerActions:
             state.save(rec)
 
 
+def _unsavable(profile: Profile) -> str | None:
+    """Why a relaunch's change could not be written into the profile's file (a link)."""
+    from vramtop.settings import link_problem
+
+    return link_problem(_profile_file(profile))
+
+
+def _profile_file(profile: Profile) -> Path:
+    from vramtop import locations
+
+    return profile.loaded_from or locations.profiles_dir() / f"{profile.name}.toml"
+
+
 def _save_profile(before: Profile, after: Profile) -> str | None:
     """Write a relaunch's change into the profile's file (the one it was read from, its
     comments and layout kept); returns what went wrong, or None."""
     try:
-        from vramtop import config, locations
+        from vramtop import config
 
-        path = after.loaded_from or locations.profiles_dir() / f"{after.name}.toml"
-        config.save_relaunch_file(path, before, after)
+        config.save_relaunch_file(_profile_file(after), before, after)
     except Exception as exc:  # a write failure is reported, never raised
         return str(exc)
     return None

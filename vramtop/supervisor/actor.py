@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from vramtop import files, locations
+from vramtop.core import bounds
 
 GUARD = "guard"
 CONSOLE = "console"
@@ -124,7 +125,7 @@ class ActorLock:
             os.close(fd)
         try:
             record = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
             return Holder(pid=None, kind=None, since=None)
         return _holder(record)
 
@@ -211,8 +212,11 @@ def read_guard_state(profile: str) -> dict[str, Any] | None:
     if holder is None or holder.get("kind") != GUARD:
         return None
     try:
-        record = json.loads(guard_state_path(profile).read_bytes())
-    except (OSError, ValueError):
+        raw = locations.read_own(guard_state_path(profile), limit=bounds.MAX_SMALL_FILE_BYTES)
+        record = json.loads(raw)
+    except files.NotYours:
+        raise
+    except (OSError, ValueError, RecursionError):  # (damaged: nested too deeply)
         return None
     if not isinstance(record, dict) or record.get("pid") != holder.get("pid"):
         return None  # an earlier guard's

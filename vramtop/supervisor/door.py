@@ -76,11 +76,13 @@ def kept_internal_port(profile: str) -> int:
     """The loopback port vLLM listens on behind the profile's door: chosen free once, then
     kept (a restart reuses it, and a console opened before the server starts scrapes it)."""
     path = _port_path(profile)
-    with contextlib.suppress(OSError, ValueError):
-        port = int(path.read_text().strip())
-        if 0 < port < 65536:
-            return port
-    return _new_internal_port(profile)
+    try:
+        port = int(locations.read_own(path, limit=64).strip())
+    except files.NotYours:
+        raise
+    except (OSError, ValueError):
+        port = 0  # not chosen yet, or damaged: chosen again
+    return port if 0 < port < 65536 else _new_internal_port(profile)
 
 
 def internal_port_for_launch(profile: str, door_port: int | None = None) -> int:
@@ -118,15 +120,16 @@ def token(profile: str) -> str:
 
 def current_token(profile: str) -> str | None:
     """The token a running door was started with (its file, never through a link); None
-    where it cannot be read. Never a new one: a door keeps the token it read at its start,
-    and a new file would lock its supervisor out of it."""
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        fd = files.open_private(token_path(profile), os.O_RDONLY)
-        with os.fdopen(fd, "rb") as handle:
-            text = handle.read(4096).decode().strip()
-        if len(text) >= 16:
-            return text
-    return None
+    where it cannot be read, `files.NotYours` where another user owns or can write it or
+    the directories above it (`locations.read_own`). Never a new one: a door keeps the
+    token it read at its start, and a new file would lock its supervisor out of it."""
+    try:
+        text = locations.read_own(token_path(profile), limit=4096).decode().strip()
+    except files.NotYours:
+        raise  # another user's, or one they could write: not a token to send
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if len(text) >= 16 else None
 
 
 def alive(rec: ServerRecord) -> bool:
@@ -181,7 +184,7 @@ def spawn(
             if child.poll() is not None:
                 last = _tail(logfile, offset)
                 return f"the front door on {address} exited at its start{last}"
-            with contextlib.suppress(httpx.HTTPError, ValueError):
+            with contextlib.suppress(httpx.HTTPError, ValueError, RecursionError):
                 info = client.get(url + CONTROL).json()
                 if isinstance(info, dict) and info.get("pid") == child.pid:
                     log.info("front door of %s on %s: pid %d", profile, address, child.pid)
@@ -235,7 +238,7 @@ def info(rec: ServerRecord, timeout_s: float = 1.0) -> JsonObject | None:
     try:
         with httpx.Client(timeout=timeout_s, trust_env=False) as client:
             data = client.get(door_url(rec.front_door) + CONTROL).json()
-    except (httpx.HTTPError, ValueError):
+    except (httpx.HTTPError, ValueError, RecursionError):  # (not the door: another's answer)
         return None
     return data if isinstance(data, dict) else None
 
@@ -245,7 +248,11 @@ def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> 
     if rec.front_door is None:
         return None
     url = f"{door_url(rec.front_door)}{CONTROL}/{route}"
-    known = current_token(rec.profile)
+    try:
+        known = current_token(rec.profile)
+    except files.NotYours as exc:  # asked of nobody: the call's outcome says what failed
+        log.warning("front door of %s: %s: %s", rec.profile, route, exc.strerror)
+        return None
     if known is None:
         log.warning("front door of %s: %s: its token file cannot be read", rec.profile, route)
         return None
@@ -256,7 +263,7 @@ def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> 
             resp.raise_for_status()
             answer: JsonValue = resp.json()
             return answer
-    except (httpx.HTTPError, ValueError) as exc:
+    except (httpx.HTTPError, ValueError, RecursionError) as exc:
         log.warning("front door of %s: %s failed: %s", rec.profile, route, exc)
         return None
 

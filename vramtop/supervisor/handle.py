@@ -19,6 +19,7 @@ from typing import Any, TypedDict, TypeVar
 
 import psutil
 
+from vramtop import files
 from vramtop.config import Profile
 from vramtop.core import secrets
 from vramtop.core.model import ServerInfo, ServerState
@@ -206,7 +207,8 @@ class ServerHandle:
             return ActionResult(False, "another vramtop is acting on this server; try again")
         except OSError as exc:
             log.exception("supervisor action failed")
-            return ActionResult(False, f"could not act on the server: {exc}")
+            words = files.problem_words(exc) or str(exc)  # (a full disk: the file and the fix)
+            return ActionResult(False, f"could not act on the server: {words}")
 
     def end(
         self,

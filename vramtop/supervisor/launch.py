@@ -171,6 +171,8 @@ def write_marker(path: Path, text: str) -> int:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         os.write(fd, f"=== vramtop: {text} at {stamp} ===\n".encode())
         return os.fstat(fd).st_size
+    except OSError as exc:  # a full disk, a quota: said with the file it could not write
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     finally:
         os.close(fd)
 

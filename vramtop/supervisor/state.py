@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop import files, locations
+from vramtop.core import bounds
 from vramtop.core.model import ServerState
 
 log = logging.getLogger(__name__)
@@ -177,9 +178,11 @@ def unreadable(profile: str) -> str | None:
     unknown content, no permission); None when it reads, or is not there at all."""
     path = state_path(profile)
     try:
-        data = json.loads(path.read_text())
+        data = _parsed(path)
     except FileNotFoundError:
         return None
+    except files.NotYours:
+        raise
     except (OSError, ValueError) as exc:
         return str(exc)
     if not isinstance(data, dict):
@@ -191,11 +194,22 @@ def unreadable(profile: str) -> str | None:
     return None
 
 
+def _parsed(path: Path) -> object:
+    """The state file's JSON; `files.NotYours` where another user could have written it
+    (it names the pid vramtop signals), `ValueError` where it is damaged."""
+    try:
+        return json.loads(locations.read_own(path, limit=bounds.MAX_SMALL_FILE_BYTES))
+    except RecursionError:  # nested deeper than the parser recurses: damaged as well
+        raise ValueError("nested too deeply") from None
+
+
 def _load(path: Path) -> ServerRecord | None:
     try:
-        data = json.loads(path.read_text())
+        data = _parsed(path)
     except FileNotFoundError:
         return None
+    except files.NotYours:
+        raise
     except (OSError, ValueError) as exc:
         log.warning("state file %s unreadable: %s", path, exc)
         return None

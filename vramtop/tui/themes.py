@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from vramtop import locations
+from vramtop import files, locations
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -92,17 +92,18 @@ def load_themes(directories: list[Path] | None = None) -> LoadedThemes:
 
 def theme_from_file(path: Path) -> Theme:
     try:
-        with path.open("rb") as f:  # a theme is a few hundred bytes; /dev/zero is not one
-            raw = f.read(MAX_THEME_BYTES + 1)
+        raw = _theme_bytes(path)
         if len(raw) > MAX_THEME_BYTES:
             raise ThemeFileError(f"larger than {MAX_THEME_BYTES // 1024} KiB: not a theme")
         text = raw.decode("utf-8")
+    except files.UnsafeFile as error:
+        raise ThemeFileError(str(error.strerror)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     if path.suffix.lower() == ".toml":
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
+        except (tomllib.TOMLDecodeError, RecursionError) as error:
             raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     else:
         # Imported for a YAML theme only: the bundled ones are TOML, and the console's first
@@ -114,6 +115,17 @@ def theme_from_file(path: Path) -> Theme:
         except (yaml.YAMLError, RecursionError) as error:
             raise ThemeFileError(f"cannot read it: {_first_line(error)}") from None
     return theme_from_mapping(data, default_name=path.stem)
+
+
+def _theme_bytes(path: Path) -> bytes:
+    """A theme file's bytes, up to one more than a theme may hold (a theme is a few hundred
+    bytes; /dev/zero is not one). A user's, like every file of vramtop's, is theirs and
+    writable by no one else (`locations.read_own`); a bundled one is part of the installed
+    package, as trusted as its code (whoever installed it may own it)."""
+    if path.is_relative_to(locations.bundled_themes_dir()):
+        with path.open("rb") as f:
+            return f.read(MAX_THEME_BYTES + 1)
+    return locations.read_own(path, limit=MAX_THEME_BYTES + 1, follow=True)
 
 
 def theme_from_mapping(data: Any, default_name: str) -> Theme:

@@ -47,7 +47,7 @@ def parse_line(line: str, t: float) -> WindowsGpuReading:
         return unavailable("PowerShell printed an empty line", t)
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # (nested deeper than the parser recurses)
         return unavailable(f"PowerShell printed something that is not JSON: {text[:60]!r}", t)
     if not isinstance(obj, dict):
         return unavailable(f"PowerShell printed unexpected JSON: {text[:60]!r}", t)
