@@ -154,11 +154,9 @@ class Profile(BaseModel):
     @classmethod
     def _a_variable_name(cls, value: str | None) -> str | None:
         # A key pasted here instead of its variable's name would be shown and stored as one.
-        if value is not None and not _VARIABLE.match(value):
-            raise ValueError(
-                "must be the name of the environment variable that holds the key (letters, "
-                "digits and _), never the key itself"
-            )
+        problem = None if value is None else secrets.variable_name_problem(value)
+        if problem is not None:
+            raise ValueError(f"the value {problem}")
         return value
 
     @field_validator("port")
