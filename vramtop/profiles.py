@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramtop import locations, settings
+from vramtop.core.names import PROFILE_NAME_RULE, is_profile_name
 from vramtop.settings import ConfigError
 
 if TYPE_CHECKING:
@@ -16,18 +16,14 @@ if TYPE_CHECKING:
     from vramtop.core.launch.interpreter import ParsedLaunch
 
 
-# A profile's name is a file name (config.Profile checks the same when one is made).
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
 def profile_path(name: str) -> Path:
     """profiles/NAME.toml; `ConfigError` for a name no profile can have (a path, 5,000
     characters), which would otherwise reach the file system."""
-    if not _NAME.match(name):
+    if not is_profile_name(name):
         shown = repr(name) if len(name) <= 40 else repr(name[:40]) + "…"
         raise ConfigError(
-            f"no profile named {shown}: a profile's name is letters, digits, '.', '_' or '-' "
-            "(up to 64, starting with a letter or digit); `vramtop profile list` shows them"
+            f"no profile named {shown}: a profile's name is {PROFILE_NAME_RULE}; "
+            "`vramtop profile list` shows them"
         )
     return locations.profiles_dir() / f"{name}.toml"
 

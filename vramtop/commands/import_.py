@@ -137,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         parsed = read_script(script)
         defaults = read_config_defaults(parsed, script)
         profile = profiles.profile_from_launch(
-            parsed, options.name or default_name(script), source=str(script.resolve())
+            parsed,
+            default_name(script) if options.name is None else options.name,
+            source=str(script.resolve()),
         )
         if defaults:
             # Host and port from the YAML count too (the command line still wins).

@@ -163,7 +163,9 @@ _PREFIXED_KEY = re.compile(
 _RANDOM_RUN = re.compile(r"(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}")
 
 
-def _looks_like_key(text: str) -> bool:
+def looks_like_key(text: str) -> bool:
+    """Whether `text` looks like a key pasted where something else belongs: a known key's
+    prefix, or a long run of letters and digits mixed."""
     return _PREFIXED_KEY.match(text) is not None or _RANDOM_RUN.search(text) is not None
 
 
@@ -174,9 +176,7 @@ def mask_pasted_keys(text: str) -> str:
     """`text` (a message that repeats what was typed: `unrecognized arguments: …`) with every
     key `mask_line` finds masked, and every word that looks like a pasted key (`sk-…`,
     `hf_…`, 16 or more letters and digits mixed) replaced by `***` too."""
-    return _TOKEN.sub(
-        lambda m: MASK if _looks_like_key(m.group(0)) else m.group(0), mask_line(text)
-    )
+    return _TOKEN.sub(lambda m: MASK if looks_like_key(m.group(0)) else m.group(0), mask_line(text))
 
 
 def variable_name_problem(text: str) -> str | None:
@@ -187,7 +187,7 @@ def variable_name_problem(text: str) -> str | None:
             "is not a variable's name (letters, digits and _, not starting with a digit): "
             "give the name of the variable that holds the key, never the key itself"
         )
-    if _looks_like_key(text):
+    if looks_like_key(text):
         return (
             "looks like a key, not a variable's name: export the key in a variable "
             "(export MY_KEY=…) and give that variable's name"
