@@ -324,7 +324,7 @@ def describe_validation_error(
             shown = shown_input(error, data)
             if shown is not None:
                 message += f" (got {shown})"
-        lines.append(f"{path}: field '{field}': {message}")
+        lines.append(f"{path}: field '{field}': {secrets.mask_pasted_keys(message)}")
     return "\n".join(lines)
 
 

@@ -64,3 +64,30 @@ def test_arguments_the_parser_refuses_do_not_repeat_a_key() -> None:
     code, out = _run(["status", "--api-key-env", KEY, "--api-key", "plain-word-key"])
     assert code == 2 and "unrecognized arguments" in out
     assert KEY not in out and "plain-word-key" not in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["start", "--profile", KEY],
+        ["status", "--profile", KEY],
+        ["profile", "show", KEY],
+        ["lint", KEY],
+        ["--once", "--profile", KEY],
+    ],
+)
+def test_a_key_given_as_a_profiles_name_is_not_repeated(argv: list[str]) -> None:
+    code, out = _run(argv)
+    assert code == 2 and KEY not in out and "no profile has the name given" in out
+
+
+def test_a_plain_unknown_name_is_still_named() -> None:
+    code, out = _run(["profile", "show", "nosuch"])
+    assert code == 2 and "no profile named 'nosuch'" in out
+
+
+def test_a_key_given_to_imports_front_door_is_not_repeated(tmp_path: Path) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve m\n")
+    code, out = _run(["import", str(script), "--front-door", KEY])
+    assert code == 2 and KEY not in out and "--front-door" in out

@@ -105,7 +105,7 @@ def _validation_problems(exc: ValidationError) -> str:
         shown = shown_input(error)
         subject = " ".join(part for part in (where, shown) if part)
         problems.append(f"{subject}: {message}" if subject else message)
-    return "; ".join(problems) + ". Nothing was saved."
+    return secrets.mask_pasted_keys("; ".join(problems)) + ". Nothing was saved."
 
 
 @dataclass(frozen=True)
