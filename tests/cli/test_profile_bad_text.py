@@ -76,3 +76,13 @@ def test_import_refuses_an_empty_name(tmp_path: Path) -> None:
     code, out = _run(["import", str(script), "--name", ""])
     assert code == 2 and "--name" in out and "Nothing was saved" in out
     assert not locations.profiles_dir().exists() or not any(locations.profiles_dir().iterdir())
+
+
+@pytest.mark.parametrize("command", [["lint", "--total-gib", "32"], ["import", "--print"]])
+def test_a_launch_script_with_a_nul_is_refused_naming_its_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_bytes(b"cd /srv\nvllm serve m\x00x --port 8000\n")
+    code, out = _run([command[0], str(script), *command[1:]])
+    assert code == 2 and "line 2: a NUL character" in out
