@@ -73,6 +73,8 @@ def test_a_key_given_as_a_default_to_the_no_op_command_is_not_stored(tmp_path: P
     assert MARK not in profiles.profile_path("p").read_text()
     p = profiles.load_profile("p")
     assert p.prelude is None and p.api_key_env == "VLLM_API_KEY"
+    code, said = _run(["lint", str(tmp_path / "launch.sh"), "--total-gib", "64"])
+    assert code == 1 and "key-on-command-line" in said and MARK not in said
 
 
 def test_a_validation_error_does_not_print_the_profile(tmp_path: Path) -> None:
