@@ -30,6 +30,7 @@ KEY = "sk-Zq81x"
         f'{{"api_key": "{KEY}", "n": 1}}',
         f"Authorization: Bearer {KEY}",
         f"could not reach http://admin:{KEY}@127.0.0.1:8000/metrics",
+        f"could not reach http://admin:x'{KEY}@127.0.0.1:8000/metrics",
         f"OPENAI_API_KEY: {KEY}",
     ],
 )

@@ -88,6 +88,8 @@ def mask_line(text: str) -> str:
     # every second, and trying them on it cost ten times the rest of reading it.
     folded = text.casefold()
     if "://" in text:
+        if "@" in text:  # (a password may hold a quote, where a URL in a line ends)
+            text = _URL_PASSWORD.sub(rf"\1{MASK}\3", text)
         text = _URL.sub(lambda match: mask_url(match.group(0)), text)
     if any(word in folded for word in _SECRET_WORDS) and _ASSIGNED.search(text):
         text = _FLAG.sub(rf"\1\2{MASK}", text)
