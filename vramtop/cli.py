@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from vramtop import __version__
-from vramtop.commands.argtypes import front_door, interval_seconds, server_url
+from vramtop.commands.argtypes import front_door, interval_seconds, server_url, variable_name
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
@@ -54,8 +54,18 @@ Try it without a GPU:  vramtop --demo
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """The command line's parser (its subcommands' too): an error that repeats what was typed
+    (`unrecognized arguments: …`, `invalid choice: …`) never repeats a key typed by mistake."""
+
+    def error(self, message: str) -> NoReturn:
+        from vramtop.core.secrets import mask_pasted_keys
+
+        super().error(mask_pasted_keys(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vramtop",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -119,6 +129,7 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--api-key-env",
         metavar="VAR",
+        type=variable_name,
         help="read the server's API key from this environment variable",
     )
     parser.add_argument(

@@ -31,12 +31,11 @@ from pydantic import (
 
 from vramtop.core import secrets
 from vramtop.core.addresses import parse_host_port
+from vramtop.core.names import PROFILE_NAME_RULE, is_profile_name
 from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
 from vramtop.settings import link_problem, read_text, read_toml, write_private
 
-# Profile names become file names: keep them portable and free of path separators.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where a listening-on-everything host is scraped from this machine.
 _ALL_INTERFACES = {"0.0.0.0", "::", "", "[::]"}
@@ -137,10 +136,8 @@ class Profile(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_is_a_file_name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(
-                "use letters, digits, '.', '_' or '-' (up to 64, starting with a letter or digit)"
-            )
+        if not is_profile_name(value):
+            raise ValueError(f"use {PROFILE_NAME_RULE}")
         return value
 
     @field_validator("argv")
@@ -150,15 +147,41 @@ class Profile(BaseModel):
             raise ValueError("the command line is empty")
         return value
 
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: object) -> object:
+        """Every text of a profile reaches a command line, an environment or a path, none of
+        which can carry a NUL character: refused here, when the profile is read, rather than
+        by the system call at start."""
+        where = _nul_in(value)
+        if where is not None:
+            raise ValueError(
+                f"{where}holds a NUL character (\\0), which no command line, environment or "
+                "path can carry: remove it"
+            )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        # A name with `=` would set another variable than the one written (or none); an empty
+        # one is no variable at all.
+        for name in value:
+            if not _VARIABLE.match(name):
+                shown = "" if secrets.looks_like_key(name) else f" {name[:40]!r}"
+                raise ValueError(
+                    f"the variable name{shown} is not one (letters, digits and _, not "
+                    "starting with a digit; no '=', space or NUL)"
+                )
+        return value
+
     @field_validator("api_key_env", "hf_token_env")
     @classmethod
     def _a_variable_name(cls, value: str | None) -> str | None:
         # A key pasted here instead of its variable's name would be shown and stored as one.
-        if value is not None and not _VARIABLE.match(value):
-            raise ValueError(
-                "must be the name of the environment variable that holds the key (letters, "
-                "digits and _), never the key itself"
-            )
+        problem = None if value is None else secrets.variable_name_problem(value)
+        if problem is not None:
+            raise ValueError(f"the value {problem}")
         return value
 
     @field_validator("port")
@@ -247,6 +270,24 @@ class Profile(BaseModel):
         return vllm_args.mask_secrets(self.argv)
 
 
+def _nul_in(value: object) -> str | None:
+    """Where a NUL character is in a field's value ("" for the value itself, "word N " in a
+    list, "the value of NAME " in a table); None when it holds none."""
+    if isinstance(value, str):
+        return "" if "\0" in value else None
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            if _nul_in(item) is not None:
+                return f"word {index + 1} "
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if _nul_in(name) is not None:
+                return "a variable's name "
+            if _nul_in(item) is not None:
+                return "a variable's value " if secrets.is_secret_name(name) else f"{name} "
+    return None
+
+
 # The guard's profile fields and their defaults (see `Profile`).
 GUARD_DEFAULTS: dict[str, Any] = {"auto_remedy": "off", "adaptive": False, "settle_s": 300.0}
 
@@ -283,7 +324,7 @@ def describe_validation_error(
             shown = shown_input(error, data)
             if shown is not None:
                 message += f" (got {shown})"
-        lines.append(f"{path}: field '{field}': {message}")
+        lines.append(f"{path}: field '{field}': {secrets.mask_pasted_keys(message)}")
     return "\n".join(lines)
 
 
@@ -308,6 +349,8 @@ def shown_input(error: Mapping[str, Any], data: Mapping[str, Any] | None = None)
             return None
     if loc[0] == "history" and loc[-1] in ("old", "new"):
         return None  # a relaunch's old and new values: a key's flag among them
+    if isinstance(error["input"], list | dict):
+        return None  # a whole command line or environment (a key among it): the message says where
     text = repr(error["input"])
     if len(text) > 200:
         text = text[:200] + "…"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramtop import locations, settings
+from vramtop.core.names import PROFILE_NAME_RULE, is_profile_name
+from vramtop.core.secrets import looks_like_key
 from vramtop.settings import ConfigError
 
 if TYPE_CHECKING:
@@ -16,20 +17,23 @@ if TYPE_CHECKING:
     from vramtop.core.launch.interpreter import ParsedLaunch
 
 
-# A profile's name is a file name (config.Profile checks the same when one is made).
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
 def profile_path(name: str) -> Path:
     """profiles/NAME.toml; `ConfigError` for a name no profile can have (a path, 5,000
     characters), which would otherwise reach the file system."""
-    if not _NAME.match(name):
-        shown = repr(name) if len(name) <= 40 else repr(name[:40]) + "…"
+    if not is_profile_name(name):
         raise ConfigError(
-            f"no profile named {shown}: a profile's name is letters, digits, '.', '_' or '-' "
-            "(up to 64, starting with a letter or digit); `vramtop profile list` shows them"
+            f"{_no_profile(name)}: a profile's name is {PROFILE_NAME_RULE}; "
+            "`vramtop profile list` shows them"
         )
     return locations.profiles_dir() / f"{name}.toml"
+
+
+def _no_profile(name: str) -> str:
+    """That no profile has this name, the name repeated cut to 40 characters, and not at all
+    where it looks like a key typed in the wrong place."""
+    if looks_like_key(name):
+        return "no profile has the name given (it looks like a key, so it is not repeated here)"
+    return f"no profile named {repr(name) if len(name) <= 40 else repr(name[:40]) + '…'}"
 
 
 def list_profiles() -> list[str]:
@@ -49,7 +53,7 @@ def load_profile(name: str | None = None) -> Profile:
     path = profile_path(name)
     if not path.exists():
         known = ", ".join(list_profiles()) or "none yet"
-        raise ConfigError(f"no profile named {name!r} (profiles: {known})")
+        raise ConfigError(f"{_no_profile(name)} (profiles: {known})")
     from vramtop import config
 
     return config.load_profile_file(path)
@@ -84,7 +88,7 @@ def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
 
 def set_default_profile(name: str) -> None:
     if not profile_path(name).exists():
-        raise ConfigError(f"no profile named {name!r}")
+        raise ConfigError(_no_profile(name))
     settings.save_settings(settings.load_settings().replace(default_profile=name))
 
 

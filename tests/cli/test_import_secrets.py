@@ -65,6 +65,18 @@ def test_a_key_with_a_default_is_not_stored_shown_or_printed(tmp_path: Path) -> 
     assert (p.api_key_env, p.hf_token_env) == ("VLLM_API_KEY", "HF_TOKEN")
 
 
+def test_a_key_given_as_a_default_to_the_no_op_command_is_not_stored(tmp_path: Path) -> None:
+    # Issue 38: this line landed in the prelude as written, key and all, and lint was silent.
+    script = f": ${{VLLM_API_KEY:={MARK}}}\nvllm serve m --host 0.0.0.0\n"
+    code, said = _import(tmp_path, script)
+    assert code == 0 and MARK not in said and "export VLLM_API_KEY" in said
+    assert MARK not in profiles.profile_path("p").read_text()
+    p = profiles.load_profile("p")
+    assert p.prelude is None and p.api_key_env == "VLLM_API_KEY"
+    code, said = _run(["lint", str(tmp_path / "launch.sh"), "--total-gib", "64"])
+    assert code == 1 and "key-on-command-line" in said and MARK not in said
+
+
 def test_a_validation_error_does_not_print_the_profile(tmp_path: Path) -> None:
     script = f"export VLLM_API_KEY=${{VLLM_API_KEY:-{MARK}}}\nvllm serve m --port eighty\n"
     code, said = _import(tmp_path, script)
@@ -182,6 +194,27 @@ def _key_line(draw: st.DrawFn, mark: str) -> tuple[str, str]:
                 f'export AUTH="Bearer {mark}"',
                 f"export A=1 {name}={value} PATH=$HOME/bin:$PATH",
                 f"{name}={value}",
+                # The shell's other ways of setting a variable (issue 38).
+                f": ${{{name}:={mark}}}",
+                f': "${{{name}:={mark}}}"',
+                f"true ${{{name}={mark}}}",
+                f"echo ${{{name}:={mark}}}",
+                f"readonly {name}={value}",
+                f"local {name}={value}",
+                f"typeset -x {name}={value}",
+                f"printf -v {name} {value}",
+                f"read {name} <<< {value}",
+                f"read -r {name} < <(echo {mark})",
+                f"{name}+={value}",
+                f'eval "export {name}={mark}"',
+                f"source <(echo {name}={mark})",
+                f"A=1; {name}={value} && export {name}",
+                f"{name}=$'{mark}'; export {name}",
+                f"export {name}=$(echo {mark})",
+                f"export {name}\n{name}={value}",
+                f"declare -a KEYS=({value})",
+                f"{name}[0]={value}",
+                f"declare -n R={name}\nR={value}",
                 "",
             ]
         )

@@ -117,3 +117,103 @@ def test_no_error_repeats_a_key() -> None:
     with pytest.raises(LaunchScriptError) as caught:
         parse_launch_script(script)
     assert KEY not in str(caught.value) and "$P is not defined" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("script", "api_key_env", "hf_token_env"),
+    [
+        # A default assigned by the no-op command (`:` or `true`), quoted or not, `:=` or `=`.
+        (f": ${{VLLM_API_KEY:={KEY}}}\n", "VLLM_API_KEY", None),
+        (f': "${{HF_TOKEN:=hf_{KEY}}}"\n', None, "HF_TOKEN"),
+        (f"true ${{VLLM_API_KEY={KEY}}}\n", "VLLM_API_KEY", None),
+        (f": ${{MY_TOKEN:={KEY}}}\n", None, None),
+        (f": ${{CREDENTIALS:={KEY}}}\n", None, None),
+        # The same set with the export after it (said once, not twice).
+        (f": ${{VLLM_API_KEY:={KEY}}}\nexport VLLM_API_KEY\n", "VLLM_API_KEY", None),
+        # An assignment to a variable exported earlier exports its value.
+        (f"export HF_TOKEN\nHF_TOKEN=hf_{KEY}\n", None, "HF_TOKEN"),
+        # `readonly`, `local`, `typeset` without -x: assignments, then exported.
+        (f"readonly VLLM_API_KEY={KEY}\nexport VLLM_API_KEY\n", "VLLM_API_KEY", None),
+        (f"typeset VLLM_API_KEY={KEY}; export VLLM_API_KEY\n", "VLLM_API_KEY", None),
+        # ANSI-C quoting, and a command that only echoes text written here.
+        (f"export VLLM_API_KEY=$'{KEY}'\n", "VLLM_API_KEY", None),
+        (f"export HF_TOKEN=$(echo hf_{KEY})\n", None, "HF_TOKEN"),
+        # A non-secret name given a secret-named variable's default.
+        (f"export X=${{VLLM_API_KEY:-{KEY}}}\n", None, None),
+    ],
+)
+def test_every_form_that_sets_a_key_keeps_it_out_names_it_and_says_where_to_export_it(
+    script: str, api_key_env: str | None, hf_token_env: str | None
+) -> None:
+    r = parse_launch_script(script + "vllm serve m --host 0.0.0.0\n")
+    assert KEY not in _everything(r)
+    assert (r.api_key_env, r.hf_token_env) == (api_key_env, hf_token_env)
+    notes = [str(w) for w in r.warnings if "does not store it" in str(w)]
+    assert len(notes) == 1 and "export " in notes[0], r.warnings
+
+
+def test_a_default_that_is_no_key_stays_and_is_known_to_the_vllm_command() -> None:
+    r = parse_launch_script(
+        f": ${{PORT:=8001}} ${{VLLM_API_KEY:={KEY}}}\nvllm serve m --port $PORT\n"
+    )
+    assert KEY not in _everything(r)
+    assert r.prelude == [": ${PORT:=8001}"] and r.argv[-2:] == ["--port", "8001"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"echo ${{VLLM_API_KEY:={KEY}}}\n",
+        f'test -n "${{HF_TOKEN:-hf_{KEY}}}"\n',
+        f"read VLLM_API_KEY <<< {KEY}\n",
+        f'read -r HF_TOKEN <<< "hf_{KEY}"\n',
+        f"mapfile -t API_KEY <<< {KEY}\n",
+        f"read HF_TOKEN < <(echo hf_{KEY})\n",
+        f"printf -v VLLM_API_KEY %s {KEY}\n",
+        f'eval "export VLLM_API_KEY={KEY}"\n',
+        f'eval "$(echo export VLLM_API_KEY={KEY})"\n',
+        f"source <(echo VLLM_API_KEY={KEY})\n",
+        f'source /dev/stdin <<< "VLLM_API_KEY={KEY}"\n',
+        f"let MY_TOKEN={KEY}\n",
+        f"VLLM_API_KEY={KEY} huggingface-cli whoami\n",
+        f"conda activate x; echo `echo HF_TOKEN=hf_{KEY}`\n",
+        f"cat <<< 'token: {KEY}'\n",
+        f"command export VLLM_API_KEY={KEY}\n",
+        f"VLLM_API_KEY={KEY}\nvllm serve m --served-model-name $VLLM_API_KEY\n",
+        # Arrays and references to other variables: not followed, so refused.
+        f"declare -a KEYS=({KEY})\n",
+        f"API_KEYS=({KEY} two)\n",
+        f"API_KEY[0]={KEY}\n",
+        f"export API_KEY[0]={KEY}\n",
+        f"declare -n REF=VLLM_API_KEY\nREF={KEY}\n",
+    ],
+)
+def test_a_form_that_cannot_be_followed_is_refused_without_being_repeated(script: str) -> None:
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(script + "vllm serve m\n")
+    assert KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("script", "prelude"),
+    [
+        # Read at launch, not written here: the shell's own business.
+        ("read HF_TOKEN < ~/.hf\n", ["read HF_TOKEN < ~/.hf"]),
+        ('export HF_TOKEN="$(cat ~/.hf)"\n', ['export HF_TOKEN="$(cat ~/.hf)"']),
+        ("source <(conda shell.bash hook)\n", ["source <(conda shell.bash hook)"]),
+        ('eval "$(conda shell.bash hook)"\n', ['eval "$(conda shell.bash hook)"']),
+        (
+            'huggingface-cli login --token "$HF_TOKEN"\n',
+            ['huggingface-cli login --token "$HF_TOKEN"'],
+        ),
+    ],
+)
+def test_a_key_the_shell_reads_at_launch_stays_in_the_prelude(
+    script: str, prelude: list[str]
+) -> None:
+    assert parse_launch_script(script + "vllm serve m\n").prelude == prelude
+
+
+def test_ansi_c_quoting_is_read_as_bash_reads_it() -> None:
+    r = parse_launch_script("export SEP=$'a\\tb\\x41\\'c'\nvllm serve $'my\\x20model'\n")
+    assert r.env == {"SEP": "a\tbA'c"} and r.argv == ["vllm", "serve", "my model"]

@@ -244,3 +244,39 @@ def test_lint_refuses_a_profile_whose_port_contradicts_its_command_line(
     )
     assert cli.main(["lint", "p", "--total-gib", "32"]) == 2
     assert "--port 18960" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"prelude": ": ${VLLM_API_KEY:=sk-file-1} && conda activate x"}, "(prelude)"),
+        (
+            {"prelude": "source ~/.env && read HF_TOKEN <<< hf_file1 && export HF_TOKEN"},
+            "(prelude)",
+        ),
+        ({"prelude": "export OPENAI_API_KEY=sk-file-1"}, "(prelude)"),
+        (
+            {"env": {"HF_TOKEN": "hf_file1", "AUTH": "Bearer sk-file-1", "A": "1"}},
+            "(env HF_TOKEN, env AUTH)",
+        ),
+    ],
+)
+def test_a_key_written_in_a_profiles_file_is_warned_about(
+    fields: dict[str, object], where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1"]
+    profiles.save_profile(Profile(name="k", argv=argv, **fields))  # type: ignore[arg-type]
+    assert cli.main(["lint", "k", "--total-gib", "64"]) == 1
+    out = capsys.readouterr().out
+    assert f"key-in-profile: the profile's file holds a key in plain text {where}" in out
+    assert "sk-file-1" not in out and "hf_file1" not in out
+
+
+def test_a_prelude_that_refers_to_its_key_by_name_is_not_warned_about(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    prelude = 'source ~/.env && huggingface-cli login --token "$HF_TOKEN" && read K < ~/.key'
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1"]
+    profiles.save_profile(Profile(name="k", argv=argv, prelude=prelude, env={"HF_TOKEN": ""}))
+    assert cli.main(["lint", "k", "--total-gib", "64"]) == 0
+    assert "key-in-profile" not in capsys.readouterr().out

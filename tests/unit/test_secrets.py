@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vramtop.core.secrets import MASK, is_secret_name, mask_line, mask_url
+from vramtop.core.secrets import (
+    MASK,
+    is_secret_name,
+    mask_line,
+    mask_url,
+    variable_name_problem,
+)
 
 KEY = "sk-Zq81x"
 
@@ -24,6 +30,7 @@ KEY = "sk-Zq81x"
         f'{{"api_key": "{KEY}", "n": 1}}',
         f"Authorization: Bearer {KEY}",
         f"could not reach http://admin:{KEY}@127.0.0.1:8000/metrics",
+        f"could not reach http://admin:x'{KEY}@127.0.0.1:8000/metrics",
         f"OPENAI_API_KEY: {KEY}",
     ],
 )
@@ -145,3 +152,44 @@ def test_a_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
 )
 def test_any_line_is_masked_as_if_every_pattern_were_tried(line: str) -> None:
     assert mask_line(line) == _every_pattern(line)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://h:8000/v1?api_key=K1&x=1", "http://h:8000/v1?api_key=***&x=1"),
+        (
+            "http://h/?token=K1&access_token=K2&sig=K3",
+            "http://h/?token=***&access_token=***&sig=***",
+        ),
+        ("h:8000/?X-Amz-Signature=K1&key=K2", "h:8000/?X-Amz-Signature=***&key=***"),
+        ("http://h/#access_token=K1&state=s", "http://h/#access_token=***&state=s"),
+        ("http://h/?api%5Fkey=K1&max_tokens=5", "http://h/?api%5Fkey=***&max_tokens=5"),
+        ("http://u:K1@h/?client_secret=K2", "http://u:***@h/?client_secret=***"),
+    ],
+)
+def test_a_key_in_a_urls_query_is_masked_as_its_password_is(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+    if "://" in url:  # in a line of text, a URL is known by its scheme
+        assert mask_line(f"cannot reach {url}: refused") == f"cannot reach {shown}: refused"
+
+
+def test_credentials_and_passphrases_are_secret_names() -> None:
+    for name in ("CREDENTIALS", "AWS_CREDENTIALS", "GPG_PASSPHRASE", "db_credential"):
+        assert is_secret_name(name), name
+        assert MASK in mask_line(f"{name}=abc123"), name
+
+
+@pytest.mark.parametrize(
+    "text", ["sk-abc", "hf_abcdefghijklmnop", "a b", "", "1ABC", "ab12cd34ef56gh78ij"]
+)
+def test_a_key_given_for_a_variable_name_is_refused_in_words_that_do_not_repeat_it(
+    text: str,
+) -> None:
+    problem = variable_name_problem(text)
+    assert problem is not None and (not text or text not in problem)
+
+
+@pytest.mark.parametrize("text", ["VLLM_API_KEY", "MY_KEY", "hf_token_2", "OPENAI_API_KEY_PROD"])
+def test_a_variable_name_is_taken(text: str) -> None:
+    assert variable_name_problem(text) is None

@@ -140,3 +140,14 @@ def server_url(text: str) -> str:
             f"not a usable URL: {shown!r} (give http://HOST:PORT, e.g. http://127.0.0.1:8000)"
         )
     return url
+
+
+def variable_name(text: str) -> str:
+    """`--api-key-env`: the name of the variable that holds the key. A value that is no name,
+    or that looks like a key, is refused without repeating it: it may be the key itself."""
+    from vramtop.core.secrets import variable_name_problem
+
+    problem = variable_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"the value given {problem}")
+    return text

@@ -21,6 +21,7 @@ from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.addresses import parse_host_port
+from vramtop.core.secrets import mask_url
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--wsl only applies with --demo.")
     url = target.url
     if url and not url.startswith(("http://", "https://")):
-        return _usage(f"--url {url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+        return _usage(f"--url {mask_url(url)!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
     try:
         host, port = parse_listen(options.listen)
     except ValueError as exc:

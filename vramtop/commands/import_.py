@@ -107,7 +107,7 @@ def _validation_problems(exc: ValidationError) -> str:
         shown = shown_input(error)
         subject = " ".join(part for part in (where, shown) if part)
         problems.append(f"{subject}: {message}" if subject else message)
-    return "; ".join(problems) + ". Nothing was saved."
+    return secrets.mask_pasted_keys("; ".join(problems)) + ". Nothing was saved."
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
         parsed = read_script(script)
         defaults = read_config_defaults(parsed, script)
         profile = profiles.profile_from_launch(
-            parsed, options.name or default_name(script), source=str(script.resolve())
+            parsed,
+            default_name(script) if options.name is None else options.name,
+            source=str(script.resolve()),
         )
         if defaults:
             # Host and port from the YAML count too (the command line still wins).

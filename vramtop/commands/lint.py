@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
@@ -20,6 +20,9 @@ from vramtop.config import ConfigError
 from vramtop.core.launch.lint import GIB, lint_launch
 from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
+
+if TYPE_CHECKING:
+    from vramtop.config import Profile
 
 EXIT_WARNINGS = 1
 
@@ -56,6 +59,21 @@ def _card_total_bytes() -> tuple[int | None, str | None]:
     return reading.devices[0].total_bytes, None
 
 
+def _keys_in_file(profile: Profile) -> list[str]:
+    """Where the profile's file holds a key beside its command line: the prelude (found as
+    `import` finds one), a secret-named variable of `env` or one whose value is a key."""
+    from vramtop.core import secrets
+    from vramtop.core.launch.written_keys import prelude_writes_key
+
+    places = ["prelude"] if profile.prelude and prelude_writes_key(profile.prelude) else []
+    places += [
+        f"env {name}"
+        for name, value in profile.env.items()
+        if value and secrets.holds_secret(name, value)
+    ]
+    return places
+
+
 @dataclass(frozen=True)
 class LintOptions:
     """`vramtop lint`'s options (see commands/shared_options.py): what to check (None: the
@@ -76,11 +94,12 @@ def run(args: argparse.Namespace) -> int:
     target = Path(name or "")
     try:
         settings = load_settings()
+        keys_in_file: list[str] = []
         if name is None:
             profile = profiles.load_profile(None)  # the default; says how to make one if none
             name = profile.name
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
-            env = profile.env
+            env, keys_in_file = profile.env, _keys_in_file(profile)
         elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in name):
             parsed = read_script(target)
             argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
@@ -89,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             profile = profiles.load_profile(name)
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
-            env = profile.env
+            env, keys_in_file = profile.env, _keys_in_file(profile)
     except ConfigError as exc:
         print(f"vramtop lint: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -107,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         min_headroom_gib=settings.min_desktop_headroom_gib,
         # What the server starts with: this environment, then the launch's own variables.
         env={**os.environ, **env},
+        keys_in_file=keys_in_file,
     )
     for finding in findings:
         print(f"warning: {finding}")

@@ -17,6 +17,7 @@ from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.adaptive_words import AdaptiveState, budget_words
 from vramtop.core.model import GIB, Sample
+from vramtop.core.secrets import mask_url
 from vramtop.outcomes import ExitCode
 from vramtop.settings import MIN_INTERVAL_S, interval_problem
 
@@ -69,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             f"--interval must be a positive number of seconds, at least {MIN_INTERVAL_S}."
         )
     if target.url and not target.url.startswith(("http://", "https://")):
-        return _usage(f"--url {target.url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000")
+        return _usage(
+            f"--url {mask_url(target.url)!r} is not an http(s) URL, e.g. http://127.0.0.1:8000"
+        )
     from vramtop.settings import ConfigError, load_settings
 
     try:

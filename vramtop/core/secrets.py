@@ -10,12 +10,14 @@ What counts as a secret in a line of text:
   `VLLM_API_KEY`, `hf_token`, `HF_TOKEN`…) in the forms logs and reprs use:
   `NAME=value`, `NAME: value`, `'name': 'value'`, `'name': ['v1', 'v2']`, `"name": "value"`;
 - `Bearer TOKEN` (an Authorization header);
-- the password of a URL (`http://user:PASSWORD@host`).
+- the password of a URL (`http://user:PASSWORD@host`), and the value of a URL's query or
+  fragment parameter named as a key (`?api_key=…`, `&token=…`, `&sig=…`, `#access_token=…`).
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 MASK = "***"
 
@@ -23,7 +25,8 @@ MASK = "***"
 VLLM_API_KEY = "VLLM_API_KEY"
 HF_TOKEN = "HF_TOKEN"
 
-_SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+_SECRET_SUFFIXES: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+_SECRET_SUFFIXES += ("PASSPHRASE", "CREDENTIAL", "CREDENTIALS")
 
 
 def is_secret_name(name: str) -> bool:
@@ -35,7 +38,7 @@ def is_secret_name(name: str) -> bool:
     )
 
 
-_WORD = r"(?:apikey|key|token|secret|password|passwd)"
+_WORD = r"(?:apikey|key|token|secret|password|passwd|passphrase|credentials?)"
 # A name whose last part (after `_` or `-`) is a secret word: `api_key`, `HF_TOKEN`, `apikey`.
 _NAME = rf"(?:[A-Za-z0-9]+[_-])*{_WORD}"
 _START = r"(?<![A-Za-z0-9_-])"
@@ -53,8 +56,18 @@ _BARE = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)([^\s'\",]+)")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 _LIST_ITEM = re.compile(r"(['\"])(.*?)\1")
-# A part of every secret name `_NAME` matches (key, apikey, token, secret, password, passwd).
-_SECRET_WORDS = ("key", "token", "secret", "passw")
+# A URL in a line of text (up to white space or a quote, less the punctuation that ends a
+# sentence or a clause after it), and a parameter of its query or
+# fragment: `?NAME=VALUE`, `&NAME=VALUE`, `#NAME=VALUE`.
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;)\]}]")
+_URL_PARAM = re.compile(r"([?&;#])([^=&;#\s]+)=([^&;#\s'\"]+)")
+# What a URL's parameter carries a key under besides a secret name (`api_key`, `token`,
+# `access_token`, `client_secret`): a signature (`sig`, `X-Amz-Signature`), `auth`, `pwd`,
+# `pass`.
+_URL_KEY_PARAMS = ("SIG", "SIGNATURE", "AUTH", "PWD", "PASS")
+# A part of every secret name `_NAME` matches (key, apikey, token, secret, password, passwd,
+# passphrase, credential(s)).
+_SECRET_WORDS = ("key", "token", "secret", "passw", "passphrase", "credential")
 # What each of _FLAG, _LIST, _QUOTED and _BARE needs where it matches: a secret word right
 # before a value's start (an optional quote, then `:` or `=`, or white space). Lines that
 # only mention one ("tokens/s", "max_tokens=16", "prompt_token_ids") have none.
@@ -74,8 +87,10 @@ def mask_line(text: str) -> str:
     # (`_ASSIGNED`) before the four patterns of names run: vLLM's stats line says "tokens/s"
     # every second, and trying them on it cost ten times the rest of reading it.
     folded = text.casefold()
-    if "://" in text and "@" in text:
-        text = _URL_PASSWORD.sub(rf"\1{MASK}\3", text)
+    if "://" in text:
+        if "@" in text:  # (a password may hold a quote, where a URL in a line ends)
+            text = _URL_PASSWORD.sub(rf"\1{MASK}\3", text)
+        text = _URL.sub(lambda match: mask_url(match.group(0)), text)
     if any(word in folded for word in _SECRET_WORDS) and _ASSIGNED.search(text):
         text = _FLAG.sub(rf"\1\2{MASK}", text)
         text = _LIST.sub(_mask_list, text)
@@ -96,8 +111,30 @@ def mask_lines(lines: list[str]) -> list[str]:
 
 
 def mask_url(url: str) -> str:
-    """A URL with its password (`user:PASSWORD@`) replaced, for messages."""
-    return _URL_PASSWORD.sub(rf"\1{MASK}\3", url)
+    """A URL with its password (`user:PASSWORD@`) and the values of its key parameters
+    (`?api_key=…`, `&sig=…`, `#access_token=…`) replaced, for messages; a URL given without
+    its scheme (`host:8000/?token=…`) too."""
+    if "@" in url:
+        url = _URL_PASSWORD.sub(rf"\1{MASK}\3", url)
+    start = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=-1)
+    if start < 0:
+        return url
+    return url[:start] + _URL_PARAM.sub(_mask_param, url[start:])
+
+
+def _mask_param(match: re.Match[str]) -> str:
+    mark, name, value = match.groups()
+    if value == MASK or not is_url_key_param(name):
+        return match.group(0)
+    return f"{mark}{name}={MASK}"
+
+
+def is_url_key_param(name: str) -> bool:
+    """Whether a URL's query or fragment parameter `name` carries a key (`api_key`, `token`,
+    `access_token`, `sig`, `X-Amz-Signature`), its name percent-decoded."""
+    name = urllib.parse.unquote_plus(name)
+    last = name.upper().replace("-", "_").rsplit("_", 1)[-1]
+    return is_secret_name(name) or last in _URL_KEY_PARAMS
 
 
 def mask_env(env: dict[str, str]) -> dict[str, str]:
@@ -115,3 +152,46 @@ def holds_secret(name: str, value: str) -> bool:
     """Whether setting `name` to `value` sets a key: by the name (`VLLM_API_KEY`, `*_TOKEN`)
     or by the value (`Bearer …`, a URL's password, `--api-key …`)."""
     return is_secret_name(name) or written_secret(value)
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# How the keys people paste most often begin: OpenAI-style, Hugging Face, GitHub, GitLab,
+# Slack, AWS access key ids, a JWT.
+_PREFIXED_KEY = re.compile(
+    r"(?:sk-|sk_|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|eyJ)[A-Za-z0-9_.-]{12,}"
+)
+# A run of 16 or more letters and digits, digits among them, with no `_` between: what a
+# random key looks like, and what a variable's name made of words does not.
+_RANDOM_RUN = re.compile(r"(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}")
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether `text` looks like a key pasted where something else belongs: a known key's
+    prefix, or a long run of letters and digits mixed."""
+    return _PREFIXED_KEY.match(text) is not None or _RANDOM_RUN.search(text) is not None
+
+
+_TOKEN = re.compile(r"[^\s'\"]+")
+
+
+def mask_pasted_keys(text: str) -> str:
+    """`text` (a message that repeats what was typed: `unrecognized arguments: …`) with every
+    key `mask_line` finds masked, and every word that looks like a pasted key (`sk-…`,
+    `hf_…`, 16 or more letters and digits mixed) replaced by `***` too."""
+    return _TOKEN.sub(lambda m: MASK if looks_like_key(m.group(0)) else m.group(0), mask_line(text))
+
+
+def variable_name_problem(text: str) -> str | None:
+    """Why `text`, given where the name of a variable holding a key belongs, is not one, in
+    words that never repeat it (it may be the key itself); None when it is a name."""
+    if not _VARIABLE.fullmatch(text):
+        return (
+            "is not a variable's name (letters, digits and _, not starting with a digit): "
+            "give the name of the variable that holds the key, never the key itself"
+        )
+    if looks_like_key(text):
+        return (
+            "looks like a key, not a variable's name: export the key in a variable "
+            "(export MY_KEY=…) and give that variable's name"
+        )
+    return None

@@ -6,21 +6,23 @@ out (`ParsedLaunch`), and every problem on the way kept with its line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vramtop.core import secrets
 from vramtop.core.launch import checks
 from vramtop.core.launch.problems import Problem
 from vramtop.core.launch.shell_commands import Command
-from vramtop.core.launch.shell_lex import (
-    SPECIAL_PARAM,
-    Cmd,
-    Lit,
-    Segment,
-    Var,
-    Word,
-)
+from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
 from vramtop.core.launch.variables import ScriptVariables, Unresolved, Variable
+from vramtop.core.launch.written_keys import (
+    echoes_literal,
+    holds_secret,
+    literal_view,
+    names_secret,
+    only_segment,
+    writes_key,
+)
 from vramtop.core.vllm import args as vllm_args
 
 
@@ -82,6 +84,9 @@ class Interpreter:
         self.secret_values: set[str] = set()
         """Every key the script writes, so that no message vramtop prints repeats it."""
         self.allexport = False  # `set -a`: every assignment from here on is exported
+        self.noted: set[str] = set()  # the keys already said to be written in the script
+        self.exported: set[str] = set()
+        """Names the script exported: an assignment to one later exports its value too."""
         self.prelude_allexport = False  # the prelude has its own `set -a` on
 
     def finish(self) -> ParsedLaunch:
@@ -168,10 +173,14 @@ class Interpreter:
                 self._export(cmd, list(cmd.words))
                 return
             for name, (var, word) in inline.items():
-                self.vars[name] = var
-                if var.value is not None and _holds_secret(name, word):
-                    self.secret_values.add(var.value)
+                if name in self.exported:  # exported before: the new value is exported
+                    self._export(cmd, [word])
+                else:
+                    self._assign(name, var, word)
             return
+        element = _array_element(words[0])
+        if element is not None:
+            raise Unresolved(_array_unsupported(element))
         if self._is_vllm_like(cmd):
             self._vllm(cmd, words, inline)
             return
@@ -185,19 +194,64 @@ class Interpreter:
         if head == "set":
             self._set(words[1:])
             return
-        if head == "export":
+        if head in _ASSIGNING:
+            for word in words[1:]:
+                if (element := _array_element(word)) is not None:
+                    raise Unresolved(_array_unsupported(element))
+        if head in _DECLARE and _has_option(words[1:], "n"):
+            raise Unresolved(
+                f"`{head} -n` (a name for another variable) is not supported in a launch "
+                "script: assign the variable itself"
+            )
+        if head in (":", "true") and len(words) > 1 and all(map(_assigns_default, words[1:])):
+            self._defaults(cmd, words[1:])
+        elif head == "export":
             self._export(cmd, words[1:])
         elif head in _DECLARE and _exports(words[1:]):
             # `declare -x NAME=…` exports as `export` does.
             self._export(cmd, [w for w in words[1:] if not (w.literal or "").startswith("-")])
         elif head in _DECLARE:
+            # `readonly`, `local`, `declare` without -x: an assignment, as `NAME=…` alone.
             for word in words[1:]:
                 if assign := self.vars.assign(word, cmd.line):
-                    self.vars[assign[0]] = assign[1]
+                    self._assign(assign[0], assign[1], word)
         elif head == "cd":
             self._cd(cmd, words[1:])
         else:
-            self._prelude_line(cmd.line, self.source_text(cmd), words)
+            # Checked with its inline assignments and its redirects' words: all are stored.
+            self._prelude_line(cmd.line, self.source_text(cmd), cmd.words, cmd.targets)
+
+    def _assign(self, name: str, var: Variable, word: Word) -> None:
+        """`NAME=…` that exports nothing: known to the script's later words, stored nowhere
+        (a key among them is kept out of every message)."""
+        self.vars[name] = var
+        if var.value is not None and holds_secret(name, _value_word(word)):
+            self.secret_values.add(var.value)
+
+    def _defaults(self, cmd: Command, args: list[Word]) -> None:
+        """`: ${NAME:=value}` (or `true "${NAME=value}"`): NAME gets the value where the
+        script has not set it (its own environment's value otherwise). A key given so is
+        not stored: the line is dropped and the person told to export NAME; other defaults
+        stay a line of the prelude and are known to the vLLM command's words."""
+        kept: list[Word] = []
+        for word in args:
+            seg = next(s for s in word.segments if isinstance(s, Var))
+            default = seg.default or ""
+            if not secrets.holds_secret(seg.name, default):
+                kept.append(word)
+                self.vars.resolve_or_none(word)  # NAME holds its default from here on
+                continue
+            self.secret_values.update((default, seg.raw))
+            if seg.name in self.vars:
+                continue  # set by the script before: the default is never used
+            source = (seg.name, True)
+            self.vars[seg.name] = Variable(
+                None, cmd.line, ", a key vramtop does not store", secret=source
+            )
+            self._note_secret(seg.name, source, cmd.line)
+        if kept:
+            text = " ".join(self._source_word(w) for w in kept)
+            self._prelude_line(cmd.line, f": {text}", kept)
 
     # parts
 
@@ -218,10 +272,12 @@ class Interpreter:
             self.prelude.append("set +a")
             self.prelude_allexport = False
 
-    def _prelude_line(self, line: int, text: str, words: list[Word]) -> None:
+    def _prelude_line(
+        self, line: int, text: str, words: list[Word], targets: Sequence[tuple[str, Word]] = ()
+    ) -> None:
         """A shell line for the prelude, unless it writes a key: the prelude is stored in the
         profile, and a key is never stored."""
-        if secrets.written_secret(" ".join(_literal_view(w) for w in words)) or _sets_key(words):
+        if writes_key(words, targets):
             self.errors.append(
                 Problem(
                     line,
@@ -247,6 +303,7 @@ class Interpreter:
             assign = self.vars.assign(word, cmd.line)
             if assign is None:
                 name = word.literal or ""
+                self.exported.add(name)
                 var = self.vars.get(name)
                 if var is not None and var.secret is not None:
                     self._note_secret(name, var.secret, cmd.line)
@@ -256,8 +313,9 @@ class Interpreter:
                     shell_side.append(word)
                 continue
             name, var = assign
+            self.exported.add(name)
             value = _value_word(word)
-            if _holds_secret(name, value):
+            if holds_secret(name, value):
                 if not self._secret_assignment(name, value, cmd.line):
                     shell_side.append(word)  # from a command: the shell runs it at launch
                 continue
@@ -290,7 +348,7 @@ class Interpreter:
         resolved = self.vars.resolve_or_none(value)
         if resolved:
             self.secret_values.add(resolved)
-        if isinstance(only, Cmd):
+        if isinstance(only, Cmd) and not echoes_literal(only):
             self.vars[name] = Variable(None, line, " from a command")
             return False
         source: tuple[str, bool]
@@ -320,7 +378,8 @@ class Interpreter:
             what = "the Hugging Face token"
         else:
             what = "a secret"
-        if written:
+        if written and name not in self.noted:
+            self.noted.add(name)
             self.warnings.append(
                 Problem(
                     line,
@@ -344,7 +403,7 @@ class Interpreter:
         if not args:
             raise Unresolved("`cd` without a directory (home) is not supported; name it")
         word = args[0]
-        only = _only_segment(word)
+        only = only_segment(word)
         if isinstance(only, Cmd) and _SCRIPT_DIR.match(only.raw):
             if self.script_dir is None:
                 raise Unresolved("`cd` to the script's directory, which is not known here")
@@ -378,7 +437,7 @@ class Interpreter:
         notes.extend(dropped)
         for name, (var, word) in inline.items():
             value = _value_word(word)
-            if _holds_secret(name, value) and self._secret_assignment(name, value, cmd.line):
+            if holds_secret(name, value) and self._secret_assignment(name, value, cmd.line):
                 continue
             if var.value is None:
                 self.errors.append(Problem(cmd.line, f"inline variable {name}: {var.unresolved}"))
@@ -437,7 +496,7 @@ class Interpreter:
                         # key, none a positional word to keep.
                         skip |= self._more_keys(cmd, words, index + 2)
                 continue
-            only = _only_segment(word)
+            only = only_segment(word)
             if isinstance(only, Var) and only.name in ("@", "*"):
                 notes.append(
                     Problem(
@@ -452,7 +511,7 @@ class Interpreter:
             except Unresolved as exc:
                 self.errors.append(Problem(word.line, exc.message))
                 continue
-            if secrets.written_secret(arg):
+            if secrets.written_secret(arg) or names_secret(word):
                 self.secret_values.add(arg)
                 self.errors.append(
                     Problem(
@@ -474,7 +533,7 @@ class Interpreter:
             try:
                 text = self.vars.resolve(words[index])
             except Unresolved:
-                text = _literal_view(words[index])
+                text = literal_view(words[index])
             if text.startswith("-"):
                 break
             more.add(index)
@@ -545,12 +604,6 @@ class Interpreter:
         return default_env, True
 
 
-def _only_segment(word: Word) -> Segment | None:
-    """The word's single meaningful part (`"$@"` is an empty quote plus `$@`), if it has one."""
-    parts = [s for s in word.segments if not (isinstance(s, Lit) and not s.text)]
-    return parts[0] if len(parts) == 1 else None
-
-
 def _value_word(word: Word) -> Word:
     """The value of an assignment word `NAME=value`, as a word of its own."""
     first = word.segments[0]
@@ -559,37 +612,37 @@ def _value_word(word: Word) -> Word:
     return Word([Lit(rest, False), *word.segments[1:]], word.line, word.start, word.end)
 
 
-def _literal_view(word: Word) -> str:
-    """The text the script itself writes in `word`: its literal parts and the defaults of
-    its expansions; what only the running shell knows reads as the mask (a variable's value,
-    a command's output), so that a key is found where one is written, never where a
-    variable is named."""
-    out = []
-    for seg in word.segments:
-        if isinstance(seg, Lit):
-            out.append(seg.text)
-        elif isinstance(seg, Var) and seg.default is not None:
-            out.append(seg.default)
-        else:
-            out.append(secrets.MASK)
-    return "".join(out)
-
-
-def _sets_key(words: list[Word]) -> bool:
-    """`printf -v VLLM_API_KEY 'sk-…'`: a builtin that assigns a secret-named variable a value
-    written in the script (a value the shell reads at launch, from a file or a command, is
-    not written there)."""
-    texts = [w.literal for w in words]
-    if texts[:2] != ["printf", "-v"] or len(texts) < 4 or texts[2] is None:
-        return False
-    return secrets.is_secret_name(texts[2]) and all(t is not None for t in texts[3:])
-
-
-def _holds_secret(name: str, value: Word) -> bool:
-    """Whether `NAME=value` sets a key: by its name, or by what the value writes."""
-    return secrets.holds_secret(name, _literal_view(value))
-
-
 def _exports(args: list[Word]) -> bool:
     """Whether `declare`/`typeset`'s options include `-x` (export)."""
     return any((w.literal or "").startswith("-") and "x" in (w.literal or "")[1:] for w in args)
+
+
+_ASSIGNING = {"export", *_DECLARE}
+_ARRAY_ELEMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\+?=")
+
+
+def _array_element(word: Word) -> str | None:
+    """`NAME[…]=…`: the array's name (an assignment bash makes and vramtop does not follow)."""
+    first = word.segments[0] if word.segments else None
+    if not isinstance(first, Lit) or first.quoted:
+        return None
+    match = _ARRAY_ELEMENT.match(first.text)
+    return match.group(1) if match else None
+
+
+def _array_unsupported(name: str) -> str:
+    return (
+        f"an array ({name}[…]=…) is not supported in a launch script: give each value a "
+        "variable of its own"
+    )
+
+
+def _has_option(args: list[Word], letter: str) -> bool:
+    """Whether `declare`-style options (`-n`, `-rn`) include `letter`."""
+    return any((w.literal or "").startswith("-") and letter in (w.literal or "")[1:] for w in args)
+
+
+def _assigns_default(word: Word) -> bool:
+    """The word is `${NAME:=value}` or `${NAME=value}` alone (quoted or not)."""
+    only = only_segment(word)
+    return isinstance(only, Var) and only.assigns

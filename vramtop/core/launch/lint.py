@@ -29,7 +29,8 @@ DEFAULT_UTILIZATION = 0.92
 
 @dataclass(frozen=True)
 class Finding:
-    code: str  # stable id: exposed, remote-code, key-on-command-line, internal-port, headroom
+    code: str  # stable id: exposed, remote-code, key-on-command-line, key-in-profile,
+    # internal-port, headroom
     message: str
     fix: str
 
@@ -47,10 +48,12 @@ def lint_launch(
     min_headroom_gib: float = 3.0,
     env: Mapping[str, str] | None = None,
     outside_budget_bytes: int | None = None,
+    keys_in_file: Sequence[str] = (),
 ) -> list[Finding]:
     """`env`: the environment the server starts with (vLLM reads VLLM_* from it).
     `outside_budget_bytes`: what the server was measured to hold beyond its budget (its CUDA
-    context); None: the estimate, and the finding says so."""
+    context); None: the estimate, and the finding says so. `keys_in_file`: where a profile's
+    file holds a key written out beside its command line (`prelude`, `env NAME`)."""
     findings: list[Finding] = []
     key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
     has_key = key_on_line or api_key_env is not None or api_key_in_script
@@ -77,6 +80,15 @@ def lint_launch(
                 "key-on-command-line",
                 "the API key is written in the launch (visible in `ps` and in the file).",
                 "remove --api-key and export VLLM_API_KEY in your shell (vLLM reads it).",
+            )
+        )
+    if keys_in_file:
+        findings.append(
+            Finding(
+                "key-in-profile",
+                f"the profile's file holds a key in plain text ({', '.join(keys_in_file)}).",
+                "remove it from the file and export it in your shell; the profile names its "
+                'variable (api_key_env, hf_token_env) or the prelude refers to it as "$NAME".',
             )
         )
     findings.extend(_internal_port_findings(argv, defaults, env or {}))

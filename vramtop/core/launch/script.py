@@ -55,6 +55,17 @@ def parse_launch_script(text: str, script_dir: str | None = None) -> ParsedLaunc
     # Scripts edited on Windows (WSL users): CRLF line ends, and a UTF-8 byte order mark that
     # would otherwise glue itself to the first command.
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise LaunchScriptError(
+            [
+                Problem(
+                    line,
+                    "a NUL character (\\0), which no command line, environment or path can "
+                    "carry: remove it",
+                )
+            ]
+        )
     try:
         tokens = tokenize(text)
     except ShellSyntaxError as exc:

@@ -24,6 +24,9 @@ class Command:
     background: bool = False
     connector: str = ""  # the operator that came before it: "&&", "||", ";" or newline
     subshell: bool = False
+    targets: list[tuple[str, Word]] = field(default_factory=list)
+    """Each redirect with a target word: (its operator, the word), a here-string's text among
+    them."""
 
 
 def split_commands(tokens: list[Token]) -> list[Command]:
@@ -108,6 +111,7 @@ class _Splitter:
         if isinstance(nxt, Word):
             target = nxt.raw_text
             self.current.end = nxt.end
+            self.current.targets.append((tok.text, nxt))
             self.i += 1
         self._begin(tok)
         self.current.redirects.append((tok.text, target))

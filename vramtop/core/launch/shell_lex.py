@@ -37,7 +37,16 @@ class Var:
 
 @dataclass(frozen=True)
 class Cmd:
-    raw: str  # $(…) or `…`
+    raw: str  # $(…), `…`, <(…) or >(…); ${…} for an expansion not evaluated here
+
+    @property
+    def script(self) -> str | None:
+        """The commands it runs (`$(echo hi)` → `echo hi`); None for a `${…}` expansion."""
+        if self.raw.startswith("`"):
+            return self.raw[1:-1]
+        if self.raw[1:2] == "(":
+            return self.raw[2:-1]
+        return None
 
 
 Segment = Lit | Var | Cmd
@@ -79,6 +88,25 @@ _OPS: tuple[str, ...] = ("<<<", "<<-", "&&", "||", ";;", ">>", "<<", ">&", "<&",
 _OPS = (*_OPS, "|", "&", ";", "<", ">", "(", ")")
 _FD_REDIRECT = re.compile(r"\d+(>>|>&|<&|>|<)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `NAME=` or `NAME+=` right before `(`: an array's assignment.
+_ARRAY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
+# The escapes of bash's $'…' quoting.
+_ANSI_ESCAPE = re.compile(
+    r"\\(?:[abeEfnrtv\\'\"?]|[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8})"
+)
+_ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"}
+_ANSI_SIMPLE |= {"t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def _ansi_char(escape: str) -> str:
+    body = escape[1:]
+    if body in _ANSI_SIMPLE:
+        return _ANSI_SIMPLE[body]
+    if body[0] in "xuU":
+        return chr(min(int(body[1:], 16), 0x10FFFF))
+    return chr(int(body, 8) & 0xFF)
+
+
 SPECIAL_PARAM = set("@*#?$!0123456789-")
 """`$@`, `$1`, `$?`…: the shell's own parameters, never set by the script."""
 
@@ -111,6 +139,8 @@ class _Lexer:
             elif c == "#":
                 end = text.find("\n", self.i)
                 self.i = len(text) if end < 0 else end
+            elif c in "<>" and text.startswith("(", self.i + 1):
+                out.append(self._word_at_process_substitution())
             elif c in "|&;<>()":
                 out.append(self._operator())
             elif match := _FD_REDIRECT.match(text, self.i):
@@ -129,6 +159,13 @@ class _Lexer:
         token = Op(op, self.line, self.i, self.i + len(op))
         self.i += len(op)
         return token
+
+    def _word_at_process_substitution(self) -> Word:
+        """`<(…)` or `>(…)`: a word (a file name the shell makes) whose value only the
+        running shell knows, as `$(…)`'s."""
+        word = self._word()
+        assert word is not None
+        return word
 
     def _continuation(self) -> bool:
         """At a backslash: a line continuation (consumed), or an escaped character."""
@@ -165,6 +202,16 @@ class _Lexer:
 
         while self.i < len(text):
             c = text[self.i]
+            if c in "<>" and text.startswith("(", self.i + 1):
+                flush()
+                segments.append(self._command_substitution())
+                continue
+            if c == "(" and _ARRAY.fullmatch("".join(buf)) and len(segments) == 0:
+                raise self.fail(
+                    self.line,
+                    f"an array ({''.join(buf)}(…)) is not supported in a launch script: give "
+                    "each value a variable of its own",
+                )
             if c in " \t\n" or c in "|&;<>()":
                 break
             if c == "\\":
@@ -180,6 +227,9 @@ class _Lexer:
             elif c == '"':
                 flush()
                 self._double_quoted(segments)
+            elif c == "$" and text.startswith("'", self.i + 1):
+                flush()
+                segments.append(self._ansi_c_quoted())
             elif c == "$":
                 flush()
                 segments.append(self._dollar())
@@ -201,6 +251,40 @@ class _Lexer:
         self.line += text.count("\n", self.i, end)
         self.i = end + 1
         return lit
+
+    def _ansi_c_quoted(self) -> Lit:
+        """At `$'`: the text up to the closing quote, its backslash escapes decoded as bash
+        does (`\\n`, `\\t`, `\\'`, `\\x41`, `\\101`, `\\u00e9`…); one it cannot decode here
+        (`\\c`, a NUL) is refused."""
+        text = self.text
+        open_line = self.line
+        i = self.i + 2
+        out: list[str] = []
+        while True:
+            if i >= len(text):
+                raise self.fail(open_line, "a quote $' opened here is never closed")
+            c = text[i]
+            if c == "'":
+                break
+            if c != "\\":
+                self.line += c == "\n"
+                out.append(c)
+                i += 1
+                continue
+            match = _ANSI_ESCAPE.match(text, i)
+            if match is None:
+                raise self.fail(
+                    self.line,
+                    f"the escape {text[i : i + 2]!r} in $'…' is not supported: write the "
+                    "character itself",
+                )
+            char = _ansi_char(match.group(0))
+            if char == "\0":
+                raise self.fail(self.line, "a NUL character (\\0) in $'…' cannot be passed on")
+            out.append(char)
+            i = match.end()
+        self.i = i + 1
+        return Lit("".join(out), quoted=True)
 
     def _double_quoted(self, segments: list[Segment]) -> None:
         text = self.text
@@ -254,7 +338,7 @@ class _Lexer:
         return Lit("$", quoted=False)
 
     def _command_substitution(self) -> Cmd:
-        """At `$(`: up to its matching `)`."""
+        """At `$(` (or `<(`, `>(`): up to its matching `)`."""
         text = self.text
         i = self.i
         depth, j = 0, i + 1
