@@ -188,3 +188,33 @@ def test_a_stray_session_is_not_part_of_a_launch(home: Path, ledger: Path) -> No
     finally:
         stray.kill()
         stray.wait()
+
+
+def test_a_copied_profile_is_refused_rather_than_acting_on_the_original(
+    home: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cp p1.toml p2.toml`: the copy says `name = "p1"`; taken at its word, `start
+    --profile p2` wrote p1's state file and `relaunch --profile p2 --save` relaunched p1's
+    server. The file name is the profile's one identity."""
+    p1 = started("p1", ledger)
+    pid = p1.status().pid
+    before = state.state_path("p1").read_bytes()
+    copy = profiles.profile_path("p2")
+    copy.write_bytes(profiles.profile_path("p1").read_bytes())
+    copy.chmod(0o600)
+    try:
+        for args in (
+            ["start", "--profile", "p2", "-q"],
+            ["relaunch", "--profile", "p2", "--budget", "0.88", "--save", "--no-check", "-q"],
+            ["stop", "--profile", "p2", "-q"],
+        ):
+            assert cli.main(args) == 2, args
+            err = capsys.readouterr().err
+            assert "p2.toml" in err and 'name = "p2"' in err, err
+            assert state.state_path("p1").read_bytes() == before
+            assert not state.state_path("p2").exists()
+            assert p1.status().pid == pid and alive(pid or 0)
+        copy.write_text(copy.read_text().replace('name = "p1"', 'name = "p2"'))
+        assert profiles.load_profile("p2").name == "p2"
+    finally:
+        assert p1.stop().ok
