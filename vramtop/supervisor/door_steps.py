@@ -9,11 +9,12 @@ none raises for the outside world.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TypedDict
 
 from vramtop.config import parse_door_address
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import door, launch, state
+from vramtop.supervisor import door, launch, state, tree
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
@@ -217,12 +218,15 @@ def release_stale_hold(server: ServerHandle) -> None:
 
 
 def _restart_to_come(server: ServerHandle, rec: ServerRecord) -> bool:
-    """Whether housekeeping's automatic restart will start the crashed server again (the
-    door holds for it meanwhile)."""
-    return (
-        rec.state == Lifecycle.CRASHED
-        and rec.next_restart_at is not None
-        and server.profile.auto_restart
+    """Whether something will start the server again, for which the door holds meanwhile:
+    housekeeping's automatic restart of a crashed server, or the vramtop that launched it,
+    still alive (a relaunch whose start failed rolls back to the previous flags)."""
+    if rec.state != Lifecycle.CRASHED:
+        return False
+    if rec.next_restart_at is not None and server.profile.auto_restart:
+        return True
+    return rec.actor_pid is not None and (
+        rec.actor_pid == os.getpid() or tree.process_alive(rec.actor_pid, rec.actor_create_time)
     )
 
 
