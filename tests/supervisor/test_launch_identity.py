@@ -107,7 +107,7 @@ def test_a_record_naming_pid_1_reads_as_damaged_and_the_server_is_found_again(
         fresh = Supervisor(sup.profile)
         info = fresh.housekeeping()
         assert info.state == ServerState.RUNNING and info.pid == real.pid
-        assert "named pid 1" in str(fresh.record_note)
+        assert "it named pid 1, which is not" in str(fresh.record_note)
         assert alive(real.pid)
     assert sup.stop().ok
     assert not alive(real.pid)

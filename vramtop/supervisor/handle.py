@@ -174,10 +174,12 @@ class ServerHandle:
             return None
         self._shown = None
         state.save(found)
-        self.record_note = (
-            f"rebuilt from the running server (pid {found.pid}): its state file named pid "
-            f"{rec.pid}, which is not this profile's server"
+        wrong = (
+            f"its launch id is not the one pid {rec.pid} carries"
+            if found.pid == rec.pid
+            else f"it named pid {rec.pid}, which is not this profile's server"
         )
+        self.record_note = f"rebuilt from the running server (pid {found.pid}): {wrong}"
         log.warning("%s: %s", self.name, self.record_note)
         return found
 
