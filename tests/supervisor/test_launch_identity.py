@@ -218,3 +218,25 @@ def test_a_copied_profile_is_refused_rather_than_acting_on_the_original(
         assert profiles.load_profile("p2").name == "p2"
     finally:
         assert p1.stop().ok
+
+
+def test_a_record_naming_another_process_as_its_door_never_signals_it(
+    home: Path, ledger: Path
+) -> None:
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        made = psutil.Process(bystander.pid).create_time()
+        state.save(
+            ServerRecord(
+                profile="p",
+                state=Lifecycle.STOPPED,
+                front_door=f"127.0.0.1:{free_port()}",
+                door_pid=bystander.pid,
+                door_create_time=made,
+            )
+        )
+        Supervisor(fake_profile("p", free_port(), ledger)).stop()
+        assert bystander.poll() is None and alive(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()
