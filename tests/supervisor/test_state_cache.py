@@ -29,9 +29,9 @@ def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = state._load
 
-    def counting(path: Path, profile: str) -> ServerRecord | None:
+    def counting(path: Path) -> ServerRecord | None:
         calls.append(path.name)
-        return real(path, profile)
+        return real(path)
 
     monkeypatch.setattr(state, "_load", counting)
     return calls

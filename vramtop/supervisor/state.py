@@ -169,7 +169,7 @@ def log_path(profile: str) -> Path:
 
 def load(profile: str) -> ServerRecord | None:
     """The recorded server, or None when there is none (or the file is unreadable)."""
-    return _load(state_path(profile), profile)
+    return _load_for(state_path(profile), profile)
 
 
 def unreadable(profile: str) -> str | None:
@@ -200,7 +200,17 @@ def other_profile(record: ServerRecord, profile: str) -> str | None:
     return f"it is a record of profile {record.profile[:64]!r}, not of {profile!r}"
 
 
-def _load(path: Path, profile: str) -> ServerRecord | None:
+def _load_for(path: Path, profile: str) -> ServerRecord | None:
+    """`_load`, and None (logged) for a record of another profile (`other_profile`)."""
+    record = _load(path)
+    other = None if record is None else other_profile(record, profile)
+    if other is not None:
+        log.warning("state file %s is damaged: %s", path, other)
+        return None
+    return record
+
+
+def _load(path: Path) -> ServerRecord | None:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -211,15 +221,10 @@ def _load(path: Path, profile: str) -> ServerRecord | None:
     if not isinstance(data, dict):
         return None
     try:
-        record = ServerRecord.from_json(data)
+        return ServerRecord.from_json(data)
     except (TypeError, ValueError) as exc:
         log.warning("state file %s has unexpected content: %s", path, exc)
         return None
-    other = other_profile(record, profile)
-    if other is not None:
-        log.warning("state file %s is damaged: %s", path, other)
-        return None
-    return record
 
 
 # A file's identity as `RecordCache` compares it: inode, size, modification time.
@@ -268,12 +273,12 @@ class RecordCache:
             info = path.stat()
         except OSError:
             self._kept = None
-            return _load(path, profile)  # gone, or unreadable: `_load` says which
+            return _load_for(path, profile)  # gone, or unreadable: `_load` says which
         key = (info.st_ino, info.st_size, info.st_mtime_ns)
         kept = self._kept
         if kept is not None and kept[0] == path and kept[1] == key:
             return copied(kept[2]) if copy else kept[2]
-        record = _load(path, profile)
+        record = _load_for(path, profile)
         settled = time.time() - info.st_mtime_ns / 1e9 > _SETTLED_S
         # Read after the stat, so a save in between leaves a newer record under an older key:
         # never matched again, it is only read once more.
