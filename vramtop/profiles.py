@@ -56,7 +56,17 @@ def load_profile(name: str | None = None) -> Profile:
         raise ConfigError(f"{_no_profile(name)} (profiles: {known})")
     from vramtop import config
 
-    return config.load_profile_file(path)
+    profile = config.load_profile_file(path)
+    if profile.name != name:
+        # Its one identity is its file name: every file of its server (state, lock, log,
+        # events, door) is found by it. Taken at its word, a copy (`cp p1.toml p2.toml`)
+        # would start, stop, relaunch and save over p1's server; ignored, `profile show`
+        # and the file would go on saying another name than the one acted on.
+        raise ConfigError(
+            f"{path}: name = {profile.name!r} is not its file name; a profile's name is its "
+            f'file name: write name = "{name}" in it'
+        )
+    return profile
 
 
 class ProfileExists(ConfigError):

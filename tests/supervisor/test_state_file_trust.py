@@ -50,7 +50,8 @@ def test_a_record_naming_another_process_never_signals_it(
     )
     sup = Supervisor(profile)
     result = sup.stop()
-    assert result.ok
+    assert not result.ok  # refused, naming the pid it left alone
+    assert f"pid {bystander.pid}" in result.message
     time.sleep(0.3)
     assert bystander.poll() is None, "the forged record's pid was signalled"
     assert psutil.Process(bystander.pid).status() != psutil.STATUS_ZOMBIE

@@ -440,7 +440,12 @@ class ServerActions:
         state.save(rec)
         env = launch.build_env(
             profile.env if env_base is None else None,
-            {tree.LAUNCH_ID_ENV: launch_id, tree.PROFILE_ENV: self._server.name, **handed},
+            {
+                **tree.KEEP_ENVIRON,
+                tree.LAUNCH_ID_ENV: launch_id,
+                tree.PROFILE_ENV: self._server.name,
+                **handed,
+            },
             base=env_base,
         )
         # The profile's own command (possibly with relaunch overrides) runs in its prelude;
@@ -488,8 +493,20 @@ class ServerActions:
         if rec is None:
             note = f" ({self._server.record_note})" if self._server.record_note else ""
             return ActionResult(True, f"not running{note}")
+        stranger = self._server.not_ours(rec)
+        if stranger is not None:
+            rebuilt = self._server.rebuilt_over(rec)
+            if rebuilt is None:
+                why = self._server.disown_locked(rec, stranger)
+                return ActionResult(False, f"not stopped: {why}")
+            rec = rebuilt
         found = handle.server_tree(rec)
         was_running = bool(found)
+        if not was_running and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
+            rebuilt = self._server.rebuilt_over(rec)
+            if rebuilt is not None:
+                rec, found = rebuilt, handle.server_tree(rebuilt)
+                was_running = bool(found)
         if not was_running and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             # It had exited before anyone asked (a crash housekeeping had not settled yet):
             # "stopped" would make that exit a planned one. It stays what it was: a crash.
@@ -530,6 +547,14 @@ class ServerActions:
         found = adoption.find_server(port=port, pid=pid)
         if isinstance(found, str):
             return ActionResult(False, found)
+        owner = tree.launched_for(found)
+        if owner is not None and owner != self._server.name:
+            return ActionResult(
+                False,
+                f"pid {found.pid} is the server vramtop launched for profile {owner}; "
+                "nothing was attached",
+                f"act on it with --profile {owner}",
+            )
         rec = self._server.record()
         if rec is not None and self._server.alive(rec):
             if rec.pid == found.pid:
@@ -554,7 +579,7 @@ class ServerActions:
         """A live server already recorded (or launched by a vramtop that died before it
         learnt the pid): re-attach to it instead of starting a second one."""
         if rec.state == Lifecycle.LAUNCHING and rec.pid is None and rec.launch_id:
-            procs = tree.find_by_launch_id(rec.launch_id)
+            procs = tree.find_by_launch_id(tree.identity_of(rec))
             roots = [p for p in procs if pgid_of(p.pid) == p.pid] or procs
             if roots:
                 root = min(roots, key=lambda p: p.pid)

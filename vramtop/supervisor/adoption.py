@@ -118,7 +118,7 @@ def rebuilt_record(profile: str, host: str | None, port: int) -> ServerRecord | 
     except psutil.Error:
         env = {}
     launch_id, owner = env.get(tree.LAUNCH_ID_ENV), env.get(tree.PROFILE_ENV)
-    if not launch_id or (owner is not None and owner != profile):
+    if not launch_id or owner != profile:
         shown = " ".join(vllm_args.mask_secrets(found.cmdline())[:4])
         return (
             f"port {port} is held by pid {found.pid} ({shown}), which vramtop did not start "

@@ -214,8 +214,19 @@ def _create_time(pid: int) -> float | None:
 def stop(rec: ServerRecord) -> None:
     """End the record's door (SIGTERM: it lets requests in flight finish; SIGKILL after
     `STOP_TIMEOUT_S`). Nothing when it is gone already."""
-    if alive(rec) and rec.door_pid is not None:
+    if alive(rec) and rec.door_pid is not None and is_door_of(rec.door_pid, rec.profile):
         _end(rec.door_pid, rec.door_create_time)
+
+
+def is_door_of(pid: int, profile: str) -> bool:
+    """Whether the process is the profile's front door, as its own command line says (the
+    door's module, reading this profile's token file): a state file naming another process
+    never makes a stop signal it."""
+    try:
+        argv = psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False
+    return MODULE in argv[:4] and str(token_path(profile)) in argv
 
 
 def _end(pid: int, made: float | None) -> None:

@@ -9,11 +9,12 @@ none raises for the outside world.
 from __future__ import annotations
 
 import logging
+import os
 from typing import TypedDict
 
 from vramtop.config import parse_door_address
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import door, launch, state
+from vramtop.supervisor import door, launch, state, tree
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
@@ -178,19 +179,59 @@ def restart_dead_unlocked(server: ServerHandle) -> None:
 
 
 def release_stale_hold(server: ServerHandle) -> None:
-    """A front door left holding in front of a server that serves, with no action under way
-    (the vramtop that restarted it was killed between its hold and its release): what it
-    holds goes to the server. One loopback request, only where a door is."""
+    """A front door left holding with no start under way (the vramtop that restarted or
+    relaunched it was killed between its hold and its release, its lock free): in front of
+    a server that serves, what it holds goes to the server; in front of one that crashed or
+    stopped, with no automatic restart to come, it is answered at once (the door's 503,
+    naming why, also said in `record_note`) rather than after the hold's limit. One
+    loopback request, only where a door is. A server still loading keeps the hold: it is
+    released at its ready."""
     rec = server.recorded()
-    if rec is None or rec.front_door is None or rec.state != Lifecycle.RUNNING:
+    if rec is None or rec.front_door is None:
         return
-    if not door.alive(rec) or not (door.info(rec) or {}).get("holding"):
+    if rec.state not in (Lifecycle.RUNNING, Lifecycle.CRASHED, Lifecycle.STOPPED):
+        return
+    if _restart_to_come(server, rec):
+        return
+    if not door.alive(rec):
+        return
+    seen = door.info(rec) or {}
+    if not seen.get("holding"):
         return
     try:
         with state.locked(server.name, timeout_s=0.2):  # free: nobody acts now
             current = server.record()
-            if current is not None and current.state == Lifecycle.RUNNING:
+            if current is None or _restart_to_come(server, current):
+                return
+            if current.state == Lifecycle.RUNNING:
                 log.warning("front door of %s was left holding: released", current.profile)
                 door.release(current)
+            elif current.state in (Lifecycle.CRASHED, Lifecycle.STOPPED):
+                why = _nobody_starts(current)
+                if door.fail(current, why):
+                    held = seen.get("held")
+                    count = f"{held} request(s)" if isinstance(held, int) else "requests"
+                    server.record_note = f"the front door held {count}: answered 503, {why}"
+                    log.warning("front door of %s: %s", current.profile, server.record_note)
     except state.Busy:
         pass  # an action under way holds it, and releases it itself
+
+
+def _restart_to_come(server: ServerHandle, rec: ServerRecord) -> bool:
+    """Whether something will start the server again, for which the door holds meanwhile:
+    housekeeping's automatic restart of a crashed server, or the vramtop that launched it,
+    still alive (a relaunch whose start failed rolls back to the previous flags)."""
+    if rec.state != Lifecycle.CRASHED:
+        return False
+    if rec.next_restart_at is not None and server.profile.auto_restart:
+        return True
+    return rec.actor_pid is not None and (
+        rec.actor_pid == os.getpid() or tree.process_alive(rec.actor_pid, rec.actor_create_time)
+    )
+
+
+def _nobody_starts(rec: ServerRecord) -> str:
+    """Why nothing will serve what the door holds, in words."""
+    word = "crashed" if rec.state == Lifecycle.CRASHED else "is stopped"
+    cause = f" ({rec.last_error})" if rec.state == Lifecycle.CRASHED and rec.last_error else ""
+    return f"no start is under way (its vramtop is gone) and vLLM {word}{cause}"

@@ -143,8 +143,6 @@ class ServerHandle:
         runs. The truth is the server's own process: the record last read here while its
         process lives, else the process on the profile's port carrying vramtop's launch id
         for this profile (see `adoption.rebuilt_record`). `record_note` says what was found."""
-        from vramtop.supervisor import adoption
-
         path = state.state_path(self.name)
         problem = state.unreadable(self.name)
         lost = f"was unreadable ({problem})" if problem else "was missing"
@@ -153,10 +151,7 @@ class ServerHandle:
         if kept is not None and self.alive(kept[0]):
             rec = state.copied(kept[0])
         else:
-            from vramtop.supervisor import door
-
-            host, port = door.vllm_address(self.profile)  # behind its front door, if any
-            found = adoption.rebuilt_record(self.name, host, port)
+            found = self._found_on_port()
             if not isinstance(found, ServerRecord):
                 said = [f"the state file {path} {lost}"] if problem else []
                 said += [found] if found else []
@@ -165,14 +160,63 @@ class ServerHandle:
                 self.record_note = "; ".join(said) or None
                 return None
             rec = found
-            healthy = healthy_once(server_url(rec.host, rec.port), self.health_timeout_s)
-            rec.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
-            remember_tree(rec)
-            door.adopt(rec, self.profile)
         state.save(rec)
         self.record_note = f"rebuilt from the running server (pid {rec.pid}): its state file {lost}"
         log.warning("%s: %s", self.name, self.record_note)
         return rec
+
+    def rebuilt_over(self, rec: ServerRecord) -> ServerRecord | None:
+        """Under the lock, for a record whose pid is not a live server of this profile (gone,
+        or `not_ours`): when this profile's own server serves on its port all the same (the
+        record's pid was written over), the record rebuilt from that server, saved and
+        returned, as a damaged file's is (`rebuild_locked`); None when no such server runs."""
+        found = self._found_on_port()
+        if not isinstance(found, ServerRecord):
+            return None
+        self._shown = None
+        state.save(found)
+        wrong = (
+            f"its launch id is not the one pid {rec.pid} carries"
+            if found.pid == rec.pid
+            else f"it named pid {rec.pid}, which is not this profile's server"
+        )
+        self.record_note = f"rebuilt from the running server (pid {found.pid}): {wrong}"
+        log.warning("%s: %s", self.name, self.record_note)
+        return found
+
+    def disown_locked(self, rec: ServerRecord, pid: int) -> str:
+        """Under the lock: a record naming a live process that is not this profile's server
+        (`not_ours`), and no server of the profile found: the process is left alone, and the
+        record says stopped (not crashed: nothing of this profile ran). Returns why, in
+        words, also kept in `record_note`."""
+        why = (
+            f"the state file {state.state_path(self.name)} named pid {pid}, which is not a "
+            f"server vramtop launched for profile {self.name}; that process was left alone"
+        )
+        rec.state, rec.stop_requested = Lifecycle.STOPPED, False
+        rec.pid = rec.pgid = rec.create_time = None
+        rec.tree = {}
+        rec.last_error, rec.error_kind = why, None
+        self._shown = None
+        state.save(rec)
+        self.record_note = why
+        log.warning("%s: %s", self.name, why)
+        return why
+
+    def _found_on_port(self) -> ServerRecord | str | None:
+        """This profile's server rebuilt from the process on its port (see
+        `adoption.rebuilt_record`), its state and door found again; else why not, or None."""
+        from vramtop.supervisor import adoption, door
+
+        host, port = door.vllm_address(self.profile)  # behind its front door, if any
+        found = adoption.rebuilt_record(self.name, host, port)
+        if not isinstance(found, ServerRecord):
+            return found
+        healthy = healthy_once(server_url(found.host, found.port), self.health_timeout_s)
+        found.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
+        remember_tree(found)
+        door.adopt(found, self.profile)
+        return found
 
     def _info(self, rec: ServerRecord) -> ServerInfo:
         alive = rec.state in ALIVE
@@ -259,11 +303,20 @@ class ServerHandle:
             return self.child.poll() is None
         if not tree.process_alive(rec.pid, rec.create_time):
             return False
-        # The pid is the server's only if the process says so (its launch id, or the command
-        # line it was adopted with): a state file naming another process is not trusted.
-        return rec.pid is not None and tree.is_server(
-            rec.pid, rec.create_time, rec.launch_id, adopted_argv(rec)
-        )
+        # The pid is the server's only if the process says so (`tree.Identity`): a state
+        # file naming another process is not trusted.
+        return tree.is_server(tree.identity_of(rec))
+
+    def not_ours(self, rec: ServerRecord) -> int | None:
+        """The pid the record names when a live process has it (its recorded start) but is
+        not this profile's server (`tree.Identity`); None otherwise (ours, or gone)."""
+        if rec.pid is None or (self.child is not None and rec.pid == self.child.pid):
+            return None
+        if not tree.process_alive(rec.pid, rec.create_time) or tree.is_server(
+            tree.identity_of(rec)
+        ):
+            return None
+        return rec.pid
 
     def reap_child(self, timeout_s: float = 0.5) -> None:
         if self.child is not None:
@@ -292,15 +345,8 @@ class ServerHandle:
 
 
 def server_tree(rec: ServerRecord) -> dict[int, psutil.Process]:
-    """The recorded server's processes that still live (its launch id, or the command line
-    it was adopted with, tells them from others)."""
-    return tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id, adopted_argv(rec))
-
-
-def adopted_argv(rec: ServerRecord) -> list[str] | None:
-    """The command line an adopted server was recorded with (None: one vramtop started,
-    told by its launch id)."""
-    return None if rec.launch_id else (rec.argv or None)
+    """The recorded server's processes that still live (see `tree.Identity`)."""
+    return tree.find_tree(tree.identity_of(rec))
 
 
 def remember_tree(rec: ServerRecord) -> None:

@@ -303,9 +303,22 @@ class Supervisor:
                 rec = self._server.record()
                 running = rec is not None and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING)
                 if rec is not None and running and not self._server.alive(rec):
-                    self._mark_crashed(rec)
+                    self._settle_gone(rec)
         except state.Busy:
             pass  # someone else is acting on it right now
+
+    def _settle_gone(self, rec: ServerRecord) -> None:
+        """Under the lock: a running or starting record whose pid is not its live server. A
+        crash, unless the pid is not the server at all (a state file written over: the
+        profile's own server still serves on its port, or the pid is another process), when
+        the record reads as damaged instead (rebuilt, or left saying stopped)."""
+        if self._server.rebuilt_over(rec) is not None:
+            return
+        stranger = self._server.not_ours(rec)
+        if stranger is not None:
+            self._server.disown_locked(rec, stranger)
+            return
+        self._mark_crashed(rec)
 
     def _followed(self, rec: ServerRecord) -> bool:
         """Whether the vramtop that launched this load still follows it to ready."""

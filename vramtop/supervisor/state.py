@@ -170,7 +170,7 @@ def log_path(profile: str) -> Path:
 
 def load(profile: str) -> ServerRecord | None:
     """The recorded server, or None when there is none (or the file is unreadable)."""
-    return _load(state_path(profile))
+    return _load_for(state_path(profile), profile)
 
 
 def unreadable(profile: str) -> str | None:
@@ -188,10 +188,29 @@ def unreadable(profile: str) -> str | None:
     if not isinstance(data, dict):
         return "not a JSON object"
     try:
-        ServerRecord.from_json(data)
+        record = ServerRecord.from_json(data)
     except (TypeError, ValueError) as exc:
         return str(exc)
-    return None
+    return other_profile(record, profile)
+
+
+def other_profile(record: ServerRecord, profile: str) -> str | None:
+    """Why a record read from `profile`'s state file is not that profile's (it names another
+    one: copied from another profile's file, or written by hand); None when it is. The file
+    name is the profile's one identity: such a record reads as damaged."""
+    if record.profile == profile:
+        return None
+    return f"it is a record of profile {record.profile[:64]!r}, not of {profile!r}"
+
+
+def _load_for(path: Path, profile: str) -> ServerRecord | None:
+    """`_load`, and None (logged) for a record of another profile (`other_profile`)."""
+    record = _load(path)
+    other = None if record is None else other_profile(record, profile)
+    if other is not None:
+        log.warning("state file %s is damaged: %s", path, other)
+        return None
+    return record
 
 
 def _parsed(path: Path) -> object:
@@ -268,12 +287,12 @@ class RecordCache:
             info = path.stat()
         except OSError:
             self._kept = None
-            return _load(path)  # gone, or unreadable: `_load` says which
+            return _load_for(path, profile)  # gone, or unreadable: `_load` says which
         key = (info.st_ino, info.st_size, info.st_mtime_ns)
         kept = self._kept
         if kept is not None and kept[0] == path and kept[1] == key:
             return copied(kept[2]) if copy else kept[2]
-        record = _load(path)
+        record = _load_for(path, profile)
         settled = time.time() - info.st_mtime_ns / 1e9 > _SETTLED_S
         # Read after the stat, so a save in between leaves a newer record under an older key:
         # never matched again, it is only read once more.

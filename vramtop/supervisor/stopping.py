@@ -41,13 +41,12 @@ def end_server(
     Returns the processes that survived (none: `rec.tree` is emptied) and whether the memory
     was seen released. `reap` collects the server when this process is its parent. `found`:
     the tree as the caller just found it (no second scan of every process before SIGTERM)."""
-    procs = tree.find_tree(rec.pid, rec.pgid, rec.tree, rec.launch_id) if found is None else found
+    who = tree.identity_of(rec)
+    procs = tree.find_tree(who) if found is None else found
     pids = frozenset(procs) | {int(p) for p in rec.tree}
     began = time.monotonic()
     log.info("ending %s: SIGTERM, SIGKILL after %.1f s", sorted(procs), stop_timeout_s)
-    survivors = tree.end_tree(
-        rec.pid, rec.pgid, rec.tree, rec.launch_id, stop_timeout_s, found=procs
-    )
+    survivors = tree.end_tree(who, stop_timeout_s, found=procs)
     reap()
     if not survivors:
         log.info("tree gone %.2f s after SIGTERM", time.monotonic() - began)

@@ -1,13 +1,14 @@
 """Find every process of a server's tree, and end them all.
 
 A vLLM tree is the API server, its `VLLM::EngineCore` and the workers. SIGKILL of the API
-server leaves the EngineCore running, still holding its VRAM, with no parent to follow — so
-the tree is found four ways, and a process counts if any of them names it:
-- the children of the API server (while it lives);
-- every process in the server's process group (the server runs in its own session, and the
-  EngineCore keeps that group after its parent dies);
-- every pid remembered in the state file whose start time still matches (not a reused pid);
-- every process whose environment carries the launch id vramtop gave the server.
+server leaves the EngineCore running, still holding its VRAM, with no parent to follow. A
+state file is anyone's to write, so no pid it names is signalled on its word: what proves a
+process is the server is read back from the process itself (`Identity`: for a launch, the
+launch id and profile vramtop put in its environment, which vLLM's retitled processes keep
+since the launch sets `SPT_NOENV`; for an adopted server, its pid, start and command line as
+recorded). The tree is then what descends from the proven processes: their children, and
+for a launch the other members of its own session (the EngineCore keeps it after its parent
+dies, and only a fork inside a session can join it).
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psutil
 
 from vramtop.core.vllm import args as vllm_args
+
+if TYPE_CHECKING:
+    from vramtop.supervisor.state import ServerRecord
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +35,10 @@ LAUNCH_ID_ENV = "VRAMTOP_LAUNCH_ID"
 # Beside the launch id: the profile it was launched for, so that a record lost (its state
 # file deleted or damaged) is rebuilt from the server's own process for that profile only.
 PROFILE_ENV = "VRAMTOP_PROFILE"
+# Put into every launch's environment: setproctitle (vLLM's `VLLM::EngineCore` title) then
+# leaves the environment where it is instead of writing the title over it, so the launch id
+# stays readable in /proc/PID/environ of every process of the tree.
+KEEP_ENVIRON = {"SPT_NOENV": "1"}
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -99,20 +109,88 @@ def _start_and_state(pid: int) -> tuple[int, str] | None:
         return None
 
 
-def find_tree(
-    pid: int | None,
-    pgid: int | None,
-    remembered: dict[str, float] | None = None,
-    launch_id: str | None = None,
-    argv: Sequence[str] | None = None,
-) -> dict[int, psutil.Process]:
-    """Every live process of the server's tree, by pid.
+@dataclass(frozen=True)
+class Identity:
+    """What proves that a process is a profile's server, read back from the process itself
+    (a state file is anyone's to write, and never taken on its word).
 
-    The state file is not taken on its word: a damaged or forged one must not make a stop
-    signal someone else's process. The root (`pid`) counts only where it is the server
-    (`belongs`: its launch id, a vLLM process, or the command line it was adopted with), and
-    so do the processes found by the group, the remembered tree or the launch id; the root's
-    own descendants are the server's."""
+    - A server vramtop launched (`launch_id` set): its environment carries this launch's id
+      (`VRAMTOP_LAUNCH_ID`) and this profile's name (`VRAMTOP_PROFILE`), both as recorded.
+    - A server adopted (`vramtop attach`, `adopted_argv` set): the pid, its start
+      (`create_time`) and its command line (masked) are the ones recorded when the person
+      named it, and it carries no other profile's launch.
+    Anything else (a record with neither, a pid without its start) proves nothing."""
+
+    profile: str
+    pid: int | None = None
+    create_time: float | None = None
+    launch_id: str | None = None
+    adopted_argv: tuple[str, ...] | None = None
+    pgid: int | None = None  # the group a launch leads (its own session's)
+
+
+def identity_of(rec: ServerRecord) -> Identity:
+    """What proves a process is the record's server: the launch id a vramtop start put in
+    its environment, or the command line an adopted server was recorded with (`attach`
+    writes `started_by = "attached"` and no launch id). A record with neither proves none."""
+    adopted = rec.started_by == "attached" and not rec.launch_id and rec.argv
+    return Identity(
+        profile=rec.profile,
+        pid=rec.pid,
+        create_time=rec.create_time,
+        launch_id=rec.launch_id,
+        adopted_argv=tuple(rec.argv) if adopted else None,
+        pgid=rec.pgid,
+    )
+
+
+def carries_launch(proc: psutil.Process, who: Identity) -> bool:
+    """Whether the process's environment carries this launch's id and this profile's name."""
+    if not who.launch_id:
+        return False
+    try:
+        env = proc.environ()
+    except (psutil.Error, OSError):
+        return False
+    return env.get(LAUNCH_ID_ENV) == who.launch_id and env.get(PROFILE_ENV) == who.profile
+
+
+def launched_for(proc: psutil.Process) -> str | None:
+    """The profile vramtop launched this process for (`VRAMTOP_PROFILE`), None when it did
+    not launch it (or its environment cannot be read)."""
+    try:
+        env = proc.environ()
+    except (psutil.Error, OSError):
+        return None
+    return env.get(PROFILE_ENV) if env.get(LAUNCH_ID_ENV) else None
+
+
+def verified_root(who: Identity) -> psutil.Process | None:
+    """The recorded pid's process, when it is the server `who` names (see `Identity`)."""
+    if not who.pid or who.create_time is None or who.pid == os.getpid():
+        return None
+    if not process_alive(who.pid, who.create_time):
+        return None
+    try:
+        proc = psutil.Process(who.pid)
+        if who.launch_id:
+            return proc if carries_launch(proc, who) else None
+        if who.adopted_argv:
+            owner = launched_for(proc)
+            same = tuple(vllm_args.mask_secrets(proc.cmdline())) == who.adopted_argv
+            return proc if same and owner in (None, who.profile) else None
+    except (psutil.Error, OSError):
+        return None
+    return None
+
+
+def find_tree(who: Identity) -> dict[int, psutil.Process]:
+    """Every live process of the server's tree, by pid: the verified root (`verified_root`)
+    and, for a launch, every process carrying its id; then every process that descends from
+    one of them: their children, and (a launch runs in a session of its own) the other
+    members of their sessions, which only a fork inside that session can make (an
+    EngineCore whose parent was SIGKILLed, a worker that retitled itself). Never vramtop
+    itself, nor its own session."""
     found: dict[int, psutil.Process] = {}
     me = os.getpid()
 
@@ -120,29 +198,23 @@ def find_tree(
         if proc.pid != me and _alive(proc):
             found[proc.pid] = proc
 
-    if pid and process_alive(pid, (remembered or {}).get(str(pid))):
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            if belongs(root, launch_id, argv):
-                add(root)
-                for child in root.children(recursive=True):
-                    add(child)
-    for key, created in (remembered or {}).items():
-        with contextlib.suppress(psutil.Error, ValueError):
-            proc = psutil.Process(int(key))
-            if abs(proc.create_time() - created) <= 0.05 and belongs(proc, launch_id):
-                add(proc)
-    if pgid == os.getpgid(0):
-        pgid = None  # never our own group: that would be vramtop and its terminal
-    if pgid or launch_id:
+    root = verified_root(who)
+    if root is not None:
+        add(root)
+    if who.launch_id:
+        by_session: dict[int, list[psutil.Process]] = {}
         for proc in psutil.process_iter():
-            if proc.pid in found or proc.pid == me:
+            if proc.pid == me:
                 continue
-            in_group = pgid is not None and _pgid(proc.pid) == pgid
-            carries = bool(launch_id) and _has_launch_id(proc, launch_id or "")
-            if carries or (in_group and belongs(proc, launch_id)):
+            if proc.pid not in found and carries_launch(proc, who):
                 add(proc)
-    # Children of anything found (a worker whose EngineCore left the group).
+            session = _sid(proc.pid)
+            if session is not None:
+                by_session.setdefault(session, []).append(proc)
+        ours = {_sid(pid) for pid in found} - {None, 0, 1, _sid(me)}
+        for session in ours:
+            for proc in by_session.get(session or 0, []):
+                add(proc)
     for proc in list(found.values()):
         with contextlib.suppress(psutil.Error):
             for child in proc.children(recursive=True):
@@ -150,58 +222,27 @@ def find_tree(
     return found
 
 
-def belongs(proc: psutil.Process, launch_id: str | None, argv: Sequence[str] | None = None) -> bool:
-    """Whether a process is a server's: it carries the launch id vramtop gave the server, it
-    is a vLLM process by its name or command line (vLLM's processes retitle themselves,
-    `VLLM::EngineCore`, which hides their environment), or it runs the command line a server
-    vramtop adopted was recorded with (masked as recorded). A process of another user, whose
-    environment and command line cannot be read, never is."""
-    if launch_id and _has_launch_id(proc, launch_id):
-        return True
-    if looks_like_vllm(proc):
-        return True
-    if argv:
-        with contextlib.suppress(psutil.Error, OSError):
-            return list(vllm_args.mask_secrets(proc.cmdline())) == list(argv)
-    return False
-
-
-def is_server(
-    pid: int, create_time: float | None, launch_id: str | None, argv: Sequence[str] | None
-) -> bool:
-    """`belongs` for the live process `pid` (recorded with `create_time`), remembered for as
-    long as that process lives."""
-    key = (pid, create_time, launch_id, tuple(argv or ()))
-    known = _owned.get(key) if create_time is not None else None
+def is_server(who: Identity) -> bool:
+    """`verified_root` for a live process, remembered for as long as that process lives (its
+    environment's launch and its command line do not change)."""
+    key = (who.pid, who.create_time, who.launch_id, who.profile, who.adopted_argv)
+    known = _owned.get(key) if who.create_time is not None else None
     if known is not None:
         return known
-    try:
-        owned = belongs(psutil.Process(pid), launch_id, argv)
-    except psutil.Error:
-        return False
+    owned = verified_root(who) is not None
     if len(_owned) > 64:
         _owned.clear()
     _owned[key] = owned
     return owned
 
 
-def looks_like_vllm(proc: psutil.Process) -> bool:
-    """A process of a vLLM server by its name or command line (`VLLM::EngineCore`, `vllm
-    serve`, `vllm.entrypoints…`)."""
-    try:
-        words = " ".join([proc.name(), *proc.cmdline()]).lower()
-    except (psutil.Error, OSError):
-        return False
-    return "vllm" in words
+# The answers of `is_server`.
+_owned: dict[tuple[object, ...], bool] = {}
 
 
-# The answers of `is_server` for a pid and its start (a process's launch id and command line do
-# not change while it lives).
-_owned: dict[tuple[int, float | None, str | None, tuple[str, ...]], bool] = {}
-
-
-def find_by_launch_id(launch_id: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter() if _alive(p) and _has_launch_id(p, launch_id)]
+def find_by_launch_id(who: Identity) -> list[psutil.Process]:
+    """The live processes carrying this launch (its id and profile)."""
+    return [p for p in psutil.process_iter() if _alive(p) and carries_launch(p, who)]
 
 
 def _pgid(pid: int) -> int | None:
@@ -211,11 +252,11 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-def _has_launch_id(proc: psutil.Process, launch_id: str) -> bool:
+def _sid(pid: int) -> int | None:
     try:
-        return proc.environ().get(LAUNCH_ID_ENV) == launch_id
-    except (psutil.Error, OSError):
-        return False
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def describe(procs: Iterable[psutil.Process]) -> str:
@@ -228,29 +269,35 @@ def describe(procs: Iterable[psutil.Process]) -> str:
     return ", ".join(parts)
 
 
-def signal_tree(procs: dict[int, psutil.Process], pgid: int | None, sig: int) -> None:
-    """Send `sig` to the whole group and to every tree process outside it.
+def signal_tree(procs: dict[int, psutil.Process], group: int | None, sig: int) -> None:
+    """Send `sig` to the whole `group` and to every tree process outside it.
 
     Each process gets the signal once: a second SIGTERM can land while a server is still
     handling the first (vLLM treats a repeated signal as "abort now"; a Python handler
     re-entered mid-way can deadlock)."""
     group_signalled = False
-    if pgid and pgid > 1 and pgid != os.getpgid(0):
+    if group and group > 1 and group != os.getpgid(0):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
+            os.killpg(group, sig)
             group_signalled = True
     for proc in procs.values():
-        if group_signalled and _pgid(proc.pid) == pgid:
+        if group_signalled and _pgid(proc.pid) == group:
             continue
         with contextlib.suppress(psutil.Error):
             proc.send_signal(sig)
 
 
+def our_group(who: Identity, procs: dict[int, psutil.Process]) -> int | None:
+    """The process group a stop may signal whole: a launch's own (led by one of its verified
+    processes, so in its session: every member descends from the launch). None for an
+    adopted server, whose group may be a terminal's job with other programs in it."""
+    if not who.launch_id or who.pgid is None or who.pgid not in procs:
+        return None
+    return who.pgid if _pgid(who.pgid) == who.pgid else None
+
+
 def end_tree(
-    pid: int | None,
-    pgid: int | None,
-    remembered: dict[str, float] | None,
-    launch_id: str | None,
+    who: Identity,
     term_timeout_s: float,
     kill_timeout_s: float = 5.0,
     found: dict[int, psutil.Process] | None = None,
@@ -258,34 +305,22 @@ def end_tree(
     """SIGTERM the tree, wait, SIGKILL what is left, wait again. Returns the survivors
     (empty when the whole tree is gone). `found`: the tree as the caller just found it (a
     scan of every process spared before the SIGTERM)."""
-    procs = find_tree(pid, pgid, remembered, launch_id) if found is None else found
-    if not procs and not (pgid and _group_exists(pgid)):
+    procs = find_tree(who) if found is None else found
+    if not procs:
         return []
-    signal_tree(procs, pgid, signal.SIGTERM)
-    left = _wait_gone(pid, pgid, remembered, launch_id, procs, term_timeout_s)
+    group = our_group(who, procs)
+    signal_tree(procs, group, signal.SIGTERM)
+    left = _wait_gone(who, procs, term_timeout_s)
     if not left:
         return []
     log.info("still running after SIGTERM: %s; sending SIGKILL", describe(left.values()))
-    signal_tree(left, pgid, signal.SIGKILL)
-    left = _wait_gone(pid, pgid, remembered, launch_id, left, kill_timeout_s)
+    signal_tree(left, group if group in left else None, signal.SIGKILL)
+    left = _wait_gone(who, left, kill_timeout_s)
     return list(left.values())
 
 
-def _group_exists(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
 def _wait_gone(
-    pid: int | None,
-    pgid: int | None,
-    remembered: dict[str, float] | None,
-    launch_id: str | None,
-    procs: dict[int, psutil.Process],
-    timeout_s: float,
+    who: Identity, procs: dict[int, psutil.Process], timeout_s: float
 ) -> dict[int, psutil.Process]:
     """Wait until no process of the tree is left, re-scanning (a child may appear late)."""
     deadline = time.monotonic() + timeout_s
@@ -296,7 +331,7 @@ def _wait_gone(
         # wait_procs reaps our own children and returns as soon as all of them are gone.
         _gone, alive = psutil.wait_procs(list(procs.values()), timeout=step)
         if not alive:
-            procs = find_tree(None, pgid, remembered, launch_id)
+            procs = find_tree(who)
             if not procs:
                 return {}
         else:

@@ -1,0 +1,99 @@
+"""A relaunch killed (`kill -9`) during its start leaves nobody to release the front door:
+the next housekeeping (any command, a console tick) answers what it holds at once, naming
+why, instead of leaving it held until the hold's limit (600 s)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sim_helpers import sim_profile
+
+from vramtop import profiles
+from vramtop.machines.demo_world import memory_released_check
+from vramtop.sim.machine import SimMachine
+from vramtop.supervisor import Supervisor, door, state
+from vramtop.supervisor.state import Lifecycle
+
+
+@pytest.fixture
+def machine(home: Path) -> Iterator[SimMachine]:
+    with SimMachine(home / "sim", speed=20.0, startup_s=0.5) as sim:
+        yield sim
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_relaunch_killed_during_its_start_leaves_no_request_held(
+    machine: SimMachine, home: Path
+) -> None:
+    base = sim_profile(machine, "held")
+    profile = base.model_copy(update={"front_door": f"127.0.0.1:{base.port}", "drain_s": 5.0})
+    profiles.save_profile(profile)
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    first = state.load("held")
+    assert first is not None
+
+    # The relaunch's server loads for long (its profile says so): it is killed mid-start.
+    slow = profile.model_copy(update={"env": {**profile.env, "VRAMTOP_SIM_STARTUP_S": "600"}})
+    profiles.save_profile(slow, overwrite=True)
+    asked_for = ["relaunch", "--profile", "held", "--budget", "0.80", "--no-check", "-q"]
+    relaunch = subprocess.Popen(
+        [sys.executable, "-m", "vramtop", *asked_for],
+        env={**os.environ, "VRAMTOP_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def starting() -> bool:
+        rec = state.load("held")
+        return (
+            rec is not None
+            and rec.launch_id != first.launch_id
+            and rec.state == Lifecycle.STARTING
+            and rec.actor_pid == relaunch.pid
+        )
+
+    try:
+        wait_for(starting)
+        relaunch.send_signal(signal.SIGKILL)
+        relaunch.wait()
+        rec = state.load("held")
+        assert rec is not None and rec.pid is not None
+        os.killpg(rec.pid, signal.SIGKILL)  # its server, left alone, crashed
+        assert (door.info(rec) or {}).get("holding") is True
+
+        answers: list[httpx.Response] = []
+        asked = threading.Thread(
+            target=lambda: answers.append(httpx.get(f"{sup.agent_url}/v1/models", timeout=120))
+        )
+        asked.start()
+        wait_for(lambda: (door.info(rec) or {}).get("held") == 1)
+        fresh = Supervisor(slow, memory_released=memory_released_check(machine))
+        fresh.housekeeping()
+        asked.join(60)  # the hold's own limit is 600 s: only housekeeping answers it sooner
+        assert answers, "the held request was not answered"
+        assert answers[0].status_code == 503
+        error = answers[0].json()["error"]
+        assert "no start is under way" in error["message"]
+        assert "no start is under way" in str(fresh.record_note)
+        assert (door.info(rec) or {}).get("holding") is False
+    finally:
+        if relaunch.poll() is None:
+            relaunch.kill()
+            relaunch.wait()
+        sup.stop()
