@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.frontdoor.test_door_holding import wait_for
-from tests.frontdoor.upstreams import upstream
+from tests.frontdoor.upstreams import upstream, upstream_server
 from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(120)
@@ -21,15 +21,15 @@ MIB = 1024 * 1024
 
 
 class Post(threading.Thread):
-    """One POST of `body` to /body on a thread; keeps the answer."""
+    """One POST of `body` (to /body) on a thread; keeps the answer."""
 
-    def __init__(self, url: str, body: bytes) -> None:
+    def __init__(self, url: str, body: bytes, path: str = "/body") -> None:
         super().__init__(daemon=True)
-        self.url, self.body = url, body
+        self.url, self.body, self.path = url, body, path
         self.answer: httpx.Response | None = None
 
     def run(self) -> None:
-        self.answer = httpx.post(self.url + "/body", content=self.body, timeout=60)
+        self.answer = httpx.post(self.url + self.path, content=self.body, timeout=60)
 
 
 def assert_413(answer: httpx.Response) -> None:
@@ -104,3 +104,30 @@ def test_a_bad_body_size_is_refused(value: str) -> None:
         done = door("--listen", "127.0.0.1:1", option, value)
         assert done.returncode == 2 and "MiB" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_request_vllm_drops_while_holding_is_sent_again_only_when_kept(
+    door_factory: Any, kept: bool
+) -> None:
+    body = b"p" * (MIB // 4)
+    with upstream_server() as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        door = door_factory(url, "--body-memory-mib", "1" if kept else "0")
+        client = Post(door.url, body, "/drop-once")
+        client.start()
+        assert wait_for(lambda: ["POST", "/drop-once"] in httpx.get(url + "/seen").json())
+        # A restart begins: the door holds, then vLLM goes away before answering.
+        assert door.post(protocol.HOLD_ROUTE, {"drain_s": 0}).json()["drained"] is False
+        server.drop_now.set()  # type: ignore[attr-defined]
+        if kept:
+            assert wait_for(lambda: door.status()["held"] == 1)
+            assert door.post(protocol.RELEASE_ROUTE, {}).json() == {"released": 1}
+        client.join(60)
+        assert client.answer is not None
+        if kept:
+            assert client.answer.status_code == 200 and client.answer.content == body
+        else:
+            # Its body went out as it came and is gone: the 502, never a short resend.
+            assert client.answer.status_code == 502
+            assert client.answer.json()["error"]["type"] == "upstream_unavailable"

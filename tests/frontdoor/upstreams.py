@@ -121,22 +121,40 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._body()
+        if self.path.startswith("/drop-once") and self.path not in self.server.dropped:  # type: ignore[attr-defined]
+            # The first time: the body read, then the connection closed without an answer
+            # once the test says so (`drop_now`), as a vLLM stopped during a restart does.
+            self.server.dropped.add(self.path)  # type: ignore[attr-defined]
+            self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
+            self.server.drop_now.wait()  # type: ignore[attr-defined]
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
         self._send(200, body, [("Content-Type", "application/octet-stream")])
 
 
 @contextmanager
-def upstream() -> Iterator[str]:
-    """A running test upstream; yields its URL."""
+def upstream_server() -> Iterator[ThreadingHTTPServer]:
+    """A running test upstream; yields the server (`drop_now` releases `/drop-once`)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.seen = []  # type: ignore[attr-defined]
     server.stopping = threading.Event()  # type: ignore[attr-defined]
+    server.drop_now = threading.Event()  # type: ignore[attr-defined]
+    server.dropped = set()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
     finally:
         server.stopping.set()  # type: ignore[attr-defined]
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def upstream() -> Iterator[str]:
+    """A running test upstream; yields its URL."""
+    with upstream_server() as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
