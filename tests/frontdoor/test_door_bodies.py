@@ -4,6 +4,7 @@ door's budget, and the others stream through whole, also after a hold."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -131,3 +132,25 @@ def test_a_request_vllm_drops_while_holding_is_sent_again_only_when_kept(
             # Its body went out as it came and is gone: the 502, never a short resend.
             assert client.answer.status_code == 502
             assert client.answer.json()["error"]["type"] == "upstream_unavailable"
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_client_that_leaves_mid_body_leaves_nothing_behind(door_factory: Any, kept: bool) -> None:
+    with upstream() as url:
+        door = door_factory(url, "--body-memory-mib", "1" if kept else "0")
+        with socket.create_connection(("127.0.0.1", door.port)) as sock:
+            sock.sendall(b"POST /body HTTP/1.1\r\nHost: door\r\nContent-Length: 400000\r\n\r\n")
+            sock.sendall(b"x" * 100_000)
+            assert wait_for(lambda: door.status()["bodies_kept_bytes"] == (400_000 if kept else 0))
+
+        def settled() -> bool:
+            status = door.status()
+            return (
+                status["in_flight"] == 0
+                and status["bodies_kept_bytes"] == 0
+                and (status["abandoned"] == 1 or status["failed"] == 1)
+            )
+
+        assert wait_for(settled)
+        assert "Traceback" not in door.text()
+        assert httpx.post(door.url + "/body", content=b"next").content == b"next"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from aiohttp import web
+from aiohttp import StreamReader, web
 
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.gate import Refusal
@@ -85,7 +85,7 @@ class Body:
 
     async def _stream(self) -> AsyncIterator[bytes]:
         content = self._request.content
-        while chunk := await content.readany():
+        while chunk := await _read(content):
             self.sent_bytes += len(chunk)
             if self.sent_bytes > self._limit_bytes:
                 self.too_large = True
@@ -94,6 +94,14 @@ class Body:
         if self.length is not None and self.sent_bytes < self.length:
             # Its length promised more: ending here would leave vLLM waiting for the rest.
             raise ClientLeft("the client left before sending its whole body")
+
+
+async def _read(content: StreamReader) -> bytes:
+    """The next bytes the client sent; none once it has left."""
+    try:
+        return await content.readany()
+    except ConnectionResetError:
+        return b""
 
 
 def too_large(limit_bytes: int) -> Refusal:
@@ -119,7 +127,10 @@ async def receive(request: web.Request, budget: BodyBudget, limit_bytes: int) ->
     got = 0
     try:
         while got < length:
-            chunk = await request.content.readany()
+            try:
+                chunk = await request.content.readany()
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
                 raise ClientLeft("the client left before sending its whole body")
             view[got : got + len(chunk)] = chunk

@@ -91,6 +91,7 @@ class Forwarder:
             self.gate.refused()
             return refusal_response(refusal)
         except ClientLeft:
+            self.gate.abandoned += 1
             raise web.HTTPBadRequest() from None  # nobody is there to read an answer
         try:
             return await self._through(request, body, started)
