@@ -17,11 +17,18 @@ own CPU per 1,000 chunks.
 
 The clients are raw asyncio sockets in one event loop (`bench/_front_door_wire.py`), so the
 reader adds little of its own.
+
+`--bodies` measures instead what large request bodies cost the door's memory: its resident
+size before, after one 200 MB body, at its peak during four 250 MB bodies at once, and after,
+for the door as it runs (bodies kept within `--body-memory-mib`, 64 MiB; the rest streamed)
+and, as the baseline in the same run, a door that keeps every body (`--body-memory-mib
+1024`, as the door did before it had a budget). The upstream reads each body and drops it.
 Against the real vLLM (VRAMTOP_VLLM_PYTHON and VRAMTOP_TINY_MODEL, `.ci/setup-vllm`), `--sim`
 (the simulated server), or `--url`, a server already running (asked with VLLM_API_KEY when
 that is set).
 
     python -m bench.bench_front_door [--runs 3] [--sim] [--url URL]
+    python -m bench.bench_front_door --bodies
 """
 
 from __future__ import annotations
@@ -38,8 +45,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -239,13 +248,89 @@ def start_server(args: argparse.Namespace, home: Path, tries: int = 3) -> str:
     raise RuntimeError(f"the server did not serve a first generation in {tries} starts")
 
 
-def start_door(upstream: str, home: Path, name: str) -> tuple[str, psutil.Process]:
+def start_door(upstream: str, home: Path, name: str, *extra: str) -> tuple[str, psutil.Process]:
     port = free_port()
     argv = [sys.executable, "-m", "vramtop.frontdoor", "--listen", f"127.0.0.1:{port}"]
-    proc = spawn([*argv, "--upstream", upstream], dict(os.environ), home / f"{name}.log")
+    proc = spawn([*argv, "--upstream", upstream, *extra], dict(os.environ), home / f"{name}.log")
     url = f"http://127.0.0.1:{port}"
     wait_health(url, proc, 60)
     return url, psutil.Process(proc.pid)
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """Reads a body a megabyte at a time and drops it; `/health` answers."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        left = int(self.headers.get("Content-Length", "0"))
+        while left > 0:
+            left -= len(self.rfile.read(min(left, 1 << 20)))
+        self.do_GET()
+
+
+def _mb(proc: psutil.Process) -> float:
+    return float(proc.memory_info().rss) / 1e6
+
+
+def _post_bodies(url: str, sizes: list[int], proc: psutil.Process) -> float:
+    """POST a body of each size at once; the door's peak resident MB meanwhile."""
+    done = threading.Event()
+    failures: list[str] = []
+
+    def one(size: int) -> None:
+        try:
+            answer = httpx.post(url + "/v1/completions", content=b"x" * size, timeout=600)
+            if answer.status_code != 200:
+                failures.append(f"{answer.status_code} for {size} bytes")
+        except httpx.HTTPError as exc:
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=one, args=(size,)) for size in sizes]
+    for t in threads:
+        t.start()
+    peak = _mb(proc)
+    while not done.wait(0.02):
+        peak = max(peak, _mb(proc))
+        if not any(t.is_alive() for t in threads):
+            done.set()
+    if failures:
+        raise RuntimeError("; ".join(failures))
+    return peak
+
+
+def body_memory(home: Path) -> dict[str, float]:
+    sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    sink.daemon_threads = True
+    threading.Thread(target=sink.serve_forever, daemon=True).start()
+    upstream = f"http://127.0.0.1:{sink.server_address[1]}"
+    figures: dict[str, float] = {}
+    print("front door resident memory (MB) with large request bodies")
+    print(f"{'':34}{'before':>8}{'200 MB':>8}{'4×250 peak':>12}{'after':>8}")
+    for name, extra in (("keeps every body (baseline)", ["--body-memory-mib", "1024"]),
+                        ("budget 64 MiB (default)", [])):  # fmt: skip
+        url, proc = start_door(upstream, home, f"bodies-{len(figures)}", *extra)
+        before = _mb(proc)
+        _post_bodies(url, [200 * 10**6], proc)
+        one = _mb(proc)
+        peak = _post_bodies(url, [250 * 10**6] * 4, proc)
+        after = _mb(proc)
+        print(f"{name:34}{before:>8.0f}{one:>8.0f}{peak:>12.0f}{after:>8.0f}")
+        key = "baseline" if extra else "door"
+        figures |= {f"{key}_after_200mb": one, f"{key}_peak_4x250mb": peak, f"{key}_after": after}
+        proc.terminate()
+    ratio = figures["door_peak_4x250mb"] / figures["baseline_peak_4x250mb"]
+    print(f"peak during 4×250 MB, door ÷ baseline: {ratio:.3f}")
+    sink.shutdown()
+    return figures
 
 
 def main() -> int:
@@ -258,7 +343,17 @@ def main() -> int:
     parser.add_argument("--sim", action="store_true", help="the simulated server, not vLLM")
     parser.add_argument("--url", help="a server already running (its /health answers)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--bodies", action="store_true", help="the door's memory with large request bodies"
+    )
     args = parser.parse_args()
+    if args.bodies:
+        home = Path(tempfile.mkdtemp(prefix="vramtop-bench-door-"))
+        atexit.register(shutil.rmtree, home, True)
+        memory = body_memory(home)
+        if args.json:
+            print(json.dumps(memory))
+        return 0
     real = not (args.sim or args.url)
     # The simulated server serves its own model name; vLLM the e2e one.
     args.model = None if args.sim else SERVED_NAME

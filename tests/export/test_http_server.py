@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from tests.export.test_exporter import CARD
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
-from vramtop.export.http_server import WORKERS, MetricsServer
+from vramtop.export.http_server import MAX_HEAD_BYTES, WORKERS, MetricsServer
 from vramtop.machines.interface import Backend, Frame
 
 
@@ -83,6 +83,30 @@ def test_past_the_limit_the_longest_idle_connection_makes_room_for_a_scrape() ->
             for sock in sockets:
                 sock.close()
     assert answer.status_code == 200
+
+
+def test_a_scrape_is_answered_while_clients_send_half_a_request() -> None:
+    # Each sends the first line of a request and never the rest; the server waits for them
+    # far longer than the scrape's deadline, so only a scrape answered beside them passes.
+    with serving(registry(), idle_timeout_s=600) as server:
+        sockets = idle(server.server_port, 50)
+        try:
+            for sock in sockets:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=30)
+        finally:
+            for sock in sockets:
+                sock.close()
+    assert answer.status_code == 200 and "probe_value 7.0" in answer.text
+
+
+def test_a_request_head_past_the_limit_is_closed() -> None:
+    with serving(registry(), idle_timeout_s=600) as server:
+        (sock,) = idle(server.server_port, 1)
+        with sock:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Long: " + b"a" * (MAX_HEAD_BYTES + 10))
+            assert sock.recv(1) == b""  # closed, not answered nor kept
+        wait_for(lambda: server.open_connections == 0)
 
 
 class OneSample(Backend):

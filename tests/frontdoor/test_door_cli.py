@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from tests.frontdoor.test_door_holding import wait_for
+from vramtop.frontdoor.stats_file import STATS_KEYS
 from vramtop.sim.machine import free_port
 
 
@@ -88,3 +93,60 @@ def test_an_address_in_use_is_said_as_such() -> None:
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def stats_args(path: Path) -> list[str]:
+    return ["--listen", f"127.0.0.1:{free_port()}", "--stats-file", str(path)]
+
+
+@pytest.mark.parametrize("case", ["foreign", "json", "link", "link-to-stats", "big", "dir"])
+def test_a_stats_file_the_door_did_not_write_is_refused(tmp_path: Path, case: str) -> None:
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    path = tmp_path / "stats.json"
+    if case == "foreign":
+        path = target
+    elif case == "json":
+        path.write_text('{"pid": 1, "name": "some other program"}')
+    elif case == "link":
+        path.symlink_to(target)
+    elif case == "link-to-stats":
+        (tmp_path / "real.json").write_text(json.dumps(dict.fromkeys(STATS_KEYS, 0)))
+        path.symlink_to(tmp_path / "real.json")
+    elif case == "big":
+        path.write_text(json.dumps({**dict.fromkeys(STATS_KEYS, 0), "pad": "x" * 70_000}))
+    elif case == "dir":
+        path.mkdir()
+    before = target.read_bytes()
+    done = door(*stats_args(path))
+    assert done.returncode == 2
+    assert f"--stats-file {path}" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert target.read_bytes() == before
+    assert path.is_symlink() == case.startswith("link")
+
+
+def test_a_stats_file_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
+    done = door(*stats_args(tmp_path / "nowhere" / "stats.json"))
+    assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def test_a_previous_stats_file_is_replaced(door_factory: Any, tmp_path: Path) -> None:
+    path = tmp_path / "stats.json"
+    path.write_text(json.dumps({**dict.fromkeys(STATS_KEYS, 0), "pid": 1}))
+    path.chmod(0o600)
+    d = door_factory(f"http://127.0.0.1:{free_port()}", "--stats-file", str(path))
+    assert wait_for(lambda: json.loads(path.read_text())["pid"] == d.proc.pid)
+
+
+def test_a_file_put_in_the_stats_file_place_is_left_alone(
+    door_factory: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "stats.json"
+    d = door_factory(f"http://127.0.0.1:{free_port()}", "--stats-file", str(path))
+    assert wait_for(lambda: path.exists())
+    path.unlink()
+    path.write_text("someone else's\n")  # a new file in its place, between two writes
+    httpx.get(d.url + "/nowhere")  # a change the door would write out
+    assert wait_for(lambda: "stopped writing its stats" in d.text())
+    assert path.read_text() == "someone else's\n"

@@ -118,6 +118,7 @@ def test_a_request_held_too_long_gets_a_503_it_can_read(door_factory: Any) -> No
                 "message": "vramtop's front door held this request for 1 s while vLLM "
                 "restarted, and vLLM is not serving yet",
                 "type": "server_restarting",
+                "param": None,
                 "code": 503,
             }
         }

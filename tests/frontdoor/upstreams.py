@@ -1,7 +1,8 @@
 """Small real HTTP upstreams for the door's tests, each on a port of its own in a thread: one
 that echoes what it was sent and answers with chosen headers, a fixed SSE stream whose exact
-bytes the test knows, one that breaks off mid-stream, a gzip answer, a body echo, and the
-list of what it was asked (`/seen`)."""
+bytes the test knows, one that breaks off mid-stream, a gzip answer, a body echo (its length
+or its chunks), one that never answers (`/hang`) or hangs after its first event
+(`/sse-hang`), and the list of what it was asked (`/seen`)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,17 @@ class _Handler(BaseHTTPRequestHandler):
                 if gap:
                     time.sleep(gap)
             self.wfile.write(b"0\r\n\r\n")
+        elif parts.path == "/hang":
+            self.server.stopping.wait()  # type: ignore[attr-defined]
+            self.close_connection = True
+        elif parts.path == "/sse-hang":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self._chunk(sse_events(1)[1])
+            self.server.stopping.wait()  # type: ignore[attr-defined]
+            self.close_connection = True
         elif parts.path == "/seen":
             self._send(200, json.dumps(seen).encode(), [("Content-Type", "application/json")])
         elif parts.path == "/gzip":
@@ -97,23 +109,52 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b'{"detail": "Not Found"}', [("Content-Type", "application/json")])
 
+    def _body(self) -> bytes:
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = b""
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            body += self.rfile.read(size)
+            self.rfile.readline()
+        self.rfile.readline()
+        return body
+
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        body = self.rfile.read(length)
+        body = self._body()
+        if self.path.startswith("/drop-once") and self.path not in self.server.dropped:  # type: ignore[attr-defined]
+            # The first time: the body read, then the connection closed without an answer
+            # once the test says so (`drop_now`), as a vLLM stopped during a restart does.
+            self.server.dropped.add(self.path)  # type: ignore[attr-defined]
+            self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
+            self.server.drop_now.wait()  # type: ignore[attr-defined]
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
         self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
         self._send(200, body, [("Content-Type", "application/octet-stream")])
 
 
 @contextmanager
-def upstream() -> Iterator[str]:
-    """A running test upstream; yields its URL."""
+def upstream_server() -> Iterator[ThreadingHTTPServer]:
+    """A running test upstream; yields the server (`drop_now` releases `/drop-once`)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
     server.seen = []  # type: ignore[attr-defined]
+    server.stopping = threading.Event()  # type: ignore[attr-defined]
+    server.drop_now = threading.Event()  # type: ignore[attr-defined]
+    server.dropped = set()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
     finally:
+        server.stopping.set()  # type: ignore[attr-defined]
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def upstream() -> Iterator[str]:
+    """A running test upstream; yields its URL."""
+    with upstream_server() as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -2,18 +2,21 @@
 
 prometheus_client's own server starts a thread per connection and lets it wait for a request
 for as long as the client keeps the socket open: 800 idle sockets held 800 threads. Here one
-thread accepts and watches every open connection with a selector; a connection is handed to
-one of `workers` threads only once its request has begun to arrive, a connection idle for
-`idle_timeout_s` is closed, and past `max_connections` the longest idle one is closed to make
-room, so a scraper still gets in. A worker reads the request with the same timeout (a client
-that sends half a request holds it that long, no longer), answers it with prometheus_client's
-own handler (the text or OpenMetrics format, gzip, `name[]` filters) and closes the
-connection, as that handler does (HTTP/1.0).
+thread accepts and watches every open connection with a selector, and reads each request's
+head (its line and headers) as it arrives, without blocking; a connection is handed to one of
+`workers` threads only once its whole head is in. So a client that sends half a request holds
+no worker: 50 of them once kept every worker waiting and a scrape behind them. A connection
+whose head is not in within `idle_timeout_s` of its opening is closed, a head over
+`MAX_HEAD_BYTES` too, and past `max_connections` the longest-open one is closed to make
+room, so a scraper still gets in. A worker answers with prometheus_client's own handler (the
+text or OpenMetrics format, gzip, `name[]` filters) and closes the connection, as that
+handler does (HTTP/1.0).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import selectors
 import socket
 import threading
@@ -28,6 +31,9 @@ from prometheus_client.registry import Collector
 WORKERS = 4
 IDLE_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
+# A scrape's request line and headers are a few hundred bytes.
+MAX_HEAD_BYTES = 16 * 1024
+_END_OF_HEAD = (b"\r\n\r\n", b"\n\n")
 _TICK_S = 0.5  # how often idle connections are looked at
 
 
@@ -66,8 +72,10 @@ class MetricsServer:
         self._selector = selectors.DefaultSelector()
         self._waker_r, self._waker_w = socket.socketpair()
         self._waker_r.setblocking(False)
-        # Connections waiting for their request: socket -> when it was accepted.
+        # Connections waiting for their request: socket -> when it was accepted; and what
+        # came of their request's head so far.
         self._idle: dict[socket.socket, float] = {}
+        self._heads: dict[socket.socket, bytearray] = {}
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -107,7 +115,7 @@ class MetricsServer:
                     self._accept()
                 else:
                     assert isinstance(sock, socket.socket)
-                    self._hand_over(sock)
+                    self._read_head(sock)
             self._close_idle()
         for sock in list(self._idle):
             self._drop(sock)
@@ -127,12 +135,28 @@ class MetricsServer:
             self._idle[conn] = self._monotonic()
             self._selector.register(conn, selectors.EVENT_READ)
 
-    def _hand_over(self, conn: socket.socket) -> None:
-        """Its request is arriving: a worker reads and answers it."""
+    def _read_head(self, conn: socket.socket) -> None:
+        """What arrived of its request; handed to a worker once the head is whole."""
+        try:
+            data = conn.recv(MAX_HEAD_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        head = self._heads.setdefault(conn, bytearray())
+        head += data
+        if not data or len(head) > MAX_HEAD_BYTES:
+            self._drop(conn)  # gone, or no scrape
+        elif any(end in head for end in _END_OF_HEAD):
+            self._hand_over(conn, bytes(head))
+
+    def _hand_over(self, conn: socket.socket, head: bytes) -> None:
+        """Its request's head is in: a worker answers it."""
         self._selector.unregister(conn)
         self._idle.pop(conn, None)
+        self._heads.pop(conn, None)
         try:
-            self._pool.submit(self._answer, conn)
+            self._pool.submit(self._answer, conn, head)
         except RuntimeError:  # shutting down
             conn.close()
 
@@ -144,15 +168,16 @@ class MetricsServer:
 
     def _drop(self, conn: socket.socket) -> None:
         self._idle.pop(conn, None)
+        self._heads.pop(conn, None)
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(conn)
         conn.close()
 
     # --- a worker ----------------------------------------------------------------------------
-    def _answer(self, conn: socket.socket) -> None:
+    def _answer(self, conn: socket.socket, head: bytes) -> None:
         try:
             conn.setblocking(True)
-            self._handler(conn, conn.getpeername(), self)
+            self._handler(conn, conn.getpeername(), self, head)
         except OSError:
             pass  # the client went away
         finally:
@@ -162,8 +187,22 @@ class MetricsServer:
 
 
 def _handler_for(registry: Collector, timeout_s: float) -> type[Any]:
-    """prometheus_client's handler for `registry`, reading a request for at most `timeout_s`
-    (StreamRequestHandler's `timeout`) and logging nothing."""
-    handler: type[Any] = MetricsHandler.factory(registry)
-    handler.timeout = timeout_s
-    return handler
+    """prometheus_client's handler for `registry`, reading the request from the head the
+    accepting thread read, writing for at most `timeout_s` (StreamRequestHandler's
+    `timeout`)."""
+    base: type[Any] = MetricsHandler.factory(registry)
+
+    class _FromHead(base):  # type: ignore[misc]
+        timeout = timeout_s
+        rfile: Any
+
+        def __init__(self, request: Any, client_address: Any, server: Any, head: bytes) -> None:
+            self._head = head
+            super().__init__(request, client_address, server)
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile.close()  # the socket's own reader: the head was read already
+            self.rfile = io.BytesIO(self._head)
+
+    return _FromHead

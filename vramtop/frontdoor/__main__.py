@@ -1,9 +1,10 @@
 """`python -m vramtop.frontdoor --listen HOST:PORT --upstream http://127.0.0.1:INTERNAL …`
 
 The front door as a process of its own. Bad arguments (an address, a hold time, an unreadable
-or shared token file) are a message and exit 2; an address it cannot listen on, exit 1.
-SIGTERM (or Ctrl+C) stops it accepting, answers the requests still held, lets those in flight
-finish for up to 10 s, and exits 0.
+or shared token file, a stats file it did not write) are a message and exit 2; an address it
+cannot listen on, exit 1. SIGTERM (or Ctrl+C) stops it accepting, answers the requests still
+held, lets those in flight finish for up to `--stop-grace-s` (10 s), cuts what is left then,
+and exits 0.
 """
 
 from __future__ import annotations
@@ -21,9 +22,14 @@ from pathlib import Path
 from aiohttp import web
 
 from vramtop import files
-from vramtop.frontdoor import protocol
-from vramtop.frontdoor.app import DoorSettings, make_app
+from vramtop.frontdoor import protocol, stats_file
+from vramtop.frontdoor.app import DoorSettings, cut_at, make_app
+from vramtop.frontdoor.wire import DoorRunner
 from vramtop.outcomes import ExitCode
+
+# After the stop's deadline, the time the requests cut then have to end (their 503 written,
+# their connections closed) before aiohttp stops waiting for them.
+_LAST_WORDS_S = 2.0
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -50,6 +56,26 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _grace(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the grace is 0 seconds or more")
+    return value
+
+
+def _mib(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MiB") from None
+    if not math.isfinite(value) or value < 0 or value > 1024 * 1024:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of MiB, from 0 to 1048576")
+    return int(value * 1024 * 1024)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vramtop.frontdoor",
@@ -71,7 +97,34 @@ def parser() -> argparse.ArgumentParser:
         help="how long a held request waits before its 503 (default 600)",
     )
     p.add_argument("--token-file", type=Path, metavar="PATH", help="the control routes' token")
-    p.add_argument("--stats-file", type=Path, metavar="PATH", help="the status JSON, each second")
+    p.add_argument(
+        "--stats-file",
+        type=Path,
+        metavar="PATH",
+        help="the status JSON, each second (a new file, or one the door wrote before)",
+    )
+    p.add_argument(
+        "--max-body-mib",
+        type=_mib,
+        default=protocol.MAX_BODY_BYTES,
+        metavar="MIB",
+        help="the largest request body forwarded; a larger one is a 413 (default 256)",
+    )
+    p.add_argument(
+        "--body-memory-mib",
+        type=_mib,
+        default=protocol.BODY_MEMORY_BYTES,
+        metavar="MIB",
+        help="request bodies kept in memory, all together; the others stream (default 64)",
+    )
+    p.add_argument(
+        "--stop-grace-s",
+        type=_grace,
+        default=protocol.STOP_GRACE_S,
+        metavar="S",
+        help="after SIGTERM, how long requests in flight may finish before they are cut "
+        f"(default {protocol.STOP_GRACE_S:g})",
+    )
     return p
 
 
@@ -99,8 +152,9 @@ def read_token(path: Path) -> str:
 
 
 async def serve(host: str, port: int, settings: DoorSettings) -> None:
-    runner = web.AppRunner(
-        make_app(settings), access_log=None, shutdown_timeout=protocol.STOP_GRACE_S
+    app = make_app(settings)
+    runner = DoorRunner(
+        app, access_log=None, shutdown_timeout=settings.stop_grace_s + _LAST_WORDS_S
     )
     await runner.setup()
     try:
@@ -118,7 +172,13 @@ async def serve(host: str, port: int, settings: DoorSettings) -> None:
         flush=True,
     )
     await stop.wait()
-    await runner.cleanup()
+    # One deadline for every request under way: aiohttp's own wait (twice its timeout, the
+    # second time for handlers it could not cancel) is cut short by it.
+    deadline = asyncio.create_task(cut_at(app, settings.stop_grace_s))
+    try:
+        await runner.cleanup()
+    finally:
+        deadline.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,8 +191,17 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"vramtop front door: {exc}", file=sys.stderr)
             return ExitCode.USAGE
+    if args.stats_file is not None and (why := stats_file.problem(args.stats_file)):
+        print(f"vramtop front door: {why}", file=sys.stderr)
+        return ExitCode.USAGE
     settings = DoorSettings(
-        upstream=args.upstream, hold_s=args.hold_s, token=token, stats_file=args.stats_file
+        upstream=args.upstream,
+        hold_s=args.hold_s,
+        token=token,
+        stats_file=args.stats_file,
+        max_body_bytes=args.max_body_mib,
+        body_memory_bytes=args.body_memory_mib,
+        stop_grace_s=args.stop_grace_s,
     )
     host, port = args.listen
     try:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import math
 import os
 import time
@@ -18,14 +19,18 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from vramtop import files
 from vramtop.core.door_stats import summarize
 from vramtop.frontdoor import protocol
+from vramtop.frontdoor.bodies import BodyBudget
 from vramtop.frontdoor.gate import Gate
 from vramtop.frontdoor.proxy import Forwarder
+from vramtop.frontdoor.stats_file import StatsWriter
 
-# A request body may be a long prompt: aiohttp's own limit is 1 MiB.
-MAX_REQUEST_BYTES = 256 * 1024 * 1024
+log = logging.getLogger(__name__)
+
+# The control routes' bodies are a few words of JSON (aiohttp's own limit is 1 MiB); the
+# forwarded bodies have their own limit (`DoorSettings.max_body_bytes`).
+MAX_CONTROL_BYTES = 64 * 1024
 STATS_EVERY_S = 1.0
 # Connections to vLLM kept open for reuse; vLLM's own limit on requests is far higher.
 POOL_LIMIT = 1000
@@ -37,6 +42,9 @@ class DoorSettings:
     hold_s: float = protocol.DEFAULT_HOLD_S
     token: str | None = None
     stats_file: Path | None = None
+    max_body_bytes: int = protocol.MAX_BODY_BYTES
+    body_memory_bytes: int = protocol.BODY_MEMORY_BYTES
+    stop_grace_s: float = protocol.STOP_GRACE_S
 
 
 GATE = web.AppKey("gate", Gate)
@@ -62,6 +70,8 @@ def status(app: web.Application) -> dict[str, Any]:
         # Added: requests ever held, and those whose client left before their answer.
         "held_total": gate.held_total,
         "abandoned": gate.abandoned,
+        # Added: the request bodies kept in memory now, of the door's budget for them.
+        "bodies_kept_bytes": app[FORWARDER].budget.kept_bytes,
     }
 
 
@@ -150,16 +160,12 @@ async def _fail(request: web.Request) -> web.Response:
     return _json({"failed": request.app[GATE].fail(reason)})
 
 
-async def _write_stats(app: web.Application) -> None:
-    path = app[SETTINGS].stats_file
-    if path is None:
-        return
+async def _write_stats(app: web.Application, writer: StatsWriter) -> None:
     last = b""
     while True:
         data = json.dumps(status(app)).encode()
         if data != last:
-            with contextlib.suppress(OSError):
-                files.write_atomic(path, data)
+            writer.write(data)
             last = data
         await asyncio.sleep(STATS_EVERY_S)
 
@@ -173,16 +179,19 @@ async def _lifecycle(app: web.Application) -> Any:
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
         cookie_jar=aiohttp.DummyCookieJar(),
     )
-    app[FORWARDER] = Forwarder(app[GATE], session)
-    writer = asyncio.create_task(_write_stats(app))
+    settings = app[SETTINGS]
+    budget = BodyBudget(settings.body_memory_bytes)
+    app[FORWARDER] = Forwarder(app[GATE], session, budget, settings.max_body_bytes)
+    path = settings.stats_file
+    stats = StatsWriter(path) if path is not None else None
+    writer = asyncio.create_task(_write_stats(app, stats)) if stats is not None else None
     yield
-    writer.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await writer
-    path = app[SETTINGS].stats_file
-    if path is not None:
-        with contextlib.suppress(OSError):
-            files.write_atomic(path, json.dumps(status(app)).encode())
+    if writer is not None:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+    if stats is not None:
+        stats.write(json.dumps(status(app)).encode())
     await session.close()
 
 
@@ -195,8 +204,50 @@ async def _stop_holding(app: web.Application) -> None:
     app[GATE].stop()
 
 
+async def cut_at(app: web.Application, grace_s: float) -> None:
+    """The stop's deadline, `grace_s` after SIGTERM: the requests still forwarded are cut or
+    answered (their upstream connections closed: no answer begun is the 503), and the log
+    says how many."""
+    await asyncio.sleep(grace_s)
+    forwarder = app[FORWARDER]
+    open_now = forwarder.cut()
+    await forwarder.session.close()
+    if open_now:
+        log.warning(
+            "stopping: %d request(s) still under way after the %g s grace were cut",
+            open_now,
+            grace_s,
+        )
+
+
+@web.middleware
+async def _answers(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every answer the door gives itself in OpenAI's error shape: a request-target it does not
+    forward (400), aiohttp's own refusals, and a failure of the door's (500, logged)."""
+    problem = protocol.target_problem(
+        request.method, request.raw_path, (request.version.major, request.version.minor)
+    )
+    if problem is not None:
+        log.warning("refused a request from %s: %s", request.remote, problem)
+        refused = _json(protocol.bad_request(problem), 400)
+        refused.force_close()  # what else the client sends on this connection is suspect
+        return refused
+    try:
+        answer: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        kind = "bad_request" if exc.status < 500 else "internal_error"
+        said = f"vramtop's front door: {exc.reason.lower()}"
+        return _json(protocol.error_body(said, kind, exc.status), exc.status)
+    except Exception:
+        log.exception("a request failed in the front door")
+        return _json(protocol.door_failed(), 500)
+    return answer
+
+
 def make_app(settings: DoorSettings) -> web.Application:
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+    app = web.Application(client_max_size=MAX_CONTROL_BYTES, middlewares=[_answers])
     app[SETTINGS] = settings
     app[GATE] = Gate(settings.upstream, settings.hold_s)
     app[STARTED] = time.time()

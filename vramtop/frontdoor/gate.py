@@ -47,6 +47,7 @@ class Gate:
         self.clock = clock
         # Without an upstream there is nothing to forward to: the door holds until a release.
         self.holding = upstream is None
+        self.stopping = False
         self.in_flight = 0
         self.served = 0
         self.failed = 0
@@ -73,6 +74,8 @@ class Gate:
         """The upstream to forward to, once the door lets the request through; counted in
         flight until `finished`. Raises `Refusal` for a held request that timed out or was
         failed. `arrived` keeps a re-held request's place in time."""
+        if self.stopping:
+            raise Refusal(503, protocol.door_stopping(), protocol.RETRY_AFTER_S)
         if not self.holding and self.upstream is not None:
             self._start()
             return self.upstream
@@ -141,8 +144,11 @@ class Gate:
         return self._refuse_all(lambda: protocol.not_serving(reason))
 
     def stop(self) -> int:
-        """The door is stopping: the held requests are answered rather than dropped."""
+        """The door is stopping: the held requests are answered rather than dropped, and so
+        is any request that would wait from now on (one vLLM dropped, one on a connection
+        kept open)."""
         self.holding = True
+        self.stopping = True
         return self._refuse_all(protocol.door_stopping)
 
     # -- inside ---------------------------------------------------------------------------------

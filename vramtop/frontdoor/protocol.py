@@ -5,6 +5,7 @@ supervisor can import it without loading the door's server.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from vramtop.core.addresses import parse_host_port
@@ -19,8 +20,17 @@ TOKEN_HEADER = "X-Vramtop-Door-Token"
 DEFAULT_HOLD_S = 600.0
 DEFAULT_DRAIN_S = 120.0
 RETRY_AFTER_S = 30
-# SIGTERM lets the requests in flight finish this long before the door exits.
+# SIGTERM lets the requests in flight finish this long before the door exits: one deadline
+# for them all, after which those still under way are answered (no answer begun: the 503) or
+# cut (an answer begun). README's "The front door" says the same number.
 STOP_GRACE_S = 10.0
+# One request's body: what a long prompt (or a few images as base64) needs, and no more.
+MAX_BODY_BYTES = 256 * 1024 * 1024
+# The bodies the door keeps in memory, all requests together: a body is kept (read whole, so
+# that a request vLLM dropped during a restart can be sent again) only while it fits here;
+# every other body streams to vLLM as it arrives, waiting in the client's connection while
+# the request is held.
+BODY_MEMORY_BYTES = 64 * 1024 * 1024
 
 # Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded either way.
 HOP_BY_HOP = frozenset(
@@ -41,7 +51,63 @@ HOP_BY_HOP = frozenset(
 
 def error_body(message: str, kind: str, code: int) -> JsonObject:
     """OpenAI's error shape, which the agent's client already knows how to read."""
-    return {"error": {"message": message, "type": kind, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def body_too_large(limit_bytes: int) -> JsonObject:
+    return error_body(
+        f"vramtop's front door takes request bodies of up to {limit_bytes / 2**20:g} MiB "
+        "(its --max-body-mib); this one is larger and was not forwarded",
+        "request_too_large",
+        413,
+    )
+
+
+def bad_request(why: str) -> JsonObject:
+    """A request the door cannot forward as it came (its target, its framing)."""
+    return error_body(
+        f"vramtop's front door did not forward this request: {why}", "bad_request", 400
+    )
+
+
+def door_failed() -> JsonObject:
+    return error_body(
+        "vramtop's front door failed on this request (its log says why) and did not forward it",
+        "internal_error",
+        500,
+    )
+
+
+# A path segment that is `.` or `..`, literal or percent-encoded, or an empty one (`//`).
+_AMBIGUOUS_SEGMENT = re.compile(r"(?:^|/)(?:\.|%2e){1,2}(?:/|$)|//", re.IGNORECASE)
+
+
+def target_problem(method: str, target: str, version: tuple[int, int]) -> str | None:
+    """Why the door does not forward a request-target as it came, or None.
+
+    The door forwards a path on vLLM's API (origin-form, `/v1/...`) byte for byte. The other
+    forms are a proxy's (`GET http://host/x`, `CONNECT host:443`) or the server's own
+    (`OPTIONS *`); a path with `.`, `..` or empty segments may name one route to the door and
+    another to vLLM. The target itself is not repeated (it may carry a key in its query)."""
+    if version < (1, 0):
+        return "HTTP/0.9 requests carry no headers; use HTTP/1.1"
+    if method == "CONNECT":
+        return "CONNECT: the door is not a proxy to other hosts; send requests to its own paths"
+    if target == "*":
+        return "a request for '*' (the server as a whole): the door forwards paths only"
+    if not target.startswith("/"):
+        kind = "an absolute URL" if "://" in target else "a host name"
+        return (
+            f"its target is {kind}, a proxy's form: the door is not a proxy to other hosts; "
+            "send the path alone (/v1/...)"
+        )
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    if _AMBIGUOUS_SEGMENT.search(path):
+        return (
+            "its path has '.', '..' or empty ('//') segments, which the door and vLLM could "
+            "read as different routes; send the path without them"
+        )
+    return None
 
 
 def held_too_long(hold_s: float) -> JsonObject:

@@ -1,8 +1,9 @@
 """Forwarding one request to vLLM: headers and body through, the answer streamed back chunk by
 chunk as it arrives (`iter_any`), never re-encoded nor gathered whole.
 
-The request's body is read first (an OpenAI request is JSON, small beside what it asks for),
-so a held request keeps it while it waits and is sent with its own length.
+The request's body is kept whole while the door's body budget allows (an OpenAI request is
+JSON, small beside what it asks for), so a request vLLM drops during a restart is sent again
+to the new server; a body past the budget streams through (`bodies.py`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from yarl import URL
 
 from vramtop.core.door_stats import WINDOW, RequestTiming, SseTally
 from vramtop.frontdoor import protocol
+from vramtop.frontdoor.bodies import Body, BodyBudget, ClientLeft, receive, too_large
 from vramtop.frontdoor.gate import Gate, Refusal
 
 # Headers aiohttp's client would add on its own; the door sends only what the client sent.
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 # Request headers the door does not pass on as they came: the connection's own, the Host
-# (the upstream's is sent), the length (recomputed from the body, the same number) and an
-# Expect (the door has read the whole body already).
+# (the upstream's is sent), the length (the same number, set again with the body) and an
+# Expect (the door answered it: the client sends its body to the door).
 _DROPPED_REQUEST = protocol.HOP_BY_HOP | {"host", "content-length", "expect"}
 _DROPPED_RESPONSE = protocol.HOP_BY_HOP | {"content-length"}
 
@@ -65,15 +67,42 @@ def _measured(request: web.Request) -> bool:
 class Forwarder:
     """The door's catch-all handler: every route that is not the door's own."""
 
-    def __init__(self, gate: Gate, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        session: aiohttp.ClientSession,
+        budget: BodyBudget,
+        max_body_bytes: int = protocol.MAX_BODY_BYTES,
+    ) -> None:
         self.gate = gate
         self.session = session
+        self.budget = budget
+        self.max_body_bytes = max_body_bytes
         self.timings: deque[RequestTiming] = deque(maxlen=WINDOW)
+        # The requests forwarded now (by id: a request is not hashable), each with whether
+        # its answer has begun; a stop's deadline cuts those that have.
+        self._open: dict[int, tuple[web.Request, bool]] = {}
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
-        body = await request.read()
+        try:
+            body = await receive(request, self.budget, self.max_body_bytes)
+        except Refusal as refusal:
+            self.gate.refused()
+            return refusal_response(refusal)
+        except ClientLeft:
+            self.gate.abandoned += 1
+            raise web.HTTPBadRequest() from None  # nobody is there to read an answer
+        try:
+            return await self._through(request, body, started)
+        finally:
+            body.release()
+
+    async def _through(
+        self, request: web.Request, body: Body, started: float
+    ) -> web.StreamResponse:
         headers = _passed(request.headers, _DROPPED_REQUEST)
+        headers.update(body.headers())
         arrived: float | None = None
         while True:
             try:
@@ -87,12 +116,17 @@ class Forwarder:
                 self.gate.abandoned += 1
                 raise web.HTTPBadRequest()
             try:
+                self._open[id(request)] = (request, False)
                 return await self._forward(request, upstream, headers, body, started)
             except aiohttp.ClientError as exc:
                 # No answer came: vLLM refused the connection (it is not running) or closed it
-                # before answering (it stopped while reading the request).
+                # before answering (it stopped while reading the request), or the body did
+                # not come whole from the client.
                 self.gate.finished(ok=False)
-                if not self.gate.holding:
+                if body.too_large:
+                    self.gate.refused()
+                    return refusal_response(too_large(self.max_body_bytes))
+                if not self.gate.holding or not body.resendable:
                     self.gate.refused()
                     refused = isinstance(exc, aiohttp.ClientConnectorError)
                     said = protocol.upstream_unavailable() if refused else protocol.upstream_broke()
@@ -102,13 +136,24 @@ class Forwarder:
             except BaseException:
                 self.gate.finished(ok=False)
                 raise
+            finally:
+                self._open.pop(id(request), None)
+
+    def cut(self) -> int:
+        """The door's stop deadline passed: every answer under way is cut (the client sees an
+        incomplete answer, never a short one taken as whole). Those with no answer begun end
+        as their upstream connection closes. Returns how many were open."""
+        for request, answering in list(self._open.values()):
+            if answering:
+                _cut(request)
+        return len(self._open)
 
     async def _forward(
         self,
         request: web.Request,
         upstream: str,
         headers: CIMultiDict[str],
-        body: bytes,
+        body: Body,
         started: float,
     ) -> web.StreamResponse:
         # The target as the client wrote it, its escapes kept (yarl would re-encode them).
@@ -117,7 +162,7 @@ class Forwarder:
             request.method,
             url,
             headers=headers,
-            data=body if body else None,
+            data=body.data(),
             allow_redirects=False,
             skip_auto_headers=SKIP_AUTO_HEADERS,
         ) as answer:
@@ -130,6 +175,7 @@ class Forwarder:
                 response.content_length = answer.content_length
             stream = answer.content_type == "text/event-stream"
             tally = SseTally() if stream else None
+            self._open[id(request)] = (request, True)
             try:
                 await response.prepare(request)
             except (ConnectionResetError, aiohttp.ClientConnectionResetError):
