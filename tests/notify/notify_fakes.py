@@ -95,10 +95,12 @@ class Fakes:
 
 
 def end_hung(fakes: Fakes) -> None:
-    """End what hanging fakes are left (a test that failed half-way)."""
-    for shell, _child in fakes.hung():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(shell, signal.SIGKILL)
+    """End what hanging fakes are left (a test that failed half-way; code that did not put
+    them in a group of their own)."""
+    for shell, child in fakes.hung():
+        for pid in (shell, child):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def contention(t: float = 12.0, **evidence: object) -> Finding:
