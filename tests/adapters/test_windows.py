@@ -335,3 +335,27 @@ def test_close_during_a_slow_start_leaves_no_powershell(
     (pid,) = starts(fake_env)
     source.close()
     assert not alive(pid)
+
+
+def test_a_powershell_that_exits_leaving_a_child_on_its_output_is_started_again(
+    make_source: Any, fake_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The child held the reader on PowerShell's output forever: no restart, no reading."""
+    children = tmp_path / "children.log"
+    source = make_source("orphan", {"VRAMTOP_FAKE_PS_CHILD_LOG": str(children)})
+    wait_for(source, lambda r: len(starts(fake_env)) >= 2)
+    first = int(children.read_text().split()[0])
+    wait_for(source, lambda r: not alive(first))  # the child PowerShell left went with it
+
+
+def test_powershell_starts_from_windows_own_drive_where_there_is_one(
+    make_source: Any, tmp_path: Path
+) -> None:
+    cwds = tmp_path / "cwds.log"
+    drive = tmp_path / "c"
+    drive.mkdir()
+    for where in (drive, tmp_path / "no-drive"):
+        source = make_source("normal", {"VRAMTOP_FAKE_PS_CWD_LOG": str(cwds)}, windows_drive=where)
+        wait_for(source, lambda r: r.available)
+        source.close()
+    assert cwds.read_text().splitlines() == [str(drive), os.getcwd()]

@@ -4,9 +4,12 @@ real command; the session's diagnosis reads the states it records."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from sim_helpers import gone
 from supervisor_helpers import free_port
 
 from vramtop.config import Profile
@@ -92,3 +95,19 @@ def test_doctor_names_a_launch_command_that_cannot_run(home: Path) -> None:
         name="ok", argv=["python3", "-c", "pass"], port=free_port(), prelude="true"
     )
     assert launch_problem(with_prelude) is None
+
+
+def test_a_prelude_that_hangs_is_ended_with_all_it_started(home: Path, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hangs = Profile(
+        name="ok",
+        argv=["python3", "-c", "pass"],
+        port=free_port(),
+        prelude=f"sleep 1000 & echo $! > {pids}.tmp && mv {pids}.tmp {pids}; wait",
+    )
+    assert launch_problem(hangs, prelude_timeout_s=2) is None  # not known in time
+    (child,) = [int(pid) for pid in pids.read_text().split()]
+    deadline = time.monotonic() + 30
+    while not gone([child]):
+        assert time.monotonic() < deadline, "the prelude's sleep outlived the check"
+        threading.Event().wait(0.05)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping
 
 from vramtop.core.news import News
 from vramtop.notify.sending import SendFailed, said
+from vramtop.programs import TimedOut, run_program
 
 TIMEOUT_S = 10.0
 
@@ -34,15 +34,9 @@ class NotifySendSender:
         urgency = {"critical": "critical", "warning": "normal"}.get(news.severity, "low")
         argv = [found, "--app-name=vramtop", f"--urgency={urgency}", "--", news.title, news.body]
         try:
-            done = subprocess.run(
-                argv,
-                capture_output=True,
-                timeout=self._timeout_s,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            raise SendFailed(f"notify-send did not finish within {self._timeout_s:g} s") from None
+            done = run_program(argv, timeout_s=self._timeout_s)
+        except TimedOut as exc:
+            raise SendFailed(f"notify-send {exc}") from None
         except OSError as exc:
             raise SendFailed(f"notify-send could not run: {exc}") from None
         if done.returncode != 0:

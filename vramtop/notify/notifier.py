@@ -1,7 +1,9 @@
 """The Notifier: one news to every sender, the same news never twice in a row, and never a
-wait on a sender: `send` hands the news to a thread of its own, where each sender runs with
-a timeout of its own (a hung PowerShell or `--on-finding` command is killed there), so the
-guard's and the console's ticks never wait on a notification.
+wait on a sender: `send` hands the news to each sender's own thread, where it runs with a
+timeout of its own (a hung PowerShell or `--on-finding` command is killed there, with what it
+started). So the guard's and the console's ticks never wait on a notification, and the
+senders never wait on each other: a toast that hangs does not hold up notify-send. Each
+sender gets the news in the order they came.
 
 A sender that cannot send says why once per reason ("cannot notify: …", logged and handed to
 `on_problem`), never raises, and is asked again for the next news (interop may come back).
@@ -13,6 +15,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from vramtop.core.news import News
@@ -41,9 +44,10 @@ class Notifier:
         self._on_problem = on_problem
         self._last_key: str | None = None
         self._said: set[str] = set()
-        self._queue: queue.Queue[News | _Marker] = queue.Queue()
+        self._lanes = [_Lane(sender, self._send_one) for sender in self.senders]
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._said_lock = threading.Lock()
+        self._started = False
         self.sent = 0  # news handed to the senders (after dedup)
         self.problems: list[str] = []  # each "cannot notify: …" once
 
@@ -73,10 +77,13 @@ class Notifier:
                 self._last_key = news.key
                 if not self.senders:
                     return True
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="notifier", daemon=True)
-                    self._thread.start()
-            self._queue.put(news)
+                self.sent += 1
+                if not self._started:
+                    self._started = True
+                    for lane in self._lanes:
+                        lane.start()
+                for lane in self._lanes:  # (under the lock: every sender in the same order)
+                    lane.queue.put(news)
             return True
         except Exception:  # a notification must never take the guard or the console down
             log.exception("notifying failed")
@@ -85,25 +92,17 @@ class Notifier:
     def flush(self, timeout_s: float = CLOSE_WAIT_S) -> bool:
         """Wait until every news handed over has been through every sender (tests, and
         `close`); False when that took longer than `timeout_s`."""
-        done = threading.Event()
         with self._lock:
-            if self._thread is None:
+            if not self._started:
                 return True
-        self._queue.put(_Marker(done))
-        return done.wait(timeout_s)
+        marks = [_Marker(threading.Event()) for _ in self._lanes]
+        for lane, mark in zip(self._lanes, marks, strict=True):
+            lane.queue.put(mark)
+        deadline = time.monotonic() + timeout_s
+        return all(m.done.wait(max(0.0, deadline - time.monotonic())) for m in marks)
 
     def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
         self.flush(timeout_s)
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if isinstance(item, _Marker):
-                item.done.set()
-                continue
-            self.sent += 1
-            for sender in self.senders:
-                self._send_one(sender, item)
 
     def _send_one(self, sender: Sender, news: News) -> None:
         try:
@@ -115,10 +114,11 @@ class Notifier:
             self._problem(f"cannot notify: {sender.name}: {type(exc).__name__}: {exc}")
 
     def _problem(self, text: str) -> None:
-        if text in self._said:
-            return
-        self._said.add(text)
-        self.problems.append(text)
+        with self._said_lock:  # (each sender's thread)
+            if text in self._said:
+                return
+            self._said.add(text)
+            self.problems.append(text)
         log.warning("%s", text)
         if self._on_problem is not None:
             try:
@@ -130,6 +130,29 @@ class Notifier:
 class _Marker:
     def __init__(self, done: threading.Event) -> None:
         self.done = done
+
+
+class _Lane:
+    """One sender's thread and the news waiting for it."""
+
+    def __init__(self, sender: Sender, send_one: Callable[[Sender, News], None]) -> None:
+        self.sender = sender
+        self.queue: queue.Queue[News | _Marker] = queue.Queue()
+        self._send_one = send_one
+        self._thread = threading.Thread(
+            target=self._run, name=f"notifier-{sender.name}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if isinstance(item, _Marker):
+                item.done.set()
+            else:
+                self._send_one(self.sender, item)
 
 
 def stdout_writer() -> Callable[[str], None] | None:

@@ -9,15 +9,13 @@ is killed, with whatever it started (it runs in a process group of its own).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
-import subprocess
 
 from vramtop.core.news import News
 from vramtop.notify.sending import SendFailed, said
+from vramtop.programs import TimedOut, run_program
 
 TIMEOUT_S = 10.0
 
@@ -53,34 +51,13 @@ class OnFindingSender:
         }
         data = json.dumps(finding, default=str).encode()
         try:
-            proc = subprocess.Popen(
-                self._argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-            )
+            done = run_program(self._argv, stdin=data, env=env, timeout_s=self._timeout_s)
+        except TimedOut as exc:
+            raise SendFailed(f"--on-finding {self._argv[0]} {exc}") from None
         except OSError as exc:
             raise SendFailed(f"--on-finding {self._argv[0]} could not run: {exc}") from None
-        try:
-            _, err = proc.communicate(data, timeout=self._timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
+        if done.returncode != 0:
             raise SendFailed(
-                f"--on-finding {self._argv[0]} did not finish within {self._timeout_s:g} s "
-                "and was killed"
-            ) from None
-        if proc.returncode != 0:
-            raise SendFailed(
-                f"--on-finding {self._argv[0]} exited with code {proc.returncode}: {said(err)}"
+                f"--on-finding {self._argv[0]} exited with code {done.returncode}: "
+                f"{said(done.stderr)}"
             )
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):  # (a pipe a grandchild holds)
-        proc.communicate(timeout=5)

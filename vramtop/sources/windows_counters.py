@@ -32,6 +32,7 @@ from typing import IO
 
 from vramtop.core.windows.powershell import parse_line
 from vramtop.core.windows.reading import WindowsGpuReading, unavailable
+from vramtop.programs import WINDOWS_DRIVE, windows_cwd
 from vramtop.sources.host import is_wsl
 
 # "about_Execution_Policies", "execution policy", "ExecutionPolicy", "is not digitally signed".
@@ -180,8 +181,10 @@ class WindowsGpuSource:
         hang_after_s: float | None = None,
         check_interop: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        windows_drive: Path = WINDOWS_DRIVE,
     ) -> None:
         self.interval_s = interval_s
+        self._windows_drive = windows_drive
         self._env = dict(os.environ if env is None else env)
         self._powershell = powershell
         self._backoff = tuple(backoff_s) or (1.0,)
@@ -303,6 +306,7 @@ class WindowsGpuSource:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._env,
+                cwd=windows_cwd(self._windows_drive),  # (from Linux's file system: seconds)
                 start_new_session=True,  # its own group: close() kills everything it started
             )
         except OSError as exc:
@@ -330,9 +334,9 @@ class WindowsGpuSource:
             target=_drain, args=(proc.stderr, stderr_tail), name="windows-gpu-stderr", daemon=True
         )
         err_thread.start()
-        hung = threading.Event()
+        hung, read = threading.Event(), threading.Event()
         threading.Thread(
-            target=self._watch, args=(proc, hung), name="windows-gpu-watchdog", daemon=True
+            target=self._watch, args=(proc, hung, read), name="windows-gpu-watchdog", daemon=True
         ).start()
         produced = False
         assert proc.stdout is not None
@@ -350,6 +354,7 @@ class WindowsGpuSource:
                 self._latest = reading
                 self._latest_at = reading.t
                 self.lines += 1
+        read.set()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=2)  # stdout closed: PowerShell is on its way out
         _kill(proc, close_streams=True)
@@ -363,10 +368,17 @@ class WindowsGpuSource:
             self._set_problem(reason)
         return produced
 
-    def _watch(self, proc: subprocess.Popen[bytes], hung: threading.Event) -> None:
-        """Kill `proc` when it has printed nothing for `hang_after_s`; the loop restarts it."""
+    def _watch(
+        self, proc: subprocess.Popen[bytes], hung: threading.Event, read: threading.Event
+    ) -> None:
+        """Until its output is `read` to its end: kill `proc` when it has printed nothing for
+        `hang_after_s`, and what is left of its group once it has exited (a child holding its
+        output would keep the reader waiting forever); the loop restarts it."""
         step = min(1.0, self.hang_after_s / 4)
-        while not self._stop.wait(step) and proc.poll() is None:
+        while not self._stop.wait(step) and not read.is_set():
+            if proc.poll() is not None:
+                _kill(proc)
+                return
             with self._lock:
                 silent_s = time.monotonic() - self._heard_at
             if silent_s > self.hang_after_s:
@@ -412,9 +424,9 @@ def _drain(stream: IO[bytes] | None, tail: deque[str]) -> None:
 
 
 def _kill(proc: subprocess.Popen[bytes], close_streams: bool = False) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    """SIGKILL PowerShell's whole group: also what it left running after it exited itself."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=2)
     if not close_streams:

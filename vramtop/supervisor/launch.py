@@ -24,6 +24,7 @@ import psutil
 from vramtop import files
 from vramtop.core import secrets
 from vramtop.core.shell_words import shell_line
+from vramtop.programs import TimedOut, run_program
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
@@ -61,13 +62,16 @@ def prelude_env(prelude: str | None) -> dict[str, str]:
 PRELUDE_CHECK_TIMEOUT_S = 30.0
 
 
-def launch_problem(profile: Profile) -> str | None:
+def launch_problem(
+    profile: Profile, prelude_timeout_s: float = PRELUDE_CHECK_TIMEOUT_S
+) -> str | None:
     """Why the profile's launch command cannot run here (its program is not found, or not
     executable), in words; None when it can, or when that cannot be known in time.
 
     The program is looked for as the launch would: on the PATH of the profile's environment,
     or, with a prelude, on the PATH that prelude leaves (it is run, as a start runs it, with
-    `command -v` in place of the server)."""
+    `command -v` in place of the server; a prelude still running after `prelude_timeout_s`
+    is ended with all it started)."""
     if not profile.argv:
         return "the profile has no command to launch"
     program = profile.argv[0]
@@ -75,16 +79,13 @@ def launch_problem(profile: Profile) -> str | None:
     if profile.prelude and profile.prelude.strip():
         script = _RUN_PRELUDE + 'command -v -- "$1" >/dev/null'
         try:
-            done = subprocess.run(
+            done = run_program(
                 ["bash", "-c", script, "vllm-check", program],
                 env={**env, **prelude_env(profile.prelude)},
                 cwd=profile.cwd or None,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=PRELUDE_CHECK_TIMEOUT_S,
-                check=False,
+                timeout_s=prelude_timeout_s,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except (OSError, TimedOut) as exc:
             log.info("could not check the launch command: %s", exc)
             return None
         if done.returncode == 0:
