@@ -9,7 +9,9 @@ small. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 # The longest --max-model-len taken: beyond any model's context (the longest are ~10M tokens).
@@ -54,6 +56,33 @@ def whole_number(value: Any) -> int | None:
             return None
         value = int(value)
     return value if abs(value) <= 2**53 else None
+
+
+def version_problem(data: Mapping[str, Any], newest: int) -> str | None:
+    """What is wrong with the format `version` of a file read as `data` (None: one this
+    vramtop reads, from 1 to `newest`). Only a larger whole number is a newer format; any
+    other value (text such as "1", a fraction, true, null, 0 or below, none at all) is a
+    damaged file."""
+    if "version" not in data:
+        return "damaged: it has no format version"
+    value = data["version"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"damaged: its version must be a whole number from 1, got {json_shown(value)}"
+    if value > newest:
+        return (
+            f"its format version {json_shown(value)} is newer than this vramtop reads ({newest}); "
+            "update vramtop"
+        )
+    return None
+
+
+def json_shown(value: Any, limit: int = 40) -> str:
+    """`value` as it was written in JSON (`"1"`, `1.5`, `true`, `null`), cut to `limit`."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def model_len_problem(value: int) -> str | None:
