@@ -33,6 +33,9 @@ def _exit(argv: list[str]) -> int:
         ["--once", "--interval", "inf", "--url", "http://127.0.0.1:9"],
         ["--once", "--url", "http://[::1"],
         ["--once", "--url", "http://host:port"],
+        ["--once", "--url", "http://127.0.0.1:0"],  # port 0 reaches no server: bad input
+        ["--once", "--url", "http://127.0.0.1:"],
+        ["doctor", "--url", "http://[::1]:0"],
         ["record", "out.jsonl", "--url", "ftp://x"],
         ["relaunch", "--demo", "--timeout", "-1"],
         ["start", "--timeout", "0"],

@@ -121,22 +121,15 @@ def front_door(text: str) -> str:
 
 
 def server_url(text: str) -> str:
-    """A vLLM server's base URL: http(s), a host, a port that is a number. The message never
-    repeats a password written into the URL."""
-    import urllib.parse
-
+    """A vLLM server's base URL: http(s), a host, a port from 1 to 65535 where one is written
+    (`core.addresses.parse_url`). The message never repeats a password written into the URL."""
+    from vramtop.core.addresses import parse_url
     from vramtop.core.secrets import mask_url
 
     url = text.strip()
-    shown = mask_url(url)
     full = url if "://" in url else f"http://{url}"
     try:
-        parts = urllib.parse.urlsplit(full)
-        parts.port  # noqa: B018 (raises for a port that is not a number)
+        parse_url(full)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a usable URL: {mask_url(full)!r} ({exc})") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"not a usable URL: {shown!r} (give http://HOST:PORT, e.g. http://127.0.0.1:8000)"
-        )
     return url
