@@ -377,6 +377,32 @@ def test_a_model_dir_that_is_not_a_checkpoint_folder_is_named(
     assert code == 0, err
 
 
+@pytest.mark.parametrize("util", ["1e-320", "5e-324", "0.001", "0.3"])
+def test_a_budget_too_small_for_the_model_shows_no_negative_pool_and_says_so(
+    capsys: pytest.CaptureFixture[str], util: str
+) -> None:
+    argv = ("--total-gib", "31.84", "--weights-gib", "15", *LLAMA, "--util", util)
+    code, out, _ = calc(capsys, *argv)
+    assert code == 0
+    row = out.splitlines()[1].split()
+    assert float(row[0]) == float(util) and row[2] == "0.00" and "-" not in row[2]
+    assert f"at {row[0]} the budget" in out and "GiB short of the weights" in out
+    assert "no KV pool, vLLM would not start" in out
+    data = calc_json(capsys, *argv)
+    first = data["rows"][0]
+    assert first["kv_cache_gib"] == 0 and first["kv_shortfall_gib"] > 0 and not first["starts"]
+
+
+@pytest.mark.parametrize("typed", ["1_0", "0x1p-3", "٠.٥", "inf", "nan", "0.5.1", ""])
+def test_a_budget_not_written_as_a_plain_number_is_refused(
+    capsys: pytest.CaptureFixture[str], typed: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["calc", "--total-gib", "24", *MEASURED, *LLAMA, "--util", typed])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and "--util" in err and "Traceback" not in err
+
+
 def test_budget_is_an_alias_of_util(capsys: pytest.CaptureFixture[str]) -> None:
     base = ("--total-gib", "79.19", *MEASURED, *LLAMA, "--max-model-len", "8192")
     by_util = calc_json(capsys, *base, "--util", "0.9", "--util", "0.85")

@@ -5,7 +5,6 @@ never an unexpected error later."""
 from __future__ import annotations
 
 import argparse
-import math
 
 # Far beyond any memory size, duration, count or budget vramtop is given, and small enough
 # that every sum and product of them stays a finite float.
@@ -13,13 +12,15 @@ LIMIT = 1e12
 
 
 def finite_float(text: str) -> float:
+    """A number written plainly (`bounds.plain_number`: 0.85, 1e-3; not 1_0, inf, 0x1p-3)."""
+    from vramtop.core.bounds import plain_number, shown
+
     if len(text) > 64:
         raise argparse.ArgumentTypeError(f"not a usable number: {text[:20]!r}…")
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or abs(value) > LIMIT:
+    value = plain_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a number such as 0.85 or 1e-3: {shown(text)}")
+    if abs(value) > LIMIT:
         raise argparse.ArgumentTypeError(f"not a usable number: {text!r}")
     return value
 

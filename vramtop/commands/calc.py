@@ -245,6 +245,7 @@ def row(p: Prediction) -> dict[str, Any]:
         "util": p.util,
         "budget_gib": g(p.budget_bytes),
         "kv_cache_gib": g(p.kv_cache_bytes),
+        "kv_shortfall_gib": g(p.kv_shortfall_bytes),
         "kv_cache_tokens": p.kv_cache_tokens,
         "num_blocks": p.num_blocks,
         "max_concurrency": round(p.max_concurrency, 2),
@@ -263,8 +264,14 @@ def row(p: Prediction) -> dict[str, Any]:
     }
 
 
+def util_text(util: float) -> str:
+    """A budget in two decimals, or below 0.01 in as many as it needs (0.005, 1e-320), where
+    two would show 0.00, a budget vLLM refuses."""
+    return f"{util:.2f}" if util >= 0.01 else f"{util:.3g}"
+
+
 _COLUMNS = (
-    ("util", "util", "{:.2f}"),
+    ("util", "util", "{}"),
     ("budget_gib", "budget GiB", "{:.2f}"),
     ("kv_cache_gib", "KV GiB", "{:.2f}"),
     ("kv_cache_tokens", "KV tokens", "{:,}"),
@@ -277,7 +284,14 @@ _COLUMNS = (
 def render_table(result: dict[str, Any]) -> str:
     header = [title for _, title, _ in _COLUMNS]
     body = [
-        [fmt.format(r[key]) if r[key] is not None else "—" for key, _, fmt in _COLUMNS]
+        [
+            util_text(r[key])
+            if key == "util"
+            else fmt.format(r[key])
+            if r[key] is not None
+            else "—"
+            for key, _, fmt in _COLUMNS
+        ]
         for r in result["rows"]
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
@@ -300,14 +314,21 @@ def render_table(result: dict[str, Any]) -> str:
         first = result["rows"][0]
         parts = [f"{name} {first.get(name + '_gib', 0):.2f} GiB" for name in estimated]
         lines.append("estimated (not measured): " + ", ".join(parts))
-    if any(not r["starts"] for r in result["rows"]):
+    for r in result["rows"]:
+        if r.get("kv_shortfall_gib"):
+            lines.append(
+                f"at {util_text(r['util'])} the budget ({r['budget_gib']:.2f} GiB) is "
+                f"{r['kv_shortfall_gib']:.2f} GiB short of the weights and vLLM's other memory: "
+                "no KV pool, vLLM would not start"
+            )
+    if any(not r["starts"] and not r.get("kv_shortfall_gib") for r in result["rows"]):
         lines.append("a row with no KV block: vLLM would not start with that budget")
     for r in result["rows"]:
         if r["kv_cache_tokens"] and not r["fits"]:
             fix = r.get("max_model_len_that_fits")
             lines.append(
-                f"at {r['util']:.2f} the pool holds less than one max-model-len request: vLLM "
-                "would refuse the start" + (f"; --max-model-len {fix:,} fits" if fix else "")
+                f"at {util_text(r['util'])} the pool holds less than one max-model-len request: "
+                "vLLM would refuse the start" + (f"; --max-model-len {fix:,} fits" if fix else "")
             )
     lines.extend(result["notes"])
     return "\n".join(lines)

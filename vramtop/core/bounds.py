@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,21 @@ KV_CACHE_DTYPES: tuple[str, ...] = (
     "fp8_e5m2",
     "fp8_inc",
 )
+
+
+# A number as a person writes one: ASCII digits, a point, an exponent. Not what float() also
+# takes: 1_0 (10), ٣ (Arabic-Indic 3), inf, nan; nor 0x1p-3, which it does not.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def plain_number(text: str) -> float | None:
+    """`text` as a finite number written plainly (0.85, 1e-3, -2); None for anything else,
+    an infinity and a number too large for a float (1e400) included."""
+    stripped = text.strip()
+    if len(stripped) > 64 or not _PLAIN_NUMBER.fullmatch(stripped):
+        return None
+    value = float(stripped)
+    return value if math.isfinite(value) else None
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -121,7 +137,18 @@ def interval_problem(seconds: float) -> str | None:
 
 
 def budget_problem(value: float) -> str | None:
-    """What is wrong with `value` as a budget (--gpu-memory-utilization); None: nothing."""
+    """What is wrong with `value` as a budget (--gpu-memory-utilization); None: nothing.
+    vLLM takes any share above 0: one too small to hold the model is said by the prediction
+    (`Prediction.kv_shortfall_bytes`), not refused here."""
     if not math.isfinite(value) or not 0 < value <= 1:
         return "the budget is a share of the card: above 0, at most 1"
     return None
+
+
+def parse_budget(text: str) -> tuple[float | None, str | None]:
+    """A typed budget: (the value, None) or (None, what is wrong with it)."""
+    value = plain_number(text)
+    if value is None:
+        return None, f"the budget is a number such as 0.85 (got {shown(text)})"
+    problem = budget_problem(value)
+    return (None, f"{problem} (got {shown(text)})") if problem else (value, None)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
-from vramtop.core.bounds import budget_problem, kv_cache_dtype_problem, parse_model_len
+from vramtop.core.bounds import (
+    budget_problem,
+    kv_cache_dtype_problem,
+    parse_model_len,
+    plain_number,
+)
 from vramtop.core.budget import (
     CONFIRM,
     BudgetWarning,
@@ -65,12 +69,9 @@ def check_budget(
     text: str, inputs: HeadroomInputs | None, machine: Machine | None = None
 ) -> BudgetCheck:
     """Parse a typed budget and refuse it, with the reason, when vLLM could not start with it."""
-    try:
-        # (A typed number is a few characters: 100,000 digits cost float() its time.)
-        value = float(text.strip()) if len(text) <= 32 else math.nan
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):  # nan, inf, 1e400: no budget at all
+    # (A typed number is a few characters: 100,000 digits cost float() its time.)
+    value = plain_number(text) if len(text) <= 32 else None
+    if value is None:  # nan, inf, 1e400, 1_0: no budget at all
         return BudgetCheck(None, None, "type a number such as 0.85")
     util = round(value, 2)
     problem = budget_problem(util)
