@@ -5,6 +5,7 @@ never an unexpected error later."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 # Far beyond any memory size, duration, count or budget vramtop is given, and small enough
 # that every sum and product of them stays a finite float.
@@ -51,6 +52,43 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
     return value
+
+
+def _bounded(text: str, problem: Callable[[int], str | None]) -> int:
+    value = bounded_int(text)
+    said = problem(value)
+    if said is not None:
+        raise argparse.ArgumentTypeError(said)
+    return value
+
+
+def model_count(text: str) -> int:
+    """A model's count (layers, heads, head size, vocabulary): from 1 to what a config.json
+    may hold (`bounds.MAX_CONFIG_COUNT`)."""
+    from vramtop.core.bounds import MAX_CONFIG_COUNT, count_problem
+
+    return _bounded(text, lambda n: count_problem(n, MAX_CONFIG_COUNT, ""))
+
+
+def batched_tokens(text: str) -> int:
+    """--max-num-batched-tokens: from 1 to `bounds.MAX_BATCHED_TOKENS`."""
+    from vramtop.core.bounds import MAX_BATCHED_TOKENS, count_problem
+
+    return _bounded(text, lambda n: count_problem(n, MAX_BATCHED_TOKENS, "tokens"))
+
+
+def block_size(text: str) -> int:
+    """vLLM's --block-size: 1, 8 or a multiple of 16 (`bounds.block_size_problem`)."""
+    from vramtop.core.bounds import block_size_problem
+
+    return _bounded(text, block_size_problem)
+
+
+def tensor_parallel_size(text: str) -> int:
+    """vLLM's --tensor-parallel-size: GPUs, 1 to `bounds.MAX_TENSOR_PARALLEL_SIZE`."""
+    from vramtop.core.bounds import tensor_parallel_problem
+
+    return _bounded(text, tensor_parallel_problem)
 
 
 def count_or_zero(text: str) -> int:

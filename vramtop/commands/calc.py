@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramtop.commands.argtypes import finite_float, model_len, positive_int
+from vramtop.commands.argtypes import (
+    batched_tokens,
+    block_size,
+    finite_float,
+    model_count,
+    model_len,
+    positive_int,
+    tensor_parallel_size,
+)
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
 from vramtop.commands.calc_options import CalcOptions
 from vramtop.core.budget import (
@@ -95,19 +103,21 @@ def add_parser(subparsers: Any) -> None:
     )
     model = parser.add_argument_group("model and vLLM settings")
     model.add_argument("--model-config", type=Path, help="the model's config.json")
-    model.add_argument("--layers", type=positive_int)
-    model.add_argument("--kv-heads", type=positive_int)
-    model.add_argument("--head-dim", type=positive_int)
-    model.add_argument("--vocab-size", type=positive_int)
-    model.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    model.add_argument("--layers", type=model_count)
+    model.add_argument("--kv-heads", type=model_count)
+    model.add_argument("--head-dim", type=model_count)
+    model.add_argument("--vocab-size", type=model_count)
+    model.add_argument("--max-num-batched-tokens", type=batched_tokens, default=8192)
     model.add_argument("--dtype", help="model dtype (default: config.json's, else bfloat16)")
     model.add_argument("--kv-cache-dtype", help="default: the log's, else auto")
     model.add_argument(
-        "--block-size", type=positive_int, help="default: the log's, else vLLM's for the device"
+        "--block-size",
+        type=block_size,
+        help="1, 8 or a multiple of 16 (default: the log's, else vLLM's for the device)",
     )
     model.add_argument("--max-model-len", type=model_len)
     model.add_argument(
-        "--tensor-parallel-size", type=positive_int, help="default: the log's, else 1"
+        "--tensor-parallel-size", type=tensor_parallel_size, help="default: the log's, else 1"
     )
     model.add_argument("--enforce-eager", action="store_true")
     model.add_argument("--vllm-version", help="e.g. 0.19.1 (graph memory counts from 0.21)")

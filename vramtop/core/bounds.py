@@ -28,6 +28,20 @@ MAX_INTERVAL_S = 3600.0
 # A small file read whole (a theme, a model config, a safetensors index).
 MAX_SMALL_FILE_BYTES = 16 << 20
 
+# vLLM's --block-size (tokens per KV block). Releases up to late 2025 took one of 1, 8, 16, 32,
+# 64, 128 (256 added later: `BlockSize` in vllm/config/cache.py); later ones take any whole
+# number above 0 at first, but each attention kernel asks for a multiple of 16 (FlashAttention
+# and Triton `MultipleOf(16)`, FlashInfer 16/32/64) or 1 (ROCm's AITER MLA), so 3 never
+# starts. Hybrid models' own sizes are larger multiples of 16 (528, 1056); 4096 is beyond them.
+MAX_BLOCK_SIZE = 4096
+# vLLM's --tensor-parallel-size has no upper limit of its own (it must divide the attention
+# heads and have as many GPUs). A tensor-parallel group spans GPUs joined by one NVLink
+# domain, and the largest built hold a few hundred (72 in an NVL72 rack); 1024 is beyond any,
+# and keeps the per-GPU figures (heads and weights divided by it) meaningful.
+MAX_TENSOR_PARALLEL_SIZE = 1024
+# --max-num-batched-tokens: tokens one step may batch; vLLM's defaults are 2,048-16,384.
+MAX_BATCHED_TOKENS = MAX_MODEL_LEN
+
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py, CacheDType, 0.29-0.33).
 KV_CACHE_DTYPES: tuple[str, ...] = (
     "auto",
@@ -118,6 +132,32 @@ def parse_model_len(text: str) -> tuple[int | None, str | None]:
     value = int(stripped)
     problem = model_len_problem(value)
     return (None, problem) if problem else (value, None)
+
+
+def count_problem(value: int, most: int, what: str) -> str | None:
+    """What is wrong with `value` as a count of `what` from 1 to `most` (None: nothing)."""
+    if value < 1:
+        return f"must be at least 1 (got {value:,})"
+    if value > most:
+        return f"must be at most {most:,}{' ' + what if what else ''} (got {value:,})"
+    return None
+
+
+def block_size_problem(value: int) -> str | None:
+    """What is wrong with `value` as vLLM's --block-size (None: one vLLM starts with)."""
+    if value < 1:
+        return f"must be at least 1 (got {value:,})"
+    if value in (1, 8) or (value % 16 == 0 and value <= MAX_BLOCK_SIZE):
+        return None
+    return (
+        f"{value:,} is not a block size vLLM starts with: 1, 8, or a multiple of 16 up to "
+        f"{MAX_BLOCK_SIZE:,} (16 is its default on a GPU)"
+    )
+
+
+def tensor_parallel_problem(value: int) -> str | None:
+    """What is wrong with `value` as vLLM's --tensor-parallel-size (None: nothing)."""
+    return count_problem(value, MAX_TENSOR_PARALLEL_SIZE, "GPUs")
 
 
 def kv_cache_dtype_problem(text: str) -> str | None:
