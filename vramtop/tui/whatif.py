@@ -75,6 +75,8 @@ def check_budget(
         return BudgetCheck(None, None, "type a number such as 0.85")
     util = round(value, 2)
     problem = budget_problem(util)
+    if problem is not None and budget_problem(value) is None:  # 0.004: above 0, shown 0.00
+        problem = f"the budget is set in hundredths: {text.strip()} is below 0.01"
     if problem is not None:
         # The value is kept for +/- to step from (clamped), but no figure is shown for it.
         return BudgetCheck(util, None, problem)
