@@ -294,6 +294,8 @@ def test_an_explicit_float32_keeps_a_float32_cache(
     [
         (["--util", "0", *MEASURED, *LLAMA], "outside (0, 1]"),
         (["--util", "1.2", *MEASURED, *LLAMA], "outside (0, 1]"),
+        (["--util", "0.9", "--log-util", "5", *MEASURED, *LLAMA], "--log-util 5 is outside"),
+        (["--util", "0.9", "--log-util", "-1", *MEASURED, *LLAMA], "--log-util -1 is outside"),
         (["--util", "0.9", "--weights-gib", "-1", *LLAMA], "cannot be negative"),
         (["--util", "0.9", *MEASURED], "--model-config"),
         (["--util", "0.9", *LLAMA], "weights are unknown"),

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.calc_options import CalcOptions
-from vramtop.core.bounds import MAX_LINE_BYTES, MAX_SMALL_FILE_BYTES, whole_number
+from vramtop.core.bounds import (
+    MAX_LINE_BYTES,
+    MAX_SMALL_FILE_BYTES,
+    budget_problem,
+    whole_number,
+)
 from vramtop.core.budget import (
     GIB,
     outside_budget,
@@ -34,6 +39,8 @@ def build_inputs(options: CalcOptions, log: LogRun | None) -> tuple[HeadroomInpu
     notes: list[str] = []
     if options.model_dir is not None:
         model_dir_checked(options.model_dir)
+    if options.log_util is not None and budget_problem(options.log_util) is not None:
+        raise CalcError(f"--log-util {options.log_util:g} is outside (0, 1]: a budget, e.g. 0.9")
     sizes = {
         "total-gib": options.total_gib,
         "weights-gib": options.weights_gib,
