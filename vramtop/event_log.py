@@ -46,6 +46,7 @@ class EventLog:
         self.max_bytes = max_bytes
         self.error: str | None = None
         self.skipped = 0  # damaged lines skipped by the last `read`
+        self.older = 0  # events the last `read` left out as older than its `since`
 
     @classmethod
     def for_profile(cls, profile: str) -> EventLog:
@@ -94,9 +95,10 @@ class EventLog:
 
     def read(self, since: float | None = None) -> list[Event]:
         """Every event kept (the rotated file's first), oldest first; only those at or after
-        `since` (Unix time) when given. Damaged lines are skipped and counted in `skipped`;
-        `files.NotYours` for a file that must not be read (a link in its place)."""
-        self.skipped = 0
+        `since` (Unix time) when given, the others counted in `older`. Damaged lines are
+        skipped and counted in `skipped`; `files.NotYours` for a file that must not be read (a
+        link in its place)."""
+        self.skipped = self.older = 0
         events: list[Event] = []
         for path in (self.rotated, self.path):
             for raw in _lines(path):
@@ -105,6 +107,8 @@ class EventLog:
                     self.skipped += 1
                 elif since is None or event.t >= since:
                     events.append(event)
+                else:
+                    self.older += 1
         events.sort(key=lambda e: e.t)  # (two writers' lines may land out of order)
         return events
 

@@ -33,6 +33,9 @@ def _exit(argv: list[str]) -> int:
         ["--once", "--interval", "inf", "--url", "http://127.0.0.1:9"],
         ["--once", "--url", "http://[::1"],
         ["--once", "--url", "http://host:port"],
+        ["--once", "--url", "http://127.0.0.1:0"],  # port 0 reaches no server: bad input
+        ["--once", "--url", "http://127.0.0.1:"],
+        ["doctor", "--url", "http://[::1]:0"],
         ["record", "out.jsonl", "--url", "ftp://x"],
         ["relaunch", "--demo", "--timeout", "-1"],
         ["start", "--timeout", "0"],
@@ -97,3 +100,12 @@ def test_an_api_key_variable_that_is_not_set_is_said_not_ignored(
     assert _exit(argv) == 2
     err = capsys.readouterr().err
     assert "no variable VRAMTOP_TEST_UNSET_KEY is set" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("typed", ["1_0", "0x1p-3", "٠.٥", "nan", "1e-320x"])
+def test_relaunch_takes_a_budget_written_plainly(
+    typed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _exit(["relaunch", "--demo", "--budget", typed]) == 2
+    err = capsys.readouterr().err
+    assert "--budget" in err and "such as 0.85" in err and "Traceback" not in err

@@ -121,3 +121,27 @@ def test_a_guard_event_shows_its_decision_and_why_shortened_to_the_width(home: P
     assert lines[2].endswith("cancelled · a relaunch (key) was asked")  # whole where it fits
     wide = table(events, width=400)
     assert wide[1].endswith("front door holds them")
+
+
+def test_since_that_leaves_only_older_events_says_so(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _three_hours(time.time())
+    assert cli.main(["events", "--demo", "--since", "30s"]) == 0
+    out = capsys.readouterr().out
+    assert "no events for profile demo since " in out
+    assert "3 older events kept (drop --since to see them)" in out and "yet" not in out
+    assert cli.main(["events", "--demo", "--json", "--since", "30s"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"events": []}  # the contract as it was
+
+
+def test_a_log_of_damaged_lines_alone_is_not_called_empty(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = EventLog.for_profile("demo").path
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text('{"t": "x"}\nnot json\n')
+    assert cli.main(["events", "--demo"]) == 0
+    captured = capsys.readouterr()
+    assert "2 damaged line(s)" in captured.err
+    assert "no readable events for profile demo" in captured.out and "yet" not in captured.out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_console_app import text
@@ -57,9 +58,14 @@ async def test_a_budget_of_0_is_refused_without_a_fits_now_line() -> None:
         await pilot.press("b")
         await settle(pilot)
         field = app.screen.query_one("#budget-value", Input)
-        for typed in ("0", "0.001", "-0.5", "1.5"):
+        for typed, says in (
+            ("0", "above 0, at most 1"),
+            ("0.001", "set in hundredths: 0.001 is below 0.01"),  # above 0: shown 0.00
+            ("-0.5", "above 0, at most 1"),
+            ("1.5", "above 0, at most 1"),
+        ):
             await _type(pilot, field, typed)
-            assert "above 0, at most 1" in text(app, "#budget-reason"), typed
+            assert says in text(app, "#budget-reason"), typed
             assert "fits now" not in text(app, "#budget-fit"), typed
 
 
@@ -117,3 +123,14 @@ def test_any_typed_what_if_gives_usable_inputs_or_a_reason(length: str, dtype: s
         assert 1 <= fields.inputs.max_model_len <= 2**26
     else:
         assert fields.inputs == INPUTS
+
+
+@pytest.mark.parametrize("typed", ["0.004", "1e-320", "0.0049"])
+def test_a_typed_budget_below_a_hundredth_says_so_rather_than_not_above_0(typed: str) -> None:
+    check = check_budget(typed, INPUTS)
+    assert check.reason == f"the budget is set in hundredths: {typed} is below 0.01"
+
+
+@pytest.mark.parametrize("typed", ["1_0", "٠.٥", "0x1p-3"])
+def test_a_budget_not_typed_plainly_is_no_budget(typed: str) -> None:
+    assert check_budget(typed, INPUTS).reason == "type a number such as 0.85"

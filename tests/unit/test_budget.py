@@ -214,3 +214,19 @@ def test_change_words_say_which_way_it_goes() -> None:
     assert words.startswith("frees 1.27 GiB for the desktop, costs ")
     assert words.endswith(" KV tokens against 0.93")
     assert change_words(lower, now).startswith("takes 1.27 GiB from the desktop, gains ")
+
+
+def test_a_budget_short_of_the_model_says_by_how_much_on_every_surface() -> None:
+    """The relaunch dialog's warning and the what-if screen's table say the shortfall, and
+    neither shows a pool below 0."""
+    from vramtop.tui.screens.headroom_screen import _table
+
+    now, short = predict(INPUTS, 0.9), predict(INPUTS, 0.3)
+    assert short.kv_cache_bytes == 0 and short.kv_shortfall_bytes > 0
+    words = f"{short.kv_shortfall_bytes / GIB:.2f} GiB short of the weights"
+    [warning] = budget_warnings(0.3, total=TOTAL, prediction=short)
+    assert warning.kind == NO_KV_BLOCK and words in warning.text
+    table = _table(now, short, INPUTS).plain
+    pool_row = next(line for line in table.splitlines() if line.startswith("KV pool GiB"))
+    assert pool_row.split()[4] == "0.00"  # now, proposed: 0.00, not a negative pool
+    assert f"this budget would not start: it is {words}" in table

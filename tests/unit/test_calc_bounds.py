@@ -59,6 +59,39 @@ def test_a_count_below_1_names_its_flag(
 
 
 @pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--block-size", "3", "1, 8, or a multiple of 16 up to 4,096"),
+        ("--block-size", "24", "1, 8, or a multiple of 16"),
+        ("--block-size", "8192", "1, 8, or a multiple of 16 up to 4,096"),
+        ("--tensor-parallel-size", "1000000", "at most 1,024 GPUs"),
+        ("--layers", "999999999999", "at most 16,777,216"),
+        ("--kv-heads", "20000000", "at most 16,777,216"),
+        ("--head-dim", "20000000", "at most 16,777,216"),
+        ("--vocab-size", "999999999999", "at most 16,777,216"),
+        ("--max-num-batched-tokens", "999999999999", "at most 67,108,864 tokens"),
+    ],
+)
+def test_a_count_past_what_vllm_or_a_model_takes_names_its_flag(
+    flag: str, value: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run([*CARD, *LLAMA, flag, value], capsys)
+    assert code == 2 and flag in err and says in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--block-size", "1"), ("--block-size", "8"), ("--block-size", "128"),
+     ("--block-size", "528"), ("--tensor-parallel-size", "8"), ("--tensor-parallel-size", "3")],
+)  # fmt: skip
+def test_the_counts_vllm_takes_are_taken(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run([*CARD, *LLAMA, flag, value], capsys)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
     "config",
     [
         {"num_hidden_layers": 1e308, "num_attention_heads": 8, "hidden_size": 1024},

@@ -294,6 +294,8 @@ def test_an_explicit_float32_keeps_a_float32_cache(
     [
         (["--util", "0", *MEASURED, *LLAMA], "outside (0, 1]"),
         (["--util", "1.2", *MEASURED, *LLAMA], "outside (0, 1]"),
+        (["--util", "0.9", "--log-util", "5", *MEASURED, *LLAMA], "--log-util 5 is outside"),
+        (["--util", "0.9", "--log-util", "-1", *MEASURED, *LLAMA], "--log-util -1 is outside"),
         (["--util", "0.9", "--weights-gib", "-1", *LLAMA], "cannot be negative"),
         (["--util", "0.9", *MEASURED], "--model-config"),
         (["--util", "0.9", *LLAMA], "weights are unknown"),
@@ -321,6 +323,86 @@ def test_a_config_that_is_not_a_model_config(
     code, _, err = calc(capsys, "--total-gib", "24", "--util", "0.9", *MEASURED,
                         "--model-config", str(bad))  # fmt: skip
     assert code == 2 and "is not JSON" in err
+
+
+LLAMA_CONFIG = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("num_hidden_layers", "32", 'num_hidden_layers is "32" (text): a whole number is expected'),
+        ("num_hidden_layers", True, "num_hidden_layers is true (true/false): a whole number"),
+        ("num_hidden_layers", 0, "num_hidden_layers is 0: a whole number from 1 is expected"),
+        ("num_attention_heads", 32.5, "num_attention_heads is 32.5 (a fraction): a whole number"),
+        ("num_key_value_heads", -8, "num_key_value_heads is -8: a whole number from 1"),
+        ("num_key_value_heads", [8], "num_key_value_heads is [8] (a list): a whole number"),
+        ("head_dim", "128", 'head_dim is "128" (text)'),
+        ("hidden_size", False, "hidden_size is false (true/false)"),
+        ("vocab_size", "128256", 'vocab_size is "128256" (text)'),
+        ("vocab_size", 1e300, "vocab_size = 1e+300 is not a plausible value"),
+        ("torch_dtype", 16, "torch_dtype is 16: text is expected"),
+        ("multi_query", "false", 'multi_query is "false" (text): true or false is expected'),
+        ("layer_types", "full_attention", 'layer_types is "full_attention" (text): a list'),
+        ("text_config", "llama", 'text_config is "llama" (text): an object is expected'),
+        ("sliding_window", "4096", 'sliding_window is "4096" (text)'),
+    ],
+)
+def test_a_config_value_of_the_wrong_kind_is_named_with_what_was_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value: object, says: str
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA_CONFIG, key: value}))
+    code, out, err = calc(capsys, "--total-gib", "24", "--util", "0.9", "--weights-gib", "15",
+                          "--model-config", str(path))  # fmt: skip
+    assert code == 2 and out == ""
+    assert f"{path}: {says}" in err and err.count("\n") == 1 and "has no" not in err
+
+
+def test_a_model_dir_that_is_not_a_checkpoint_folder_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    card = ("--total-gib", "24", "--util", "0.9")
+    missing = tmp_path / "nope"
+    code, _, err = calc(capsys, *card, "--model-dir", str(missing))
+    assert code == 2 and f"--model-dir {missing} does not exist" in err
+    a_file = tmp_path / "config.json"
+    a_file.write_text(json.dumps(LLAMA_CONFIG))
+    code, _, err = calc(capsys, *card, "--model-dir", str(a_file))
+    assert code == 2 and f"--model-dir {a_file} is not a folder" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = calc(capsys, *card, "--weights-gib", "15", "--model-dir", str(empty))
+    assert code == 2 and f"--model-dir {empty} holds no config.json" in err
+    (empty / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+    code, _, err = calc(capsys, *card, "--weights-gib", "15", "--model-dir", str(empty))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("util", ["1e-320", "5e-324", "0.001", "0.3"])
+def test_a_budget_too_small_for_the_model_shows_no_negative_pool_and_says_so(
+    capsys: pytest.CaptureFixture[str], util: str
+) -> None:
+    argv = ("--total-gib", "31.84", "--weights-gib", "15", *LLAMA, "--util", util)
+    code, out, _ = calc(capsys, *argv)
+    assert code == 0
+    row = out.splitlines()[1].split()
+    assert float(row[0]) == float(util) and row[2] == "0.00" and "-" not in row[2]
+    assert f"at {row[0]} the budget" in out and "GiB short of the weights" in out
+    assert "no KV pool, vLLM would not start" in out
+    data = calc_json(capsys, *argv)
+    first = data["rows"][0]
+    assert first["kv_cache_gib"] == 0 and first["kv_shortfall_gib"] > 0 and not first["starts"]
+
+
+@pytest.mark.parametrize("typed", ["1_0", "0x1p-3", "٠.٥", "inf", "nan", "0.5.1", ""])
+def test_a_budget_not_written_as_a_plain_number_is_refused(
+    capsys: pytest.CaptureFixture[str], typed: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["calc", "--total-gib", "24", *MEASURED, *LLAMA, "--util", typed])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and "--util" in err and "Traceback" not in err
 
 
 def test_budget_is_an_alias_of_util(capsys: pytest.CaptureFixture[str]) -> None:

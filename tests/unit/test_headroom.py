@@ -220,9 +220,35 @@ def test_negative_sizes_are_refused() -> None:
         predict(replace(CASES[0].inputs(), weights_bytes=-1), 0.9)
 
 
-def test_a_model_that_does_not_fit_has_no_blocks() -> None:
-    p = predict(replace(CASES[4].inputs(), weights_bytes=gib(30)), 0.9)
-    assert p.kv_cache_bytes < 0 and p.num_blocks == 0 and not p.fits
+def test_a_model_that_does_not_fit_has_no_pool_and_a_shortfall() -> None:
+    inputs = replace(CASES[4].inputs(), weights_bytes=gib(30))
+    p = predict(inputs, 0.9)
+    assert p.kv_cache_bytes == 0 and p.num_blocks == 0 and not p.fits
+    assert p.kv_shortfall_bytes > 0 and p.max_concurrency == 0
+    # The shortfall is what the budget lacks: the same budget with it added has a pool of 0.
+    more = predict(replace(inputs, weights_bytes=gib(30) - p.kv_shortfall_bytes), 0.9)
+    assert more.kv_cache_bytes == 0 and more.kv_shortfall_bytes == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    util=st.floats(min_value=5e-324, max_value=1.0, exclude_min=False),
+    weights_gib=st.floats(min_value=0, max_value=200),
+)
+def test_a_pool_is_never_negative(util: float, weights_gib: float) -> None:
+    p = predict(replace(CASES[0].inputs(), weights_bytes=gib(weights_gib)), util)
+    assert p.kv_cache_bytes >= 0 and p.kv_shortfall_bytes >= 0
+    assert p.kv_cache_bytes == 0 or p.kv_shortfall_bytes == 0
+    assert p.kv_cache_tokens >= 0 and p.max_concurrency >= 0
+
+
+def test_a_calibration_whose_terms_leave_no_pool_still_reproduces_the_log() -> None:
+    """The terms a log implies may exceed the budget (an estimate too high): the calibration
+    counts what they lack, so the prediction at that budget is the pool the log printed."""
+    base = replace(CASES[0].inputs(), weights_bytes=gib(75))
+    assert predict(base, 0.9).kv_shortfall_bytes > 0
+    p = predict(calibrate(base, 0.9, kv_cache_bytes=gib(9.26), rounding_bytes=0), 0.9)
+    assert f"{p.kv_cache_bytes / GIB:.2f}" == "9.26" and p.kv_shortfall_bytes == 0
 
 
 def test_mla_keeps_one_latent_vector_per_token_on_every_gpu() -> None:

@@ -280,3 +280,26 @@ def test_a_prelude_that_refers_to_its_key_by_name_is_not_warned_about(
     profiles.save_profile(Profile(name="k", argv=argv, prelude=prelude, env={"HF_TOKEN": ""}))
     assert cli.main(["lint", "k", "--total-gib", "64"]) == 0
     assert "key-in-profile" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "code"),
+    [
+        (["--block-size", "3"], "block-size"),
+        (["--block_size=0"], "block-size"),
+        (["--block-size", "100000"], "block-size"),
+        (["--tensor-parallel-size", "1000000"], "tensor-parallel-size"),
+        (["-tp", "0"], "tensor-parallel-size"),
+        (["--tensor-parallel-size", "two"], "tensor-parallel-size"),
+    ],
+)
+def test_a_count_vllm_would_not_start_with_is_a_finding(extra: list[str], code: str) -> None:
+    argv = ["vllm", "serve", "m", "--host", "127.0.0.1", *extra]
+    [finding] = lint_launch(argv)
+    assert finding.code == code and "vLLM would not start" in finding.message
+
+
+def test_the_counts_vllm_takes_are_not_findings() -> None:
+    for extra in (["--block-size", "16"], ["--block-size", "1"], ["--block-size", "528"],
+                  ["-tp", "2"], ["--tensor-parallel-size", "8"]):  # fmt: skip
+        assert _codes(["vllm", "serve", "m", "--host", "127.0.0.1", *extra]) == []

@@ -106,3 +106,21 @@ def test_a_recording_carries_the_normal_rate_and_diagnose_uses_it(tmp_path: Path
         for s in samples(collapsed(1, 30)):
             writer.sample(s)
     assert diagnose_file(without) == []  # nothing to compare with, nothing invented
+
+
+def test_a_store_whose_version_is_not_a_whole_number_is_damaged_and_a_newer_one_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "normal_rates.json"
+    entry = {**NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}).to_json(), "saved_at": 1.0}
+    for damaged in ("1", 1.5, True, None, 0, -1):
+        path.write_text(json.dumps({"version": damaged, "rates": {"k": entry}}))
+        assert NormalRateStore(path).load("k") is None, damaged
+    newer = json.dumps({"version": 2, "rates": {"k": entry}})
+    path.write_text(newer)
+    store = NormalRateStore(path)
+    assert store.load("k") is None
+    store.save("other", NormalRate({INTER_TOKEN_LATENCY: {1: 70.0}}))
+    assert path.read_text() == newer  # a newer vramtop's rates are not overwritten
+    path.write_text(json.dumps({"version": 1, "rates": {"k": entry}}))
+    assert NormalRateStore(path).load("k") is not None

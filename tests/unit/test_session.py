@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,19 @@ def test_a_sample_without_gpus_reads_as_a_gpu_reading_with_a_reason(tmp_path: Pa
         ("hello\n", "not JSON"),
         ('{"format": "other"}\n', "not a vramtop session"),
         ('{"format": "vramtop-session", "version": 99}\n', "newer"),
+        # Only a larger whole number is a newer format: any other version is damage.
+        (
+            '{"format": "vramtop-session", "version": "1"}\n',
+            'damaged: its version must be a whole number from 1, got "1"',
+        ),
+        ('{"format": "vramtop-session", "version": 1.0}\n', "whole number from 1, got 1.0"),
+        ('{"format": "vramtop-session", "version": 1.5}\n', "whole number from 1, got 1.5"),
+        ('{"format": "vramtop-session", "version": true}\n', "whole number from 1, got true"),
+        ('{"format": "vramtop-session", "version": -1}\n', "whole number from 1, got -1"),
+        ('{"format": "vramtop-session", "version": 0}\n', "whole number from 1, got 0"),
+        ('{"format": "vramtop-session", "version": null}\n', "whole number from 1, got null"),
+        ('{"format": "vramtop-session", "version": [2]}\n', "whole number from 1, got [2]"),
+        ('{"format": "vramtop-session"}\n', "damaged: it has no format version"),
     ],
 )
 def test_unreadable_files_give_a_clear_error(
@@ -167,7 +181,7 @@ def test_unreadable_files_give_a_clear_error(
     path = tmp_path / "bad.jsonl"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(SessionError, match=says):
+    with pytest.raises(SessionError, match=re.escape(says)):
         SessionReader(path)
     code = diagnose.run(argparse.Namespace(file=path, json=True))
     err = capsys.readouterr().err

@@ -5,7 +5,7 @@ never an unexpected error later."""
 from __future__ import annotations
 
 import argparse
-import math
+from collections.abc import Callable
 
 # Far beyond any memory size, duration, count or budget vramtop is given, and small enough
 # that every sum and product of them stays a finite float.
@@ -13,13 +13,15 @@ LIMIT = 1e12
 
 
 def finite_float(text: str) -> float:
+    """A number written plainly (`bounds.plain_number`: 0.85, 1e-3; not 1_0, inf, 0x1p-3)."""
+    from vramtop.core.bounds import plain_number, shown
+
     if len(text) > 64:
         raise argparse.ArgumentTypeError(f"not a usable number: {text[:20]!r}…")
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or abs(value) > LIMIT:
+    value = plain_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"not a number such as 0.85 or 1e-3: {shown(text)}")
+    if abs(value) > LIMIT:
         raise argparse.ArgumentTypeError(f"not a usable number: {text!r}")
     return value
 
@@ -50,6 +52,43 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
     return value
+
+
+def _bounded(text: str, problem: Callable[[int], str | None]) -> int:
+    value = bounded_int(text)
+    said = problem(value)
+    if said is not None:
+        raise argparse.ArgumentTypeError(said)
+    return value
+
+
+def model_count(text: str) -> int:
+    """A model's count (layers, heads, head size, vocabulary): from 1 to what a config.json
+    may hold (`bounds.MAX_CONFIG_COUNT`)."""
+    from vramtop.core.bounds import MAX_CONFIG_COUNT, count_problem
+
+    return _bounded(text, lambda n: count_problem(n, MAX_CONFIG_COUNT, ""))
+
+
+def batched_tokens(text: str) -> int:
+    """--max-num-batched-tokens: from 1 to `bounds.MAX_BATCHED_TOKENS`."""
+    from vramtop.core.bounds import MAX_BATCHED_TOKENS, count_problem
+
+    return _bounded(text, lambda n: count_problem(n, MAX_BATCHED_TOKENS, "tokens"))
+
+
+def block_size(text: str) -> int:
+    """vLLM's --block-size: 1, 8 or a multiple of 16 (`bounds.block_size_problem`)."""
+    from vramtop.core.bounds import block_size_problem
+
+    return _bounded(text, block_size_problem)
+
+
+def tensor_parallel_size(text: str) -> int:
+    """vLLM's --tensor-parallel-size: GPUs, 1 to `bounds.MAX_TENSOR_PARALLEL_SIZE`."""
+    from vramtop.core.bounds import tensor_parallel_problem
+
+    return _bounded(text, tensor_parallel_problem)
 
 
 def count_or_zero(text: str) -> int:
@@ -121,24 +160,17 @@ def front_door(text: str) -> str:
 
 
 def server_url(text: str) -> str:
-    """A vLLM server's base URL: http(s), a host, a port that is a number. The message never
-    repeats a password written into the URL."""
-    import urllib.parse
-
+    """A vLLM server's base URL: http(s), a host, a port from 1 to 65535 where one is written
+    (`core.addresses.parse_url`). The message never repeats a password written into the URL."""
+    from vramtop.core.addresses import parse_url
     from vramtop.core.secrets import mask_url
 
     url = text.strip()
-    shown = mask_url(url)
     full = url if "://" in url else f"http://{url}"
     try:
-        parts = urllib.parse.urlsplit(full)
-        parts.port  # noqa: B018 (raises for a port that is not a number)
+        parse_url(full)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not a usable URL: {mask_url(full)!r} ({exc})") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"not a usable URL: {shown!r} (give http://HOST:PORT, e.g. http://127.0.0.1:8000)"
-        )
     return url
 
 

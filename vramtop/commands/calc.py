@@ -12,7 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vramtop.commands.argtypes import finite_float, model_len, positive_int
+from vramtop.commands.argtypes import (
+    batched_tokens,
+    block_size,
+    finite_float,
+    model_count,
+    model_len,
+    positive_int,
+    tensor_parallel_size,
+)
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
 from vramtop.commands.calc_options import CalcOptions
 from vramtop.core.budget import (
@@ -95,19 +103,21 @@ def add_parser(subparsers: Any) -> None:
     )
     model = parser.add_argument_group("model and vLLM settings")
     model.add_argument("--model-config", type=Path, help="the model's config.json")
-    model.add_argument("--layers", type=positive_int)
-    model.add_argument("--kv-heads", type=positive_int)
-    model.add_argument("--head-dim", type=positive_int)
-    model.add_argument("--vocab-size", type=positive_int)
-    model.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    model.add_argument("--layers", type=model_count)
+    model.add_argument("--kv-heads", type=model_count)
+    model.add_argument("--head-dim", type=model_count)
+    model.add_argument("--vocab-size", type=model_count)
+    model.add_argument("--max-num-batched-tokens", type=batched_tokens, default=8192)
     model.add_argument("--dtype", help="model dtype (default: config.json's, else bfloat16)")
     model.add_argument("--kv-cache-dtype", help="default: the log's, else auto")
     model.add_argument(
-        "--block-size", type=positive_int, help="default: the log's, else vLLM's for the device"
+        "--block-size",
+        type=block_size,
+        help="1, 8 or a multiple of 16 (default: the log's, else vLLM's for the device)",
     )
     model.add_argument("--max-model-len", type=model_len)
     model.add_argument(
-        "--tensor-parallel-size", type=positive_int, help="default: the log's, else 1"
+        "--tensor-parallel-size", type=tensor_parallel_size, help="default: the log's, else 1"
     )
     model.add_argument("--enforce-eager", action="store_true")
     model.add_argument("--vllm-version", help="e.g. 0.19.1 (graph memory counts from 0.21)")
@@ -245,6 +255,7 @@ def row(p: Prediction) -> dict[str, Any]:
         "util": p.util,
         "budget_gib": g(p.budget_bytes),
         "kv_cache_gib": g(p.kv_cache_bytes),
+        "kv_shortfall_gib": g(p.kv_shortfall_bytes),
         "kv_cache_tokens": p.kv_cache_tokens,
         "num_blocks": p.num_blocks,
         "max_concurrency": round(p.max_concurrency, 2),
@@ -263,8 +274,14 @@ def row(p: Prediction) -> dict[str, Any]:
     }
 
 
+def util_text(util: float) -> str:
+    """A budget in two decimals, or below 0.01 in as many as it needs (0.005, 1e-320), where
+    two would show 0.00, a budget vLLM refuses."""
+    return f"{util:.2f}" if util >= 0.01 else f"{util:.3g}"
+
+
 _COLUMNS = (
-    ("util", "util", "{:.2f}"),
+    ("util", "util", "{}"),
     ("budget_gib", "budget GiB", "{:.2f}"),
     ("kv_cache_gib", "KV GiB", "{:.2f}"),
     ("kv_cache_tokens", "KV tokens", "{:,}"),
@@ -277,7 +294,14 @@ _COLUMNS = (
 def render_table(result: dict[str, Any]) -> str:
     header = [title for _, title, _ in _COLUMNS]
     body = [
-        [fmt.format(r[key]) if r[key] is not None else "—" for key, _, fmt in _COLUMNS]
+        [
+            util_text(r[key])
+            if key == "util"
+            else fmt.format(r[key])
+            if r[key] is not None
+            else "—"
+            for key, _, fmt in _COLUMNS
+        ]
         for r in result["rows"]
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
@@ -300,14 +324,21 @@ def render_table(result: dict[str, Any]) -> str:
         first = result["rows"][0]
         parts = [f"{name} {first.get(name + '_gib', 0):.2f} GiB" for name in estimated]
         lines.append("estimated (not measured): " + ", ".join(parts))
-    if any(not r["starts"] for r in result["rows"]):
+    for r in result["rows"]:
+        if r.get("kv_shortfall_gib"):
+            lines.append(
+                f"at {util_text(r['util'])} the budget ({r['budget_gib']:.2f} GiB) is "
+                f"{r['kv_shortfall_gib']:.2f} GiB short of the weights and vLLM's other memory: "
+                "no KV pool, vLLM would not start"
+            )
+    if any(not r["starts"] and not r.get("kv_shortfall_gib") for r in result["rows"]):
         lines.append("a row with no KV block: vLLM would not start with that budget")
     for r in result["rows"]:
         if r["kv_cache_tokens"] and not r["fits"]:
             fix = r.get("max_model_len_that_fits")
             lines.append(
-                f"at {r['util']:.2f} the pool holds less than one max-model-len request: vLLM "
-                "would refuse the start" + (f"; --max-model-len {fix:,} fits" if fix else "")
+                f"at {util_text(r['util'])} the pool holds less than one max-model-len request: "
+                "vLLM would refuse the start" + (f"; --max-model-len {fix:,} fits" if fix else "")
             )
     lines.extend(result["notes"])
     return "\n".join(lines)

@@ -13,14 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.calc_options import CalcOptions
-from vramtop.core.bounds import MAX_LINE_BYTES, MAX_SMALL_FILE_BYTES, whole_number
+from vramtop.core.bounds import (
+    MAX_LINE_BYTES,
+    MAX_SMALL_FILE_BYTES,
+    budget_problem,
+    whole_number,
+)
 from vramtop.core.budget import (
     GIB,
     outside_budget,
 )
 from vramtop.core.headroom.from_startup import gib, inputs_from_startup
 from vramtop.core.headroom.live import pool_inputs
-from vramtop.core.headroom.model_config import architecture_from_config
+from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.model import StartupFacts
 from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LastRun, LogRun, read_run
@@ -32,6 +37,10 @@ class CalcError(Exception):
 
 def build_inputs(options: CalcOptions, log: LogRun | None) -> tuple[HeadroomInputs, list[str]]:
     notes: list[str] = []
+    if options.model_dir is not None:
+        model_dir_checked(options.model_dir)
+    if options.log_util is not None and budget_problem(options.log_util) is not None:
+        raise CalcError(f"--log-util {options.log_util:g} is outside (0, 1]: a budget, e.g. 0.9")
     sizes = {
         "total-gib": options.total_gib,
         "weights-gib": options.weights_gib,
@@ -235,7 +244,10 @@ def _architecture(options: CalcOptions, log: LogRun | None = None) -> Architectu
         path = options.model_dir / "config.json"
     if path is not None:
         config = _read_json(path)
-        arch = architecture_from_config(config)
+        try:
+            arch = architecture_from_config(config)
+        except ModelConfigError as error:
+            raise CalcError(f"{path}: {error}") from None
     elif options.layers and options.kv_heads and options.head_dim:
         arch = Architecture(
             full_attention_layers=options.layers,
@@ -244,6 +256,8 @@ def _architecture(options: CalcOptions, log: LogRun | None = None) -> Architectu
         )
     else:
         why = " (the log does not print its KV pool in GiB and tokens)" if log else ""
+        if options.model_dir is not None:
+            why = f" (--model-dir {options.model_dir} holds no config.json)"
         raise CalcError(
             f"give --model-config config.json, or --layers, --kv-heads and --head-dim{why}"
         )
@@ -273,10 +287,28 @@ def _weights(options: CalcOptions, facts: StartupFacts | None) -> tuple[int, boo
     raise CalcError("the weights are unknown: give --weights-gib, --model-dir or --from-log")
 
 
+def model_dir_checked(model_dir: Path) -> Path:
+    """`--model-dir` as a folder that is there; CalcError naming the path otherwise."""
+    try:
+        is_dir = model_dir.is_dir()
+        exists = is_dir or model_dir.exists()
+    except OSError as error:  # a name too long, a folder that cannot be searched
+        raise CalcError(
+            f"--model-dir {model_dir} cannot be read: {error.strerror or error}"
+        ) from None
+    if not exists:
+        raise CalcError(f"--model-dir {model_dir} does not exist: give the checkpoint's folder")
+    if not is_dir:
+        raise CalcError(
+            f"--model-dir {model_dir} is not a folder: give the checkpoint's folder (its "
+            "config.json goes to --model-config)"
+        )
+    return model_dir
+
+
 def checkpoint_bytes(model_dir: Path) -> int:
     """A checkpoint's weight bytes: the safetensors index's total_size, else the files' sizes."""
-    if not model_dir.is_dir():
-        raise CalcError(f"{model_dir} is not a folder")
+    model_dir_checked(model_dir)
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
         metadata = _read_json(index).get("metadata")

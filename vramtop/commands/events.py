@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from vramtop.commands.errors import CommandError
@@ -98,11 +99,29 @@ def run(args: argparse.Namespace) -> int:
     if options.json:
         print(json.dumps({"events": [e.to_json() for e in events]}, default=str))
     elif not events:
-        print(f"no events for profile {name} yet ({log.path})")
+        print(
+            nothing_shown(name, log.path, older=log.older, since=options.since, damaged=log.skipped)
+        )
     else:
         for line in table(events):
             print(line)
     return ExitCode.OK
+
+
+def nothing_shown(
+    name: str, path: Path, *, older: int, since: float | None, damaged: int = 0
+) -> str:
+    """Why the table is empty: no event kept at all, only damaged lines, or only events
+    older than --since."""
+    if not older or since is None:
+        if damaged:
+            return f"no readable events for profile {name}: {path} holds only damaged lines"
+        return f"no events for profile {name} yet ({path})"
+    when = datetime.fromtimestamp(since).strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        f"no events for profile {name} since {when}: {older:,} older "
+        f"event{'s' if older != 1 else ''} kept (drop --since to see them)"
+    )
 
 
 def _profile_name(options: EventsOptions) -> str:

@@ -22,12 +22,12 @@ log = logging.getLogger(__name__)
 
 
 def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError("the budget is a fraction of the card, e.g. 0.85")
+    """A budget (`bounds.parse_budget`): a plain number above 0, at most 1."""
+    from vramtop.core.bounds import parse_budget
+
+    value, problem = parse_budget(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(problem or "the budget is a number such as 0.85")
     return value
 
 

@@ -1,5 +1,6 @@
 """`HOST:PORT`, read one way everywhere: the front door's address (a profile's `front_door`,
-`--front-door`, the door's own `--listen`) and the exporter's `--listen`.
+`--front-door`, the door's own `--listen`) and the exporter's `--listen`; and a server's URL
+(`--url`, the door's `--upstream`), whose host and port follow the same rules.
 
 An IPv6 host is written in brackets, `[::1]:8000`: without them `::1:8000` could be the
 address `::1:8000` on no port or `::1` on port 8000, so it is refused rather than guessed.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from urllib.parse import SplitResult, urlsplit
 
 HOST_NAME = re.compile(r"[A-Za-z0-9._-]+")  # a name or an IPv4 address
 
@@ -45,3 +47,35 @@ def parse_host_port(
     if not HOST_NAME.fullmatch(host):
         raise ValueError(f"{text!r}: {host!r} is not a host name or address")
     return host, port
+
+
+def parse_url(text: str, schemes: tuple[str, ...] = ("http", "https")) -> SplitResult:
+    """`text` as the URL of a server to reach: a scheme of `schemes`, a host (a name, an IPv4
+    address, an IPv6 one in brackets) and, where one is written, a port from 1 to 65535 (port
+    0 reaches no server). ValueError says what is wrong without repeating the URL: the
+    caller shows it, with any password masked."""
+    example = f"give {schemes[0]}://HOST:PORT, e.g. {schemes[0]}://127.0.0.1:8000"
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError as exc:
+        if "port" in str(exc).lower():
+            raise ValueError("the port must be a number from 1 to 65535") from None
+        raise ValueError(f"{exc} ({example})") from None
+    if parts.scheme.lower() not in schemes:
+        raise ValueError(example)
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"it names no host ({example})")
+    if ":" in host:
+        try:
+            if "%" in host:  # a zone (fe80::1%eth0)
+                raise ValueError(host)
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"[{host}] is not an IPv6 address") from None
+    elif not HOST_NAME.fullmatch(host):
+        raise ValueError(f"{host!r} is not a host name or address")
+    if parts.netloc.endswith(":") or port == 0:
+        raise ValueError("the port must be a number from 1 to 65535")
+    return parts

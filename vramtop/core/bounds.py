@@ -9,7 +9,10 @@ small. Pure: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from collections.abc import Mapping
 from typing import Any
 
 # The longest --max-model-len taken: beyond any model's context (the longest are ~10M tokens).
@@ -25,6 +28,20 @@ MAX_INTERVAL_S = 3600.0
 # A small file read whole (a theme, a model config, a safetensors index).
 MAX_SMALL_FILE_BYTES = 16 << 20
 
+# vLLM's --block-size (tokens per KV block). Releases up to late 2025 took one of 1, 8, 16, 32,
+# 64, 128 (256 added later: `BlockSize` in vllm/config/cache.py); later ones take any whole
+# number above 0 at first, but each attention kernel asks for a multiple of 16 (FlashAttention
+# and Triton `MultipleOf(16)`, FlashInfer 16/32/64) or 1 (ROCm's AITER MLA), so 3 never
+# starts. Hybrid models' own sizes are larger multiples of 16 (528, 1056); 4096 is beyond them.
+MAX_BLOCK_SIZE = 4096
+# vLLM's --tensor-parallel-size has no upper limit of its own (it must divide the attention
+# heads and have as many GPUs). A tensor-parallel group spans GPUs joined by one NVLink
+# domain, and the largest built hold a few hundred (72 in an NVL72 rack); 1024 is beyond any,
+# and keeps the per-GPU figures (heads and weights divided by it) meaningful.
+MAX_TENSOR_PARALLEL_SIZE = 1024
+# --max-num-batched-tokens: tokens one step may batch; vLLM's defaults are 2,048-16,384.
+MAX_BATCHED_TOKENS = MAX_MODEL_LEN
+
 # vLLM's --kv-cache-dtype choices (vllm/config/cache.py, CacheDType, 0.29-0.33).
 KV_CACHE_DTYPES: tuple[str, ...] = (
     "auto",
@@ -36,6 +53,21 @@ KV_CACHE_DTYPES: tuple[str, ...] = (
     "fp8_e5m2",
     "fp8_inc",
 )
+
+
+# A number as a person writes one: ASCII digits, a point, an exponent. Not what float() also
+# takes: 1_0 (10), ٣ (Arabic-Indic 3), inf, nan; nor 0x1p-3, which it does not.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def plain_number(text: str) -> float | None:
+    """`text` as a finite number written plainly (0.85, 1e-3, -2); None for anything else,
+    an infinity and a number too large for a float (1e400) included."""
+    stripped = text.strip()
+    if len(stripped) > 64 or not _PLAIN_NUMBER.fullmatch(stripped):
+        return None
+    value = float(stripped)
+    return value if math.isfinite(value) else None
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -54,6 +86,33 @@ def whole_number(value: Any) -> int | None:
             return None
         value = int(value)
     return value if abs(value) <= 2**53 else None
+
+
+def version_problem(data: Mapping[str, Any], newest: int) -> str | None:
+    """What is wrong with the format `version` of a file read as `data` (None: one this
+    vramtop reads, from 1 to `newest`). Only a larger whole number is a newer format; any
+    other value (text such as "1", a fraction, true, null, 0 or below, none at all) is a
+    damaged file."""
+    if "version" not in data:
+        return "damaged: it has no format version"
+    value = data["version"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return f"damaged: its version must be a whole number from 1, got {json_shown(value)}"
+    if value > newest:
+        return (
+            f"its format version {json_shown(value)} is newer than this vramtop reads ({newest}); "
+            "update vramtop"
+        )
+    return None
+
+
+def json_shown(value: Any, limit: int = 40) -> str:
+    """`value` as it was written in JSON (`"1"`, `1.5`, `true`, `null`), cut to `limit`."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def model_len_problem(value: int) -> str | None:
@@ -75,6 +134,32 @@ def parse_model_len(text: str) -> tuple[int | None, str | None]:
     return (None, problem) if problem else (value, None)
 
 
+def count_problem(value: int, most: int, what: str) -> str | None:
+    """What is wrong with `value` as a count of `what` from 1 to `most` (None: nothing)."""
+    if value < 1:
+        return f"must be at least 1 (got {value:,})"
+    if value > most:
+        return f"must be at most {most:,}{' ' + what if what else ''} (got {value:,})"
+    return None
+
+
+def block_size_problem(value: int) -> str | None:
+    """What is wrong with `value` as vLLM's --block-size (None: one vLLM starts with)."""
+    if value < 1:
+        return f"must be at least 1 (got {value:,})"
+    if value in (1, 8) or (value % 16 == 0 and value <= MAX_BLOCK_SIZE):
+        return None
+    return (
+        f"{value:,} is not a block size vLLM starts with: 1, 8, or a multiple of 16 up to "
+        f"{MAX_BLOCK_SIZE:,} (16 is its default on a GPU)"
+    )
+
+
+def tensor_parallel_problem(value: int) -> str | None:
+    """What is wrong with `value` as vLLM's --tensor-parallel-size (None: nothing)."""
+    return count_problem(value, MAX_TENSOR_PARALLEL_SIZE, "GPUs")
+
+
 def kv_cache_dtype_problem(text: str) -> str | None:
     """What is wrong with `text` as a --kv-cache-dtype (None: one of vLLM's choices)."""
     if text in KV_CACHE_DTYPES:
@@ -92,7 +177,18 @@ def interval_problem(seconds: float) -> str | None:
 
 
 def budget_problem(value: float) -> str | None:
-    """What is wrong with `value` as a budget (--gpu-memory-utilization); None: nothing."""
+    """What is wrong with `value` as a budget (--gpu-memory-utilization); None: nothing.
+    vLLM takes any share above 0: one too small to hold the model is said by the prediction
+    (`Prediction.kv_shortfall_bytes`), not refused here."""
     if not math.isfinite(value) or not 0 < value <= 1:
         return "the budget is a share of the card: above 0, at most 1"
     return None
+
+
+def parse_budget(text: str) -> tuple[float | None, str | None]:
+    """A typed budget: (the value, None) or (None, what is wrong with it)."""
+    value = plain_number(text)
+    if value is None:
+        return None, f"the budget is a number such as 0.85 (got {shown(text)})"
+    problem = budget_problem(value)
+    return (None, f"{problem} (got {shown(text)})") if problem else (value, None)

@@ -178,6 +178,15 @@ def leaves_no_kv_block(prediction: Prediction) -> bool:
     return prediction.kv_cache_bytes <= 0 or prediction.num_blocks < 1
 
 
+def shortfall_words(prediction: Prediction) -> str:
+    """How far a budget falls short of holding what vLLM puts in it before its KV pool:
+    "17.96 GiB short of the weights and vLLM's other memory (no KV pool)"."""
+    return (
+        f"{prediction.kv_shortfall_bytes / GIB:.2f} GiB short of the weights and vLLM's other "
+        "memory (no KV pool)"
+    )
+
+
 def is_cpu_server(device_kind: str | None) -> bool:
     """vLLM's "CPU KV cache size" line: the CPU build, whose pool the budget does not set."""
     return device_kind is not None and device_kind.upper() == "CPU"
@@ -199,8 +208,8 @@ def budget_warnings(
     warnings: list[BudgetWarning] = []
     if prediction is not None and leaves_no_kv_block(prediction):
         what = (
-            "the weights alone do not fit in it"
-            if prediction.kv_cache_bytes <= 0
+            f"it is {shortfall_words(prediction)}"
+            if prediction.kv_shortfall_bytes > 0
             else "it leaves no KV block"
         )
         warnings.append(

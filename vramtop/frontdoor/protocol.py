@@ -6,9 +6,8 @@ supervisor can import it without loading the door's server.
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
 
-from vramtop.core.addresses import parse_host_port
+from vramtop.core.addresses import parse_host_port, parse_url
 from vramtop.core.json_types import JsonObject
 
 # The door's own routes live under this prefix, on the listener it forwards (vLLM has none).
@@ -162,17 +161,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 def parse_upstream(text: str) -> str:
     """`http://HOST:PORT` (a trailing slash dropped) → that URL; ValueError says what is
     wrong. Only plain HTTP without a path: the door forwards each path as it came."""
-    parts = urlsplit(text.strip())
-    if parts.scheme != "http" or not parts.hostname:
-        raise ValueError(f"{text!r} is not http://HOST:PORT (for example http://127.0.0.1:8001)")
+    try:
+        parts = parse_url(text, schemes=("http",))
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
     if parts.username or parts.password or parts.query or parts.fragment:
         raise ValueError(f"{text!r}: the upstream is http://HOST:PORT, nothing else")
     if parts.path not in ("", "/"):
         raise ValueError(f"{text!r}: the upstream takes no path (the door forwards each path)")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"{text!r}: the port must be 1-65535") from None
-    if port is None or port < 1:
+    if parts.port is None:
         raise ValueError(f"{text!r} names no port")
     return f"http://{parts.netloc}"

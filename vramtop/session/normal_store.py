@@ -4,7 +4,9 @@ One small JSON file (`normal_rates.json`, readable only by the user) maps what d
 server's decode speed (`core.normal_rate.decode_key`: profile, model, card, quantization, KV
 cache dtype, tensor parallel) to the normal learned for it and when. A console opened in the
 middle of a collapse then compares with the speed of the last run instead of learning the
-collapse as normal. A damaged or unreadable file is ignored (a remembered rate only helps).
+collapse as normal. A damaged or unreadable file is ignored (a remembered rate only helps),
+and so is one whose format `version` is not a whole number; one of a newer format is neither
+read nor replaced (a newer vramtop wrote it).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ from typing import Any
 
 from vramtop import files, locations
 from vramtop.core import bounds
+from vramtop.core.bounds import version_problem
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "normal_rates.json"
 MAX_ENTRIES = 64  # setups remembered; the least recently saved go first
+VERSION = 1  # the format written
 
 
 def default_path() -> Path:
@@ -34,6 +38,7 @@ class NormalRateStore:
     def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.time) -> None:
         self._path = path
         self._clock = clock
+        self._newer = False  # the file read last is of a newer format
 
     @property
     def path(self) -> Path:
@@ -50,16 +55,19 @@ class NormalRateStore:
     def save(self, key: str, rate: NormalRate) -> None:
         """Remember `rate` for `key`, stamped now. Failures are logged, never raised."""
         entries = self._read()
+        if self._newer:
+            return  # a newer vramtop's file: kept as it is (`_read` said so)
         entries.pop(key, None)
         others = sorted(entries.items(), key=lambda kv: _saved_at(kv[1]), reverse=True)
         newest = [(key, {**rate.to_json(), "key": key, "saved_at": self._clock()}), *others]
-        data = {"version": 1, "rates": dict(newest[:MAX_ENTRIES])}
+        data = {"version": VERSION, "rates": dict(newest[:MAX_ENTRIES])}
         try:
             self._write(json.dumps(data, indent=1))
         except OSError as exc:
             log.warning("could not remember the normal rate in %s: %s", self.path, exc)
 
     def _read(self) -> dict[str, Any]:
+        self._newer = False
         try:
             raw = locations.read_own(self.path, limit=bounds.MAX_SMALL_FILE_BYTES)
             data = json.loads(raw.decode("utf-8"))
@@ -69,6 +77,12 @@ class NormalRateStore:
             log.warning("normal rates not read: %s", exc.strerror)
             return {}
         except (OSError, ValueError, RecursionError):  # (damaged: nested too deeply)
+            return {}
+        problem = version_problem(data, VERSION) if isinstance(data, dict) else None
+        if problem is not None:
+            version = data.get("version")
+            self._newer = type(version) is int and version > VERSION
+            log.warning("%s: %s; its normal rates are not used", self.path, problem)
             return {}
         rates = data.get("rates") if isinstance(data, dict) else None
         return dict(rates) if isinstance(rates, dict) else {}

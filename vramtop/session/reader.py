@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from vramtop.core.bounds import MAX_LINE_BYTES
+from vramtop.core.bounds import MAX_LINE_BYTES, version_problem
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.diagnosis.rates import counter_rate
 from vramtop.core.door_fields import door_from_json
@@ -107,12 +107,10 @@ class SessionReader:
             ) from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise SessionError(f"{self.path}: not a vramtop session (no '{FORMAT}' header)")
-        version = raw.get("version")
-        if not isinstance(version, int) or version > VERSION:
-            raise SessionError(
-                f"{self.path}: session format version {version!r} is newer than this vramtop "
-                f"reads ({VERSION}); update vramtop"
-            )
+        problem = version_problem(raw, VERSION)
+        if problem is not None:
+            raise SessionError(f"{self.path}: {problem}")
+        version: int = raw["version"]
         host: dict[str, Any] = raw["host"] if isinstance(raw.get("host"), dict) else {}
         gpus: list[Any] = raw["gpus"] if isinstance(raw.get("gpus"), list) else []
         server: dict[str, Any] | None = (

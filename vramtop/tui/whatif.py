@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
-from vramtop.core.bounds import budget_problem, kv_cache_dtype_problem, parse_model_len
+from vramtop.core.bounds import (
+    budget_problem,
+    kv_cache_dtype_problem,
+    parse_model_len,
+    plain_number,
+)
 from vramtop.core.budget import (
     CONFIRM,
     BudgetWarning,
@@ -65,15 +69,14 @@ def check_budget(
     text: str, inputs: HeadroomInputs | None, machine: Machine | None = None
 ) -> BudgetCheck:
     """Parse a typed budget and refuse it, with the reason, when vLLM could not start with it."""
-    try:
-        # (A typed number is a few characters: 100,000 digits cost float() its time.)
-        value = float(text.strip()) if len(text) <= 32 else math.nan
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):  # nan, inf, 1e400: no budget at all
+    # (A typed number is a few characters: 100,000 digits cost float() its time.)
+    value = plain_number(text) if len(text) <= 32 else None
+    if value is None:  # nan, inf, 1e400, 1_0: no budget at all
         return BudgetCheck(None, None, "type a number such as 0.85")
     util = round(value, 2)
     problem = budget_problem(util)
+    if problem is not None and budget_problem(value) is None:  # 0.004: above 0, shown 0.00
+        problem = f"the budget is set in hundredths: {text.strip()} is below 0.01"
     if problem is not None:
         # The value is kept for +/- to step from (clamped), but no figure is shown for it.
         return BudgetCheck(util, None, problem)

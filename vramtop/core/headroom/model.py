@@ -217,7 +217,7 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
     terms = _terms(inputs)
     layout = _layout(inputs)
     budget = budget_bytes(inputs.total_bytes, util)
-    kv = (
+    left = (
         budget
         - inputs.weights_bytes
         - terms.non_torch
@@ -225,12 +225,13 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         - terms.cudagraph
         - inputs.calibration_bytes
     )
+    kv = max(0, left)  # a pool is never below 0: what is missing is the shortfall
     blocks = layout.num_blocks(kv)
     request = _request_bytes(inputs, layout)
     concurrency = (
         blocks / layout.pages_per_request
         if inputs.request_bytes_per_token is None
-        else max(0, kv) / request
+        else kv / request
     )
     return Prediction(
         util=util,
@@ -252,6 +253,7 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         calibrated=inputs.calibrated_util is not None,
         max_model_len=inputs.max_model_len,
         request_bytes=request,
+        kv_shortfall_bytes=max(0, -left),
     )
 
 
@@ -323,7 +325,7 @@ def calibrate(
     uncalibrated = predict(replace(inputs, calibration_bytes=0, calibrated_util=None), util)
     return replace(
         inputs,
-        calibration_bytes=uncalibrated.kv_cache_bytes - measured,
+        calibration_bytes=uncalibrated.kv_cache_bytes - uncalibrated.kv_shortfall_bytes - measured,
         calibrated_util=util,
     )
 

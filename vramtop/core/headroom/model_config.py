@@ -8,10 +8,11 @@ layers (Qwen3-Next / Qwen3.5 `layer_types` or `full_attention_interval`, Nemotro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from vramtop.core.bounds import MAX_CONFIG_COUNT, whole_number
+from vramtop.core.bounds import MAX_CONFIG_COUNT, json_shown, whole_number
 from vramtop.core.headroom.terms import Architecture, dtype_bytes
 from vramtop.core.json_types import JsonObject, JsonValue
 
@@ -25,24 +26,26 @@ class ModelConfigError(ValueError):
 
 
 def architecture_from_config(config: Mapping[str, JsonValue]) -> Architecture:
-    """The Architecture of a HF config dict; raises ModelConfigError with a plain reason."""
+    """The Architecture of a HF config dict; raises ModelConfigError with a plain reason (the
+    caller names the file)."""
     if not isinstance(config, Mapping):
-        raise ModelConfigError("config.json is not a JSON object")
+        raise ModelConfigError("not a JSON object")
     text = config.get("text_config") or config.get("llm_config") or {}
+    if not isinstance(text, Mapping):
+        key = "text_config" if config.get("text_config") else "llm_config"
+        raise ModelConfigError(f"{key} is {_what(text)}: an object is expected")
     # The language model's own keys win; the outer config fills what it lacks (e.g. dtype).
-    merged: JsonObject = {**config, **text} if isinstance(text, Mapping) else dict(config)
-    layers = _first_int(merged, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    merged: JsonObject = {**config, **text}
+    layers = _first_int(merged, "num_hidden_layers", "n_layer", "num_layers", "n_layers", least=1)
     if layers is None:
-        raise ModelConfigError(
-            "config.json has no num_hidden_layers: it does not look like a model config"
-        )
-    heads = _first_int(merged, "num_attention_heads", "n_head", "num_heads")
-    kv_heads = _first_int(merged, "num_key_value_heads", "num_kv_heads", "n_kv_heads")
-    if merged.get("multi_query"):
+        raise ModelConfigError("no num_hidden_layers: it does not look like a model config")
+    heads = _first_int(merged, "num_attention_heads", "n_head", "num_heads", least=1)
+    kv_heads = _first_int(merged, "num_key_value_heads", "num_kv_heads", "n_kv_heads", least=1)
+    if _switch(merged, "multi_query", False):
         kv_heads = 1
     kv_heads = kv_heads or heads
-    head_dim = _first_int(merged, "head_dim", "attention_head_dim")
-    hidden = _first_int(merged, "hidden_size", "n_embd", "d_model")
+    head_dim = _first_int(merged, "head_dim", "attention_head_dim", least=1)
+    hidden = _first_int(merged, "hidden_size", "n_embd", "d_model", least=1)
     if head_dim is None and hidden and heads:
         head_dim = hidden // heads
     mla_latent = None
@@ -54,15 +57,11 @@ def architecture_from_config(config: Mapping[str, JsonValue]) -> Architecture:
     sliding = sum(kind == "sliding" for kind in kinds)
     recurrent = sum(kind == "recurrent" for kind in kinds)
     if (full or sliding) and mla_latent is None and (not kv_heads or not head_dim):
-        raise ModelConfigError(
-            "config.json lacks the attention shape (num_key_value_heads, head_dim / hidden_size)"
-        )
+        raise ModelConfigError("no attention shape (num_key_value_heads, head_dim / hidden_size)")
     conv, ssm, ssm_dtype = _recurrent_state(merged) if recurrent else (0, 0, None)
     if recurrent and not (conv or ssm):
-        raise ModelConfigError(
-            "config.json mixes in linear-attention/Mamba layers but not their state shape"
-        )
-    dtype = str(merged.get("torch_dtype") or merged.get("dtype") or "bfloat16")
+        raise ModelConfigError("linear-attention/Mamba layers without their state shape")
+    dtype = _text(merged, "torch_dtype") or _text(merged, "dtype") or "bfloat16"
     try:
         dtype_bytes(dtype)
     except ValueError:
@@ -79,35 +78,81 @@ def architecture_from_config(config: Mapping[str, JsonValue]) -> Architecture:
         recurrent_ssm_elements=ssm,
         recurrent_ssm_dtype=ssm_dtype,
         dtype=dtype,
-        vocab_size=_first_int(merged, "vocab_size", "padded_vocab_size"),
+        vocab_size=_first_int(merged, "vocab_size", "padded_vocab_size", least=1),
         name=str(merged.get("model_type")) if merged.get("model_type") else None,
     )
 
 
-def _first_int(config: Mapping[str, JsonValue], *keys: str) -> int | None:
-    """The first of `keys` that holds a whole number above 0; ModelConfigError for one past
-    any checkpoint's (1e308 layers, a 40-digit head count), which would otherwise build
-    lists and sums of that size."""
+def _first_int(config: Mapping[str, JsonValue], *keys: str, least: int | None = None) -> int | None:
+    """The first of `keys` given (not null) as a whole number above 0. ModelConfigError for
+    one of the wrong type (text such as "32", true, a list), a fraction, or one past any
+    checkpoint's (1e308 layers, a 40-digit head count: lists and sums of that size); with
+    `least`, for one below it too. Without it, 0 and below read as not given (a
+    `sliding_window` of 0 or -1 is none)."""
     for key in keys:
         value = config.get(key)
+        if value is None:
+            continue
         number = whole_number(value)
-        # 1e308, a 40-digit integer, 32.5 heads
-        implausible = (
-            number is None
-            and isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and value > 0
-        )
-        if implausible:
-            raise ModelConfigError(f"{key} = {_shown(value)} is not a plausible value")
-        if number is not None and number > 0:
-            if number > MAX_CONFIG_COUNT:
-                raise ModelConfigError(
-                    f"{key} = {_shown(number)} is not a plausible value (at most "
-                    f"{MAX_CONFIG_COUNT:,})"
-                )
+        if number is None:
+            raise ModelConfigError(_not_a_count(key, value))
+        if number > MAX_CONFIG_COUNT:
+            raise ModelConfigError(
+                f"{key} = {_shown(number)} is not a plausible value (at most {MAX_CONFIG_COUNT:,})"
+            )
+        if number >= 1:
             return number
+        if least is not None:
+            raise ModelConfigError(f"{key} is {number}: a whole number from {least} is expected")
     return None
+
+
+def _not_a_count(key: str, value: Any) -> str:
+    """Why `value` is not a count: past any checkpoint's (1e308, a 40-digit integer, an
+    infinity), or not a whole number at all (text, true, 32.5, a list)."""
+    huge = isinstance(value, int) or (
+        isinstance(value, float) and (not math.isfinite(value) or abs(value) > 2**53)
+    )
+    if huge and not isinstance(value, bool):
+        return f"{key} = {_shown(value)} is not a plausible value"
+    return f"{key} is {_what(value)}: a whole number is expected"
+
+
+def _switch(config: Mapping[str, JsonValue], key: str, default: bool) -> bool:
+    """A true/false key (`multi_query`); ModelConfigError for one of another type ("false"
+    as text would otherwise read as true)."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelConfigError(f"{key} is {_what(value)}: true or false is expected")
+    return value
+
+
+def _text(config: Mapping[str, JsonValue], key: str) -> str | None:
+    """A text key (`torch_dtype`): None when not given; ModelConfigError for another type."""
+    value = config.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ModelConfigError(f"{key} is {_what(value)}: text is expected")
+    return value
+
+
+def _what(value: Any) -> str:
+    """A value as config.json has it, and its kind where the kind is what is wrong."""
+    shown = json_shown(value)
+    if isinstance(value, str):
+        return f"{shown} (text)"
+    if isinstance(value, bool):
+        return f"{shown} (true/false)"
+    if isinstance(value, float):
+        return f"{shown} (a fraction)"
+    if isinstance(value, list):
+        return f"{shown} (a list)"
+    if isinstance(value, dict):
+        return f"{shown} (an object)"
+    return shown
 
 
 def _shown(value: Any) -> str:
@@ -118,10 +163,12 @@ def _shown(value: Any) -> str:
 def _layer_kinds(config: Mapping[str, JsonValue], layers: int) -> list[str]:
     """One of "full", "sliding", "recurrent" or "none" (no cache, e.g. MLP-only) per layer."""
     types = config.get("layer_types")
-    if isinstance(types, list) and types:
+    if types is not None and not isinstance(types, list):
+        raise ModelConfigError(f"layer_types is {_what(types)}: a list is expected")
+    if types:
         return [_kind(str(t)) for t in types[:layers]]
-    pattern = config.get("hybrid_override_pattern")  # Nemotron-H: M mamba, * attention
-    if isinstance(pattern, str) and pattern:
+    pattern = _text(config, "hybrid_override_pattern")  # Nemotron-H: M mamba, * attention
+    if pattern:
         return [{"M": "recurrent", "*": "full"}.get(ch, "none") for ch in pattern[:layers]]
     interval = _first_int(config, "full_attention_interval")
     if interval and "linear_num_value_heads" in config:
@@ -133,7 +180,7 @@ def _layer_kinds(config: Mapping[str, JsonValue], layers: int) -> list[str]:
     pattern_len = _first_int(config, "sliding_window_pattern")
     if window and pattern_len and model_type.startswith("gemma3"):
         return ["full" if (i + 1) % pattern_len == 0 else "sliding" for i in range(layers)]
-    if window and config.get("use_sliding_window", True) and window < _max_len(config):
+    if window and _switch(config, "use_sliding_window", True) and window < _max_len(config):
         return ["sliding"] * layers  # Mistral-style: one window on every layer
     return ["full"] * layers
 

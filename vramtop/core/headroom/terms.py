@@ -121,7 +121,7 @@ class HeadroomInputs:
 class Prediction:
     util: float
     budget_bytes: int
-    kv_cache_bytes: int  # negative: the model does not fit in this budget
+    kv_cache_bytes: int  # the pool: 0 where the budget does not hold the rest (never below)
     num_blocks: int
     kv_cache_tokens: int
     max_concurrency: float
@@ -137,6 +137,9 @@ class Prediction:
     calibrated: bool
     max_model_len: int = 8192  # the --max-model-len the prediction is for
     request_bytes: int = 0  # the memory one request of max_model_len needs (vLLM's check)
+    # What the budget lacks to hold the weights and vLLM's other memory (activation, graphs,
+    # non-torch): above 0, there is no pool at all and vLLM would not start.
+    kv_shortfall_bytes: int = 0
 
     @property
     def fits(self) -> bool:

@@ -10,9 +10,10 @@ figures for the same card and budget.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from vramtop.core.bounds import block_size_problem, shown, tensor_parallel_problem
 from vramtop.core.budget import (
     desktop_headroom_bytes,
     largest_util_leaving,
@@ -30,7 +31,7 @@ DEFAULT_UTILIZATION = 0.92
 @dataclass(frozen=True)
 class Finding:
     code: str  # stable id: exposed, remote-code, key-on-command-line, key-in-profile,
-    # internal-port, headroom
+    # internal-port, headroom, budget, block-size, tensor-parallel-size
     message: str
     fix: str
 
@@ -95,6 +96,46 @@ def lint_launch(
     findings.extend(
         _budget_findings(argv, defaults, total_bytes, min_headroom_gib, outside_budget_bytes)
     )
+    findings.extend(_count_findings(argv, defaults))
+    return findings
+
+
+# The counts vLLM is given whose values `core.bounds` knows (its short `-tp` included):
+# flag names, the finding's code, the check, and the fix.
+_COUNTS: tuple[tuple[tuple[str, ...], str, Callable[[int], str | None], str], ...] = (
+    (
+        ("--block-size",),
+        "block-size",
+        block_size_problem,
+        "remove --block-size (vLLM picks its own) or give 16.",
+    ),
+    (
+        ("--tensor-parallel-size", "-tp"),
+        "tensor-parallel-size",
+        tensor_parallel_problem,
+        "give the number of GPUs the model is split over (1 for one GPU).",
+    ),
+)
+
+
+def _count_findings(argv: Sequence[str], defaults: Mapping[str, JsonValue] | None) -> list[Finding]:
+    """A --block-size or --tensor-parallel-size vLLM would not start with (`core.bounds`)."""
+    findings: list[Finding] = []
+    for names, code, problem_of, fix in _COUNTS:
+        for name in names:
+            raw = vllm_args.get_flag(argv, name, defaults)
+            if raw is None:
+                continue
+            text = raw.strip()
+            problem = (
+                problem_of(int(text))
+                if text.isascii() and text.isdigit() and len(text) <= 12
+                else "not a whole number"
+            )
+            if problem is not None:
+                findings.append(
+                    Finding(code, f"{name} {shown(raw)}: {problem}; vLLM would not start.", fix)
+                )
     return findings
 
 

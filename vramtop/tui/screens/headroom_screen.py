@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from vramtop.core.budget import GIB, change_words
+from vramtop.core.budget import GIB, change_words, shortfall_words
 from vramtop.core.diagnosis.relaunch import suggest_budget
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
@@ -265,9 +265,12 @@ def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomI
     if proposed.estimated:
         text += f"\nestimated terms: {', '.join(proposed.estimated)}"
     if proposed.kv_cache_bytes <= 0:
-        return Content.assemble(
-            text, ("\nthis budget would not start: no room for a KV pool", "bold $error")
+        why = (
+            f"it is {shortfall_words(proposed)}"
+            if proposed.kv_shortfall_bytes > 0
+            else "no room for a KV pool"
         )
+        return Content.assemble(text, (f"\nthis budget would not start: {why}", "bold $error"))
     if not proposed.fits:
         # vLLM's startup check: one request of max-model-len must fit in the pool.
         flags = relaunch_flags(inputs, proposed.util)
