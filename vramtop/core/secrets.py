@@ -144,8 +144,10 @@ def mask_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def written_secret(text: str) -> bool:
-    """Whether `text` carries a key in one of the forms `mask_line` masks."""
-    return mask_line(text) != text
+    """Whether `text` carries a key: in one of the forms `mask_line` masks, or as a word
+    that is a key by its form (`sk-…`, `hf_…`), whatever the variable or flag it is given
+    to (`export OPENAI=sk-…`, `printf -v X sk-…`)."""
+    return mask_line(text) != text or _KEY_WORD.search(text) is not None
 
 
 def holds_secret(name: str, value: str) -> bool:
@@ -157,8 +159,13 @@ def holds_secret(name: str, value: str) -> bool:
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # How the keys people paste most often begin: OpenAI-style, Hugging Face, GitHub, GitLab,
 # Slack, AWS access key ids, a JWT.
-_PREFIXED_KEY = re.compile(
-    r"(?:sk-|sk_|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|eyJ)[A-Za-z0-9_.-]{12,}"
+_KEY_PREFIX = r"(?:sk-|sk_|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|eyJ)"
+_PREFIXED_KEY = re.compile(rf"{_KEY_PREFIX}[A-Za-z0-9_.-]{{12,}}")
+# Such a key as a word of a longer text (a variable's value, a command): not a part of a
+# longer word, and with a capital or a digit after its prefix, as random keys have and a
+# name made of words (`hf_cache_directory`) does not.
+_KEY_WORD = re.compile(
+    rf"(?<![A-Za-z0-9_.-]){_KEY_PREFIX}(?=[a-z_.-]*[A-Z0-9])[A-Za-z0-9_.-]{{12,}}"
 )
 # A run of 16 or more letters and digits, digits among them, with no `_` between: what a
 # random key looks like, and what a variable's name made of words does not.
