@@ -17,6 +17,8 @@ import os
 import stat
 from pathlib import Path
 
+from vramtop.core.shell_words import shell_word
+
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -185,10 +187,11 @@ def owner_problem(path: Path, info: os.stat_result) -> str | None:
     with the sticky bit (/tmp) may be writable by all: no one can replace what is yours in
     it."""
     me = os.getuid()
+    word = shell_word(str(path))  # as the fix is copied into a shell
     if info.st_uid not in (me, 0):
         return (
             f"{path} belongs to another user (uid {info.st_uid}), who could change what "
-            f"vramtop reads from it: run `chown {_user_name(me)} {path}` (or remove it) and "
+            f"vramtop reads from it: run `chown {_user_name(me)} {word}` (or remove it) and "
             "try again"
         )
     mode = stat.S_IMODE(info.st_mode)
@@ -197,7 +200,7 @@ def owner_problem(path: Path, info: os.stat_result) -> str | None:
     who = "every user" if mode & 0o002 else "its group"
     return (
         f"{path} is writable by {who} (mode {mode:o}), who could change what vramtop reads "
-        f"from it: run `chmod go-w {path}` and try again"
+        f"from it: run `chmod go-w {word}` and try again"
     )
 
 
@@ -242,11 +245,12 @@ def read_checked(
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
+            shown = shell_word(str(path))
             raise UnsafeFile(
                 exc.errno,
                 f"{path} is a symbolic link, and vramtop neither reads nor writes its own "
                 "files through links: replace it with the file it points to (`cp "
-                f'--remove-destination "$(readlink -f {path})" {path}`) or remove it',
+                f'--remove-destination "$(readlink -f {shown})" {shown}`) or remove it',
             ) from None
         raise
     with os.fdopen(fd, "rb") as handle:

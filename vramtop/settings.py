@@ -22,6 +22,7 @@ from typing import Any
 
 from vramtop import files
 from vramtop.core import bounds, secrets
+from vramtop.core.shell_words import shell_word
 
 # How the GPU is read (see sources/probes.py).
 GPU_PROBES: tuple[str, ...] = ("auto", "nvml", "nvml-unified", "amd", "amd-sysfs")
@@ -274,10 +275,11 @@ def link_problem(path: Path) -> str | None:
     if not path.is_symlink():
         return None
     shown = os.readlink(path)
+    word = shell_word(str(path))
     return (
         f"{path} is a symbolic link to {shown}, and vramtop does not write through links "
         f"nor over them: change {shown} yourself, or replace the link with the file "
-        f'(`cp --remove-destination "$(readlink -f {path})" {path}`) and try again'
+        f'(`cp --remove-destination "$(readlink -f {word})" {word}`) and try again'
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -285,3 +286,57 @@ def test_bundled_themes_are_read_whoever_installed_them(
     monkeypatch.setattr(locations, "bundled_themes_dir", lambda: theirs)
     loaded = load_themes([theirs])
     assert loaded.notices == [] and loaded.themes
+
+
+def _fix_in(err: str) -> str:
+    """The command a refusal tells the person to run (between its backquotes)."""
+    return err.split("`", 2)[1]
+
+
+@pytest.mark.parametrize("spoil", [_loose(0o666), _nobodys])
+def test_the_fix_a_refusal_names_works_as_given_in_a_path_with_spaces_and_dollars(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    spoil: Callable[[Path], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Copied into a shell as printed, the command must fix the very file it names.
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "my vramtop $HOME 'x'"))
+    path = locations.profiles_dir() / "p1.toml"
+    path.write_text(PROFILE)
+    path.chmod(0o600)
+    spoil(path)
+    assert _exit(["profile", "show", "p1"]) == 2
+    fix = _fix_in(capsys.readouterr().err)
+    subprocess.run(["bash", "-c", fix], check=True)
+    capsys.readouterr()
+    assert _exit(["profile", "show", "p1"]) == 0, capsys.readouterr().err
+
+
+def test_the_fix_for_a_timeline_that_is_a_link_works_in_a_path_with_spaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "my vramtop $HOME"))
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text('{"t": 1.0, "event": "start", "detail": {}}\n')
+    log = EventLog.for_profile("p1")
+    log.path.parent.mkdir(parents=True, exist_ok=True)
+    log.path.symlink_to(elsewhere)
+    assert _exit(["events", "--profile", "p1"]) == 2
+    subprocess.run(["bash", "-c", _fix_in(capsys.readouterr().err)], check=True)
+    assert not log.path.is_symlink() and log.path.read_text() == elsewhere.read_text()
+
+
+def test_the_fix_for_a_config_file_that_is_a_link_works_in_a_path_with_spaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "my vramtop $HOME"))
+    (locations.profiles_dir() / "p1.toml").write_text(PROFILE)
+    kept = tmp_path / "dotfiles" / "config.toml"
+    kept.parent.mkdir()
+    kept.write_text("interval_s = 2\n")
+    locations.settings_file().symlink_to(kept)
+    assert _exit(["profile", "set-default", "p1"]) == 2
+    subprocess.run(["bash", "-c", _fix_in(capsys.readouterr().err)], check=True)
+    assert not locations.settings_file().is_symlink()
+    assert _exit(["profile", "set-default", "p1"]) == 0

@@ -91,3 +91,15 @@ def test_a_key_given_to_imports_front_door_is_not_repeated(tmp_path: Path) -> No
     script.write_text("vllm serve m\n")
     code, out = _run(["import", str(script), "--front-door", KEY])
     assert code == 2 and KEY not in out and "--front-door" in out
+
+
+@pytest.mark.parametrize("print_unit", [[], ["--print-unit"]])
+@pytest.mark.parametrize(
+    "command", [f"curl -H 'Authorization: Bearer {KEY}", f'tool --api-key "{KEY}', f"x '{KEY}"]
+)
+def test_an_on_finding_command_that_cannot_be_split_does_not_repeat_its_key(
+    command: str, print_unit: list[str]
+) -> None:
+    code, out = _run(["guard", "--demo", *print_unit, "--on-finding", command])
+    assert code == 2 and "cannot be split into words" in out
+    assert KEY not in out, out

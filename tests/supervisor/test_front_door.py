@@ -311,3 +311,21 @@ def test_a_door_started_before_its_server_serves_holds_what_arrives_at_once(
         assert answers == [503]
     finally:
         door.stop(rec)
+
+
+def test_a_restart_with_a_token_file_others_can_write_stops_nothing(machine: SimMachine) -> None:
+    """The door could not be asked to hold with that token (vramtop sends no token another
+    user could have written): the server would be stopped with nobody holding what arrives.
+    The restart and the relaunch are refused before the stop, naming the file and the fix."""
+    sup = Supervisor(door_profile(machine, "loose"), memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    rec = record("loose")
+    path = door.token_path("loose")
+    path.chmod(0o666)
+    for result in (sup.restart(), sup.relaunch(util=0.8)):
+        assert not result.ok
+        assert f"`chmod go-w {path}`" in result.message and "nothing was stopped" in result.message
+    assert record("loose").pid == rec.pid and sup.owns_its_port()
+    assert (door.info(rec) or {}).get("holding") is False
+    path.chmod(0o600)
+    assert sup.stop().ok

@@ -240,3 +240,29 @@ def test_a_record_naming_another_process_as_its_door_never_signals_it(
     finally:
         bystander.kill()
         bystander.wait()
+
+
+@pytest.mark.parametrize(("named", "said"), [("s1", True), ("s1\n\x1b[2Jx", False)])
+def test_a_port_held_by_another_profiles_server_says_whose_it_is(named: str, said: bool) -> None:
+    """A profile renamed while its server runs: the start of the new name finds the port
+    taken, and says by which profile's server (a name only where it is one)."""
+    import sys
+
+    from vramtop.supervisor import launch
+
+    port = free_port()
+    code = (
+        "import socket,sys,time;s=socket.socket();"
+        f"s.bind(('127.0.0.1',{port}));s.listen();print('ready',flush=True);time.sleep(60)"
+    )
+    env = {**os.environ, "VRAMTOP_LAUNCH_ID": "x1", "VRAMTOP_PROFILE": named}
+    holder = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"ready\n"
+        owner = launch.port_owner("127.0.0.1", port)
+        assert owner is not None and f"pid {holder.pid}" in owner
+        assert ("the server vramtop launched for profile 's1'" in owner) is said, owner
+        assert "\x1b" not in owner and "\n" not in owner
+    finally:
+        holder.kill()
+        holder.wait()

@@ -14,6 +14,8 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.machines.deferred_backend import RETRY_S, BackendUnavailable, DeferredBackend
 from vramtop.supervisor import state
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.widgets.server_log import ServerLog
+from vramtop.tui.widgets.tail_log import TailLog
 
 
 def test_nothing_is_built_until_the_first_read() -> None:
@@ -165,3 +167,22 @@ def test_a_build_refused_for_a_file_another_user_owns_is_said_in_words(
     said = str(refused.value)
     assert said.startswith(f"{state.state_path('p1')} belongs to another user"), said
     assert "chown" in said and "Errno" not in said
+
+
+async def test_a_read_refused_for_a_file_is_said_whole_where_the_log_goes() -> None:
+    """The status line cuts a reason to one row; a refusal's fix (`chown … PATH`) is what
+    must be read to its end: the log's place says it whole while there is no output."""
+    path = "/home/someone/.local/state/vramtop/server-p1.json"
+    fix = f"run `chown someone {path}` (or remove it) and try again"
+    reason = f"{path} belongs to another user (uid 65534), who could change what it says: {fix}"
+
+    def build() -> FakeBackend:
+        raise BackendUnavailable(reason)
+
+    backend = DeferredBackend(build, demo=True, profile_name=None, can_act=True)
+    app = VramtopApp(backend, NO_TIMER)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        shown = " ".join(app.query_one(ServerLog).query_one(TailLog).texts)
+        assert fix in shown, shown
+        assert all(len(text) <= 116 or path in text for text in app.query_one(TailLog).texts)

@@ -217,3 +217,44 @@ def test_a_key_the_shell_reads_at_launch_stays_in_the_prelude(
 def test_ansi_c_quoting_is_read_as_bash_reads_it() -> None:
     r = parse_launch_script("export SEP=$'a\\tb\\x41\\'c'\nvllm serve $'my\\x20model'\n")
     assert r.env == {"SEP": "a\tbA'c"} and r.argv == ["vllm", "serve", "my model"]
+
+
+FORMED = "sk-proj-Q7xLEAK0a1b2c3d4e5"  # a key by its form: a known prefix, then random
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"export OPENAI={FORMED}\n",
+        f"export DB_PASS='{FORMED}'\n",
+        f"export OPENAI_APIKEY={FORMED}\n",
+        "export HUB=hf_QxLEAKabcdefghijklmnopqrstuvw\n",
+    ],
+)
+def test_a_value_that_is_a_key_by_its_form_is_kept_out_whatever_its_name(script: str) -> None:
+    r = parse_launch_script(script + "vllm serve m\n")
+    assert "LEAK" not in _everything(r)
+    assert any("does not store it" in str(w) for w in r.warnings), r.warnings
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        f"printf -v X '%s' {FORMED}\n",
+        f"read -r MYPASS <<< {FORMED}\n",
+        f"echo {FORMED} > ~/.key\n",
+        f'export X="$(printf %s {FORMED})"\n',
+    ],
+)
+def test_a_key_by_its_form_written_into_a_prelude_command_is_refused(script: str) -> None:
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(script + "vllm serve m\n")
+    assert "LEAK" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "script", ["export HF_HOME=/data/hf_cache_directory\n", "export CACHE=hf_cache_directory\n"]
+)
+def test_a_name_that_only_begins_as_a_key_does_stays(script: str) -> None:
+    r = parse_launch_script(script + "vllm serve m\n")
+    assert r.env or r.prelude, r

@@ -259,6 +259,9 @@ def test_lint_refuses_a_profile_whose_port_contradicts_its_command_line(
             {"env": {"HF_TOKEN": "hf_file1", "AUTH": "Bearer sk-file-1", "A": "1"}},
             "(env HF_TOKEN, env AUTH)",
         ),
+        # A key by its form, whatever the name it is given to.
+        ({"env": {"OPENAI": "sk-file-1Q7xabcdefghij", "A": "1"}}, "(env OPENAI)"),
+        ({"prelude": "printf -v X %s sk-file-1Q7xabcdefghij"}, "(prelude)"),
     ],
 )
 def test_a_key_written_in_a_profiles_file_is_warned_about(

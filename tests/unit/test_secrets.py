@@ -13,6 +13,7 @@ from vramtop.core.secrets import (
     mask_url,
     variable_name_problem,
 )
+from vramtop.core.vllm.args import mask_secrets
 
 KEY = "sk-Zq81x"
 
@@ -86,7 +87,8 @@ def _every_pattern(text: str) -> str:
     text = secrets._LIST.sub(secrets._mask_list, text)
     text = secrets._QUOTED.sub(rf"\1\2{MASK}\2", text)
     text = secrets._BARE.sub(rf"\1{MASK}", text)
-    return secrets._BEARER.sub(rf"\1{MASK}", text)
+    text = secrets._BEARER.sub(rf"\1{MASK}", text)
+    return secrets._KEY_WORD.sub(MASK, text)
 
 
 @pytest.mark.parametrize(
@@ -193,3 +195,46 @@ def test_a_key_given_for_a_variable_name_is_refused_in_words_that_do_not_repeat_
 @pytest.mark.parametrize("text", ["VLLM_API_KEY", "MY_KEY", "hf_token_2", "OPENAI_API_KEY_PROD"])
 def test_a_variable_name_is_taken(text: str) -> None:
     assert variable_name_problem(text) is None
+
+
+FORMED = "sk-proj-Q7xLEAK0a1b2c3d4e5"  # a key by its form: a known prefix, then random
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"vllm serve m --served-model-name {FORMED}",
+        f"export OPENAI={FORMED}",
+        f"printf -v X %s '{FORMED}'",
+        "x hf_QxLEAKabcdefghijklmnop y",
+        "AKIAIOSFODNN7LEAKEXAMPLE",
+    ],
+)
+def test_a_key_by_its_form_is_masked_whatever_it_is_given_to(line: str) -> None:
+    assert "LEAK" not in mask_line(line) and MASK in mask_line(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "HF_HOME=/data/hf_cache_directory",
+        "task-0123456789ABCDEF",
+        "sk-short",
+        "disk_sk-ABCDEF0123456789",
+    ],
+)
+def test_a_word_that_only_begins_as_a_key_does_is_left_alone(line: str) -> None:
+    assert mask_line(line) == line
+
+
+def test_a_key_by_its_form_is_masked_in_a_command_line() -> None:
+    argv = ["vllm", "serve", "m", "--served-model-name", FORMED, "--api-key", "plain"]
+    assert mask_secrets(argv) == [
+        "vllm",
+        "serve",
+        "m",
+        "--served-model-name",
+        MASK,
+        "--api-key",
+        MASK,
+    ]

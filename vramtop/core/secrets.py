@@ -10,6 +10,8 @@ What counts as a secret in a line of text:
   `VLLM_API_KEY`, `hf_token`, `HF_TOKEN`…) in the forms logs and reprs use:
   `NAME=value`, `NAME: value`, `'name': 'value'`, `'name': ['v1', 'v2']`, `"name": "value"`;
 - `Bearer TOKEN` (an Authorization header);
+- a word that is a key by its form, whatever it is given to: a known key's prefix (`sk-`,
+  `hf_`, `ghp_`, `AKIA`…) then 12 or more characters, a capital or a digit among them;
 - the password of a URL (`http://user:PASSWORD@host`), and the value of a URL's query or
   fragment parameter named as a key (`?api_key=…`, `&token=…`, `&sig=…`, `#access_token=…`).
 """
@@ -56,6 +58,18 @@ _BARE = re.compile(
 _BEARER = re.compile(r"(?i)\b(bearer\s+)(?!\*\*\*)([^\s'\",]+)")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*:)([^/\s@]+)(@)")
 _LIST_ITEM = re.compile(r"(['\"])(.*?)\1")
+# How the keys people paste most often begin: OpenAI-style, Hugging Face, GitHub, GitLab,
+# Slack, AWS access key ids, a JWT.
+_KEY_PREFIX = r"(?:sk-|sk_|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|eyJ)"
+# What each of those begins with, looked for first (a plain search): most lines hold none.
+_KEY_STARTS: tuple[str, ...] = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "github_pat_")
+_KEY_STARTS += ("glpat-", "xox", "AKIA", "eyJ")
+# Such a key as a word of a line, whatever it is given to (`--served-model-name sk-…`,
+# `OPENAI=sk-…`): not a part of a longer word, and with a capital or a digit after its
+# prefix, as random keys have and a name made of words (`hf_cache_directory`) does not.
+_KEY_WORD = re.compile(
+    rf"(?<![A-Za-z0-9_.-]){_KEY_PREFIX}(?=[a-z_.-]*[A-Z0-9])[A-Za-z0-9_.-]{{12,}}"
+)
 # A URL in a line of text (up to white space or a quote, less the punctuation that ends a
 # sentence or a clause after it), and a parameter of its query or
 # fragment: `?NAME=VALUE`, `&NAME=VALUE`, `#NAME=VALUE`.
@@ -98,6 +112,8 @@ def mask_line(text: str) -> str:
         text = _BARE.sub(rf"\1{MASK}", text)
     if "bearer" in folded:
         text = _BEARER.sub(rf"\1{MASK}", text)
+    if any(start in text for start in _KEY_STARTS):
+        text = _KEY_WORD.sub(MASK, text)
     return text
 
 
@@ -143,6 +159,12 @@ def mask_env(env: dict[str, str]) -> dict[str, str]:
     return {name: MASK if is_secret_name(name) else mask_line(value) for name, value in env.items()}
 
 
+def is_key_by_form(word: str) -> bool:
+    """Whether `word` (a command's word) is a key by its form (`sk-…`, `hf_…`), whatever
+    flag or variable it is given to."""
+    return _KEY_WORD.fullmatch(word) is not None
+
+
 def written_secret(text: str) -> bool:
     """Whether `text` carries a key in one of the forms `mask_line` masks."""
     return mask_line(text) != text
@@ -155,11 +177,8 @@ def holds_secret(name: str, value: str) -> bool:
 
 
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# How the keys people paste most often begin: OpenAI-style, Hugging Face, GitHub, GitLab,
-# Slack, AWS access key ids, a JWT.
-_PREFIXED_KEY = re.compile(
-    r"(?:sk-|sk_|hf_|ghp_|gho_|ghs_|github_pat_|glpat-|xox[abpr]-|AKIA|eyJ)[A-Za-z0-9_.-]{12,}"
-)
+# A key pasted whole (a known key's prefix, then its characters).
+_PREFIXED_KEY = re.compile(rf"{_KEY_PREFIX}[A-Za-z0-9_.-]{{12,}}")
 # A run of 16 or more letters and digits, digits among them, with no `_` between: what a
 # random key looks like, and what a variable's name made of words does not.
 _RANDOM_RUN = re.compile(r"(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal, Protocol, TypedDict, TypeVar
 
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
+from vramtop.core.shell_words import shell_word
 from vramtop.outcomes import ExitCode
 from vramtop.sources.dxg_kmsg import ALLOW_HINT
 
@@ -324,7 +325,7 @@ def _log_check(path: Path | None) -> Check:
     if not path.exists():
         return Check("log", "warn", f"{path} does not exist yet", "vramtop start writes it")
     if not os.access(path, os.R_OK):
-        return Check("log", "fail", f"{path} is not readable", f"chmod u+r {path}")
+        return Check("log", "fail", f"{path} is not readable", f"chmod u+r {shell_word(str(path))}")
     return Check("log", "ok", f"{path}")
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 
+from vramtop.core import secrets
 from vramtop.core.news import News
 from vramtop.notify.sending import SendFailed, said
 from vramtop.programs import TimedOut, run_program
@@ -25,7 +26,8 @@ def command_words(command: str) -> list[str]:
     try:
         words = shlex.split(command)
     except ValueError as exc:
-        raise ValueError(f"--on-finding {command!r} cannot be split into words: {exc}") from None
+        shown = secrets.mask_pasted_keys(command)  # half a quoted key is still a key
+        raise ValueError(f"--on-finding {shown!r} cannot be split into words: {exc}") from None
     if not words:
         raise ValueError("--on-finding needs a command")
     return words

@@ -129,7 +129,9 @@ class ServerActions:
             refused = self._refuse_without_key(command[2])
             if refused is not None:
                 return refused  # before the stop: the running server stays
-            door_steps.hold_before_stop(self._server, report)
+            unheld = door_steps.hold_before_stop(self._server, report)
+            if unheld is not None:
+                return ActionResult(False, f"{unheld}; nothing was stopped")
             stopped = self._stop(report, grace)
             if not stopped.ok:
                 door_steps.release_back(self._server)
@@ -230,7 +232,9 @@ class ServerActions:
                 said = f"could not check the relaunch first ({exc}); nothing was changed"
             if said is not None:
                 return ActionResult(False, said)  # before the stop: the running server stays
-        door_steps.hold_before_stop(self._server, report)
+        unheld = door_steps.hold_before_stop(self._server, report)
+        if unheld is not None:
+            return ActionResult(False, f"{unheld}; nothing was stopped")
         stopped = self._stop(report)
         if not stopped.ok:
             door_steps.release_back(self._server)

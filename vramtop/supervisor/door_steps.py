@@ -12,6 +12,7 @@ import logging
 import os
 from typing import TypedDict
 
+from vramtop import files
 from vramtop.config import parse_door_address
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, launch, state, tree
@@ -91,18 +92,26 @@ def close_unwanted(prev: ServerRecord | None) -> None:
         door.stop(prev)
 
 
-def hold_before_stop(server: ServerHandle, progress: ProgressCallback) -> None:
+def hold_before_stop(server: ServerHandle, progress: ProgressCallback) -> str | None:
     """Before a restart or relaunch stops the server: new requests are held at the door and
-    those in flight are let finish (up to the profile's `drain_s`)."""
+    those in flight are let finish (up to the profile's `drain_s`). Why the door cannot be
+    asked (its token file is one vramtop may not use: `files.NotYours`), or None: then
+    nothing was asked, and the caller stops nothing (held by nobody, the requests sent
+    during the restart would fail)."""
     rec = server.record()
     if rec is None or rec.front_door is None or not door.alive(rec):
-        return
+        return None
+    try:
+        door.current_token(rec.profile)
+    except files.NotYours as exc:
+        return f"the front door cannot be asked to hold requests: {exc.strerror}"
     drain_s = server.profile.drain_s
     progress("holding new requests at the front door")
     answer = door.hold(rec, drain_s)
     if answer is not None and not answer.get("drained", True):
         left = answer.get("in_flight")
         progress(f"{left} request(s) still running after {drain_s:g} s: stopping anyway")
+    return None
 
 
 def release_back(server: ServerHandle) -> None:

@@ -23,8 +23,11 @@ import psutil
 
 from vramtop import files
 from vramtop.core import secrets
+from vramtop.core.names import is_profile_name
 from vramtop.core.shell_words import shell_line
+from vramtop.core.vllm import args as vllm_args
 from vramtop.programs import TimedOut, run_program
+from vramtop.supervisor import tree
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
@@ -249,7 +252,17 @@ def port_owner(host: str | None, port: int) -> str | None:
         return "another program"
     with contextlib.suppress(psutil.Error):
         proc = psutil.Process(pid)
-        return f"pid {pid} ({' '.join(proc.cmdline()[:3]) or proc.name()})"
+        words = vllm_args.mask_secrets(proc.cmdline())[:3]
+        shown = f"pid {pid} ({' '.join(words) or proc.name()})"
+        profile = tree.launched_for(proc)
+        if profile is not None and is_profile_name(profile):
+            # Said: its profile's file may have been renamed while it ran (`stop` finds a
+            # server by its profile's file name).
+            shown += (
+                f", the server vramtop launched for profile '{profile}' (`vramtop stop "
+                f"--profile {profile}` ends it, with profiles/{profile}.toml in place)"
+            )
+        return shown
     return f"pid {pid}"
 
 

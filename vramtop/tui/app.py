@@ -380,11 +380,13 @@ class VramtopApp(App[int]):
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
         self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
+        self._panels.server_log.say_unread(message.reason)
         self.render_header()
         self.refresh_bindings()  # a backend that could not be built offers no action
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self.reader.answered(message.answers)
+        self._panels.server_log.say_unread(None)
         frame = message.frame
         previous_state = self.shown.server_state
         self.shown = self.shown.arrived(frame, message.normal_origin)

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vramtop.core import secrets
 from vramtop.core.json_types import JsonValue
 
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
@@ -292,8 +293,9 @@ def config_path(argv: Sequence[str]) -> str | None:
 
 
 def mask_secrets(argv: Sequence[str]) -> list[str]:
-    """A copy of argv with the values of secret flags (`--api-key`) replaced by `***`."""
-    out = list(argv)
+    """A copy of argv with the values of secret flags (`--api-key`), and any word that is a
+    key by its form (`--served-model-name sk-…`), replaced by `***`."""
+    out = [MASK if secrets.is_key_by_form(word) else word for word in argv]
     for flag, use in _scan(argv)[0]:
         if flag not in SECRET_FLAGS or use.value is None:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import ClassVar
 
 from rich.text import Text
@@ -50,6 +51,9 @@ class ServerLog(Vertical):
         self._subtitle = ""
         # What came while hidden: lines, notice, clock, and whether the lines are all kept.
         self._waiting: tuple[list[str], str | None, float | None, bool] | None = None
+        # Shown in the place of the lines while there are none (dim): NO_OUTPUT, or why
+        # nothing can be read, in full (`say_unread`).
+        self._placeholder = [NO_OUTPUT]
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -146,6 +150,21 @@ class ServerLog(Vertical):
         if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
 
+    def say_unread(self, reason: str | None) -> None:
+        """Why nothing can be read (`None`: it can), said whole where the lines go while
+        there are none: the status line cuts a reason to one row, and a file vramtop may
+        not use is said with its fix (`chmod go-w PATH`), which must be read to the end."""
+        placeholder = [NO_OUTPUT]
+        if reason is not None:
+            width = max(20, self.size.width - 4)
+            said = f"Nothing can be read: {reason}"  # a path or a command is never cut
+            placeholder = textwrap.wrap(said, width, break_long_words=False, break_on_hyphens=False)
+        if placeholder == self._placeholder:
+            return
+        self._placeholder = placeholder
+        if self.is_attached and not self._lines:
+            self._redraw()
+
     def set_query(self, query: str) -> None:
         self._query = query
         self._subtitle = f"filter: {query}" if query else ""
@@ -175,7 +194,7 @@ class ServerLog(Vertical):
         log = self._log
         log.clear()
         if not self._lines:
-            log.write_lines([NO_OUTPUT])
+            log.write_lines(self._placeholder)
             return
         log.write_lines([line for line in self._lines if self._matches(line)])
         # Another filter, or a rotated log, is another text: a place kept in the old one
@@ -186,7 +205,7 @@ class ServerLog(Vertical):
         """The row's text styled, or None when it has nothing of its own to style (the log
         then shows its line as it is and its count dim: `TailLog.text`)."""
         line = row.line
-        if line == NO_OUTPUT and not self._lines:
+        if not self._lines and line in self._placeholder:
             return Text(line, style="dim")
         if not row.failure and not (self._query and self._matches(line)):
             return None
