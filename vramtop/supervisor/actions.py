@@ -633,6 +633,10 @@ def _save_profile(before: Profile, after: Profile) -> str | None:
         from vramtop import config
 
         config.save_relaunch_file(_profile_file(after), before, after)
+    except OSError as exc:  # (a full disk: the file and the fix, as every writer says it)
+        from vramtop import files
+
+        return files.problem_words(exc) or str(exc)
     except Exception as exc:  # a write failure is reported, never raised
         return str(exc)
     return None
