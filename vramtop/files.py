@@ -148,6 +148,8 @@ def dir_problem_words(path: Path, exc: OSError) -> str:
         fix = "the name is too long for the file system: choose a shorter name"
     elif exc.errno == errno.ENOTDIR:
         fix = "a file stands where a directory should: move it away"
+    elif exc.errno == errno.EISDIR:
+        fix = "a directory stands where vramtop keeps a file: move it away"
     else:
         fix = "check the path, or set VRAMTOP_HOME to a directory of your own"
     return f"cannot write {path}: {reason}; {fix}"
@@ -253,10 +255,12 @@ def read_checked(
                 f'--remove-destination "$(readlink -f {shown})" {shown}`) or remove it',
             ) from None
         raise
+    # Judged before it is wrapped: a directory's descriptor would fail as "Is a directory: 4".
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise UnsafeFile(errno.EINVAL, f"{path} is not a regular file; remove it")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile(errno.EINVAL, f"{path} is not a regular file; remove it")
         problem = owner_problem(path, info)
         if problem is None and (root is not None or path != given):
             problem = dirs_problem(path.parent, root)

@@ -72,13 +72,15 @@ def test_a_token_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     assert "chown" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("case", ["missing", "empty", "link"])
+@pytest.mark.parametrize("case", ["missing", "empty", "link", "directory"])
 def test_an_unusable_token_file_is_refused(tmp_path: Path, case: str) -> None:
     path = tmp_path / "door.token"
     if case == "empty":
         token_file(tmp_path, 0o600, "  \n")
     elif case == "link":
         os.symlink(token_file(tmp_path, 0o600).rename(tmp_path / "real"), path)
+    elif case == "directory":  # was exit 1: "IsADirectoryError: [Errno 21] Is a directory: 3"
+        path.mkdir(mode=0o700)
     done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(path))
     assert done.returncode == 2 and "token file" in done.stderr
     assert "Traceback" not in done.stderr

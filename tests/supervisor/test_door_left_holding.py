@@ -97,3 +97,47 @@ def test_a_relaunch_killed_during_its_start_leaves_no_request_held(
             relaunch.kill()
             relaunch.wait()
         sup.stop()
+
+
+def test_the_demos_door_left_holding_after_its_world_went_is_answered_by_status(
+    home: Path,
+) -> None:
+    """`status --demo` once the demo's world has gone (it idles out after its servers die)
+    still settles the door the record names: it said "stopped" and left the request held."""
+    from vramtop.machines import demo_world
+    from vramtop.sim.machine import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    env = {**os.environ, "VRAMTOP_HOME": str(home)}
+
+    def vramtop(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "vramtop", "--front-door", address, *argv]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    assert vramtop("start", "--demo").returncode == 0
+    rec = state.load(demo_world.DEMO_PROFILE)
+    assert rec is not None and door.alive(rec)
+    # As a relaunch killed during its start leaves it: the door holds, nobody will release it,
+    # and the world has gone with the server.
+    assert door.hold(rec, 0.0) is not None
+    assert rec.pid is not None
+    os.killpg(rec.pid, signal.SIGKILL)
+    machine = demo_world.demo_machine()
+    machine.client.request("shutdown")  # as it does once idle (its door is no client of it)
+    wait_for(lambda: not demo_world.world_alive(machine))
+
+    answers: list[httpx.Response] = []
+    url = f"http://{address}/v1/models"
+    asked = threading.Thread(target=lambda: answers.append(httpx.get(url, timeout=120)))
+    asked.start()
+    try:
+        wait_for(lambda: (door.info(rec) or {}).get("held") == 1)
+        said = vramtop("status", "--demo")
+        asked.join(60)  # the hold's own limit is 600 s: only housekeeping answers it sooner
+        assert answers, f"the held request was not answered; status said {said.stdout!r}"
+        assert answers[0].status_code == 503
+        assert "no start is under way" in answers[0].json()["error"]["message"]
+        assert "no start is under way" in said.stdout
+    finally:
+        vramtop("stop", "--demo", "--all")
+        asked.join(5)

@@ -201,3 +201,20 @@ def test_a_written_hf_token_is_dropped_and_a_variable_one_named() -> None:
 def test_a_byte_order_mark_does_not_glue_onto_the_prelude() -> None:
     r = parse_launch_script("\ufeffsource /opt/conda.sh\nconda activate v\nexec vllm serve m\n")
     assert r.prelude == ["source /opt/conda.sh", "conda activate v"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "vllm serve m --port $(" + "$(" * 50_000 + ")" * 50_001,  # command substitution
+        "vllm serve m --port $" + "A" * 200_000,  # a variable never set
+    ],
+)
+def test_a_message_quoting_the_script_stays_short(line: str) -> None:
+    """A message names the part of the script it is about, cut: one line of 150 KB made a
+    message of 150 KB (lint and import print it on one line)."""
+    with pytest.raises(LaunchScriptError) as caught:
+        parse_launch_script(line + "\n")
+    message = str(caught.value)
+    assert len(message) < 400, len(message)
+    assert "…" in message and "line 1: " in message

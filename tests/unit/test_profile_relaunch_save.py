@@ -87,3 +87,23 @@ def test_a_profile_that_is_a_link_is_read_through_it_but_never_saved_over_it(
     with pytest.raises(config.ConfigError, match="is a symbolic link"):
         config.save_profile_file(link, after)
     assert link.is_symlink() and target.read_text() == FILE
+
+
+def test_a_profile_that_cannot_be_written_is_said_as_every_writer_says_it(
+    tmp_path: Path,
+) -> None:
+    """`relaunch --save` whose write fails (a full disk; here a file standing where the
+    profile's directory should be) says the path and the fix as every writer does
+    (`files.problem_words`), not "[Errno 20] … : 'PATH'"."""
+    from vramtop.supervisor.actions import _save_profile
+
+    path = tmp_path / "desk.toml"
+    path.write_text(FILE)
+    before = config.load_profile_file(path)
+    (tmp_path / "moved").write_text("a file, not a directory\n")
+    after = before.relaunched({BUDGET: "0.8"}, WHEN)
+    after._loaded_from = tmp_path / "moved" / "desk.toml"  # (where it was read from)
+    said = _save_profile(before, after)
+    assert said is not None and "Errno" not in said, said
+    assert said.startswith(f"{tmp_path / 'moved'} is not a directory"), said
+    assert said.endswith("move it away (or set VRAMTOP_HOME to a directory of your own)")

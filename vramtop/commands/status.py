@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         if options.target.demo:
             from vramtop.machines import demo_world
 
-            if not demo_world.world_alive(demo_world.demo_machine()):
+            if demo_world.nothing_left(demo_world.demo_machine()):
                 return _print(
                     options.json, {"state": "stopped", "profile": demo_world.DEMO_PROFILE}
                 )

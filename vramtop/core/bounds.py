@@ -75,6 +75,12 @@ def shown(text: str, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
 
 
+def cut(text: str, limit: int = 80) -> str:
+    """`text` as a message quotes it as written (a part of a script): cut to `limit`
+    characters, so that one line of input cannot make a message of megabytes."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def whole_number(value: Any) -> int | None:
     """`value` as a whole number (a JSON or TOML integer, or a float with no fraction); None
     for anything else: booleans, NaN, infinities, fractions, and integers past 2**53 whose

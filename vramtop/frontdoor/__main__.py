@@ -134,10 +134,11 @@ def read_token(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise ValueError(f"cannot read the token file {path}: {exc.strerror}") from None
+    info = os.fstat(fd)  # judged before it is wrapped: a directory's would fail to wrap
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ValueError(f"the token file {path} is not a regular file")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"the token file {path} is not a regular file")
         if info.st_mode & 0o077:
             raise ValueError(
                 f"the token file {path} can be read by other users; make it 0600 (chmod 600)"

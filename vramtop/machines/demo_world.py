@@ -80,6 +80,19 @@ def world_alive(machine: SimMachine) -> bool:
         return False
 
 
+def nothing_left(machine: SimMachine, profile: str = DEMO_PROFILE) -> bool:
+    """Whether the demo has nothing running to look after: its world does not answer, and no
+    front door its record names runs. A door outlives the world (a relaunch killed during
+    its start leaves it holding, the world idles out): housekeeping, which starts the world
+    again, must then answer what the door holds rather than leave it to the hold's limit."""
+    if world_alive(machine):
+        return False
+    from vramtop.supervisor import door, state
+
+    rec = state.load(profile)
+    return rec is None or not door.alive(rec)
+
+
 def ensure_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
     """The demo world, started detached if its socket does not answer. Raises RuntimeError
     when it cannot be started (the caller turns that into a message)."""

@@ -415,33 +415,38 @@ class ServerActions:
             argv = vllm_args.set_flag(argv, vllm_args.PORT, str(internal))
         else:
             door_steps.close_unwanted(rec)
-        log_file = state.log_path(self._server.name)
-        launch.rotate_log(log_file)
-        shown = vllm_args.mask_secrets(argv)
-        offset = launch.write_start_marker(log_file, self._server.name, shown)
-        launch_id = uuid.uuid4().hex
-        rec = ServerRecord(
-            profile=self._server.name,
-            state=Lifecycle.LAUNCHING,
-            launch_id=launch_id,
-            argv=shown,
-            cwd=cwd,
-            host=host,
-            port=port,
-            log_path=str(log_file),
-            log_offset=offset,
-            started_at=time.time(),
-            phase=None,  # until the log names one: vLLM imports for a while before it loads
-            flag_overrides=dict(overrides or {}),
-            # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
-            actor_pid=os.getpid() if wait_ready else None,
-            actor_create_time=own_create_time() if wait_ready else None,
-            **flags_of(argv),
-            **door_facts,
-        )
-        # Saved before the launch: a vramtop killed right after it still finds the server
-        # by its launch id.
-        state.save(rec)
+        prev = rec
+        try:
+            log_file = state.log_path(self._server.name)
+            launch.rotate_log(log_file)
+            shown = vllm_args.mask_secrets(argv)
+            offset = launch.write_start_marker(log_file, self._server.name, shown)
+            launch_id = uuid.uuid4().hex
+            rec = ServerRecord(
+                profile=self._server.name,
+                state=Lifecycle.LAUNCHING,
+                launch_id=launch_id,
+                argv=shown,
+                cwd=cwd,
+                host=host,
+                port=port,
+                log_path=str(log_file),
+                log_offset=offset,
+                started_at=time.time(),
+                phase=None,  # until the log names one: vLLM imports for a while before it loads
+                flag_overrides=dict(overrides or {}),
+                # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
+                actor_pid=os.getpid() if wait_ready else None,
+                actor_create_time=own_create_time() if wait_ready else None,
+                **flags_of(argv),
+                **door_facts,
+            )
+            # Saved before the launch: a vramtop killed right after it still finds the server
+            # by its launch id.
+            state.save(rec)
+        except OSError:  # (a full disk): the door opened for this launch goes with it
+            door_steps.close_opened(self._server, prev, door_facts)
+            raise
         env = launch.build_env(
             profile.env if env_base is None else None,
             {
@@ -632,6 +637,10 @@ def _save_profile(before: Profile, after: Profile) -> str | None:
         from vramtop import config
 
         config.save_relaunch_file(_profile_file(after), before, after)
+    except OSError as exc:  # (a full disk: the file and the fix, as every writer says it)
+        from vramtop import files
+
+        return files.problem_words(exc) or str(exc)
     except Exception as exc:  # a write failure is reported, never raised
         return str(exc)
     return None

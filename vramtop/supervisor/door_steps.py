@@ -85,6 +85,17 @@ def open_for_launch(
     return facts
 
 
+def close_opened(server: ServerHandle, prev: ServerRecord | None, facts: DoorFields) -> None:
+    """A launch that could not go on after `open_for_launch` (its state file or its log
+    could not be written: a full disk): the door it started is stopped again, since no
+    record would name it and it would hold its port, and what it holds, for nobody. The
+    previous record's door stays: that record still names it."""
+    pid = facts.get("door_pid")
+    if pid is None or (prev is not None and prev.door_pid == pid):
+        return
+    door.stop(ServerRecord(profile=server.name, **facts))
+
+
 def close_unwanted(prev: ServerRecord | None) -> None:
     """A launch without a front door: a door the previous run had is stopped (the profile
     no longer asks for one)."""

@@ -183,7 +183,9 @@ def unreadable(profile: str) -> str | None:
         return None
     except files.NotYours:
         raise
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        return exc.strerror or str(exc)  # (its words, without "[Errno N]")
+    except ValueError as exc:
         return str(exc)
     if not isinstance(data, dict):
         return "not a JSON object"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vramtop.core.bounds import cut
 from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
 
 
@@ -42,7 +43,7 @@ class ScriptVariables(dict[str, Variable]):
                 out.append(seg.text)
             elif isinstance(seg, Cmd):
                 raise Unresolved(
-                    f"command substitution {seg.raw} cannot be stored in a profile; "
+                    f"command substitution {cut(seg.raw)} cannot be stored in a profile; "
                     "write its value instead"
                 )
             else:
@@ -68,8 +69,8 @@ class ScriptVariables(dict[str, Variable]):
                     "any: write the value instead"
                 )
             raise Unresolved(
-                f"${seg.name} is not defined in the script; write the value or set "
-                f"{seg.name}=… above the command"
+                f"${cut(seg.name)} is not defined in the script; write the value or set "
+                f"{cut(seg.name)}=… above the command"
             )
         if var.value is None:
             raise Unresolved(
