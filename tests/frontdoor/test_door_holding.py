@@ -17,6 +17,7 @@ import pytest
 
 from tests.frontdoor.upstreams import upstream
 from vramtop.frontdoor import protocol
+from vramtop.frontdoor.app import MAX_CONTROL_BYTES
 from vramtop.sim.machine import free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -260,11 +261,13 @@ def test_a_client_gone_while_held_is_not_forwarded(door_factory: Any) -> None:
 
 
 def test_a_control_body_nested_too_deeply_is_answered_400(door_factory: Any) -> None:
-    # Deeper than the JSON parser recurses: not JSON, as any other damaged body.
+    # Deeper than the JSON parser recurses (its limit is about a thousand levels), yet within
+    # the size a control body may have: not JSON, as any other damaged body.
     door = door_factory(None)
+    depth = MAX_CONTROL_BYTES - 1
     answer = httpx.post(
         door.url + protocol.PREFIX + "/hold",
-        content=b"[" * 100_000,
+        content=b"[" * depth,
         headers={protocol.TOKEN_HEADER: door.token, "content-type": "application/json"},
         timeout=10,
     )
