@@ -152,6 +152,7 @@ def test_demo_once_launches_the_server_before_the_backend_loads_and_ctrl_c_stops
     assert json.loads(status.stdout)["state"] == "stopped"
 
 
+@pytest.mark.slow
 def test_demo_once_stops_the_server_it_started_where_the_simulated_gpu_ran_already(
     tmp_path: Path,
 ) -> None:

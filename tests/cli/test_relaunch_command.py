@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.waiting import wait_until
 from vramtop.outcomes import ExitCode
 
@@ -27,6 +29,7 @@ def run_vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path: Path) -> None:
     assert ExitCode.ROLLED_BACK == 5
     try:
@@ -51,6 +54,7 @@ def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
 
 
+@pytest.mark.slow
 def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
     tmp_path: Path,
 ) -> None:
@@ -78,6 +82,7 @@ def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -> None:
     import signal
 

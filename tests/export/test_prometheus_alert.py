@@ -166,6 +166,7 @@ def alert_states(base: str, name: str) -> list[str]:
     return [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == name]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
     prometheus: str, env: dict[str, str]
@@ -221,6 +222,7 @@ def firing(base: str, name: str) -> Callable[[], bool]:
     return lambda: "firing" in alert_states(base, name)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_crash_and_a_stopped_exporter_fire_their_alerts_in_prometheus(
     prometheus: str, exporter: Running, env: dict[str, str]

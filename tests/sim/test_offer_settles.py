@@ -28,6 +28,7 @@ def after_a_tick(backend: Any, check: Callable[[], T]) -> T:
     return check()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("card", "scenario"), [("5090", "manual"), ("r9700", "r9700"), ("spark", "spark")]
 )

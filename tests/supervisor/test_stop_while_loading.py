@@ -142,6 +142,7 @@ def test_a_restart_from_another_vramtop_during_the_load_replaces_it(
     assert machine.state()["servers"] == []
 
 
+@pytest.mark.slow
 def test_vramtop_stop_ends_a_vramtop_start_that_is_still_loading(home: Path) -> None:
     """The user's case, as commands in two terminals on the demo's simulated machine."""
     env = {**os.environ, "VRAMTOP_SIM_STARTUP_S": str(LOAD_S), "VRAMTOP_SIM_SPEED": "20"}

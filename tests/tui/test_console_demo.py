@@ -57,6 +57,7 @@ def generating(app: VramtopApp) -> bool:
     return bool(rates and rates.generation_tps and rates.generation_tps > 5)
 
 
+@pytest.mark.slow
 async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
     backend, _ = demo_backend(wsl=False)
     app = VramtopApp(backend, FAST)
