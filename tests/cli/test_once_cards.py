@@ -42,6 +42,7 @@ def test_spark_is_unified_memory_with_the_system_as_the_desktop(tmp_path: Path) 
     assert data["kv_pool"]["gib"] > 60  # a budget of the shared pool leaves a large KV pool
 
 
+@pytest.mark.slow
 def test_r9700_reports_gtt_per_process(tmp_path: Path) -> None:
     data = once(tmp_path, "r9700")
     gpu = data["gpus"][0]

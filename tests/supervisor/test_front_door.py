@@ -53,6 +53,7 @@ def finish(gen: LoadGenerator, more: int = 3) -> None:
     gen.stop()
 
 
+@pytest.mark.slow
 def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) -> None:
     profile = door_profile(machine, "door")
     sup = Supervisor(profile, memory_released=memory_released_check(machine))
