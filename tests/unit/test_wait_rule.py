@@ -68,6 +68,45 @@ def _is_sleep(call: ast.Call, bare: set[str]) -> bool:
     return True
 
 
+def _is_event(node: ast.AST) -> bool:
+    """`threading.Event()` or `Event()`."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id == "Event") or (
+        isinstance(func, ast.Attribute) and func.attr == "Event"
+    )
+
+
+def _never_set(tree: ast.Module) -> set[str]:
+    """Names bound to a new Event that nothing in the module ever sets."""
+    bound = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _is_event(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    set_ = {
+        node.func.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "set"
+        and isinstance(node.func.value, ast.Name)
+    }
+    return bound - set_
+
+
+def _is_idle_wait(call: ast.Call, never_set: set[str]) -> bool:
+    """A sleep in disguise: `wait` on an Event no one sets (a new one, or one never set)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "wait"):
+        return False
+    owner = func.value
+    return _is_event(owner) or (isinstance(owner, ast.Name) and owner.id in never_set)
+
+
 def _walk_with_loops(node: ast.AST, in_loop: bool = False) -> Iterator[tuple[ast.AST, bool]]:
     """Every node under `node`, with whether a loop of the same function encloses it."""
     for child in ast.iter_child_nodes(node):
@@ -85,9 +124,12 @@ def sleep_offences(source: str, name: str) -> list[str]:
     tree = ast.parse(source)
     lines = source.splitlines()
     bare = _sleep_names(tree)
+    never_set = _never_set(tree)
     found = []
     for node, in_loop in _walk_with_loops(tree):
-        if not (isinstance(node, ast.Call) and _is_sleep(node, bare)):
+        if not isinstance(node, ast.Call):
+            continue
+        if not (_is_sleep(node, bare) or _is_idle_wait(node, never_set)):
             continue
         if _marked(lines, node, NOT_A_WAIT):
             continue
@@ -219,6 +261,29 @@ def test_the_rule_sees_a_planted_wait_loop(tmp_path: Path) -> None:
     assert sleep_offences(fixed, "t.py") == ["t.py:3: a fixed sleep"]
     in_async = "import asyncio\nasync def t():\n    while True:\n        await asyncio.sleep(0.1)\n"
     assert sleep_offences(in_async, "t.py") == ["t.py:4: a sleep in a loop (a hand-rolled wait)"]
+    # Sleeps in disguise: waiting on an Event that nothing sets.
+    disguised = (
+        "import threading\n"
+        "def f(done):\n"
+        "    tick = threading.Event()\n"
+        "    while not done():\n"
+        "        tick.wait(0.02)\n"
+        "        threading.Event().wait(0.05)\n"
+    )
+    assert sleep_offences(disguised, "t.py") == [
+        "t.py:5: a sleep in a loop (a hand-rolled wait)",
+        "t.py:6: a sleep in a loop (a hand-rolled wait)",
+    ]
+    awaited = (
+        "import threading\n"
+        "stop = threading.Event()\n"
+        "def f():\n"
+        "    while not stop.wait(1):\n"
+        "        pass\n"
+        "def g():\n"
+        "    stop.set()\n"
+    )
+    assert sleep_offences(awaited, "t.py") == []
 
 
 def test_the_rule_lets_a_deliberate_sleep_pass() -> None:
