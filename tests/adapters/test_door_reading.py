@@ -10,7 +10,6 @@ import json
 import signal
 import socket
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from tests.frontdoor.upstreams import upstream
 from tests.support.door import real_door
+from tests.support.waiting import wait_until
 from vramtop.core.model import DoorReading, GpuReading
 from vramtop.core.snapshot import snapshot
 from vramtop.machines.sampler import Sampler
@@ -115,10 +115,8 @@ def test_a_door_that_never_answers_is_none_and_is_left_alone_for_a_few_reads() -
         assert readings == [None] * len(readings)
         assert len(accepted) == 1  # asked once, then left alone while it was skipped
         assert reader.read() is None
-        deadline = time.monotonic() + 5
-        while len(accepted) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(accepted) == 2  # asked again after the skipped reads
+        # Asked again after the skipped reads.
+        wait_until(lambda: len(accepted) == 2, deadline_s=5, what="the door asked again")
     finally:
         stop.set()
         thread.join(2)

@@ -48,7 +48,7 @@ class Canned:
                     self.requests.append(request)
                     for part in self.answers.pop(0).split(b"|PAUSE|"):
                         conn.sendall(part)
-                        time.sleep(0.02)
+                        time.sleep(0.02)  # not a wait: the answer comes in parts
                     if self.close_after:
                         break
 

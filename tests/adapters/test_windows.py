@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.waiting import wait_until
 from vramtop.core.model import GIB
 from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.core.windows.spill import SpillTracker
@@ -73,14 +73,13 @@ def wait_for(
     ok: Callable[[WindowsGpuReading], bool],
     timeout_s: float = 10.0,
 ) -> WindowsGpuReading:
-    deadline = time.monotonic() + timeout_s
-    last = source.read()
-    while time.monotonic() < deadline:
-        last = source.read()
-        if ok(last):
-            return last
-        time.sleep(0.01)
-    raise AssertionError(f"condition never held; last reading: {last}")
+    last = [source.read()]
+
+    def held() -> WindowsGpuReading | None:
+        last[0] = source.read()
+        return last[0] if ok(last[0]) else None
+
+    return wait_until(held, deadline_s=timeout_s, what=lambda: f"a reading; last: {last[0]}")
 
 
 def starts(env: dict[str, str]) -> list[int]:
@@ -131,9 +130,7 @@ def test_read_never_waits_for_a_slow_start(make_source: Any, fake_env: dict[str,
     first = source.read()
     assert first.error is not None and first.error.startswith("waiting for PowerShell")
     # The fake is running (it logged its start) and still silent: every read answers anyway.
-    deadline = time.monotonic() + 10
-    while not starts(fake_env) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: starts(fake_env), deadline_s=10, what="the fake PowerShell's start")
     assert len(starts(fake_env)) == 1
     clock.now += 7
     readings = [source.read() for _ in range(50)]
@@ -144,9 +141,11 @@ def test_read_never_waits_for_a_slow_start(make_source: Any, fake_env: dict[str,
 def test_a_crashing_powershell_is_restarted(make_source: Any, fake_env: dict[str, str]) -> None:
     source = make_source("crash", {"VRAMTOP_FAKE_PS_CRASH_AFTER": "2"})
     wait_for(source, lambda r: r.available)
-    deadline = time.monotonic() + 10
-    while (source.restarts < 2 or len(starts(fake_env)) < 3) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(
+        lambda: source.restarts >= 2 and len(starts(fake_env)) >= 3,
+        deadline_s=10,
+        what="two restarts",
+    )
     assert source.restarts >= 2
     assert len(starts(fake_env)) >= 3  # three real processes: the first and two restarts
     # After the restarts it still produces readings.
@@ -165,9 +164,7 @@ def test_execution_policy_is_named(make_source: Any, fake_env: dict[str, str]) -
     source = make_source("policy")
     r = wait_for(source, lambda r: "execution policy" in (r.error or ""))
     assert r.panel_text is not None and "running scripts is disabled" in r.panel_text
-    deadline = time.monotonic() + 10
-    while len(starts(fake_env)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(starts(fake_env)) >= 2, deadline_s=10, what="a second start")
     assert len(starts(fake_env)) >= 2  # retried with backoff, not given up or spinning dead
 
 
@@ -217,15 +214,15 @@ def test_the_field_report_call_is_observed_as_a_spill(make_source: Any) -> None:
     source = make_source("call", {"VRAMTOP_FAKE_PS_CALL_AT": "3"})
     tracker = SpillTracker()
     seen: list[WindowsGpuReading] = []
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+
+    def spill_seen() -> bool:
         r = source.read()
         if r.available and (not seen or r is not seen[-1]):
             seen.append(r)
             tracker.add(r)
-        if tracker.spill_evidence() is not None and len(seen) > 8:
-            break
-        time.sleep(0.005)
+        return tracker.spill_evidence() is not None and len(seen) > 8
+
+    wait_until(spill_seen, deadline_s=15, what="the spill seen in 9 readings", poll_s=0.005)
     ev = tracker.spill_evidence()
     assert ev is not None and ev.level == "observed"
     assert ev.baseline_shared_bytes < 200 * 1024**2
@@ -329,9 +326,7 @@ def test_close_during_a_slow_start_leaves_no_powershell(
 ) -> None:
     source = make_source("slow", {"VRAMTOP_FAKE_PS_START_DELAY_S": "30"})
     source.start()
-    deadline = time.monotonic() + 10
-    while not starts(fake_env) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: starts(fake_env), deadline_s=10, what="the fake PowerShell's start")
     (pid,) = starts(fake_env)
     source.close()
     assert not alive(pid)

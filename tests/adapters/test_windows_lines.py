@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import os
 import stat
-import time
 import tracemalloc
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.waiting import wait_until
 from vramtop.sources.windows_counters import MAX_READING_BYTES, WindowsGpuSource, bounded_lines
 
 FAKE = Path(__file__).parent.parent / "fixtures" / "fake_powershell" / "powershell.exe"
@@ -78,11 +78,6 @@ def test_readings_after_an_endless_line_still_arrive(tmp_path: Path) -> None:
     }
     source = WindowsGpuSource(interval_s=0.05, env=env, check_interop=False, backoff_s=(0.05,))
     try:
-        deadline = time.monotonic() + 30
-        reading = source.read()
-        while time.monotonic() < deadline and not reading.available:
-            time.sleep(0.05)
-            reading = source.read()
-        assert reading.available, reading
+        wait_until(lambda: source.read().available, deadline_s=30, what="a reading")
     finally:
         source.close()

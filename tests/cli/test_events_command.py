@@ -43,6 +43,7 @@ def test_events_json_shape(home: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert relaunch["event"] == "relaunch"
     assert relaunch["detail"]["gpu_memory_utilization"] == 0.85
     assert relaunch["detail"]["result"] == "ok" and relaunch["detail"]["asked_by"] == "guard"
+    # wall clock: the moment this test wrote, read back (a timestamp, not a duration).
     assert abs(relaunch["t"] - (now - 3600)) < 1
 
 

@@ -11,7 +11,6 @@ import io
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.waiting import wait_until
 from vramtop import cli, profiles
 from vramtop.supervisor import launch
 
@@ -154,8 +154,11 @@ def test_a_running_prelude_shows_no_key_to_ps_and_the_server_gets_it(tmp_path: P
     env = {**os.environ, **launch.prelude_env(prelude)}
     child = launch.spawn(launch.build_command(server, prelude), env, None, tmp_path / "log")
     try:
-        while not started.exists() and child.poll() is None:
-            time.sleep(0.05)
+        wait_until(
+            lambda: started.exists() or child.poll() is not None,
+            deadline_s=60,
+            what="the prelude's start",
+        )
         seen = Path(f"/proc/{child.pid}/cmdline").read_bytes().decode()
         assert child.poll() is None and "bash" in seen and MARK not in seen
         child.wait(timeout=60)

@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 DOWN = 1796170000.0
 HOLD = textwrap.dedent(
     f"""
@@ -38,6 +40,7 @@ def once_text(env: dict[str, str]) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_once_text_says_the_budgets_only_while_an_adaptive_guard_runs(tmp_path: Path) -> None:
     env = {**os.environ, "VRAMTOP_HOME": str(tmp_path), "VRAMTOP_SIM_STARTUP_S": "0.3"}
     guard = subprocess.Popen(

@@ -4,22 +4,24 @@ the JSON contract, end to end (real processes, the real CLI)."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from test_once import run_vramtop, sim_processes_under
 
+from tests.support.waiting import wait_until
 from vramtop.core.model import GIB
 
 
 def once(tmp_path: Path, card: str) -> dict:
     result = run_vramtop(tmp_path, "--demo", "--card", card, "--once", "--json")
     assert result.returncode == 0, result.stderr
-    deadline = time.monotonic() + 5
-    while sim_processes_under(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not sim_processes_under(tmp_path), "the demo left simulated processes behind"
+    # Processes signalled a moment ago may still be exiting on a loaded machine.
+    wait_until(
+        lambda: not sim_processes_under(tmp_path),
+        deadline_s=30,
+        what="the demo's simulated processes to end",
+    )
     return json.loads(result.stdout)
 
 
@@ -40,6 +42,7 @@ def test_spark_is_unified_memory_with_the_system_as_the_desktop(tmp_path: Path) 
     assert data["kv_pool"]["gib"] > 60  # a budget of the shared pool leaves a large KV pool
 
 
+@pytest.mark.slow
 def test_r9700_reports_gtt_per_process(tmp_path: Path) -> None:
     data = once(tmp_path, "r9700")
     gpu = data["gpus"][0]

@@ -102,6 +102,7 @@ def test_a_profiles_server_that_is_down_still_gets_its_snapshot(
     assert data["server"]["url"].endswith(f":{profile_port}")
 
 
+@pytest.mark.slow
 def test_a_stopped_and_a_frozen_server_are_said_so(home: Path, profile_port: int) -> None:
     started = _vramtop(home, "start")
     assert started.returncode == 0, started.stderr

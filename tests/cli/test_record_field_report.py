@@ -29,6 +29,7 @@ def vramtop(home: Path, *args: str, timeout: float = 120) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wsl", [False, True], ids=["linux", "wsl2"])
 def test_recorded_field_report_diagnoses_as_vram_contention(tmp_path: Path, wsl: bool) -> None:
     session = tmp_path / "field-report.jsonl"

@@ -8,7 +8,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from tests.support.waiting import wait_until
 from vramtop.outcomes import ExitCode
 
 
@@ -25,6 +29,7 @@ def run_vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path: Path) -> None:
     assert ExitCode.ROLLED_BACK == 5
     try:
@@ -49,6 +54,7 @@ def test_a_relaunch_that_cannot_start_exits_5_and_the_old_budget_serves(tmp_path
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
 
 
+@pytest.mark.slow
 def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
     tmp_path: Path,
 ) -> None:
@@ -76,9 +82,9 @@ def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -> None:
     import signal
-    import time
 
     # A load far longer than the polls that look for it: on a loaded two-core machine each
     # `status` is a process of its own taking seconds, and a 20 s load could be missed.
@@ -97,18 +103,19 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     )
     try:
         assert proc.stderr is not None
-        deadline = time.monotonic() + 80
         # Until the server is launched (its record names its pid): a Ctrl+C before that ends
         # the start before there is a server to go on loading.
         # Only while it loads: a Ctrl+C once it is ready (a loaded machine's slow polls can
         # miss the whole load) ends a start that has nothing left to wait for.
-        while time.monotonic() < deadline:
-            status = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
-            if status["state"] == "starting" and status.get("pid"):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"the demo server was never seen loading: {status}")
+        status: dict[str, Any] = {}
+
+        def loading() -> bool:
+            status.update(json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout))
+            return bool(status["state"] == "starting" and status.get("pid"))
+
+        wait_until(
+            loading, deadline_s=80, what=lambda: f"the demo server seen loading; last: {status}"
+        )
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130

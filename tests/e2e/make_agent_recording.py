@@ -23,7 +23,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository root: tests.support
 from conftest import SERVED_NAME, free_port, sweep, vllm_argv, vllm_env
+
+from tests.support.waiting import wait_until
 
 WORDS = ("file", "test", "error", "def", "class", "return", "import", "diff", "edit", "value")
 
@@ -71,16 +74,16 @@ def main() -> int:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        else:
-            print("vLLM did not become ready", file=sys.stderr)
+
+        def ready() -> bool:
+            with contextlib.suppress(httpx.HTTPError):
+                return httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200
+            return False
+
+        try:
+            wait_until(ready, deadline_s=300, what="vLLM ready", poll_s=1)
+        except AssertionError as exc:
+            print(exc, file=sys.stderr)
             return 1
         stop, errors = threading.Event(), []
         streams = [
@@ -89,7 +92,8 @@ def main() -> int:
         ]
         for s in streams:
             s.start()
-        time.sleep(5)  # the load is running when the recording starts
+        # not a wait: the recording starts 5 s into the load, so that it holds the load's start
+        time.sleep(5)
         home = args.out.parent / f".home-{marker}"
         rec = subprocess.run(
             [

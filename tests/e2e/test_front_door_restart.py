@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
 from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
+from tests.support.waiting import wait_until
 from vramtop.config import profile_from_argv
 from vramtop.supervisor import Supervisor, door, state
 
@@ -64,7 +64,7 @@ class Agent:
                     self.done += 1
                 else:
                     self.failures.append(failed)
-                time.sleep(0.1)
+                self.stopping.wait(0.1)  # an agent's pause between two requests
 
     def _one(self, client: httpx.Client, body: dict[str, object]) -> str | None:
         """One streamed completion; None when it was answered whole, else what went wrong."""
@@ -83,10 +83,11 @@ class Agent:
 
 def wait_done(agents: list[Agent], more: int, timeout_s: float = 300) -> None:
     goal = [a.done + more for a in agents]
-    deadline = time.monotonic() + timeout_s
-    while any(a.done < g for a, g in zip(agents, goal, strict=True)):
-        assert time.monotonic() < deadline, "the clients stopped being served"
-        time.sleep(0.2)
+    wait_until(
+        lambda: all(a.done >= g for a, g in zip(agents, goal, strict=True)),
+        deadline_s=timeout_s,
+        what="the clients served again (they stopped being served)",
+    )
 
 
 def test_restart_and_relaunch_behind_the_door_fail_no_request(lab: Lab) -> None:

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from tests.e2e.conftest import (
     vllm_argv,
     vllm_titled,
 )
+from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
@@ -117,15 +117,6 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 out.append(proc)
     return out
-
-
-def wait_until(predicate: Any, timeout: float, step: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return bool(predicate())
 
 
 @dataclass
@@ -231,12 +222,18 @@ def require_running(served: Served) -> None:
 
 
 def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Sample:
-    deadline = time.monotonic() + timeout
-    sample = backend.tick().sample
-    while not done(sample) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        sample = backend.tick().sample
-    return sample
+    """The first sample that is `done`, ticked every 0.5 s; at `timeout`, the last one."""
+    samples = [backend.tick().sample]
+
+    def ticked_done() -> bool:
+        if done(samples[-1]):
+            return True
+        samples.append(backend.tick().sample)
+        return bool(done(samples[-1]))
+
+    with contextlib.suppress(AssertionError):  # the caller's asserts say what was missing
+        wait_until(ticked_done, deadline_s=timeout, what="a sample", poll_s=0.5)
+    return samples[-1]
 
 
 # --- 1. start from a profile ---------------------------------------------------------------
@@ -314,19 +311,27 @@ def test_tokens_per_second_under_load_match_the_counters(served: Served) -> None
     load = Load(served.url).start()
     samples = [before]
     while load.thread is not None and load.thread.is_alive():
-        time.sleep(0.5)
+        load.thread.join(0.5)  # a sample every 0.5 s while the load runs
         samples.append(backend.tick().sample)
     load.join()
     assert not load.errors, load.errors
-    # Let the counters settle, then one more reading.
-    time.sleep(1.0)
-    samples.append(backend.tick().sample)
 
     def generated(sample: Sample) -> float:
         assert sample.server and sample.server.metrics
         value = sample.server.metrics.generation_tokens_total
         assert value is not None
         return value
+
+    def settled() -> bool:
+        """One more reading; whether the counter has caught up with what was streamed."""
+        samples.append(backend.tick().sample)
+        last = samples[-1]
+        if not (last.server and last.server.metrics):
+            return False
+        return generated(last) - generated(samples[0]) >= load.completion_tokens
+
+    # The counters settle: read until the last reading has counted the whole load.
+    wait_until(settled, deadline_s=30, what="the counter to count the load", poll_s=0.5)
 
     # The counter moved by exactly what the server streamed back.
     assert generated(samples[-1]) - generated(samples[0]) == load.completion_tokens
@@ -443,9 +448,11 @@ def test_recorded_session_replays_and_diagnoses_healthy(served: Served, tmp_path
     )
     try:
         # Load once the recorder is sampling, so the session sees it.
-        assert wait_until(
-            lambda: session.exists() and len(session.read_text().splitlines()) >= 3, timeout=60
-        ), "the recorder wrote nothing"
+        wait_until(
+            lambda: session.exists() and len(session.read_text().splitlines()) >= 3,
+            deadline_s=60,
+            what="the recorder's first lines",
+        )
         load = Load(served.url, requests=8, max_tokens=200).start()
         load.join()
         _, err = recorder.communicate(timeout=120)
@@ -511,18 +518,29 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None
 
     api.send_signal(signal.SIGKILL)
     # Not reaped here: the supervisor that launched it (this process) does that.
-    assert wait_until(lambda: not alive([api]), timeout=10)
-    time.sleep(1.0)
+    wait_until(lambda: not alive([api]), deadline_s=10, what="the API server's end")
     # Real vLLM: the EngineCore outlives its API server (and would keep its memory).
-    assert alive(engine), "EngineCore died with the API server (vLLM changed?)"
+    stays(
+        lambda: alive(engine),
+        for_s=1.0,
+        what="EngineCore outlives its API server (died with it: vLLM changed?)",
+    )
 
     # A fresh vramtop-side view notices the crash on its next look.
     watcher = Supervisor(served.profile)
-    assert wait_until(lambda: watcher.housekeeping().state is ServerState.CRASHED, timeout=30)
+    wait_until(
+        lambda: watcher.housekeeping().state is ServerState.CRASHED,
+        deadline_s=30,
+        what="the crash noticed",
+    )
     crashed = watcher.status()
     assert crashed.last_error, "the crash carries no explanation"
     # Clean-up leaves no VLLM:: process of this server behind.
-    assert wait_until(lambda: not alive(engine), timeout=30), alive(engine)
+    wait_until(
+        lambda: not alive(engine),
+        deadline_s=30,
+        what=lambda: f"no VLLM:: process left; alive: {alive(engine)}",
+    )
     assert watcher.stop().ok
     assert not vllm_titled(alive(procs))
     assert not vllm_titled(served.lab.processes())

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import SERVED_NAME, VLLM_PYTHON_ENV, Lab, free_port, vllm_argv
+from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(900)
@@ -60,14 +61,19 @@ class Proc:
 
 
 def wait_answering(p: Proc, path: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def answering() -> bool:
         assert p.proc.poll() is None, f"exited {p.proc.returncode}:\n{p.text()[-3000:]}"
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(p.url + path, timeout=2).status_code == 200:
-                return
-        time.sleep(0.25)
-    raise AssertionError(f"{p.url} did not answer in {timeout_s:.0f} s:\n{p.text()[-3000:]}")
+            return httpx.get(p.url + path, timeout=2).status_code == 200
+        return False
+
+    wait_until(
+        answering,
+        deadline_s=timeout_s,
+        what=lambda: f"{p.url} to answer:\n{p.text()[-3000:]}",
+        poll_s=0.25,
+    )
 
 
 def start_door(lab: Lab, tmp: Path, upstream: str | None) -> Proc:
@@ -286,11 +292,12 @@ def test_held_requests_complete_once_released_to_vllm(lab: Lab, vllm: Proc, tmp_
         threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(3)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 30
-        while httpx.get(door.url + protocol.PREFIX).json()["held"] < 3:
-            assert time.monotonic() < deadline, "the clients were not held"
-            time.sleep(0.05)
-        time.sleep(1.0)
+        wait_until(
+            lambda: httpx.get(door.url + protocol.PREFIX).json()["held"] >= 3,
+            deadline_s=30,
+            what="the three clients held",
+        )
+        time.sleep(1.0)  # not a wait: the clients are held 1 s, the longest hold read below
         released = httpx.post(
             door.url + protocol.RELEASE_ROUTE,
             json={"upstream": vllm.url},

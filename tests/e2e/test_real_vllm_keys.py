@@ -9,7 +9,6 @@ argv; then restarted while streaming requests run, as a person confirming `r` tw
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
+from tests.support.waiting import wait_until
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import ServerState
 from vramtop.supervisor import Supervisor, state
@@ -122,12 +122,7 @@ def test_a_restart_confirmed_under_load_ends_the_tree_and_comes_back_keyed(
         # Requests in flight, as the server's gauge says once. Asked again, vLLM 0.32's gauge
         # can read 0 between two steps of a streaming load: the check failed with the load
         # running.
-        deadline = time.monotonic() + 120
-        running = running_requests(url)
-        while running < 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            running = running_requests(url)
-        assert running >= 1, "the load never ran"
+        wait_until(lambda: running_requests(url) >= 1, deadline_s=120, what="the load running")
         old = sup.status()
         old_tree = [psutil.Process(p) for p in old.pids if psutil.pid_exists(p)]
         result = sup.restart(requests_lost=True, timeout_s=START_TIMEOUT_S)

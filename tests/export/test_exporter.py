@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +12,7 @@ import httpx
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.waiting import wait_until
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
 from vramtop.machines.interface import Backend, Frame
@@ -45,10 +45,7 @@ class HangingProbe:
 
 
 def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
+    wait_until(condition, deadline_s=timeout_s, what="the condition")
 
 
 @contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +12,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.export.test_exporter import CARD
+from tests.support.waiting import wait_until
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
 from vramtop.export.http_server import MAX_HEAD_BYTES, WORKERS, MetricsServer
@@ -41,10 +41,7 @@ def idle(port: int, count: int) -> list[socket.socket]:
 
 
 def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
+    wait_until(condition, deadline_s=timeout_s, what="the condition")
 
 
 def test_idle_connections_hold_no_thread_and_a_scrape_still_answers() -> None:

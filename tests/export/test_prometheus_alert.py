@@ -11,6 +11,7 @@ covered by the promtool unit tests in rules_test.yml). Skipped, saying why, wher
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from tests.export.promtool import tool
+from tests.support.waiting import wait_until
 from vramtop.commands.export import RULES_FILE, asset_text
 
 TEST_FOR = "2s"
@@ -42,17 +43,13 @@ def free_port() -> int:
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = probe()
-        except httpx.HTTPError:
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every_s)
+
+    def found() -> Any:
+        with contextlib.suppress(httpx.HTTPError):
+            return probe()
+        return None
+
+    return wait_until(found, deadline_s=timeout_s, what=what, poll_s=every_s)
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -169,6 +166,7 @@ def alert_states(base: str, name: str) -> list[str]:
     return [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == name]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
     prometheus: str, env: dict[str, str]
@@ -224,6 +222,7 @@ def firing(base: str, name: str) -> Callable[[], bool]:
     return lambda: "firing" in alert_states(base, name)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_crash_and_a_stopped_exporter_fire_their_alerts_in_prometheus(
     prometheus: str, exporter: Running, env: dict[str, str]

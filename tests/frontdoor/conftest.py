@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 # The simulated machine's fixtures, as the sim tests use them.
 from tests.sim.conftest import home, machine, machine_factory, server_factory
+from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
 from vramtop.sim.machine import free_port
 
@@ -38,15 +38,16 @@ class Door:
         return self.log.read_text(errors="replace")
 
     def wait_ready(self, timeout_s: float = 20.0) -> Door:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def answering() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the door exited {self.proc.returncode}:\n{self.text()}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + protocol.PREFIX, timeout=1).status_code == 200:
-                    return self
-            time.sleep(0.05)
-        raise AssertionError(f"the door did not answer in {timeout_s}s:\n{self.text()}")
+                return httpx.get(self.url + protocol.PREFIX, timeout=1).status_code == 200
+            return False
+
+        wait_until(answering, deadline_s=timeout_s, what=lambda: f"the door:\n{self.text()}")
+        return self
 
     def status(self) -> dict[str, Any]:
         answer: dict[str, Any] = httpx.get(self.url + protocol.PREFIX, timeout=5).json()

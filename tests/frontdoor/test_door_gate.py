@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from tests.support.waiting import wait_until_async
 from vramtop.frontdoor.gate import Gate, Refusal
 
 UP = "http://127.0.0.1:8001"
@@ -23,8 +24,8 @@ async def test_held_requests_go_in_arrival_order_to_the_new_upstream() -> None:
     for i in range(5):
         tasks.append(asyncio.create_task(request(i)))
         await asyncio.sleep(0)  # each arrives after the one before
-    await asyncio.sleep(0.01)
-    assert (gate.held, done) == (5, [])
+    await wait_until_async(lambda: gate.held == 5, deadline_s=5, what="five requests held")
+    assert done == []
     assert gate.release("http://127.0.0.1:9002") == 5
     await asyncio.gather(*tasks)
     assert done == [(i, "http://127.0.0.1:9002") for i in range(5)]
@@ -36,9 +37,10 @@ async def test_hold_returns_once_the_last_request_in_flight_ends() -> None:
     assert await gate.admit() == UP
     assert await gate.admit() == UP
     drain = asyncio.create_task(gate.hold(drain_s=30))
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: gate.holding, deadline_s=5, what="the hold begun")
     gate.finished(ok=True)
-    await asyncio.sleep(0.01)
+    for _ in range(5):  # turns of the loop in which a wrong drain would end
+        await asyncio.sleep(0)
     assert not drain.done()
     gate.finished(ok=True)
     assert await asyncio.wait_for(drain, 5) is True
@@ -57,7 +59,7 @@ async def test_fail_refuses_every_held_request_and_ends_holding() -> None:
     gate = Gate(UP, hold_s=60)
     await gate.hold(drain_s=0)
     tasks = [asyncio.create_task(gate.admit()) for _ in range(3)]
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: gate.held == 3, deadline_s=5, what="three requests held")
     assert gate.fail("the new server exited") == 3
     for task in tasks:
         with pytest.raises(Refusal) as refused:
@@ -83,7 +85,7 @@ async def test_the_longest_hold_counts_the_requests_still_waiting() -> None:
     gate = Gate(None, hold_s=600, clock=lambda: now[0])
     assert gate.holding  # no upstream: nothing to forward to yet
     task = asyncio.create_task(gate.admit())
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: gate.held == 1, deadline_s=5, what="the request held")
     now[0] = 142.5
     assert gate.longest_hold_now() == 42.5
     with pytest.raises(ValueError):

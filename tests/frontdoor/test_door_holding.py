@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.frontdoor.upstreams import upstream
+from tests.support.waiting import stays, wait_until
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.app import MAX_CONTROL_BYTES
 from vramtop.sim.machine import free_port
@@ -53,12 +54,7 @@ class Client(threading.Thread):
 
 
 def wait_for(check: Any, timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
+    return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
 def test_held_requests_wait_and_go_to_the_new_upstream(
@@ -77,8 +73,11 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
     old.kill_group()
     new = server_factory(machine, 0.93)
     assert new.wait_ready()
-    time.sleep(0.3)
-    assert all(c.status is None and c.is_alive() for c in clients)
+    stays(
+        lambda: all(c.status is None and c.is_alive() for c in clients),
+        for_s=0.3,
+        what="the clients held while the new server is up",
+    )
     answer = door.post(protocol.RELEASE_ROUTE, {"upstream": new.url})
     assert answer.json() == {"released": 3}
     for c in clients:
@@ -146,6 +145,8 @@ def test_fail_answers_every_held_request_at_once(door_factory: Any) -> None:
             error = json.loads(c.content)["error"]
             assert error["type"] == "server_restarting"
             assert error["message"].endswith("did not start again: vLLM exited with code 1")
+            # wall clock: answered when the failure was said, not at the end of the 600 s a
+            # request is held; 5 s leaves room for any load.
             assert c.done_at is not None and c.done_at - asked < 5
         # Holding ended: a new request is forwarded again.
         assert door.status()["holding"] is False

@@ -78,14 +78,14 @@ class _Handler(BaseHTTPRequestHandler):
             if parts.path == "/cut":
                 for event in events[:3]:
                     self._chunk(event)
-                time.sleep(gap)
+                time.sleep(gap)  # not a wait: the upstream is slow before it cuts the answer
                 self.close_connection = True
                 self.connection.shutdown(2)  # no terminating chunk: an answer cut short
                 return
             for event in events:
                 self._chunk(event)
                 if gap:
-                    time.sleep(gap)
+                    time.sleep(gap)  # not a wait: a slow upstream, events `gap` s apart
             self.wfile.write(b"0\r\n\r\n")
         elif parts.path == "/hang":
             self.server.stopping.wait()  # type: ignore[attr-defined]

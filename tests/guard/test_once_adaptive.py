@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 HOLD = textwrap.dedent(
     """
     import sys
@@ -37,6 +39,7 @@ def once(env: dict[str, str]) -> dict[str, object]:
     return data
 
 
+@pytest.mark.slow
 def test_once_json_shows_the_adaptive_guards_budgets_only_while_it_runs(tmp_path: Path) -> None:
     env = {**os.environ, "VRAMTOP_HOME": str(tmp_path), "VRAMTOP_SIM_STARTUP_S": "0.3"}
     guard = subprocess.Popen(

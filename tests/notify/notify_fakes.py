@@ -9,14 +9,13 @@ import os
 import signal
 import stat
 import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import psutil
 
+from tests.support.waiting import wait_until
 from vramtop.core.findings import Finding
 
 # Each call saved whole (through a rename) under a name that sorts by the time of the call:
@@ -48,13 +47,7 @@ T = TypeVar("T")
 
 def wait_for(check: Callable[[], T], what: str, timeout_s: float = 30.0) -> T:
     """`check()`'s first true value, asked until `timeout_s` has passed."""
-    deadline = time.monotonic() + timeout_s
-    tick = threading.Event()
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s:g} s")
-        tick.wait(0.02)
-    return value
+    return wait_until(check, deadline_s=timeout_s, what=what)
 
 
 def running(pid: int) -> bool:

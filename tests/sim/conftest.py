@@ -6,7 +6,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.waiting import wait_until
 from vramtop.sim.machine import SimMachine, free_port
 
 
@@ -29,15 +29,20 @@ class RunningServer:
 
     def wait_ready(self, timeout_s: float = 15.0) -> bool:
         """True once /health answers 200; False if the process exited first."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def ready_or_exited() -> bool:
             if self.proc.poll() is not None:
-                return False
+                return True
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/health", timeout=0.5).status_code == 200:
-                    return True
-            time.sleep(0.05)
-        raise AssertionError(f"server not ready in {timeout_s}s:\n{self.text()[-2000:]}")
+                return httpx.get(self.url + "/health", timeout=0.5).status_code == 200
+            return False
+
+        wait_until(
+            ready_or_exited,
+            deadline_s=timeout_s,
+            what=lambda: f"the server ready:\n{self.text()[-2000:]}",
+        )
+        return self.proc.poll() is None
 
     def kill_group(self) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -6,17 +6,27 @@ simulated time run faster)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from supervised_sim import supervised
-from test_sim_contention import Agent, rate
+from test_sim_contention import Agent, generated, rate
 
+from tests.support.waiting import wait_until
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.sim.machine import SimMachine
 
+T = TypeVar("T")
+
 SPEED = 20.0  # the contention test's pace: `rate` reads simulated seconds at this speed
+
+
+def after_a_tick(backend: Any, check: Callable[[], T]) -> T:
+    """`check()`, asked after one more tick of the console's backend."""
+    backend.tick()
+    return check()
 
 
 @pytest.mark.parametrize("moment", ["first offered", "half grown"])
@@ -36,34 +46,45 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
             agent = Agent(url)
             try:
                 normal = rate(url)
-                deadline = time.monotonic() + 60
-                while backend.normal_rate() is None and time.monotonic() < deadline:
-                    backend.tick()
-                    time.sleep(1 / SPEED)
-                assert backend.normal_rate() is not None, "no normal rate was learned"
+                # A tick each simulated second until the normal rate is learned.
+                wait_until(
+                    lambda: after_a_tick(backend, lambda: backend.normal_rate() is not None),
+                    deadline_s=60,
+                    what="a normal rate learned",
+                    poll_s=1 / SPEED,
+                )
                 machine.set_call(True)
-                suggestion: tuple[float, int | None] | None = None
-                deadline = time.monotonic() + 60
-                while suggestion is None and time.monotonic() < deadline:
+
+                def suggested() -> tuple[float, int | None] | None:
                     backend.tick()
                     offered = suggested_relaunch_flags(backend.findings())
                     level = float(machine.state()["call_level"])
                     if offered is not None:
                         assert level < 1.0, "the finding opened only once the call had peaked"
                         if moment == "first offered" or level >= 0.5:
-                            suggestion = offered
-                    time.sleep(1 / SPEED)
-                assert suggestion is not None, "no budget was suggested while the call grew"
+                            return offered
+                    return None
+
+                suggestion = wait_until(
+                    suggested,
+                    deadline_s=60,
+                    what="a budget suggested while the call grew",
+                    poll_s=1 / SPEED,
+                )
                 agent.close()
                 util, max_model_len = suggestion
                 # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
                 assert max_model_len is not None and max_model_len < 262_144
                 result = backend.relaunch(gpu_memory_utilization=util, max_model_len=max_model_len)
                 assert result.ok, result.message  # vLLM's startup checks pass
-                while float(machine.state()["call_level"]) < 1.0:
-                    time.sleep(0.05)
+                wait_until(
+                    lambda: float(machine.state()["call_level"]) >= 1.0,
+                    deadline_s=60,
+                    what="the call at its peak",
+                )
+                before = generated(url)
                 agent = Agent(url)
-                time.sleep(0.5)
+                wait_until(lambda: generated(url) > before, deadline_s=30, what="the agent served")
                 after = rate(url)
                 assert after >= 0.8 * normal, (suggestion, normal, after)
             finally:

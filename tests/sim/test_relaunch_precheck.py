@@ -4,12 +4,12 @@ processes on the simulated machine)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from supervised_sim import supervised
 
+from tests.support.waiting import wait_until
 from vramtop.sim.machine import SimMachine
 
 
@@ -22,10 +22,12 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         supervised(machine, "pre") as served,  # 0.93 with 262,144 tokens
     ):
         backend, supervisor = served.backend, served.supervisor
-        deadline = time.monotonic() + 30
-        while backend.headroom_inputs() is None and time.monotonic() < deadline:
+
+        def ticked_until_known() -> bool:
             backend.tick()
-            time.sleep(0.2)
+            return backend.headroom_inputs() is not None
+
+        wait_until(ticked_until_known, deadline_s=30, what="the headroom's inputs", poll_s=0.2)
         pid = supervisor.status().pid
         # 262,144 tokens do not fit in 0.85's pool: refused, in vLLM's words, before a stop.
         refused = backend.relaunch(gpu_memory_utilization=0.85)

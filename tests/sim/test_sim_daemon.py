@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
+from tests.support.waiting import wait_until
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 from vramtop.sim.world import ALREADY_SERVED
 
@@ -28,9 +28,11 @@ def test_daemons_started_at_once_leave_one_serving_the_socket(tmp_path: Path) ->
     socket = tmp_path / "gpu.sock"
     daemons = [_daemon(socket) for _ in range(3)]
     try:
-        deadline = time.monotonic() + 20
-        while sum(d.poll() is None for d in daemons) > 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(
+            lambda: sum(d.poll() is None for d in daemons) <= 1,
+            deadline_s=20,
+            what="all daemons but one gone",
+        )
         running = [d for d in daemons if d.poll() is None]
         assert len(running) == 1
         assert {d.returncode for d in daemons if d not in running} == {ALREADY_SERVED}
@@ -46,11 +48,14 @@ def test_an_unused_daemon_leaves_by_itself_and_a_used_one_stays(tmp_path: Path) 
     unused = _daemon(tmp_path / "unused.sock", "--idle-exit", "1.5")
     try:
         client = WorldClient(tmp_path / "used.sock")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and unused.poll() is None:
+
+        def unused_gone() -> bool:
             with contextlib.suppress(WorldUnreachable):  # not listening yet
                 client.request("ping")
-            time.sleep(0.2)
+            return unused.poll() is not None
+
+        # Asked every 0.2 s, well inside its 1.5 s: the used one stays.
+        wait_until(unused_gone, deadline_s=20, what="the unused daemon gone", poll_s=0.2)
         assert unused.poll() == 0  # left by itself
         assert used.poll() is None  # asked every 0.2 s: still there
         assert not (tmp_path / "unused.sock").exists()

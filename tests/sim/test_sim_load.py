@@ -6,12 +6,12 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 import httpx
 import psutil
 
+from tests.support.waiting import wait_until
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
 
@@ -27,9 +27,8 @@ def serving(machine_factory: Any, server_factory: Any, api_key: str | None = Non
 def test_load_generator_streams_requests(machine_factory: Any, server_factory: Any) -> None:
     _, s = serving(machine_factory, server_factory, api_key="k")
     gen = LoadGenerator(s.url, concurrency=2, api_key="k", pause_s=(0.01, 0.05)).start()
-    deadline = time.monotonic() + 20
-    while gen.completed < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with contextlib.suppress(AssertionError):  # the assert below says what was missing
+        wait_until(lambda: gen.completed >= 2, deadline_s=20, what="two requests")
     gen.stop()
     assert gen.completed >= 2 and gen.tokens > 0 and gen.errors == 0
     out = subprocess.run(
@@ -54,10 +53,8 @@ def test_machine_runs_the_agent_as_a_process_of_its_own(
     assert load is not None and load.pid != os.getpid()
     proc = psutil.Process(load.pid)
     assert "k" not in proc.cmdline()  # the key travels in the environment, not in `ps`
-    deadline = time.monotonic() + 20
-    while _generated_tokens(s.url) == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _generated_tokens(s.url) > 0  # with the key: the server answered it
+    # With the key: the server answered it.
+    wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=20, what="tokens generated")
     m.stop_load()
     assert m.load is None and load.poll() is not None
 
@@ -81,10 +78,8 @@ def test_the_agent_stops_when_the_process_that_started_it_dies(
     try:
         assert starter.stdout is not None
         agent = psutil.Process(int(starter.stdout.readline()))
-        deadline = time.monotonic() + 20
-        while _generated_tokens(s.url) == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert agent.is_running() and _generated_tokens(s.url) > 0
+        wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=20, what="tokens generated")
+        assert agent.is_running()
         starter.kill()
         starter.wait(5)
         gone, _ = psutil.wait_procs([agent], timeout=10)
@@ -124,13 +119,16 @@ def test_agent_mode_varies_how_many_streams_run(machine_factory: Any, server_fac
     seen: set[float] = set()
     prompts: list[float] = []
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not ({1.0, 2.0} <= seen and len(set(prompts)) > 3):
+
+        def both_seen() -> bool:
             m = parse_metrics(httpx.get(f"{s.url}/metrics", timeout=5).text)
             if m.requests_running is not None:
                 seen.add(m.requests_running)
             prompts.append(m.prompt_tokens_total or 0.0)
-            time.sleep(0.05)
+            return {1.0, 2.0} <= seen and len(set(prompts)) > 3
+
+        with contextlib.suppress(AssertionError):  # the asserts below say what was missing
+            wait_until(both_seen, deadline_s=20, what="1 and 2 running", poll_s=0.05)
     finally:
         gen.stop()
     assert {1.0, 2.0} <= seen, seen

@@ -7,23 +7,18 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.waiting import stays, wait_until
 from vramtop.sim.card import GIB
 
 
-def wait_for(check: Any, timeout_s: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
+def wait_for(check: Any, timeout_s: float = 30.0) -> Any:
+    return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
 def engine_of(server: Any) -> psutil.Process:
@@ -230,8 +225,11 @@ def test_sigkill_of_the_api_server_leaves_the_engine_holding_memory(
     assert "VLLM::EngineCore" in " ".join(engine.cmdline())
     os.kill(s.proc.pid, signal.SIGKILL)
     s.proc.wait(5)
-    time.sleep(0.3)  # a few world ticks: the engine must survive them
-    assert engine.is_running() and engine.status() != psutil.STATUS_ZOMBIE
+    stays(  # a few world ticks: the engine must survive them
+        lambda: engine.is_running() and engine.status() != psutil.STATUS_ZOMBIE,
+        for_s=0.3,
+        what="the engine alive after its API server's SIGKILL",
+    )
     assert engine.pid in {p["pid"] for p in machine.state()["servers"]}
     s.kill_group()  # the group kill is how a supervisor gets rid of the orphan
     assert wait_for(lambda: not machine.state()["servers"])

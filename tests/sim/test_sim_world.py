@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import wait_until
 from vramtop.sim.card import GIB
 from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.protocol import WorldClient
 
 
-def eventually(check: Any, timeout_s: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
+def eventually(check: Any, timeout_s: float = 30.0) -> Any:
+    return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
 def test_state_alloc_free_over_the_socket(machine: Any) -> None:

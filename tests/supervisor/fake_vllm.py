@@ -27,7 +27,7 @@ def leave(*_):
     sys.exit(0)
 signal.signal(signal.SIGTERM, leave)
 while True:
-    time.sleep(0.2)
+    time.sleep(0.2)  # not a wait: the engine holds its memory until SIGTERM
 """
 
 
@@ -60,12 +60,13 @@ def main() -> int:
         )
         return 1
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger)])
+    # not a wait: the fake's startup, a third of FAKE_STARTUP_S per phase, as vLLM's takes time
     say("Loading weights took 0.1 seconds")
-    time.sleep(startup_s / 3)
+    time.sleep(startup_s / 3)  # not a wait: loading
     say("Memory profiling takes 0.1 seconds")
-    time.sleep(startup_s / 3)
+    time.sleep(startup_s / 3)  # not a wait: profiling
     say("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)")
-    time.sleep(startup_s / 3)
+    time.sleep(startup_s / 3)  # not a wait: capturing
     util = args.gpu_memory_utilization
 
     class Handler(http.server.BaseHTTPRequestHandler):

@@ -3,12 +3,12 @@ a machine without a GPU."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import IO, Any
 import httpx
 import psutil
 
+from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import GpuReading
 
@@ -64,6 +65,13 @@ def ledger_empty(ledger: Path) -> bool:
     return all(not psutil.pid_exists(int(entry.name)) for entry in ledger.iterdir())
 
 
+def healthy(port: int) -> bool:
+    """The server on `port` answers /health."""
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+    return False
+
+
 @contextmanager
 def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[int]:
     argv = [sys.executable, str(FAKE_SERVER), "m", "--port", str(port)]
@@ -72,13 +80,7 @@ def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[
         argv, env=env, start_new_session=True, stdout=stdout, stderr=subprocess.STDOUT
     )
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_until(lambda: healthy(port), deadline_s=30, what="the fake server's /health")
         yield proc.pid
     finally:
         if proc.poll() is None:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from sim_helpers import sim_profile
 
+from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
@@ -31,10 +31,7 @@ def machine(home: Path) -> Iterator[SimMachine]:
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
 def test_a_relaunch_killed_during_its_start_leaves_no_request_held(

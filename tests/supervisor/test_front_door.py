@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import psutil
 import pytest
 from sim_helpers import gone, sim_profile
 
+from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import memory_released_check
@@ -37,10 +37,7 @@ def door_profile(machine: SimMachine, name: str) -> Profile:
 
 
 def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
 def record(name: str) -> state.ServerRecord:
@@ -56,6 +53,7 @@ def finish(gen: LoadGenerator, more: int = 3) -> None:
     gen.stop()
 
 
+@pytest.mark.slow
 def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) -> None:
     profile = door_profile(machine, "door")
     sup = Supervisor(profile, memory_released=memory_released_check(machine))

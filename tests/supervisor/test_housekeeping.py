@@ -3,17 +3,18 @@ tree and /health) within a few steps; `status()` alone only reads."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
+from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo, ServerState
@@ -31,12 +32,17 @@ def machine(home: Path) -> Iterator[SimMachine]:
 
 
 def settle(sup: Supervisor, wanted: ServerState, timeout_s: float = 30.0) -> ServerInfo:
-    deadline = time.monotonic() + timeout_s
-    info = sup.housekeeping()
-    while info.state != wanted and time.monotonic() < deadline:
-        time.sleep(0.2)
-        info = sup.housekeeping()
-    return info
+    """The first housekeeping step that finds `wanted`; at `timeout_s`, the last one."""
+    infos = [sup.housekeeping()]
+
+    def settled() -> bool:
+        infos.append(sup.housekeeping())
+        return infos[-1].state == wanted
+
+    if infos[0].state != wanted:
+        with contextlib.suppress(AssertionError):  # the caller asserts the state it wanted
+            wait_until(settled, deadline_s=timeout_s, what=wanted.value, poll_s=0.2)
+    return infos[-1]
 
 
 def _start_then_interrupt(profile: Profile, how: signal.Signals) -> None:
@@ -49,12 +55,16 @@ def _start_then_interrupt(profile: Profile, how: signal.Signals) -> None:
         # background job): an ignored SIGINT is inherited, and the start would never see it.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        rec = state.load(profile.name)
-        if rec is not None and rec.state == "starting" and rec.pid:
-            break
-        time.sleep(0.05)
+    with contextlib.suppress(AssertionError):  # signalled anyway, as before it loads
+        wait_until(
+            lambda: (
+                (rec := state.load(profile.name)) is not None
+                and rec.state == "starting"
+                and rec.pid
+            ),
+            deadline_s=20,
+            what="the server loading",
+        )
     cli.send_signal(how)
     cli.wait(timeout=20)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from supervisor_helpers import fake_profile, free_port, ledger_empty
 
+from tests.support.waiting import stays, wait_until
 from vramtop.core.model import GpuReading, ServerInfo, ServerState
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
@@ -28,13 +29,8 @@ class NoGpu:
         pass
 
 
-def _wait(predicate: object, timeout_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return False
+def _wait(predicate: Callable[[], object], timeout_s: float = 30.0) -> bool:
+    return bool(wait_until(predicate, deadline_s=timeout_s, what="(see the line above)"))
 
 
 def test_a_tick_wakes_the_housekeeping_for_a_crash_and_not_for_a_live_server(
@@ -60,8 +56,7 @@ def test_a_tick_wakes_the_housekeeping_for_a_crash_and_not_for_a_live_server(
         for _ in range(3):
             backend.tick()
         assert sup.settling() is None  # running, and its process lives: nothing to settle
-        time.sleep(0.3)  # (time for a step that should not come)
-        assert len(steps) == 1
+        stays(lambda: len(steps) == 1, for_s=0.3, what="no second housekeeping step")
 
         pid = sup.status().pid
         assert pid is not None

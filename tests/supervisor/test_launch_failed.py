@@ -4,14 +4,13 @@ real command; the session's diagnosis reads the states it records."""
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from sim_helpers import gone
 from supervisor_helpers import free_port
 
+from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.findings import LAUNCH_FAILED, SERVER_CRASHED
 from vramtop.core.model import GpuReading, Sample, ServerInfo, ServerState
@@ -107,7 +106,4 @@ def test_a_prelude_that_hangs_is_ended_with_all_it_started(home: Path, tmp_path:
     )
     assert launch_problem(hangs, prelude_timeout_s=2) is None  # not known in time
     (child,) = [int(pid) for pid in pids.read_text().split()]
-    deadline = time.monotonic() + 30
-    while not gone([child]):
-        assert time.monotonic() < deadline, "the prelude's sleep outlived the check"
-        threading.Event().wait(0.05)
+    wait_until(lambda: gone([child]), deadline_s=30, what="the prelude's sleep ended by the check")

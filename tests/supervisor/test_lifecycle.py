@@ -10,13 +10,13 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import psutil
-from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, ledger_empty
+from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, healthy, ledger_empty
 
+from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
 from vramtop.supervisor import Supervisor, state
 
@@ -121,9 +121,11 @@ def test_sigkill_of_the_api_server_is_a_crash_and_its_engine_is_ended(
     info = sup.status()
     os.kill(info.pid or 0, signal.SIGKILL)
     engine = [p for p in info.pids if p != info.pid]
-    deadline = time.monotonic() + 5
-    while sup.housekeeping().state != ServerState.CRASHED and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: sup.housekeeping().state == ServerState.CRASHED,
+        deadline_s=30,
+        what="the crash seen by housekeeping",
+    )
     crashed = sup.status()
     assert crashed.state == ServerState.CRASHED
     assert crashed.returncode == -signal.SIGKILL  # we are its parent here
@@ -167,13 +169,7 @@ def test_attach_adopts_a_server_started_elsewhere_and_restart_supervises_it(
     env = {**os.environ, "FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.1"}
     outside = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_until(lambda: healthy(port), deadline_s=30, what="the fake server's /health")
         sup = Supervisor(
             fake_profile("adopt", port, ledger), memory_released=lambda: ledger_empty(ledger)
         )

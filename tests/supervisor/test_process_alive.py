@@ -5,12 +5,12 @@ same answer."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 
 import psutil
 import pytest
 
+from tests.support.waiting import wait_until
 from vramtop.supervisor import tree
 
 
@@ -40,10 +40,11 @@ def test_a_process_that_exited_is_dead_and_reaped(child: subprocess.Popen[bytes]
     started = psutil.Process(child.pid).create_time()
     assert tree.process_alive(child.pid, started)
     child.kill()
-    deadline = time.monotonic() + 5
-    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(
+        lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE,
+        deadline_s=30,
+        what="the killed child a zombie",
+    )
     assert not tree.process_alive(child.pid, started)  # a zombie: dead, and reaped
     with pytest.raises(psutil.NoSuchProcess):
         psutil.Process(child.pid)

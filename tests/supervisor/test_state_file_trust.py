@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 from supervisor_helpers import fake_profile, free_port
 
+from tests.support.waiting import stays
 from vramtop.supervisor import state
 from vramtop.supervisor.service import Supervisor
 from vramtop.supervisor.state import Lifecycle, ServerRecord
@@ -52,7 +52,6 @@ def test_a_record_naming_another_process_never_signals_it(
     result = sup.stop()
     assert not result.ok  # refused, naming the pid it left alone
     assert f"pid {bystander.pid}" in result.message
-    time.sleep(0.3)
-    assert bystander.poll() is None, "the forged record's pid was signalled"
+    stays(lambda: bystander.poll() is None, for_s=0.3, what="the forged record's pid not signalled")
     assert psutil.Process(bystander.pid).status() != psutil.STATUS_ZOMBIE
     assert sup.status().state.value != "running"

@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sim_helpers import gone, sim_api_servers, sim_profile
 
+from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.outcomes import ActionResult
@@ -45,13 +45,15 @@ def in_background(call: Callable[[], ActionResult]) -> tuple[threading.Thread, l
 
 def wait_until_loading(name: str, machine: SimMachine) -> ServerRecord:
     """Until the server runs and its engine holds simulated memory, but is not ready."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def loading() -> ServerRecord | None:
         rec = state.load(name)
-        if rec is not None and rec.state == "starting" and machine.state()["servers"]:
-            return rec
-        time.sleep(0.05)
-    raise AssertionError(f"the server never started loading: {state.load(name)}")
+        loads = rec is not None and rec.state == "starting" and machine.state()["servers"]
+        return rec if loads else None
+
+    return wait_until(
+        loading, deadline_s=20, what=lambda: f"the server loading; last: {state.load(name)}"
+    )
 
 
 def test_a_stop_from_another_vramtop_ends_a_load_under_way(machine: SimMachine) -> None:
@@ -140,6 +142,7 @@ def test_a_restart_from_another_vramtop_during_the_load_replaces_it(
     assert machine.state()["servers"] == []
 
 
+@pytest.mark.slow
 def test_vramtop_stop_ends_a_vramtop_start_that_is_still_loading(home: Path) -> None:
     """The user's case, as commands in two terminals on the demo's simulated machine."""
     env = {**os.environ, "VRAMTOP_SIM_STARTUP_S": str(LOAD_S), "VRAMTOP_SIM_SPEED": "20"}
@@ -152,14 +155,11 @@ def test_vramtop_stop_ends_a_vramtop_start_that_is_still_loading(home: Path) -> 
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            rec = state.load("demo")
-            if rec is not None and rec.state == "starting":
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError(f"the demo server never started loading: {state.load('demo')}")
+        wait_until(
+            lambda: (rec := state.load("demo")) is not None and rec.state == "starting",
+            deadline_s=60,
+            what=lambda: f"the demo server loading; last: {state.load('demo')}",
+        )
         stop = subprocess.run(
             [*vramtop, "stop", "--demo", "-q"],
             env=env,

@@ -7,12 +7,12 @@ import contextlib
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+from tests.support.waiting import wait_until
 from vramtop.sim.machine import free_port
 
 
@@ -27,14 +27,14 @@ def real_door(upstream_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Po
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answering() -> bool:
             assert proc.poll() is None, log.read_text()
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + "/vramtop/door", timeout=1).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "the door did not answer"
-            time.sleep(0.05)
+                return httpx.get(url + "/vramtop/door", timeout=1).status_code == 200
+            return False
+
+        wait_until(answering, deadline_s=20, what="the door's answer")
         yield proc, url
     finally:
         if proc.poll() is None:

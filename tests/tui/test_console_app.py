@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import inspect
 import sys
@@ -19,6 +18,7 @@ from textual.widgets import Input
 
 from tests.support.console import distinct_lines, make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import wait_until_async
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
 from vramtop.tui.app import SETTLE_S, VramtopApp
@@ -598,11 +598,12 @@ async def test_the_reader_ends_with_the_console() -> None:
         assert _runs_the_reader(thread)
     # Woken on unmount, it returns at once, not at its next look (READER_CHECK_S): a
     # console that quits is not kept waiting for its thread.
-    for _ in range(int(READER_CHECK_S / 0.01 / 2)):
-        if not _runs_the_reader(thread):
-            break
-        await asyncio.sleep(0.01)
-    assert not _runs_the_reader(thread)
+    await wait_until_async(
+        lambda: not _runs_the_reader(thread),
+        deadline_s=READER_CHECK_S / 2,
+        what="the reader returned before its next look",
+        poll_s=0.01,
+    )
 
 
 def _runs_the_reader(thread: threading.Thread | None) -> bool:

@@ -3,13 +3,12 @@ unified memory, the R9700 shows vLLM's memory evicted into GTT when a call needs
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from textual.pilot import Pilot
 
+from tests.support.waiting import wait_until_async
 from vramtop.core.model import MemoryKind, ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
@@ -31,12 +30,13 @@ def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out: {pilot.app.query_one(ConsoleHeader).render()}")
-        await asyncio.sleep(0.1)
-        await pilot.pause()
+    await wait_until_async(
+        what,
+        deadline_s=timeout,
+        what=lambda: f"the console; header: {pilot.app.query_one(ConsoleHeader).render()}",
+        pause=pilot.pause,
+        poll_s=0.1,
+    )
 
 
 def running(app: VramtopApp) -> bool:

@@ -3,14 +3,13 @@ vLLM server supervised like a real one, the simulated agent. Keys act on real pr
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
 from textual.pilot import Pilot
 
+from tests.support.waiting import wait_until, wait_until_async
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
@@ -36,13 +35,14 @@ def header(app: VramtopApp) -> str:
 
 
 async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            app = pilot.app
-            raise AssertionError(f"timed out; busy={app.busy!r} header: {header(app)}")  # type: ignore[attr-defined,arg-type]
-        await asyncio.sleep(0.1)
-        await pilot.pause()
+    app = pilot.app
+    await wait_until_async(
+        what,
+        deadline_s=timeout,
+        what=lambda: f"the console; busy={app.busy!r} header: {header(app)}",  # type: ignore[attr-defined,arg-type]
+        pause=pilot.pause,
+        poll_s=0.1,
+    )
 
 
 def running_pid(app: VramtopApp) -> int | None:
@@ -57,6 +57,7 @@ def generating(app: VramtopApp) -> bool:
     return bool(rates and rates.generation_tps and rates.generation_tps > 5)
 
 
+@pytest.mark.slow
 async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
     backend, _ = demo_backend(wsl=False)
     app = VramtopApp(backend, FAST)
@@ -125,10 +126,12 @@ def test_a_call_on_a_simulated_machine_that_is_gone_raises_instead_of_saying_end
     try:
         assert backend.toggle_call() is True  # the machine answers: the call starts
         stop_demo_world()
-        deadline = time.monotonic() + 10
+
+        def toggled() -> bool:
+            backend.toggle_call()  # raises once the world has gone
+            return False
+
         with pytest.raises(WorldUnreachable):
-            while time.monotonic() < deadline:  # until the world has gone
-                backend.toggle_call()
-                time.sleep(0.1)
+            wait_until(toggled, deadline_s=30, what="the world gone", poll_s=0.1)
     finally:
         backend.close(True)

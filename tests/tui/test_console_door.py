@@ -4,9 +4,7 @@ the agent's requests, where a server with no door still asks for a second `r`.""
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -16,6 +14,7 @@ from textual.pilot import Pilot
 
 from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import wait_until_async
 from vramtop.core.events import Event
 from vramtop.core.model import DoorReading, Sample, ServerState
 from vramtop.machines.demo_backend import demo_backend
@@ -240,8 +239,6 @@ def _served(sample: Sample) -> int:
 
 
 async def _until(pilot: Pilot[int], what: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        assert time.monotonic() < deadline, "not seen in time"
-        await asyncio.sleep(0.1)
-        await pilot.pause()
+    await wait_until_async(
+        what, deadline_s=timeout_s, what="(see the line above)", pause=pilot.pause, poll_s=0.1
+    )

@@ -5,14 +5,13 @@ agent's requests meanwhile and forwards every one of them to the new server; non
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from textual.pilot import Pilot
 
+from tests.support.waiting import wait_until_async
 from tests.tui.test_console_demo import running_pid
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.core.model import DoorReading
@@ -55,16 +54,18 @@ class DoorSeen:
 async def wait_for(
     pilot: Pilot[int], seen: DoorSeen, what: Callable[[], bool], timeout: float
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def looked() -> bool:
         seen.look(pilot.app)  # type: ignore[arg-type]
-        if what():
-            return
-        if time.monotonic() > deadline:
-            header = pilot.app.query_one(ConsoleHeader).render()
-            raise AssertionError(f"timed out; {seen}; header: {header}")
-        await asyncio.sleep(0.1)
-        await pilot.pause()
+        return what()
+
+    await wait_until_async(
+        looked,
+        deadline_s=timeout,
+        what=lambda: f"{seen}; header: {pilot.app.query_one(ConsoleHeader).render()}",
+        pause=pilot.pause,
+        poll_s=0.1,
+    )
 
 
 def generating(app: VramtopApp) -> bool:

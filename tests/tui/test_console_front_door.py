@@ -4,16 +4,15 @@ with SIGKILL is started again and said on the status line and in the timeline.""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
+from tests.support.waiting import wait_until_async
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import DEMO_PROFILE, stop_demo_world
@@ -33,11 +32,9 @@ def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
-        await pilot.pause()
+    await wait_until_async(
+        what, deadline_s=timeout, what="(see the line above)", pause=pilot.pause, poll_s=0.1
+    )
 
 
 def served(rec: state.ServerRecord) -> int:

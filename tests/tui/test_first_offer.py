@@ -24,6 +24,7 @@ def serving_rate(app: VramtopApp) -> float:
     return (rates.generation_tps or 0.0) if rates else 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("card", "wsl"), [("5090", False), ("5090", True), ("spark", False), ("r9700", False)]
 )

@@ -4,11 +4,9 @@ it, read from the simulated card."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from textual.app import App, ComposeResult
 
+from tests.support.waiting import wait_until_async
 from vramtop.core.card_activity import activity_line
 from vramtop.core.model import (
     GIB,
@@ -78,12 +76,18 @@ async def test_the_demo_shows_what_the_simulated_card_does() -> None:
     app = VramtopApp(backend, Settings(interval_s=0.25))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            deadline = time.monotonic() + 30
-            text = ""
-            while "PCIe RX" not in text and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
-                await pilot.pause()
-                text = "\n".join(line.plain for line in app.query_one(VramSplitPanel).lines)
-            assert "PCIe RX" in text and "GPU" in text and "mem" in text, text
+
+            def shown() -> str:
+                return "\n".join(line.plain for line in app.query_one(VramSplitPanel).lines)
+
+            await wait_until_async(
+                lambda: "PCIe RX" in shown(),
+                deadline_s=30,
+                what=lambda: f"PCIe RX shown:\n{shown()}",
+                pause=pilot.pause,
+                poll_s=0.1,
+            )
+            text = shown()
+            assert "PCIe RX" and "GPU" in text and "mem" in text, text
     finally:
         stop_demo_world()
