@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_load import Agent, rate
 from supervised_sim import supervised
-from test_sim_contention import Agent, rate
 
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.sim.machine import SimMachine

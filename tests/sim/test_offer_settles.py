@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from sim_load import Agent
 from supervised_sim import supervised
-from test_sim_contention import Agent
 
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.sim.machine import SimMachine

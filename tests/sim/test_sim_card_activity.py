@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.sim.test_sim_contention import SPEED, Agent, wait_call_level
+from tests.sim.sim_load import SPEED, Agent, wait_call_level
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, MIB, plan_kv
 from vramtop.sim.ledger import Ledger
