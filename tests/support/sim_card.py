@@ -6,14 +6,21 @@ and a busy machine cannot change a rate: rates are tokens over simulated seconds
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vramtop.core.model import ServerInfo, ServerState
+from vramtop.machines.machine_backend import MachineBackend
+from vramtop.machines.sampler import Sampler
 from vramtop.sim import args as vargs
 from vramtop.sim import scenario as scenarios
-from vramtop.sim.card import MIB
-from vramtop.sim.engine import Engine
+from vramtop.sim.card import DEFAULT_CARD, MIB
+from vramtop.sim.engine import Engine, _plan_dict
+from vramtop.sim.gpu_probe import SimGpuProbe
+from vramtop.sim.http_api import FakeVllmHttp, Handler
 from vramtop.sim.ledger import Ledger
 from vramtop.sim.machine import SimMachine
 from vramtop.sim.server import STATS_INTERVAL_S, ApiServer, StatsLine
@@ -45,14 +52,16 @@ class Server:
     def __init__(self, card: SimCard, pid: int, util: float, **flags: Any) -> None:
         self.card = card
         self.pid = pid
-        argv = card.machine.server_argv(util, **flags)[3:]  # after `python -m vramtop.sim.server`
-        api = ApiServer(vargs.parse(argv), card.world, "")
+        self.util = util
+        self.argv = card.machine.server_argv(util, **flags)
+        api = ApiServer(vargs.parse(self.argv[3:]), card.world, "")  # after `-m …server`
         api.banner()
         config = {**api.engine_config(), "startup_s": 0.0}
         engine = Engine(config, card.world, None)
         engine.pid = pid
         assert engine.start() == 0
-        plan = engine.plan()
+        self.api, self.plan = api, engine.plan()
+        plan = self.plan
         self.sched = Scheduler(
             card.world,
             pid,
@@ -110,6 +119,54 @@ class Server:
         t1, g1 = self.card.clock.now(), self.sched.generation_tokens_total
         return (g1 - g0) / (t1 - t0)
 
+    def info(self) -> ServerInfo:
+        """The server as a supervisor's record says it runs."""
+        return ServerInfo(
+            state=ServerState.RUNNING,
+            pid=self.pid,
+            pids=(self.pid,),
+            argv=tuple(self.argv),
+            gpu_memory_utilization=self.util,
+            max_model_len=self.plan.max_model_len,
+        )
+
+    @contextmanager
+    def http(self) -> Iterator[str]:
+        """The server's HTTP API (vLLM's routes, /metrics) on a free loopback port, served
+        in a thread over this scheduler: a read while the test holds the clock reads the
+        counters at that simulated moment. Yields its URL."""
+        http = FakeVllmHttp(("127.0.0.1", 0), Handler)
+        http.sched = self.sched
+        http.model = self.api.a.model
+        http.served_names = self.api.served
+        http.max_model_len = self.plan.max_model_len
+        http.api_keys = frozenset()
+        http.access_log = False
+        http.created = 0.0
+        http.cache_info = self.api.cache_info(_plan_dict(self.plan))
+        thread = threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{http.server_address[1]}"
+        finally:
+            http.shutdown()
+            http.server_close()
+            thread.join(10)
+
+    @contextmanager
+    def watched(self) -> Iterator[MachineBackend]:
+        """The console's backend watching this server (no supervisor: it only reads), its
+        samples stamped on the card's clock: the GPU read from the world in this process,
+        /metrics over HTTP from `http`."""
+        with self.http() as url:
+            sampler = Sampler(
+                probe=SimGpuProbe(Path("in-process"), client=self.card.world),
+                url=url,
+                info=self.info,
+                clock=self.card.clock.now,
+            )
+            yield MachineBackend(sampler=sampler, supervisor=None)
+
     def exit(self) -> None:
         """The server and its engine gone (a restart's first half): its memory is freed."""
         self.stop_request()
@@ -121,9 +178,12 @@ class SimCard:
     """The simulated machine (scenario, card) in this process, at `speed` (which only sets
     how finely the scheduler steps, as the real one at that speed)."""
 
-    def __init__(self, scenario: str = "manual", speed: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self, scenario: str = "manual", speed: float = 1.0, seed: int = 0, card: str = DEFAULT_CARD
+    ) -> None:
         self.clock = SteppedClock(speed)
-        self.machine = SimMachine(Path(tempfile.gettempdir()) / "vramtop-sim-card-unused")
+        unused = Path(tempfile.gettempdir()) / "vramtop-sim-card-unused"  # never started
+        self.machine = SimMachine(unused, card=card)
         card = self.machine.card
         ledger = Ledger(scenarios.load(scenario), card.total_mib * MIB, seed, card=card)
         self.world = World(ledger, clock=self.clock)
