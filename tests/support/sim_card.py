@@ -9,12 +9,14 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from vramtop.core.model import ServerInfo, ServerState
+from vramtop.core.model import DoorReading, ServerInfo, ServerState
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
+from vramtop.outcomes import ActionResult
 from vramtop.sim import args as vargs
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import DEFAULT_CARD, MIB
@@ -131,11 +133,23 @@ class Server:
         )
 
     @contextmanager
-    def http(self) -> Iterator[str]:
+    def http(self) -> Iterator[tuple[str, FakeVllmHttp]]:
         """The server's HTTP API (vLLM's routes, /metrics) on a free loopback port, served
         in a thread over this scheduler: a read while the test holds the clock reads the
-        counters at that simulated moment. Yields its URL."""
+        counters at that simulated moment. Yields its URL and the HTTP server."""
         http = FakeVllmHttp(("127.0.0.1", 0), Handler)
+        self.point(http)
+        thread = threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{http.server_address[1]}", http
+        finally:
+            http.shutdown()
+            http.server_close()
+            thread.join(10)
+
+    def point(self, http: FakeVllmHttp) -> None:
+        """`http` answers for this server from now on (a relaunch's new server, same port)."""
         http.sched = self.sched
         http.model = self.api.a.model
         http.served_names = self.api.served
@@ -144,21 +158,13 @@ class Server:
         http.access_log = False
         http.created = 0.0
         http.cache_info = self.api.cache_info(_plan_dict(self.plan))
-        thread = threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{http.server_address[1]}"
-        finally:
-            http.shutdown()
-            http.server_close()
-            thread.join(10)
 
     @contextmanager
     def watched(self) -> Iterator[MachineBackend]:
         """The console's backend watching this server (no supervisor: it only reads), its
         samples stamped on the card's clock: the GPU read from the world in this process,
         /metrics over HTTP from `http`."""
-        with self.http() as url:
+        with self.http() as (url, _http):
             sampler = Sampler(
                 probe=SimGpuProbe(Path("in-process"), client=self.card.world),
                 url=url,
@@ -197,3 +203,113 @@ class SimCard:
 
     def state(self) -> dict[str, Any]:
         return self.world.request("state")
+
+
+class CardDoor:
+    """A front door before the card's server, as the sampler reads one: it holds the agent's
+    next request, and counts those in flight (the server's running requests)."""
+
+    def __init__(self, supervisor: CardSupervisor) -> None:
+        self.supervisor = supervisor
+
+    def read(self) -> DoorReading:
+        running = len(self.supervisor.server.sched.running)
+        return DoorReading(address="127.0.0.1:0", in_flight=running)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class CardProfile:
+    name: str
+    argv: list[str]
+    front_door: str | None = "127.0.0.1:0"
+
+
+@dataclass
+class CardRecord:
+    launch_id: str
+    state: ServerState
+
+
+class CardSupervisor:
+    """What the console's backend asks of a supervisor, for a profile whose server runs on
+    the card: its record, and relaunches (the server exits, its memory is freed, one starts
+    with the new flags, the agent's held request goes to it). Every relaunch asked is kept in
+    `relaunches` (the flags, who asked, the result)."""
+
+    def __init__(self, card: SimCard, name: str, util: float, **flags: Any) -> None:
+        self.card = card
+        self.name = name
+        self.flags = flags
+        self.server = card.server(util, **flags)
+        self.server.start_request()
+        self.profile = CardProfile(name, list(self.server.argv))
+        self.log_path: Path | None = None
+        self.relaunches: list[dict[str, Any]] = []
+        self._launches = 1
+        self._http: FakeVllmHttp | None = None
+
+    # -- the record -----------------------------------------------------------------------
+    def status(self) -> ServerInfo:
+        return self.server.info()
+
+    def record(self) -> CardRecord:
+        return CardRecord(f"launch-{self._launches}", ServerState.RUNNING)
+
+    def housekeeping(self) -> None:
+        pass
+
+    def door_restarts_since(self) -> int:
+        return 0
+
+    def settling(self) -> None:
+        return None
+
+    def stop(self, **_: Any) -> ActionResult:
+        return ActionResult(False, "the card's server is not stopped in these tests")
+
+    start = restart = stop
+
+    def relaunch(
+        self,
+        util: float | None = None,
+        max_model_len: int | None = None,
+        asked_by: str | None = None,
+        **_: Any,
+    ) -> ActionResult:
+        old = self.server
+        flags = dict(self.flags)
+        if max_model_len is not None:
+            flags["max_model_len"] = max_model_len
+        old.exit()
+        self.server = self.card.server(util if util is not None else old.util, **flags)
+        self.server.start_request()  # the agent's request, held at the door meanwhile
+        if self._http is not None:
+            self.server.point(self._http)
+        self._launches += 1
+        self.relaunches.append(
+            {
+                "util": self.server.util,
+                "asked_by": asked_by,
+                "result": "ok",
+                "t": self.card.clock.now(),
+            }
+        )
+        return ActionResult(True, f"relaunched at {self.server.util:.2f}")
+
+    @contextmanager
+    def backend(self) -> Iterator[MachineBackend]:
+        """The backend a guard or a console builds for this profile, its samples on the card's
+        clock, its door this supervisor's."""
+        with self.server.http() as (url, http):
+            self._http = http
+            sampler = Sampler(
+                probe=SimGpuProbe(Path("in-process"), client=self.card.world),
+                url=url,
+                info=self.status,
+                clock=self.card.clock.now,
+                door=cast(Any, CardDoor(self)),
+            )
+            yield MachineBackend(sampler=sampler, supervisor=cast(Any, self))
