@@ -27,6 +27,7 @@ from vramtop.sim.ledger import Ledger
 from vramtop.sim.machine import SimMachine
 from vramtop.sim.server import STATS_INTERVAL_S, ApiServer, StatsLine
 from vramtop.sim.serving import Scheduler, count_tokens
+from vramtop.sim.windows_counters import SimWindowsSource
 from vramtop.sim.world import World
 
 ASK_EVERY_S = 1.0  # as the server's own thread: the engine's condition once a simulated second
@@ -299,17 +300,26 @@ class CardSupervisor:
         )
         return ActionResult(True, f"relaunched at {self.server.util:.2f}")
 
+    def run(self, seconds: float) -> None:
+        """`seconds` of simulated time on the card, its server serving."""
+        self.server.run(seconds)
+
     @contextmanager
-    def backend(self) -> Iterator[MachineBackend]:
+    def backend(self, wsl: bool = False) -> Iterator[MachineBackend]:
         """The backend a guard or a console builds for this profile, its samples on the card's
-        clock, its door this supervisor's."""
+        clock, its door this supervisor's; `wsl`: the GPU read the WSL2 way (no per-process
+        memory)."""
+        world, clock = self.card.world, self.card.clock.now
+        # The Windows side's counters, where WSL2 has them (as `--demo --wsl` reads them).
+        windows = SimWindowsSource("in-process", clock=clock, client=world) if wsl else None
         with self.server.http() as (url, http):
             self._http = http
             sampler = Sampler(
-                probe=SimGpuProbe(Path("in-process"), client=self.card.world),
+                probe=SimGpuProbe(Path("in-process"), wsl=wsl, client=world),
                 url=url,
                 info=self.status,
                 clock=self.card.clock.now,
                 door=cast(Any, CardDoor(self)),
+                windows=windows,
             )
-            yield MachineBackend(sampler=sampler, supervisor=cast(Any, self))
+            yield MachineBackend(sampler=sampler, supervisor=cast(Any, self), wsl=wsl)
