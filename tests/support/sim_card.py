@@ -31,6 +31,9 @@ from vramtop.sim.windows_counters import SimWindowsSource
 from vramtop.sim.world import World
 
 ASK_EVERY_S = 1.0  # as the server's own thread: the engine's condition once a simulated second
+# A generous deadline for a read of the in-process HTTP API (milliseconds on a quiet machine):
+# a busy one never turns into a sample without the server's metrics.
+HTTP_TIMEOUT_S = 30.0
 
 
 class SteppedClock:
@@ -171,6 +174,7 @@ class Server:
                 url=url,
                 info=self.info,
                 clock=self.card.clock.now,
+                timeout_s=HTTP_TIMEOUT_S,
             )
             yield MachineBackend(sampler=sampler, supervisor=None)
 
@@ -318,7 +322,8 @@ class CardSupervisor:
                 probe=SimGpuProbe(Path("in-process"), wsl=wsl, client=world),
                 url=url,
                 info=self.status,
-                clock=self.card.clock.now,
+                clock=clock,
+                timeout_s=HTTP_TIMEOUT_S,
                 door=cast(Any, CardDoor(self)),
                 windows=windows,
             )
