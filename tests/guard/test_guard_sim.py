@@ -1,5 +1,7 @@
-"""`vramtop guard --demo` on the field report's day, real processes: the simulated GPU, its
-vLLM, the agent and the guard, at VRAMTOP_SIM_SPEED=4. Times are the simulator's own."""
+"""The guard on the field report's day. A collapse reaching --on-finding: `vramtop guard
+--demo`, real processes (the simulated GPU, its vLLM, the agent and the guard) at
+VRAMTOP_SIM_SPEED=4. The whole day's steps down and up: the guard's loop in this process on a
+clock it moves. Times are the simulator's own."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +20,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.sim_card import CardSupervisor, SimCard
+from vramtop.commands.guard import GuardSettings
+from vramtop.commands.guard_watch import guard_loop
+from vramtop.core.news import News
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 SPEED = 4.0
@@ -141,65 +148,82 @@ def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
     assert status["state"] == "running"
 
 
-def _sim_t(polls: list[dict[str, Any]], unix: float) -> float:
-    """The simulator's time at a Unix time, from the polls around it."""
-    before = [p for p in polls if p["unix"] <= unix]
-    after = [p for p in polls if p["unix"] > unix]
-    if not before:
-        return float(after[0]["t"])
-    if not after:
-        return float(before[-1]["t"])
-    a, b = before[-1], after[0]
-    share = (unix - a["unix"]) / (b["unix"] - a["unix"])
-    return float(a["t"] + share * (b["t"] - a["t"]))
+class Notifier:
+    """Where the guard's news goes (kept, for a look)."""
+
+    names = ("test",)
+    reach = "test"
+
+    def __init__(self) -> None:
+        self.sent: list[News] = []
+
+    def send(self, news: News) -> None:
+        self.sent.append(news)
+
+    def close(self) -> None:
+        pass
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "guard_on_day",
-    [["--auto-remedy", "between-turns", "--adaptive", "--settle", "60"]],
-    indirect=True,
-)
 def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
-    guard_on_day: Guarded,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    g = guard_on_day
+    """The guard's own loop (`guard_loop`: its watch, policies and relaunches, as `vramtop
+    guard --auto-remedy between-turns --adaptive --settle 60` runs them) over the field
+    report's day on the simulated card, all in this process on a clock the loop's waits move
+    (tests/support/sim_card.py): the day's 790 simulated seconds take a few real ones. The
+    agent's one long request runs throughout; the profile's front door holds it across each
+    relaunch."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("VRAMTOP_HOME", str(home))
+    card = SimCard("field_report", speed=SPEED)
+    supervisor = CardSupervisor(card, "day", 0.93)
     settle = 60.0
     end_t = CALLS[-1][1] + settle + 130  # the second step up, with a turn's wait
-    deadline = time.monotonic() + (end_t + 60) / SPEED + 60
-    while time.monotonic() < deadline:
-        state = g.poll()
-        assert g.proc.poll() is None, g.proc.communicate()[1]
-        if state is not None and state["t"] >= end_t:
-            break
-        time.sleep(0.25)
-    g.proc.send_signal(signal.SIGTERM)
-    _, err = g.proc.communicate(timeout=150)
-    assert g.proc.returncode == 0, err
-    listed = g.vramtop("events", "--demo", "--json")
-    assert listed.returncode == 0, listed.stderr
-    events = json.loads(listed.stdout)["events"]
-    steps = [
-        (e["detail"]["step"], e["detail"]["gpu_memory_utilization"], _sim_t(g.polls, e["t"]))
-        for e in events
-        if e["event"] == "guard"
-        and e["detail"].get("decision") == "done"
-        and e["detail"].get("result") == "ok"
-    ]
-    assert [s for s, _, _ in steps] == ["down", "up", "down", "up"], (steps, err)
-    relaunches = [e for e in events if e["event"] == "relaunch"]
-    assert all(
-        e["detail"]["result"] == "ok" and e["detail"]["asked_by"] == "guard" for e in relaunches
+    polls: list[dict[str, Any]] = []
+    stop = threading.Event()
+
+    def sleep(seconds: float) -> None:
+        """The guard's wait between samples: the card runs `seconds` of simulated time, once
+        a relaunch the guard began has answered (at once here: no process starts)."""
+        for thread in threading.enumerate():
+            if thread.name == "guard-relaunch":
+                thread.join(60)
+        end = card.clock.now() + seconds
+        while card.clock.now() < end:
+            supervisor.server.step()
+        polls.append(card.state())
+        if card.clock.now() >= end_t:
+            stop.set()
+
+    settings = GuardSettings(
+        notify=(), on_finding=None, auto_remedy=True, adaptive=True, settle_s=settle
     )
+    with supervisor.backend() as backend:
+        code = guard_loop(
+            backend, Notifier(), settings, 1.0, stop, clock=card.clock.now, sleep=sleep
+        )
+        events = backend.events()
+    assert code == 0
+    steps = [
+        (e.detail["step"], e.detail["gpu_memory_utilization"], e.t)
+        for e in events
+        if e.name == "guard"
+        and e.detail.get("decision") == "done"
+        and e.detail.get("result") == "ok"
+    ]
+    assert [s for s, _, _ in steps] == ["down", "up", "down", "up"], steps
+    relaunches = supervisor.relaunches
+    assert relaunches and all(r["result"] == "ok" and r["asked_by"] == "guard" for r in relaunches)
     for n, (start, end) in enumerate(CALLS):
         (_, down_util, down_t), (_, up_util, up_t) = steps[2 * n], steps[2 * n + 1]
-        assert down_util < 0.93 and up_util == 0.93
+        assert isinstance(down_util, float) and down_util < 0.93 and up_util == 0.93
         assert start <= down_t < end, (start, down_t)  # down during the call
         assert up_t >= end + settle, (end, up_t)  # up once it settled after it
         # After the step down, to the call's end: the server decodes at ≥ 80 % of its speed.
         during = [
             min(s["rate_factor"] for s in p["servers"])
-            for p in g.polls
+            for p in polls
             if down_t + 2 <= p["t"] <= end and p["servers"]
         ]
         assert during and min(during) >= 0.8, (n, min(during))

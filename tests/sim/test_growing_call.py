@@ -1,91 +1,69 @@
 """A remedy that starts: during a call whose memory grows for a minute, the flags the
 diagnosis suggests (a budget, and the --max-model-len that fits in it), taken while the call
 still grows, relaunch without vLLM refusing the start and give back the normal decode rate
-once the call has peaked (real processes, the simulated machine's `long_call` scenario,
-simulated time run faster)."""
+once the call has peaked (the simulated machine's `long_call` scenario). The world, the
+simulated vLLM and the console's sampler and diagnosis run in the test's process on a clock
+it moves (tests/support/sim_card.py): rates are tokens per simulated second."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
-
 import pytest
-from supervised_sim import supervised
-from test_sim_contention import Agent, generated, rate
 
-from tests.support.waiting import wait_until
+from tests.support.sim_card import SimCard
 from vramtop.core.budget import suggested_relaunch_flags
-from vramtop.sim.machine import SimMachine
 
-T = TypeVar("T")
-
-SPEED = 20.0  # the contention test's pace: `rate` reads simulated seconds at this speed
-
-
-def after_a_tick(backend: Any, check: Callable[[], T]) -> T:
-    """`check()`, asked after one more tick of the console's backend."""
-    backend.tick()
-    return check()
+SPEED = 20.0  # the scheduler steps as the simulator's processes do at 20 times real time
+LIMIT_S = 1200.0  # simulated seconds a stage may take (60 real seconds at SPEED)
 
 
 @pytest.mark.parametrize("moment", ["first offered", "half grown"])
-def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(
-    tmp_path: Path, moment: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A private home: the server's state file and the normal rate it remembers stay here.
-    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
-    with SimMachine(tmp_path / "sim", scenario="long_call", speed=SPEED, startup_s=0.2) as machine:
-        # The call (the scenario's, growing for a minute) starts once the console has seen the
-        # normal rate, not at a fixed simulated second: on a loaded machine the server's
-        # processes can take longer to start than the scenario waits.
-        machine.set_call(False)
-        # Samples stamped in simulated seconds, as the console's are in real ones.
-        with supervised(machine, "grow", speed=SPEED, util=0.93) as served:
-            backend, url = served.backend, served.profile.url
-            agent = Agent(url)
-            try:
-                normal = rate(url)
-                # A tick each simulated second until the normal rate is learned.
-                wait_until(
-                    lambda: after_a_tick(backend, lambda: backend.normal_rate() is not None),
-                    deadline_s=60,
-                    what="a normal rate learned",
-                    poll_s=1 / SPEED,
-                )
-                machine.set_call(True)
+def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(moment: str) -> None:
+    sim = SimCard("long_call", speed=SPEED)
+    # The call (the scenario's, growing for a minute) starts once the console has seen the
+    # normal rate, not at a fixed simulated second.
+    sim.set_call(False)
+    served = sim.server(0.93)
+    with served.watched() as backend:
+        served.start_request()  # the agent's long answer
+        normal = served.rate()
 
-                def suggested() -> tuple[float, int | None] | None:
-                    backend.tick()
-                    offered = suggested_relaunch_flags(backend.findings())
-                    level = float(machine.state()["call_level"])
-                    if offered is not None:
-                        assert level < 1.0, "the finding opened only once the call had peaked"
-                        if moment == "first offered" or level >= 0.5:
-                            return offered
-                    return None
+        def ticked() -> None:
+            served.run(1.0)
+            backend.tick()
 
-                suggestion = wait_until(
-                    suggested,
-                    deadline_s=60,
-                    what="a budget suggested while the call grew",
-                    poll_s=1 / SPEED,
-                )
-                agent.close()
-                util, max_model_len = suggestion
-                # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
-                assert max_model_len is not None and max_model_len < 262_144
-                result = backend.relaunch(gpu_memory_utilization=util, max_model_len=max_model_len)
-                assert result.ok, result.message  # vLLM's startup checks pass
-                wait_until(
-                    lambda: float(machine.state()["call_level"]) >= 1.0,
-                    deadline_s=60,
-                    what="the call at its peak",
-                )
-                before = generated(url)
-                agent = Agent(url)
-                wait_until(lambda: generated(url) > before, deadline_s=30, what="the agent served")
-                after = rate(url)
-                assert after >= 0.8 * normal, (suggestion, normal, after)
-            finally:
-                agent.close()
+        def learned() -> bool:
+            ticked()
+            return backend.normal_rate() is not None
+
+        served.run_until(learned, LIMIT_S)
+        assert backend.normal_rate() is not None, "no normal rate was learned"
+        sim.set_call(True)
+        suggestion: tuple[float, int | None] | None = None
+
+        def suggested() -> bool:
+            nonlocal suggestion
+            ticked()
+            offered = suggested_relaunch_flags(backend.findings())
+            level = float(sim.state()["call_level"])
+            if offered is not None:
+                assert level < 1.0, "the finding opened only once the call had peaked"
+                if moment == "first offered" or level >= 0.5:
+                    suggestion = offered
+            return suggestion is not None
+
+        served.run_until(suggested, LIMIT_S)
+        assert suggestion is not None, "no budget was suggested while the call grew"
+    util, max_model_len = suggestion
+    # The profile's 262,144 tokens do not fit below 0.93: the remedy says so.
+    assert max_model_len is not None and max_model_len < 262_144
+    # The relaunch: the server and its engine exit (their memory freed), and one starts with
+    # the suggested flags; vLLM's startup checks pass (`SimCard.server` asserts the engine
+    # started).
+    served.exit()
+    relaunched = sim.server(util, max_model_len=max_model_len)
+    relaunched.run_until(lambda: float(sim.state()["call_level"]) >= 1.0, LIMIT_S)
+    relaunched.start_request()
+    relaunched.run(10.0)
+    after = relaunched.rate()
+    assert after >= 0.8 * normal, (suggestion, normal, after)
+    print(f"\n{moment}: suggested {suggestion}, normal {normal:.1f}, after {after:.1f}")

@@ -1,81 +1,57 @@
-"""The first offer is the one that holds: while a call's (or a build's) memory still grows, the
-relaunch the diagnosis offers first is within 0.03 of the one it offers once the growth has
-levelled off, on each simulated card (real processes, simulated time run faster)."""
+"""The first relaunch the diagnosis offers during a call is within 0.03 of the one once it has
+levelled off, on each simulated card. The world, the simulated vLLM (its engine, scheduler and
+HTTP API) and the console's sampler and diagnosis run in the test's process on a clock the
+test moves (tests/support/sim_card.py): the call's minutes take a second, and the samples'
+rates are per simulated second whatever the machine's load."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
-
 import pytest
-from supervised_sim import supervised
-from test_sim_contention import Agent
 
-from tests.support.waiting import wait_until
+from tests.support.sim_card import SimCard
 from vramtop.core.budget import suggested_relaunch_flags
-from vramtop.sim.machine import SimMachine
+from vramtop.machines.machine_backend import MachineBackend
 
-T = TypeVar("T")
-
-SPEED = 8.0
-
-
-def after_a_tick(backend: Any, check: Callable[[], T]) -> T:
-    """`check()`, asked after one more tick of the console's backend."""
-    backend.tick()
-    return check()
+SPEED = 8.0  # the scheduler steps as the simulator's processes do at 8 times real time
+LIMIT_S = 480.0  # simulated seconds a stage may take (60 real seconds at SPEED)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("card", "scenario"), [("5090", "manual"), ("r9700", "r9700"), ("spark", "spark")]
 )
 def test_the_first_offer_is_within_003_of_the_offer_once_the_call_levels_off(
-    tmp_path: Path, card: str, scenario: str, monkeypatch: pytest.MonkeyPatch
+    card: str, scenario: str
 ) -> None:
-    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
-    with SimMachine(
-        tmp_path / "sim", scenario=scenario, speed=SPEED, startup_s=0.2, card=card
-    ) as machine:
-        machine.set_call(False)
-        with supervised(machine, "offer", speed=SPEED) as served:
-            backend = served.backend
-            agent = Agent(served.profile.url)
-            try:
-                # A tick each simulated second until the normal rate is learned.
-                wait_until(
-                    lambda: after_a_tick(backend, lambda: backend.normal_rate() is not None),
-                    deadline_s=60,
-                    what="a normal rate learned",
-                    poll_s=1 / SPEED,
-                )
-                machine.set_call(True)
-                first = wait_until(
-                    lambda: after_a_tick(
-                        backend, lambda: suggested_relaunch_flags(backend.findings())
-                    ),
-                    deadline_s=60,
-                    what="an offer during the call",
-                    poll_s=1 / SPEED,
-                )
-                # The growth has levelled off: the call at its peak for 15 simulated seconds.
-                wait_until(
-                    lambda: after_a_tick(
-                        backend, lambda: float(machine.state()["call_level"]) >= 1.0
-                    ),
-                    deadline_s=60,
-                    what="the call at its peak",
-                    poll_s=1 / SPEED,
-                )
-                settled: tuple[float, int | None] | None = None
-                for _ in range(int(15 * SPEED) // 4):
-                    backend.tick()
-                    settled = suggested_relaunch_flags(backend.findings()) or settled
-                    time.sleep(4 / SPEED)  # not a wait: a tick every 4 simulated s, for 15
-                assert settled is not None, "the finding closed before the call levelled off"
-                assert abs(first[0] - settled[0]) <= 0.03 + 1e-9, (first, settled)
-                print(f"\n{card}: first offer {first}, once levelled off {settled}")
-            finally:
-                agent.close()
+    sim = SimCard(scenario, speed=SPEED, card=card)
+    sim.set_call(False)
+    served = sim.server(sim.machine.card.util)
+    with served.watched() as backend:
+        served.start_request()  # the agent's long answer
+
+        def ticked(seconds: float = 1.0) -> MachineBackend:
+            """The console's tick after `seconds` of simulated time."""
+            served.run(seconds)
+            backend.tick()
+            return backend
+
+        served.run_until(lambda: ticked().normal_rate() is not None, LIMIT_S)
+        assert backend.normal_rate() is not None, "no normal rate was learned"
+        sim.set_call(True)
+        first: tuple[float, int | None] | None = None
+
+        def offered() -> bool:
+            nonlocal first
+            first = suggested_relaunch_flags(ticked().findings())
+            return first is not None
+
+        served.run_until(offered, LIMIT_S)
+        assert first is not None, "nothing was offered during the call"
+        # The growth has levelled off: the call at its peak, then a tick every 4 simulated
+        # seconds for 120 (15 real seconds at SPEED, as the test on real processes waited).
+        served.run_until(lambda: ticked() and float(sim.state()["call_level"]) >= 1.0, LIMIT_S)
+        settled: tuple[float, int | None] | None = None
+        for _ in range(int(15 * SPEED) // 4):
+            settled = suggested_relaunch_flags(ticked(4.0).findings()) or settled
+        assert settled is not None, "the finding closed before the call levelled off"
+        assert abs(first[0] - settled[0]) <= 0.03 + 1e-9, (first, settled)
+        print(f"\n{card}: first offer {first}, once levelled off {settled}")

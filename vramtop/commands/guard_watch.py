@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -71,18 +72,25 @@ def guard_loop(
     settings: GuardSettings,
     interval_s: float,
     stop: threading.Event,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], object] | None = None,
 ) -> int:
     """Guard `backend` until `stop` is set (the caller holds the profile's actor lock); the
-    command's exit code."""
+    command's exit code. `clock` and `sleep`: the pace's time (default: real time, scaled by
+    the simulated machine's speed on it; a test passes a clock it moves and a sleep that
+    moves it), in which a sample comes every `interval_s` of the samples' clock."""
     from vramtop.event_log import EventLog
 
     name = backend.profile_name or "default"
     backend.asked_by = GUARD
     watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
     watch.begin()
-    # The pace in real seconds: a sample each `interval_s` of the samples' clock.
-    speed = sim_speed() if backend.demo else 1.0
-    runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
+    if clock is not None and sleep is not None:
+        runner = Runner(backend, interval_s=interval_s, clock=clock, sleep=sleep)
+    else:
+        # The pace in real seconds: a sample each `interval_s` of the samples' clock.
+        speed = sim_speed() if backend.demo else 1.0
+        runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
     try:
         runner.run(stop.is_set, watch.on_step)
     except Exception as exc:

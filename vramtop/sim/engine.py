@@ -24,7 +24,7 @@ from vramtop.core.headroom.startup_checks import (
 )
 from vramtop.sim import vlog
 from vramtop.sim.card import CONTEXT_GIB, GIB, VLLM_VERSION, KvPlan, plan_kv
-from vramtop.sim.protocol import SOCKET_ENV, WorldClient, WorldUnreachable
+from vramtop.sim.protocol import SOCKET_ENV, WorldClient, WorldRequests, WorldUnreachable
 
 CONFIG_ENV = "VRAMTOP_SIM_ENGINE_CONFIG"
 PIPE_ENV = "VRAMTOP_SIM_ENGINE_FD"
@@ -67,7 +67,7 @@ def print_engine_traceback(exc_name: str, message: str) -> None:
 
 
 class Engine:
-    def __init__(self, config: dict[str, Any], world: WorldClient, pipe_fd: int | None) -> None:
+    def __init__(self, config: dict[str, Any], world: WorldRequests, pipe_fd: int | None) -> None:
         self.config = config
         self.world = world
         self.pipe_fd = pipe_fd

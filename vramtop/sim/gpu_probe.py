@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.protocol import WorldClient, WorldRequests, WorldUnreachable
 from vramtop.sim.world_state import WorldState
 
 
@@ -20,10 +20,18 @@ class SimGpuProbe:
 
     name = "sim"
 
-    def __init__(self, socket_path: Path, wsl: bool = False, timeout_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        wsl: bool = False,
+        timeout_s: float = 1.0,
+        client: WorldRequests | None = None,
+    ) -> None:
+        """`client`: what answers the world's requests (default: the world at `socket_path`;
+        a test passes the `World` it runs in its own process)."""
         self.socket_path = Path(socket_path)
         self.wsl = wsl
-        self._client = WorldClient(self.socket_path, timeout_s)
+        self._client: WorldRequests = client or WorldClient(self.socket_path, timeout_s)
         # Whether a simulated call was on at the last read (the same answer carries it): the
         # demo's header shows it without asking the simulated machine a second time a tick.
         self.call_on = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 SOCKET_ENV = "VRAMTOP_SIM_SOCKET"
 SPEED_ENV = "VRAMTOP_SIM_SPEED"
@@ -22,6 +22,13 @@ ALREADY_SERVED = 3
 
 class WorldUnreachable(Exception):
     """The world daemon's socket is missing, refused the connection or did not answer."""
+
+
+class WorldRequests(Protocol):
+    """What answers the world's requests: `WorldClient` over the socket, or the `World` itself
+    where a test runs a server's parts in its own process."""
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]: ...
 
 
 class WorldClient:

@@ -28,7 +28,14 @@ from vramtop.sim.card import (
     NATIVE_MAX_MODEL_LEN,
     VLLM_VERSION,
 )
-from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldClient, WorldUnreachable
+from vramtop.sim.protocol import (
+    SOCKET_ENV,
+    SPEED_ENV,
+    STARTUP_ENV,
+    WorldClient,
+    WorldRequests,
+    WorldUnreachable,
+)
 
 if TYPE_CHECKING:
     # Loaded while the engine starts (see `start_engine`): the HTTP server's modules are the
@@ -73,7 +80,7 @@ def _say(where: str, message: str) -> None:
 
 
 class ApiServer:
-    def __init__(self, a: argparse.Namespace, world: WorldClient, socket_path: str) -> None:
+    def __init__(self, a: argparse.Namespace, world: WorldRequests, socket_path: str) -> None:
         self.a = a
         self.world = world
         self.socket_path = socket_path
@@ -266,27 +273,9 @@ class ApiServer:
                 self.stop.set()
 
     def log_stats(self, sched: Scheduler) -> None:
-        last_prompt = last_gen = last_q = last_h = 0
-        was_busy = False
-        while not sched.stop.wait(STATS_INTERVAL_S / self.speed):
-            with sched.lock:
-                prompt, gen = sched.prompt_tokens_total, sched.generation_tokens_total
-                q, h = sched.prefix_queries_total, sched.prefix_hits_total
-                running, waiting = len(sched.running), sched.waiting
-            busy = running > 0 or waiting > 0 or gen > last_gen or prompt > last_prompt
-            if busy or was_busy:
-                hit = 100.0 * (h - last_h) / (q - last_q) if q > last_q else 0.0
-                _say(
-                    "loggers.py:123",
-                    f"Engine 000: Avg prompt throughput: "
-                    f"{(prompt - last_prompt) / STATS_INTERVAL_S:.1f} tokens/s, "
-                    f"Avg generation throughput: {(gen - last_gen) / STATS_INTERVAL_S:.1f} "
-                    f"tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
-                    f"GPU KV cache usage: {100 * sched.kv_usage():.1f}%, "
-                    f"Prefix cache hit rate: {hit:.1f}%",
-                )
-            was_busy = busy
-            last_prompt, last_gen, last_q, last_h = prompt, gen, q, h
+        stats = StatsLine(sched)
+        while not sched.clock.wait(STATS_INTERVAL_S):
+            stats.say()
 
     def stop_engine(self) -> None:
         """SIGTERM the engine, give it a second, then SIGKILL."""
@@ -311,6 +300,37 @@ class ApiServer:
             return self.serve(ready)
         finally:
             self.stop_engine()
+
+
+class StatsLine:
+    """vLLM's "Engine 000: …" line, once per STATS_INTERVAL_S while the engine is busy (and
+    once more after), with the throughput since the last one."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        self.sched = sched
+        self.last_prompt = self.last_gen = self.last_q = self.last_h = 0
+        self.was_busy = False
+
+    def say(self) -> None:
+        sched = self.sched
+        with sched.lock:
+            prompt, gen = sched.prompt_tokens_total, sched.generation_tokens_total
+            q, h = sched.prefix_queries_total, sched.prefix_hits_total
+            running, waiting = len(sched.running), sched.waiting
+        busy = running > 0 or waiting > 0 or gen > self.last_gen or prompt > self.last_prompt
+        if busy or self.was_busy:
+            hit = 100.0 * (h - self.last_h) / (q - self.last_q) if q > self.last_q else 0.0
+            _say(
+                "loggers.py:123",
+                f"Engine 000: Avg prompt throughput: "
+                f"{(prompt - self.last_prompt) / STATS_INTERVAL_S:.1f} tokens/s, "
+                f"Avg generation throughput: {(gen - self.last_gen) / STATS_INTERVAL_S:.1f} "
+                f"tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
+                f"GPU KV cache usage: {100 * sched.kv_usage():.1f}%, "
+                f"Prefix cache hit rate: {hit:.1f}%",
+            )
+        self.was_busy = busy
+        self.last_prompt, self.last_gen, self.last_q, self.last_h = prompt, gen, q, h
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ Rates are in simulated time: a request decodes at BASE_TPS × the world's rate f
 engine's pid (re-asked once per simulated second), slightly less each with two running, and
 its prompt is read at PREFILL_TPS × the world's prefill factor (compute-bound: a spill slows
 it far less than decoding).
-Real sleeps are simulated durations divided by the speed factor.
+Every wait is counted in simulated seconds on the scheduler's clock (real time × the speed
+factor in the server; a clock the test moves in tests).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import math
 import random
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.clock import ScaledClock, SimClock
+from vramtop.sim.protocol import WorldRequests, WorldUnreachable
 
 BASE_TPS = 80.0  # one request on an uncontended card (the field report saw 77–83)
 BATCH_EFFICIENCY = 0.92  # per-request speed with two running (aggregate ~1.84×)
@@ -75,7 +76,7 @@ class Scheduler:
 
     def __init__(
         self,
-        world: WorldClient,
+        world: WorldRequests,
         engine_pid: int,
         *,
         speed: float,
@@ -83,6 +84,7 @@ class Scheduler:
         num_blocks: int,
         block_size: int,
         seed: int = 0,
+        clock: SimClock | None = None,
     ) -> None:
         self.world = world
         self.engine_pid = engine_pid
@@ -105,30 +107,36 @@ class Scheduler:
         self.itl = Histogram()
         self.e2e = Histogram()
         self.stop = threading.Event()
-        self._t0 = time.monotonic()
+        self.clock: SimClock = clock or ScaledClock(speed, self.stop)
 
     # -- clock --------------------------------------------------------------------------------
     def sim_now(self) -> float:
-        return (time.monotonic() - self._t0) * self.speed
+        return self.clock.now()
 
     def sleep_sim(self, seconds: float) -> None:
-        self.stop.wait(seconds / self.speed)
+        self.clock.wait(seconds)
 
     # -- the world ----------------------------------------------------------------------------
     def watch_world(self) -> None:
-        """Re-ask the world for this engine's condition once per simulated second."""
+        """Re-ask the world for this engine's condition once per simulated second (at most
+        20 times a real second)."""
         while not self.stop.is_set():
-            try:
-                # Whether requests run: the card's PCIe traffic and utilisation follow it.
-                answer = self.world.request(
-                    "server_condition", pid=self.engine_pid, decoding=bool(self.running)
-                )
-                if answer.get("ok"):
-                    self.rate_factor = float(answer["rate_factor"])
-                    self.prefill_factor = float(answer.get("prefill_factor", self.rate_factor))
-            except (WorldUnreachable, KeyError, ValueError):
-                pass  # keep the last factor; the world may be restarting
-            self.stop.wait(max(0.05, 1.0 / self.speed))
+            self.ask_world()
+            if self.clock.wait(max(0.05 * self.clock.speed, 1.0)):
+                return
+
+    def ask_world(self) -> None:
+        """This engine's condition now: how fast it decodes and reads prompts."""
+        try:
+            # Whether requests run: the card's PCIe traffic and utilisation follow it.
+            answer = self.world.request(
+                "server_condition", pid=self.engine_pid, decoding=bool(self.running)
+            )
+            if answer.get("ok"):
+                self.rate_factor = float(answer["rate_factor"])
+                self.prefill_factor = float(answer.get("prefill_factor", self.rate_factor))
+        except (WorldUnreachable, KeyError, ValueError):
+            pass  # keep the last factor; the world may be restarting
 
     def per_request_tps(self) -> float:
         wobble = 1 + 0.03 * math.sin(self.sim_now() / 7.0)
@@ -168,7 +176,9 @@ class Scheduler:
             owed, last = 0.0, self.sim_now()
             while req.generated < max_tokens and not self.stop.is_set() and alive():
                 tps = max(self.per_request_tps(), 0.1)
-                self.stop.wait(min(0.25, max(0.02, 1.0 / (tps * self.speed))))
+                # A token's time, between 0.02 and 0.25 real seconds.
+                speed = self.clock.speed
+                self.clock.wait(min(0.25 * speed, max(0.02 * speed, 1.0 / tps)))
                 now = self.sim_now()
                 owed += (now - last) * tps
                 last = now

@@ -18,7 +18,7 @@ from typing import cast
 from vramtop.core.model import MIB
 from vramtop.core.windows.attribution import attribute
 from vramtop.core.windows.reading import WindowsGpuReading, unavailable
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.protocol import WorldClient, WorldRequests, WorldUnreachable
 from vramtop.sim.world_state import WorldState
 
 NVIDIA_LUID = "0x00000000_0x0000C3F1"
@@ -73,8 +73,11 @@ class SimWindowsSource:
         *,
         timeout_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        client: WorldRequests | None = None,
     ) -> None:
-        self._client = WorldClient(world_socket, timeout_s=timeout_s)
+        """`client`: what answers the world's requests (default: the world at `world_socket`;
+        a test passes the `World` it runs in its own process)."""
+        self._client: WorldRequests = client or WorldClient(world_socket, timeout_s=timeout_s)
         self._clock = clock
         self._closed = False
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
+from vramtop.sim.clock import ScaledClock, SimClock
 from vramtop.sim.ledger import Ledger
 from vramtop.sim.protocol import ALREADY_SERVED
 
@@ -53,16 +54,17 @@ def pid_alive(pid: int) -> bool:
 class World:
     """The ledger behind a lock, with the clock that drives it."""
 
-    def __init__(self, ledger: Ledger, speed: float = 1.0) -> None:
+    def __init__(self, ledger: Ledger, speed: float = 1.0, clock: SimClock | None = None) -> None:
         self.ledger = ledger
-        self.speed = speed
-        self._t0 = time.monotonic()
-        self._lock = threading.Lock()
         self.stopping = threading.Event()
+        # Simulated time (a test passes a clock it moves itself).
+        self.clock: SimClock = clock or ScaledClock(speed, self.stopping)
+        self.speed = self.clock.speed
+        self._lock = threading.Lock()
         self.last_request = time.monotonic()  # when a client last asked anything
 
     def now(self) -> float:
-        return (time.monotonic() - self._t0) * self.speed
+        return self.clock.now()
 
     def tick(self) -> None:
         with self._lock:
@@ -110,6 +112,10 @@ class World:
                 self.stopping.set()
                 return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """As `WorldClient.request`, without the socket: for a server in the same process."""
+        return self.handle({"op": op, **fields})
 
 
 class _Handler(socketserver.StreamRequestHandler):
