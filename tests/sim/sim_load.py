@@ -6,10 +6,11 @@ clock they move (tests/support/sim_card.py)."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import httpx
+
+from tests.support.waiting import wait_until
 
 SPEED = 20.0  # simulated time runs 20 times faster (a call ramps up in 0.2 s)
 
@@ -39,6 +40,8 @@ class Agent:
 
 
 def wait_call_level(machine: Any, level: float) -> None:
-    deadline = time.monotonic() + 10
-    while machine.state()["call_level"] != level and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(
+        lambda: machine.state()["call_level"] == level,
+        deadline_s=30,
+        what=f"the simulated call at level {level}",
+    )

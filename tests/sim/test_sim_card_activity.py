@@ -4,12 +4,12 @@ time first, then the real world daemon, a simulated server and the GPU probe."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from tests.sim.sim_load import SPEED, Agent, wait_call_level
+from tests.support.waiting import wait_until
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, MIB, plan_kv
 from vramtop.sim.ledger import Ledger
@@ -107,22 +107,22 @@ def test_the_probe_reads_them_from_a_running_world(
         wait_call_level(m, 1.0)
         during = _read_until(probe, lambda d: (d.pcie_rx_bytes_per_s or 0) > 5 * GB)
         assert during.pcie_rx_bytes_per_s is not None and during.pcie_rx_bytes_per_s < 14 * GB
-        failures = 0
-        deadline = time.monotonic() + 10
-        while failures == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-            failures += probe.read().residency_failures or 0
-        assert failures > 0
+        wait_until(
+            lambda: probe.read().residency_failures,
+            deadline_s=30,
+            what="a residency failure read",
+            poll_s=0.1,
+        )
     finally:
         agent.close()
         probe.close()
 
 
-def _read_until(probe: Any, ok: Any, timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        dev = probe.read().devices[0]
-        if ok(dev) or time.monotonic() > deadline:
-            assert ok(dev), dev
-            return dev
-        time.sleep(0.05)
+def _read_until(probe: Any, ok: Any, timeout_s: float = 30.0) -> Any:
+    last: list[Any] = [None]
+
+    def read() -> Any:
+        last[0] = probe.read().devices[0]
+        return last[0] if ok(last[0]) else None
+
+    return wait_until(read, deadline_s=timeout_s, what=lambda: f"a reading; last: {last[0]}")

@@ -221,7 +221,6 @@ PENDING = {
     "tests/guard/test_guard_sim.py",
     "tests/supervisor/test_soak.py",
     "tests/supervisor/test_planned_stop_console.py",
-    "tests/sim/test_sim_contention.py",
 }
 
 
