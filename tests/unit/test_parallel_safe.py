@@ -68,3 +68,14 @@ def test_each_e2e_module_runs_on_one_worker(tmp_path: Path) -> None:
 def test_the_parallel_run_keeps_groups_together(pytestconfig: pytest.Config) -> None:
     # Without `-n` it changes nothing; with it, the groups above are honoured.
     assert pytestconfig.getoption("dist") == "loadgroup"
+
+
+def test_auto_starts_two_workers_per_core(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tests mostly wait: `-n auto` starts two workers per core, not one.
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    workers = pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig)
+    assert workers == 2 * len(os.sched_getaffinity(0))
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
+    assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == 3
