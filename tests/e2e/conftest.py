@@ -44,6 +44,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here not in Path(str(item.fspath)).parents:
             continue
         item.add_marker(pytest.mark.e2e)
+        # Under pytest-xdist (`--dist loadgroup`) a module's tests run on one worker: its real
+        # vLLM (the module-scoped `lab` and servers) then starts once, as in a serial run,
+        # instead of once on every worker that draws one of its tests.
+        item.add_marker(pytest.mark.xdist_group(f"e2e-{Path(str(item.fspath)).stem}"))
         if _MISSING:
             item.add_marker(
                 pytest.mark.skip(

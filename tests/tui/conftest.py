@@ -1,15 +1,12 @@
-"""Console tests: vramtop's files kept in a temp dir (the helpers: tests.support.console)."""
+"""Console tests (the helpers: tests.support.console); vramtop's files are kept in a temp dir
+by tests/conftest.py's `private_home`, as for every test."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture(autouse=True)
-def vramtop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+def colours(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console in colour, whatever the shell running the tests asks."""
     monkeypatch.delenv("NO_COLOR", raising=False)
-    yield tmp_path / "home"
