@@ -44,10 +44,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here not in Path(str(item.fspath)).parents:
             continue
         item.add_marker(pytest.mark.e2e)
-        # Under pytest-xdist (`--dist loadgroup`) a module's tests run on one worker: its real
-        # vLLM (the module-scoped `lab` and servers) then starts once, as in a serial run,
-        # instead of once on every worker that draws one of its tests.
-        item.add_marker(pytest.mark.xdist_group(f"e2e-{Path(str(item.fspath)).stem}"))
+        # Under pytest-xdist (`--dist loadgroup`) every real-vLLM test runs on one worker, one
+        # after another: a module's vLLM (the module-scoped `lab` and servers) starts once, as
+        # in a serial run, and no two real vLLMs share the machine's cores at once (on two
+        # cores, four of them at once made a confirmed restart's stop outlast its limit).
+        item.add_marker(pytest.mark.xdist_group("e2e"))
         if _MISSING:
             item.add_marker(
                 pytest.mark.skip(
