@@ -93,7 +93,9 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
 
 def test_hold_drains_the_requests_in_flight_first(sim_server: Any, door_factory: Any) -> None:
     door = door_factory(sim_server.url)
-    long = Client(door.url, {**BODY, "max_tokens": 150})  # about 2 s at the simulated rate
+    # About 20 s at the simulated rate: the hold below must find it still streaming, and the
+    # 2 s of 150 tokens ran out first on a busy machine (the hold then found nothing in flight).
+    long = Client(door.url, {**BODY, "max_tokens": 1500})
     long.start()
     assert wait_for(lambda: door.status()["in_flight"] == 1)
     short = door.post(protocol.HOLD_ROUTE, {"drain_s": 0.2}).json()
