@@ -10,8 +10,9 @@ target (3 minutes for the fast loop, 10 for the full command), a ratio above 1 m
 the suite must still pass, only slower); `--runs` repeats each command (the flakiness check:
 5 runs in a row under `--busy 2`). `--seed S` (repeatable) runs each command once per seed in
 pytest-randomly's order (`pip install -e '.[dev]'` installs it); without a seed the order is
-the files' own, as in CI. `--workers` is pytest-xdist's `-n` (`auto`: one per core; `0`: no
-xdist). `--select` runs only the given test paths (a smoke run of the bench itself).
+the files' own, as in CI. `--workers` is pytest-xdist's `-n` (`auto`: two per core, as
+tests/conftest.py sets it; `0`: no xdist). `--select` runs only the given test paths (a smoke
+run of the bench itself).
 
     python -m bench.bench_suite [--only fast,full] [--runs 1] [--busy 0] [--seed S ...]
                                 [--workers auto] [--select tests/unit/test_budget.py ...]
