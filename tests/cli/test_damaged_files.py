@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import cli, locations
+from tests.support.cli_run import exit_code
+from vramtop import locations
 from vramtop.event_log import EventLog
 from vramtop.supervisor import state
 
@@ -22,13 +23,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _exit(argv: list[str]) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-
-
 def _one_clean_line(err: str) -> None:
     assert "Traceback" not in err and "unexpected error" not in err and "Errno" not in err
     assert len(err.strip().splitlines()) == 1, err
@@ -40,7 +34,7 @@ def test_a_timeline_that_is_a_directory_is_refused_naming_it(
     path = EventLog.for_profile("p1").path
     path.mkdir(mode=0o700)
     (locations.profiles_dir() / "p1.toml").write_text(PROFILE)
-    assert _exit(["events", "--profile", "p1"]) == 2
+    assert exit_code(["events", "--profile", "p1"]) == 2
     err = capsys.readouterr().err
     _one_clean_line(err)
     assert f"{path} is not a regular file" in err
@@ -53,7 +47,7 @@ def test_a_profile_that_is_a_directory_is_refused_naming_it(
     path = locations.profiles_dir() / "p1.toml"
     path.mkdir(mode=0o700)
     for argv in (["profile", "show", "p1"], ["status", "--profile", "p1"], ["lint", "p1"]):
-        assert _exit(argv) == 2
+        assert exit_code(argv) == 2
         err = capsys.readouterr().err
         _one_clean_line(err)
         assert f"{path} is not a regular file" in err
@@ -65,7 +59,7 @@ def test_a_state_file_that_is_a_directory_is_said_in_words(
     (locations.profiles_dir() / "p1.toml").write_text(PROFILE)
     path = state.state_path("p1")
     path.mkdir(mode=0o700)
-    assert _exit(["status", "--profile", "p1"]) == 0  # no server of p1: it is stopped
+    assert exit_code(["status", "--profile", "p1"]) == 0  # no server of p1: it is stopped
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and "Errno" not in out + err
     assert f"the state file {path} was unreadable ({path} is not a regular file" in out

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import cli, locations
+from tests.support.cli_run import exit_code
+from vramtop import locations
 from vramtop.event_log import EventLog
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.sources.http_answer import Answer
@@ -28,13 +29,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _exit(argv: list[str]) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-
-
 def _clean(err: str) -> None:
     assert "recursion" not in err and "unexpected error" not in err and "Traceback" not in err
 
@@ -43,7 +37,7 @@ def test_a_config_file_nested_too_deeply_is_refused_naming_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     locations.settings_file().write_text(f"interval_s = {DEEP}\n")
-    assert _exit(["status"]) == 2
+    assert exit_code(["status"]) == 2
     err = capsys.readouterr().err
     _clean(err)
     assert f"{locations.settings_file()}: not valid TOML: nested too deeply" in err
@@ -55,7 +49,7 @@ def test_a_profile_nested_too_deeply_is_refused_naming_it(
     path = locations.profiles_dir() / "p1.toml"
     path.write_text(PROFILE + f"x = {DEEP}\n")
     for argv in (["status", "--profile", "p1"], ["lint", "p1"], ["profile", "show", "p1"]):
-        assert _exit(argv) == 2
+        assert exit_code(argv) == 2
         err = capsys.readouterr().err
         _clean(err)
         assert f"{path}: not valid TOML: nested too deeply" in err
@@ -70,7 +64,7 @@ def test_a_timeline_line_nested_too_deeply_is_skipped_and_counted(
         f.write(DEEP + "\n")
     assert log.append(1_700_000_060.0, "stop")
     assert [e.name for e in log.read()] == ["start", "stop"] and log.skipped == 1
-    assert _exit(["events", "--profile", "p1"]) == 0
+    assert exit_code(["events", "--profile", "p1"]) == 0
     out, err = capsys.readouterr()
     _clean(err)
     assert "1 damaged line(s)" in err and "start" in out and "stop" in out
@@ -83,7 +77,7 @@ def test_a_state_file_nested_too_deeply_reads_as_damaged(
     state.state_path("p1").write_text(DEEP)
     assert state.load("p1") is None  # rebuilt from the process, as a damaged one is
     assert state.unreadable("p1") == "nested too deeply"
-    code = _exit(["status", "--profile", "p1"])
+    code = exit_code(["status", "--profile", "p1"])
     _clean(capsys.readouterr().err)
     assert code != 1
 
@@ -122,7 +116,7 @@ def test_an_import_config_nested_too_deeply_is_refused_naming_it(
     (tmp_path / "deep.yaml").write_text(f"max-model-len: {DEEP}\n")
     script = tmp_path / "launch.sh"
     script.write_text("vllm serve m --config deep.yaml\n")
-    assert _exit(["import", str(script), "--name", "p1"]) == 2
+    assert exit_code(["import", str(script), "--name", "p1"]) == 2
     err = capsys.readouterr().err
     _clean(err)
     assert f"{tmp_path / 'deep.yaml'}: not valid YAML: nested too deeply" in err

@@ -7,7 +7,6 @@ mixed with other lines, and run the real commands on real files."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import sys
 import tempfile
@@ -18,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
-from vramtop import cli, profiles
+from vramtop import profiles
 from vramtop.supervisor import launch
 
 MARK = "sk-LIVE-321"
@@ -30,21 +30,10 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
 
 
-def _run(argv: list[str]) -> tuple[int, str]:
-    """The command's exit code and everything it printed (stdout and stderr together)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue() + err.getvalue()
-
-
 def _import(tmp_path: Path, script: str, *extra: str) -> tuple[int, str]:
     path = tmp_path / "launch.sh"
     path.write_text(script)
-    return _run(["import", str(path), "--name", "p", *extra])
+    return run_captured(["import", str(path), "--name", "p", *extra])
 
 
 def test_a_key_with_a_default_is_not_stored_shown_or_printed(tmp_path: Path) -> None:
@@ -59,7 +48,7 @@ def test_a_key_with_a_default_is_not_stored_shown_or_printed(tmp_path: Path) -> 
     code, said = _import(tmp_path, script)
     assert code == 0 and MARK not in said
     assert MARK not in profiles.profile_path("p").read_text()
-    code, shown = _run(["profile", "show", "p"])
+    code, shown = run_captured(["profile", "show", "p"])
     assert code == 0 and MARK not in shown
     p = profiles.load_profile("p")
     assert (p.api_key_env, p.hf_token_env) == ("VLLM_API_KEY", "HF_TOKEN")
@@ -73,7 +62,7 @@ def test_a_key_given_as_a_default_to_the_no_op_command_is_not_stored(tmp_path: P
     assert MARK not in profiles.profile_path("p").read_text()
     p = profiles.load_profile("p")
     assert p.prelude is None and p.api_key_env == "VLLM_API_KEY"
-    code, said = _run(["lint", str(tmp_path / "launch.sh"), "--total-gib", "64"])
+    code, said = run_captured(["lint", str(tmp_path / "launch.sh"), "--total-gib", "64"])
     assert code == 1 and "key-on-command-line" in said and MARK not in said
 
 
@@ -92,7 +81,7 @@ def test_a_key_set_by_declare_or_set_a_is_not_dropped(tmp_path: Path, line: str)
     assert code == 0 and MARK not in said
     # The profile still serves with a key: the start is refused until it is exported.
     assert profiles.load_profile("p").api_key_env == "VLLM_API_KEY"
-    assert _run(["lint", "p", "--total-gib", "32"])[1].count("exposed") == 0
+    assert run_captured(["lint", "p", "--total-gib", "32"])[1].count("exposed") == 0
 
 
 def _profile_file(name: str, text: str) -> None:
@@ -109,7 +98,7 @@ def test_a_key_typed_as_a_number_is_not_echoed() -> None:
         "api_key_env = 987654321988\nprelude = 987654321989\n"
         "[env]\nVLLM_API_KEY = 987654321990\nCUDA_VISIBLE_DEVICES = 7\n",
     )
-    code, said = _run(["profile", "show", "n"])
+    code, said = run_captured(["profile", "show", "n"])
     assert code == 2 and "98765432198" not in said
     assert "env.CUDA_VISIBLE_DEVICES" in said and "(got 7)" in said  # others still are
 
@@ -121,14 +110,16 @@ def test_profile_show_masks_a_key_in_the_prelude_and_in_any_variable() -> None:
         f'prelude = "export VLLM_API_KEY={MARK} && conda activate x"\n'
         f'[env]\nAUTH = "Bearer {MARK}"\nCUDA_VISIBLE_DEVICES = "0"\n',
     )
-    code, shown = _run(["profile", "show", "w"])
+    code, shown = run_captured(["profile", "show", "w"])
     assert code == 0 and MARK not in shown
     assert "conda activate x" in shown and 'CUDA_VISIBLE_DEVICES = "0"' in shown
 
 
 @pytest.mark.parametrize("json", [[], ["--json"]])
 def test_doctor_masks_the_password_of_its_url(json: list[str]) -> None:
-    _, said = _run(["doctor", "--no-windows", "--url", "http://admin:S3cretPW@127.0.0.1:9", *json])
+    _, said = run_captured(
+        ["doctor", "--no-windows", "--url", "http://admin:S3cretPW@127.0.0.1:9", *json]
+    )
     assert "S3cretPW" not in said and "admin:***@127.0.0.1:9" in said
 
 
@@ -322,12 +313,12 @@ def test_no_key_in_a_launch_script_reaches_any_output(drawn: tuple[str, str]) ->
             ["import", str(path), "--name", "p"],
             ["lint", str(path), "--total-gib", "32"],
         ):
-            code, said = _run(argv)
+            code, said = run_captured(argv)
             assert code in (0, 1, 2) and "Traceback" not in said and "unexpected" not in said
             outputs.append(said)
         if profiles.profile_path("p").exists():
             outputs.append(profiles.profile_path("p").read_text())
-            outputs.append(_run(["profile", "show", "p"])[1])
+            outputs.append(run_captured(["profile", "show", "p"])[1])
             p = profiles.load_profile("p")
             outputs.append(" ".join(launch.build_command(p.argv, p.prelude)))
         assert not [said for said in outputs if mark in said]
@@ -372,6 +363,6 @@ def test_no_key_in_a_profile_reaches_any_output(fields: list[str], digits: str) 
     with _fresh_home():
         _profile_file("p", "\n".join(lines) + "\n")
         for argv in (["profile", "show", "p"], ["lint", "p", "--total-gib", "32"]):
-            code, said = _run(argv)
+            code, said = run_captured(argv)
             assert code in (0, 1, 2) and "Traceback" not in said and "unexpected" not in said
             assert mark not in said and "9" + digits not in said, (argv, said)

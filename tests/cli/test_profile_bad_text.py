@@ -4,13 +4,12 @@ that reads it; and `import --name ''` is refused as every other name no profile 
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 import pytest
 
-from vramtop import cli, locations
+from tests.support.cli_run import run_captured
+from vramtop import locations
 
 KEY = "sk-LEAK0a1b2c3d4e5f6a7b8"
 
@@ -18,16 +17,6 @@ KEY = "sk-LEAK0a1b2c3d4e5f6a7b8"
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
-
-
-def _run(argv: list[str]) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(argv)
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue() + err.getvalue()
 
 
 def _profile(body: str) -> None:
@@ -59,21 +48,21 @@ def test_text_no_system_call_can_carry_is_refused_when_the_profile_is_read(
     body: str, said: str, command: list[str]
 ) -> None:
     _profile(body)
-    code, out = _run(command)
+    code, out = run_captured(command)
     assert code == 2, out
     assert said in out and "embedded null byte" not in out and "unexpected" not in out
 
 
 def test_a_nul_beside_a_key_does_not_show_the_command_line() -> None:
     _profile(f'argv = ["vllm", "serve", "m\\u0000", "--api-key", "{KEY}"]')
-    code, out = _run(["lint", "p"])
+    code, out = run_captured(["lint", "p"])
     assert code == 2 and "word 3 holds a NUL" in out and KEY not in out
 
 
 def test_import_refuses_an_empty_name(tmp_path: Path) -> None:
     script = tmp_path / "serve.sh"
     script.write_text("vllm serve m\n")
-    code, out = _run(["import", str(script), "--name", ""])
+    code, out = run_captured(["import", str(script), "--name", ""])
     assert code == 2 and "--name" in out and "Nothing was saved" in out
     assert not locations.profiles_dir().exists() or not any(locations.profiles_dir().iterdir())
 
@@ -84,5 +73,5 @@ def test_a_launch_script_with_a_nul_is_refused_naming_its_line(
 ) -> None:
     script = tmp_path / "serve.sh"
     script.write_bytes(b"cd /srv\nvllm serve m\x00x --port 8000\n")
-    code, out = _run([command[0], str(script), *command[1:]])
+    code, out = run_captured([command[0], str(script), *command[1:]])
     assert code == 2 and "line 2: a NUL character" in out
