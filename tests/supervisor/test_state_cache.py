@@ -27,13 +27,13 @@ def _settle(profile: str) -> None:
 
 def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    real = state._load
+    real = state._read
 
-    def counting(path: Path) -> ServerRecord | None:
+    def counting(path: Path, profile: str) -> tuple[ServerRecord | None, str | None]:
         calls.append(path.name)
-        return real(path)
+        return real(path, profile)
 
-    monkeypatch.setattr(state, "_load", counting)
+    monkeypatch.setattr(state, "_read", counting)
     return calls
 
 

@@ -175,25 +175,9 @@ def load(profile: str) -> ServerRecord | None:
 
 def unreadable(profile: str) -> str | None:
     """Why the profile's state file cannot be read, when it is there but cannot (damaged,
-    unknown content, no permission); None when it reads, or is not there at all."""
-    path = state_path(profile)
-    try:
-        data = _parsed(path)
-    except FileNotFoundError:
-        return None
-    except files.NotYours:
-        raise
-    except OSError as exc:
-        return exc.strerror or str(exc)  # (its words, without "[Errno N]")
-    except ValueError as exc:
-        return str(exc)
-    if not isinstance(data, dict):
-        return "not a JSON object"
-    try:
-        record = ServerRecord.from_json(data)
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    return other_profile(record, profile)
+    unknown content, no permission, another profile's record); None when it reads, or is not
+    there at all."""
+    return _read(state_path(profile), profile)[1]
 
 
 def other_profile(record: ServerRecord, profile: str) -> str | None:
@@ -206,41 +190,39 @@ def other_profile(record: ServerRecord, profile: str) -> str | None:
 
 
 def _load_for(path: Path, profile: str) -> ServerRecord | None:
-    """`_load`, and None (logged) for a record of another profile (`other_profile`)."""
-    record = _load(path)
-    other = None if record is None else other_profile(record, profile)
-    if other is not None:
-        log.warning("state file %s is damaged: %s", path, other)
-        return None
+    """The record in `path`, `profile`'s state file; None (logged) where it is not there or
+    cannot be used (`_read`)."""
+    record, problem = _read(path, profile)
+    if problem is not None:
+        log.warning("state file %s is damaged: %s", path, problem)
     return record
 
 
-def _parsed(path: Path) -> object:
-    """The state file's JSON; `files.NotYours` where another user could have written it
-    (it names the pid vramtop signals), `ValueError` where it is damaged."""
+def _read(path: Path, profile: str) -> tuple[ServerRecord | None, str | None]:
+    """The record in `profile`'s state file, or why it cannot be used (damaged, unknown
+    content, no permission, another profile's record); (None, None) where there is none.
+    `files.NotYours` where another user could have written it (it names the pid vramtop
+    signals): that is said, never read past."""
     try:
-        return json.loads(locations.read_own(path, limit=bounds.MAX_SMALL_FILE_BYTES))
-    except RecursionError:  # nested deeper than the parser recurses: damaged as well
-        raise ValueError("nested too deeply") from None
-
-
-def _load(path: Path) -> ServerRecord | None:
-    try:
-        data = _parsed(path)
+        data = json.loads(locations.read_own(path, limit=bounds.MAX_SMALL_FILE_BYTES))
     except FileNotFoundError:
-        return None
+        return None, None
     except files.NotYours:
         raise
-    except (OSError, ValueError) as exc:
-        log.warning("state file %s unreadable: %s", path, exc)
-        return None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)  # (its words, without "[Errno N]")
+    except RecursionError:  # nested deeper than the parser recurses: damaged as well
+        return None, "nested too deeply"
+    except ValueError as exc:
+        return None, str(exc)
     if not isinstance(data, dict):
-        return None
+        return None, "not a JSON object"
     try:
-        return ServerRecord.from_json(data)
+        record = ServerRecord.from_json(data)
     except (TypeError, ValueError) as exc:
-        log.warning("state file %s has unexpected content: %s", path, exc)
-        return None
+        return None, str(exc)
+    other = other_profile(record, profile)
+    return (None, other) if other is not None else (record, None)
 
 
 # A file's identity as `RecordCache` compares it: inode, size, modification time.
@@ -289,7 +271,7 @@ class RecordCache:
             info = path.stat()
         except OSError:
             self._kept = None
-            return _load_for(path, profile)  # gone, or unreadable: `_load` says which
+            return _load_for(path, profile)  # gone, or unreadable: `_read` says which
         key = (info.st_ino, info.st_size, info.st_mtime_ns)
         kept = self._kept
         if kept is not None and kept[0] == path and kept[1] == key:
