@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.sim_card import CardSupervisor, SimCard
+from tests.support.waiting import wait_until
 from vramtop.commands.guard import GuardSettings
 from vramtop.commands.guard_watch import guard_loop
 from vramtop.core.news import News
@@ -117,23 +118,24 @@ def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
     guard_on_day: Guarded,
 ) -> None:
     g = guard_on_day
-    onset: float | None = None
-    found: dict[str, Any] | None = None
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline and found is None:
-        state = g.poll()
-        if state is not None:
-            slowed = [s["slowed_at"] for s in state["servers"] if s.get("slowed_at") is not None]
-            if slowed and onset is None:
-                onset = min(slowed)
-        found = next(
-            (d for d in deliveries(g.delivered) if d["finding"]["kind"] == "vram_contention"),
-            None,
-        )
+    onsets: list[float] = []
+
+    def delivered() -> dict[str, Any] | None:
+        """Each look: the simulator's onset of a slowdown, and the collapse's delivery."""
         assert g.proc.poll() is None, g.proc.communicate()[1]
-        time.sleep(0.2)
-    assert found is not None, "no vram_contention reached --on-finding"
-    assert onset is not None
+        state = g.poll()
+        if state is not None and not onsets:
+            slowed = [s["slowed_at"] for s in state["servers"] if s.get("slowed_at") is not None]
+            if slowed:
+                onsets.append(min(slowed))
+        kinds = (d for d in deliveries(g.delivered) if d["finding"]["kind"] == "vram_contention")
+        return next(kinds, None)
+
+    found = wait_until(
+        delivered, deadline_s=150, what="vram_contention to reach --on-finding", poll_s=0.2
+    )
+    assert onsets, "the simulator never said when the slowdown began"
+    onset = onsets[0]
     first_call = CALLS[0][0]
     # (counted from the simulator's previous clock step: the earliest it can have been)
     assert first_call - 1 <= onset < first_call + 10  # the first call's onset

@@ -10,13 +10,13 @@ supervisor's, from a Supervisor of its own (the other shell)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
 
+from tests.support.waiting import wait_until_async
 from vramtop.core.findings import SERVER_CRASHED
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import begin_demo, demo_backend
@@ -36,12 +36,10 @@ def fast_sim(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     stop_demo_world()
 
 
-async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-        await pilot.pause()
+async def wait_for(
+    pilot: Pilot[int], what: Callable[[], bool], words: str, timeout: float = 30
+) -> None:
+    await wait_until_async(what, deadline_s=timeout, what=words, pause=pilot.pause)
 
 
 def shows(app: VramtopApp, state: ServerState) -> Callable[[], bool]:
@@ -52,6 +50,7 @@ def shows(app: VramtopApp, state: ServerState) -> Callable[[], bool]:
     return check
 
 
+@pytest.mark.slow  # 20 real starts and stops, each seen by a console: about a minute
 async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_console() -> None:
     shell = begin_demo().supervisor  # `vramtop start` and `vramtop stop`, from another shell
     crashes: list[int] = []
@@ -62,10 +61,10 @@ async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_conso
         assert backend.autostart is False  # re-attached: the server was running already
         app = VramtopApp(backend, ONE_SECOND)
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, shows(app, ServerState.RUNNING))
+            await wait_for(pilot, shows(app, ServerState.RUNNING), "the console to show running")
             stopped = await asyncio.to_thread(shell.stop)
             assert stopped.ok, stopped.message
-            await wait_for(pilot, shows(app, ServerState.STOPPED))
+            await wait_for(pilot, shows(app, ServerState.STOPPED), "the console to show stopped")
             await pilot.pause()
             kinds = [f.kind for f in backend.session.all_findings()]
             events = [e.name for e in backend.events()]
@@ -91,7 +90,7 @@ async def test_restart_after_a_kill_9_does_not_ask_about_the_dead_servers_reques
             metrics = server.metrics if server else None
             return bool(metrics and metrics.requests_running) and app.busy is None
 
-        await wait_for(pilot, serving_requests, timeout=60)
+        await wait_for(pilot, serving_requests, "requests being served", timeout=60)
         info = app.sample.info if app.sample else None
         assert info is not None and info.pid is not None
         os.kill(info.pid, signal.SIGKILL)
@@ -100,10 +99,10 @@ async def test_restart_after_a_kill_9_does_not_ask_about_the_dead_servers_reques
             server = app.sample.server if app.sample else None
             return server is not None and not server.reachable
 
-        await wait_for(pilot, down)
+        await wait_for(pilot, down, "the console to see the server down")
         await pilot.press("r")
         await pilot.pause()
         header = str(app.query_one(ConsoleHeader).render())
         assert "request(s) running" not in header, header
-        await wait_for(pilot, lambda: app.busy is None, timeout=60)
+        await wait_for(pilot, lambda: app.busy is None, "the restart to end", timeout=60)
     backend.close(stop_server=True)

@@ -215,15 +215,6 @@ def _modules() -> Iterator[tuple[Path, str]]:
             yield path, path.relative_to(TESTS.parent).as_posix()
 
 
-# Modules whose time-driven tests are being moved to a fake clock (issue 39); each leaves this
-# list when it holds to the rule, and the last test below fails on an entry that already does.
-PENDING = {
-    "tests/guard/test_guard_sim.py",
-    "tests/supervisor/test_soak.py",
-    "tests/supervisor/test_planned_stop_console.py",
-}
-
-
 @functools.cache
 def _offences() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
@@ -236,17 +227,13 @@ def _offences() -> dict[str, list[str]]:
 
 
 def test_no_test_waits_with_a_fixed_sleep_or_asserts_a_duration() -> None:
-    found = [hit for name, hits in _offences().items() if name not in PENDING for hit in hits]
+    found = [hit for hits in _offences().values() for hit in hits]
     assert not found, (
         "wait with tests.support.waiting (wait_until, wait_event, stays), never a fixed sleep;"
         " never assert a wall-clock duration (mark a sleep that is the test's subject"
         " `# not a wait: <why>`, a clock that must be read `# wall clock: <why>`):\n"
         + "\n".join(found)
     )
-
-
-def test_the_pending_list_holds_only_modules_that_still_break_the_rule() -> None:
-    assert not PENDING - set(_offences()), f"remove from PENDING: {PENDING - set(_offences())}"
 
 
 def test_the_rule_sees_a_planted_wait_loop(tmp_path: Path) -> None:
