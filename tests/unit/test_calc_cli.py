@@ -93,6 +93,16 @@ def test_the_table_and_its_lines_call_the_budget_budget(
     assert not UTIL_WORD.findall(out), out
 
 
+def test_the_help_says_what_a_budget_gives_the_kv_pool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vramtop --help's line for calc names the glossary's KV pool (it said KV cache)."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gives the KV pool and leaves the desktop" in out
+
+
 def test_inverse_questions(capsys: pytest.CaptureFixture[str]) -> None:
     doc = calc_json(
         capsys, "--total-gib", "31.84", *MEASURED, *LLAMA, "--for-headroom-gib", "3",

@@ -60,7 +60,7 @@ Terms not given, measured or calibrated are estimated and listed as such.
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calc",
-        help="what a budget (--gpu-memory-utilization) gives the KV cache and leaves the desktop",
+        help="what a budget (--gpu-memory-utilization) gives the KV pool and leaves the desktop",
         description="Predict vLLM's KV pool, tokens and concurrency for one or more budgets, "
         "and the desktop headroom each leaves.",
         epilog=EPILOG,
