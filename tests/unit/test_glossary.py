@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from vramtop.core.exposition import METRICS
+from vramtop.core.findings import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 GLOSSARY = ROOT / "docs" / "glossary.md"
@@ -187,3 +188,9 @@ def test_each_ui_word_is_one_the_package_shows(entry: Entry) -> None:
     words = QUOTED.findall(entry.lines.get("UI", ""))
     missing = [w for w in words if not definitions().says(w)]
     assert not missing, f"{entry.word}: no string of vramtop/ says {missing}"
+
+
+def test_every_finding_kind_has_its_word() -> None:
+    """Finding kinds are a contract's closed vocabulary: each is named by an entry."""
+    glossed = {key for entry in GLOSSED for key in entry.ticked("JSON")}
+    assert {kind.value for kind in Kind} <= glossed
