@@ -1,4 +1,4 @@
-"""The timeline that lasts: each profile's events (starts, stops, restarts, relaunches, the
+"""The event log: each profile's events (starts, stops, restarts, relaunches, the
 findings that opened and closed) kept in its state directory across vramtop's runs.
 
 JSON lines, `{"t": unix_time, "event": name, "detail": {...}}`, appended by whoever acts
@@ -37,7 +37,7 @@ def path_for(profile: str) -> Path:
 
 
 class EventLog:
-    """One profile's lasting timeline. `append` never raises for a write that fails (a full
+    """One profile's event log. `append` never raises for a write that fails (a full
     disk, a link planted in its place): the action it records has happened anyway; the
     failure is logged and kept in `error`."""
 
@@ -124,7 +124,7 @@ def _replaced(path: Path, fd: int) -> bool:
 def _lines(path: Path) -> list[bytes]:
     """The file's lines; none when it is not written yet. `files.NotYours` where it must not
     be read (a link, another user's, writable by others): the message names it and the fix,
-    rather than a timeline that looks empty."""
+    rather than an event log that looks empty."""
     try:
         data = locations.read_own(path)
     except FileNotFoundError:

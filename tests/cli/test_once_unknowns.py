@@ -41,6 +41,15 @@ def test_no_token_counted_while_a_request_runs_is_unknown_not_zero() -> None:
     assert busy["rates"]["generation_tps"] == 31.5  # type: ignore[index]
 
 
+def test_the_text_calls_the_servers_budget_budget() -> None:
+    """`--once`'s line for the server says the glossary's word, not `util`."""
+    data = snap(running=0.0, generation=0.0)
+    data["server"] = {**data["server"], "gpu_memory_utilization": 0.93}  # type: ignore[dict-item]
+    sample = Sample(t=1.0, gpu=GpuReading(error="no GPU"))
+    line = next(x for x in _text(sample, data).splitlines() if x.startswith("server "))  # type: ignore[arg-type]
+    assert "budget 0.93" in line and "util" not in line
+
+
 @pytest.mark.parametrize(
     ("a", "b", "same"),
     [

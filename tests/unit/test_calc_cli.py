@@ -67,8 +67,40 @@ def test_table_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
     )  # fmt: skip
     assert code == 0
     assert "KV tokens" in out and "desktop GiB" in out
-    assert "largest util leaving 3.0 GiB" in out
+    assert "largest budget leaving 3.0 GiB" in out
     assert "estimated (not measured): outside_budget" in out
+
+
+# The word `util` standing alone (not the flags --util and --log-util).
+UTIL_WORD = re.compile(r"(?<![-\w])util\b")
+
+
+def test_the_table_and_its_lines_call_the_budget_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The glossary's word for --gpu-memory-utilization: its column, the inverse questions'
+    lines and the calibration's note say "budget"; `util` stays only in the flags' names."""
+    log = tmp_path / "old.log"
+    log.write_text(OLD_LOG)
+    code, out, _ = calc(
+        capsys, "--total-gib", "79.19", "--from-log", str(log), *LLAMA, "--log-util", "0.95",
+        "--util", "0.95", "--for-headroom-gib", "3", "--for-kv-tokens", "40000",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[0].split()[0] == "budget"
+    assert "largest budget leaving 3.0 GiB" in out and "smallest budget holding 40,000" in out
+    assert "calibrated to the pool the log reports at budget 0.95" in out
+    assert not UTIL_WORD.findall(out), out
+
+
+def test_the_help_says_what_a_budget_gives_the_kv_pool(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vramtop --help's line for calc names the glossary's KV pool (it said KV cache)."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gives the KV pool and leaves the desktop" in out
 
 
 def test_inverse_questions(capsys: pytest.CaptureFixture[str]) -> None:

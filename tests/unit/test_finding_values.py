@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramtop.core.events import Event
-from vramtop.core.findings import Evidence, Ladder, Remedy, report_fields
+from vramtop.core.findings import Evidence, Kind, Ladder, Remedy, headline, report_fields
 
 RELAUNCH = {
     "action": "relaunch",
@@ -67,3 +67,9 @@ def test_an_event_writes_the_event_line() -> None:
     event = Event(300.5, "restart", {"reason": "key r"})
     assert event.to_json() == {"t": 300.5, "event": "restart", "detail": {"reason": "key r"}}
     assert Event(1.0, "start").detail == {}
+
+
+def test_the_kv_pressure_headline_names_the_kv_pool() -> None:
+    """The glossary's word for the memory vLLM keeps for the KV cache, on the banner and in
+    the notifications' title: the KV pool, as the VRAM panel and the what-if call it."""
+    assert headline(Kind.KV_PRESSURE) == "The KV pool is too small for this load"

@@ -60,7 +60,7 @@ Terms not given, measured or calibrated are estimated and listed as such.
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calc",
-        help="what a budget (--gpu-memory-utilization) gives the KV cache and leaves the desktop",
+        help="what a budget (--gpu-memory-utilization) gives the KV pool and leaves the desktop",
         description="Predict vLLM's KV pool, tokens and concurrency for one or more budgets, "
         "and the desktop headroom each leaves.",
         epilog=EPILOG,
@@ -281,7 +281,7 @@ def util_text(util: float) -> str:
 
 
 _COLUMNS = (
-    ("util", "util", "{}"),
+    ("util", "budget", "{}"),
     ("budget_gib", "budget GiB", "{:.2f}"),
     ("kv_cache_gib", "KV GiB", "{:.2f}"),
     ("kv_cache_tokens", "KV tokens", "{:,}"),
@@ -314,11 +314,11 @@ def render_table(result: dict[str, Any]) -> str:
     if "for_headroom" in result and result["for_headroom"]["util"]:
         h = result["for_headroom"]
         lines.append(
-            f"largest util leaving {h['headroom_gib']} GiB to the desktop: {h['util']:.2f}"
+            f"largest budget leaving {h['headroom_gib']} GiB to the desktop: {h['util']:.2f}"
         )
     if "for_kv_tokens" in result and result["for_kv_tokens"]["util"]:
         t = result["for_kv_tokens"]
-        lines.append(f"smallest util holding {t['tokens']:,} KV tokens: {t['util']:.2f}")
+        lines.append(f"smallest budget holding {t['tokens']:,} KV tokens: {t['util']:.2f}")
     estimated = sorted({name for r in result["rows"] for name in r["estimated"]})
     if estimated:
         first = result["rows"][0]

@@ -77,7 +77,7 @@ def build_inputs(options: CalcOptions, log: LogRun | None) -> tuple[HeadroomInpu
     if log is not None and not _has_model_terms(options) and log.pool_known:
         inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, options)
         notes.append(
-            f"calibrated to the pool the log reports at util {inputs.calibrated_util}: bytes per "
+            f"calibrated to the pool the log reports at budget {inputs.calibrated_util}: bytes per "
             "token from its KV cache size, no model config needed"
         )
     else:
@@ -194,7 +194,7 @@ def _from_terms(
                 "not calibrated: the log does not say its --gpu-memory-utilization; pass --log-util"
             )
         else:
-            notes.append(f"calibrated to the pool the log reports at util {log_util}")
+            notes.append(f"calibrated to the pool the log reports at budget {log_util}")
     else:
         inputs = HeadroomInputs(
             total_bytes=total,

@@ -287,7 +287,7 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     lines.append(
         f"server {server['url']}: {_server_words(sample, server)}"
         f"  vLLM {server['version'] or UNKNOWN}"
-        f"  util {server['gpu_memory_utilization'] or UNKNOWN}"
+        f"  budget {server['gpu_memory_utilization'] or UNKNOWN}"
     )
     kv = data["kv_pool"]
     usage = UNKNOWN if kv["usage"] is None else f"{kv['usage']:.1%}"

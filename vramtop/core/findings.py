@@ -58,7 +58,7 @@ KINDS = tuple(Kind)
 # What each kind means, in words: the console's headline (the kind stays the id in JSON).
 HEADLINES: dict[str, str] = {
     Kind.VRAM_CONTENTION: "The desktop is squeezing vLLM's memory",
-    Kind.KV_PRESSURE: "The KV cache is too small for this load",
+    Kind.KV_PRESSURE: "The KV pool is too small for this load",
     Kind.GPU_THROTTLING: "The GPU is slowing its clocks down",
     Kind.STARTUP_OUT_OF_MEMORY: "vLLM ran out of memory while starting",
     Kind.SERVER_CRASHED: "vLLM went down without being asked to",

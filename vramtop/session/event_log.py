@@ -1,4 +1,4 @@
-"""The lasting timeline as a session sees it: the findings that opened and closed, written
+"""The event log as a session sees it: the findings that opened and closed, written
 by whoever holds the actor lock (the guard, or a console when no guard runs), and the events
 of earlier runs, read back for the console's timeline.
 
@@ -23,7 +23,7 @@ FINDING = "finding"
 
 
 def finding_detail(finding: Finding, change: str) -> JsonObject:
-    """A `finding` event's detail, as the session's timeline writes it (kind, change,
+    """A `finding` event's detail, as the session writes it to the event log (kind, change,
     summary, duration_s once closed), with its `severity` and `id` added."""
     detail: JsonObject = {
         "kind": finding.kind,

@@ -1,9 +1,9 @@
 """What the console tells beyond its own screen: the terminal's taskbar state and
 notification (OSC 9;4 and OSC 777) when a finding opens and closes, and the findings in the
-profile's lasting timeline; and, for its `e` timeline, the events of earlier runs.
+profile's event log; and, for its `e` timeline, the events of earlier runs.
 
 Only the one process that acts for the profile tells (`console_may_notify`, the profile's
-actor lock): when a guard runs, it notifies and writes the timeline, and the console only
+actor lock): when a guard runs, it notifies and writes the event log, and the console only
 shows. The guard has precedence: a console that holds the actor lock checks at each tick
 whether a guard holds the profile's guard lock, and if so lets the actor lock go at once
 (the guard waits for it) and says so once; when that guard has gone, the console takes the
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 def console_may_notify(backend: Backend, lock: ActorLock | None) -> bool:
     """Whether this console acts for its profile: notifies and writes the findings to its
-    lasting timeline. Not when the backend replays a recording, nor while another process (a
+    event log. Not when the backend replays a recording, nor while another process (a
     guard, another console) holds the profile's actor lock: the console takes the lock when
     it is free (`lock`: None where there is no profile to hold one for, a watched URL)."""
     if backend.recorded:
@@ -163,7 +163,7 @@ class ConsoleTelling:
         return (holder["kind"] if holder else None) or "another vramtop"
 
     def lasting(self, actor: str | None) -> tuple[list[Event], list[Event]]:
-        """The profile's lasting timeline, read once (two files of up to 5 MB each: off the
+        """The profile's event log, read once (two files of up to 5 MB each: off the
         event loop): the events from before this console opened (its earlier runs, a
         guard's, a command's), and, while `actor` acts for the profile, what it has written
         since (its findings and decisions, the actions it asked for), which this console's
