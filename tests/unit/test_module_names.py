@@ -17,7 +17,6 @@ _EVERY_PACKAGE = frozenset(("__init__.py", "__main__.py"))
 # once one of its modules is renamed; never add one (name the new module for what it is).
 STILL_SHARED = frozenset(
     (
-        "desktop.py",  # core/diagnosis/, notify/
         "event_log.py",  # vramtop/, session/
         "events.py",  # commands/, core/
         "lint.py",  # commands/, core/launch/
