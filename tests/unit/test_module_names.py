@@ -19,7 +19,6 @@ STILL_SHARED = frozenset(
     (
         "event_log.py",  # vramtop/, session/
         "events.py",  # commands/, core/
-        "lint.py",  # commands/, core/launch/
         "live.py",  # core/headroom/, session/
         "model.py",  # core/, core/headroom/
         "protocol.py",  # frontdoor/, sim/
