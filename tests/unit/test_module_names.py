@@ -22,7 +22,6 @@ STILL_SHARED = frozenset(
         "live.py",  # core/headroom/, session/
         "model.py",  # core/, core/headroom/
         "protocol.py",  # frontdoor/, sim/
-        "reader.py",  # session/, tui/
         "relaunch.py",  # commands/, core/diagnosis/
         "remedy.py",  # core/, core/guard/
         "runner.py",  # machines/, tui/
