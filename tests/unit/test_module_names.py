@@ -23,7 +23,6 @@ STILL_SHARED = frozenset(
         "model.py",  # core/, core/headroom/
         "protocol.py",  # frontdoor/, sim/
         "relaunch.py",  # commands/, core/diagnosis/
-        "remedy.py",  # core/, core/guard/
         "runner.py",  # machines/, tui/
         "state.py",  # supervisor/, tui/
         "windows_counters.py",  # sim/, sources/
