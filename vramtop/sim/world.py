@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vramtop import locks
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.clock import ScaledClock, SimClock
@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     # it when the process dies), so a second one started at the same moment leaves at once.
     args.socket.parent.mkdir(parents=True, exist_ok=True)
     lock = os.open(socket_lock_path(args.socket), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not locks.try_hold(lock):
         print(f"simulated GPU: {args.socket} is already served", flush=True)
         return ALREADY_SERVED
     try:
