@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,11 +251,24 @@ def load_settings(path: Path | None = None) -> Settings:
     return settings_from(read_toml(path), path)
 
 
-def settings_to_toml(settings: Settings) -> str:
-    import tomli_w
+def to_toml(data: Mapping[str, Any]) -> str:
+    """`data` as the text of a config file, written by tomlkit (which also edits a profile in
+    place, `config.save_relaunch_file`): a list one item a line, as a long command line
+    reads best; a table as a `[table]`, a list of tables as `[[table]]` entries."""
+    import tomlkit  # (only when a file is written: the settings load without it)
 
+    document = tomlkit.document()
+    for key, value in data.items():
+        item = tomlkit.item(value)
+        if isinstance(item, tomlkit.items.Array) and len(item):
+            item.multiline(True)
+        document.add(key, item)
+    return tomlkit.dumps(document)
+
+
+def settings_to_toml(settings: Settings) -> str:
     data = {k: v for k, v in dataclasses.asdict(settings).items() if v is not None}
-    return tomli_w.dumps(data)
+    return to_toml(data)
 
 
 def write_private(path: Path, text: str) -> None:
