@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from vramtop import locks
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
@@ -39,16 +41,11 @@ TICK_S = 0.1
 def pid_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a zombie holds no GPU memory)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # (a ZombieProcess too)
         return False
-    except PermissionError:
+    except psutil.AccessDenied:  # another user's: it exists
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class World:
