@@ -13,8 +13,10 @@ PACKAGE = Path(vramtop.__file__).parent
 # A package's own files: every package has one of each.
 _EVERY_PACKAGE = frozenset(("__init__.py", "__main__.py"))
 
-# File names still held by two modules, each with why it is not renamed yet. Remove a name
-# once one of its modules is renamed; never add one (name the new module for what it is).
+# File names still held by two modules, with where. Each pair was left when the others were
+# renamed because both modules, or modules that import them, were being reworked by other
+# changes at the time. Remove a name once one of its modules is renamed; never add one (name
+# a new module for what it is).
 STILL_SHARED = frozenset(
     (
         "event_log.py",  # vramtop/, session/
