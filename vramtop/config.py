@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import tomli_w
 import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
@@ -34,7 +33,7 @@ from vramtop.core.addresses import parse_host_port
 from vramtop.core.names import PROFILE_NAME_RULE, is_profile_name
 from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
-from vramtop.settings import link_problem, read_text, read_toml, write_private
+from vramtop.settings import link_problem, read_text, read_toml, to_toml, write_private
 
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where a listening-on-everything host is scraped from this machine.
@@ -383,7 +382,7 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
         if name not in profile.model_fields_set and data.get(name) == default:
             data.pop(name, None)
     if not shown:
-        return tomli_w.dumps(data)
+        return to_toml(data)
     data["argv"] = profile.shown_argv()
     data["env"] = secrets.mask_env(profile.env)
     if profile.prelude:  # the person's own shell text: a key they wrote in it is shown masked
@@ -392,7 +391,7 @@ def profile_to_toml(profile: Profile, *, shown: bool = False) -> str:
         for key in ("old", "new"):
             if change["flag"] in vllm_args.SECRET_FLAGS and key in change:
                 change[key] = vllm_args.MASK
-    return tomli_w.dumps(data)
+    return to_toml(data)
 
 
 def save_profile_file(path: Path, profile: Profile) -> None:

@@ -14,7 +14,6 @@ Below the supervisor and the session (both write here), so it imports only `file
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -22,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vramtop import files, locations
+from vramtop import files, locations, locks
 from vramtop.core.events import Event
 
 log = logging.getLogger(__name__)
@@ -79,16 +78,16 @@ class EventLog:
         fd = files.open_append(self.path)
         try:
             # One writer at a time decides on the rotation (a guard and a console's key).
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            locks.hold(fd)
             if _replaced(self.path, fd):  # rotated by another writer while this one waited
                 os.close(fd)
                 fd = files.open_append(self.path)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                locks.hold(fd)
             if os.fstat(fd).st_size + len(data) > self.max_bytes and os.fstat(fd).st_size > 0:
                 os.replace(self.path, self.rotated)
                 os.close(fd)
                 fd = files.open_append(self.path)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                locks.hold(fd)
             os.write(fd, data)
         finally:
             os.close(fd)

@@ -1,9 +1,11 @@
 """vramtop's settings (config.toml): the model, loading and saving; and what every config file
 shares (`ConfigError`, reading TOML, writing a private file).
 
-Kept free of pydantic (profiles, in config.py, use it): the console and `--once` read the
-settings before their first frame or answer, and importing pydantic and building its models
-cost more CPU than the whole first frame of a minimal Textual app. Every field carries a
+Validated by hand, beside pydantic (profiles, in config.py, use it), because the console and
+`--once` read the settings before their first frame or answer: loading config.toml took
+~84 ms of CPU in a fresh interpreter this way and ~184 ms with a pydantic model of the same
+fields (`python -m bench.bench_own_code`, "settings"), a tenth of a second more before
+anything is drawn (tests/cli/test_start_up_imports.py keeps pydantic out). Every field carries a
 docstring: they are the user documentation of the file. A broken file never gives a
 traceback: `ConfigError` names the file, the line (TOML syntax) or the field, and what is
 wrong, worded as for a profile.
@@ -16,6 +18,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,11 +253,24 @@ def load_settings(path: Path | None = None) -> Settings:
     return settings_from(read_toml(path), path)
 
 
-def settings_to_toml(settings: Settings) -> str:
-    import tomli_w
+def to_toml(data: Mapping[str, Any]) -> str:
+    """`data` as the text of a config file, written by tomlkit (which also edits a profile in
+    place, `config.save_relaunch_file`): a list one item a line, as a long command line
+    reads best; a table as a `[table]`, a list of tables as `[[table]]` entries."""
+    import tomlkit  # (only when a file is written: the settings load without it)
 
+    document = tomlkit.document()
+    for key, value in data.items():
+        item = tomlkit.item(value)
+        if isinstance(item, tomlkit.items.Array) and len(item):
+            item.multiline(True)
+        document.add(key, item)
+    return tomlkit.dumps(document)
+
+
+def settings_to_toml(settings: Settings) -> str:
     data = {k: v for k, v in dataclasses.asdict(settings).items() if v is not None}
-    return tomli_w.dumps(data)
+    return to_toml(data)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -21,7 +21,7 @@ from tests.support.waiting import wait_until
 from vramtop.core.model import DoorReading, GpuReading
 from vramtop.core.snapshot import snapshot
 from vramtop.machines.sampler import Sampler
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter, make_header
 from vramtop.sim.machine import free_port
 from vramtop.sources import door_reading

@@ -12,7 +12,7 @@ from vramtop.cli import build_parser
 from vramtop.commands import monitor
 from vramtop.core.events import Event
 from vramtop.machines.demo_world import stop_demo_world
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 
 
 def test_console_records_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from vramtop.core.model import GpuReading, Sample, ServerInfo, ServerState
 from vramtop.session.live import LiveSession
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter, make_header
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")

@@ -77,7 +77,7 @@ def test_recorded_field_report_diagnoses_as_vram_contention(
     # latency vLLM's /metrics exposes.
     from vramtop.core.diagnosis.diagnoser import Diagnoser
     from vramtop.core.model import Sample
-    from vramtop.session.reader import SessionReader
+    from vramtop.session.session_reader import SessionReader
 
     diagnoser = Diagnoser()
     learned_at = None

@@ -10,7 +10,7 @@ import pytest
 from vramtop.commands.record import record_loop
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.machines.interface import Backend, Frame
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter
 
 CARD = GpuReading(devices=(GpuDevice(0, "sim card", 32 * GIB, 10 * GIB, 22 * GIB),), source="sim")

@@ -427,7 +427,7 @@ async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> Non
 
 def test_recorded_session_replays_and_diagnoses_healthy(served: Served, tmp_path: Path) -> None:
     require_running(served)
-    from vramtop.session.reader import SessionReader
+    from vramtop.session.session_reader import SessionReader
 
     session = tmp_path / "real.jsonl"
     recorder = subprocess.Popen(

@@ -115,7 +115,7 @@ def exported(path: Path) -> list[dict[str, float]]:
     from vramtop.core.diagnosis.diagnoser import Diagnoser
     from vramtop.core.exposition import ExportState, series_for
     from vramtop.core.model import Sample
-    from vramtop.session.reader import read_session
+    from vramtop.session.session_reader import read_session
 
     header, records = read_session(path)
     diagnoser = Diagnoser(remembered=header.normal_rate)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tests.support.waiting import wait_until
 from vramtop.sim.card import GIB
 from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.protocol import WorldClient
+from vramtop.sim.world import pid_alive
 
 
 def eventually(check: Any, timeout_s: float = 30.0) -> Any:
@@ -180,3 +184,16 @@ def test_simulated_windows_side_never_raises_on_an_odd_state(tmp_path: Path) -> 
     finally:
         thread.join(2.0)
         listener.close()
+
+
+def test_a_process_holds_simulated_memory_while_it_runs() -> None:
+    assert pid_alive(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_until(
+        lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE,
+        deadline_s=30,
+        what="the child ended, not yet reaped",
+    )
+    assert not pid_alive(child.pid)  # a zombie holds no memory
+    child.wait()
+    assert not pid_alive(child.pid)  # gone

@@ -17,8 +17,8 @@ from vramtop.core.model import DoorReading, ServerInfo, ServerState
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.outcomes import ActionResult
-from vramtop.sim import args as vargs
 from vramtop.sim import scenario as scenarios
+from vramtop.sim import serve_args as vargs
 from vramtop.sim.card import DEFAULT_CARD, MIB
 from vramtop.sim.engine import Engine, _plan_dict
 from vramtop.sim.gpu_probe import SimGpuProbe

@@ -10,7 +10,7 @@ from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter
 
 CALL_AT = 120.0

@@ -16,7 +16,7 @@ from tests.unit.fixtures.findings.make_recordings import HERE, findings_json, re
 from vramtop.core.findings import KINDS
 from vramtop.core.model import Sample
 from vramtop.session.live import LiveSession
-from vramtop.session.reader import SessionReader
+from vramtop.session.session_reader import SessionReader
 from vramtop.session.writer import SessionWriter
 
 EXPECTED = json.loads((HERE / "findings.json").read_text())

@@ -23,7 +23,7 @@ from vramtop.core.budget import (
     outside_budget,
 )
 from vramtop.core.headroom.from_startup import gib
-from vramtop.core.launch.lint import lint_launch
+from vramtop.core.launch.launch_warnings import lint_launch
 
 TOTAL_GIB = 31.84
 UTIL = 0.93

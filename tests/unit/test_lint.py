@@ -10,7 +10,7 @@ import pytest
 
 from vramtop import cli, config, profiles
 from vramtop.config import Profile
-from vramtop.core.launch.lint import GIB, lint_launch
+from vramtop.core.launch.launch_warnings import GIB, lint_launch
 from vramtop.settings import load_settings
 
 SCRIPTS = Path(__file__).parent.parent / "fixtures" / "scripts"

@@ -16,7 +16,7 @@ from vramtop.core.model import (
 )
 from vramtop.core.snapshot import snapshot
 from vramtop.core.split import split_card
-from vramtop.session.reader import read_session
+from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter, make_header
 
 POOL = 125487628 * 1024  # a DGX Spark's MemTotal

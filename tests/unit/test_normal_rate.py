@@ -323,7 +323,7 @@ def test_a_real_vllm_under_continuous_prefill_teaches_a_normal_and_raises_nothin
     from pathlib import Path
 
     from vramtop.commands.diagnose import diagnose_file
-    from vramtop.session.reader import SessionReader
+    from vramtop.session.session_reader import SessionReader
 
     path = Path(__file__).parents[1] / "fixtures" / "sessions" / "real_vllm_agent_load.jsonl"
     samples = [r for r in SessionReader(path) if isinstance(r, Sample)]

@@ -13,7 +13,7 @@ from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import GIB, Sample
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
-from vramtop.session.reader import SessionReader
+from vramtop.session.session_reader import SessionReader
 from vramtop.session.writer import SessionWriter, make_header
 
 CALL = int(4.3 * GIB)

@@ -17,7 +17,7 @@ from vramtop.core.findings import SERVER_CRASHED, STARTUP_OUT_OF_MEMORY, VRAM_CO
 from vramtop.core.model import Sample
 from vramtop.machines.interface import Frame
 from vramtop.session.playback import ReplaySource
-from vramtop.session.reader import SessionError, SessionReader, read_session
+from vramtop.session.session_reader import SessionError, SessionReader, read_session
 from vramtop.session.writer import SessionWriter, make_header, sample_line
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sessions"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from vramtop import cli
 from vramtop.core.bounds import MAX_LINE_BYTES
 from vramtop.core.model import Sample
-from vramtop.session.reader import SessionError, SessionReader
+from vramtop.session.session_reader import SessionError, SessionReader
 
 HEADER = {"format": "vramtop-session", "version": 1, "started_at": "2026-01-01T00:00:00Z"}
 GIB = 1 << 30

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.core.snapshot import snapshot
-from vramtop.session.reader import SessionReader
+from vramtop.session.session_reader import SessionReader
 from vramtop.session.writer import SessionWriter, make_header, sample_line
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sessions"

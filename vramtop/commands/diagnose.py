@@ -15,7 +15,7 @@ from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.findings import Finding, Remedy
 from vramtop.core.model import GIB, Sample
-from vramtop.session.reader import Record, SessionError, SessionReader
+from vramtop.session.session_reader import Record, SessionError, SessionReader
 
 EXIT_UNREADABLE = 2
 

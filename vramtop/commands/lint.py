@@ -17,7 +17,7 @@ from vramtop.commands.argtypes import finite_float
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
-from vramtop.core.launch.lint import GIB, lint_launch
+from vramtop.core.launch.launch_warnings import GIB, lint_launch
 from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
 

@@ -51,7 +51,7 @@ class ReplayOptions:
 
 def run(args: argparse.Namespace) -> int:
     from vramtop.machines.replay_backend import ReplayBackend
-    from vramtop.session.reader import SessionError
+    from vramtop.session.session_reader import SessionError
 
     options = ReplayOptions.from_args(args)
     if options.speed <= 0:

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from vramtop import files
 from vramtop.frontdoor import protocol, stats_file
-from vramtop.frontdoor.app import DoorSettings, cut_at, make_app
+from vramtop.frontdoor.web_app import DoorSettings, cut_at, make_app
 from vramtop.frontdoor.wire import DoorRunner
 from vramtop.outcomes import ExitCode
 

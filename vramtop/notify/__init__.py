@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Sequence
 
-from vramtop.notify.desktop import NotifySendSender, has_desktop
 from vramtop.notify.notifier import Notifier, stdout_writer
+from vramtop.notify.notify_send import NotifySendSender, has_desktop
 from vramtop.notify.on_finding import OnFindingSender, command_words
 from vramtop.notify.sending import Sender, SendFailed
 from vramtop.notify.terminal import TerminalSender

@@ -20,7 +20,7 @@ from pathlib import Path
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.events import EventName
 from vramtop.core.model import Sample
-from vramtop.session.reader import Record, SessionHeader, SessionReader
+from vramtop.session.session_reader import Record, SessionHeader, SessionReader
 
 
 class ReplaySource:

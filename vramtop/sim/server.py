@@ -19,8 +19,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from vramtop.sim import args as vargs
 from vramtop.sim import engine as engine_mod
+from vramtop.sim import serve_args as vargs
 from vramtop.sim import vlog
 from vramtop.sim.card import (
     DEFAULT_BLOCK_SIZE,

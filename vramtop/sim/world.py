@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -27,6 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from vramtop import locks
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.clock import ScaledClock, SimClock
@@ -39,16 +41,11 @@ TICK_S = 0.1
 def pid_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie (a zombie holds no GPU memory)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # (a ZombieProcess too)
         return False
-    except PermissionError:
+    except psutil.AccessDenied:  # another user's: it exists
         return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class World:
@@ -200,9 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     # it when the process dies), so a second one started at the same moment leaves at once.
     args.socket.parent.mkdir(parents=True, exist_ok=True)
     lock = os.open(socket_lock_path(args.socket), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not locks.try_hold(lock):
         print(f"simulated GPU: {args.socket} is already served", flush=True)
         return ALREADY_SERVED
     try:

@@ -2,11 +2,9 @@
 HTTP. Plain `http://` (the usual case, a vLLM on this machine, read every second) goes
 through `PlainConnection`, HTTPS through the standard library's `http.client`.
 
-Why not httpx (which the rest of vramtop uses): a GET of an 8.5 KB /metrics page from a local
-http.server on a kept-alive connection costs ~0.34 ms of CPU through http.client against
-~1.18 ms through httpx.Client (time.thread_time around the GET, median of a few hundred), and
-~0.2 ms through `PlainConnection`; these GETs are the largest part of the console's reads each
-second (`python -m bench.bench_tick` measures a whole tick).
+Why not httpx (which the rest of vramtop uses): see `plain_http.py`, and
+`python -m bench.bench_own_code`, which measures the three side by side; these GETs are the
+largest part of the console's reads each second (`python -m bench.bench_tick`: a whole tick).
 """
 
 from __future__ import annotations

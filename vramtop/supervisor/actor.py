@@ -9,7 +9,6 @@ holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the other
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
-from vramtop import files, locations
+from vramtop import files, locations, locks
 from vramtop.core import bounds
 
 GUARD = "guard"
@@ -90,15 +89,13 @@ class ActorLock:
             return True
         fd = files.open_private(self.path, os.O_RDWR | os.O_CREAT)
         for attempt in range(tries):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Another process's `holder` probes with a shared lock for an instant.
+            if locks.try_hold(fd):
                 break
-            except OSError:
-                # Another process's `holder` probes with a shared lock for an instant.
-                if attempt == tries - 1:
-                    os.close(fd)
-                    return False
-                time.sleep(ACQUIRE_PAUSE_S)
+            if attempt == tries - 1:
+                os.close(fd)
+                return False
+            time.sleep(ACQUIRE_PAUSE_S)
         record = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
@@ -113,13 +110,9 @@ class ActorLock:
         except FileNotFoundError:
             return None
         try:
-            if self._fd is None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except OSError:
-                    pass  # held by another process: read who
-                else:
-                    return None  # free (closing this descriptor lets the probe go)
+            # Free: closing this descriptor lets the probe go; else held by another: read who.
+            if self._fd is None and locks.try_hold(fd, shared=True):
+                return None
             data = os.pread(fd, 4096, 0)
         finally:
             os.close(fd)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import fcntl
 import json
 import logging
 import math
@@ -22,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from vramtop import files, locations
+from vramtop import files, locations, locks
 from vramtop.core import bounds
 from vramtop.core.model import ServerState
 
@@ -321,13 +320,11 @@ def locked(profile: str, timeout_s: float = 120.0) -> Iterator[None]:
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if locks.try_hold(fd):
                 break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise Busy(profile) from None
-                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise Busy(profile)
+            time.sleep(0.05)
         yield
     finally:
         os.close(fd)  # closing releases the lock

@@ -55,20 +55,17 @@ def _reap(pid: int) -> None:
 
 
 def process_alive(pid: int | None, create_time: float | None = None) -> bool:
-    """Whether `pid` runs and is the same process as when it was recorded.
+    """Whether `pid` runs and is the same process as when it was recorded (its start within
+    0.05 s of `create_time`, when given), a zombie counting as dead (and reaped).
 
-    Asked at every tick's look (`settling`) and by housekeeping, so once psutil has said
-    yes for a pid and its recorded start, later asks read the process's start (in clock
-    ticks since boot) and its state off /proc/<pid>/stat alone: the same start and not a
-    zombie is the same live process. Anything else is asked of psutil again."""
+    Asked of psutil on every tick's look (`settling`) and by housekeeping, a few times a
+    second: ~0.06 ms each, too little to read /proc/<pid>/stat by hand for
+    (`python -m bench.bench_own_code`, "alive")."""
     if not pid:
         return False
-    known = _confirmed.get((pid, create_time)) if create_time is not None else None
-    if known is not None and _start_and_state(pid) == (known, "running"):
-        return True
     try:
         proc = psutil.Process(pid)
-        with proc.oneshot():  # one read of /proc/<pid>/stat for both questions (every tick)
+        with proc.oneshot():  # one read of /proc/<pid>/stat for both questions
             if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
                 return False
             zombie = proc.status() == psutil.STATUS_ZOMBIE
@@ -77,36 +74,7 @@ def process_alive(pid: int | None, create_time: float | None = None) -> bool:
             return False
     except psutil.Error:
         return False
-    if create_time is not None:
-        seen = _start_and_state(pid)
-        # Kept only when /proc's start is the recorded one too (the pid was not reused in
-        # between): psutil reckons a start the same way.
-        if (
-            seen is not None
-            and seen[1] == "running"
-            and abs(seen[0] / _CLOCK_TICKS + psutil.boot_time() - create_time) <= 0.05
-        ):
-            if len(_confirmed) >= _CONFIRMED_KEPT:
-                _confirmed.clear()
-            _confirmed[(pid, create_time)] = seen[0]
     return True
-
-
-# (pid, recorded create time) -> the start in clock ticks /proc gave when psutil confirmed it.
-_confirmed: dict[tuple[int, float], int] = {}
-_CONFIRMED_KEPT = 64
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _start_and_state(pid: int) -> tuple[int, str] | None:
-    """The process's start (clock ticks since boot) and "zombie" or "running" (any state but
-    a zombie's) from /proc/<pid>/stat; None where it cannot be read (gone, or no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-        return int(fields[19]), "zombie" if fields[0] == b"Z" else "running"
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from vramtop.core.findings import Finding
 from vramtop.core.guard.adaptive import AdaptiveBudget, AdaptiveState
+from vramtop.core.guard.auto_remedy import AutoRemedy
 from vramtop.core.guard.decisions import (
     ACTED,
     ADAPTIVE,
@@ -25,7 +26,6 @@ from vramtop.core.guard.decisions import (
     Flags,
     Moment,
 )
-from vramtop.core.guard.remedy import AutoRemedy
 from vramtop.core.model import Sample, ServerState
 
 TURN_WAIT_S = 120.0
