@@ -20,7 +20,7 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import door, door_steps, handle, launch, state, tree
+from vramtop.supervisor import door, door_steps, handle, launch, state, state_moves, tree
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     ServerHandle,
@@ -467,7 +467,8 @@ class ServerActions:
             child = launch.spawn(command_line, env, cwd, log_file)
             log.info("launched %s: pid %d", self._server.name, child.pid)
         except OSError as exc:
-            rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"
+            state_moves.move(rec, Lifecycle.CRASHED)
+            rec.last_error = f"could not launch: {exc}"
             rec.error_kind = "launch_failed"
             state.save(rec)
             progress("failed")
@@ -476,7 +477,7 @@ class ServerActions:
         rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
         rec.create_time = create_time(child.pid)
         rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
-        rec.state = Lifecycle.STARTING
+        state_moves.move(rec, Lifecycle.STARTING)
         state.save(rec)
         if not wait_ready:
             return ActionResult(True, f"started (pid {child.pid}); loading")
@@ -520,12 +521,13 @@ class ServerActions:
             # It had exited before anyone asked (a crash housekeeping had not settled yet):
             # "stopped" would make that exit a planned one. It stays what it was: a crash.
             self._server.record_exit(rec)
-            rec.state = Lifecycle.CRASHED
+            state_moves.move(rec, Lifecycle.CRASHED)
             state.save(rec)
             return ActionResult(True, f"not running: it had exited ({rec.last_error})")
         if was_running:
             progress("stopping")
-            rec.state, rec.stop_requested = Lifecycle.STOPPING, True
+            state_moves.move(rec, Lifecycle.STOPPING)
+            rec.stop_requested = True
             state.save(rec)
         survivors = self._server.end(rec, progress, grace_s, found)
         released = self._server.released
@@ -535,7 +537,7 @@ class ServerActions:
                 False,
                 f"could not stop every process: {tree.describe(survivors)} still running",
             )
-        rec.state = Lifecycle.STOPPED
+        state_moves.move(rec, Lifecycle.STOPPED)
         rec.restarts, rec.next_restart_at = 0, None
         state.save(rec)
         if not was_running:
@@ -574,11 +576,8 @@ class ServerActions:
             )
         new = adoption.record_for(self._server.name, found, port)
         new.log_path = str(log) if log is not None else adoption.output_file(found.pid)
-        new.state = (
-            Lifecycle.RUNNING
-            if healthy_once(server_url(new.host, new.port))
-            else Lifecycle.STARTING
-        )
+        if healthy_once(server_url(new.host, new.port)):  # else starting, as found
+            state_moves.move(new, Lifecycle.RUNNING)
         handle.remember_tree(new)
         state.save(new)
         output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
@@ -594,7 +593,7 @@ class ServerActions:
                 root = min(roots, key=lambda p: p.pid)
                 rec.pid, rec.pgid = root.pid, pgid_of(root.pid)
                 rec.create_time = create_time(root.pid)
-                rec.state = Lifecycle.STARTING
+                state_moves.move(rec, Lifecycle.STARTING)
                 handle.remember_tree(rec)
                 state.save(rec)
         if rec.state in (
@@ -604,7 +603,7 @@ class ServerActions:
         ) or not self._server.alive(rec):
             return None
         if rec.state == Lifecycle.LAUNCHING:
-            rec.state = Lifecycle.STARTING
+            state_moves.move(rec, Lifecycle.STARTING)
             state.save(rec)
         return ActionResult(True, f"already running (pid {rec.pid}); re-attached")
 
@@ -613,7 +612,7 @@ class ServerActions:
             log.info("ending what is left of the previous server: %s", rec.pid)
             self._server.end(rec, progress=None)
             if rec.state != Lifecycle.CRASHED:
-                rec.state = Lifecycle.STOPPED
+                state_moves.move(rec, Lifecycle.STOPPED)
             state.save(rec)
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, door, handle, state
+from vramtop.supervisor import causes, door, handle, state, state_moves
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
@@ -81,7 +81,8 @@ class LoadFollower:
                         return failed
                 elif healthy(client, url):
                     log.info("answered /health (pid %s)", rec.pid)
-                    rec.phase, rec.state = causes.READY, Lifecycle.RUNNING
+                    rec.phase = causes.READY
+                    state_moves.move(rec, Lifecycle.RUNNING)
                     rec.actor_pid = rec.actor_create_time = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     handle.remember_tree(rec)
@@ -142,7 +143,7 @@ class LoadFollower:
                 self._server.record_exit(rec, lines)
                 # A failed start may leave an EngineCore behind: free what it holds.
                 self._server.end(rec, progress=None)
-                rec.state = Lifecycle.CRASHED
+                state_moves.move(rec, Lifecycle.CRASHED)
                 state.save(rec)
         except state.Busy:
             return None

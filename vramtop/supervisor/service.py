@@ -27,7 +27,7 @@ from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import causes, door, door_steps, handle, state, tree
+from vramtop.supervisor import causes, door, door_steps, handle, state, state_moves, tree
 from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
@@ -343,7 +343,8 @@ class Supervisor:
                     or self._followed(current)
                 ):
                     return
-                current.state, current.phase = Lifecycle.RUNNING, causes.READY
+                state_moves.move(current, Lifecycle.RUNNING)
+                current.phase = causes.READY
                 current.actor_pid = current.actor_create_time = None
                 handle.remember_tree(current)
                 state.save(current)
@@ -365,7 +366,8 @@ class Supervisor:
                 if rec.state not in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
                     return
                 if not handle.server_tree(rec):
-                    rec.state, rec.tree = Lifecycle.STOPPED, {}
+                    state_moves.move(rec, Lifecycle.STOPPED)
+                    rec.tree = {}
                     state.save(rec)
                     if rec.front_door is not None and door.alive(rec):
                         # Nobody will start it again: what the door holds is answered now.
@@ -374,7 +376,8 @@ class Supervisor:
                     server_url(rec.host, rec.port), self._server.health_timeout_s
                 ):
                     # The stop never reached the server (or it ignored it): it serves.
-                    rec.state, rec.stop_requested = Lifecycle.RUNNING, False
+                    state_moves.move(rec, Lifecycle.RUNNING)
+                    rec.stop_requested = False
                     state.save(rec)
         except state.Busy:
             pass  # the launch or stop is still under way
@@ -382,7 +385,7 @@ class Supervisor:
     def _mark_crashed(self, rec: ServerRecord) -> None:
         self._server.record_exit(rec)
         self._server.end(rec, progress=None)  # an EngineCore left behind still holds VRAM
-        rec.state = Lifecycle.CRASHED
+        state_moves.move(rec, Lifecycle.CRASHED)
         if self._server.profile.auto_restart and rec.restarts < AUTO_RESTART_LIMIT:
             rec.next_restart_at = time.time() + 2.0**rec.restarts
         state.save(rec)
