@@ -27,9 +27,10 @@ from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import causes, door, door_steps, handle, state, state_moves, tree
+from vramtop.supervisor import causes, door, handle, state, state_moves, tree
 from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
+from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     MEMORY_RELEASE_TIMEOUT_S,
@@ -71,8 +72,10 @@ class Supervisor:
         self._server = ServerHandle(
             profile, memory_released=memory_released, health_timeout_s=health_timeout_s
         )
-        self._follower = LoadFollower(self._server)
-        self._actions = ServerActions(self._server, self._follower)
+        # The one owner of the front door's control, which every part asks.
+        self._door = DoorControl(self._server)
+        self._follower = LoadFollower(self._server, self._door)
+        self._actions = ServerActions(self._server, self._follower, self._door)
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
         made = self._server.recorded()
@@ -244,7 +247,7 @@ class Supervisor:
             step()
         if self._server.recorded() is None:
             self._rebuild()
-        door_steps.release_stale_hold(self._server)
+        self._door.release_stale_hold()
         return self._server.status()
 
     def settling(self) -> Callable[[], None] | None:
@@ -259,7 +262,7 @@ class Supervisor:
         if rec.door_pid is not None and not door.alive(rec):
             # A cheap look (the console asks every tick); an action under way holding the
             # lock starts the door itself when it needs it.
-            return functools.partial(door_steps.restart_dead_unlocked, self._server)
+            return self._door.restart_dead_unlocked
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._server.alive(rec):
                 return self._settle_exit
@@ -348,8 +351,7 @@ class Supervisor:
                 current.actor_pid = current.actor_create_time = None
                 handle.remember_tree(current)
                 state.save(current)
-                if current.front_door is not None:
-                    door.release(current)
+                self._door.release_at_ready(current)
         except state.Busy:
             pass
 
@@ -369,9 +371,7 @@ class Supervisor:
                     state_moves.move(rec, Lifecycle.STOPPED)
                     rec.tree = {}
                     state.save(rec)
-                    if rec.front_door is not None and door.alive(rec):
-                        # Nobody will start it again: what the door holds is answered now.
-                        door.fail(rec, "the restart was interrupted; vLLM is stopped")
+                    self._door.fail_held(rec, "the restart was interrupted; vLLM is stopped")
                 elif rec.state == Lifecycle.STOPPING and healthy_once(
                     server_url(rec.host, rec.port), self._server.health_timeout_s
                 ):
@@ -389,8 +389,7 @@ class Supervisor:
         if self._server.profile.auto_restart and rec.restarts < AUTO_RESTART_LIMIT:
             rec.next_restart_at = time.time() + 2.0**rec.restarts
         state.save(rec)
-        if rec.next_restart_at is not None and rec.front_door is not None and door.alive(rec):
-            door.hold(rec, 0.0)  # the automatic restart comes: new requests wait for it
+        self._door.hold_for_restart(rec)
 
     def _maybe_auto_restart(self) -> None:
         """The automatic restart of a crashed server (asked for once its delay has passed)."""
@@ -428,7 +427,7 @@ class Supervisor:
 
         def follow() -> None:
             result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
-            door_steps.after_action(self._server, result)
+            self._door.after_action(result)
             log.info("automatic restart of %s: %s", self._server.name, result.message)
 
         threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()
