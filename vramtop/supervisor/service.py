@@ -28,7 +28,14 @@ from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
 from vramtop.supervisor import causes, door, handle, state, state_moves, tree
-from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
+from vramtop.supervisor.action_events import (
+    COMMAND,
+    ActionListener,
+    Launch,
+    action_done,
+    launch_of,
+    write_action,
+)
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
@@ -80,6 +87,9 @@ class Supervisor:
         # its making: one started again at its first housekeeping step is told too).
         made = self._server.recorded()
         self._door_restarts_told = made.door_restarts if made is not None else 0
+        # Told of each action once it has answered, its outcome set: the lasting timeline's
+        # writer first, then whoever asks (`tell_actions_to`: a console's session).
+        self._listeners: list[ActionListener] = [write_action]
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -192,6 +202,10 @@ class Supervisor:
         }
         return self._told("relaunch", result, asked_by, before, changed)
 
+    def tell_actions_to(self, listener: ActionListener) -> None:
+        """Have `listener` told of each action once it has answered (after the timeline)."""
+        self._listeners.append(listener)
+
     def _told(
         self,
         name: str,
@@ -200,22 +214,22 @@ class Supervisor:
         before: Launch,
         detail: JsonObject | None = None,
     ) -> ActionResult:
-        """`result`, once the action is written to the lasting timeline (when it changed
-        anything: see `action_events`); a write that fails never changes the result."""
+        """`result` with its outcome set, the one place it is (see `action_events`), once
+        every listener has been told of it; a listener that fails never changes it."""
         try:
             after = launch_of(self._server.record())
-            write_action(
-                self.name,
-                name,
-                result,
-                asked_by=asked_by,
-                before=before,
-                after=after,
-                detail=detail,
-            )
-        except Exception:  # the action happened: a timeline that cannot say so is logged
-            log.exception("writing the %s to the event log failed", name)
-        return result
+        except Exception:  # (a record that cannot be read: the action did something)
+            log.exception("reading the record after the %s failed", name)
+            after = None, None
+        done = action_done(
+            self.name, name, result, asked_by=asked_by, before=before, after=after, detail=detail
+        )
+        for listener in self._listeners:
+            try:
+                listener(done)
+            except Exception:  # the action happened: a record that cannot say so is logged
+                log.exception("recording the %s failed", name)
+        return done.result
 
     def attach(
         self, port: int | None = None, pid: int | None = None, log: Path | None = None
