@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 # Progress of a long action, in the user's words: "stopping", "memory released", "loading",
 # "profiling", "capturing graphs", "ready", "failed".
@@ -28,6 +28,26 @@ ProgressCallback = Callable[[str], None]
 RelaunchPrecheck = Callable[[dict[str, str]], str | None]
 
 
+class Outcome(StrEnum):
+    """How an action ended, as the lasting timeline, the session's `relaunch` event and the
+    guard name it (`result`)."""
+
+    OK = "ok"
+    ROLLED_BACK = "rolled_back"  # a relaunch whose new flags failed: the previous serve again
+    FAILED = "failed"  # it changed the server, and did not end as asked
+    REFUSED = "refused"  # it did nothing to the server (refused before anything stopped)
+
+    @classmethod
+    def of(cls, result: ActionResult, changed: bool) -> Outcome:
+        """`result`'s outcome, for an action that `changed` the server (its launch or its
+        state) or did not."""
+        if result.ok:
+            return cls.OK
+        if result.rolled_back:
+            return cls.ROLLED_BACK
+        return cls.FAILED if changed else cls.REFUSED
+
+
 @dataclass(frozen=True)
 class ActionResult:
     ok: bool
@@ -35,6 +55,9 @@ class ActionResult:
     detail: str | None = None  # e.g. the startup failure vLLM printed
     # A relaunch whose new server did not start, and the previous flags serve again.
     rolled_back: bool = False
+    # How the action ended, set once where it ends (the `Supervisor`, which tells it to every
+    # listener: see `supervisor.action_events`); None for a result the supervisor did not give.
+    outcome: Outcome | None = None
 
 
 class ExitCode(IntEnum):

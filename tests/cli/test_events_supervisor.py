@@ -13,7 +13,9 @@ import pytest
 from tests.supervisor.supervisor_helpers import fake_profile, free_port
 from vramtop import cli
 from vramtop.event_log import EventLog
+from vramtop.outcomes import Outcome
 from vramtop.supervisor import Supervisor
+from vramtop.supervisor.action_events import ActionDone
 
 
 @pytest.fixture
@@ -68,3 +70,24 @@ def test_a_relaunch_that_went_back_is_written_as_rolled_back(
     assert relaunch.detail["gpu_memory_utilization"] == 0.95
     assert relaunch.detail["asked_by"] == "key"
     assert "serve again" in str(relaunch.detail["message"])
+
+
+def test_an_actions_outcome_is_set_once_and_told_to_the_timeline_and_every_listener(
+    supervisor: Supervisor,
+) -> None:
+    """One outcome per action, set where it ends: the result carries it, and the lasting
+    timeline and a listener (a console's session) are told the same one, from one hook."""
+    told: list[ActionDone] = []
+    supervisor.tell_actions_to(told.append)
+    assert supervisor.start().outcome is Outcome.OK
+    relaunched = supervisor.relaunch(util=0.8)
+    refused = supervisor.relaunch(util=0.7, precheck=lambda changes: "vLLM would refuse it")
+    assert relaunched.outcome is Outcome.OK and refused.outcome is Outcome.REFUSED
+    assert [(d.name, d.outcome, d.changed) for d in told] == [
+        ("start", Outcome.OK, True),
+        ("relaunch", Outcome.OK, True),
+        ("relaunch", Outcome.REFUSED, False),
+    ]
+    assert [d.result for d in told[1:]] == [relaunched, refused]
+    written = [e.detail["result"] for e in EventLog.for_profile("ev").read()]
+    assert written == [d.outcome.value for d in told if d.changed]

@@ -4,19 +4,23 @@ real command; the session's diagnosis reads the states it records."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from sim_helpers import gone
 from supervisor_helpers import free_port
 
+from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
+from vramtop import config, locations
 from vramtop.config import Profile
 from vramtop.core.findings import LAUNCH_FAILED, SERVER_CRASHED
 from vramtop.core.model import GpuReading, Sample, ServerInfo, ServerState
 from vramtop.session.live import LiveSession
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.launch import launch_problem
+from vramtop.tui.widgets.console_header import _server_line
 
 MISSING = "vllm-that-is-not-installed-here"
 
@@ -58,6 +62,26 @@ def test_a_command_not_on_path_is_a_launch_failure_not_a_crash(
     finding = session.findings()[0]
     assert finding.remedy.restart_fails and finding.remedy.action == "fix_profile"
     assert "never started" in finding.summary and SERVER_CRASHED not in kinds
+
+
+def test_a_launch_that_never_started_is_said_so_in_the_status_line_and_status(
+    home: Path,
+) -> None:
+    """One state word for it everywhere the state is said: the banner says vLLM never
+    started, and so do the console's status line and `vramtop status`, never "crashed"."""
+    made = profile(None)
+    config.save_profile_file(locations.profiles_dir() / "imported.toml", made)
+    assert not Supervisor(made).start(timeout_s=20).ok
+    ended = Supervisor(made).status()
+    assert ended.state is ServerState.CRASHED  # (the session format's word stays)
+
+    line = _server_line(Sample(t=0.0, gpu=GpuReading(), info=ended), 0.0, None)
+    assert line[0] == ("● never started", "bold $error"), line
+    code, said = run_captured(["status", "--profile", "imported"])
+    assert code == 0 and said.startswith("imported: never started"), said
+    code, said = run_captured(["status", "--profile", "imported", "--json"])
+    data = json.loads(said)
+    assert data["state"] == "crashed" and data["state_word"] == "never started", data
 
 
 def test_an_exit_of_unknown_code_is_said_so_not_code_none() -> None:

@@ -29,6 +29,7 @@ from vramtop.sim.server import STATS_INTERVAL_S, ApiServer, StatsLine
 from vramtop.sim.serving import Scheduler, count_tokens
 from vramtop.sim.windows_counters import SimWindowsSource
 from vramtop.sim.world import World
+from vramtop.supervisor.action_events import ActionListener, action_done
 
 ASK_EVERY_S = 1.0  # as the server's own thread: the engine's condition once a simulated second
 # A generous deadline for a read of the in-process HTTP API (milliseconds on a quiet machine):
@@ -254,6 +255,7 @@ class CardSupervisor:
         self.log_path: Path | None = None
         self.relaunches: list[dict[str, Any]] = []
         self._launches = 1
+        self._listeners: list[ActionListener] = []
         self._http: FakeVllmHttp | None = None
 
     # -- the record -----------------------------------------------------------------------
@@ -272,6 +274,9 @@ class CardSupervisor:
     def settling(self) -> None:
         return None
 
+    def tell_actions_to(self, listener: ActionListener) -> None:
+        self._listeners.append(listener)
+
     def stop(self, **_: Any) -> ActionResult:
         return ActionResult(False, "the card's server is not stopped in these tests")
 
@@ -288,6 +293,7 @@ class CardSupervisor:
         flags = dict(self.flags)
         if max_model_len is not None:
             flags["max_model_len"] = max_model_len
+        before = self.record()
         old.exit()
         self.server = self.card.server(util if util is not None else old.util, **flags)
         self.server.start_request()  # the agent's request, held at the door meanwhile
@@ -302,7 +308,19 @@ class CardSupervisor:
                 "t": self.card.clock.now(),
             }
         )
-        return ActionResult(True, f"relaunched at {self.server.util:.2f}")
+        # Told as the supervisor tells an action that ended (the console's session hears it).
+        done = action_done(
+            self.name,
+            "relaunch",
+            ActionResult(True, f"relaunched at {self.server.util:.2f}"),
+            asked_by=asked_by or "command",
+            before=(before.launch_id, before.state.value),
+            after=(self.record().launch_id, ServerState.RUNNING.value),
+            detail={"gpu_memory_utilization": util, "max_model_len": max_model_len},
+        )
+        for listener in self._listeners:
+            listener(done)
+        return done.result
 
     def run(self, seconds: float) -> None:
         """`seconds` of simulated time on the card, its server serving."""

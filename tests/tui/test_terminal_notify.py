@@ -102,16 +102,18 @@ async def test_the_console_opened_after_a_relaunch_shows_it_as_earlier(
 ) -> None:
     # What the supervisor writes once a relaunch asked from the command line has served.
     from vramtop.outcomes import ActionResult
-    from vramtop.supervisor.action_events import write_action
+    from vramtop.supervisor.action_events import action_done, write_action
 
     assert write_action(
-        "qwen-27b",
-        "relaunch",
-        ActionResult(True, "relaunched"),
-        asked_by="command",
-        before=("a", "running"),
-        after=("b", "running"),
-        detail={"gpu_memory_utilization": 0.85},
+        action_done(
+            "qwen-27b",
+            "relaunch",
+            ActionResult(True, "relaunched"),
+            asked_by="command",
+            before=("a", "running"),
+            after=("b", "running"),
+            detail={"gpu_memory_utilization": 0.85},
+        )
     )
     (logged,) = EventLog.for_profile("qwen-27b").read()
     assert logged.t <= time.time()

@@ -38,7 +38,7 @@ from vramtop.core.remedy import RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.runner import MAX_FAILURES, Runner, Step
-from vramtop.outcomes import ExitCode
+from vramtop.outcomes import ExitCode, Outcome
 from vramtop.sim.protocol import SPEED_ENV
 from vramtop.supervisor.actor import GUARD, write_guard_state
 
@@ -311,7 +311,6 @@ class Watch:
         backend = self.backend
 
         def relaunch() -> None:
-            before = _relaunch_events(backend)
             try:
                 result = backend.relaunch(
                     gpu_memory_utilization=action.flags.util,
@@ -321,14 +320,9 @@ class Watch:
                 log.exception("the guard's relaunch failed")
                 self._answer = ("failed", str(exc))
                 return
-            after = _relaunch_events(backend)
-            if result.ok:
-                outcome = "ok"
-            elif result.rolled_back:
-                outcome = "rolled_back"
-            else:
-                outcome = "failed" if after > before else "refused"
-            self._answer = (outcome, result.message)
+            # Set where the relaunch ended; none: it never reached the supervisor.
+            outcome = result.outcome or Outcome.of(result, changed=False)
+            self._answer = (outcome.value, result.message)
 
         self._action = threading.Thread(target=relaunch, name="guard-relaunch", daemon=True)
         self._action.start()
@@ -383,7 +377,3 @@ def _outside_flags(argv: list[str]) -> Flags | None:
     except ValueError:
         return None
     return Flags(util if util is not None else 0.9, length)
-
-
-def _relaunch_events(backend: MachineBackend) -> int:
-    return sum(1 for e in backend.events() if e.name == EventName.RELAUNCH)

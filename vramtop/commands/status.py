@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
+from vramtop.core.diagnosis.server_down import state_word
 from vramtop.core.shell_words import shell_line
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
@@ -54,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
             # No profile and no adopted server: there is no "default" server to call stopped.
             raise CommandError(NO_PROFILE)
         data = asdict(info)
+        # Added: the state in the words the console's status line uses ("never started" for
+        # a launch whose command could not run, which `state` calls crashed).
+        data["state_word"] = state_word(info)
         # Added: what was found of a lost (deleted or damaged) state file, when it was.
         data["state_note"] = t.supervisor.record_note
         log_path = t.supervisor.log_path
@@ -92,7 +96,7 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
     if as_json:
         print(json.dumps(data, indent=2, default=str))
         return 0
-    lines = [f"{data.get('profile')}: {data['state']}"]
+    lines = [f"{data.get('profile')}: {data.get('state_word') or data['state']}"]
     if data.get("pid"):
         lines[0] += f" (pid {data['pid']}, port {data.get('port')}, {data.get('started_by')})"
     if data.get("phase") and data["state"] == "starting":

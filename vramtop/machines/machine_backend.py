@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import NormalRate
-from vramtop.core.events import Event, EventName
+from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     # Imported where a profile needs one: watching a URL (`--once --url`) never acts, and
     # the supervisor brings httpx and psutil.
+    from vramtop.supervisor.action_events import ActionDone
     from vramtop.supervisor.service import Supervisor
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class MachineBackend(Backend):
         self.adaptive_read_s = ADAPTIVE_READ_S
         self._adaptive: AdaptiveState | None = None
         self._adaptive_read_at: float | None = None
+        if supervisor is not None:
+            supervisor.tell_actions_to(self._recorded)
 
     @property
     def can_act(self) -> bool:
@@ -279,23 +282,13 @@ class MachineBackend(Backend):
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
-        """The supervisor's relaunch, recorded once it has answered: the `relaunch` event
-        carries its `result` ("ok", "failed", "rolled_back"), and only one whose new server
-        serves closes what the old server had open (a vram_contention finding). A relaunch
-        refused before it stopped anything (a precheck, a missing key, another vramtop
-        acting) is no event: nothing happened to the server."""
+        """The supervisor's relaunch, recorded once it has answered (`_recorded`)."""
         supervisor = self.supervisor
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        changed: dict[str, str | float | None] = {
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-        }
         if precheck is None:
             precheck = self._relaunch_precheck
-        before = _launch_of(supervisor)
-        result = supervisor.relaunch(
+        return supervisor.relaunch(
             util=gpu_memory_utilization,
             max_model_len=max_model_len,
             kv_cache_dtype=kv_cache_dtype,
@@ -303,17 +296,18 @@ class MachineBackend(Backend):
             precheck=precheck,
             asked_by=self.asked_by,
         )
-        if result.ok:
-            outcome = "ok"
-        elif result.rolled_back:
-            outcome = "rolled_back"
-        elif _launch_of(supervisor) == before:
-            return result  # refused: the server is as it was
-        else:
-            outcome = "failed"
-        detail = {k: v for k, v in changed.items() if v is not None}
-        self._planned("relaunch", {**detail, "result": outcome})
-        return result
+
+    def _recorded(self, done: ActionDone) -> None:
+        """An action of the supervisor's, answered, told to this session: a relaunch's
+        `relaunch` event carries its `result` (its outcome: "ok", "failed", "rolled_back"),
+        and only one whose new server serves closes what the old server had open (a
+        vram_contention finding). A relaunch refused before it stopped anything (a
+        precheck, a missing key, another vramtop acting) is no event: nothing happened to
+        the server. (A stop and a restart are told before they act: `_planned`.)"""
+        if done.name == ServerAction.RELAUNCH and done.changed:
+            self.session.action(
+                self.sampler.now(), done.name, {**done.detail, "result": done.outcome.value}
+            )
 
     def _relaunch_precheck(self, changes: dict[str, str]) -> str | None:
         """vLLM's startup checks against the machine as last sampled, before the old server
@@ -342,13 +336,6 @@ class MachineBackend(Backend):
             self._demo.shutdown(stop_server)
         self.sampler.close()
         self.session.close()
-
-
-def _launch_of(supervisor: Supervisor) -> tuple[str | None, str | None]:
-    """Which launch the supervisor's record names, and its state: a relaunch that changes
-    neither did nothing to the server."""
-    rec = supervisor.record()
-    return (rec.launch_id, rec.state.value) if rec is not None else (None, None)
 
 
 def _read_adaptive(profile: str) -> AdaptiveState | None:

@@ -54,7 +54,9 @@ def lifecycle_events(previous: Sample | None, sample: Sample) -> list[Event]:
             # began and ended between two ticks (another shell's `vramtop stop`) is a stop.
             return [Event(t, EventName.STOP, {"reason": "observed"}), exit_]
         return [exit_]
-    if info.state is ServerState.STOPPING and before is ServerState.RUNNING:
+    if info.state is ServerState.STOPPING:
+        # A stop under way, whatever it stops: one of a server still loading (another shell's
+        # `vramtop stop`) is a stop too, and its exit, seen next, was asked for.
         return [Event(t, EventName.STOP, {"reason": "observed"})]
     return []
 

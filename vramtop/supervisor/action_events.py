@@ -7,16 +7,22 @@ nothing to stop, a relaunch refused before the old server stopped) is no event: 
 happened to the server. A relaunch's detail carries its new `gpu_memory_utilization` (and
 `max_model_len`, `kv_cache_dtype` where changed) and its `result`: `ok`, `rolled_back` or
 `failed`, as the session's `relaunch` event does.
+
+Both get it from one value: the `Supervisor` sets an action's outcome once, where it ends,
+and tells every listener the `ActionDone` (this timeline first, then a console's session).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
 from vramtop.event_log import EventLog
-from vramtop.outcomes import ActionResult
+from vramtop.outcomes import ActionResult, Outcome
 from vramtop.supervisor.state import ServerRecord
 
 ASKED_BY = ("key", "command", "guard")
@@ -29,13 +35,29 @@ def launch_of(rec: ServerRecord | None) -> Launch:
     return (rec.launch_id, rec.state.value) if rec is not None else (None, None)
 
 
-def outcome(result: ActionResult) -> str:
-    if result.ok:
-        return "ok"
-    return "rolled_back" if result.rolled_back else "failed"
+@dataclass(frozen=True)
+class ActionDone:
+    """An action that answered: its name, its result (with its `outcome` set), who asked,
+    whether it changed the server (its launch or state), and its detail (a relaunch's
+    changed flags, None where unchanged)."""
+
+    profile: str
+    name: str
+    result: ActionResult
+    asked_by: str
+    changed: bool
+    detail: JsonObject
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.result.outcome or Outcome.of(self.result, self.changed)
 
 
-def write_action(
+# What an action's end is told to (the timeline's writer, a console's session).
+ActionListener = Callable[[ActionDone], object]
+
+
+def action_done(
     profile: str,
     name: str,
     result: ActionResult,
@@ -44,15 +66,29 @@ def write_action(
     before: Launch,
     after: Launch,
     detail: JsonObject | None = None,
-) -> bool:
-    """Write the action `name` that answered `result`, unless it changed nothing (`before`
-    and `after`: the record's launch and state around it). False when nothing was written."""
-    if before == after:
+) -> ActionDone:
+    """The action `name` that answered `result`, its outcome set: it changed the server
+    when the record's launch or state (`before`, `after`) differ."""
+    changed = before != after
+    return ActionDone(
+        profile=profile,
+        name=name,
+        result=dataclasses.replace(result, outcome=Outcome.of(result, changed)),
+        asked_by=asked_by if asked_by in ASKED_BY else COMMAND,
+        changed=changed,
+        detail={k: v for k, v in (detail or {}).items() if v is not None},
+    )
+
+
+def write_action(done: ActionDone) -> bool:
+    """Write the action to its profile's timeline, unless it changed nothing. False when
+    nothing was written."""
+    if not done.changed:
         return False
-    values: JsonObject = {k: v for k, v in (detail or {}).items() if v is not None}
+    values: JsonObject = dict(done.detail)
     values |= {
-        "result": outcome(result),
-        "asked_by": asked_by if asked_by in ASKED_BY else COMMAND,
-        "message": mask_line(result.message),
+        "result": done.outcome.value,
+        "asked_by": done.asked_by,
+        "message": mask_line(done.result.message),
     }
-    return EventLog.for_profile(profile).append(time.time(), name, values)
+    return EventLog.for_profile(done.profile).append(time.time(), done.name, values)

@@ -20,7 +20,8 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import door, door_steps, handle, launch, state, tree
+from vramtop.supervisor import door, handle, launch, state, state_moves, tree
+from vramtop.supervisor.door_steps import DoorControl, DoorFields
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     ServerHandle,
@@ -78,9 +79,12 @@ class ServerActions:
     outside-world failures. Acts on the server's record (`server`) and hands each load to
     `follower` once the lock is released."""
 
-    def __init__(self, server: ServerHandle, follower: LoadFollower) -> None:
+    def __init__(
+        self, server: ServerHandle, follower: LoadFollower, door_control: DoorControl
+    ) -> None:
         self._server = server
         self._follower = follower
+        self._door = door_control
 
     def start(
         self,
@@ -93,12 +97,12 @@ class ServerActions:
         result = self._launch_then_wait(
             lambda: self.start_locked(report, wait_ready), report, timeout_s
         )
-        door_steps.after_action(self._server, result)
+        self._door.after_action(result)
         return result
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         def act() -> ActionResult:
-            door_steps.stop_door(self._server)  # first: its requests in flight finish
+            self._door.stop_door()  # first: its requests in flight finish
             return self._stop(progress or no_progress)
 
         return self._server.locked(act)
@@ -129,17 +133,17 @@ class ServerActions:
             refused = self._refuse_without_key(command[2])
             if refused is not None:
                 return refused  # before the stop: the running server stays
-            unheld = door_steps.hold_before_stop(self._server, report)
+            unheld = self._door.hold_before_stop(report)
             if unheld is not None:
                 return ActionResult(False, f"{unheld}; nothing was stopped")
             stopped = self._stop(report, grace)
             if not stopped.ok:
-                door_steps.release_back(self._server)
+                self._door.release_back()
                 return stopped
             return self.start_locked(report, wait_ready, command, overrides)
 
         result = self._launch_then_wait(act, report, timeout_s)
-        door_steps.after_action(self._server, result)
+        self._door.after_action(result)
         return result
 
     def relaunch(
@@ -201,7 +205,7 @@ class ServerActions:
             return result  # still loading, or another vramtop stopped or replaced it
         back = self._roll_back(outcome, result, report, timeout_s)
         if not back.rolled_back:  # (rolled back: the door was released to it at its ready)
-            door_steps.after_action(self._server, back)
+            self._door.after_action(back)
         return back
 
     def _relaunch_launch(
@@ -232,12 +236,12 @@ class ServerActions:
                 said = f"could not check the relaunch first ({exc}); nothing was changed"
             if said is not None:
                 return ActionResult(False, said)  # before the stop: the running server stays
-        unheld = door_steps.hold_before_stop(self._server, report)
+        unheld = self._door.hold_before_stop(report)
         if unheld is not None:
             return ActionResult(False, f"{unheld}; nothing was stopped")
         stopped = self._stop(report)
         if not stopped.ok:
-            door_steps.release_back(self._server)
+            self._door.release_back()
             return stopped
         started = self.start_locked(report, wait_ready, command, overrides)
         new = self._server.record()
@@ -387,7 +391,7 @@ class ServerActions:
         profile = self._server.profile
         host, port = profile.host, profile.port
         # With a front door, vLLM listens behind it on a loopback port of vramtop's choosing.
-        internal = door_steps.internal_port(self._server)
+        internal = self._door.internal_port()
         if internal is not None:
             host, port = door.LOOPBACK, internal
         owner = launch.port_owner(host, port)
@@ -404,9 +408,9 @@ class ServerActions:
             return ActionResult(False, *exc.args)
         # The door once nothing else refuses the launch (a door opened for nothing would hold
         # its port with no record naming it).
-        door_facts: door_steps.DoorFields = {}
+        door_facts: DoorFields = {}
         if internal is not None:
-            opened = door_steps.open_for_launch(self._server, rec, internal)
+            opened = self._door.open_for_launch(rec, internal)
             if isinstance(opened, ActionResult):
                 return opened
             door_facts = opened
@@ -414,7 +418,7 @@ class ServerActions:
             argv = vllm_args.set_flag(argv, vllm_args.HOST, door.LOOPBACK)
             argv = vllm_args.set_flag(argv, vllm_args.PORT, str(internal))
         else:
-            door_steps.close_unwanted(rec)
+            self._door.close_unwanted(rec)
         prev = rec
         try:
             log_file = state.log_path(self._server.name)
@@ -445,7 +449,7 @@ class ServerActions:
             # by its launch id.
             state.save(rec)
         except OSError:  # (a full disk): the door opened for this launch goes with it
-            door_steps.close_opened(self._server, prev, door_facts)
+            self._door.close_opened(prev, door_facts)
             raise
         env = launch.build_env(
             profile.env if env_base is None else None,
@@ -467,7 +471,8 @@ class ServerActions:
             child = launch.spawn(command_line, env, cwd, log_file)
             log.info("launched %s: pid %d", self._server.name, child.pid)
         except OSError as exc:
-            rec.state, rec.last_error = Lifecycle.CRASHED, f"could not launch: {exc}"
+            state_moves.move(rec, Lifecycle.CRASHED)
+            rec.last_error = f"could not launch: {exc}"
             rec.error_kind = "launch_failed"
             state.save(rec)
             progress("failed")
@@ -476,7 +481,7 @@ class ServerActions:
         rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
         rec.create_time = create_time(child.pid)
         rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
-        rec.state = Lifecycle.STARTING
+        state_moves.move(rec, Lifecycle.STARTING)
         state.save(rec)
         if not wait_ready:
             return ActionResult(True, f"started (pid {child.pid}); loading")
@@ -520,12 +525,13 @@ class ServerActions:
             # It had exited before anyone asked (a crash housekeeping had not settled yet):
             # "stopped" would make that exit a planned one. It stays what it was: a crash.
             self._server.record_exit(rec)
-            rec.state = Lifecycle.CRASHED
+            state_moves.move(rec, Lifecycle.CRASHED)
             state.save(rec)
             return ActionResult(True, f"not running: it had exited ({rec.last_error})")
         if was_running:
             progress("stopping")
-            rec.state, rec.stop_requested = Lifecycle.STOPPING, True
+            state_moves.move(rec, Lifecycle.STOPPING)
+            rec.stop_requested = True
             state.save(rec)
         survivors = self._server.end(rec, progress, grace_s, found)
         released = self._server.released
@@ -535,7 +541,7 @@ class ServerActions:
                 False,
                 f"could not stop every process: {tree.describe(survivors)} still running",
             )
-        rec.state = Lifecycle.STOPPED
+        state_moves.move(rec, Lifecycle.STOPPED)
         rec.restarts, rec.next_restart_at = 0, None
         state.save(rec)
         if not was_running:
@@ -574,11 +580,8 @@ class ServerActions:
             )
         new = adoption.record_for(self._server.name, found, port)
         new.log_path = str(log) if log is not None else adoption.output_file(found.pid)
-        new.state = (
-            Lifecycle.RUNNING
-            if healthy_once(server_url(new.host, new.port))
-            else Lifecycle.STARTING
-        )
+        if healthy_once(server_url(new.host, new.port)):  # else starting, as found
+            state_moves.move(new, Lifecycle.RUNNING)
         handle.remember_tree(new)
         state.save(new)
         output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
@@ -594,7 +597,7 @@ class ServerActions:
                 root = min(roots, key=lambda p: p.pid)
                 rec.pid, rec.pgid = root.pid, pgid_of(root.pid)
                 rec.create_time = create_time(root.pid)
-                rec.state = Lifecycle.STARTING
+                state_moves.move(rec, Lifecycle.STARTING)
                 handle.remember_tree(rec)
                 state.save(rec)
         if rec.state in (
@@ -604,7 +607,7 @@ class ServerActions:
         ) or not self._server.alive(rec):
             return None
         if rec.state == Lifecycle.LAUNCHING:
-            rec.state = Lifecycle.STARTING
+            state_moves.move(rec, Lifecycle.STARTING)
             state.save(rec)
         return ActionResult(True, f"already running (pid {rec.pid}); re-attached")
 
@@ -613,7 +616,7 @@ class ServerActions:
             log.info("ending what is left of the previous server: %s", rec.pid)
             self._server.end(rec, progress=None)
             if rec.state != Lifecycle.CRASHED:
-                rec.state = Lifecycle.STOPPED
+                state_moves.move(rec, Lifecycle.STOPPED)
             state.save(rec)
 
 

@@ -71,7 +71,7 @@ def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRe
         pgid = None
     return ServerRecord(
         profile=profile,
-        state=Lifecycle.RUNNING,
+        state=Lifecycle.STARTING,  # until /health says it serves
         pid=proc.pid,
         pgid=pgid,
         create_time=proc.create_time(),

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, door, handle, state
+from vramtop.supervisor import causes, door, handle, state, state_moves
+from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.handle import LAST_LINES, ServerHandle
 from vramtop.supervisor.readiness import LogReader, client_for, healthy, server_url
 from vramtop.supervisor.state import Lifecycle, ServerRecord
@@ -38,8 +39,9 @@ class _Superseded(Exception):
 class LoadFollower:
     """A server's load followed to ready (or to its failure), over the server's record."""
 
-    def __init__(self, server: ServerHandle) -> None:
+    def __init__(self, server: ServerHandle, door_control: DoorControl) -> None:
         self._server = server
+        self._door = door_control
 
     def follow(
         self, rec: ServerRecord, progress: ProgressCallback, timeout_s: float
@@ -81,14 +83,13 @@ class LoadFollower:
                         return failed
                 elif healthy(client, url):
                     log.info("answered /health (pid %s)", rec.pid)
-                    rec.phase, rec.state = causes.READY, Lifecycle.RUNNING
+                    rec.phase = causes.READY
+                    state_moves.move(rec, Lifecycle.RUNNING)
                     rec.actor_pid = rec.actor_create_time = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     handle.remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
-                        if rec.front_door is not None:
-                            # What the door held while the server loaded goes to it now.
-                            door.release(rec)
+                        self._door.release_at_ready(rec)
                         progress("ready")
                         return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
                 now = time.monotonic()
@@ -142,7 +143,7 @@ class LoadFollower:
                 self._server.record_exit(rec, lines)
                 # A failed start may leave an EngineCore behind: free what it holds.
                 self._server.end(rec, progress=None)
-                rec.state = Lifecycle.CRASHED
+                state_moves.move(rec, Lifecycle.CRASHED)
                 state.save(rec)
         except state.Busy:
             return None

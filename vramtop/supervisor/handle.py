@@ -25,7 +25,7 @@ from vramtop.core import secrets
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, state, tree
+from vramtop.supervisor import causes, state, state_moves, tree
 from vramtop.supervisor.readiness import healthy_once, server_url, tail
 from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased, end_server
@@ -193,7 +193,8 @@ class ServerHandle:
             f"the state file {state.state_path(self.name)} named pid {pid}, which is not a "
             f"server vramtop launched for profile {self.name}; that process was left alone"
         )
-        rec.state, rec.stop_requested = Lifecycle.STOPPED, False
+        state_moves.move(rec, Lifecycle.STOPPED)
+        rec.stop_requested = False
         rec.pid = rec.pgid = rec.create_time = None
         rec.tree = {}
         rec.last_error, rec.error_kind = why, None
@@ -213,7 +214,8 @@ class ServerHandle:
         if not isinstance(found, ServerRecord):
             return found
         healthy = healthy_once(server_url(found.host, found.port), self.health_timeout_s)
-        found.state = Lifecycle.RUNNING if healthy else Lifecycle.STARTING
+        if healthy:
+            state_moves.move(found, Lifecycle.RUNNING)
         remember_tree(found)
         door.adopt(found, self.profile)
         return found

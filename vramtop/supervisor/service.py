@@ -4,10 +4,9 @@ the housekeeping step that brings its record in line with what is really there.
 The console and the headless commands both use it; it never raises for outside-world
 failures (they come back as `ActionResult`s). Its parts, by concern, each an object it
 holds: `handle` (the record as read, the process helpers), `following` (a load, to ready),
-`actions` (what a person asks for) and here `housekeeping` (crash settling and automatic
-restarts), which runs only when asked: the console runs it on a thread of its own, off the
-tick that reads the sample (the tick only asks `settling` whether there is anything to
-settle), and each command before it reports. `status()` only reads.
+`actions` (what a person asks for), `door_steps` (the front door's control) and
+`housekeeping` (crash settling and automatic restarts), which runs only when asked.
+`status()` only reads.
 
 Reading the log and /health lives in `readiness`; ending the tree and waiting for the GPU to
 give the memory back in `stopping`.
@@ -15,11 +14,7 @@ give the memory back in `stopping`.
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,18 +22,22 @@ from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
-from vramtop.supervisor import causes, door, door_steps, handle, state, tree
-from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
-from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
-from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
-from vramtop.supervisor.handle import (
-    MEMORY_RELEASE_TIMEOUT_S,
-    ServerHandle,
-    no_progress,
-    own_create_time,
+from vramtop.supervisor import door, state
+from vramtop.supervisor.action_events import (
+    COMMAND,
+    ActionListener,
+    Launch,
+    action_done,
+    launch_of,
+    write_action,
 )
-from vramtop.supervisor.readiness import healthy_once, server_url
-from vramtop.supervisor.state import Lifecycle, ServerRecord
+from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
+from vramtop.supervisor.door_steps import DoorControl
+from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
+from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
+from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
+from vramtop.supervisor.readiness import server_url
+from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased
 
 __all__ = [
@@ -52,8 +51,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-AUTO_RESTART_LIMIT = 3
 
 
 class Supervisor:
@@ -71,12 +68,18 @@ class Supervisor:
         self._server = ServerHandle(
             profile, memory_released=memory_released, health_timeout_s=health_timeout_s
         )
-        self._follower = LoadFollower(self._server)
-        self._actions = ServerActions(self._server, self._follower)
+        # The one owner of the front door's control, which every part asks.
+        self._door = DoorControl(self._server)
+        self._follower = LoadFollower(self._server, self._door)
+        self._actions = ServerActions(self._server, self._follower, self._door)
+        self._housekeeper = Housekeeper(self._server, self._door, self._follower, self._actions)
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
         made = self._server.recorded()
         self._door_restarts_told = made.door_restarts if made is not None else 0
+        # Told of each action once it has answered, its outcome set: the lasting timeline's
+        # writer first, then whoever asks (`tell_actions_to`: a console's session).
+        self._listeners: list[ActionListener] = [write_action]
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -189,6 +192,10 @@ class Supervisor:
         }
         return self._told("relaunch", result, asked_by, before, changed)
 
+    def tell_actions_to(self, listener: ActionListener) -> None:
+        """Have `listener` told of each action once it has answered (after the timeline)."""
+        self._listeners.append(listener)
+
     def _told(
         self,
         name: str,
@@ -197,22 +204,22 @@ class Supervisor:
         before: Launch,
         detail: JsonObject | None = None,
     ) -> ActionResult:
-        """`result`, once the action is written to the lasting timeline (when it changed
-        anything: see `action_events`); a write that fails never changes the result."""
+        """`result` with its outcome set, the one place it is (see `action_events`), once
+        every listener has been told of it; a listener that fails never changes it."""
         try:
             after = launch_of(self._server.record())
-            write_action(
-                self.name,
-                name,
-                result,
-                asked_by=asked_by,
-                before=before,
-                after=after,
-                detail=detail,
-            )
-        except Exception:  # the action happened: a timeline that cannot say so is logged
-            log.exception("writing the %s to the event log failed", name)
-        return result
+        except Exception:  # (a record that cannot be read: the action did something)
+            log.exception("reading the record after the %s failed", name)
+            after = None, None
+        done = action_done(
+            self.name, name, result, asked_by=asked_by, before=before, after=after, detail=detail
+        )
+        for listener in self._listeners:
+            try:
+                listener(done)
+            except Exception:  # the action happened: a record that cannot say so is logged
+                log.exception("recording the %s failed", name)
+        return done.result
 
     def attach(
         self, port: int | None = None, pid: int | None = None, log: Path | None = None
@@ -224,53 +231,16 @@ class Supervisor:
     ) -> ActionResult:
         return self._actions.wait_ready(progress, timeout_s)
 
-    # --- housekeeping -------------------------------------------------------------------
+    # --- housekeeping (the housekeeper's) ------------------------------------------------
 
     def housekeeping(self) -> ServerInfo:
-        """One step that settles the record against the live process tree and /health, then
-        returns the server as it now is. Run by the console's housekeeping thread, by each
-        command before it reports, and by anything else that reads the state for a person.
-
-        - running/starting whose server is gone: crashed (exit code, last lines, cause),
-          and, when the profile asks for it, an automatic restart once its delay has passed;
-        - starting whose following vramtop is gone: running once /health answers;
-        - launching/stopping whose vramtop died half-way (the lock is free): what is there
-          (a found launch, stopped when the tree is gone, running when it still serves).
-
-        Never waits for the lock: an action under way settles the record itself."""
-        self._server.record_note = None
-        step = self.settling()
-        if step is not None:
-            step()
-        if self._server.recorded() is None:
-            self._rebuild()
-        door_steps.release_stale_hold(self._server)
-        return self._server.status()
+        """One step that settles the record against what is really there, then returns the
+        server as it now is (see `Housekeeper.housekeeping`)."""
+        return self._housekeeper.housekeeping()
 
     def settling(self) -> Callable[[], None] | None:
-        """The step `housekeeping` would take now, or None when the record already says what
-        is there (a stopped server; a running one whose process lives). Only reads, and
-        cheaply (the kept record, one read of the process's /proc entry): the console asks
-        on every tick, and wakes its housekeeping thread only when there is a step to take."""
-        rec = self._server.recorded()  # read only: what changes it reads its own copy
-        if rec is None:
-            # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
-            return self._rebuild if self._server.kept_alive() is not None else None
-        if rec.door_pid is not None and not door.alive(rec):
-            # A cheap look (the console asks every tick); an action under way holding the
-            # lock starts the door itself when it needs it.
-            return functools.partial(door_steps.restart_dead_unlocked, self._server)
-        if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
-            if not self._server.alive(rec):
-                return self._settle_exit
-            if rec.state == Lifecycle.STARTING and not self._followed(rec):
-                return functools.partial(self._settle_unfollowed_load, rec)
-        elif rec.state in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
-            # (Its own copy when it runs, not one made each time the tick looks.)
-            return lambda: self._settle_interrupted(state.copied(rec))
-        elif rec.state == Lifecycle.CRASHED and _due(rec.next_restart_at):
-            return self._maybe_auto_restart
-        return None
+        """The step `housekeeping` would take now, or None (see `Housekeeper.settling`)."""
+        return self._housekeeper.settling()
 
     def owns_its_port(self) -> bool:
         """Whether the profile's port is its own server's, or nobody's: False when a server
@@ -285,152 +255,3 @@ class Supervisor:
         host, port = door.vllm_address(self._server.profile)  # behind its door, if any
         found = adoption.rebuilt_record(self._server.name, host, port)
         return not isinstance(found, str)
-
-    def _rebuild(self) -> None:
-        """No record to read (its file deleted or damaged): rebuild it from the server's own
-        process when one of this profile's runs (see `rebuild_locked`)."""
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                if self._server.recorded() is None:
-                    self._server.rebuild_locked()
-        except state.Busy:
-            pass  # an action under way writes the record itself
-
-    def _settle_exit(self) -> None:
-        """Notice an exit nobody asked for; keep its exit code, last lines and cause."""
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                rec = self._server.record()
-                running = rec is not None and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING)
-                if rec is not None and running and not self._server.alive(rec):
-                    self._settle_gone(rec)
-        except state.Busy:
-            pass  # someone else is acting on it right now
-
-    def _settle_gone(self, rec: ServerRecord) -> None:
-        """Under the lock: a running or starting record whose pid is not its live server. A
-        crash, unless the pid is not the server at all (a state file written over: the
-        profile's own server still serves on its port, or the pid is another process), when
-        the record reads as damaged instead (rebuilt, or left saying stopped)."""
-        if self._server.rebuilt_over(rec) is not None:
-            return
-        stranger = self._server.not_ours(rec)
-        if stranger is not None:
-            self._server.disown_locked(rec, stranger)
-            return
-        self._mark_crashed(rec)
-
-    def _followed(self, rec: ServerRecord) -> bool:
-        """Whether the vramtop that launched this load still follows it to ready."""
-        if rec.actor_pid is None:
-            return False
-        if rec.actor_pid == os.getpid():
-            return True
-        return tree.process_alive(rec.actor_pid, rec.actor_create_time)
-
-    def _settle_unfollowed_load(self, rec: ServerRecord) -> None:
-        """A load whose vramtop was interrupted (Ctrl+C, killed): nobody else will see it
-        become ready, so /health decides."""
-        if not healthy_once(server_url(rec.host, rec.port), self._server.health_timeout_s):
-            return  # still loading: "starting" is the truth
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                current = self._server.record()
-                if (
-                    current is None
-                    or current.state != Lifecycle.STARTING
-                    or current.launch_id != rec.launch_id
-                    or self._followed(current)
-                ):
-                    return
-                current.state, current.phase = Lifecycle.RUNNING, causes.READY
-                current.actor_pid = current.actor_create_time = None
-                handle.remember_tree(current)
-                state.save(current)
-                if current.front_door is not None:
-                    door.release(current)
-        except state.Busy:
-            pass
-
-    def _settle_interrupted(self, rec: ServerRecord) -> None:
-        """A launch or a stop nobody is carrying out any more (its vramtop died half-way):
-        the lock is free, so say what is really there instead of "starting"/"stopping"
-        forever."""
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                rec = self._server.record() or rec
-                if rec.state == Lifecycle.LAUNCHING:
-                    self._actions.recover(rec)  # finds a server launched before the pid was saved
-                    rec = self._server.record() or rec
-                if rec.state not in (Lifecycle.LAUNCHING, Lifecycle.STOPPING):
-                    return
-                if not handle.server_tree(rec):
-                    rec.state, rec.tree = Lifecycle.STOPPED, {}
-                    state.save(rec)
-                    if rec.front_door is not None and door.alive(rec):
-                        # Nobody will start it again: what the door holds is answered now.
-                        door.fail(rec, "the restart was interrupted; vLLM is stopped")
-                elif rec.state == Lifecycle.STOPPING and healthy_once(
-                    server_url(rec.host, rec.port), self._server.health_timeout_s
-                ):
-                    # The stop never reached the server (or it ignored it): it serves.
-                    rec.state, rec.stop_requested = Lifecycle.RUNNING, False
-                    state.save(rec)
-        except state.Busy:
-            pass  # the launch or stop is still under way
-
-    def _mark_crashed(self, rec: ServerRecord) -> None:
-        self._server.record_exit(rec)
-        self._server.end(rec, progress=None)  # an EngineCore left behind still holds VRAM
-        rec.state = Lifecycle.CRASHED
-        if self._server.profile.auto_restart and rec.restarts < AUTO_RESTART_LIMIT:
-            rec.next_restart_at = time.time() + 2.0**rec.restarts
-        state.save(rec)
-        if rec.next_restart_at is not None and rec.front_door is not None and door.alive(rec):
-            door.hold(rec, 0.0)  # the automatic restart comes: new requests wait for it
-
-    def _maybe_auto_restart(self) -> None:
-        """The automatic restart of a crashed server (asked for once its delay has passed)."""
-        if not self._server.profile.auto_restart:
-            return
-
-        def act() -> ActionResult:
-            current = self._server.record()
-            if (
-                current is None
-                or current.state != Lifecycle.CRASHED
-                or current.next_restart_at is None
-            ):
-                return ActionResult(True, "nothing to do")
-            restarts = current.restarts + 1
-            result = self._actions.start_locked(no_progress, wait_ready=False)
-            new = self._server.record()
-            if new is not None:
-                new.restarts = restarts
-                if new.state == Lifecycle.STARTING:
-                    new.actor_pid, new.actor_create_time = os.getpid(), own_create_time()
-                state.save(new)
-                if new.state == Lifecycle.STARTING:
-                    self._follow_in_background(new)
-            return result if isinstance(result, ActionResult) else ActionResult(True, "started")
-
-        result = self._server.locked(act)
-        log.info("automatic restart of %s: %s", self._server.name, result.message)
-
-    def _follow_in_background(self, rec: ServerRecord) -> None:
-        """Follow an automatic restart's load to ready, as a start asked for would, without
-        holding up the housekeeping step that launched it (it runs when a tick finds
-        something to settle, and at least every 5 s). Left alone, the record would say
-        "starting" for as long as the server runs."""
-
-        def follow() -> None:
-            result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
-            door_steps.after_action(self._server, result)
-            log.info("automatic restart of %s: %s", self._server.name, result.message)
-
-        threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()
-
-
-def _due(at: float | None) -> bool:
-    """Whether a time set for something (an automatic restart) has come."""
-    return at is not None and time.time() >= at

@@ -116,9 +116,9 @@ class ServerRecord:
                 raise ValueError(f"{name}: {value} is not a process id")
             if name in ("port", "internal_port") and value is not None and not 0 < value < 65536:
                 raise ValueError(f"{name}: {value} is not a TCP port")
-        record = cls(**values)
-        record.state = Lifecycle(record.state)  # ValueError: a word this vramtop does not know
-        return record
+        if "state" in values:  # ValueError: a word this vramtop does not know
+            values["state"] = Lifecycle(values["state"])
+        return cls(**values)
 
 
 # The bound of every pid in a record: pid_t's (a pid past pid_max reads as a process gone).

@@ -27,7 +27,7 @@ from vramtop.core.findings import (
     Severity,
 )
 from vramtop.core.json_types import JsonValue
-from vramtop.core.model import Sample, ServerState
+from vramtop.core.model import Sample, ServerInfo, ServerState
 from vramtop.core.vllm.log import parse_startup_oom
 
 # The shell's and the launcher's words for a command that could not be run at all (the exec
@@ -52,6 +52,25 @@ def launch_failure(lines: Sequence[str], returncode: JsonValue = None) -> str | 
     if isinstance(returncode, int) and returncode in NOT_LAUNCHED_CODES:
         return f"the launch command exited with {returncode} ({NOT_LAUNCHED_CODES[returncode]})"
     return None
+
+
+# The state word of a launch whose command could not run: it never started, so it did not
+# crash (the launch_failed finding says why), in the console's status line and in `status`.
+NEVER_STARTED = "never started"
+
+
+def state_word(info: ServerInfo) -> str:
+    """The server's state in words: its state's own word, or `NEVER_STARTED` for a crashed
+    record of a launch that never became ready and whose error is that its command could
+    not run (the same reading as the launch_failed finding's)."""
+    if (
+        info.state is ServerState.CRASHED
+        and info.ready_s is None
+        and info.last_error
+        and launch_failure([info.last_error]) is not None
+    ):
+        return NEVER_STARTED
+    return info.state.value
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
+from vramtop.core.diagnosis.server_down import state_word
 from vramtop.core.model import GIB, Sample, ServerState
 from vramtop.tui.format import ready_time, uptime
 from vramtop.tui.widgets.text_panel import TextPanel
@@ -110,7 +111,7 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
     elif info is None:
         parts.append("server: not known yet")
     else:
-        parts.append((f"● {info.state.value}", STATE_STYLE.get(info.state, "")))
+        parts.append((f"● {state_word(info)}", STATE_STYLE.get(info.state, "")))
         if info.pid is not None:
             parts.append(f" pid {info.pid}")
         # The details that give way to `activity` first: the last listed goes first.
