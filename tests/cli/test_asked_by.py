@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_once import run_vramtop
 
 
+@pytest.mark.slow
 def test_a_recording_that_starts_the_demo_server_writes_its_start_as_a_command(
     tmp_path: Path,
 ) -> None:

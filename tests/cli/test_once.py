@@ -41,6 +41,7 @@ def sim_processes_under(home: Path) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: Path) -> None:
     result = run_vramtop(tmp_path, "--demo", "--once", "--json")
     assert result.returncode == 0, result.stderr
@@ -67,6 +68,7 @@ def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: P
     )
 
 
+@pytest.mark.slow
 def test_demo_wsl_derives_the_split_without_per_process_numbers(tmp_path: Path) -> None:
     result = run_vramtop(tmp_path, "--demo", "--wsl", "--no-windows", "--once", "--json")
     assert result.returncode == 0, result.stderr
@@ -81,6 +83,7 @@ def test_demo_wsl_derives_the_split_without_per_process_numbers(tmp_path: Path) 
     assert 0.5 * GIB < split["desktop_bytes"] < 3 * GIB  # the idle simulated desktop
 
 
+@pytest.mark.slow
 def test_demo_wsl_with_the_windows_side_names_the_desktop(tmp_path: Path) -> None:
     result = run_vramtop(tmp_path, "--demo", "--wsl", "--once", "--json")
     assert result.returncode == 0, result.stderr
@@ -141,6 +144,7 @@ entry.run()
 """
 
 
+@pytest.mark.slow
 def test_demo_once_launches_the_server_before_the_backend_loads_and_ctrl_c_stops_it(
     tmp_path: Path,
 ) -> None:

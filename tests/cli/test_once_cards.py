@@ -25,6 +25,7 @@ def once(tmp_path: Path, card: str) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_spark_is_unified_memory_with_the_system_as_the_desktop(tmp_path: Path) -> None:
     data = once(tmp_path, "spark")
     gpu = data["gpus"][0]

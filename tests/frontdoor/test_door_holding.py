@@ -91,6 +91,7 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
     assert status["held_total"] == 3
 
 
+@pytest.mark.slow
 def test_hold_drains_the_requests_in_flight_first(sim_server: Any, door_factory: Any) -> None:
     door = door_factory(sim_server.url)
     # About 20 s at the simulated rate: the hold below must find it still streaming, and the

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import systemd_unit
+from tests.support.cli_run import run_apart
 
 
 def vramtop(
@@ -223,14 +224,16 @@ def test_the_units_command_prints_the_same_unit(tmp_path: Path) -> None:
     ],
 )
 def test_print_unit_refuses_what_the_guard_refuses_in_the_same_words(
-    tmp_path: Path, before: list[str], args: list[str]
+    tmp_path: Path, before: list[str], args: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`before`: top-level options (before the command)."""
+    """`before`: top-level options (before the command). Each refusal comes from the options'
+    checks, before the guard starts anything: run in this process, as `main` is called."""
     saved_profile(tmp_path, "work")
-    guard = vramtop(*before, "guard", *args, home=tmp_path)
-    unit = vramtop(*before, "guard", *args, "--print-unit", home=tmp_path)
-    assert guard.returncode == 2 and "Traceback" not in guard.stderr, guard.stderr
-    assert (unit.returncode, unit.stdout, unit.stderr) == (2, "", guard.stderr)
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path))
+    code, _, guard_err = run_apart([*before, "guard", *args])
+    unit = run_apart([*before, "guard", *args, "--print-unit"])
+    assert code == 2 and "Traceback" not in guard_err, guard_err
+    assert unit == (2, "", guard_err)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")

@@ -114,6 +114,7 @@ def deliveries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
     guard_on_day: Guarded,
 ) -> None:

@@ -165,6 +165,7 @@ def test_a_guard_started_beside_a_console_takes_over_and_hands_back(
                 child.wait(10)
 
 
+@pytest.mark.slow
 def test_a_console_that_does_not_hand_over_sends_the_guard_away_naming_it(
     tmp_path: Path,
 ) -> None:

@@ -74,6 +74,7 @@ def _sender(name: str, tmp_path: Path, timeout_s: float) -> Sender:
         ("on-finding", "on-finding", True),
     ],
 )
+@pytest.mark.slow
 def test_a_sender_that_times_out_ends_its_whole_group_and_is_said_once(
     hanging: Fakes,
     tmp_path: Path,

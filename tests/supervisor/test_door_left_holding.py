@@ -96,6 +96,7 @@ def test_a_relaunch_killed_during_its_start_leaves_no_request_held(
         sup.stop()
 
 
+@pytest.mark.slow
 def test_the_demos_door_left_holding_after_its_world_went_is_answered_by_status(
     home: Path,
 ) -> None:

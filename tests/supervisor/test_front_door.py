@@ -105,6 +105,7 @@ def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) ->
     assert launch.port_owner("127.0.0.1", profile.port) is None
 
 
+@pytest.mark.slow
 def test_a_door_killed_is_started_again_and_serves(machine: SimMachine) -> None:
     profile = door_profile(machine, "kill")
     sup = Supervisor(profile, memory_released=memory_released_check(machine))

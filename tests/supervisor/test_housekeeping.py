@@ -115,6 +115,7 @@ def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
         assert sup.stop().ok
 
 
+@pytest.mark.slow
 def test_a_hung_server_is_running_but_not_healthy_in_status(
     machine: SimMachine, capsys: pytest.CaptureFixture[str]
 ) -> None:

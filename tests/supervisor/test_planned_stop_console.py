@@ -75,6 +75,7 @@ async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_conso
     assert crashes == [], f"server_crashed after a planned stop in runs {crashes} of {RUNS}"
 
 
+@pytest.mark.slow
 async def test_restart_after_a_kill_9_does_not_ask_about_the_dead_servers_requests() -> None:
     import os
     import signal

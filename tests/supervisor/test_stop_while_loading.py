@@ -92,6 +92,7 @@ def test_a_stop_from_another_vramtop_ends_a_load_under_way(machine: SimMachine) 
     assert Supervisor(profile).status().state == ServerState.STOPPED
 
 
+@pytest.mark.slow
 def test_a_second_start_during_the_load_waits_for_it_and_launches_nothing(
     machine: SimMachine,
 ) -> None:

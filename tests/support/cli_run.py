@@ -19,7 +19,13 @@ def exit_code(argv: list[str]) -> int:
 
 def run_captured(argv: list[str]) -> tuple[int, str]:
     """The command's exit code and everything it printed (stdout and stderr together)."""
+    code, out, err = run_apart(argv)
+    return code, out + err
+
+
+def run_apart(argv: list[str]) -> tuple[int, str, str]:
+    """The command's exit code, what it printed on stdout, and what on stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = exit_code(argv)
-    return code, out.getvalue() + err.getvalue()
+    return code, out.getvalue(), err.getvalue()

@@ -63,6 +63,7 @@ async def quit_stopping(pilot: Pilot[int], app: VramtopApp) -> None:
     await wait_for(pilot, lambda: not app.is_running, timeout=20)
 
 
+@pytest.mark.slow
 async def test_spark_console_says_unified_memory() -> None:
     backend, _ = demo_backend(card="spark")
     app = VramtopApp(backend, FAST)
@@ -88,6 +89,7 @@ async def test_spark_console_says_unified_memory() -> None:
         await quit_stopping(pilot, app)
 
 
+@pytest.mark.slow
 async def test_r9700_console_shows_vllm_spilling_into_gtt() -> None:
     backend, _ = demo_backend(card="r9700")
     app = VramtopApp(backend, FAST)

@@ -196,6 +196,7 @@ async def test_r_without_a_door_still_asks_for_a_second_r() -> None:
         assert backend.calls == [("restart", "requests lost")]
 
 
+@pytest.mark.slow
 async def test_the_demo_behind_its_door_shows_the_doors_line_and_restarts_on_one_r(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -79,6 +79,7 @@ def door_of(app: VramtopApp) -> DoorReading:
     return door
 
 
+@pytest.mark.slow
 async def test_b_during_a_call_behind_the_door_fails_no_request() -> None:
     backend, _ = demo_backend(wsl=False)
     app = VramtopApp(backend, FAST)

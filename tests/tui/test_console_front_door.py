@@ -42,6 +42,7 @@ def served(rec: state.ServerRecord) -> int:
     return int(report.get("served") or 0)
 
 
+@pytest.mark.slow
 async def test_the_demo_console_goes_through_its_front_door() -> None:
     backend, _ = demo_backend(wsl=False)
     app = VramtopApp(backend, FAST)

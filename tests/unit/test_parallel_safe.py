@@ -40,6 +40,7 @@ def pytest_collection_finish(session):
 """
 
 
+@pytest.mark.slow
 def test_the_real_vllm_tests_run_on_one_worker_one_after_another(tmp_path: Path) -> None:
     # A module's tests share one real vLLM (a module-scoped fixture): on one worker it starts
     # once, as in a serial run; spread over workers it would start on each.
