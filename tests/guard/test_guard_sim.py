@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from tests.support.sim_card import CardSupervisor, SimCard
-from vramtop.commands.guard import GuardSettings
-from vramtop.commands.guard_watch import guard_loop
 from vramtop.core.news import News
+from vramtop.guard.choices import GuardSettings
+from vramtop.guard.watch import guard_loop
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 SPEED = 4.0

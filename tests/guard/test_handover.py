@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import pytest
 
-from vramtop.commands.guard_watch import told_open_kinds
 from vramtop.core.events import Event
+from vramtop.guard.watch import told_open_kinds
 from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock
 
 # A console's telling, with a finding that opens and closes at each tick: while it acts, each

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from tests.guard.test_guard_policy import collapse, sample
-from vramtop.commands.guard import GuardSettings
-from vramtop.commands.guard_watch import Watch
 from vramtop.core.guard.decisions import ACTED, CANCELLED, WAITED
 from vramtop.core.model import DoorReading
 from vramtop.core.news import News
 from vramtop.event_log import EventLog
+from vramtop.guard.choices import GuardSettings
+from vramtop.guard.watch import Watch
 from vramtop.machines.interface import Frame
 from vramtop.machines.runner import Step
 from vramtop.outcomes import ActionResult
@@ -187,7 +187,7 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     afresh), never a traceback on the way out; a key in the error is masked."""
     import threading
 
-    from vramtop.commands.guard_watch import guard_loop
+    from vramtop.guard.watch import guard_loop
     from vramtop.machines.runner import MAX_FAILURES
 
     class Broken(Backend):

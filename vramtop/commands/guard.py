@@ -21,11 +21,13 @@ from vramtop.commands.argtypes import finite_float, interval_seconds
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
+from vramtop.guard.choices import GuardSettings, guard_notifier
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
+    from vramtop.guard.unit import Words
     from vramtop.notify import Notifier
     from vramtop.supervisor.actor import Holder
 
@@ -128,32 +130,16 @@ class GuardOptions:
             print_unit=given.flag("print_unit"),
         )
 
-
-@dataclass(frozen=True)
-class GuardSettings:
-    """What the guard does, the command line over the profile's fields."""
-
-    notify: tuple[str, ...] | None
-    on_finding: str | None
-    auto_remedy: bool
-    adaptive: bool
-    settle_s: float
-
-    @classmethod
-    def of(cls, options: GuardOptions, profile: Profile | None) -> GuardSettings:
-        notify = options.notify
-        if notify is None and profile is not None and profile.notify is not None:
-            notify = tuple(profile.notify)
-        auto = options.auto_remedy or (profile.auto_remedy if profile else "off")
-        adaptive = (
-            options.adaptive if options.adaptive is not None else bool(profile and profile.adaptive)
+    def settings(self, profile: Profile | None) -> GuardSettings:
+        """What the guard does: these options over `profile`'s fields."""
+        return GuardSettings.of(
+            profile,
+            notify=self.notify,
+            on_finding=self.on_finding,
+            auto_remedy=self.auto_remedy,
+            adaptive=self.adaptive,
+            settle_s=self.settle_s,
         )
-        settle = (
-            options.settle_s
-            if options.settle_s is not None
-            else (profile.settle_s if profile else 300.0)
-        )
-        return cls(notify, options.on_finding, auto == "between-turns", adaptive, settle)
 
 
 def _usage(words: str) -> int:
@@ -172,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         notifier.close()
         return _print_unit(options)
     from vramtop.commands.common import backend_for
-    from vramtop.commands.guard_watch import guard_loop, sim_speed
+    from vramtop.guard.watch import guard_loop, sim_speed
     from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
 
     # One guard per profile: the guard lock is taken before anything starts (a world, an
@@ -231,8 +217,8 @@ def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Noti
             "no profile to guard: name one with --profile, or import your launch script "
             "(vramtop import launch.sh); --demo guards the simulated machine"
         )
-    settings = GuardSettings.of(options, profile)
-    notifier = _notifier(settings, wsl=_on_wsl(target))
+    settings = options.settings(profile)
+    notifier = guard_notifier(settings, wsl=_on_wsl(target))
     if isinstance(notifier, str):
         return notifier
     return profile, settings, notifier
@@ -240,7 +226,6 @@ def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Noti
 
 def _print_unit(options: GuardOptions) -> int:
     """Print the systemd unit for this guard; nothing printed for a value it cannot hold."""
-    from vramtop.commands.guard_unit import unit_text
     from vramtop.core.unit_words import UnitValueError
 
     try:
@@ -249,6 +234,62 @@ def _print_unit(options: GuardOptions) -> int:
         return _usage(f"--print-unit: {exc}")
     print(text, end="")
     return ExitCode.OK
+
+
+def unit_text(options: GuardOptions) -> str:
+    """The systemd unit that runs the guard these options ask for (vramtop/guard/unit.py):
+    its profile (or `--demo`, `--wsl`, `--card`) and every option given; those left out are
+    the profile's, read when the unit starts."""
+    from vramtop.guard.unit import unit_text as text
+
+    return text(_asked(options), options.on_finding)
+
+
+def _asked(options: GuardOptions) -> Words:
+    """The guard's command line after `vramtop`, each word with the option it is for: the
+    top-level options the guard reads, `guard`, then its own."""
+    target = options.target
+    words: Words = []
+
+    def option(flag: str, value: str | None = None) -> None:
+        words.append((flag, flag))
+        if value is not None:
+            words.append((flag, value))
+
+    if not target.windows:
+        option("--no-windows")
+    if target.api_key_env is not None:
+        option("--api-key-env", target.api_key_env)
+    if target.front_door is not None:
+        option("--front-door", target.front_door)
+    words.append(("guard", "guard"))
+    if target.demo:
+        option("--demo")
+        if target.wsl:
+            option("--wsl")
+        if target.card:
+            option("--card", target.card)
+    elif target.profile:
+        option("--profile", target.profile)
+    if options.notify is not None:
+        option("--notify", ",".join(options.notify))
+    if options.on_finding is not None:
+        option("--on-finding", options.on_finding)
+    if options.auto_remedy is not None:
+        option("--auto-remedy", options.auto_remedy)
+    if options.adaptive:
+        option("--adaptive")
+    if options.settle_s is not None:
+        option("--settle", _number(options.settle_s))
+    if options.interval != DEFAULT_INTERVAL_S:
+        option("--interval", _number(options.interval))
+    return words
+
+
+def _number(value: float) -> str:
+    """A number as the guard reads it back unchanged: short where that loses nothing."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _waiting_for(holder: Holder) -> None:
@@ -298,24 +339,6 @@ def _on_wsl(target: Target) -> bool:
     from vramtop.sources.host import is_wsl
 
     return is_wsl()
-
-
-def _notifier(settings: GuardSettings, *, wsl: bool) -> Notifier | str:
-    """The Notifier the settings ask for, or the reason it cannot be made (in words)."""
-    from vramtop.notify import notifier_for
-
-    def problem(words: str) -> None:
-        print(f"vramtop guard: {words}", file=sys.stderr)
-
-    try:
-        return notifier_for(
-            list(settings.notify) if settings.notify else None,
-            on_finding=settings.on_finding,
-            wsl=wsl,
-            on_problem=problem,
-        )
-    except ValueError as exc:
-        return str(exc)
 
 
 def _stop_on_signals() -> threading.Event:

@@ -43,10 +43,10 @@ from vramtop.sim.protocol import SPEED_ENV
 from vramtop.supervisor.actor import GUARD, write_guard_state
 
 if TYPE_CHECKING:
-    from vramtop.commands.guard import GuardSettings
     from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.event_log import EventLog
+    from vramtop.guard.choices import GuardSettings
     from vramtop.machines.machine_backend import MachineBackend
     from vramtop.notify import Notifier
 
