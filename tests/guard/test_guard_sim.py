@@ -23,7 +23,7 @@ import pytest
 from tests.support.sim_card import CardSupervisor, SimCard
 from vramtop.core.news import News
 from vramtop.guard.choices import GuardSettings
-from vramtop.guard.watch import guard_loop
+from vramtop.guard.loop import GuardClock, guard_loop
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 SPEED = 4.0
@@ -201,7 +201,7 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
     )
     with supervisor.backend() as backend:
         code = guard_loop(
-            backend, Notifier(), settings, 1.0, stop, clock=card.clock.now, sleep=sleep
+            backend, Notifier(), settings, 1.0, stop, GuardClock(card.clock.now, sleep)
         )
         events = backend.events()
     assert code == 0

@@ -111,6 +111,22 @@ def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLo
     ]
 
 
+def test_the_watch_stamps_what_it_writes_by_the_one_clock_it_is_given(
+    timeline: EventLog,
+) -> None:
+    """The lasting timeline's findings and guard events are stamped by the wall clock the
+    loop passes in, not by a clock of the watch's own."""
+    wall = 1_234_567_890.0
+    settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)
+    watch = Watch(Backend(), Notifier(), settings, timeline, wall=lambda: wall)  # type: ignore[arg-type]
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    written = timeline.read()
+    assert [e.name for e in written] == ["finding", "guard"]
+    assert {e.t for e in written} == {wall}
+
+
 def test_the_door_the_sample_read_lets_the_relaunch_go_while_requests_run(
     timeline: EventLog,
 ) -> None:
@@ -187,7 +203,7 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     afresh), never a traceback on the way out; a key in the error is masked."""
     import threading
 
-    from vramtop.guard.watch import guard_loop
+    from vramtop.guard.loop import guard_loop
     from vramtop.machines.runner import MAX_FAILURES
 
     class Broken(Backend):

@@ -1,20 +1,17 @@
-"""`vramtop guard`: the headless watcher. It samples and diagnoses as the console does, with
-no screen, for hours: it sends the news (a finding opened or closed, each action), keeps the
-profile's lasting timeline, and, where asked, relaunches on its own (`--auto-remedy`,
-`--adaptive`; the policies are `vramtop/core/guard/`). One guard per profile (the guard lock;
-a console holding the actor lock hands it over);
-SIGTERM ends it with exit 0 and vLLM keeps running. `--print-unit` prints a systemd user unit.
+"""`vramtop guard`'s command line: the headless watcher (vramtop/guard/). It samples and
+diagnoses as the console does, with no screen, for hours: it sends the news (a finding opened
+or closed, each action), keeps the profile's lasting timeline, and, where asked, relaunches on
+its own (`--auto-remedy`, `--adaptive`; the policies are `vramtop/core/guard/`). One guard per
+profile; SIGTERM ends it with exit 0 and vLLM keeps running. `--print-unit` prints a systemd
+user unit. This module reads and checks the options, then calls the guard.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import finite_float, interval_seconds
@@ -28,8 +25,8 @@ from vramtop.sim.card import CARDS
 if TYPE_CHECKING:
     from vramtop.config import Profile
     from vramtop.guard.unit import Words
+    from vramtop.machines.machine_backend import MachineBackend
     from vramtop.notify import Notifier
-    from vramtop.supervisor.actor import Holder
 
 DEFAULT_INTERVAL_S = 1.0
 AUTO_REMEDY_CHOICES = ("off", "between-turns")
@@ -158,42 +155,16 @@ def run(args: argparse.Namespace) -> int:
         notifier.close()
         return _print_unit(options)
     from vramtop.commands.common import backend_for
-    from vramtop.guard.watch import guard_loop, sim_speed
-    from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
+    from vramtop.guard.loop import run_guard
 
-    # One guard per profile: the guard lock is taken before anything starts (a world, an
-    # agent); then the actor lock, which a console opened first hands over at its next tick.
-    name = _profile_name(target, profile)
-    lock = ActorLock(name, GUARD)
-    only_guard = guard_lock(name)
-    try:
-        if not only_guard.try_acquire():
-            notifier.close()
-            holder = only_guard.holder() or NOBODY
-            return _usage(
-                f"a guard (pid {holder['pid']}) already acts for profile {name}: one "
-                "guard per profile; this one leaves"
-            )
-        if not lock.wait_acquire(waiting=_waiting_for):
-            notifier.close()
-            holder = lock.holder() or NOBODY
-            return _usage(
-                f"a {holder['kind'] or 'vramtop'} (pid {holder['pid']}) acts for "
-                f"profile {name} and did not hand over (an older vramtop?): close it, then "
-                "start the guard again"
-            )
-        # On the simulated machine the samples are stamped in simulated seconds.
-        speed = sim_speed()
-        clock = (lambda: time.monotonic() * speed) if target.demo else None
+    def backend(clock: Callable[[], float]) -> MachineBackend | str:
         try:
-            backend, _owned = backend_for(target, clock=clock)
+            return backend_for(target, clock=clock if target.demo else None)[0]
         except CommandError as exc:
-            notifier.close()
-            return _usage(str(exc))
-        return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
-    finally:
-        lock.release()
-        only_guard.release()
+            return str(exc)
+
+    name = _profile_name(target, profile)
+    return run_guard(name, backend, notifier, settings, options.interval, demo=target.demo)
 
 
 def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Notifier] | str:
@@ -292,15 +263,6 @@ def _number(value: float) -> str:
     return short if float(short) == value else repr(value)
 
 
-def _waiting_for(holder: Holder) -> None:
-    print(
-        f"vramtop guard: waiting for the {holder['kind'] or 'vramtop'} "
-        f"(pid {holder['pid']}) to hand over",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
 def _profile_name(target: Target, profile: Profile | None) -> str:
     """The profile the guard acts for: the named one, or the simulated machine's."""
     if profile is not None:
@@ -339,15 +301,3 @@ def _on_wsl(target: Target) -> bool:
     from vramtop.sources.host import is_wsl
 
     return is_wsl()
-
-
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT: the guard ends its loop, vLLM goes on."""
-    stop = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop

@@ -1,17 +1,14 @@
-"""The guard's loop: the runner's steps into news, the lasting timeline and the policies'
+"""The guard's watch: the runner's steps into news, the lasting timeline and the policies'
 decisions, and the relaunches those decisions take, on a thread of their own so that the
 sampling goes on while a server restarts.
 
-Time: the policies count in the samples' clock. On the simulated machine that clock is the
-simulator's (real time × `VRAMTOP_SIM_SPEED`: rates per simulated second) and the guard
-samples once a simulated second, so a day of calls plays out in minutes with the waits (10 s
-open, 120 s for a turn, the settle) intact.
+Time: the policies count in the samples' clock (each sample's `t`); what others read (the
+lasting timeline, the adaptive state) is stamped by the one wall clock the loop passes in.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -37,10 +34,8 @@ from vramtop.core.news import OPENED, action_news, finding_closed, finding_opene
 from vramtop.core.remedy import RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.runner import MAX_FAILURES, Runner, Step
-from vramtop.outcomes import ExitCode
-from vramtop.sim.protocol import SPEED_ENV
-from vramtop.supervisor.actor import GUARD, write_guard_state
+from vramtop.machines.runner import Step
+from vramtop.supervisor.actor import write_guard_state
 
 if TYPE_CHECKING:
     from vramtop.core.events import Event
@@ -57,60 +52,14 @@ GUARD_EVENT = EventName.GUARD
 ACTION_WAIT_S = 120.0
 
 
-def sim_speed() -> float:
-    """The simulated machine's speed (1: real time)."""
-    try:
-        speed = float(os.environ.get(SPEED_ENV, "1"))
-    except ValueError:
-        return 1.0
-    return speed if speed > 0 else 1.0
-
-
-def guard_loop(
-    backend: MachineBackend,
-    notifier: Notifier,
-    settings: GuardSettings,
-    interval_s: float,
-    stop: threading.Event,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], object] | None = None,
-) -> int:
-    """Guard `backend` until `stop` is set (the caller holds the profile's actor lock); the
-    command's exit code. `clock` and `sleep`: the pace's time (default: real time, scaled by
-    the simulated machine's speed on it; a test passes a clock it moves and a sleep that
-    moves it), in which a sample comes every `interval_s` of the samples' clock."""
-    from vramtop.event_log import EventLog
-
-    name = backend.profile_name or "default"
-    backend.asked_by = GUARD
-    watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
-    watch.begin()
-    if clock is not None and sleep is not None:
-        runner = Runner(backend, interval_s=interval_s, clock=clock, sleep=sleep)
-    else:
-        # The pace in real seconds: a sample each `interval_s` of the samples' clock.
-        speed = sim_speed() if backend.demo else 1.0
-        runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
-    try:
-        runner.run(stop.is_set, watch.on_step)
-    except Exception as exc:
-        # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
-        # leave with a reason, for systemd's Restart=on-failure to begin afresh.
-        say(f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving")
-        return ExitCode.ERROR
-    finally:
-        watch.end()
-    say("stopped; vLLM keeps running")
-    return ExitCode.OK
-
-
 def say(words: str) -> None:
     """One line for the journal (systemd) or the terminal."""
     print(f"vramtop guard: {words}", file=sys.stderr, flush=True)
 
 
 class Watch:
-    """What the guard does with each step."""
+    """What the guard does with each step. `wall`: the Unix time it stamps what others read
+    by (the lasting timeline, the adaptive state); the policies count in the samples'."""
 
     def __init__(
         self,
@@ -118,8 +67,10 @@ class Watch:
         notifier: Notifier,
         settings: GuardSettings,
         timeline: EventLog,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.backend = backend
+        self._wall = wall
         self.notifier = notifier
         self.settings = settings
         self.timeline = timeline
@@ -218,7 +169,7 @@ class Watch:
         if policy.pending() is None:
             self._pending_wall = None
         elif self._pending_wall is None:
-            self._pending_wall = time.time()
+            self._pending_wall = self._wall()
         self._publish()
 
     def _told_already(self, finding: Finding, t: float) -> bool:
@@ -271,7 +222,7 @@ class Watch:
             return
         from vramtop.session.event_log import record_findings
 
-        record_findings(self.timeline, time.time(), opened, closed)
+        record_findings(self.timeline, self._wall(), opened, closed)
 
     def _tell(self, t: float, decision: Decision) -> None:
         """The decision as a `guard` event (the session's and the lasting timeline's), a
@@ -282,14 +233,14 @@ class Watch:
         session = self.backend.session
         if session is not None:
             session.action(t, GUARD_EVENT, detail)
-        self.timeline.append(time.time(), GUARD_EVENT, detail)
+        self.timeline.append(self._wall(), GUARD_EVENT, detail)
         say(f"{decision.decision}: {decision.why}")
         action = decision.action
         if decision.decision == DONE and decision.result == "ok" and action is not None:
             if action.step == DOWN:
-                self._down_wall, self._up_wall = time.time(), None
+                self._down_wall, self._up_wall = self._wall(), None
             elif action.step == UP:
-                self._up_wall = time.time()
+                self._up_wall = self._wall()
         if decision.decision == WAITED:
             # Waiting is not news: the person hears of the relaunch when it begins (often in
             # the same second: the door holds requests) or that it was skipped, and why.
