@@ -46,6 +46,9 @@ class Backend:
     def keep_house(self) -> None:
         pass
 
+    def close(self, stop_server: bool) -> None:
+        assert not stop_server  # vLLM keeps serving
+
 
 class Notifier:
     names = ("test",)
@@ -172,7 +175,14 @@ def test_waiting_is_in_the_timeline_but_is_not_news(timeline: EventLog) -> None:
 def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLog) -> None:
     # The console acted, then handed over with the collapse open in the lasting timeline.
     another_process_appends(
-        "finding", {"kind": "vram_contention", "change": "opened", "summary": "s", "id": "x"}
+        "finding",
+        {
+            "kind": "vram_contention",
+            "change": "opened",
+            "summary": "s",
+            "id": "x",
+            "told_by": "console",
+        },
     )
     notifier = Notifier()
     watch = watch_of(timeline, notifier)
@@ -194,6 +204,65 @@ def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLo
     again = collapse(first_seen=40.0)
     watch.on_step(Step(Frame(sample(41.0), (again,)), opened=(again,)))
     assert [n.change for n in notifier.sent] == ["closed", "opened"]
+
+
+@pytest.mark.parametrize(
+    ("told_by", "started_later"),
+    [("guard", False), (None, False), ("console", True)],
+    ids=["an-earlier-guard", "an-older-vramtop", "a-console-before-this-server"],
+)
+def test_a_finding_open_when_the_guard_starts_that_no_console_told_now_is_told_once(
+    timeline: EventLog,
+    capsys: pytest.CaptureFixture[str],
+    told_by: str | None,
+    started_later: bool,
+) -> None:
+    """Open in the lasting timeline, but told by an earlier guard, by a vramtop that did not
+    say who told it, or by a console while an earlier server ran: no person saw it now, so
+    the guard tells it (its news, `--on-finding` among them) and writes its opening, once."""
+    import time
+
+    detail: dict[str, Any] = {"kind": "vram_contention", "change": "opened", "summary": "s"}
+    if told_by is not None:
+        detail["told_by"] = told_by
+    timeline.append(time.time(), "finding", detail)
+    # The server the guard finds started after that telling, or long before it.
+    started_at = time.time() + 60.0 if started_later else 1000.0
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    watch.begin()
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, started_at=started_at), (found,)), opened=(found,)))
+    assert [n.change for n in notifier.sent] == ["opened"]
+    findings = [e.detail for e in timeline.read() if e.name == "finding"]
+    assert [(d["change"], d.get("told_by")) for d in findings] == [
+        ("opened", told_by),
+        ("opened", "guard"),
+    ]
+    assert "told it before the guard took over" not in capsys.readouterr().err
+    watch.on_step(Step(Frame(sample(11.0, started_at=started_at), (found,))))
+    assert [n.change for n in notifier.sent] == ["opened"]  # once
+
+
+def test_a_persons_key_is_said_by_the_guard_in_its_output_and_the_timeline(
+    timeline: EventLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key in a console beside the guard acts (a person's key wins): with nothing pending,
+    the guard says that a person acted, on its output and as a `guard` event; it is not news
+    (the person did it). The guard's own actions are not a person's."""
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    another_process_appends("relaunch", {"result": "ok", "asked_by": "guard"})
+    another_process_appends("restart", {"result": "ok", "asked_by": "key"})
+    watch.on_step(Step(Frame(sample(10.0, running=0))))
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    said = "a person acted: a restart by a key in a console: ok"
+    assert guard == [{"decision": "noted", "why": said}]
+    assert f"vramtop guard: noted: {said}" in capsys.readouterr().err
+    assert notifier.sent == []
+    # Said once: the next step reads nothing new.
+    watch.on_step(Step(Frame(sample(11.0, running=0))))
+    assert len([e for e in timeline.read() if e.name == "guard"]) == 1
 
 
 def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
@@ -222,3 +291,9 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     assert code == 1
     assert f"{MAX_FAILURES} samples in a row failed (the last: the probe broke" in err
     assert "sk-secret-999" not in err
+    # Its start and its leaving are timeline events, the reason masked there too.
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    assert [d["decision"] for d in guard] == ["started", "stopped"]
+    assert str(guard[0]["why"]).startswith("guarding profile p (")
+    assert "samples in a row failed" in str(guard[1]["why"])
+    assert "sk-secret-999" not in str(guard[1]["why"])

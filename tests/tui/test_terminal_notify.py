@@ -216,9 +216,8 @@ async def test_a_guard_started_beside_the_console_takes_over_and_it_only_shows(
             assert guard.stdout is not None and guard.stdout.readline() == "guard lock\n"
             await ticks(pilot, 2)  # the console's next tick hands over
             assert guard.stdout.readline() == "acts\n"
-            assert app.shown.activity == (
-                f"a guard acts for this profile (pid {guard.pid}): this console only shows"
-            )
+            # A person's keys here still act: the status line says so.
+            assert app.shown.activity == f"a guard watches (pid {guard.pid}); your keys still act"
             holding = ActorLock("qwen-27b", CONSOLE).holder()
             assert holding is not None and holding["kind"] == GUARD
             before = len(written)

@@ -133,17 +133,20 @@ def guard_loop(
     watch = Watch(backend, notifier, settings, EventLog.for_profile(name), wall=clock.wall)
     watch.begin()
     runner = Runner(backend, interval_s=interval_s, clock=clock.samples, sleep=clock.sleep)
+    why, code = "stopped; vLLM keeps running", ExitCode.OK
     try:
         runner.run(stop.is_set, watch.on_step)
     except Exception as exc:
         # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
         # leave with a reason, for systemd's Restart=on-failure to begin afresh.
-        say(f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving")
-        return ExitCode.ERROR
+        why = f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving"
+        code = ExitCode.ERROR
+        say(why)
     finally:
-        watch.end()
-    say("stopped; vLLM keeps running")
-    return ExitCode.OK
+        watch.end(why)
+    if code == ExitCode.OK:
+        say(why)
+    return code
 
 
 def _waiting_for(holder: Holder) -> None:
