@@ -265,6 +265,25 @@ def test_a_persons_key_is_said_by_the_guard_in_its_output_and_the_timeline(
     assert len([e for e in timeline.read() if e.name == "guard"]) == 1
 
 
+def test_the_guards_start_and_stop_are_timeline_events(timeline: EventLog) -> None:
+    import threading
+
+    from vramtop.guard.loop import GuardClock, guard_loop
+
+    stop = threading.Event()
+    settings = GuardSettings(None, None, auto_remedy=False, adaptive=False, settle_s=300.0)
+    # Asked to stop before its first sample: it starts, then leaves at once.
+    stop.set()
+    clock = GuardClock(samples=lambda: 0.0, sleep=lambda seconds: None)
+    code = guard_loop(Backend(), Notifier(), settings, 1.0, stop, clock)  # type: ignore[arg-type]
+    assert code == 0
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    assert [(d["decision"], d["why"]) for d in guard] == [
+        ("started", "guarding profile p (auto remedy off; adaptive off; notifying test)"),
+        ("stopped", "asked to stop; vLLM keeps running"),
+    ]
+
+
 def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     timeline: EventLog, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -133,7 +133,7 @@ def guard_loop(
     watch = Watch(backend, notifier, settings, EventLog.for_profile(name), wall=clock.wall)
     watch.begin()
     runner = Runner(backend, interval_s=interval_s, clock=clock.samples, sleep=clock.sleep)
-    why, code = "stopped; vLLM keeps running", ExitCode.OK
+    why, code = "asked to stop; vLLM keeps running", ExitCode.OK
     try:
         runner.run(stop.is_set, watch.on_step)
     except Exception as exc:
@@ -145,7 +145,7 @@ def guard_loop(
     finally:
         watch.end(why)
     if code == ExitCode.OK:
-        say(why)
+        say("stopped; vLLM keeps running")
     return code
 
 
