@@ -217,7 +217,7 @@ async def test_a_guard_started_beside_the_console_takes_over_and_it_only_shows(
             await ticks(pilot, 2)  # the console's next tick hands over
             assert guard.stdout.readline() == "acts\n"
             # A person's keys here still act: the status line says so.
-            assert app.shown.activity == f"a guard watches (pid {guard.pid}); your keys still act"
+            assert app.shown.activity == "a guard watches; your keys still act"
             holding = ActorLock("qwen-27b", CONSOLE).holder()
             assert holding is not None and holding["kind"] == GUARD
             before = len(written)
@@ -231,8 +231,6 @@ async def test_a_guard_started_beside_the_console_takes_over_and_it_only_shows(
             guard.stdin.close()
             guard.wait(30)
         await ticks(pilot, 2)  # the guard has gone: the console acts again
-        assert app.shown.activity == (
-            f"the guard (pid {guard.pid}) has left: this console acts for the profile again"
-        )
+        assert app.shown.activity == "the guard has left: this console acts again"
         holding = ActorLock("qwen-27b", CONSOLE).holder()
         assert holding is not None and holding["pid"] == os.getpid()

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The status line once a guard acts for the profile: it tells and acts on its own, and a
-# person's keys here still act (the guard gives way to them).
-GUARD_WATCHES = "a guard watches (pid {pid}); your keys still act"
+# The status line once a guard acts for the profile (it tells and acts on its own, and a
+# person's keys here still act: the guard gives way to them), and once it has gone. Short
+# enough to be whole beside the header at 80 columns.
+GUARD_WATCHES = "a guard watches; your keys still act"
+GUARD_LEFT = "the guard has left: this console acts again"
 
 
 def console_may_notify(backend: Backend, lock: ActorLock | None) -> bool:
@@ -85,10 +87,7 @@ class ConsoleTelling:
             return False
         self.acting = self._may_notify(self._backend, lock)
         if self.acting and self._guard_pid is not None:
-            self._said.append(
-                f"the guard (pid {self._guard_pid}) has left: this console acts for the "
-                "profile again"
-            )
+            self._said.append(GUARD_LEFT)
             self._guard_pid = None
         return self.acting
 
@@ -105,7 +104,7 @@ class ConsoleTelling:
         pid = guard.get("pid")  # None for an instant: the guard writing or letting go of it
         if pid is not None and pid != self._guard_pid:
             self._guard_pid = pid
-            self._said.append(GUARD_WATCHES.format(pid=pid))
+            self._said.append(GUARD_WATCHES)
         return True
 
     def take_said(self) -> list[str]:
