@@ -64,9 +64,9 @@ async def test_a_finding_opening_and_closing_sets_and_clears_the_taskbar_and_not
         assert "\x1b]777;notify;vLLM recovered: vram contention is over;" in closed
     # The finding went into the profile's lasting timeline too, opened then closed.
     logged = [e for e in EventLog.for_profile("qwen-27b").read() if e.name == "finding"]
-    assert [(e.detail["kind"], e.detail["change"]) for e in logged] == [
-        ("vram_contention", "opened"),
-        ("vram_contention", "closed"),
+    assert [(e.detail["kind"], e.detail["change"], e.detail["told_by"]) for e in logged] == [
+        ("vram_contention", "opened", "console"),  # told by the console: a guard that takes
+        ("vram_contention", "closed", "console"),  # over does not tell the opening again
     ]
 
 

@@ -5,9 +5,8 @@ Each long action runs in a thread worker of the App and reports progress as mess
 (`ActionProgress`, `ActionFinished`), so a slow server never blocks a key. The App's
 `action_*` methods and message handlers call in here; this object keeps the acting state
 (what runs, a load being stopped, a restart armed, the flags a relaunch is to take, quitting,
-the farewell) and nothing the console shows. What it asks of the App is `ActionHost`: the
-console's state and words, and Textual's calls for workers, timers, screens and messages; the
-runner never imports the App, which builds it.
+the farewell) and nothing the console shows. What it asks of the App is `ActionHost`
+(action_host.py); the runner never imports the App, which builds it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 from vramtop import locations
 from vramtop.core.events import ServerAction
@@ -27,17 +26,11 @@ from vramtop.tui.messages import ActionFinished, ActionProgress
 if TYPE_CHECKING:
     # The dialogs are imported when a key opens them, the diagnosis' modules when a reading
     # is shown: the first frame waits for every module imported before it.
-    from textual.message import Message
-    from textual.notifications import SeverityLevel
-    from textual.screen import Screen
-
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
-    from vramtop.machines.interface import Backend
-    from vramtop.settings import Settings
+    from vramtop.tui.action_host import ActionHost
     from vramtop.tui.screens.headroom_screen import Proposal
     from vramtop.tui.screens.quit_dialog import QuitChoice
-    from vramtop.tui.state import ConsoleState
     from vramtop.tui.whatif import Machine, RelaunchChoice
 
 log = logging.getLogger(__name__)
@@ -47,46 +40,6 @@ RESTART_CONFIRM_S = 5.0
 DOOR_HOLDS = "the front door holds the agent's requests"
 
 Call = Callable[[Callable[[str], None]], ActionResult]
-Chosen = TypeVar("Chosen")
-
-
-class ActionHost(Protocol):
-    """What the runner asks of the console (the App)."""
-
-    @property
-    def backend(self) -> Backend: ...
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def shown(self) -> ConsoleState: ...
-    @property
-    def screen(self) -> object: ...
-
-    def say(self, text: str | None, *, news: bool = True) -> None: ...
-    def render_header(self) -> None: ...
-    def key_of(self, binding_id: str) -> str: ...
-    def request_tick(self) -> None: ...
-    def refresh_bindings(self) -> None: ...
-    def push_screen(
-        self, screen: Screen[Chosen], callback: Callable[[Chosen | None], None]
-    ) -> object: ...
-    def run_worker(
-        self,
-        work: Callable[[], object],
-        name: str | None,
-        group: str,
-        *,
-        exclusive: bool,
-        thread: bool,
-        exit_on_error: bool,
-    ) -> object: ...
-    def call_from_thread(self, callback: Callable[..., object], *args: object) -> object: ...
-    def set_timer(self, delay: float, callback: Callable[[], object]) -> object: ...
-    def notify(
-        self, message: str, *, title: str, severity: SeverityLevel, timeout: float | None
-    ) -> None: ...
-    def post_message(self, message: Message) -> bool: ...
-    def exit(self, result: int | None) -> None: ...
 
 
 class ActionRunner:
