@@ -49,13 +49,18 @@ class GuardClock:
     wall: Callable[[], float] = field(default=time.time)
 
     @classmethod
-    def real(cls, stop: threading.Event, speed: float = 1.0) -> GuardClock:
-        """Real time, `speed` times as fast (the simulated machine's speed); a wait ends as
-        soon as `stop` is set."""
+    def real(cls, stop: threading.Event, speed: Callable[[], float] | None = None) -> GuardClock:
+        """Real time, `speed()` times as fast (the simulated machine's speed, read when used:
+        the machine is made after its clock); a wait ends as soon as `stop` is set."""
+        pace = speed or _real_time
         return cls(
-            samples=lambda: time.monotonic() * speed,
-            sleep=lambda seconds: stop.wait(seconds / speed),
+            samples=lambda: time.monotonic() * pace(),
+            sleep=lambda seconds: stop.wait(seconds / pace()),
         )
+
+
+def _real_time() -> float:
+    return 1.0
 
 
 def sim_speed() -> float:
@@ -101,7 +106,7 @@ def run_guard(
             return ExitCode.USAGE
         stop = threading.Event()
         # On the simulated machine the samples are stamped in simulated seconds.
-        clock = GuardClock.real(stop, sim_speed() if demo else 1.0)
+        clock = GuardClock.real(stop, sim_speed if demo else None)
         backend = make_backend(clock.samples)
         if isinstance(backend, str):
             notifier.close()
