@@ -106,10 +106,10 @@ def test_any_unit_printed_has_its_own_settings_only_and_the_words_asked(
 ) -> None:
     """Whatever the values, a unit that is printed has exactly its settings (no line added by
     a value) and its command is the guard's words as given; the others are refused."""
-    from vramtop.commands.guard import GuardOptions
-    from vramtop.commands.guard_unit import unit_text, vramtop_command
+    from vramtop.commands.guard import GuardOptions, unit_text
     from vramtop.commands.shared_options import Target
     from vramtop.core.unit_words import UnitValueError
+    from vramtop.guard.unit import vramtop_command
 
     options = GuardOptions(
         target=Target(demo=True, front_door=front_door), on_finding=on_finding, adaptive=True
@@ -298,7 +298,7 @@ def test_bad_input_is_refused_in_words_with_exit_2(
 def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
     import pydantic
 
-    from vramtop.commands.guard import GuardOptions, GuardSettings
+    from vramtop.commands.guard import GuardOptions
     from vramtop.commands.shared_options import Target
     from vramtop.config import Profile, profile_to_toml
 
@@ -310,7 +310,7 @@ def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
         adaptive=True,
         settle_s=60.0,
     )
-    plain = GuardSettings.of(GuardOptions(target=Target(profile="work")), profile)
+    plain = GuardOptions(target=Target(profile="work")).settings(profile)
     assert (plain.notify, plain.auto_remedy, plain.adaptive, plain.settle_s) == (
         ("toast",),
         True,
@@ -320,7 +320,7 @@ def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
     given = GuardOptions(
         target=Target(profile="work"), notify=("terminal",), auto_remedy="off", settle_s=30.0
     )
-    over = GuardSettings.of(given, profile)
+    over = given.settings(profile)
     assert (over.notify, over.auto_remedy, over.adaptive, over.settle_s) == (
         ("terminal",),
         False,

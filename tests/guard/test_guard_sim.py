@@ -22,9 +22,9 @@ import pytest
 
 from tests.support.sim_card import CardSupervisor, SimCard
 from tests.support.waiting import wait_until
-from vramtop.commands.guard import GuardSettings
-from vramtop.commands.guard_watch import guard_loop
 from vramtop.core.news import News
+from vramtop.guard.choices import GuardSettings
+from vramtop.guard.loop import GuardClock, guard_loop
 from vramtop.sim.protocol import WorldClient, WorldUnreachable
 
 SPEED = 4.0
@@ -204,7 +204,7 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
     )
     with supervisor.backend() as backend:
         code = guard_loop(
-            backend, Notifier(), settings, 1.0, stop, clock=card.clock.now, sleep=sleep
+            backend, Notifier(), settings, 1.0, stop, GuardClock(card.clock.now, sleep)
         )
         events = backend.events()
     assert code == 0

@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import pytest
 
-from vramtop.commands.guard_watch import told_open_kinds
 from vramtop.core.events import Event
+from vramtop.guard.others import told_open_kinds
 from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock
 
 # A console's telling, with a finding that opens and closes at each tick: while it acts, each
@@ -128,9 +128,9 @@ def test_a_guard_started_beside_a_console_takes_over_and_hands_back(
         # that takes longer, and its words, are the next test's.)
         said.until("guarding profile broken")
         # The console said so once, and told nothing from then on.
-        handed = told.until("only shows", timeout_s=10)
+        handed = told.until("your keys still act", timeout_s=10)
         assert json.loads(handed[-1]) == {
-            "said": f"a guard acts for this profile (pid {guard.pid}): this console only shows",
+            "said": "a guard watches; your keys still act",
             "acting": False,
         }
         holder = ActorLock("broken", CONSOLE).holder()
@@ -151,8 +151,7 @@ def test_a_guard_started_beside_a_console_takes_over_and_hands_back(
         meanwhile = told.until("has left", timeout_s=30)
         assert not [line for line in meanwhile if "osc" in line], meanwhile  # nothing told
         assert json.loads(meanwhile[-1]) == {
-            "said": f"the guard (pid {guard.pid}) has left: this console acts for the profile "
-            "again",
+            "said": "the guard has left: this console acts again",
             "acting": True,
         }
         assert told.until("osc", timeout_s=10)  # it tells again
@@ -209,8 +208,9 @@ def test_a_console_that_does_not_hand_over_sends_the_guard_away_naming_it(
         old.wait(10)
 
 
-def _finding(t: float, kind: str, change: str) -> Event:
-    return Event(t, "finding", {"kind": kind, "change": change})
+def _finding(t: float, kind: str, change: str, told_by: str | None = "console") -> Event:
+    detail = {"kind": kind, "change": change}
+    return Event(t, "finding", detail if told_by is None else {**detail, "told_by": told_by})
 
 
 def test_findings_the_lasting_timeline_holds_open_are_the_ones_already_told() -> None:
@@ -221,5 +221,9 @@ def test_findings_the_lasting_timeline_holds_open_are_the_ones_already_told() ->
         Event(4.0, "relaunch", {"result": "ok", "asked_by": "key"}),
         _finding(5.0, "crash", "closed"),
     ]
-    assert told_open_kinds(events) == {"vram_contention"}
-    assert told_open_kinds([*events, _finding(6.0, "vram_contention", "closed")]) == set()
+    assert told_open_kinds(events) == {"vram_contention": 1.0}
+    assert told_open_kinds([*events, _finding(6.0, "vram_contention", "closed")]) == {}
+    # Opened by an earlier guard, or by a vramtop that did not say who told it: no console
+    # told the person, so the guard tells it.
+    assert told_open_kinds([_finding(7.0, "vram_slowdown", "opened", told_by="guard")]) == {}
+    assert told_open_kinds([_finding(8.0, "vram_slowdown", "opened", told_by=None)]) == {}

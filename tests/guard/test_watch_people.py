@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from tests.guard.test_guard_policy import collapse, sample
-from vramtop.commands.guard import GuardSettings
-from vramtop.commands.guard_watch import Watch
 from vramtop.core.guard.decisions import ACTED, CANCELLED, WAITED
 from vramtop.core.model import DoorReading
 from vramtop.core.news import News
 from vramtop.event_log import EventLog
+from vramtop.guard.choices import GuardSettings
+from vramtop.guard.watch import Watch
 from vramtop.machines.interface import Frame
 from vramtop.machines.runner import Step
 from vramtop.outcomes import ActionResult
@@ -45,6 +45,9 @@ class Backend:
 
     def keep_house(self) -> None:
         pass
+
+    def close(self, stop_server: bool) -> None:
+        assert not stop_server  # vLLM keeps serving
 
 
 class Notifier:
@@ -111,6 +114,22 @@ def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLo
     ]
 
 
+def test_the_watch_stamps_what_it_writes_by_the_one_clock_it_is_given(
+    timeline: EventLog,
+) -> None:
+    """The lasting timeline's findings and guard events are stamped by the wall clock the
+    loop passes in, not by a clock of the watch's own."""
+    wall = 1_234_567_890.0
+    settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)
+    watch = Watch(Backend(), Notifier(), settings, timeline, wall=lambda: wall)  # type: ignore[arg-type]
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    written = timeline.read()
+    assert [e.name for e in written] == ["finding", "guard"]
+    assert {e.t for e in written} == {wall}
+
+
 def test_the_door_the_sample_read_lets_the_relaunch_go_while_requests_run(
     timeline: EventLog,
 ) -> None:
@@ -156,7 +175,14 @@ def test_waiting_is_in_the_timeline_but_is_not_news(timeline: EventLog) -> None:
 def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLog) -> None:
     # The console acted, then handed over with the collapse open in the lasting timeline.
     another_process_appends(
-        "finding", {"kind": "vram_contention", "change": "opened", "summary": "s", "id": "x"}
+        "finding",
+        {
+            "kind": "vram_contention",
+            "change": "opened",
+            "summary": "s",
+            "id": "x",
+            "told_by": "console",
+        },
     )
     notifier = Notifier()
     watch = watch_of(timeline, notifier)
@@ -180,6 +206,84 @@ def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLo
     assert [n.change for n in notifier.sent] == ["closed", "opened"]
 
 
+@pytest.mark.parametrize(
+    ("told_by", "started_later"),
+    [("guard", False), (None, False), ("console", True)],
+    ids=["an-earlier-guard", "an-older-vramtop", "a-console-before-this-server"],
+)
+def test_a_finding_open_when_the_guard_starts_that_no_console_told_now_is_told_once(
+    timeline: EventLog,
+    capsys: pytest.CaptureFixture[str],
+    told_by: str | None,
+    started_later: bool,
+) -> None:
+    """Open in the lasting timeline, but told by an earlier guard, by a vramtop that did not
+    say who told it, or by a console while an earlier server ran: no person saw it now, so
+    the guard tells it (its news, `--on-finding` among them) and writes its opening, once."""
+    import time
+
+    detail: dict[str, Any] = {"kind": "vram_contention", "change": "opened", "summary": "s"}
+    if told_by is not None:
+        detail["told_by"] = told_by
+    timeline.append(time.time(), "finding", detail)
+    # The server the guard finds started after that telling, or long before it.
+    started_at = time.time() + 60.0 if started_later else 1000.0
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    watch.begin()
+    found = collapse()
+    watch.on_step(Step(Frame(sample(10.0, started_at=started_at), (found,)), opened=(found,)))
+    assert [n.change for n in notifier.sent] == ["opened"]
+    findings = [e.detail for e in timeline.read() if e.name == "finding"]
+    assert [(d["change"], d.get("told_by")) for d in findings] == [
+        ("opened", told_by),
+        ("opened", "guard"),
+    ]
+    assert "told it before the guard took over" not in capsys.readouterr().err
+    watch.on_step(Step(Frame(sample(11.0, started_at=started_at), (found,))))
+    assert [n.change for n in notifier.sent] == ["opened"]  # once
+
+
+def test_a_persons_key_is_said_by_the_guard_in_its_output_and_the_timeline(
+    timeline: EventLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key in a console beside the guard acts (a person's key wins): with nothing pending,
+    the guard says that a person acted, on its output and as a `guard` event; it is not news
+    (the person did it). The guard's own actions are not a person's."""
+    notifier = Notifier()
+    watch = watch_of(timeline, notifier)
+    another_process_appends("relaunch", {"result": "ok", "asked_by": "guard"})
+    another_process_appends("restart", {"result": "ok", "asked_by": "key"})
+    watch.on_step(Step(Frame(sample(10.0, running=0))))
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    said = "a person acted: a restart by a key in a console: ok"
+    assert guard == [{"decision": "noted", "why": said}]
+    assert f"vramtop guard: noted: {said}" in capsys.readouterr().err
+    assert notifier.sent == []
+    # Said once: the next step reads nothing new.
+    watch.on_step(Step(Frame(sample(11.0, running=0))))
+    assert len([e for e in timeline.read() if e.name == "guard"]) == 1
+
+
+def test_the_guards_start_and_stop_are_timeline_events(timeline: EventLog) -> None:
+    import threading
+
+    from vramtop.guard.loop import GuardClock, guard_loop
+
+    stop = threading.Event()
+    settings = GuardSettings(None, None, auto_remedy=False, adaptive=False, settle_s=300.0)
+    # Asked to stop before its first sample: it starts, then leaves at once.
+    stop.set()
+    clock = GuardClock(samples=lambda: 0.0, sleep=lambda seconds: None)
+    code = guard_loop(Backend(), Notifier(), settings, 1.0, stop, clock)  # type: ignore[arg-type]
+    assert code == 0
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    assert [(d["decision"], d["why"]) for d in guard] == [
+        ("started", "guarding profile p (auto remedy off; adaptive off; notifying test)"),
+        ("stopped", "asked to stop; vLLM keeps running"),
+    ]
+
+
 def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     timeline: EventLog, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -187,7 +291,7 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     afresh), never a traceback on the way out; a key in the error is masked."""
     import threading
 
-    from vramtop.commands.guard_watch import guard_loop
+    from vramtop.guard.loop import guard_loop
     from vramtop.machines.runner import MAX_FAILURES
 
     class Broken(Backend):
@@ -206,3 +310,9 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     assert code == 1
     assert f"{MAX_FAILURES} samples in a row failed (the last: the probe broke" in err
     assert "sk-secret-999" not in err
+    # Its start and its leaving are timeline events, the reason masked there too.
+    guard = [e.detail for e in timeline.read() if e.name == "guard"]
+    assert [d["decision"] for d in guard] == ["started", "stopped"]
+    assert str(guard[0]["why"]).startswith("guarding profile p (")
+    assert "samples in a row failed" in str(guard[1]["why"])
+    assert "sk-secret-999" not in str(guard[1]["why"])

@@ -1,33 +1,32 @@
-"""`vramtop guard`: the headless watcher. It samples and diagnoses as the console does, with
-no screen, for hours: it sends the news (a finding opened or closed, each action), keeps the
-profile's lasting timeline, and, where asked, relaunches on its own (`--auto-remedy`,
-`--adaptive`; the policies are `vramtop/core/guard/`). One guard per profile (the guard lock;
-a console holding the actor lock hands it over);
-SIGTERM ends it with exit 0 and vLLM keeps running. `--print-unit` prints a systemd user unit.
+"""`vramtop guard`'s command line: the headless watcher (vramtop/guard/). It samples and
+diagnoses as the console does, with no screen, for hours: it sends the news (a finding opened
+or closed, each action), keeps the profile's lasting timeline, and, where asked, relaunches on
+its own (`--auto-remedy`, `--adaptive`; the policies are `vramtop/core/guard/`). One guard per
+profile; SIGTERM ends it with exit 0 and vLLM keeps running. `--print-unit` prints a systemd
+user unit. This module reads and checks the options, then calls the guard.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import finite_float, interval_seconds
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
+from vramtop.guard.choices import GuardSettings, guard_notifier
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
+    from vramtop.guard.unit import Words
+    from vramtop.machines.machine_backend import MachineBackend
     from vramtop.notify import Notifier
-    from vramtop.supervisor.actor import Holder
 
 DEFAULT_INTERVAL_S = 1.0
 AUTO_REMEDY_CHOICES = ("off", "between-turns")
@@ -128,32 +127,16 @@ class GuardOptions:
             print_unit=given.flag("print_unit"),
         )
 
-
-@dataclass(frozen=True)
-class GuardSettings:
-    """What the guard does, the command line over the profile's fields."""
-
-    notify: tuple[str, ...] | None
-    on_finding: str | None
-    auto_remedy: bool
-    adaptive: bool
-    settle_s: float
-
-    @classmethod
-    def of(cls, options: GuardOptions, profile: Profile | None) -> GuardSettings:
-        notify = options.notify
-        if notify is None and profile is not None and profile.notify is not None:
-            notify = tuple(profile.notify)
-        auto = options.auto_remedy or (profile.auto_remedy if profile else "off")
-        adaptive = (
-            options.adaptive if options.adaptive is not None else bool(profile and profile.adaptive)
+    def settings(self, profile: Profile | None) -> GuardSettings:
+        """What the guard does: these options over `profile`'s fields."""
+        return GuardSettings.of(
+            profile,
+            notify=self.notify,
+            on_finding=self.on_finding,
+            auto_remedy=self.auto_remedy,
+            adaptive=self.adaptive,
+            settle_s=self.settle_s,
         )
-        settle = (
-            options.settle_s
-            if options.settle_s is not None
-            else (profile.settle_s if profile else 300.0)
-        )
-        return cls(notify, options.on_finding, auto == "between-turns", adaptive, settle)
 
 
 def _usage(words: str) -> int:
@@ -172,42 +155,16 @@ def run(args: argparse.Namespace) -> int:
         notifier.close()
         return _print_unit(options)
     from vramtop.commands.common import backend_for
-    from vramtop.commands.guard_watch import guard_loop, sim_speed
-    from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
+    from vramtop.guard.loop import run_guard
 
-    # One guard per profile: the guard lock is taken before anything starts (a world, an
-    # agent); then the actor lock, which a console opened first hands over at its next tick.
-    name = _profile_name(target, profile)
-    lock = ActorLock(name, GUARD)
-    only_guard = guard_lock(name)
-    try:
-        if not only_guard.try_acquire():
-            notifier.close()
-            holder = only_guard.holder() or NOBODY
-            return _usage(
-                f"a guard (pid {holder['pid']}) already acts for profile {name}: one "
-                "guard per profile; this one leaves"
-            )
-        if not lock.wait_acquire(waiting=_waiting_for):
-            notifier.close()
-            holder = lock.holder() or NOBODY
-            return _usage(
-                f"a {holder['kind'] or 'vramtop'} (pid {holder['pid']}) acts for "
-                f"profile {name} and did not hand over (an older vramtop?): close it, then "
-                "start the guard again"
-            )
-        # On the simulated machine the samples are stamped in simulated seconds.
-        speed = sim_speed()
-        clock = (lambda: time.monotonic() * speed) if target.demo else None
+    def backend(clock: Callable[[], float]) -> MachineBackend | str:
         try:
-            backend, _owned = backend_for(target, clock=clock)
+            return backend_for(target, clock=clock if target.demo else None)[0]
         except CommandError as exc:
-            notifier.close()
-            return _usage(str(exc))
-        return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
-    finally:
-        lock.release()
-        only_guard.release()
+            return str(exc)
+
+    name = _profile_name(target, profile)
+    return run_guard(name, backend, notifier, settings, options.interval, demo=target.demo)
 
 
 def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Notifier] | str:
@@ -231,8 +188,8 @@ def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Noti
             "no profile to guard: name one with --profile, or import your launch script "
             "(vramtop import launch.sh); --demo guards the simulated machine"
         )
-    settings = GuardSettings.of(options, profile)
-    notifier = _notifier(settings, wsl=_on_wsl(target))
+    settings = options.settings(profile)
+    notifier = guard_notifier(settings, wsl=_on_wsl(target))
     if isinstance(notifier, str):
         return notifier
     return profile, settings, notifier
@@ -240,7 +197,6 @@ def _checked(options: GuardOptions) -> tuple[Profile | None, GuardSettings, Noti
 
 def _print_unit(options: GuardOptions) -> int:
     """Print the systemd unit for this guard; nothing printed for a value it cannot hold."""
-    from vramtop.commands.guard_unit import unit_text
     from vramtop.core.unit_words import UnitValueError
 
     try:
@@ -251,13 +207,60 @@ def _print_unit(options: GuardOptions) -> int:
     return ExitCode.OK
 
 
-def _waiting_for(holder: Holder) -> None:
-    print(
-        f"vramtop guard: waiting for the {holder['kind'] or 'vramtop'} "
-        f"(pid {holder['pid']}) to hand over",
-        file=sys.stderr,
-        flush=True,
-    )
+def unit_text(options: GuardOptions) -> str:
+    """The systemd unit that runs the guard these options ask for (vramtop/guard/unit.py):
+    its profile (or `--demo`, `--wsl`, `--card`) and every option given; those left out are
+    the profile's, read when the unit starts."""
+    from vramtop.guard.unit import unit_text as text
+
+    return text(_asked(options), options.on_finding)
+
+
+def _asked(options: GuardOptions) -> Words:
+    """The guard's command line after `vramtop`, each word with the option it is for: the
+    top-level options the guard reads, `guard`, then its own."""
+    target = options.target
+    words: Words = []
+
+    def option(flag: str, value: str | None = None) -> None:
+        words.append((flag, flag))
+        if value is not None:
+            words.append((flag, value))
+
+    if not target.windows:
+        option("--no-windows")
+    if target.api_key_env is not None:
+        option("--api-key-env", target.api_key_env)
+    if target.front_door is not None:
+        option("--front-door", target.front_door)
+    words.append(("guard", "guard"))
+    if target.demo:
+        option("--demo")
+        if target.wsl:
+            option("--wsl")
+        if target.card:
+            option("--card", target.card)
+    elif target.profile:
+        option("--profile", target.profile)
+    if options.notify is not None:
+        option("--notify", ",".join(options.notify))
+    if options.on_finding is not None:
+        option("--on-finding", options.on_finding)
+    if options.auto_remedy is not None:
+        option("--auto-remedy", options.auto_remedy)
+    if options.adaptive:
+        option("--adaptive")
+    if options.settle_s is not None:
+        option("--settle", _number(options.settle_s))
+    if options.interval != DEFAULT_INTERVAL_S:
+        option("--interval", _number(options.interval))
+    return words
+
+
+def _number(value: float) -> str:
+    """A number as the guard reads it back unchanged: short where that loses nothing."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _profile_name(target: Target, profile: Profile | None) -> str:
@@ -298,33 +301,3 @@ def _on_wsl(target: Target) -> bool:
     from vramtop.sources.host import is_wsl
 
     return is_wsl()
-
-
-def _notifier(settings: GuardSettings, *, wsl: bool) -> Notifier | str:
-    """The Notifier the settings ask for, or the reason it cannot be made (in words)."""
-    from vramtop.notify import notifier_for
-
-    def problem(words: str) -> None:
-        print(f"vramtop guard: {words}", file=sys.stderr)
-
-    try:
-        return notifier_for(
-            list(settings.notify) if settings.notify else None,
-            on_finding=settings.on_finding,
-            wsl=wsl,
-            on_problem=problem,
-        )
-    except ValueError as exc:
-        return str(exc)
-
-
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT: the guard ends its loop, vLLM goes on."""
-    stop = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop

@@ -17,9 +17,22 @@ from vramtop.core.json_types import JsonObject
 from vramtop.core.news import CLOSED, OPENED
 from vramtop.event_log import EventLog, path_for
 
-__all__ = ["EventLog", "finding_detail", "path_for", "record_findings"]
+__all__ = [
+    "CONSOLE_TOLD",
+    "GUARD_TOLD",
+    "TOLD_BY",
+    "EventLog",
+    "finding_detail",
+    "path_for",
+    "record_findings",
+]
 
 FINDING = "finding"
+# Who told a finding (a `finding` event's `told_by`): the console or the guard acting for the
+# profile. A guard that takes over does not tell again what a console told while the same
+# server ran; an opening by an earlier guard (or an older vramtop) is told again.
+TOLD_BY = "told_by"
+CONSOLE_TOLD, GUARD_TOLD = "console", "guard"
 
 
 def finding_detail(finding: Finding, change: str) -> JsonObject:
@@ -38,14 +51,23 @@ def finding_detail(finding: Finding, change: str) -> JsonObject:
 
 
 def record_findings(
-    log: EventLog, now: float, opened: Iterable[Finding] = (), closed: Iterable[Finding] = ()
+    log: EventLog,
+    now: float,
+    opened: Iterable[Finding] = (),
+    closed: Iterable[Finding] = (),
+    *,
+    told_by: str | None = None,
 ) -> int:
-    """Write the findings that opened and closed at `now` (Unix time); how many were
-    written. For the one process that holds the actor lock: the guard, or a console."""
+    """Write the findings that opened and closed at `now` (Unix time), each with who told it
+    (`told_by`: CONSOLE_TOLD or GUARD_TOLD); how many were written. For the one process that
+    holds the actor lock: the guard, or a console."""
     written = 0
     for change, findings in ((OPENED, opened), (CLOSED, closed)):
         for finding in findings:
-            written += log.append(now, FINDING, finding_detail(finding, change))
+            detail = finding_detail(finding, change)
+            if told_by is not None:
+                detail[TOLD_BY] = told_by
+            written += log.append(now, FINDING, detail)
     return written
 
 

@@ -1,5 +1,6 @@
 """One actor per profile: whoever holds this lock notifies and acts on its own (the guard, or
-a console where no guard runs); every other vramtop of that profile only shows.
+a console where no guard runs); every other vramtop of that profile tells nothing, though a
+person's keys and commands there still act (the guard gives way to them, and says so).
 
 An flock on `actor-NAME.lock` in the state directory: the kernel lets it go when its holder
 exits, however it exits, so a guard that systemd restarts finds it free. The file says who

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from vramtop.tui.app import VramtopApp
+
+class PaletteHost(Protocol):
+    """What the palette asks of the console (the App), which imports this module."""
+
+    @property
+    def theme_names(self) -> tuple[str, ...]: ...
+    def palette_entries(self) -> Iterable[tuple[str, str, str]]: ...
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None: ...
 
 
 class ConsoleCommands(Provider):
     def _entries(self) -> list[tuple[str, str, str]]:
-        app = cast("VramtopApp", self.app)
+        app = cast("PaletteHost", self.app)
         return [
             (title, help_text, action)
             for title, help_text, action in app.palette_entries()
@@ -41,7 +48,7 @@ class ConsoleThemes(Provider):
     ones `t` cycles through. Textual's built-in themes lack vramtop's colour variables."""
 
     def _names(self) -> list[str]:
-        return list(cast("VramtopApp", self.app).theme_names)
+        return list(cast("PaletteHost", self.app).theme_names)
 
     def _choose(self, name: str) -> None:
         self.app.theme = name

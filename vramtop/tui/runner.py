@@ -5,7 +5,8 @@ Each long action runs in a thread worker of the App and reports progress as mess
 (`ActionProgress`, `ActionFinished`), so a slow server never blocks a key. The App's
 `action_*` methods and message handlers call in here; this object keeps the acting state
 (what runs, a load being stopped, a restart armed, the flags a relaunch is to take, quitting,
-the farewell) and nothing the console shows.
+the farewell) and nothing the console shows. What it asks of the App is `ActionHost`
+(action_host.py); the runner never imports the App, which builds it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     # is shown: the first frame waits for every module imported before it.
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
-    from vramtop.tui.app import VramtopApp
+    from vramtop.tui.action_host import ActionHost
     from vramtop.tui.screens.headroom_screen import Proposal
     from vramtop.tui.screens.quit_dialog import QuitChoice
     from vramtop.tui.whatif import Machine, RelaunchChoice
@@ -44,7 +45,7 @@ Call = Callable[[Callable[[str], None]], ActionResult]
 class ActionRunner:
     """The console's actions, one at a time, each in a thread worker of the App."""
 
-    def __init__(self, app: VramtopApp) -> None:
+    def __init__(self, app: ActionHost) -> None:
         self._app = app
         self.busy: str | None = None  # the action running now, if any
         self._load_stop_asked = False  # s during a start: the load is being stopped

@@ -3,11 +3,12 @@ notification (OSC 9;4 and OSC 777) when a finding opens and closes, and the find
 profile's event log; and, for its `e` timeline, the events of earlier runs.
 
 Only the one process that acts for the profile tells (`console_may_notify`, the profile's
-actor lock): when a guard runs, it notifies and writes the event log, and the console only
-shows. The guard has precedence: a console that holds the actor lock checks at each tick
-whether a guard holds the profile's guard lock, and if so lets the actor lock go at once
-(the guard waits for it) and says so once; when that guard has gone, the console takes the
-actor lock again at its next tick, and says that too. A recording played back
+actor lock): when a guard runs, it notifies and writes the event log, and the console tells
+nothing; a person's keys in it still act (the guard sees them in the event log and says so).
+The guard has precedence: a console that holds the actor lock checks at each tick whether a
+guard holds the profile's guard lock, and if so lets the actor lock go at once (the guard
+waits for it) and says so once; when that guard has gone, the console takes the actor lock
+again at its next tick, and says that too. A recording played back
 tells nothing: its findings are not happening now. The sequences go through Textual's own
 driver, the one writer of the terminal while the console runs (as Textual's
 `copy_to_clipboard` writes its OSC 52), so they never land in the middle of a frame.
@@ -25,7 +26,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.news import finding_closed, finding_opened
 from vramtop.machines.interface import Backend
 from vramtop.notify.terminal import TerminalSender
-from vramtop.session.event_log import EventLog, before_and_since, record_findings
+from vramtop.session.event_log import CONSOLE_TOLD, EventLog, before_and_since, record_findings
 
 if TYPE_CHECKING:
     # Loaded where there is a profile to act for (its supervisor brings psutil): a console
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
     from vramtop.supervisor.actor import ActorLock
 
 log = logging.getLogger(__name__)
+
+# The status line once a guard acts for the profile (it tells and acts on its own, and a
+# person's keys here still act: the guard gives way to them), and once it has gone. Short
+# enough to be whole beside the header at 80 columns.
+GUARD_WATCHES = "a guard watches; your keys still act"
+GUARD_LEFT = "the guard has left: this console acts again"
 
 
 def console_may_notify(backend: Backend, lock: ActorLock | None) -> bool:
@@ -80,10 +87,7 @@ class ConsoleTelling:
             return False
         self.acting = self._may_notify(self._backend, lock)
         if self.acting and self._guard_pid is not None:
-            self._said.append(
-                f"the guard (pid {self._guard_pid}) has left: this console acts for the "
-                "profile again"
-            )
+            self._said.append(GUARD_LEFT)
             self._guard_pid = None
         return self.acting
 
@@ -100,7 +104,7 @@ class ConsoleTelling:
         pid = guard.get("pid")  # None for an instant: the guard writing or letting go of it
         if pid is not None and pid != self._guard_pid:
             self._guard_pid = pid
-            self._said.append(f"a guard acts for this profile (pid {pid}): this console only shows")
+            self._said.append(GUARD_WATCHES)
         return True
 
     def take_said(self) -> list[str]:
@@ -135,14 +139,14 @@ class ConsoleTelling:
         try:
             # Each tick, findings or none: a guard started beside the console waits for it.
             if not self._act_now() or not (opened or closed):
-                return  # a guard acts for the profile: it tells, the console only shows
+                return  # a guard acts for the profile: it tells, the console does not
             for finding in closed:
                 self._terminal.send(finding_closed(finding))
             for finding in opened:
                 self._terminal.send(finding_opened(finding))
             event_log = self._log()
             if event_log is not None:
-                record_findings(event_log, self._clock(), opened, closed)
+                record_findings(event_log, self._clock(), opened, closed, told_by=CONSOLE_TOLD)
         except Exception:  # telling must never take the console down
             log.exception("telling the findings failed")
 

@@ -36,6 +36,10 @@ class Decided(StrEnum):
     SKIPPED = "skipped"  # not done, and why (no quiet moment, the hourly limit, vLLM refuses)
     CANCELLED = "cancelled"  # no longer wanted (the collapse ended, a person acted first)
     DONE = "done"  # the relaunch answered: its `result` (ok, rolled_back, failed)
+    # Not a policy's: what the guard itself says in the timeline.
+    NOTED = "noted"  # a person acted (a key in a console, a command), nothing pending
+    STARTED = "started"  # the guard began watching the profile (its modes in `why`)
+    STOPPED = "stopped"  # the guard left (why: asked to, or its samples kept failing)
 
 
 # The names the policies and their callers use (each equal to its string in the timeline).
@@ -43,6 +47,7 @@ AUTO_REMEDY, ADAPTIVE = Wanter.AUTO_REMEDY, Wanter.ADAPTIVE
 REMEDY, DOWN, UP = ActionStep.REMEDY, ActionStep.DOWN, ActionStep.UP
 WAITED, ACTED, SKIPPED = Decided.WAITED, Decided.ACTED, Decided.SKIPPED
 CANCELLED, DONE = Decided.CANCELLED, Decided.DONE
+NOTED, STARTED, STOPPED = Decided.NOTED, Decided.STARTED, Decided.STOPPED
 
 
 @dataclass(frozen=True)

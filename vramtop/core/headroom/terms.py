@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramtop.core.budget import (
-    GIB,
-)
+# The unit from the model, not from core/budget.py: the budget's rules read this module's
+# `Prediction`, so this module importing the budget would make the two a circle.
+from vramtop.core.model import GIB
 
 # Estimates used only when nothing better is known; every use is labelled "estimated".
 NON_TORCH_TP1_BYTES = round(0.25 * GIB)  # measured on H100, one GPU

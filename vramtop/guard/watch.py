@@ -1,17 +1,14 @@
-"""The guard's loop: the runner's steps into news, the lasting timeline and the policies'
+"""The guard's watch: the runner's steps into news, the lasting timeline and the policies'
 decisions, and the relaunches those decisions take, on a thread of their own so that the
 sampling goes on while a server restarts.
 
-Time: the policies count in the samples' clock. On the simulated machine that clock is the
-simulator's (real time × `VRAMTOP_SIM_SPEED`: rates per simulated second) and the guard
-samples once a simulated second, so a day of calls plays out in minutes with the waits (10 s
-open, 120 s for a turn, the settle) intact.
+Time: the policies count in the samples' clock (each sample's `t`); what others read (the
+lasting timeline, the adaptive state) is stamped by the one wall clock the loop passes in.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -25,7 +22,10 @@ from vramtop.core.guard.decisions import (
     ACTED,
     DONE,
     DOWN,
+    NOTED,
     SKIPPED,
+    STARTED,
+    STOPPED,
     UP,
     WAITED,
     Action,
@@ -33,20 +33,20 @@ from vramtop.core.guard.decisions import (
     Flags,
 )
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
+from vramtop.core.news import action_news, finding_closed, finding_opened
 from vramtop.core.remedy import RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
-from vramtop.machines.runner import MAX_FAILURES, Runner, Step
-from vramtop.outcomes import ExitCode, Outcome
-from vramtop.sim.protocol import SPEED_ENV
-from vramtop.supervisor.actor import GUARD, write_guard_state
+from vramtop.guard.others import TimelineNews, asked_by_a_person, told_open_kinds
+from vramtop.machines.runner import Step
+from vramtop.outcomes import Outcome
+from vramtop.session.event_log import GUARD_TOLD, record_findings
+from vramtop.supervisor.actor import write_guard_state
 
 if TYPE_CHECKING:
-    from vramtop.commands.guard import GuardSettings
-    from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.event_log import EventLog
+    from vramtop.guard.choices import GuardSettings
     from vramtop.machines.machine_backend import MachineBackend
     from vramtop.notify import Notifier
 
@@ -57,60 +57,14 @@ GUARD_EVENT = EventName.GUARD
 ACTION_WAIT_S = 120.0
 
 
-def sim_speed() -> float:
-    """The simulated machine's speed (1: real time)."""
-    try:
-        speed = float(os.environ.get(SPEED_ENV, "1"))
-    except ValueError:
-        return 1.0
-    return speed if speed > 0 else 1.0
-
-
-def guard_loop(
-    backend: MachineBackend,
-    notifier: Notifier,
-    settings: GuardSettings,
-    interval_s: float,
-    stop: threading.Event,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], object] | None = None,
-) -> int:
-    """Guard `backend` until `stop` is set (the caller holds the profile's actor lock); the
-    command's exit code. `clock` and `sleep`: the pace's time (default: real time, scaled by
-    the simulated machine's speed on it; a test passes a clock it moves and a sleep that
-    moves it), in which a sample comes every `interval_s` of the samples' clock."""
-    from vramtop.event_log import EventLog
-
-    name = backend.profile_name or "default"
-    backend.asked_by = GUARD
-    watch = Watch(backend, notifier, settings, EventLog.for_profile(name))
-    watch.begin()
-    if clock is not None and sleep is not None:
-        runner = Runner(backend, interval_s=interval_s, clock=clock, sleep=sleep)
-    else:
-        # The pace in real seconds: a sample each `interval_s` of the samples' clock.
-        speed = sim_speed() if backend.demo else 1.0
-        runner = Runner(backend, interval_s=interval_s / speed, sleep=stop.wait)
-    try:
-        runner.run(stop.is_set, watch.on_step)
-    except Exception as exc:
-        # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
-        # leave with a reason, for systemd's Restart=on-failure to begin afresh.
-        say(f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving")
-        return ExitCode.ERROR
-    finally:
-        watch.end()
-    say("stopped; vLLM keeps running")
-    return ExitCode.OK
-
-
 def say(words: str) -> None:
     """One line for the journal (systemd) or the terminal."""
     print(f"vramtop guard: {words}", file=sys.stderr, flush=True)
 
 
 class Watch:
-    """What the guard does with each step."""
+    """What the guard does with each step. `wall`: the Unix time it stamps what others read
+    by (the lasting timeline, the adaptive state); the policies count in the samples'."""
 
     def __init__(
         self,
@@ -118,8 +72,10 @@ class Watch:
         notifier: Notifier,
         settings: GuardSettings,
         timeline: EventLog,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.backend = backend
+        self._wall = wall
         self.notifier = notifier
         self.settings = settings
         self.timeline = timeline
@@ -137,11 +93,11 @@ class Watch:
         self._down_wall: float | None = None
         self._up_wall: float | None = None
         self._last_t = 0.0  # the latest sample's time
-        # Findings a console recorded open before it handed over (by kind): already told.
-        self._told_open: set[str] = set()
+        # Findings a console recorded open before it handed over (kind: when, Unix time).
+        self._told_open: dict[str, float] = {}
         self._told_until: float | None = None  # (in the samples' clock)
         self._pending_wall: float | None = None  # since when an action is pending (Unix time)
-        self._timeline_seen: tuple[int, int] | None = None  # its file's size and time, last read
+        self._news = TimelineNews(timeline, since=wall())  # what others write from now on
 
     def begin(self) -> None:
         """Start the server when it is not running, and housekeeping beside the ticks. A
@@ -169,11 +125,15 @@ class Watch:
             else "adaptive off",
             f"notifying {self.notifier.reach}",
         ]
-        say(f"guarding profile {self.name} ({'; '.join(modes)})")
+        guarding = f"guarding profile {self.name} ({'; '.join(modes)})"
+        say(guarding)
+        self._record(None, Decision(self._last_t, STARTED, guarding))
         self._publish()
         return None
 
-    def end(self) -> None:
+    def end(self, why: str) -> None:
+        """Leave (`why`: asked to, or the samples kept failing): a relaunch under way is given
+        its time to answer, and the leaving is a timeline event."""
         action = self._action
         if action is not None and action.is_alive():
             say("waiting for the relaunch under way to answer")
@@ -183,6 +143,7 @@ class Watch:
             for decision in self.policy.finished(self._last_t, *answer):
                 self._tell(self._last_t, decision)
             self._publish()
+        self._record(None, Decision(self._last_t, STOPPED, why))
         self.notifier.close()
         self.backend.close(stop_server=False)
 
@@ -191,13 +152,13 @@ class Watch:
         sample = step.frame.sample
         self._last_t = sample.t
         policy = self.policy
-        opened = tuple(f for f in step.opened if not self._told_already(f, sample.t))
+        opened = tuple(f for f in step.opened if not self._told_already(f, sample))
         for finding in opened:
             self.notifier.send(finding_opened(finding, plan=self._plan(finding)))
         for finding in step.closed:
             self.notifier.send(finding_closed(finding))
         self._record_findings(opened, step.closed)
-        decisions: list[Decision] = self._person_acted(sample.t)
+        decisions: list[Decision] = self._people(sample.t)
         answer, self._answer = self._answer, None
         if answer is not None:
             decisions += policy.finished(sample.t, *answer)
@@ -218,45 +179,46 @@ class Watch:
         if policy.pending() is None:
             self._pending_wall = None
         elif self._pending_wall is None:
-            self._pending_wall = time.time()
+            self._pending_wall = self._wall()
         self._publish()
 
-    def _told_already(self, finding: Finding, t: float) -> bool:
-        """Whether a console that acted before this guard took over already told `finding`
-        (the lasting timeline has its kind open): its news is not sent again, nor its opening
-        written again; its closing is the guard's to tell. Only for the findings the guard
-        sees open in its first `TOLD_GRACE_S`: later ones are new."""
+    def _told_already(self, finding: Finding, sample: Sample) -> bool:
+        """Whether a console that acted before this guard took over already told `finding`:
+        the lasting timeline has its kind open, told by a console while the server the guard
+        finds ran (one started later, or an earlier guard's telling, is not what the person
+        saw). Its news is not sent again, nor its opening written again; its closing is the
+        guard's to tell. Only for the findings the guard sees open in its first
+        `TOLD_GRACE_S`: later ones are new."""
+        t = sample.t
         if self._told_until is None:
             self._told_until = t + TOLD_GRACE_S
         if t > self._told_until:
             self._told_open.clear()
-        if finding.kind not in self._told_open:
+        told_at = self._told_open.pop(finding.kind, None)
+        started = sample.info.started_at if sample.info is not None else None
+        if told_at is None or started is None or told_at < started:
             return False
-        self._told_open.discard(finding.kind)
-        say(f"{finding.kind} is open: the console told it before the guard took over")
+        say(f"{finding.kind} is open: a console told it before the guard took over")
         return True
 
-    def _person_acted(self, t: float) -> list[Decision]:
-        """A key or a command (another process) acted for the profile since the automatic
-        action became pending: that action gives way, and says so."""
-        since = self._pending_wall
-        if since is None or self.policy.pending() is None:
-            return []
-        try:
-            stat = self.timeline.path.stat()
-            seen = (stat.st_size, stat.st_mtime_ns)
-            if seen == self._timeline_seen:
-                return []  # nothing written since the last look
-            self._timeline_seen = seen
-            events = self.timeline.read(since=since)
-        except OSError:
-            return []
-        for event in events:
-            asked_by = event.detail.get("asked_by")
-            if event.name in PERSON_ACTIONS and asked_by in PERSON:
+    def _people(self, t: float) -> list[Decision]:
+        """What a person asked for the profile (a key in a console, a command: another
+        process) since the last look: a pending automatic action that became pending before
+        it gives way (`cancelled`, which says why); otherwise the guard notes it, in its
+        output and the timeline."""
+        decisions: list[Decision] = []
+        for event in self._news.take():
+            what = asked_by_a_person(event)
+            if what is None:
+                continue
+            since = self._pending_wall
+            if since is not None and event.t >= since and self.policy.pending() is not None:
                 self._pending_wall = None
-                return self.policy.person_acted(t, f"a {event.name} ({asked_by})")
-        return []
+                asked_by = event.detail.get("asked_by")
+                decisions += self.policy.person_acted(t, f"a {event.name} ({asked_by})")
+            else:
+                decisions.append(Decision(t, NOTED, f"a person acted: {what}"))
+        return decisions
 
     def _plan(self, finding: Finding) -> str | None:
         remedy = finding.remedy
@@ -269,30 +231,25 @@ class Watch:
     def _record_findings(self, opened: tuple[Finding, ...], closed: tuple[Finding, ...]) -> None:
         if not opened and not closed:
             return
-        from vramtop.session.event_log import record_findings
-
-        record_findings(self.timeline, time.time(), opened, closed)
+        record_findings(self.timeline, self._wall(), opened, closed, told_by=GUARD_TOLD)
 
     def _tell(self, t: float, decision: Decision) -> None:
         """The decision as a `guard` event (the session's and the lasting timeline's), a
         line for the journal, and news. Its why may carry a relaunch's message (vLLM's words):
         masked, as every action's message is, before it is written or sent."""
         decision = replace(decision, why=mask_line(decision.why))
-        detail = decision.detail()
-        session = self.backend.session
-        if session is not None:
-            session.action(t, GUARD_EVENT, detail)
-        self.timeline.append(time.time(), GUARD_EVENT, detail)
+        self._record(t, decision)
         say(f"{decision.decision}: {decision.why}")
         action = decision.action
         if decision.decision == DONE and decision.result == "ok" and action is not None:
             if action.step == DOWN:
-                self._down_wall, self._up_wall = time.time(), None
+                self._down_wall, self._up_wall = self._wall(), None
             elif action.step == UP:
-                self._up_wall = time.time()
-        if decision.decision == WAITED:
+                self._up_wall = self._wall()
+        if decision.decision in (WAITED, NOTED):
             # Waiting is not news: the person hears of the relaunch when it begins (often in
-            # the same second: the door holds requests) or that it was skipped, and why.
+            # the same second: the door holds requests) or that it was skipped, and why. Nor
+            # is a person's own action, told back to them.
             return
         result = decision.result if decision.decision == DONE else None
         self.notifier.send(
@@ -304,6 +261,15 @@ class Watch:
                 reason=decision.why,
             )
         )
+
+    def _record(self, t: float | None, decision: Decision) -> None:
+        """The decision as a `guard` event: in the lasting timeline, and in the session's at
+        `t` (the samples' clock; None: the lasting timeline's alone)."""
+        detail = decision.detail()
+        session = self.backend.session
+        if session is not None and t is not None:
+            session.action(t, GUARD_EVENT, detail)
+        self.timeline.append(self._wall(), GUARD_EVENT, detail)
 
     def _act(self, action: Action) -> None:
         """Relaunch with the action's flags on a thread; its answer is taken at the next
@@ -348,25 +314,12 @@ class Watch:
 _NEWS_RESULT: dict[str, str] = {WAITED: "waiting", ACTED: "relaunching", SKIPPED: "skipped"}
 # How long after the guard's first sample a finding it sees open may be one a console told.
 TOLD_GRACE_S = 60.0
-# A person's actions, as the lasting timeline records them (`asked_by`).
-PERSON_ACTIONS = tuple(ServerAction)
-PERSON = ("key", "command")
 
 
 def _door(sample: Sample) -> Door:
     """The front door's requests in flight as this step's sample read them (the sampler asks
     the door each tick); none where the profile has no door or it did not answer."""
     return Door(sample.door.in_flight if sample.door is not None else None)
-
-
-def told_open_kinds(events: list[Event]) -> set[str]:
-    """The finding kinds whose last `finding` event in the lasting timeline is an opening:
-    open when this guard took over, told by whoever acted before it."""
-    last: dict[str, object] = {}
-    for event in events:
-        if event.name == "finding":
-            last[str(event.detail.get("kind"))] = event.detail.get("change")
-    return {kind for kind, change in last.items() if change == OPENED}
 
 
 def _outside_flags(argv: list[str]) -> Flags | None:

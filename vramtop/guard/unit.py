@@ -8,13 +8,13 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vramtop.core.secrets import written_secret
 from vramtop.core.unit_words import UnitValueError, environment_line, exec_line
 
-if TYPE_CHECKING:
-    from vramtop.commands.guard import GuardOptions
+# Each word of the guard's command line after `vramtop`, with the option it is for (named
+# in the message when systemd cannot hold it).
+Words = list[tuple[str, str]]
 
 
 def vramtop_command() -> list[str]:
@@ -26,22 +26,20 @@ def vramtop_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "vramtop"]
 
 
-def unit_text(options: GuardOptions) -> str:
-    """The unit's text, `ExecStart` running the guard as it was asked for here: its
-    profile (or `--demo`, `--wsl`, `--card`), every option given (those left out are the
-    profile's, read when the unit starts), and the variables that make it this guard
-    (`_environment`). Every value is quoted by systemd's rules
-    (core/unit_words.py); `UnitValueError` names one that a unit cannot hold."""
-    if options.on_finding is not None and _written_key(options.on_finding):
+def unit_text(asked: Words, on_finding: str | None) -> str:
+    """The unit's text, `ExecStart` running the guard as it was asked for here (`asked`: its
+    words after `vramtop`, as the command spells them; `on_finding` the command it runs, one
+    of them), and the variables that make it this guard (`_environment`). Every value is
+    quoted by systemd's rules (core/unit_words.py); `UnitValueError` names one that a unit
+    cannot hold."""
+    if on_finding is not None and _written_key(on_finding):
         raise UnitValueError(
             "--on-finding carries a key (a token, password or Bearer value), and a unit file is "
             "plain text that other users may read: let the command read the key from a file "
             "only you can read"
         )
     executable, *first = vramtop_command()
-    exec_start = exec_line(
-        executable, [("this vramtop's path", w) for w in first] + _asked(options)
-    )
+    exec_start = exec_line(executable, [("this vramtop's path", w) for w in first] + asked)
     assignments = [environment_line(name, value) for name, value in _environment(first)]
     environment = f"Environment={' '.join(assignments)}\n" if assignments else ""
     return f"""\
@@ -84,56 +82,7 @@ def _environment(module_words: list[str]) -> list[tuple[str, str]]:
     return found
 
 
-def _asked(options: GuardOptions) -> list[tuple[str, str]]:
-    """The guard's command line after `vramtop`, each word with the option it is for: the
-    top-level options the guard reads, `guard`, then its own."""
-    from vramtop.commands.guard import DEFAULT_INTERVAL_S
-
-    target = options.target
-    words: list[tuple[str, str]] = []
-
-    def option(flag: str, value: str | None = None) -> None:
-        words.append((flag, flag))
-        if value is not None:
-            words.append((flag, value))
-
-    if not target.windows:
-        option("--no-windows")
-    if target.api_key_env is not None:
-        option("--api-key-env", target.api_key_env)
-    if target.front_door is not None:
-        option("--front-door", target.front_door)
-    words.append(("guard", "guard"))
-    if target.demo:
-        option("--demo")
-        if target.wsl:
-            option("--wsl")
-        if target.card:
-            option("--card", target.card)
-    elif target.profile:
-        option("--profile", target.profile)
-    if options.notify is not None:
-        option("--notify", ",".join(options.notify))
-    if options.on_finding is not None:
-        option("--on-finding", options.on_finding)
-    if options.auto_remedy is not None:
-        option("--auto-remedy", options.auto_remedy)
-    if options.adaptive:
-        option("--adaptive")
-    if options.settle_s is not None:
-        option("--settle", _number(options.settle_s))
-    if options.interval != DEFAULT_INTERVAL_S:
-        option("--interval", _number(options.interval))
-    return words
-
-
 def _written_key(command: str) -> bool:
     """Whether `command` has a key written in it, not one named by a variable
     (`Bearer $TOKEN` names one; the command's own shell or script reads it)."""
     return written_secret(re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", "", command))
-
-
-def _number(value: float) -> str:
-    """A number as the guard reads it back unchanged: short where that loses nothing."""
-    short = f"{value:g}"
-    return short if float(short) == value else repr(value)

@@ -1,0 +1,58 @@
+"""What the console's action runner (runner.py) asks of the App that builds it: the console's
+state and words, and Textual's calls for workers, timers, screens and messages. A protocol,
+so that the runner never imports the App (which imports the runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from textual.message import Message
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen
+
+    from vramtop.machines.interface import Backend
+    from vramtop.settings import Settings
+    from vramtop.tui.state import ConsoleState
+
+Chosen = TypeVar("Chosen")
+
+
+class ActionHost(Protocol):
+    """What the runner asks of the console (the App)."""
+
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def shown(self) -> ConsoleState: ...
+    @property
+    def screen(self) -> object: ...
+
+    def say(self, text: str | None, *, news: bool = True) -> None: ...
+    def render_header(self) -> None: ...
+    def key_of(self, binding_id: str) -> str: ...
+    def request_tick(self) -> None: ...
+    def refresh_bindings(self) -> None: ...
+    def push_screen(
+        self, screen: Screen[Chosen], callback: Callable[[Chosen | None], None]
+    ) -> object: ...
+    def run_worker(
+        self,
+        work: Callable[[], object],
+        name: str | None,
+        group: str,
+        *,
+        exclusive: bool,
+        thread: bool,
+        exit_on_error: bool,
+    ) -> object: ...
+    def call_from_thread(self, callback: Callable[..., object], *args: object) -> object: ...
+    def set_timer(self, delay: float, callback: Callable[[], object]) -> object: ...
+    def notify(
+        self, message: str, *, title: str, severity: SeverityLevel, timeout: float | None
+    ) -> None: ...
+    def post_message(self, message: Message) -> bool: ...
+    def exit(self, result: int | None) -> None: ...
