@@ -144,7 +144,7 @@ def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
     assert found["finding"]["severity"] == "critical" and found["finding"]["remedy"]
     # SIGTERM ends the guard cleanly; the server keeps serving.
     g.proc.send_signal(signal.SIGTERM)
-    _, err = g.proc.communicate(timeout=60)
+    _, err = g.proc.communicate(timeout=180)  # a generous deadline: a busy machine
     assert g.proc.returncode == 0, err
     assert "vLLM keeps running" in err
     status = json.loads(g.vramtop("status", "--demo", "--json").stdout)
