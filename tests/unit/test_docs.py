@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,18 @@ def test_each_key_of_the_console_is_in_its_key_table(binding: str) -> None:
     assert f"`{binding}`" in (DOCS / "files.md").read_text(encoding="utf-8"), (
         f"{binding}: the name [keys] remaps it by is not in the settings"
     )
+
+
+def test_the_readmes_answer_for_3_gib_is_what_calc_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's calc line for "which budget leaves 3 GiB for a call", run as written on
+    the field report's startup log, prints the budget the console's page states (0.89)."""
+    (command,) = re.findall(r"`(vramtop calc [^`]*--for-headroom-gib 3)`", README.read_text())
+    log = ROOT / "tests" / "fixtures" / "vllm-gpu-written" / "startup.log"
+    (tmp_path / "startup.log").write_text(log.read_text())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(shlex.split(command)[1:]) == 0
+    assert "largest budget leaving 3.0 GiB to the desktop: 0.89" in capsys.readouterr().out
+    console = " ".join((DOCS / "console.md").read_text(encoding="utf-8").split())
+    assert "1.73 GiB and 0.89 as the budget that leaves 3 GiB" in console
