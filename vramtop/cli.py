@@ -45,6 +45,30 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
+# The documentation page that covers each command, relative to the repository (it reads as a
+# path offline and as a link on the repository's site): each `--help` ends with it.
+DOCS_PAGES: dict[str, str] = {
+    "calc": "docs/commands.md",
+    "diagnose": "docs/diagnosis.md",
+    "import": "docs/files.md",
+    "lint": "docs/commands.md",
+    "profile": "docs/files.md",
+    "record": "docs/commands.md",
+    "replay": "docs/commands.md",
+    "start": "docs/commands.md",
+    "stop": "docs/commands.md",
+    "restart": "docs/commands.md",
+    "relaunch": "docs/commands.md",
+    "status": "docs/commands.md",
+    "logs": "docs/commands.md",
+    "events": "docs/commands.md",
+    "attach": "docs/commands.md",
+    "doctor": "docs/commands.md",
+    "export": "docs/prometheus.md",
+    "guard": "docs/guard.md",
+}
+CONSOLE_PAGE = "docs/console.md"  # `vramtop --help`: the console and `--once`
+
 DESCRIPTION = """\
 vramtop watches a vLLM server on the GPU your desktop also uses: VRAM split between vLLM and
 the desktop, the KV pool, tokens/s, and the silent collapse when a video call squeezes the
@@ -57,6 +81,12 @@ Try it without a GPU:  vramtop --demo
 class _Parser(argparse.ArgumentParser):
     """The command line's parser (its subcommands' too): an error that repeats what was typed
     (`unrecognized arguments: …`, `invalid choice: …`) never repeats a key typed by mistake."""
+
+    docs_page: str | None = None  # ends `--help`: "Docs: PAGE" (DOCS_PAGES)
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        return f"{text}\nDocs: {self.docs_page}\n" if self.docs_page else text
 
     def error(self, message: str) -> NoReturn:
         from vramtop.core.secrets import mask_pasted_keys
@@ -76,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"vramtop.commands.{name}")
         module.add_parser(subparsers)
+    parser.docs_page = CONSOLE_PAGE
+    for command, sub in subparsers.choices.items():
+        if isinstance(sub, _Parser):
+            sub.docs_page = DOCS_PAGES.get(command)
     return parser
 
 

@@ -83,9 +83,9 @@ def test_the_rules_and_the_dashboard_only_name_exported_metrics(asset: str) -> N
     assert named <= set(SPECS), named - set(SPECS)
 
 
-def test_the_readme_lists_every_metric() -> None:
-    readme = (ROOT / "README.md").read_text()
-    missing = [spec.name for spec in METRICS if f"`{spec.name}`" not in readme]
+def test_the_docs_list_every_metric() -> None:
+    page = (ROOT / "docs" / "prometheus.md").read_text()
+    missing = [spec.name for spec in METRICS if f"`{spec.name}`" not in page]
     assert missing == []
 
 
@@ -99,11 +99,12 @@ def test_print_flags_print_the_bundled_files(
     assert capsys.readouterr().out == (ROOT / "vramtop" / "export" / asset).read_text()
 
 
-def test_the_rule_file_holds_every_alert_and_the_readme_names_each() -> None:
+def test_the_rule_file_holds_every_alert_and_the_docs_name_each() -> None:
     assert tuple(rules()) == ALERTS
-    readme = (ROOT / "README.md").read_text()
-    assert [name for name in ALERTS if f"**`{name}`**" not in readme] == []
-    contract = readme[readme.index("and the alert names") :].split("\n- ")[0]
+    page = (ROOT / "docs" / "prometheus.md").read_text()
+    assert [name for name in ALERTS if f"**`{name}`**" not in page] == []
+    reference = (ROOT / "docs" / "reference.md").read_text()
+    contract = reference[reference.index("and the alert names") :].split("\n- ")[0]
     assert [name for name in ALERTS if f"`{name}`" not in contract] == []
 
 
@@ -115,9 +116,9 @@ def test_the_kv_rule_uses_the_diagnosis_threshold() -> None:
     )
 
 
-def test_the_readme_names_every_finding_kind_of_vramtop_finding_open() -> None:
+def test_the_docs_name_every_finding_kind_of_vramtop_finding_open() -> None:
     from vramtop.core.findings import KINDS
 
-    readme = (ROOT / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `vramtop_finding_open`"))
+    page = (ROOT / "docs" / "prometheus.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `vramtop_finding_open`"))
     assert [kind for kind in KINDS if f"`{kind}`" not in row] == []

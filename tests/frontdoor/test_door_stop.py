@@ -1,4 +1,4 @@
-"""SIGTERM: one deadline (`--stop-grace-s`, README's number by default) for every request under
+"""SIGTERM: one deadline (`--stop-grace-s`, the docs' number by default) for every request under
 way; past it, one with no answer begun gets the 503, one whose answer began is cut, and the
 door exits 0."""
 
@@ -19,7 +19,7 @@ from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(120)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+FRONT_DOOR_PAGE = Path(__file__).resolve().parents[2] / "docs" / "front-door.md"
 
 
 class Get(threading.Thread):
@@ -62,9 +62,10 @@ def test_past_the_grace_requests_to_a_hung_vllm_are_answered_or_cut(door_factory
         assert "Traceback" not in log
 
 
-def test_the_default_grace_is_the_one_the_readme_states() -> None:
+def test_the_default_grace_is_the_one_the_docs_state() -> None:
     said = re.search(
-        r"lets those in flight finish for up to (\d+) s", " ".join(README.read_text().split())
+        r"lets those in flight finish for up to (\d+) s",
+        " ".join(FRONT_DOOR_PAGE.read_text().split()),
     )
     assert said is not None
     assert float(said.group(1)) == protocol.STOP_GRACE_S

@@ -285,11 +285,11 @@ def test_an_error_names_only_what_is_missing(
     assert doc["rows"][0]["kv_cache_gib"] == pytest.approx(6.71, abs=0.01)
 
 
-def test_the_readme_example_as_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    commands = re.findall(r"`(vramtop calc [^`]*--from-log startup\.log[^`]*)`", readme)
-    assert commands, "the README's calc example is gone"
+def test_the_docs_example_as_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    page = (Path(__file__).parents[2] / "docs" / "commands.md").read_text(encoding="utf-8")
+    commands = re.findall(r"`(vramtop calc [^`]*--from-log startup\.log[^`]*)`", page)
+    assert commands, "the calc example of docs/commands.md is gone"
     (tmp_path / "startup.log").write_text((GPU_LOGS / "startup.log").read_text())
     monkeypatch.chdir(tmp_path)
     for command in commands:

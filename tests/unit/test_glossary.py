@@ -3,10 +3,10 @@
 Each entry's lines name the idea in each place; every name listed is looked up where it is
 said to be: a code name among the package's definitions (a module or folder by its path, a
 class, `Class.member`, a function, a constant, a field, an argument), a JSON key or value,
-metric or CLI flag in the README's Contracts (metrics: also among those the exporter serves,
-flags: also among the package's strings), a UI word among the package's strings. An `old`
-name of an `old` → `new` pair must still be in the code: once it is renamed, the entry's
-Code line is where `new` belongs.
+metric or CLI flag in the Contracts of docs/reference.md (metrics: also among those the
+exporter serves and in the docs, flags: also among the package's strings), a UI word among the
+package's strings. An `old` name of an `old` → `new` pair must still be in the code: once it is
+renamed, the entry's Code line is where `new` belongs.
 """
 
 from __future__ import annotations
@@ -111,15 +111,18 @@ def definitions() -> Definitions:
 
 
 @cache
-def readme() -> str:
-    return (ROOT / "README.md").read_text(encoding="utf-8")
+def documented() -> str:
+    """The documentation: the README and every page of docs/."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return "\n".join(page.read_text(encoding="utf-8") for page in pages if page != GLOSSARY)
 
 
 def contracts() -> str:
-    """The README's Contracts section: what other tools rely on."""
-    text = readme()
+    """The Contracts section (docs/reference.md): what other tools rely on."""
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
     start = text.index("\n## Contracts")
-    return text[start : text.index("\n## ", start + 1)]
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
 
 
 def _word_in(word: str, text: str) -> bool:
@@ -160,7 +163,7 @@ def test_a_rename_still_to_do_names_what_is_there(entry: Entry) -> None:
 @pytest.mark.parametrize("entry", GLOSSED, ids=IDS)
 def test_each_json_name_is_a_contract_the_package_writes(entry: Entry) -> None:
     for key in entry.ticked("JSON"):
-        assert _word_in(key, contracts()), f"{entry.word}: {key} not in the README's Contracts"
+        assert _word_in(key, contracts()), f"{entry.word}: {key} not in the Contracts"
         assert definitions().has(key) or any(_word_in(key, s) for s in definitions().strings), (
             f"{entry.word}: {key} is written nowhere in vramtop/"
         )
@@ -173,13 +176,13 @@ def test_each_metric_is_served_and_documented(entry: Entry) -> None:
     }
     for metric in entry.ticked("Metrics"):
         assert metric in served, f"{entry.word}: the exporter serves no {metric}"
-        assert _word_in(metric, readme()), f"{entry.word}: {metric} is not in the README"
+        assert _word_in(metric, documented()), f"{entry.word}: {metric} is not in the docs"
 
 
 @pytest.mark.parametrize("entry", GLOSSED, ids=IDS)
 def test_each_flag_and_command_is_one_users_type(entry: Entry) -> None:
     for flag in entry.ticked("CLI"):
-        assert _word_in(flag, readme()), f"{entry.word}: {flag} is not in the README"
+        assert _word_in(flag, documented()), f"{entry.word}: {flag} is not in the docs"
         assert flag in definitions().strings, f"{entry.word}: the CLI takes no {flag}"
 
 

@@ -28,7 +28,7 @@ class EventName(StrEnum):
     EXIT = "exit"
     LOG = "log"
     FINDING = "finding"
-    # vramtop's additions (the README's session-format section names them).
+    # vramtop's additions (the session format in docs/reference.md names them).
     GUARD = "guard"
     DOOR_RESTARTED = "door_restarted"
     RECORDING_FAILED = "recording_failed"

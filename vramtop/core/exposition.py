@@ -61,7 +61,7 @@ def _c(name: str, help: str, *labels: str) -> MetricSpec:
     return MetricSpec(f"vramtop_{name}_total", COUNTER, help, labels)
 
 
-# The metric list (the README's table says the same, a test keeps them together).
+# The metric list (docs/prometheus.md's table says the same, a test keeps them together).
 METRICS: tuple[MetricSpec, ...] = (
     _g("build_info", "vramtop's version (always 1).", "version"),
     _g(

@@ -21,7 +21,7 @@ DEFAULT_DRAIN_S = 120.0
 RETRY_AFTER_S = 30
 # SIGTERM lets the requests in flight finish this long before the door exits: one deadline
 # for them all, after which those still under way are answered (no answer begun: the 503) or
-# cut (an answer begun). README's "The front door" says the same number.
+# cut (an answer begun). docs/front-door.md says the same number.
 STOP_GRACE_S = 10.0
 # One request's body: what a long prompt (or a few images as base64) needs, and no more.
 MAX_BODY_BYTES = 256 * 1024 * 1024
