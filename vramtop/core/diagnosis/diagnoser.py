@@ -63,6 +63,7 @@ from vramtop.core.diagnosis.thresholds import (
     WINDOW,
 )
 from vramtop.core.diagnosis.throttling import ThrottleWatch
+from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
 from vramtop.core.events import EventName
 from vramtop.core.findings import Finding, FindingChange, Kind
 from vramtop.core.json_types import JsonValue
@@ -87,6 +88,7 @@ class Diagnoser:
         self._desktop = DesktopWatch()
         self._card = CardWatch()  # what the card said: PCIe RX, WSL2's residency failures
         self._handlers = self._event_handlers()
+        self._throughput = ThroughputWindow()  # each sample's throughput view
         self._new_epoch()
 
     # --- epochs: one per server start ---------------------------------------------------
@@ -126,6 +128,22 @@ class Diagnoser:
         rate yet); see `normal_rate` for the per-request figure and where it came from."""
         normal = self.normal_rate()
         return normal.expected_generation_tps(self._meter.running) if normal is not None else None
+
+    @property
+    def throughput(self) -> ThroughputView | None:
+        """The latest sample's rates against the normal, as every reader shows them (None
+        before the first sample)."""
+        return self._throughput.view
+
+    def _view(self, s: Sample, point: Point | None) -> None:
+        """The throughput view of `s`, made once: what `point` was judged against, before the
+        normal learns from it."""
+        normal = self.normal_rate()
+        reference = (
+            self._meter.reference(point.measure, point.running) if point is not None else None
+        )
+        expected = normal.expected_generation_tps(self._meter.running) if normal else None
+        self._throughput.add(s, point, normal, reference, expected)
 
     def normal_rate(self) -> NormalRate | None:
         """The normal decode speed compared with now: learned on this run, or remembered
@@ -216,6 +234,7 @@ class Diagnoser:
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
             self._server_watch.check_oom_text(s.t, s.startup.error)
         point = self._meter.measure(prev, s, state)
+        self._view(s, point)
         normal = point is not None and point.at_normal and not self._squeezed()
         self._card.track(s, normal=normal)
         self._throttle.check(
