@@ -59,6 +59,7 @@ from vramtop.core.diagnosis.thresholds import (
     OPEN_COUNT,
     OPEN_WINDOW,
     RELEARN_SAMPLES,
+    SLOWDOWN_RATIO,
     SLOWDOWN_REASONS,
     WINDOW,
 )
@@ -254,7 +255,11 @@ class Diagnoser:
         # them) must not teach the normal: a long call would make its own slowdown normal and
         # the finding close while nothing changed, and a console opened in the middle of a
         # call, with no normal known, would learn the collapsed rate as the normal.
-        if point is not None and not self._squeezed() and not self._memory_squeezed(s):
+        if (
+            point is not None
+            and not self._squeezed()
+            and not self._memory_squeezed(s, point, squeeze)
+        ):
             self._meter.learn(point)
 
     # --- rules ---------------------------------------------------------------------------------
@@ -354,9 +359,19 @@ class Diagnoser:
         """A collapse or a slowdown is open: the desktop squeezes the server now."""
         return self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN)
 
-    def _memory_squeezed(self, s: Sample) -> bool:
-        """The memory itself shows the desktop squeezing the server this second."""
-        return squeeze_in_memory(s, self._any_spill(), self._desktop.outside_budget)
+    def _memory_squeezed(self, s: Sample, point: Point, squeeze: Squeeze | None) -> bool:
+        """The memory shows the desktop squeezing the server this second: as the collapse's
+        corroborated rule reads it (spilled, or the desktop clearly past its allowance), or
+        as the slowdown's rule does (`memory_squeezes`: a full card with the desktop within
+        reach of its allowance) in a second under the slowdown's line (SLOWDOWN_RATIO). Such
+        a second must not teach the normal, on any card: a relaunch during a call would learn
+        the call's slower rate as normal and the slowdown would never be told. (A full card
+        at normal speed still teaches: that is how a high budget runs.)"""
+        spill, outside = self._any_spill(), self._desktop.outside_budget
+        if squeeze_in_memory(s, spill, outside):
+            return True
+        slow = point.ratio is not None and point.ratio < SLOWDOWN_RATIO
+        return slow and memory_squeezes(s, squeeze, spill, outside)
 
     def _any_spill(self) -> SpillEvidence | None:
         """The server's memory seen spilled: the WSL VM's shared memory, or AMD's GTT."""
