@@ -62,7 +62,7 @@ class ThroughputPanel(TextPanel):
             self._last_t = sample.t
             self._generation.append(rates.generation_tps or 0.0)
             self._prompt.append(rates.prompt_tps or 0.0)
-        view = frame.throughput if frame.throughput and frame.throughput.t == sample.t else None
+        view = frame_view(frame)
         base_prompt = frame.normal.prompt_tps if frame.normal else None
         metrics = sample.server.metrics if sample.server else None
         if metrics is None:
@@ -77,6 +77,7 @@ class ThroughputPanel(TextPanel):
             if gone:
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
         row = generation_row(view, rates.generation_tps)
+        door = door_row(frame)
         rows: list[Row | Detail] = [
             row,
             Detail(_plot(tuple(self._generation), row.normal_total)),
@@ -85,11 +86,25 @@ class ThroughputPanel(TextPanel):
             Detail(_plot(tuple(self._prompt), base_prompt)),
             line,
         ]
-        if sample.door is not None:  # only where a front door answers: else no row at all
-            rows.append(DoorRow(sample.door, view.per_request_tps if view else None))
+        if door is not None:  # only where a front door answers: else no row at all
+            rows.append(door)
         if frame.adaptive is not None:  # only while a guard runs adaptively for the profile
             rows.append(AdaptiveRow(frame.adaptive))
         self.set_rows(rows)
+
+
+def frame_view(frame: Frame) -> ThroughputView | None:
+    """The frame's throughput view, where it is the view of the frame's own sample."""
+    view = frame.throughput
+    return view if view is not None and view.t == frame.sample.t else None
+
+
+def door_row(frame: Frame) -> DoorRow | None:
+    """The door line of `frame`, with its view's per-request speed (None: no door)."""
+    door, view = frame.sample.door, frame_view(frame)
+    if door is None:
+        return None
+    return DoorRow(door, view.per_request_tps if view is not None else None)
 
 
 def generation_row(view: ThroughputView | None, generation_tps: float | None) -> _GenerationRow:
