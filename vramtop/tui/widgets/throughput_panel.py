@@ -18,16 +18,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from textual.content import Content
 
 from vramtop.core.adaptive_words import LABEL, AdaptiveState, budget_variants
-from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.model import DoorReading
 from vramtop.machines.interface import Frame
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
+
+if TYPE_CHECKING:
+    # The view comes with the frame: the console's first frame waits for none of the
+    # diagnosis' modules.
+    from vramtop.core.diagnosis.throughput import ThroughputView
 
 # A figure under this share of the normal rate is coloured as low, nothing more: naming a
 # collapse is the diagnosis's job, and its rule is a fall below 0.35 (COLLAPSE_RATIO).
