@@ -60,6 +60,12 @@ def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: P
     # The field report's model: 262,144 tokens fit at 0.93.
     assert kv["dtype"] == "fp8" and kv["max_model_len"] == 262144
     assert 262_144 <= kv["tokens"] < 300_000  # one request of the whole ceiling fits
+    # The rates against the normal, as the console shows them (added: the throughput view).
+    view = data["throughput"]
+    assert view["requests_running"] == data["requests"]["running"]
+    if data["normal_rate"] is None:
+        assert view["normal_origin"] == "can't judge yet"
+        assert view["normal_per_request_tps"] is None
     # Processes signalled a moment ago may still be exiting on a loaded machine.
     wait_until(
         lambda: not sim_processes_under(tmp_path),

@@ -119,7 +119,6 @@ def exported(path: Path) -> list[dict[str, float]]:
 
     header, records = read_session(path)
     diagnoser = Diagnoser(remembered=header.normal_rate)
-    previous: Sample | None = None
     scrapes = []
     for record in records:
         if not isinstance(record, Sample):
@@ -127,15 +126,8 @@ def exported(path: Path) -> list[dict[str, float]]:
                 diagnoser.feed_event(record.t, record.name, record.detail)
             continue
         diagnoser.feed_sample(record)
-        state = ExportState(
-            version="test",
-            sample=record,
-            previous=previous,
-            normal=diagnoser.normal_rate(),
-            normal_generation_tps=diagnoser.normal_generation_tps(),
-        )
+        state = ExportState(version="test", sample=record, throughput=diagnoser.throughput)
         scrapes.append({_selector(s.name, dict(s.labels)): s.value for s in series_for(state)})
-        previous = record
     return scrapes
 
 

@@ -3,7 +3,9 @@ per-request decode rate beside its own normal; counters that span restarts; iden
 
 from __future__ import annotations
 
+from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event
 from vramtop.core.exposition import ExportState, Series, Tally, series_for, tally
 from vramtop.core.model import (
@@ -61,6 +63,14 @@ def sample(
     return Sample(t=t, gpu=CARD, server=server, info=info)
 
 
+def viewed(previous: Sample, now: Sample) -> ThroughputView | None:
+    """The throughput view of `now`, as the diagnosis makes it with NORMAL remembered."""
+    diagnoser = Diagnoser(remembered=NORMAL)
+    diagnoser.feed_sample(previous)
+    diagnoser.feed_sample(now)
+    return diagnoser.throughput
+
+
 def exposed(state: ExportState) -> dict[str, float]:
     def key(s: Series) -> str:
         labels = ",".join(f"{k}={v}" for k, v in s.labels)
@@ -90,9 +100,7 @@ def test_a_serving_server_exports_its_pool_rates_and_normals() -> None:
     state = ExportState(
         "t",
         sample(11, metrics(11)),
-        previous=sample(10, metrics(10)),
-        normal=NORMAL,
-        normal_generation_tps=140.0,
+        throughput=viewed(sample(10, metrics(10)), sample(11, metrics(11))),
     )
     assert names(state) >= NOW_SERIES
 
@@ -105,9 +113,7 @@ def test_a_stopped_crashed_or_silent_server_exports_none_of_what_described_it() 
         sample(11, kept, state=None, reachable=True, stale=True),  # a URL that stopped answering
         sample(11, metrics(11), state=ServerState.STOPPED),  # recorded stopped
     ):
-        state = ExportState(
-            "t", gone, previous=sample(10, kept), normal=NORMAL, normal_generation_tps=140.0
-        )
+        state = ExportState("t", gone, throughput=viewed(sample(10, kept), gone))
         assert names(state) & NOW_SERIES == set(), gone
         seen = exposed(state)
         assert seen["vramtop_server_up"] == float(gone.server is not None and not gone.server.stale)
@@ -124,7 +130,9 @@ def test_the_per_request_rate_stands_beside_the_normal_of_its_own_measure_and_co
     now = ServerMetrics(
         **{**now.__dict__, "generation_tokens_total": before.generation_tokens_total + 60}
     )  # type: ignore[arg-type]
-    seen = exposed(ExportState("t", sample(11, now), previous=sample(10, before), normal=NORMAL))
+    seen = exposed(
+        ExportState("t", sample(11, now), throughput=viewed(sample(10, before), sample(11, now)))
+    )
     rate = seen["vramtop_request_decode_tokens_per_second{measure=inter_token_latency}"]
     assert round(rate) == 68
     assert (
@@ -135,12 +143,18 @@ def test_the_per_request_rate_stands_beside_the_normal_of_its_own_measure_and_co
 def test_without_the_histogram_the_fallback_measure_and_its_normal_are_used() -> None:
     bare = {"inter_token_latency_count": None, "inter_token_latency_sum_s": None}
     before, now = metrics(10, **bare), metrics(11, **bare)  # type: ignore[arg-type]
-    seen = exposed(ExportState("t", sample(11, now), previous=sample(10, before), normal=NORMAL))
+    seen = exposed(
+        ExportState("t", sample(11, now), throughput=viewed(sample(10, before), sample(11, now)))
+    )
     assert seen["vramtop_request_decode_tokens_per_second{measure=per_request}"] == 70.0
     assert seen["vramtop_request_decode_normal_tokens_per_second{measure=per_request}"] == 60.0
     # A second that also read a prompt is its own measure (prefill lowers the total).
     reading = metrics(12, prompt_tokens_total=now.prompt_tokens_total + 5000, **bare)  # type: ignore[arg-type]
-    seen = exposed(ExportState("t", sample(12, reading), previous=sample(11, now), normal=NORMAL))
+    seen = exposed(
+        ExportState(
+            "t", sample(12, reading), throughput=viewed(sample(11, now), sample(12, reading))
+        )
+    )
     assert "vramtop_request_decode_tokens_per_second{measure=per_request_prefill}" in seen
 
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
 from vramtop.core.events import Event
 from vramtop.core.findings import Evidence, Finding, Ladder, Remedy, RuledOut
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
@@ -68,6 +69,8 @@ class FakeBackend(Backend):
         self.version = version
         self.call_on = False
         self._rng = random.Random(seed)
+        self._latest: Sample | None = None
+        self._throughput = ThroughputWindow()
         self._lock = threading.Lock()
         self.t = 0.0
         self.pid = 4242
@@ -104,7 +107,8 @@ class FakeBackend(Backend):
 
     # -- Backend ----------------------------------------------------------------------------
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        return self.framed(self.next_sample(), log_limit)
+        self._latest = self.next_sample()
+        return self.framed(self._latest, log_limit)
 
     def normal_rate(self) -> NormalRate:
         # The same 77 tok/s as the normal rate, learned on this run.
@@ -115,6 +119,18 @@ class FakeBackend(Backend):
         with self._lock:
             self.t += 1.0
             return self._sample()
+
+    def throughput(self) -> ThroughputView | None:
+        """The latest sample's view, made by the core's own window (no diagnosis here: no
+        per-request speed is judged, the total stands beside the scripted normal)."""
+        latest = self._latest
+        if latest is None:
+            return None
+        view = self._throughput.view
+        if view is not None and view.t == latest.t:
+            return view
+        normal = self.normal_rates().generation_tps
+        return self._throughput.add(latest, None, self.normal_rate(), None, normal)
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         with self._lock:

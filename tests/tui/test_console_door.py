@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from tests.support.waiting import wait_until_async
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event
 from vramtop.core.model import DoorReading, Sample, ServerState
 from vramtop.machines.demo_backend import demo_backend
@@ -26,6 +27,7 @@ from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.throughput_panel import DoorRow, ThroughputPanel
 
 ADDRESS = "127.0.0.1:8000"
+EACH_TPS = 52.4  # the per-request decode speed of the frame's throughput view
 SEEN = DoorReading(
     address=ADDRESS,
     in_flight=2,
@@ -36,7 +38,7 @@ SEEN = DoorReading(
     ttft_p95_s=0.8,
     e2e_p50_s=3.1,
     e2e_p95_s=6.0,
-    decode_tps_p50=52.4,
+    decode_tps_p50=47.0,  # the clients' p50 over answered requests: not the line's figure
 )
 
 
@@ -57,6 +59,11 @@ class DoorBackend(FakeBackend):
 
     def next_sample(self) -> Sample:
         return replace(super().next_sample(), door=self.door)
+
+    def throughput(self) -> ThroughputView | None:
+        # The diagnosis judged each request at 52.4 tok/s this second: the door line's figure.
+        view = super().throughput()
+        return None if view is None else replace(view, per_request_tps=EACH_TPS)
 
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
@@ -111,9 +118,9 @@ async def test_the_throughput_panel_says_what_the_door_sees() -> None:
     ],
 )
 def test_the_door_line_drops_detail_as_the_panel_narrows(width: int, line: str) -> None:
-    # End-to-end p95 and the decode speed the clients saw are told beside TTFT; narrower,
+    # End-to-end p95 and the per-request decode speed are told beside TTFT; narrower,
     # the p95s go first, then the end-to-end latency and the speed.
-    assert DoorRow(SEEN).draw(width).plain == line
+    assert DoorRow(SEEN, EACH_TPS).draw(width).plain == line
 
 
 def test_a_door_with_nothing_measured_yet_says_so_in_each_figure() -> None:

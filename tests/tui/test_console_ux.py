@@ -17,9 +17,12 @@ from textual.widgets._toast import Toast
 
 from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
+from vramtop.core.diagnosis.contention import Point
+from vramtop.core.diagnosis.meter import interval_rates
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputWindow, shown_rate
 from vramtop.core.findings import Remedy
-from vramtop.core.model import Rates, ServerMetrics, ServerState
+from vramtop.core.model import Rates, ServerState
 from vramtop.machines.deferred_backend import BackendUnavailable
 from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
@@ -31,7 +34,7 @@ from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.screens.timeline_screen import EventScreen, TimelineScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import banner_text
-from vramtop.tui.widgets.throughput_panel import ThroughputPanel, shown_rate, window_normal_tps
+from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 
@@ -326,11 +329,16 @@ def _show(
     panel = app.query_one(ThroughputPanel)
     sample = app.sample
     assert sample is not None
+    window = _WINDOWS.setdefault(id(app), ThroughputWindow())  # the core's, as a session's
     for t, rate in frames:
         frame = replace(sample, t=t, rates=replace(sample.rates, generation_tps=rate))
-        normal = None if normal_share is None else Rates(generation_tps=rate / normal_share)
-        panel.show(Frame(frame, normal=normal))
+        normal = None if normal_share is None else rate / normal_share
+        view = window.add(frame, None, None, None, normal)
+        panel.show(Frame(frame, normal=Rates(generation_tps=normal), throughput=view))
     return panel.lines[0].plain
+
+
+_WINDOWS: dict[int, ThroughputWindow] = {}
 
 
 async def test_the_rate_shown_averages_seconds_of_the_samples_own_time() -> None:
@@ -362,7 +370,8 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
     # Three requests running, two of them still reading their prompts: 40 tok/s in all while
     # the one decoding runs at its normal 80 (vLLM's latency histogram: 80 tokens per second
     # of decoding). The normal per-request speed stands beside the per-request figure, not
-    # beside the total, so nothing reads as slow; a collapse of the decode speed does.
+    # beside the total, so nothing reads as slow; a collapse of the decode speed does. The
+    # figures are the throughput view's, as the diagnosis judged each interval.
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
@@ -372,6 +381,8 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
         metrics = sample.server.metrics
         assert metrics is not None
         normal = NormalRate({INTER_TOKEN_LATENCY: {2: 80.0}})
+        window = ThroughputWindow()
+        shown: list[Any] = []
 
         def show(t: float, tokens: float, seconds: float) -> str:
             m = replace(
@@ -382,10 +393,17 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
             )
             server = replace(sample.server, metrics=m)
             rates = replace(sample.rates, generation_tps=40.0)
-            frame = replace(sample, t=t, server=server, rates=rates)
-            panel.show(
-                Frame(frame, normal=Rates(generation_tps=240.0), normal_rate=normal), "learned now"
-            )
+            frame = replace(sample, t=t, server=server, rates=rates, info=None)
+            judged = interval_rates(shown[-1], frame, None) if shown else None
+            point = None
+            if judged is not None:
+                point = Point(
+                    t, 40.0, judged.per_request_tps, None, 3.0, False, True, judged.measure
+                )
+            reference = normal.for_running(3.0, INTER_TOKEN_LATENCY) if point else None
+            view = window.add(frame, point, normal, reference, 240.0)
+            shown.append(frame)
+            panel.show(Frame(frame, normal=Rates(generation_tps=240.0), throughput=view))
             return str(panel.lines[0].plain)
 
         show(400.0, 1000.0, 10.0)
@@ -393,24 +411,9 @@ async def test_under_agent_traffic_the_normal_is_beside_the_per_request_speed() 
         assert "40 tok/s  80/req · normal 80 · learned now" in line
         assert "normal 240" not in line
         assert not _error_coloured(panel)
-        line = show(404.0, 1180.0, 14.0)  # then 20 tokens in 2 s: 180 in 4 s over the window
-        assert "45/req · normal 80" in line
-        show(410.0, 1190.0, 16.0)  # 10 tokens in 2 s: a tenth of normal, alone in the window
-        show(412.0, 1200.0, 18.0)
-        assert "5/req · normal 80" in panel.lines[0].plain
+        line = show(404.0, 1180.0, 14.0)  # then 20 tokens in 2 s: the judged interval's 10
+        assert "10/req · normal 80" in line
         assert _error_coloured(panel)
-
-
-def test_the_per_request_normal_is_the_one_of_the_windows_concurrency() -> None:
-    # Three streams whose requests end and begin: one scrape in four reads a single request
-    # running. The tokens of the window were decoded three at a time, so the normal beside
-    # them is the 2-3 bucket's (180), not the lone request's faster one (345).
-    normal = NormalRate({INTER_TOKEN_LATENCY: {1: 345.0, 2: 180.0}})
-    readings = [ServerMetrics(requests_running=r) for r in (3.0, 1.0, 3.0, 3.0)]
-    assert window_normal_tps(normal, readings) == 180.0
-    assert window_normal_tps(normal, [ServerMetrics(requests_running=1.0)]) == 345.0
-    assert window_normal_tps(normal, [ServerMetrics(requests_running=0.0), None]) == 345.0
-    assert window_normal_tps(None, readings) is None
 
 
 def _error_coloured(panel: ThroughputPanel) -> bool:

@@ -76,7 +76,7 @@ def test_the_banner_says_when_it_had_no_normal_rate_to_compare_with() -> None:
 
 def test_the_throughput_panel_says_where_the_normal_rate_came_from() -> None:
     from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
-    from vramtop.tui.widgets.throughput_panel import normal_origin
+    from vramtop.core.diagnosis.throughput import normal_origin
 
     remembered = NormalRate({INTER_TOKEN_LATENCY: {1: 77.0}}, REMEMBERED, saved_at=0.0)
     assert normal_origin(remembered, 7200.0) == "remembered 2 h ago"

@@ -38,8 +38,7 @@ def state_at(t: float, *, wsl: bool = True) -> ExportState:
         version="9.9",
         sample=last,
         open_findings=tuple(diagnoser.open_findings()),
-        normal_generation_tps=diagnoser.normal_generation_tps(),
-        normal=diagnoser.normal_rate(),
+        throughput=diagnoser.throughput,
         spill=diagnoser.spill_evidence(),
         samples=int(t),
         errors={"server": 2},
@@ -192,7 +191,10 @@ def test_a_normal_rate_learned_now_and_one_remembered_say_so() -> None:
     assert len(decode) == 1 and 70 < next(iter(decode.values())) < 85
 
     remembered = NormalRate({PER_REQUEST: {1: 77.0}}, source=REMEMBERED, saved_at=1.7e9)
-    state = ExportState(version="1", sample=state_at(5).sample, normal=remembered)
+    at_5 = state_at(5)
+    assert at_5.throughput is not None
+    view = replace(at_5.throughput, normal=remembered)  # the view's normal is what is exported
+    state = ExportState(version="1", sample=at_5.sample, throughput=view)
     series = series_for(state)
     assert one(series, "vramtop_normal_rate_remembered") == 1
     assert one(series, "vramtop_normal_rate_saved_timestamp_seconds") == 1.7e9

@@ -236,6 +236,11 @@ def _once(
     data["normal_rate"] = (
         None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
     )
+    # ... and the reading's rates against the normal, as the console and the exporter give
+    # them (the per-request decode speed the diagnosis judged, and the normal it was judged
+    # against).
+    view = frame.throughput
+    data["throughput"] = view.to_json() if view is not None and view.t == sample.t else None
     # ... and, where a guard runs adaptively for this profile, its two budgets and last steps.
     if backend.profile_name is not None:
         from vramtop.supervisor.actor import read_guard_state

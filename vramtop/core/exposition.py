@@ -1,12 +1,12 @@
 """What `vramtop export` exposes: the metric list, and the series one sample stands for.
 
-Pure: a sample and what the live session knows beside it (open findings, the normal decode
-rate, the WSL VM's spill) go in, plain `(name, labels, value)` series come out; the exporter
-turns them into Prometheus text. Only what vramtop derives is exposed (vLLM's own /metrics and
-an NVML exporter already give the rest), in base units, with prometheus_client's naming
-conventions: a `vramtop_` prefix, `_bytes`, `_seconds`, `_ratio`, counters ending in
-`_total`, a `gpu` label on per-card numbers and a `method` label on the split. An unknown
-value is an absent series, never a zero.
+Pure: a sample and what the live session knows beside it (open findings, the throughput
+view of its rates against the normal, the WSL VM's spill) go in, plain `(name, labels,
+value)` series come out; the exporter turns them into Prometheus text. Only what vramtop
+derives is exposed (vLLM's own /metrics and an NVML exporter already give the rest), in
+base units, with prometheus_client's naming conventions: a `vramtop_` prefix, `_bytes`,
+`_seconds`, `_ratio`, counters ending in `_total`, a `gpu` label on per-card numbers and a
+`method` label on the split. An unknown value is an absent series, never a zero.
 """
 
 from __future__ import annotations
@@ -17,17 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
 from vramtop.core import sample_facts as read
-from vramtop.core.diagnosis.normal_rate import (
-    INTER_TOKEN_LATENCY,
-    PER_REQUEST,
-    PER_REQUEST_PREFILL,
-    REMEMBERED,
-    NormalRate,
-    decode_tps,
-)
-from vramtop.core.diagnosis.rates import MAX_GAP_S, counter_rate
+from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.diagnosis.relaunch import suggest_budget
-from vramtop.core.diagnosis.thresholds import PREFILL_TPS
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event
 from vramtop.core.findings import KINDS, Finding, Kind
 from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
@@ -345,8 +337,6 @@ class ExportState:
     version: str
     sample: Sample | None = None
     open_findings: Sequence[Finding] = ()
-    normal_generation_tps: float | None = None  # at the current concurrency
-    normal: NormalRate | None = None
     spill: SpillEvidence | None = None
     samples: int = 0
     errors: Mapping[str, int] = field(default_factory=dict)
@@ -354,7 +344,8 @@ class ExportState:
     sample_duration_s: float | None = None
     desktop_peak_bytes: int | None = None  # the largest desktop share seen so far
     outside_budget_bytes: int | None = None  # vLLM's memory outside its budget, as measured
-    previous: Sample | None = None  # the sample before `sample` (the per-request rate's start)
+    # The sample's rates against the normal, as the console shows them (None: not diagnosed).
+    throughput: ThroughputView | None = None
     counts: Tally = field(default_factory=Tally)
 
 
@@ -376,10 +367,11 @@ def series_for(state: ExportState) -> list[Series]:
     out += _card(sample)
     out += _identity(sample)
     up = serving(sample)
-    out += _server(sample, state.normal_generation_tps if up else None)
-    if up:
-        out += _normal(state.normal)
-        out += request_decode(state.previous, sample, state.normal)
+    view = state.throughput if state.throughput and state.throughput.t == sample.t else None
+    out += _server(sample, view.normal_generation_tps if up and view else None)
+    if up and view is not None:
+        out += _normal(view.normal)
+        out += request_decode(view)
     out += _findings(sample, state.open_findings)
     out += _budget_for_peak(sample, state.desktop_peak_bytes, state.outside_budget_bytes)
     out += _windows(sample, state.spill)
@@ -462,44 +454,22 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
     return out
 
 
-def request_decode(
-    previous: Sample | None, sample: Sample, normal: NormalRate | None
-) -> list[Series]:
-    """The per-request decode speed since `previous`, measured as the diagnosis measures it
-    (`Diagnoser._measure`: vLLM's per-token latency where its histogram moved, else the total
-    over the running requests, in a measure of its own for a second that also read a prompt),
-    and the normal it is compared with: the same measure at the same concurrency. Compared with
-    each other, a request still reading its prompt never reads as a collapse."""
-    m, pm = _fresh(sample), _fresh(previous)
-    if previous is None or m is None or pm is None:
+def request_decode(view: ThroughputView | None) -> list[Series]:
+    """The per-request decode speed the diagnosis judged this second, in its measure, and the
+    normal it was judged against (the same measure at the same concurrency): the frame's
+    throughput view, as the console shows it. Compared with each other, a request still
+    reading its prompt never reads as a collapse."""
+    if view is None or view.per_request_tps is None or view.measure is None:
         return []
-    if sample.info is not None and sample.info.state is not ServerState.RUNNING:
-        return []
-    now, before = m.requests_running or 0.0, pm.requests_running or 0.0
-    if not (now or before):
-        return []
-    whole = bool(now and before)
-    dt = sample.t - previous.t
-    running = now if whole else max(now, before)
-    rate = decode_tps(pm, m) if 0 < dt <= MAX_GAP_S else None
-    measure = INTER_TOKEN_LATENCY
-    if rate is None:
-        if not whole:
-            return []
-        gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
-        gen = sample.rates.generation_tps if gen is None else gen
-        prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
-        prompt = sample.rates.prompt_tps if prompt is None else prompt
-        if gen is None:
-            return []
-        # Prefill lowers this measure: a second that read a prompt has a normal of its own.
-        prefill = prompt is not None and prompt >= PREFILL_TPS
-        measure, rate = PER_REQUEST_PREFILL if prefill else PER_REQUEST, gen / max(1.0, running)
     out: list[Series] = []
-    _add(out, "vramtop_request_decode_tokens_per_second", rate, measure=measure)
-    if normal is not None:
-        expected = normal.for_running(running, measure)
-        _add(out, "vramtop_request_decode_normal_tokens_per_second", expected, measure=measure)
+    measure = view.measure
+    _add(out, "vramtop_request_decode_tokens_per_second", view.per_request_tps, measure=measure)
+    _add(
+        out,
+        "vramtop_request_decode_normal_tokens_per_second",
+        view.normal_per_request_tps,
+        measure=measure,
+    )
     return out
 
 

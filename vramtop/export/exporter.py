@@ -116,8 +116,7 @@ class Exporter:
     def _store(self, step: Step) -> None:
         """A step's sample, findings and new events as the exposition's new state."""
         frame = step.frame
-        sample, findings, normal_rate = frame.sample, frame.findings, frame.normal_rate
-        normal = frame.normal.generation_tps if frame.normal is not None else None
+        sample, findings = frame.sample, frame.findings
         spill = self._backend.spill_evidence()
         # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
         outside_budget = self._backend.outside_budget_bytes()
@@ -132,11 +131,9 @@ class Exporter:
             self._state = replace(
                 self._state,
                 sample=sample,
-                previous=self._state.sample,
                 counts=counts,
                 open_findings=findings,
-                normal_generation_tps=normal,
-                normal=normal_rate,
+                throughput=frame.throughput,
                 spill=spill,
                 samples=self._state.samples + 1,
                 errors=dict(self._errors),

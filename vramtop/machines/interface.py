@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     # reading, and waits for none of the diagnosis' modules (the backend imports them).
     from vramtop.core.adaptive_words import AdaptiveState
     from vramtop.core.diagnosis.normal_rate import NormalRate
+    from vramtop.core.diagnosis.throughput import ThroughputView
     from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
@@ -59,6 +60,9 @@ class Frame:
     call_on: bool = False  # demo: a simulated video call is on
     # The budgets of a guard running adaptively for this profile (None: no such guard).
     adaptive: AdaptiveState | None = None
+    # The rates against the normal, worked out once where the sample was diagnosed: what the
+    # throughput panel, the banner and the door line draw (None: no sample diagnosed).
+    throughput: ThroughputView | None = None
 
 
 class Backend(ABC):
@@ -133,6 +137,7 @@ class Backend(ABC):
             normal_rate=self.normal_rate(),
             call_on=self.call_on,
             adaptive=self.adaptive_state(),
+            throughput=self.throughput(),
         )
 
     # What a frame carries beside its sample (a machine that has none keeps the default).
@@ -155,6 +160,10 @@ class Backend(ABC):
         return None
 
     def normal_rate(self) -> NormalRate | None:
+        return None
+
+    def throughput(self) -> ThroughputView | None:
+        """The latest sample's rates against the normal (see `core.diagnosis.throughput`)."""
         return None
 
     def adaptive_state(self) -> AdaptiveState | None:

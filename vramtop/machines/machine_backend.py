@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
@@ -223,6 +224,9 @@ class MachineBackend(Backend):
     def normal_rate(self) -> NormalRate | None:
         """The normal decode speed and where it came from (see `LiveSession.normal_rate`)."""
         return self.session.normal_rate()
+
+    def throughput(self) -> ThroughputView | None:
+        return self.session.throughput()
 
     def adaptive_state(self) -> AdaptiveState | None:
         """The budgets of a guard running adaptively for this profile (None: none runs), read

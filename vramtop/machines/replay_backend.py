@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vramtop.core.diagnosis.normal_rate import NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
@@ -80,6 +81,9 @@ class ReplayBackend(Backend):
 
     def normal_rate(self) -> NormalRate | None:
         return self.source.diagnoser.normal_rate()
+
+    def throughput(self) -> ThroughputView | None:
+        return self.source.diagnoser.throughput
 
     def outside_budget_bytes(self) -> int | None:
         return self.source.diagnoser.outside_budget_bytes

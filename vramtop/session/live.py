@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import LEARNED, NormalRate
+from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
@@ -164,6 +165,12 @@ class LiveSession:
         this run, or remembered with when): for the header, `--once`, recordings, exporters."""
         with self._lock:
             return self.diagnoser.normal_rate()
+
+    def throughput(self) -> ThroughputView | None:
+        """The latest sample's rates against the normal, worked out once (see
+        `core.diagnosis.throughput`): for the console, `--once`, exporters."""
+        with self._lock:
+            return self.diagnoser.throughput
 
     def close(self) -> None:
         with self._lock:

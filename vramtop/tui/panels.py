@@ -51,7 +51,7 @@ class Panels:
             sample.gpu, sample.split, sample.info, sample.windows, util=sample_facts.util(sample)
         )
         self.kv.show(sample)
-        self.throughput.show(shown.frame, origin=shown.normal_origin)
+        self.throughput.show(shown.frame)
         notice = _log_notice(sample, start_key)
         # A replay's last frame stays on screen: a count held back is drawn now.
         now = None if shown.ended else sample.t
@@ -65,7 +65,12 @@ class Panels:
         had = self.banner.has_class("-open")
         findings = shown.findings
         self.banner.show(
-            findings, details=shown.banner_details, short=short, can_act=can_act, keys=keys
+            findings,
+            details=shown.banner_details,
+            short=short,
+            can_act=can_act,
+            keys=keys,
+            throughput=shown.frame.throughput,
         )
         return had != bool(findings)
 

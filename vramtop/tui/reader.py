@@ -20,7 +20,6 @@ from textual.worker import get_current_worker
 from vramtop.machines.deferred_backend import BackendUnavailable
 from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, Backend
 from vramtop.tui.messages import SampleArrived, TickFailed
-from vramtop.tui.widgets.throughput_panel import normal_origin
 
 if TYPE_CHECKING:
     from vramtop.machines.runner import Runner
@@ -134,8 +133,8 @@ class Reader:
             step = self._runner.step(limit)
             frame = step.frame
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
-            # none is known yet).
-            origin = normal_origin(frame.normal_rate, self._clock())
+            # none is known yet), as the frame's throughput view says it.
+            origin = frame.throughput.origin if frame.throughput is not None else None
         except Exception as error:  # a backend bug must not take the console down
             reason = str(error) if isinstance(error, BackendUnavailable) else None
             reason = reason or f"{type(error).__name__}: {error}"

@@ -219,13 +219,21 @@ def _summary(collapse: Collapse, device: GpuDevice) -> str:
     rate, base, kv, fill = _rate(collapse), collapse.normal_tps, collapse.kv, collapse.fill
     where = "system memory" if device.memory_kind is MemoryKind.UNIFIED else "the card"
     if base and kv is not None:
-        return (
-            f"Generation fell to {rate:.1f} tok/s per request ({rate / base:.0%} of the normal "
-            f"{base:.0f}{_normal_origin(collapse)}) "
-            f"with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
-            "the desktop is squeezing vLLM's memory."
-        )
+        return collapse_words(rate, base, _normal_origin(collapse), kv, where, fill)
     return (
         f"Generation fell to {rate:.1f} tok/s with {where} {fill:.0%} full: "
+        "the desktop is squeezing vLLM's memory."
+    )
+
+
+def collapse_words(
+    rate: float, base: float, origin: str, kv: float, where: str, fill: float
+) -> str:
+    """The collapse's summary: its per-request rate against the normal (`origin`: '' or
+    ' remembered from an earlier run'), KV usage and how full `where` is. The banner says it
+    with the frame's throughput view's figures (`throughput.summary_now`)."""
+    return (
+        f"Generation fell to {rate:.1f} tok/s per request ({rate / base:.0%} of the normal "
+        f"{base:.0f}{origin}) with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
         "the desktop is squeezing vLLM's memory."
     )

@@ -59,10 +59,12 @@ from vramtop.core.diagnosis.thresholds import (
     OPEN_COUNT,
     OPEN_WINDOW,
     RELEARN_SAMPLES,
+    SLOWDOWN_RATIO,
     SLOWDOWN_REASONS,
     WINDOW,
 )
 from vramtop.core.diagnosis.throttling import ThrottleWatch
+from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
 from vramtop.core.events import EventName
 from vramtop.core.findings import Finding, FindingChange, Kind
 from vramtop.core.json_types import JsonValue
@@ -87,6 +89,7 @@ class Diagnoser:
         self._desktop = DesktopWatch()
         self._card = CardWatch()  # what the card said: PCIe RX, WSL2's residency failures
         self._handlers = self._event_handlers()
+        self._throughput = ThroughputWindow()  # each sample's throughput view
         self._new_epoch()
 
     # --- epochs: one per server start ---------------------------------------------------
@@ -126,6 +129,22 @@ class Diagnoser:
         rate yet); see `normal_rate` for the per-request figure and where it came from."""
         normal = self.normal_rate()
         return normal.expected_generation_tps(self._meter.running) if normal is not None else None
+
+    @property
+    def throughput(self) -> ThroughputView | None:
+        """The latest sample's rates against the normal, as every reader shows them (None
+        before the first sample)."""
+        return self._throughput.view
+
+    def _view(self, s: Sample, point: Point | None) -> None:
+        """The throughput view of `s`, made once: what `point` was judged against, before the
+        normal learns from it."""
+        normal = self.normal_rate()
+        reference = (
+            self._meter.reference(point.measure, point.running) if point is not None else None
+        )
+        expected = normal.expected_generation_tps(self._meter.running) if normal else None
+        self._throughput.add(s, point, normal, reference, expected)
 
     def normal_rate(self) -> NormalRate | None:
         """The normal decode speed compared with now: learned on this run, or remembered
@@ -216,6 +235,7 @@ class Diagnoser:
         if s.startup is not None and s.startup.error_kind == "out_of_memory" and s.startup.error:
             self._server_watch.check_oom_text(s.t, s.startup.error)
         point = self._meter.measure(prev, s, state)
+        self._view(s, point)
         normal = point is not None and point.at_normal and not self._squeezed()
         self._card.track(s, normal=normal)
         self._throttle.check(
@@ -235,7 +255,11 @@ class Diagnoser:
         # them) must not teach the normal: a long call would make its own slowdown normal and
         # the finding close while nothing changed, and a console opened in the middle of a
         # call, with no normal known, would learn the collapsed rate as the normal.
-        if point is not None and not self._squeezed() and not self._memory_squeezed(s):
+        if (
+            point is not None
+            and not self._squeezed()
+            and not self._memory_squeezed(s, point, squeeze)
+        ):
             self._meter.learn(point)
 
     # --- rules ---------------------------------------------------------------------------------
@@ -335,9 +359,19 @@ class Diagnoser:
         """A collapse or a slowdown is open: the desktop squeezes the server now."""
         return self._book.is_open(Kind.VRAM_CONTENTION) or self._book.is_open(Kind.VRAM_SLOWDOWN)
 
-    def _memory_squeezed(self, s: Sample) -> bool:
-        """The memory itself shows the desktop squeezing the server this second."""
-        return squeeze_in_memory(s, self._any_spill(), self._desktop.outside_budget)
+    def _memory_squeezed(self, s: Sample, point: Point, squeeze: Squeeze | None) -> bool:
+        """The memory shows the desktop squeezing the server this second: as the collapse's
+        corroborated rule reads it (spilled, or the desktop clearly past its allowance), or
+        as the slowdown's rule does (`memory_squeezes`: a full card with the desktop within
+        reach of its allowance) in a second under the slowdown's line (SLOWDOWN_RATIO). Such
+        a second must not teach the normal, on any card: a relaunch during a call would learn
+        the call's slower rate as normal and the slowdown would never be told. (A full card
+        at normal speed still teaches: that is how a high budget runs.)"""
+        spill, outside = self._any_spill(), self._desktop.outside_budget
+        if squeeze_in_memory(s, spill, outside):
+            return True
+        slow = point.ratio is not None and point.ratio < SLOWDOWN_RATIO
+        return slow and memory_squeezes(s, squeeze, spill, outside)
 
     def _any_spill(self) -> SpillEvidence | None:
         """The server's memory seen spilled: the WSL VM's shared memory, or AMD's GTT."""

@@ -8,6 +8,8 @@ given; when a point may teach (no squeeze is open) is the diagnoser's to say.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.contention import Point
 from vramtop.core.diagnosis.normal_rate import (
@@ -67,41 +69,14 @@ class RateMeter:
         return changed
 
     def measure(self, prev: Sample | None, s: Sample, state: ServerState | None) -> Point | None:
-        """The rates of a sample taken while requests ran (else None). vLLM's per-token latency
-        needs no request running at both ends: it counts only tokens decoded, so an interval in
-        which a request ended or began is judged by it too (the per-request fallback is not:
-        a request ending mid-interval lowers it)."""
-        if state not in (ServerState.RUNNING, None) or prev is None:
+        """The rates of a sample taken while requests ran (else None), judged against the
+        normal (see `interval_rates` for what is measured)."""
+        interval = interval_rates(prev, s, state)
+        if interval is None:
             return None
-        m, pm = read.metrics(s), read.metrics(prev)
-        if m is None or pm is None:
-            return None
-        now, before = m.requests_running or 0.0, pm.requests_running or 0.0
-        if not (now or before):
-            return None
-        whole = bool(now and before)
-        dt = s.t - prev.t
-        decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
-        if not whole and decode is None:
-            return None
-        gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
-        if gen is None:
-            gen = s.rates.generation_tps
-        if gen is None:
-            return None
-        prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
-        if prompt is None:
-            prompt = s.rates.prompt_tps
-        running = now if whole else max(now, before)
-        if whole:
-            self.running = running
-        # Per request, so that a change of concurrency is never a fall: vLLM's per-token
-        # latency when it has it (prefill does not hide it), else the total over the requests.
-        measure, rate = (
-            (INTER_TOKEN_LATENCY, decode)
-            if decode is not None
-            else (fallback_measure(prompt), gen / max(1.0, running))
-        )
+        if interval.whole:
+            self.running = interval.running
+        measure, rate, running = interval.measure, interval.per_request_tps, interval.running
         ratio = self.normal.ratio(measure, running, rate)
         # A second that also read a prompt decodes less, by how long the prompt was: its
         # normal is noisy, so only a fall far below prefill's own dips counts.
@@ -110,15 +85,15 @@ class RateMeter:
         at_normal = ratio is None or ratio >= RECOVERED_RATIO
         return Point(
             s.t,
-            gen,
+            interval.generation_tps,
             rate,
-            prompt,
+            interval.prompt_tps,
             running,
             collapsed,
             at_normal,
             measure=measure,
             ratio=ratio,
-            whole=whole,
+            whole=interval.whole,
         )
 
     def learn(self, point: Point) -> None:
@@ -138,6 +113,56 @@ class RateMeter:
         ratio = self.normal.ratio(measure, point.running, per_request)
         if ratio is None or ratio >= ADMIT_RATIO:
             self.normal.add(measure, point.running, per_request)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What one interval between two samples measured while requests ran."""
+
+    generation_tps: float  # all running requests together
+    per_request_tps: float  # decode speed per request, in `measure`
+    measure: str
+    prompt_tps: float | None
+    running: float
+    whole: bool  # requests ran at both ends of the interval (else only the latency measure)
+
+
+def interval_rates(prev: Sample | None, s: Sample, state: ServerState | None) -> Interval | None:
+    """The rates of the interval from `prev` to `s` while requests ran (else None): the one
+    measurement of the per-request decode speed, which the rule judges and every reader
+    shows. vLLM's per-token latency needs no request running at both ends: it counts only
+    tokens decoded, so an interval in which a request ended or began is judged by it too (the
+    per-request fallback is not: a request ending mid-interval lowers it)."""
+    if state not in (ServerState.RUNNING, None) or prev is None:
+        return None
+    m, pm = read.metrics(s), read.metrics(prev)
+    if m is None or pm is None:
+        return None
+    now, before = m.requests_running or 0.0, pm.requests_running or 0.0
+    if not (now or before):
+        return None
+    whole = bool(now and before)
+    dt = s.t - prev.t
+    decode = decode_tps(pm, m) if dt <= MAX_GAP_S else None
+    if not whole and decode is None:
+        return None
+    gen = counter_rate(pm.generation_tokens_total, m.generation_tokens_total, dt)
+    if gen is None:
+        gen = s.rates.generation_tps
+    if gen is None:
+        return None
+    prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
+    if prompt is None:
+        prompt = s.rates.prompt_tps
+    running = now if whole else max(now, before)
+    # Per request, so that a change of concurrency is never a fall: vLLM's per-token latency
+    # when it has it (prefill does not hide it), else the total over the requests.
+    measure, rate = (
+        (INTER_TOKEN_LATENCY, decode)
+        if decode is not None
+        else (fallback_measure(prompt), gen / max(1.0, running))
+    )
+    return Interval(gen, rate, measure, prompt, running, whole)
 
 
 def fallback_measure(prompt_tps: float | None) -> str:

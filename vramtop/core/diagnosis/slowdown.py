@@ -190,9 +190,15 @@ def slowdown_report(
 
 
 def _summary(slowdown: Slowdown, remedy: Remedy) -> str:
+    return slowdown_words(slowdown.rate, slowdown.normal_tps, remedy)
+
+
+def slowdown_words(rate: float, normal: float, remedy: Remedy) -> str:
+    """The slowdown's summary: its per-request rate against the normal, and the remedy's
+    trade-off. The banner says it with the frame's throughput view's figures."""
     said = (
-        f"vLLM runs at {slowdown.rate:.0f} of its normal {slowdown.normal_tps:.0f} tok/s per "
-        "request while the desktop's memory squeezes it"
+        f"vLLM runs at {rate:.0f} of its normal {normal:.0f} tok/s per request while the "
+        "desktop's memory squeezes it"
     )
     return f"{said}; {trade_off(remedy)}."
 

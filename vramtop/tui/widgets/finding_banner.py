@@ -18,6 +18,7 @@ from textual.widgets import Static
 if TYPE_CHECKING:
     # Imported once there is a finding to show (banner_text): the console's first frame has
     # none, and waits for every module imported before it.
+    from vramtop.core.diagnosis.throughput import ThroughputView
     from vramtop.core.findings import Finding, Ladder, Remedy
 
 Part = str | tuple[str, str]
@@ -53,6 +54,7 @@ class FindingBanner(Static):
         short: bool = False,
         can_act: bool = True,
         keys: Mapping[str, str] = DEFAULT_KEYS,
+        throughput: ThroughputView | None = None,
     ) -> None:
         """`details`: the evidence ladder and the finding's id too (else the compact form).
 
@@ -64,6 +66,9 @@ class FindingBanner(Static):
 
         `keys`: the key of each binding the banner names (restart, relaunch, details,
         timeline), as the keymap has them.
+
+        `throughput`: the frame's throughput view, whose per-request rate and normal a
+        collapse's or a slowdown's words give (the figures the throughput panel shows).
         """
         if not findings:
             if self.has_class("-open"):
@@ -78,6 +83,7 @@ class FindingBanner(Static):
             short=short,
             can_act=can_act,
             keys=keys,
+            throughput=throughput,
         )
         if self._shown is None or not self._shown.is_same(text):
             # Only on change: an update lays the whole screen out again (the banner's height
@@ -93,7 +99,9 @@ def banner_text(
     short: bool = False,
     can_act: bool = True,
     keys: Mapping[str, str] = DEFAULT_KEYS,
+    throughput: ThroughputView | None = None,
 ) -> Content:
+    from vramtop.core.diagnosis.throughput import summary_now
     from vramtop.core.findings import headline
     from vramtop.core.windows.prose import SYSMEM_FALLBACK_ADVICE
 
@@ -104,7 +112,7 @@ def banner_text(
         parts.append((f"  ({note})", "bold"))
     if more:
         parts.append((f"  (+{more} more: {key['timeline']})", "$text-muted"))
-    parts += ["\n", finding.summary]
+    parts += ["\n", summary_now(finding, throughput)]
     if details:
         parts += ["\n", ("finding: ", "bold"), finding.kind]
         if finding.severity:

@@ -1,49 +1,38 @@
 """Throughput: generation and prompt tokens/s against the normal rate.
 
-The normal rate is the one expected at the current concurrency (learned by the diagnosis).
-The generation figure shown is smoothed over a few seconds of generating: an agent's
-requests come with pauses between them, and a second in which one ended halfway would make
-the figure jump (29, 82, 31, …). The normal rate beside it is smoothed over the same
-readings: the expected total follows the number of requests running, which an agent changes
-every few seconds, and a 5 s figure beside this second's normal would read as a fall (80
-beside 148) when nothing is slow. Only the screen is smoothed; the diagnosis keeps its own
-unsmoothed inputs.
+The panel only draws: every figure comes from the frame's throughput view
+(`core.diagnosis.throughput`), worked out once where the sample was diagnosed, so the panel,
+the banner, the door line, `--once --json` and the exporter say the same rate and normal.
 
-Under an agent's traffic the total understates decode speed: a running request that is still
-reading its prompt generates nothing, so three requests can make 41 tok/s between them while
-each decodes at its normal 80. Where vLLM exports its per-token latency histogram, the panel
-also shows the speed each request decodes at over the same seconds (the measure the diagnosis
-judges a collapse by) and puts the normal per-request speed beside that figure, not beside the
-total: like is compared with like. Without the histogram the total is compared with the total
-the running requests normally reach.
+The generation figure is the view's mean over a few seconds of generating, beside the normal
+of the same seconds. Under an agent's traffic the total understates decode speed (a request
+still reading its prompt generates nothing), so where the diagnosis judged a per-request
+speed this second, the panel shows it beside the normal it was judged against: like is
+compared with like. Without one the total stands beside the total the running requests
+normally reach.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from textual.content import Content
 
 from vramtop.core.adaptive_words import LABEL, AdaptiveState, budget_variants
-from vramtop.core.diagnosis.normal_rate import (
-    INTER_TOKEN_LATENCY,
-    REMEMBERED,
-    NormalRate,
-    ago,
-    decode_tps,
-)
-from vramtop.core.model import DoorReading, ServerMetrics
+from vramtop.core.model import DoorReading
 from vramtop.machines.interface import Frame
 from vramtop.tui.format import count, server_gone, tps
 from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
 
-# Seconds of the samples' own time that the figure shown averages over (a replay at ×20
-# covers 100 s of recording in five ticks: those are not the last few seconds).
-SMOOTH_S = 5.0
+if TYPE_CHECKING:
+    # The view comes with the frame: the console's first frame waits for none of the
+    # diagnosis' modules.
+    from vramtop.core.diagnosis.throughput import ThroughputView
 
 # A figure under this share of the normal rate is coloured as low, nothing more: naming a
 # collapse is the diagnosis's job, and its rule is a fall below 0.35 (COLLAPSE_RATIO).
@@ -55,8 +44,6 @@ class ThroughputPanel(TextPanel):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        # The readings of the last SMOOTH_S seconds: the figures shown.
-        self._recent: deque[_Reading] = deque()
         # The sparklines' histories, one value a new sample (the same frame again, a replay's
         # last, adds none).
         self._generation: deque[float] = deque(maxlen=HISTORY)
@@ -71,18 +58,17 @@ class ThroughputPanel(TextPanel):
     def on_mount(self) -> None:
         self.border_title = "Throughput"
 
-    def show(self, frame: Frame, origin: str | None = None) -> None:
-        """`frame`: its sample, the normal rates (`normal`) and the normal per-request
-        speeds (`normal_rate`, compared with the per-request decode speed); `origin`: where
-        the normal rate came from, in a few words."""
-        sample, normal_rates, normal_rate = frame.sample, frame.normal, frame.normal_rate
+    def show(self, frame: Frame) -> None:
+        """`frame`: its sample and its throughput view (what is drawn; a frame whose sample
+        was not diagnosed draws the sample's own rates, judged against nothing)."""
+        sample = frame.sample
         rates = sample.rates
         if sample.t != self._last_t:
             self._last_t = sample.t
             self._generation.append(rates.generation_tps or 0.0)
             self._prompt.append(rates.prompt_tps or 0.0)
-        base_gen = normal_rates.generation_tps if normal_rates else None
-        base_prompt = normal_rates.prompt_tps if normal_rates else None
+        view = frame_view(frame)
+        base_prompt = frame.normal.prompt_tps if frame.normal else None
         metrics = sample.server.metrics if sample.server else None
         if metrics is None:
             reason = sample.server.error if sample.server and sample.server.error else "no metrics"
@@ -95,47 +81,48 @@ class ThroughputPanel(TextPanel):
             gone = server_gone(sample)
             if gone:
                 line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
-        recent = self._recent
-        if not recent or sample.t != recent[-1].t:  # the same frame again adds nothing
-            recent.append(_Reading(sample.t, rates.generation_tps or 0.0, base_gen, metrics))
-        while recent and recent[0].t <= sample.t - SMOOTH_S:
-            recent.popleft()
-        shown = shown_rate(rates.generation_tps, [(r.t, r.generation) for r in recent])
-        normal = shown_normal(base_gen, [(r.t, r.generation, r.normal) for r in recent])
-        decode = window_decode_tps([r.metrics for r in recent])
-        each_normal = window_normal_tps(normal_rate, [r.metrics for r in recent])
+        row = generation_row(view, rates.generation_tps)
+        door = door_row(frame)
         rows: list[Row | Detail] = [
-            _GenerationRow(shown, normal, origin, decode, each_normal),
-            Detail(_plot(tuple(self._generation), normal)),
+            row,
+            Detail(_plot(tuple(self._generation), row.normal_total)),
             # Prompt rates follow the agent's prompt sizes: there is no "normal" prompt rate.
             _rate_line("prompt", rates.prompt_tps, None),
             Detail(_plot(tuple(self._prompt), base_prompt)),
             line,
         ]
-        if sample.door is not None:  # only where a front door answers: else no row at all
-            rows.append(DoorRow(sample.door))
+        if door is not None:  # only where a front door answers: else no row at all
+            rows.append(door)
         if frame.adaptive is not None:  # only while a guard runs adaptively for the profile
             rows.append(AdaptiveRow(frame.adaptive))
         self.set_rows(rows)
 
 
-def normal_origin(normal: NormalRate | None, now: float) -> str:
-    """Where the normal rate came from: 'learned now', 'remembered 2 h ago', or that there is
-    none yet to judge the rate by."""
-    if normal is None:
-        return "can't judge yet"
-    age = normal.age_s(now)
-    if normal.source == REMEMBERED and age is not None:
-        return "remembered " + ago(age)
-    return "learned now"
+def frame_view(frame: Frame) -> ThroughputView | None:
+    """The frame's throughput view, where it is the view of the frame's own sample."""
+    view = frame.throughput
+    return view if view is not None and view.t == frame.sample.t else None
 
 
-@dataclass(frozen=True)
-class _Reading:
-    t: float
-    generation: float
-    normal: float | None  # the total the running requests normally reach
-    metrics: ServerMetrics | None
+def door_row(frame: Frame) -> DoorRow | None:
+    """The door line of `frame`, with its view's per-request speed (None: no door)."""
+    door, view = frame.sample.door, frame_view(frame)
+    if door is None:
+        return None
+    return DoorRow(door, view.per_request_tps if view is not None else None)
+
+
+def generation_row(view: ThroughputView | None, generation_tps: float | None) -> _GenerationRow:
+    """The generation row of `view` (None: the sample's own rate, no normal known)."""
+    if view is None:
+        return _GenerationRow(generation_tps, None, None)
+    return _GenerationRow(
+        view.shown_generation_tps,
+        view.shown_normal_generation_tps,
+        view.origin,
+        view.per_request_tps,
+        view.normal_per_request_tps,
+    )
 
 
 @dataclass(frozen=True)
@@ -181,11 +168,14 @@ class _GenerationRow:
 class DoorRow:
     """What the front door sees, in as much detail as the panel's width holds: requests in
     flight, time to first token and end-to-end latency (p50/p95 over its latest requests), the
-    speed each request decoded at as its client saw it (p50: a second opinion beside vLLM's
-    histogram) and those held; while it holds requests, how many and the longest wait.
+    speed each request decodes at (the throughput view's, the figure the panel and the
+    banner give) and those held; while it holds requests, how many and the longest wait.
     Narrower, the p95s go first, then the end-to-end latency and the decode speed."""
 
     door: DoorReading
+    # The per-request decode speed of the frame's throughput view (the panel's figure; the
+    # door's own client-seen p50 lags a collapse by its latest answered requests).
+    each_tps: float | None = None
 
     def draw(self, width: int) -> Content:
         variants = self._variants()
@@ -212,7 +202,7 @@ class DoorRow:
             ]
         ttft, e2e = seconds(door.ttft_p50_s), seconds(door.e2e_p50_s)
         ttft95, e2e95 = seconds(door.ttft_p95_s), seconds(door.e2e_p95_s)
-        decode = tps(door.decode_tps_p50)
+        decode = tps(self.each_tps)
         full = (
             f"TTFT p50 {ttft} s p95 {ttft95} s",
             f"e2e p50 {e2e} s p95 {e2e95} s",
@@ -275,53 +265,6 @@ def _figure(text: str, now: float | None, normal: float | None) -> tuple[str, st
 
 def _rate_line(label: str, now: float | None, normal: float | None) -> Content:
     return Content.assemble(f"{label:<10} ", _figure(f"{tps(now):>5} tok/s", now, normal))
-
-
-def window_decode_tps(readings: Iterable[ServerMetrics | None]) -> float | None:
-    """The speed each running request decoded at over the readings' seconds: vLLM's
-    per-token latency histogram from the first reading that has it to the last (None
-    without the histogram, across a reset, or with too few tokens decoded)."""
-    with_histogram = [m for m in readings if m and m.inter_token_latency_count is not None]
-    if len(with_histogram) < 2:
-        return None
-    return decode_tps(with_histogram[0], with_histogram[-1])
-
-
-def window_normal_tps(
-    normal_rate: NormalRate | None, readings: Iterable[ServerMetrics | None]
-) -> float | None:
-    """The normal per-request decode speed to compare `window_decode_tps` with: the one of
-    the concurrency the window's tokens were decoded at, the mean number of requests running
-    in its readings that had any. (The count at one scrape is a moment: three streams whose
-    requests end and begin read 1 now and then, and bucket 1's faster normal beside a speed
-    decoded by three would read as a fall.)"""
-    if normal_rate is None:
-        return None
-    running = [m.requests_running for m in readings if m and m.requests_running]
-    if not running:
-        return normal_rate.for_running(1.0, INTER_TOKEN_LATENCY)
-    return normal_rate.for_running(sum(running) / len(running), INTER_TOKEN_LATENCY)
-
-
-def shown_rate(now: float | None, recent: Iterable[tuple[float, float]]) -> float | None:
-    """The figure to show: the mean of the `recent` (time, rate) readings that generated
-    anything (the caller keeps the last `SMOOTH_S` seconds).
-
-    None (shown "—") when the rate is not known now; 0 once nothing was generated in the
-    whole window (idle, not a pause between two requests)."""
-    if now is None:
-        return None
-    generating = [rate for _t, rate in recent if rate > 0]
-    return sum(generating) / len(generating) if generating else now
-
-
-def shown_normal(
-    now: float | None, recent: Iterable[tuple[float, float, float | None]]
-) -> float | None:
-    """The normal rate to show beside `shown_rate`'s figure: the mean of the normal rates of
-    the same readings (those that generated anything), else the one of now."""
-    normals = [normal for _t, rate, normal in recent if rate > 0 and normal is not None]
-    return sum(normals) / len(normals) if normals else now
 
 
 def _plot(data: tuple[float, ...], normal: float | None) -> Spark:
