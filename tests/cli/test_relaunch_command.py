@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
 from vramtop.outcomes import ExitCode
 
@@ -125,3 +126,12 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
     finally:
         proc.kill()
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
+
+
+def test_relaunch_save_on_the_demo_is_refused_with_the_reason() -> None:
+    code, said = run_captured(["relaunch", "--demo", "--budget", "0.8", "--save"])
+    assert code == 2
+    assert said.strip() == (
+        "vramtop: --save writes the change into the profile's file, and the demo's profile "
+        "has none (it is made afresh each run): leave out --save"
+    )
