@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import pid, port
@@ -50,9 +51,10 @@ class AttachOptions:
 def run(args: argparse.Namespace) -> int:
     def act(options: AttachOptions) -> int:
         if options.target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
-            if not demo_world.world_alive(demo_world.demo_machine()):
+            if not demo_world.world_alive(demo_world.demo_machine(card=demo_card(options.target))):
                 # No simulated GPU, so no simulated server to adopt: starting the GPU only to
                 # find nothing would leave it running, unused, for its idle timeout.
                 raise CommandError(
@@ -61,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
         t = supervised.target(options.target, without_profile=True)
         port = options.port
         if port is None and options.pid is None:
-            port = t.supervisor.profile.port
+            # vLLM's own port: behind a front door (the demo's), the profile's port is the
+            # door's, and its process no vLLM server.
+            port = urlsplit(t.supervisor.scrape_url).port or t.supervisor.profile.port
         log = options.log
         if log is not None:
             log = log.expanduser().absolute()

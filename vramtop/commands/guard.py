@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -171,8 +171,15 @@ def run(args: argparse.Namespace) -> int:
     if options.print_unit:
         notifier.close()
         return _print_unit(options)
-    from vramtop.commands.common import backend_for
+    from vramtop.commands.common import backend_for, demo_card
     from vramtop.commands.guard_watch import guard_loop, sim_speed
+
+    if target.demo:
+        try:  # the card named, or the one whose server runs: its profile is the one guarded
+            target = replace(target, card=demo_card(target))
+        except CommandError as exc:
+            notifier.close()
+            return _usage(str(exc))
     from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
 
     # One guard per profile: the guard lock is taken before anything starts (a world, an
@@ -204,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         except CommandError as exc:
             notifier.close()
             return _usage(str(exc))
+        speed = sim_speed()  # (the clock's) a simulated machine found running sets its own
         return guard_loop(backend, notifier, settings, options.interval, _stop_on_signals())
     finally:
         lock.release()

@@ -93,9 +93,11 @@ def _precheck(t: supervised.Supervised, options: RelaunchOptions) -> RelaunchPre
     probe: GpuProbe
     try:
         if t.demo:
-            from vramtop.machines.demo_world import demo_machine
+            from vramtop.machines.demo_world import card_of_profile, demo_machine
+            from vramtop.sim.card import DEFAULT_CARD
 
-            probe = demo_machine(wsl=options.target.wsl).probe()
+            card = card_of_profile(supervisor.profile.name) or DEFAULT_CARD
+            probe = demo_machine(wsl=options.target.wsl, card=card).probe()
         else:
             from vramtop.sources.probes import configured_probe
 

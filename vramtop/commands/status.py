@@ -41,12 +41,13 @@ class StatusOptions:
 def run(args: argparse.Namespace) -> int:
     def act(options: StatusOptions) -> int:
         if options.target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
-            if demo_world.nothing_left(demo_world.demo_machine()):
-                return _print(
-                    options.json, {"state": "stopped", "profile": demo_world.DEMO_PROFILE}
-                )
+            card = demo_card(options.target)
+            profile = demo_world.demo_profile_name(card)
+            if demo_world.nothing_left(demo_world.demo_machine(card=card), profile):
+                return _print(options.json, {"state": "stopped", "profile": profile})
         t = supervised.target(options.target, without_profile=True)
         info = t.supervisor.housekeeping()
         rec = state.load(t.supervisor.name)

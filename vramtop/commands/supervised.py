@@ -147,18 +147,27 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     `without_profile`: with no profile named and none configured, act on the server recorded
     under the name "default" (an adopted server needs no profile)."""
     if chosen.demo:
+        from vramtop.commands.common import demo_card
         from vramtop.machines import demo_world
 
+        card = demo_card(chosen)
         try:
-            machine = demo_world.ensure_demo_world(wsl=chosen.wsl)
+            begun = demo_world.begin_demo_world(chosen.wsl, card)
+            machine = demo_world.finish_demo_world(begun.machine)
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine did not start: {exc}") from None
-        profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door))
+        if begun.unlike_asked is not None:
+            print(f"vramtop: {begun.unlike_asked}", file=sys.stderr)
+        profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door, card))
         return Supervised(
             Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
     if chosen.front_door is not None:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
+    if chosen.card is not None:
+        from vramtop.commands.common import CARD_WITHOUT_DEMO
+
+        raise CommandError(CARD_WITHOUT_DEMO)
     name = chosen.profile
     placeholder = False
     try:
