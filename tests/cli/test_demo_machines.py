@@ -65,6 +65,14 @@ def test_every_command_acts_on_the_card_named_or_the_one_running(tmp_path: Path)
             data = status(tmp_path, *how)
             assert (data["profile"], data["state"]) == ("demo-spark", "running"), how
         pid = data["pid"]
+        found = run_vramtop(tmp_path, "stop", "--demo", "--help")
+        assert "--card" in found.stdout
+        auto = run_vramtop(tmp_path, "status", "--demo")
+        assert auto.stdout.startswith("demo-spark: running")
+        assert auto.stderr == (
+            "vramtop: acting on the simulated spark machine, the one whose server runs "
+            "(--card 5090 names the default one)\n"
+        )
         # attach finds the vLLM server behind the demo's door, not the door's process.
         attached = run_vramtop(tmp_path, "attach", "--demo", "--card", "spark")
         assert attached.returncode == 0, attached.stderr
@@ -144,10 +152,14 @@ def _serving_as(card: str) -> None:
     )
 
 
-def test_the_card_is_the_one_running_and_two_running_are_asked_about() -> None:
+def test_the_card_is_the_one_running_and_two_running_are_asked_about(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert demo_card(Target(demo=True)) == "5090"  # none runs: the default
     _serving_as("r9700")
     assert demo_card(Target(demo=True)) == "r9700"
+    assert "acting on the simulated r9700 machine" in capsys.readouterr().err
+    assert demo_card(Target(demo=True, wsl=True)) == "5090"  # the WSL2 way is the 5090's
     assert demo_card(Target(demo=True, card="spark")) == "spark"
     assert demo_card(Target(demo=True, profile="demo-spark")) == "spark"
     _serving_as("spark")

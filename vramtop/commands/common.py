@@ -63,7 +63,8 @@ CARD_WITHOUT_DEMO = "--card picks a simulated machine: use it with --demo."
 def demo_card(target: Target) -> str:
     """The simulated machine `target` names (with `--demo`): `--card`; else the card of the
     demo profile `--profile` names (`demo-spark`: spark); with `--wsl` the 5090; else the
-    card whose server runs, where only one runs; else the default card. CommandError where
+    card whose server runs, where only one runs (said on stderr); else the default card.
+    Resolve it once per command (pass `replace(target, card=...)` on). CommandError where
     `--profile` names no demo profile or another card than `--card`, or where servers run
     on two cards and neither option says which."""
     from vramtop.machines import demo_world
@@ -94,7 +95,16 @@ def demo_card(target: Target) -> str:
             f"simulated servers run on {' and '.join(running)}: say which with "
             + " or ".join(f"--card {c}" for c in running)
         )
-    return running[0] if running else DEFAULT_CARD
+    if not running:
+        return DEFAULT_CARD
+    if running[0] != DEFAULT_CARD:
+        # Found, not named: said, as the command's own words may not name the machine.
+        print(
+            f"vramtop: acting on the simulated {running[0]} machine, the one whose server "
+            f"runs (--card {DEFAULT_CARD} names the default one)",
+            file=sys.stderr,
+        )
+    return running[0]
 
 
 def backend_for(

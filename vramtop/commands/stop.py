@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
 from vramtop.commands.shared_options import Given, Target
@@ -33,7 +33,8 @@ class StopOptions:
 def run(args: argparse.Namespace) -> int:
     def act(options: StopOptions) -> int:
         card: str | None = None
-        if options.target.demo:
+        target = options.target
+        if target.demo:
             from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
             if demo_world.nothing_left(machine, demo_world.demo_profile_name(card)):
                 print("not running")
                 return 0
-        t = supervised.target(options.target, without_profile=True)
+            target = replace(target, card=card)
+        t = supervised.target(target, without_profile=True)
         code = supervised.finish(
             t.supervisor.stop(progress=supervised.progress_printer(options.quiet))
         )
