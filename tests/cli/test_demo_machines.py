@@ -16,6 +16,7 @@ import httpx
 import psutil
 import pytest
 
+from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
 from vramtop import locations
 from vramtop.commands.common import demo_card
@@ -135,6 +136,15 @@ def test_a_custom_front_door_stays_where_it_was_started(tmp_path: Path) -> None:
         assert attached.stdout.strip() == f"already attached to pid {last['pid']}"
     finally:
         run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
+
+
+def test_attach_with_no_simulated_server_names_the_command_for_its_card() -> None:
+    code, said = run_captured(["attach", "--demo", "--card", "spark"])
+    assert code == 2
+    assert said.strip() == (
+        "vramtop: no simulated server is running to attach to "
+        "(vramtop start --demo --card spark starts one)"
+    )
 
 
 def _serving_as(card: str) -> None:

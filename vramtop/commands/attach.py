@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
                 # No simulated GPU, so no simulated server to adopt: starting the GPU only to
                 # find nothing would leave it running, unused, for its idle timeout.
                 raise CommandError(
-                    "no simulated server is running to attach to (vramtop start --demo starts one)"
+                    "no simulated server is running to attach to "
+                    f"(vramtop start {demo_world.demo_options(card)} starts one)"
                 )
         t = supervised.target(target, without_profile=True)
         port = options.port

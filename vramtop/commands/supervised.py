@@ -132,7 +132,13 @@ def said_if_left_loading(supervisor: Supervisor, *, demo: bool) -> Iterator[None
             # Launched, not only about to be: a Ctrl+C before the process exists ends the start.
             launched = info.pid is not None and psutil.pid_exists(info.pid)
             if launched and info.state.value in ("starting", "running"):
-                shown = " --demo" if demo else ""
+                shown = ""
+                if demo:
+                    from vramtop.machines import demo_world
+                    from vramtop.sim.card import DEFAULT_CARD
+
+                    card = demo_world.card_of_profile(supervisor.name) or DEFAULT_CARD
+                    shown = " " + demo_world.demo_options(card)
                 print(
                     f"vramtop: interrupted; the server (pid {info.pid}) goes on loading: "
                     f"`vramtop status{shown}` follows it, `vramtop stop{shown}` ends it",

@@ -60,6 +60,11 @@ def demo_profile_name(card: str = DEFAULT_CARD) -> str:
     return DEMO_PROFILE if card == DEFAULT_CARD else f"{DEMO_PROFILE}-{card}"
 
 
+def demo_options(card: str) -> str:
+    """How a command line names the simulated machine `card`: `--demo`, `--demo --card spark`."""
+    return "--demo" if card == DEFAULT_CARD else f"--demo --card {card}"
+
+
 def card_of_profile(name: str) -> str | None:
     """The card whose demo profile `name` is (`demo-spark`: spark); None for another name."""
     return next((card for card in CARDS if demo_profile_name(card) == name), None)
@@ -137,12 +142,11 @@ def unlike_asked(machine: SimMachine, running: dict[str, object]) -> str | None:
     if not differ:
         return None
     card = machine.card.key
-    which = "" if card == DEFAULT_CARD else f" --card {card}"
     pace = f"{speed:g}" if isinstance(speed, int | float) else "unknown"
     return (
         f"the simulated {card} machine already runs (scenario {running.get('scenario')}, "
         f"speed {pace}) and is used as it is: {' '.join(differ)} not applied; "
-        f"`vramtop stop --demo{which} --all` stops it, then run this again to start the "
+        f"`vramtop stop {demo_options(card)} --all` stops it, then run this again to start the "
         "asked-for one"
     )
 
