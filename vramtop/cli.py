@@ -44,6 +44,33 @@ COMMAND_MODULES: tuple[str, ...] = (
     "guard",
 )
 
+# The top-level options each subcommand acts on (by `dest`): taken before its name or after
+# it alike (`vramtop --card spark stop --demo`, `vramtop stop --demo --card spark`); one it
+# does not act on is refused in both places rather than passed over.
+# The supervised server's (`supervised.target`): with --demo, --front-door is its door.
+_SERVER = ("demo", "wsl", "card", "profile", "front_door")
+_MACHINE = ("demo", "wsl", "card", "url", "profile", "no_windows", "api_key_env", "front_door")
+COMMAND_GLOBALS: dict[str, tuple[str, ...]] = {
+    "calc": ("json",),
+    "diagnose": ("json",),
+    "import": ("front_door",),
+    "lint": (),
+    "profile": (),
+    "record": (*_MACHINE, "interval"),
+    "replay": (),
+    "start": _SERVER,
+    "stop": _SERVER,
+    "restart": _SERVER,
+    "relaunch": _SERVER,
+    "status": (*_SERVER, "json"),
+    "logs": _SERVER,
+    "events": ("demo", "wsl", "card", "profile", "json"),
+    "attach": _SERVER,
+    "doctor": ("json", "url", "profile", "no_windows", "api_key_env"),
+    "export": (*_MACHINE, "interval"),
+    "guard": (*_MACHINE, "interval"),
+}
+
 
 # The documentation page that covers each command, relative to the repository (it reads as a
 # path offline and as a link on the repository's site): each `--help` ends with it.
@@ -103,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vramtop {__version__}")
     add_monitor_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from vramtop.commands.shared_options import add_shared_options
+
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"vramtop.commands.{name}")
         module.add_parser(subparsers)
@@ -110,7 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
     for command, sub in subparsers.choices.items():
         if isinstance(sub, _Parser):
             sub.docs_page = DOCS_PAGES.get(command)
+        if COMMAND_GLOBALS[command]:
+            add_shared_options(sub, *COMMAND_GLOBALS[command])
     return parser
+
+
+def _refuse_unused_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A top-level option given before a subcommand that does not act on it: refused (exit 2)
+    as the subcommand refuses it after its name, never passed over in silence."""
+    taken = COMMAND_GLOBALS[args.command]
+    for action in parser._actions:
+        if not action.option_strings or action.dest in taken or action.dest in ("help", "version"):
+            continue
+        if vars(args).get(action.dest, action.default) != action.default:
+            parser.error(
+                f"{action.option_strings[0]} does not go with `vramtop {args.command}` "
+                f"(vramtop {args.command} --help lists what it takes)"
+            )
 
 
 def add_monitor_options(parser: argparse.ArgumentParser) -> None:
@@ -202,7 +247,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             if not rest:
                 args.command = None
                 return args
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command:
+        _refuse_unused_globals(parser, args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

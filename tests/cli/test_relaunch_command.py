@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
 from vramtop.outcomes import ExitCode
 
@@ -83,8 +84,11 @@ def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
 
 
 @pytest.mark.slow
-def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -> None:
+@pytest.mark.parametrize("card", ["5090", "spark"])
+def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path, card: str) -> None:
     import signal
+
+    demo = ["--demo"] if card == "5090" else ["--demo", "--card", card]
 
     # A load far longer than the polls that look for it: on a loaded two-core machine each
     # `status` is a process of its own taking seconds, and a 20 s load could be missed.
@@ -92,7 +96,7 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
         os.environ, VRAMTOP_HOME=str(tmp_path), VRAMTOP_SIM_STARTUP_S="90", VRAMTOP_SIM_SPEED="1"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vramtop", "start", "--demo"],
+        [sys.executable, "-m", "vramtop", "start", *demo],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -110,7 +114,7 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
         status: dict[str, Any] = {}
 
         def loading() -> bool:
-            status.update(json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout))
+            status.update(json.loads(run_vramtop(tmp_path, "status", *demo, "--json").stdout))
             return bool(status["state"] == "starting" and status.get("pid"))
 
         wait_until(
@@ -119,9 +123,20 @@ def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path) -
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 130
-        assert "goes on loading: `vramtop status --demo` follows it" in err
-        status = json.loads(run_vramtop(tmp_path, "status", "--demo", "--json").stdout)
+        shown = " ".join(demo)
+        assert f"goes on loading: `vramtop status {shown}` follows it" in err
+        assert f"`vramtop stop {shown}` ends it" in err
+        status = json.loads(run_vramtop(tmp_path, "status", *demo, "--json").stdout)
         assert status["state"] in ("starting", "running")
     finally:
         proc.kill()
-        run_vramtop(tmp_path, "stop", "--demo", "--all", "-q")
+        run_vramtop(tmp_path, "stop", *demo, "--all", "-q")
+
+
+def test_relaunch_save_on_the_demo_is_refused_with_the_reason() -> None:
+    code, said = run_captured(["relaunch", "--demo", "--budget", "0.8", "--save"])
+    assert code == 2
+    assert said.strip() == (
+        "vramtop: --save writes the change into the profile's file, and the demo's profile "
+        "has none (it is made afresh each run): leave out --save"
+    )

@@ -4,8 +4,9 @@ started (and, with --log, the file its output goes to)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import pid, port
@@ -49,19 +50,26 @@ class AttachOptions:
 
 def run(args: argparse.Namespace) -> int:
     def act(options: AttachOptions) -> int:
-        if options.target.demo:
+        target = options.target
+        if target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
-            if not demo_world.world_alive(demo_world.demo_machine()):
+            card = demo_card(target)
+            target = replace(target, card=card)
+            if not demo_world.world_alive(demo_world.demo_machine(card=card)):
                 # No simulated GPU, so no simulated server to adopt: starting the GPU only to
                 # find nothing would leave it running, unused, for its idle timeout.
                 raise CommandError(
-                    "no simulated server is running to attach to (vramtop start --demo starts one)"
+                    "no simulated server is running to attach to "
+                    f"(vramtop start {demo_world.demo_options(card)} starts one)"
                 )
-        t = supervised.target(options.target, without_profile=True)
+        t = supervised.target(target, without_profile=True)
         port = options.port
         if port is None and options.pid is None:
-            port = t.supervisor.profile.port
+            # vLLM's own port: behind a front door (the demo's), the profile's port is the
+            # door's, and its process no vLLM server.
+            port = urlsplit(t.supervisor.scrape_url).port or t.supervisor.profile.port
         log = options.log
         if log is not None:
             log = log.expanduser().absolute()

@@ -4,6 +4,7 @@ their options' `Target` names, and opening a session file."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +57,56 @@ class LiveTarget:
         )
 
 
+CARD_WITHOUT_DEMO = "--card picks a simulated machine: use it with --demo."
+
+
+def demo_card(target: Target) -> str:
+    """The simulated machine `target` names (with `--demo`): `--card`; else the card of the
+    demo profile `--profile` names (`demo-spark`: spark); with `--wsl` the 5090; else the
+    card whose server runs, where only one runs (said on stderr); else the default card.
+    Resolve it once per command (pass `replace(target, card=...)` on). CommandError where
+    `--profile` names no demo profile or another card than `--card`, or where servers run
+    on two cards and neither option says which."""
+    from vramtop.machines import demo_world
+    from vramtop.sim.card import CARDS, DEFAULT_CARD
+
+    card = target.card
+    if target.profile is not None:
+        named = demo_world.card_of_profile(target.profile)
+        names = ", ".join(demo_world.demo_profile_name(c) for c in CARDS)
+        if named is None:
+            raise CommandError(
+                f"--profile {target.profile}: with --demo the profiles are the simulated "
+                f"machines' ({names}); --card picks one"
+            )
+        if card is not None and card != named:
+            raise CommandError(
+                f"--profile {target.profile} is the {named} demo, --card {card} another: "
+                "give one of them"
+            )
+        card = named
+    if card is not None:
+        return card
+    if target.wsl:
+        return DEFAULT_CARD  # the WSL2 way is the 5090's (the others run Linux)
+    running = demo_world.running_cards()
+    if len(running) > 1:
+        raise CommandError(
+            f"simulated servers run on {' and '.join(running)}: say which with "
+            + " or ".join(f"--card {c}" for c in running)
+        )
+    if not running:
+        return DEFAULT_CARD
+    if running[0] != DEFAULT_CARD:
+        # Found, not named: said, as the command's own words may not name the machine.
+        print(
+            f"vramtop: acting on the simulated {running[0]} machine, the one whose server "
+            f"runs (--card {DEFAULT_CARD} names the default one)",
+            file=sys.stderr,
+        )
+    return running[0]
+
+
 def backend_for(
     target: Target, *, clock: Callable[[], float] | None = None
 ) -> tuple[MachineBackend, bool]:
@@ -64,12 +115,13 @@ def backend_for(
     clock (see `demo_backend`)."""
     if target.demo:
         from vramtop.machines.demo_world import begin_demo_world, demo_door
-        from vramtop.sim.card import DEFAULT_CARD
 
-        wsl, card = target.wsl, target.card or DEFAULT_CARD
+        wsl, card = target.wsl, demo_card(target)
         try:
             # The simulated GPU's daemon starts while the backend's modules load.
             begun = begin_demo_world(wsl, card)
+            if begun.unlike_asked is not None:
+                print(f"vramtop: {begun.unlike_asked}", file=sys.stderr)
             from vramtop.machines.demo_backend import demo_backend
 
             return demo_backend(
@@ -77,7 +129,7 @@ def backend_for(
                 windows=target.windows,
                 card=card,
                 begun=begun,
-                front_door=demo_door(target.front_door),
+                front_door=demo_door(target.front_door, card),
                 clock=clock,
             )
         except RuntimeError as exc:
@@ -91,7 +143,7 @@ def live_target(target: Target) -> LiveTarget:
     """The server of the real machine `target` names (not `--demo`). CommandError when the
     options or a profile they name cannot be used."""
     if target.card:
-        raise CommandError("--card picks a simulated machine: use it with --demo.")
+        raise CommandError(CARD_WITHOUT_DEMO)
     if target.front_door is not None:
         from vramtop.commands.supervised import FRONT_DOOR_WITHOUT_DEMO
 

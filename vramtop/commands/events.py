@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vramtop.commands.errors import CommandError
-from vramtop.commands.shared_options import Given, add_shared_options
+from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.events import Event, EventName
 from vramtop.outcomes import ExitCode
 
@@ -56,7 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the profile's lasting timeline: starts, stops, relaunches, findings",
         description="The events kept for a profile across vramtop's runs (bounded, rotated).",
     )
-    add_shared_options(p, "demo", "profile", "json")
+    add_shared_options(p, "demo", "card", "profile", "json")
     p.add_argument(
         "--since",
         type=since_time,
@@ -68,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 @dataclass(frozen=True)
 class EventsOptions:
     demo: bool
+    card: str | None
     profile: str | None
     json: bool
     since: float | None
@@ -77,6 +78,7 @@ class EventsOptions:
         given = Given(args)
         return cls(
             demo=given.flag("demo"),
+            card=given.text("card"),
             profile=given.text("profile"),
             json=given.flag("json"),
             since=given.number("since"),
@@ -125,10 +127,16 @@ def nothing_shown(
 
 
 def _profile_name(options: EventsOptions) -> str:
-    if options.demo:
-        from vramtop.machines.demo_world import DEMO_PROFILE
+    if options.card is not None and not options.demo:
+        from vramtop.commands.common import CARD_WITHOUT_DEMO
 
-        return DEMO_PROFILE
+        raise CommandError(CARD_WITHOUT_DEMO)
+    if options.demo:
+        from vramtop.commands.common import demo_card
+        from vramtop.machines.demo_world import demo_profile_name
+
+        target = Target(demo=True, card=options.card, profile=options.profile)
+        return demo_profile_name(demo_card(target))
     from vramtop import config, event_log, profiles
 
     try:

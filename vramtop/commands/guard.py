@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import finite_float, interval_seconds
@@ -154,8 +154,15 @@ def run(args: argparse.Namespace) -> int:
     if options.print_unit:
         notifier.close()
         return _print_unit(options)
-    from vramtop.commands.common import backend_for
+    from vramtop.commands.common import backend_for, demo_card
     from vramtop.guard.loop import run_guard
+
+    if target.demo:
+        try:  # the card named, or the one whose server runs: its profile is the one guarded
+            target = replace(target, card=demo_card(target))
+        except CommandError as exc:
+            notifier.close()
+            return _usage(str(exc))
 
     def backend(clock: Callable[[], float]) -> MachineBackend | str:
         try:

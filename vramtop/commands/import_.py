@@ -34,6 +34,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--front-door",
         metavar="ADDR",
+        default=argparse.SUPPRESS,  # (also taken before the subcommand's name)
         help="put vramtop's front door at HOST:PORT (e.g. 127.0.0.1:8000, the address your "
         "agent uses): restarts and relaunches hold the agent's requests instead of failing "
         "them; vLLM then listens on a loopback port vramtop chooses",

@@ -48,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
     def act(options: LogsOptions) -> int:
         path: Path | None
         if options.target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
             from vramtop.supervisor import state
 
-            path = state.log_path(demo_world.DEMO_PROFILE)
+            path = state.log_path(demo_world.demo_profile_name(demo_card(options.target)))
         else:
             path = supervised.target(options.target, without_profile=True).supervisor.log_path
         if path is None:

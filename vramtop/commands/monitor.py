@@ -163,14 +163,17 @@ def _once_watching(options: MonitorOptions) -> int:
 def _once_demo(options: MonitorOptions) -> int:
     """`--once` on the simulated machine. The server is launched as soon as the simulated GPU
     answers, and loads while the rest of the backend does; the answer waits for it."""
+    from vramtop.commands.common import demo_card
     from vramtop.machines.demo_backend import begin_demo, demo_backend, start_agent
     from vramtop.machines.demo_world import demo_door
-    from vramtop.sim.card import DEFAULT_CARD
 
     target = options.target
-    wsl, card = target.wsl, target.card or DEFAULT_CARD
     try:
-        start = begin_demo(wsl=wsl, card=card, front_door=demo_door(target.front_door))
+        wsl, card = target.wsl, demo_card(target)
+    except CommandError as exc:
+        return _usage(str(exc))
+    try:
+        start = begin_demo(wsl=wsl, card=card, front_door=demo_door(target.front_door, card))
     except RuntimeError as exc:
         return _usage(f"the simulated machine could not start: {exc}")
     try:

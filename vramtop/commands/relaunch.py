@@ -93,9 +93,11 @@ def _precheck(t: supervised.Supervised, options: RelaunchOptions) -> RelaunchPre
     probe: GpuProbe
     try:
         if t.demo:
-            from vramtop.machines.demo_world import demo_machine
+            from vramtop.machines.demo_world import card_of_profile, demo_machine
+            from vramtop.sim.card import DEFAULT_CARD
 
-            probe = demo_machine(wsl=options.target.wsl).probe()
+            card = card_of_profile(supervisor.profile.name) or DEFAULT_CARD
+            probe = demo_machine(wsl=options.target.wsl, card=card).probe()
         else:
             from vramtop.sources.probes import configured_probe
 
@@ -142,6 +144,11 @@ def run(args: argparse.Namespace) -> int:
         changes = (options.budget, options.max_model_len, options.kv_cache_dtype)
         if all(change is None for change in changes):
             raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
+        if options.save and options.target.demo:
+            raise CommandError(
+                "--save writes the change into the profile's file, and the demo's profile "
+                "has none (it is made afresh each run): leave out --save"
+            )
         t = supervised.target(options.target)
         precheck = None if options.no_check else _precheck(t, options)
         with supervised.said_if_left_loading(t.supervisor, demo=options.target.demo):
@@ -149,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 util=options.budget,
                 max_model_len=options.max_model_len,
                 kv_cache_dtype=options.kv_cache_dtype,
-                save=options.save and not t.demo,
+                save=options.save,
                 progress=supervised.progress_printer(options.wait.quiet),
                 timeout_s=options.wait.timeout,
                 precheck=precheck,

@@ -24,25 +24,65 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from vramtop.commands.argtypes import server_url
+from vramtop.commands.argtypes import (
+    front_door,
+    interval_seconds,
+    server_url,
+    variable_name,
+)
+from vramtop.sim.card import CARDS
+
+# Top-level options a subcommand may take after its name, by `dest`: (flags, argparse's
+# keywords). The top-level parser's own (vramtop/cli.py) say the same with longer help.
+SHARED: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
+    "demo": (("--demo",), {"action": "store_true", "help": "act on the simulated machine"}),
+    "wsl": (("--wsl",), {"action": "store_true", "help": "with --demo: the WSL2 way"}),
+    "card": (
+        ("--card",),
+        {"choices": tuple(CARDS), "help": "with --demo: which simulated machine"},
+    ),
+    "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
+    "profile": (("--profile",), {"help": "the profile to use"}),
+    "url": (("--url",), {"help": "the vLLM server's base URL", "type": server_url}),
+    "interval": (
+        ("--interval",),
+        {"type": interval_seconds, "help": "seconds between samples (default 1.0)"},
+    ),
+    "no_windows": (
+        ("--no-windows",),
+        {"action": "store_true", "help": "WSL2: do not read Windows' GPU counters"},
+    ),
+    "api_key_env": (
+        ("--api-key-env",),
+        {
+            "metavar": "VAR",
+            "type": variable_name,
+            "help": "read the server's API key from this variable",
+        },
+    ),
+    "front_door": (
+        ("--front-door",),
+        {
+            "type": front_door,
+            "metavar": "ADDR",
+            "help": "with --demo: where the front door listens (HOST:PORT), or off",
+        },
+    ),
+}
 
 
 def add_shared_options(parser: argparse.ArgumentParser, *names: str) -> None:
     """Let a subcommand accept top-level options after its name (`vramtop start --demo`).
 
     Defaults are suppressed so that a value given before the subcommand is not overwritten.
-    `names` picks among: demo, wsl, json, profile, url.
+    `names` picks among SHARED's (all of them when none is named); one the parser declares
+    already (with help of its own) is left as it is.
     """
-    known = {
-        "demo": (("--demo",), {"action": "store_true", "help": "act on the simulated machine"}),
-        "wsl": (("--wsl",), {"action": "store_true", "help": "with --demo: the WSL2 way"}),
-        "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
-        "profile": (("--profile",), {"help": "the profile to use"}),
-        "url": (("--url",), {"help": "the vLLM server's base URL", "type": server_url}),
-    }
-    for name in names or tuple(known):
-        flags, kwargs = known[name]
-        parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+    have = {flag for action in parser._actions for flag in action.option_strings}
+    for name in names or tuple(SHARED):
+        flags, kwargs = SHARED[name]
+        if not have & set(flags):
+            parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
 
 
 class Given:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
@@ -41,14 +41,17 @@ class StatusOptions:
 
 def run(args: argparse.Namespace) -> int:
     def act(options: StatusOptions) -> int:
-        if options.target.demo:
+        target = options.target
+        if target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
-            if demo_world.nothing_left(demo_world.demo_machine()):
-                return _print(
-                    options.json, {"state": "stopped", "profile": demo_world.DEMO_PROFILE}
-                )
-        t = supervised.target(options.target, without_profile=True)
+            card = demo_card(options.target)
+            profile = demo_world.demo_profile_name(card)
+            if demo_world.nothing_left(demo_world.demo_machine(card=card), profile):
+                return _print(options.json, {"state": "stopped", "profile": profile})
+            target = replace(options.target, card=card)
+        t = supervised.target(target, without_profile=True)
         info = t.supervisor.housekeeping()
         rec = state.load(t.supervisor.name)
         if t.placeholder and rec is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
 from vramtop.commands.shared_options import Given, Target
@@ -32,20 +32,27 @@ class StopOptions:
 
 def run(args: argparse.Namespace) -> int:
     def act(options: StopOptions) -> int:
-        if options.target.demo:
+        card: str | None = None
+        target = options.target
+        if target.demo:
+            from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world
 
-            if demo_world.nothing_left(demo_world.demo_machine()):
+            # Found before the stop: once stopped, its server no longer tells which it was.
+            card = demo_card(options.target)
+            machine = demo_world.demo_machine(card=card)
+            if demo_world.nothing_left(machine, demo_world.demo_profile_name(card)):
                 print("not running")
                 return 0
-        t = supervised.target(options.target, without_profile=True)
+            target = replace(target, card=card)
+        t = supervised.target(target, without_profile=True)
         code = supervised.finish(
             t.supervisor.stop(progress=supervised.progress_printer(options.quiet))
         )
-        if code == 0 and t.demo and options.all:
+        if code == 0 and card is not None and options.all:
             from vramtop.machines import demo_world
 
-            demo_world.stop_demo_world()
+            demo_world.stop_demo_world(card)
             print("simulated machine stopped")
         return code
 

@@ -132,7 +132,13 @@ def said_if_left_loading(supervisor: Supervisor, *, demo: bool) -> Iterator[None
             # Launched, not only about to be: a Ctrl+C before the process exists ends the start.
             launched = info.pid is not None and psutil.pid_exists(info.pid)
             if launched and info.state.value in ("starting", "running"):
-                shown = " --demo" if demo else ""
+                shown = ""
+                if demo:
+                    from vramtop.machines import demo_world
+                    from vramtop.sim.card import DEFAULT_CARD
+
+                    card = demo_world.card_of_profile(supervisor.name) or DEFAULT_CARD
+                    shown = " " + demo_world.demo_options(card)
                 print(
                     f"vramtop: interrupted; the server (pid {info.pid}) goes on loading: "
                     f"`vramtop status{shown}` follows it, `vramtop stop{shown}` ends it",
@@ -147,18 +153,27 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     `without_profile`: with no profile named and none configured, act on the server recorded
     under the name "default" (an adopted server needs no profile)."""
     if chosen.demo:
+        from vramtop.commands.common import demo_card
         from vramtop.machines import demo_world
 
+        card = demo_card(chosen)
         try:
-            machine = demo_world.ensure_demo_world(wsl=chosen.wsl)
+            begun = demo_world.begin_demo_world(chosen.wsl, card)
+            machine = demo_world.finish_demo_world(begun.machine)
         except RuntimeError as exc:
             raise CommandError(f"the simulated machine did not start: {exc}") from None
-        profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door))
+        if begun.unlike_asked is not None:
+            print(f"vramtop: {begun.unlike_asked}", file=sys.stderr)
+        profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door, card))
         return Supervised(
             Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
         )
     if chosen.front_door is not None:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
+    if chosen.card is not None:
+        from vramtop.commands.common import CARD_WITHOUT_DEMO
+
+        raise CommandError(CARD_WITHOUT_DEMO)
     name = chosen.profile
     placeholder = False
     try:

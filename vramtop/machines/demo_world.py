@@ -60,6 +60,39 @@ def demo_profile_name(card: str = DEFAULT_CARD) -> str:
     return DEMO_PROFILE if card == DEFAULT_CARD else f"{DEMO_PROFILE}-{card}"
 
 
+def demo_options(card: str) -> str:
+    """How a command line names the simulated machine `card`: `--demo`, `--demo --card spark`."""
+    return "--demo" if card == DEFAULT_CARD else f"--demo --card {card}"
+
+
+def card_of_profile(name: str) -> str | None:
+    """The card whose demo profile `name` is (`demo-spark`: spark); None for another name."""
+    return next((card for card in CARDS if demo_profile_name(card) == name), None)
+
+
+def server_alive(profile: str) -> bool:
+    """Whether the demo profile's record names a server or a front door that runs now."""
+    from vramtop.supervisor import door, state, tree
+
+    rec = state.load(profile)
+    if rec is None:
+        return False
+    running = rec.state in state.ALIVE and tree.process_alive(rec.pid, rec.create_time)
+    return running or door.alive(rec)
+
+
+def running_cards() -> list[str]:
+    """The cards whose simulated server (or its front door) runs now, in CARDS' order."""
+    home = locations.demo_dir()
+    return [
+        card
+        for card in CARDS
+        # No directory, no port, no server: the record is not read.
+        if (home if card == DEFAULT_CARD else home / card).is_dir()
+        and server_alive(demo_profile_name(card))
+    ]
+
+
 def demo_machine(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
     """The handle (not started) for the demo world of `card` (see sim/card.py's CARDS)."""
     return SimMachine(
@@ -74,10 +107,48 @@ def demo_machine(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
 
 
 def world_alive(machine: SimMachine) -> bool:
+    return _ping(machine) is not None
+
+
+def _ping(machine: SimMachine) -> dict[str, object] | None:
+    """The running world's answer to a ping (its speed, its scenario); None: none answers."""
     try:
-        return bool(machine.client.request("ping").get("ok"))
+        answer = machine.client.request("ping")
     except WorldUnreachable:
-        return False
+        return None
+    return answer if answer.get("ok") else None
+
+
+def unlike_asked(machine: SimMachine, running: dict[str, object]) -> str | None:
+    """Where the world already running is not the one this environment asks for
+    (VRAMTOP_SIM_SCENARIO, VRAMTOP_SIM_SPEED set to another scenario or speed than it plays):
+    one line saying what runs and how to get the asked-for one; None where nothing was asked
+    or it is the same. A world is not changed under its server: it is used as it is."""
+    from vramtop.sim import scenario
+
+    differ: list[str] = []
+    asked_scenario = os.environ.get(SCENARIO_ENV)
+    if asked_scenario and running.get("scenario") is not None:
+        try:
+            asked_name = scenario.load(asked_scenario).name
+        except ValueError:
+            asked_name = asked_scenario
+        if asked_name != running["scenario"]:
+            differ.append(f"{SCENARIO_ENV}={asked_scenario}")
+    speed = running.get("speed")
+    asked_speed = os.environ.get(SPEED_ENV)
+    if asked_speed and isinstance(speed, int | float) and abs(_speed() - speed) > 1e-9 * speed:
+        differ.append(f"{SPEED_ENV}={asked_speed}")
+    if not differ:
+        return None
+    card = machine.card.key
+    pace = f"{speed:g}" if isinstance(speed, int | float) else "unknown"
+    return (
+        f"the simulated {card} machine already runs (scenario {running.get('scenario')}, "
+        f"speed {pace}) and is used as it is: {' '.join(differ)} not applied; "
+        f"`vramtop stop {demo_options(card)} --all` stops it, then run this again to start the "
+        "asked-for one"
+    )
 
 
 def nothing_left(machine: SimMachine, profile: str = DEMO_PROFILE) -> bool:
@@ -93,12 +164,6 @@ def nothing_left(machine: SimMachine, profile: str = DEMO_PROFILE) -> bool:
     return rec is None or not door.alive(rec)
 
 
-def ensure_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> SimMachine:
-    """The demo world, started detached if its socket does not answer. Raises RuntimeError
-    when it cannot be started (the caller turns that into a message)."""
-    return finish_demo_world(begin_demo_world(wsl, card).machine)
-
-
 @dataclass(frozen=True)
 class BegunWorld:
     """The demo world as `begin_demo_world` left it: its handle, and whether it was
@@ -106,14 +171,26 @@ class BegunWorld:
 
     machine: SimMachine
     was_running: bool
+    # Where the one running is not the one asked for (`unlike_asked`): the line to say.
+    unlike_asked: str | None = None
 
 
 def begin_demo_world(wsl: bool = False, card: str = DEFAULT_CARD) -> BegunWorld:
     """The demo world's daemon started, detached, if its socket does not answer; not waited
     for (`finish_demo_world` waits), so that the rest of a command loads meanwhile."""
     machine = demo_machine(wsl, card)
-    if world_alive(machine):
-        return BegunWorld(machine, was_running=True)
+    running = _ping(machine)
+    if running is not None:
+        unlike = unlike_asked(machine, running)
+        # This command plays what runs: a server or agent it launches, and its own clock
+        # (the guard's), keep the world's pace.
+        speed = running.get("speed")
+        if isinstance(speed, int | float) and speed > 0 and speed != machine.speed:
+            machine.speed = float(speed)
+            os.environ[SPEED_ENV] = f"{float(speed):g}"
+        if isinstance(running.get("scenario"), str):
+            machine.scenario = str(running["scenario"])
+        return BegunWorld(machine, was_running=True, unlike_asked=unlike)
     machine.spawn()
     return BegunWorld(machine, was_running=False)
 
@@ -184,11 +261,20 @@ def door_available() -> bool:
         return False
 
 
-def demo_door(given: str | None) -> str | None:
-    """`--front-door` as `demo_profile` takes it: not given, the default door; `off`, none."""
-    if given is None:
-        return DEMO_DOOR
-    return None if given == "off" else given
+def demo_door(given: str | None, card: str = DEFAULT_CARD) -> str | None:
+    """`--front-door` as `demo_profile` takes it: `off`, none; not given, the door the
+    card's running server was started with (its record names it: a restart, a relaunch or
+    a console keeps a door given at its start), else the default door."""
+    if given is not None:
+        return None if given == "off" else given
+    profile = demo_profile_name(card)
+    if server_alive(profile):
+        from vramtop.supervisor import state
+
+        rec = state.load(profile)
+        if rec is not None:
+            return rec.front_door
+    return DEMO_DOOR
 
 
 def demo_profile(machine: SimMachine, front_door: str | None = DEMO_DOOR) -> Profile:

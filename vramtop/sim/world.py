@@ -104,7 +104,12 @@ class World:
                     )
                 }
             if op == "ping":
-                return {"ok": True, "t": self.ledger.t, "speed": self.speed}
+                return {
+                    "ok": True,
+                    "t": self.ledger.t,
+                    "speed": self.speed,
+                    "scenario": self.ledger.scenario.name,
+                }
             if op == "shutdown":
                 self.stopping.set()
                 return {"ok": True}
