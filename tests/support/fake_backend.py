@@ -34,6 +34,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 
@@ -92,6 +93,7 @@ class FakeBackend(Backend):
         self._findings: list[Finding] = []
         # What the console asked for, in order: ("restart",), ("relaunch", 0.85), ("close", False)
         self.calls: list[tuple[Any, ...]] = []
+        self.changes: list[FlagChange] = []  # each relaunch's flags, as the backend got them
         self.closed_with: bool | None = None
 
     # -- the clock the console is given ---------------------------------------------------
@@ -141,17 +143,16 @@ class FakeBackend(Backend):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: Any = None,
     ) -> ActionResult:
         with self._lock:
-            self.calls.append(("relaunch", gpu_memory_utilization))
-            self.relaunch_flags = {"max_model_len": max_model_len, "precheck": precheck}
-            if gpu_memory_utilization is not None:
-                self.util = gpu_memory_utilization
+            self.calls.append(("relaunch", change.budget))
+            self.changes.append(change)
+            self.relaunch_flags = {"max_model_len": change.max_model_len, "precheck": precheck}
+            if change.budget is not None:
+                self.util = change.budget
             self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))
         return self._launch(progress, f"relaunched at {self.util:.2f}")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from vramtop.core.model import DoorReading, ServerInfo, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.outcomes import ActionResult
@@ -279,15 +280,15 @@ class CardSupervisor:
 
     def relaunch(
         self,
-        util: float | None = None,
-        max_model_len: int | None = None,
+        change: FlagChange,
         asked_by: str | None = None,
         **_: Any,
     ) -> ActionResult:
         old = self.server
         flags = dict(self.flags)
-        if max_model_len is not None:
-            flags["max_model_len"] = max_model_len
+        util = change.budget
+        if change.max_model_len is not None:
+            flags["max_model_len"] = change.max_model_len
         old.exit()
         self.server = self.card.server(util if util is not None else old.util, **flags)
         self.server.start_request()  # the agent's request, held at the door meanwhile

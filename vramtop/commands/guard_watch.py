@@ -30,11 +30,10 @@ from vramtop.core.guard.decisions import (
     WAITED,
     Action,
     Decision,
-    Flags,
 )
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import OPENED, action_news, finding_closed, finding_opened
-from vramtop.core.remedy import RemedyAction
+from vramtop.core.remedy import FlagChange, RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.runner import MAX_FAILURES, Runner, Step
@@ -300,7 +299,7 @@ class Watch:
                 ServerAction.RELAUNCH,
                 result or _NEWS_RESULT.get(decision.decision, decision.decision),
                 finding=action.finding if action is not None else None,
-                gpu_memory_utilization=action.flags.util if action is not None else None,
+                gpu_memory_utilization=action.flags.budget if action is not None else None,
                 reason=decision.why,
             )
         )
@@ -313,10 +312,7 @@ class Watch:
         def relaunch() -> None:
             before = _relaunch_events(backend)
             try:
-                result = backend.relaunch(
-                    gpu_memory_utilization=action.flags.util,
-                    max_model_len=action.flags.max_model_len,
-                )
+                result = backend.relaunch(action.flags)
             except Exception as exc:  # a bug must not leave the policy waiting forever
                 log.exception("the guard's relaunch failed")
                 self._answer = ("failed", str(exc))
@@ -375,14 +371,14 @@ def told_open_kinds(events: list[Event]) -> set[str]:
     return {kind for kind, change in last.items() if change == OPENED}
 
 
-def _outside_flags(argv: list[str]) -> Flags | None:
+def _outside_flags(argv: list[str]) -> FlagChange | None:
     """The profile's own budget and --max-model-len: the flags outside calls."""
     try:
         util = vllm_args.gpu_memory_utilization(argv)
         length = vllm_args.max_model_len(argv)
     except ValueError:
         return None
-    return Flags(util if util is not None else 0.9, length)
+    return FlagChange(util if util is not None else 0.9, length)
 
 
 def _relaunch_events(backend: MachineBackend) -> int:

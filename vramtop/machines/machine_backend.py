@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,14 +20,16 @@ from vramtop.core.events import Event, EventName
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Rates, ServerState
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 
@@ -247,7 +249,7 @@ class MachineBackend(Backend):
     def clock(self) -> float:
         return time.time()
 
-    def _planned(self, name: str, detail: Mapping[str, str | float | None]) -> None:
+    def _planned(self, name: str, detail: JsonObject) -> None:
         self.session.action(self.sampler.now(), name, dict(detail))
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
@@ -273,9 +275,7 @@ class MachineBackend(Backend):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
@@ -287,18 +287,11 @@ class MachineBackend(Backend):
         supervisor = self.supervisor
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        changed: dict[str, str | float | None] = {
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-        }
         if precheck is None:
             precheck = self._relaunch_precheck
         before = _launch_of(supervisor)
         result = supervisor.relaunch(
-            util=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
+            change,
             progress=progress,
             precheck=precheck,
             asked_by=self.asked_by,
@@ -311,17 +304,16 @@ class MachineBackend(Backend):
             return result  # refused: the server is as it was
         else:
             outcome = "failed"
-        detail = {k: v for k, v in changed.items() if v is not None}
-        self._planned("relaunch", {**detail, "result": outcome})
+        self._planned("relaunch", {**change.to_json(), "result": outcome})
         return result
 
-    def _relaunch_precheck(self, changes: dict[str, str]) -> str | None:
+    def _relaunch_precheck(self, change: FlagChange) -> str | None:
         """vLLM's startup checks against the machine as last sampled, before the old server
         is stopped: a relaunch vLLM would refuse leaves the server serving."""
         latest = self.sampler.timeline.latest
         if latest is None:
             return None
-        return relaunch_refusal(latest, changes, self._outside_budget)
+        return relaunch_refusal(latest, change, self._outside_budget)
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

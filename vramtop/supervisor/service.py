@@ -26,7 +26,8 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, door, door_steps, handle, state, tree
 from vramtop.supervisor.action_events import COMMAND, Launch, launch_of, write_action
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
@@ -168,9 +169,7 @@ class Supervisor:
 
     def relaunch(
         self,
-        util: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         save: bool = False,
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
@@ -179,15 +178,8 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        result = self._actions.relaunch(
-            util, max_model_len, kv_cache_dtype, save, progress, wait_ready, timeout_s, precheck
-        )
-        changed: JsonObject = {
-            "gpu_memory_utilization": util,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-        }
-        return self._told("relaunch", result, asked_by, before, changed)
+        result = self._actions.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
+        return self._told("relaunch", result, asked_by, before, change.to_json())
 
     def _told(
         self,

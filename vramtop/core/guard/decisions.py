@@ -1,4 +1,4 @@
-"""What the guard's policies decide, as values: the flags of a relaunch, the action wanted,
+"""What the guard's policies decide, as values: the action wanted (its flags a `FlagChange`),
 each decision (the `guard` event's detail), and the facts of one sample they judge by."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from vramtop.core.budget import budget_bytes
 from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 
 
 class Wanter(StrEnum):
@@ -46,26 +47,12 @@ CANCELLED, DONE = Decided.CANCELLED, Decided.DONE
 
 
 @dataclass(frozen=True)
-class Flags:
-    """A relaunch's flags: the budget and, where it must change, --max-model-len."""
-
-    util: float
-    max_model_len: int | None = None
-
-    def words(self) -> str:
-        """`0.83 with --max-model-len 98,304`, or `0.83`."""
-        if self.max_model_len is None:
-            return f"{self.util:.2f}"
-        return f"{self.util:.2f} with --max-model-len {self.max_model_len:,}"
-
-
-@dataclass(frozen=True)
 class Action:
     """A relaunch a policy wants: whose, which step, its flags and why."""
 
     policy: str  # AUTO_REMEDY or ADAPTIVE
     step: str  # REMEDY, DOWN or UP
-    flags: Flags
+    flags: FlagChange
     why: str
     finding: Finding | None = None  # the collapse the automatic remedy answers
 
@@ -86,9 +73,7 @@ class Decision:
         if self.action is not None:
             out["policy"] = self.action.policy
             out["step"] = self.action.step
-            out["gpu_memory_utilization"] = self.action.flags.util
-            if self.action.flags.max_model_len is not None:
-                out["max_model_len"] = self.action.flags.max_model_len
+            out.update(self.action.flags.to_json())
         if self.result is not None:
             out["result"] = self.result
         return out

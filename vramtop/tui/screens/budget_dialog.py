@@ -15,6 +15,7 @@ from vramtop.core.bounds import budget_problem
 from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
+from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, BudgetCheck, Machine, RelaunchChoice, check_budget, step
 from vramtop.tui.widgets.typed_input import TypedInput
@@ -38,8 +39,11 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
         inputs: HeadroomInputs | None,
         why: str | None = None,
         machine: Machine | None = None,
+        kept: FlagChange | None = None,
     ) -> None:
+        """`kept`: the headroom what-if's flags, relaunched with the budget chosen here."""
         super().__init__()
+        self._kept = kept
         self._suggested = suggested
         self._current = current
         self._inputs = inputs
@@ -99,9 +103,8 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
             self.app.bell()
             self._refresh_prediction()
         else:
-            self.dismiss(
-                RelaunchChoice(check.util, check.max_model_len, forced=check.needs_confirmation)
-            )
+            change = check.change(self._kept)
+            self.dismiss(RelaunchChoice(change, forced=check.needs_confirmation))
 
     def _check(self, text: str) -> BudgetCheck:
         return check_budget(text, self._inputs, self._machine)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -18,21 +18,15 @@ from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, WhatIfFields, step, what_if_inputs
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """The what-if's answer: the budget, and the flags it changes (None: kept as they are)."""
+class HeadroomScreen(ModalScreen[FlagChange | None]):
+    """Answers the what-if's flags: the budget, and the flags it changes (None: kept)."""
 
-    util: float
-    max_model_len: int | None = None
-    kv_cache_dtype: str | None = None
-
-
-class HeadroomScreen(ModalScreen[Proposal | None]):
     # No field focused at first: a focused field would swallow the b and +/- keys.
     AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -137,7 +131,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             if inputs and base and inputs.kv_cache_dtype != base.kv_cache_dtype
             else None
         )
-        self.dismiss(Proposal(self.proposed, changed_len, changed_dtype))
+        self.dismiss(FlagChange(self.proposed, changed_len, changed_dtype))
 
     def action_close(self) -> None:
         self.dismiss(None)
