@@ -246,7 +246,7 @@ def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Ser
     assert "loading weights" in served.phases
     info = served.supervisor.status()
     assert info.state is ServerState.RUNNING
-    assert info.gpu_memory_utilization == pytest.approx(0.9)
+    assert info.budget == pytest.approx(0.9)
     assert info.max_model_len == MAX_MODEL_LEN
 
     # The startup log, read by vramtop's parser, and the same line read here by regex.
@@ -496,7 +496,7 @@ def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> N
     info = served.supervisor.status()
     assert info.state is ServerState.RUNNING
     assert info.pid != old_info.pid
-    assert info.gpu_memory_utilization == pytest.approx(0.85)
+    assert info.budget == pytest.approx(0.85)
     assert cache_config_info(served.url)["gpu_memory_utilization"] == "0.85"
     reading = Scraper(served.url).read_sync()
     assert reading.metrics is not None

@@ -61,7 +61,7 @@ def sample(
                 cache=CacheConfig(gpu_memory_utilization=util),
             ),
         ),
-        info=ServerInfo(state=state, pid=42, started_at=started_at, gpu_memory_utilization=util),
+        info=ServerInfo(state=state, pid=42, started_at=started_at, budget=util),
         split=Split(
             total_bytes=TOTAL,
             server_bytes=server,
@@ -83,7 +83,7 @@ def collapse(first_seen: float = 5.0, util: float = 0.85) -> Finding:
         last_seen_t=first_seen,
         closed_t=None,
         summary="Generation fell to 7 tok/s",
-        remedy=Remedy(action="relaunch", gpu_memory_utilization=util, max_model_len=163_840),
+        remedy=Remedy(action="relaunch", budget=util, max_model_len=163_840),
     )
 
 

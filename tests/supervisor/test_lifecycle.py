@@ -67,7 +67,7 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     assert words[:2] == ["stopping", "memory released"]
     third = sup.status()
     assert tree_gone(second.pids)
-    assert third.gpu_memory_utilization == 0.85
+    assert third.budget == 0.85
     assert cache_util(sup.profile.url) == "0.85"
     assert [c.new for c in sup.profile.history] == ["0.85"]
 

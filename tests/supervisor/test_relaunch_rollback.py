@@ -59,7 +59,7 @@ def test_a_budget_that_cannot_start_leaves_the_previous_server_serving(
     assert result.message.endswith("; the previous flags (0.93) serve again")
     info = sup.status()
     assert info.state == ServerState.RUNNING
-    assert info.gpu_memory_utilization == 0.93
+    assert info.budget == 0.93
     rec = state.load("back")
     assert rec is not None and rec.flag_overrides == {}
     assert served_budget(sup.profile) == "0.93"
@@ -86,9 +86,9 @@ def test_a_failed_relaunchs_flags_do_not_stick(machine: SimMachine) -> None:
     # The next relaunch changes the model length only: the budget is the one that served.
     assert sup.relaunch(FlagChange(max_model_len=65536)).ok
     info = sup.status()
-    assert info.gpu_memory_utilization == 0.93 and info.max_model_len == 65536
+    assert info.budget == 0.93 and info.max_model_len == 65536
     assert sup.restart().ok
-    assert sup.status().gpu_memory_utilization == 0.93
+    assert sup.status().budget == 0.93
     rec = state.load("stick")
     assert rec is not None
     assert rec.flag_overrides == {vllm_args.MAX_MODEL_LEN: "65536"}
@@ -105,7 +105,7 @@ def test_a_relaunch_of_a_stopped_server_that_fails_forgets_its_flags(
     rec = state.load("cold")
     assert rec is not None and rec.state == "crashed" and rec.flag_overrides == {}
     assert sup.start().ok  # the profile's own budget, not the one that failed
-    assert sup.status().gpu_memory_utilization == 0.93
+    assert sup.status().budget == 0.93
     assert sup.stop().ok
 
 
@@ -138,7 +138,7 @@ def test_a_precheck_that_refuses_leaves_the_server_serving(machine: SimMachine) 
         FlagChange(FITS, max_model_len=SHORT), precheck=lambda c: passed.append(c.argv_changes())
     ).ok
     assert passed == [{vllm_args.GPU_MEMORY_UTILIZATION: "0.9", vllm_args.MAX_MODEL_LEN: "32768"}]
-    assert sup.status().gpu_memory_utilization == FITS
+    assert sup.status().budget == FITS
     assert sup.stop().ok
 
 

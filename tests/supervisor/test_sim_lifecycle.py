@@ -52,7 +52,7 @@ def test_start_ready_restart_relaunch_stop_on_the_simulated_gpu(machine: SimMach
     third = sup.status()
     assert gone(second.pids)
     assert cache_util(sup.profile.url) == "0.85"
-    assert third.gpu_memory_utilization == 0.85
+    assert third.budget == 0.85
 
     assert sup.stop().ok
     assert gone(third.pids)

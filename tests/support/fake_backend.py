@@ -275,7 +275,7 @@ class FakeBackend(Backend):
             ready_s=self.ready_s,
             phase=self.phase,
             profile=self.profile_name,
-            gpu_memory_utilization=self.util,
+            budget=self.util,
             max_model_len=MAX_MODEL_LEN,
             kv_cache_dtype="fp8",
             returncode=-9 if self.state is ServerState.CRASHED else None,
@@ -288,7 +288,7 @@ class FakeBackend(Backend):
             kv_cache_tokens=kv_tokens,
             max_concurrency=round(kv_tokens / MAX_MODEL_LEN, 2),
             max_concurrency_len=MAX_MODEL_LEN,
-            requested_util=self.util,
+            requested_budget=self.util,
         )
         split = self._split(server_bytes, used, budget, headroom, desktop)
         return Sample(
@@ -329,7 +329,7 @@ class FakeBackend(Backend):
                     inferred=("contention for physical VRAM with the desktop",),
                     hypothesis=("serving memory lost residency and is read over PCIe",),
                 ),
-                remedy=Remedy(action="relaunch", gpu_memory_utilization=0.85),
+                remedy=Remedy(action="relaunch", budget=0.85),
             )
         )
         self._events.append(Event(self.t, "log", {"line": "collapse onset"}))
@@ -451,5 +451,5 @@ def _headroom_inputs(util: float) -> HeadroomInputs:
         kv_cache_dtype="fp8",
         max_model_len=MAX_MODEL_LEN,
         vllm_version="0.29.0",
-        calibrated_util=util,
+        calibrated_budget=util,
     )

@@ -133,7 +133,7 @@ class Server:
             pid=self.pid,
             pids=(self.pid,),
             argv=tuple(self.argv),
-            gpu_memory_utilization=self.util,
+            budget=self.util,
             max_model_len=self.plan.max_model_len,
         )
 

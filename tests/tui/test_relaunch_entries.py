@@ -50,7 +50,7 @@ def command_line_change() -> FlagChange:
 
 def guard_change() -> FlagChange:
     """The automatic remedy's relaunch for a collapse whose remedy names these flags."""
-    remedy = Remedy(action="relaunch", gpu_memory_utilization=0.85, max_model_len=131_072)
+    remedy = Remedy(action="relaunch", budget=0.85, max_model_len=131_072)
     found = replace(collapse(), remedy=remedy)
     policy = remedy_policy()
     policy.observe(sample(10.0), [found])

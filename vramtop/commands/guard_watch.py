@@ -259,11 +259,11 @@ class Watch:
 
     def _plan(self, finding: Finding) -> str | None:
         remedy = finding.remedy
-        if not self.settings.auto_remedy or remedy.gpu_memory_utilization is None:
+        if not self.settings.auto_remedy or remedy.budget is None:
             return None
         if remedy.action != RemedyAction.RELAUNCH:
             return None
-        return f"Relaunching at {remedy.gpu_memory_utilization:.2f} between agent turns."
+        return f"Relaunching at {remedy.budget:.2f} between agent turns."
 
     def _record_findings(self, opened: tuple[Finding, ...], closed: tuple[Finding, ...]) -> None:
         if not opened and not closed:

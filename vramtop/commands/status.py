@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if t.placeholder and rec is None:
             # No profile and no adopted server: there is no "default" server to call stopped.
             raise CommandError(NO_PROFILE)
-        data = asdict(info)
+        data = info.to_json()
         # Added: what was found of a lost (deleted or damaged) state file, when it was.
         data["state_note"] = t.supervisor.record_note
         log_path = t.supervisor.log_path

@@ -242,19 +242,19 @@ _REMEDY_FIELDS = (
 class Remedy:
     """What to do about a finding.
 
-    `action`: a `RemedyAction` (None: nothing to propose); `gpu_memory_utilization`: the
-    budget a relaunch should use, when one is proposed; `max_model_len`: the --max-model-len
-    it needs with it, where the current one (`current_max_model_len`) no longer fits in that
-    budget's pool (vLLM would refuse the start); None: keep the current one; `restart_fails`:
-    a restart at the same budget would fail the same way (a start that ran out of memory), so
-    none is offered; `kv_pool_bytes(_after)`: the KV pool now and at the proposed budget;
-    `relaunch`: why that budget; `cost`: what it costs the pool; `options`: flags that would
-    each help; `extra`: other figures in raw units, written to JSON as they are; `details`:
-    every figure without a field of its own, as JSON has them.
+    `action`: a `RemedyAction` (None: nothing to propose); `budget`: the budget a relaunch
+    should use, when one is proposed (`gpu_memory_utilization` in JSON); `max_model_len`: the
+    --max-model-len it needs with it, where the current one (`current_max_model_len`) no
+    longer fits in that budget's pool (vLLM would refuse the start); None: keep the current
+    one; `restart_fails`: a restart at the same budget would fail the same way (a start that
+    ran out of memory), so none is offered; `kv_pool_bytes(_after)`: the KV pool now and at
+    the proposed budget; `relaunch`: why that budget; `cost`: what it costs the pool;
+    `options`: flags that would each help; `extra`: other figures in raw units, written to
+    JSON as they are; `details`: every figure without a field of its own, as JSON has them.
     """
 
     action: RemedyAction | str | None = None
-    gpu_memory_utilization: float | None = None
+    budget: float | None = None
     max_model_len: int | None = None
     why: str | None = None
     restart_fails: bool = False
@@ -265,6 +265,11 @@ class Remedy:
     relaunch: RelaunchFigures | None = None
     cost: KvCost | None = None
     current_max_model_len: int | None = None
+
+    @property
+    def change(self) -> FlagChange:
+        """The flags a relaunch with this remedy uses (empty: it proposes none)."""
+        return FlagChange(self.budget, self.max_model_len)
 
     @property
     def leaves_desktop_peak(self) -> bool:
@@ -304,7 +309,7 @@ class Remedy:
         known = {a.value: a for a in RemedyAction}
         return cls(
             action=known.get(action, action) if isinstance(action, str) else None,
-            gpu_memory_utilization=_number(obj.get("gpu_memory_utilization")),
+            budget=_number(obj.get("gpu_memory_utilization")),
             max_model_len=_length(obj.get("max_model_len")),
             why=why if isinstance(why, str) else None,
             restart_fails=obj.get("restart_fails") is True,
@@ -327,8 +332,8 @@ class Remedy:
         out: JsonObject = {}
         if self.action is not None:
             out["action"] = self.action
-        if self.gpu_memory_utilization is not None:
-            out["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.budget is not None:
+            out["gpu_memory_utilization"] = self.budget
         if self.max_model_len is not None:
             out["max_model_len"] = self.max_model_len
         out.update(self.details)

@@ -48,7 +48,7 @@ class RelaunchChoice:
 
 @dataclass(frozen=True)
 class BudgetCheck:
-    util: float | None
+    budget: float | None
     prediction: Prediction | None
     reason: str | None  # why the value is refused; None when it may be used
     warnings: tuple[BudgetWarning, ...] = field(default=())  # not refusals: said, or confirmed
@@ -66,7 +66,7 @@ class BudgetCheck:
         one `kept` (a what-if's proposal) names, and `kept`'s KV dtype."""
         kept = kept or FlagChange()
         length = self.max_model_len if self.max_model_len is not None else kept.max_model_len
-        return FlagChange(self.util, length, kept.kv_cache_dtype)
+        return FlagChange(self.budget, length, kept.kv_cache_dtype)
 
     @property
     def needs_confirmation(self) -> bool:

@@ -79,12 +79,12 @@ class AdaptiveBudget:
     ) -> tuple[Action | None, list[Decision]]:
         """The step wanted now (None: none), and decisions to say."""
         allowance = m.allowance_at(self.outside_budget)
-        if m.desktop is None or allowance is None or m.util is None or not m.serving:
+        if m.desktop is None or allowance is None or m.budget is None or not m.serving:
             return None, []
         programs = _programs(s)
-        if self.phase == OUTSIDE and m.util < self.outside_budget - SAME_UTIL:
+        if self.phase == OUTSIDE and m.budget < self.outside_budget - SAME_UTIL:
             # Found below the profile's budget (a guard restarted while stepped down).
-            self._enter_down(m.t, m.util, stepped=False)
+            self._enter_down(m.t, m.budget, stepped=False)
         rising = m.desktop > allowance - RISE_MARGIN_BYTES
         if self.phase == OUTSIDE:
             if not rising:
@@ -131,8 +131,8 @@ class AdaptiveBudget:
         growth = max(growth_rate(list(self._history)), GROWING_BYTES_PER_S)
         share = DesktopShare(self._base, self._peak, outside_budget_bytes, growth)
         remedy = contention_remedy(s, device, share)
-        util = remedy.gpu_memory_utilization
-        if remedy.action != "relaunch" or util is None or m.util is None or util >= m.util:
+        util = remedy.budget
+        if remedy.action != "relaunch" or util is None or m.budget is None or util >= m.budget:
             self._stepped_down = True
             why = remedy.why or "no smaller budget still serves"
             return None, [Decision(m.t, SKIPPED, f"no step down for this call: {why}")]

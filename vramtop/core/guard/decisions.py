@@ -88,12 +88,12 @@ class Moment:
     serving: bool  # the server answered this sample's scrape
     running: int | None  # requests running now
     waiting: int | None
-    util: float | None  # the server's budget now
+    budget: float | None  # the server's budget now
     started_at: float | None  # which start of the server this is
     total: int | None
     desktop: int | None
-    budget: int | None  # bytes, at `util`
-    headroom: int | None  # what `util` leaves the desktop
+    budget_bytes: int | None  # at `budget`
+    headroom: int | None  # what `budget` leaves the desktop
 
     @classmethod
     def of(cls, s: Sample) -> Moment:
@@ -106,11 +106,11 @@ class Moment:
             serving=m is not None,
             running=_count(m.requests_running) if m else None,
             waiting=_count(m.requests_waiting) if m else None,
-            util=read.util(s),
+            budget=read.util(s),
             started_at=s.info.started_at if s.info else None,
             total=device.total_bytes if device else None,
             desktop=read.desktop_bytes(s),
-            budget=split.budget_bytes if split else None,
+            budget_bytes=split.budget_bytes if split else None,
             headroom=split.headroom_bytes if split else None,
         )
 
@@ -124,12 +124,12 @@ class Moment:
         """A start or a stop runs: no automatic action now."""
         return self.state in (ServerState.STARTING, ServerState.STOPPING)
 
-    def allowance_at(self, util: float) -> int | None:
-        """What a budget of `util` would leave the desktop, counted as this sample's split
-        counts its own: its headroom, moved by the difference of the two budgets."""
-        if self.headroom is None or self.budget is None or self.total is None:
+    def allowance_at(self, budget: float) -> int | None:
+        """What `budget` would leave the desktop, counted as this sample's split counts its
+        own: its headroom, moved by the difference of the two budgets."""
+        if self.headroom is None or self.budget_bytes is None or self.total is None:
             return None
-        return self.headroom + self.budget - budget_bytes(self.total, util)
+        return self.headroom + self.budget_bytes - budget_bytes(self.total, budget)
 
 
 def _count(value: float | None) -> int | None:

@@ -164,11 +164,11 @@ class HeadroomScreen(ModalScreen[FlagChange | None]):
     ) -> Content:
         """The proposal against now and against the profile's launch budget, in words."""
         lines: list[str | tuple[str, str]] = []
-        if now is not None and now.util != proposed.util:
+        if now is not None and now.budget != proposed.budget:
             lines += ["\nvs now: ", change_words(now, proposed)]
         launch = _safe_predict(inputs, self._launch)
-        same_as_now = now is not None and launch is not None and launch.util == now.util
-        if launch is not None and launch.util != proposed.util and not same_as_now:
+        same_as_now = now is not None and launch is not None and launch.budget == now.budget
+        if launch is not None and launch.budget != proposed.budget and not same_as_now:
             lines += ["\nvs the profile's launch budget: ", change_words(launch, proposed)]
         return Content.assemble(*lines)
 
@@ -192,7 +192,7 @@ class HeadroomScreen(ModalScreen[FlagChange | None]):
             )
             parts += [
                 f"\ndesktop peak this session {gib(self._peak, 2)} GiB → suggested budget ",
-                (_flag_words(inputs, suggestion.util), "bold"),
+                (_flag_words(inputs, suggestion.budget), "bold"),
                 f" (leaves {gib(suggestion.desktop_headroom_bytes, 2)} GiB: "
                 "the peak plus a margin)",
             ]
@@ -240,7 +240,7 @@ def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomI
         diff = fmt(value(proposed) - value(now), signed=True) if now else ""
         rows.append((label, a, b, diff))
 
-    row("budget", lambda p: p.util, lambda v, signed=False: f"{v:+.2f}" if signed else f"{v:.2f}")
+    row("budget", lambda p: p.budget, lambda v, signed=False: f"{v:+.2f}" if signed else f"{v:.2f}")
     row("budget GiB", lambda p: p.budget_bytes, _gib_fmt)
     row("desktop headroom", lambda p: p.desktop_headroom_bytes, _gib_fmt)
     row("KV pool GiB", lambda p: p.kv_cache_bytes, _gib_fmt)
@@ -267,7 +267,7 @@ def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomI
         return Content.assemble(text, (f"\nthis budget would not start: {why}", "bold $error"))
     if not proposed.fits:
         # vLLM's startup check: one request of max-model-len must fit in the pool.
-        flags = relaunch_flags(inputs, proposed.util)
+        flags = relaunch_flags(inputs, proposed.budget)
         fix = (
             f"; --max-model-len {flags.max_model_len:,} fits (b proposes it)"
             if flags is not None and flags.max_model_len is not None
