@@ -23,10 +23,6 @@ from enum import IntEnum, StrEnum
 # "profiling", "capturing graphs", "ready", "failed".
 ProgressCallback = Callable[[str], None]
 
-# Asked before a relaunch stops the old server, with the flags it changes (vLLM flag name to
-# value): a sentence refuses the relaunch (the old server keeps serving), None lets it go on.
-RelaunchPrecheck = Callable[[dict[str, str]], str | None]
-
 
 class Outcome(StrEnum):
     """How an action ended, as the lasting timeline, the session's `relaunch` event and the

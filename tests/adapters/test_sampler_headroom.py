@@ -58,9 +58,7 @@ def test_the_splits_headroom_is_the_what_ifs(
     monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
     log = tmp_path / "server.log"
     log.write_text(STARTUP)
-    info = ServerInfo(
-        state=ServerState.RUNNING, pid=SERVER_PID, pids=(SERVER_PID,), gpu_memory_utilization=UTIL
-    )
+    info = ServerInfo(state=ServerState.RUNNING, pid=SERVER_PID, pids=(SERVER_PID,), budget=UTIL)
     sampler = Sampler(probe=Card(), url=None, info=lambda: info, log_path=lambda: log)
     backend = MachineBackend(sampler=sampler, supervisor=None)
     try:

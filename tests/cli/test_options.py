@@ -56,7 +56,7 @@ def test_each_commands_own_options_are_typed_values() -> None:
     launch = LaunchOptions.from_args(parser.parse_args(["start", "--no-wait", "-q"]))
     assert launch.no_wait and launch.wait.quiet and launch.wait.timeout == 900.0
     calc = CalcOptions.from_args(parser.parse_args(["calc", "--util", "0.9", "--budget", "0.8"]))
-    assert calc.util == (0.9, 0.8) and calc.max_num_batched_tokens == 8192 and not calc.json
+    assert calc.budgets == (0.9, 0.8) and calc.max_num_batched_tokens == 8192 and not calc.json
 
 
 def test_a_namespace_without_the_option_reads_its_default() -> None:

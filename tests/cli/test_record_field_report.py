@@ -41,7 +41,7 @@ def test_recorded_field_report_diagnoses_as_vram_contention(
     home.mkdir(mode=0o700)
     monkeypatch.setenv("VRAMTOP_HOME", str(home))
     card = SimCard("field_report", speed=SPEED)
-    supervisor = CardSupervisor(card, "demo", card.machine.card.util)
+    supervisor = CardSupervisor(card, "demo", card.machine.card.budget)
     session = tmp_path / "field-report.jsonl"
     # As `vramtop --interval 0.25 record FILE --demo --duration 28` at VRAMTOP_SIM_SPEED=5.
     with supervisor.backend(wsl=wsl) as backend:

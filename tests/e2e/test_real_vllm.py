@@ -38,6 +38,7 @@ from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.core.vllm.log import parse_startup
 from vramtop.core.vllm.metrics import only_read, parse_metrics, series_read
 from vramtop.machines.machine_backend import MachineBackend, live_backend
@@ -245,7 +246,7 @@ def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Ser
     assert "loading weights" in served.phases
     info = served.supervisor.status()
     assert info.state is ServerState.RUNNING
-    assert info.gpu_memory_utilization == pytest.approx(0.9)
+    assert info.budget == pytest.approx(0.9)
     assert info.max_model_len == MAX_MODEL_LEN
 
     # The startup log, read by vramtop's parser, and the same line read here by regex.
@@ -487,7 +488,7 @@ def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> N
     assert vllm_titled(old_tree), "the running server has no VLLM:: processes"
     offset = served.supervisor.log_path.stat().st_size
 
-    result = served.supervisor.relaunch(util=0.85, timeout_s=START_TIMEOUT_S)
+    result = served.supervisor.relaunch(FlagChange(0.85), timeout_s=START_TIMEOUT_S)
     assert result.ok, result.message
     served.profile = served.supervisor.profile
 
@@ -495,7 +496,7 @@ def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> N
     info = served.supervisor.status()
     assert info.state is ServerState.RUNNING
     assert info.pid != old_info.pid
-    assert info.gpu_memory_utilization == pytest.approx(0.85)
+    assert info.budget == pytest.approx(0.85)
     assert cache_config_info(served.url)["gpu_memory_utilization"] == "0.85"
     reading = Scraper(served.url).read_sync()
     assert reading.metrics is not None

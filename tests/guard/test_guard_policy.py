@@ -16,7 +16,6 @@ from vramtop.core.guard.decisions import (
     SKIPPED,
     UP,
     WAITED,
-    Flags,
 )
 from vramtop.core.model import (
     CacheConfig,
@@ -30,6 +29,7 @@ from vramtop.core.model import (
     Split,
     SplitMethod,
 )
+from vramtop.core.remedy import FlagChange
 
 TOTAL = round(31.84 * GIB)
 OUTSIDE_BYTES = round(0.35 * GIB)
@@ -61,7 +61,7 @@ def sample(
                 cache=CacheConfig(gpu_memory_utilization=util),
             ),
         ),
-        info=ServerInfo(state=state, pid=42, started_at=started_at, gpu_memory_utilization=util),
+        info=ServerInfo(state=state, pid=42, started_at=started_at, budget=util),
         split=Split(
             total_bytes=TOTAL,
             server_bytes=server,
@@ -83,7 +83,7 @@ def collapse(first_seen: float = 5.0, util: float = 0.85) -> Finding:
         last_seen_t=first_seen,
         closed_t=None,
         summary="Generation fell to 7 tok/s",
-        remedy=Remedy(action="relaunch", gpu_memory_utilization=util, max_model_len=163_840),
+        remedy=Remedy(action="relaunch", budget=util, max_model_len=163_840),
     )
 
 
@@ -103,7 +103,7 @@ def test_a_collapse_open_ten_seconds_is_relaunched_at_its_remedy_between_turns()
     acted = policy.observe(sample(31.0, running=0), [found])
     assert [d.decision for d in acted] == [ACTED]
     action = acted[0].action
-    assert action is not None and action.flags == Flags(0.85, 163_840)
+    assert action is not None and action.flags == FlagChange(0.85, 163_840)
     assert acted[0].detail()["decision"] == ACTED
     assert acted[0].detail()["gpu_memory_utilization"] == 0.85
     assert policy.acting() == action
@@ -209,7 +209,7 @@ def test_the_collapse_ending_cancels_its_pending_relaunch() -> None:
 
 
 def adaptive_policy(settle_s: float = 60.0) -> GuardPolicy:
-    return GuardPolicy(GuardConfig(adaptive=Flags(0.93, 262_144), settle_s=settle_s))
+    return GuardPolicy(GuardConfig(adaptive=FlagChange(0.93, 262_144), settle_s=settle_s))
 
 
 def run_call(policy: GuardPolicy, start: float) -> list[tuple[float, str, str | None, float]]:
@@ -224,10 +224,10 @@ def run_call(policy: GuardPolicy, start: float) -> list[tuple[float, str, str | 
         decided = policy.observe(sample(t, desktop=desktop, running=second % 3, util=util), [])
         action = policy.acting()
         if action is not None:
-            util = action.flags.util
+            util = action.flags.budget
             decided += policy.finished(t + 0.5, "ok", "served")
         said += [
-            (d.t, d.decision, d.action.step if d.action else None, d.action.flags.util)
+            (d.t, d.decision, d.action.step if d.action else None, d.action.flags.budget)
             for d in decided
             if d.action is not None
         ]
@@ -317,4 +317,4 @@ def test_a_rise_seen_in_its_first_tenth_of_a_gib_still_steps_down() -> None:
         assert policy.observe(sample(float(second), running=1), []) == []
     decided = policy.observe(sample(10.0, desktop=1.64, running=0), [])
     assert [(d.decision, d.action.step if d.action else None) for d in decided] == [(ACTED, DOWN)]
-    assert decided[0].action is not None and decided[0].action.flags.util <= 0.84
+    assert decided[0].action is not None and decided[0].action.flags.budget <= 0.84

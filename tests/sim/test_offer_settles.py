@@ -24,7 +24,7 @@ def test_the_first_offer_is_within_003_of_the_offer_once_the_call_levels_off(
 ) -> None:
     sim = SimCard(scenario, speed=SPEED, card=card)
     sim.set_call(False)
-    served = sim.server(sim.machine.card.util)
+    served = sim.server(sim.machine.card.budget)
     with served.watched() as backend:
         served.start_request()  # the agent's long answer
 

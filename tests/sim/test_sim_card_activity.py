@@ -80,7 +80,7 @@ def test_residency_failures_are_logged_while_a_spilled_server_decodes_during_the
     ("card", "pcie", "util"), [("spark", False, True), ("r9700", False, False)]
 )
 def test_other_machines_give_what_their_probes_read(card: str, pcie: bool, util: bool) -> None:
-    lg = serving(card, CARDS[card].util)
+    lg = serving(card, CARDS[card].budget)
     lg.condition(SERVER, decoding=True)
     dev = device(lg)
     assert ("pcie_rx_bytes_per_s" in dev) is pcie and ("residency_failures_total" in dev) is pcie

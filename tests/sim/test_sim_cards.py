@@ -22,7 +22,7 @@ def card_ledger(key: str) -> Ledger:
 
 def start_server(lg: Ledger, key: str) -> None:
     """What the demo's server takes: its budget at the card's util, plus the CUDA context."""
-    plan = plan_kv(CARDS[key].util, total=lg.total, kv_cache_dtype="fp8", max_model_len=163_840)
+    plan = plan_kv(CARDS[key].budget, total=lg.total, kv_cache_dtype="fp8", max_model_len=163_840)
     assert lg.alloc(SERVER, "VLLM::EngineCore", plan.footprint)["ok"]
 
 
@@ -93,4 +93,4 @@ def test_the_5090_keeps_the_field_report_model() -> None:
     assert state["device"]["name"] == "NVIDIA GeForce RTX 5090"
     assert state["device"]["memory_kind"] == "dedicated"
     assert all("gtt_bytes" not in p for p in state["processes"])
-    assert CARDS["5090"].util == 0.93
+    assert CARDS["5090"].budget == 0.93

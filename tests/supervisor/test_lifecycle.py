@@ -18,6 +18,7 @@ from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, healthy, le
 
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.supervisor import Supervisor, state
 
 
@@ -62,11 +63,11 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     assert second.pid != first.pid and tree_gone(first.pids)
 
     words.clear()
-    assert sup.relaunch(util=0.85, progress=words.append).ok
+    assert sup.relaunch(FlagChange(0.85), progress=words.append).ok
     assert words[:2] == ["stopping", "memory released"]
     third = sup.status()
     assert tree_gone(second.pids)
-    assert third.gpu_memory_utilization == 0.85
+    assert third.budget == 0.85
     assert cache_util(sup.profile.url) == "0.85"
     assert [c.new for c in sup.profile.history] == ["0.85"]
 

@@ -22,9 +22,9 @@ def test_a_profile_replaced_on_disk_is_read_again_before_a_start(home: Path, led
     try:
         assert console.start().ok
         info = console.status()
-        assert info.gpu_memory_utilization == 0.8 and "0.8" in info.argv
+        assert info.budget == 0.8 and "0.8" in info.argv
         assert console.restart().ok
-        assert console.status().gpu_memory_utilization == 0.8
+        assert console.status().budget == 0.8
     finally:
         assert console.stop().ok
 
@@ -38,6 +38,6 @@ def test_a_profile_file_that_no_longer_reads_leaves_the_one_read(home: Path, led
     path.write_text("argv = [\n")  # half-written by hand
     try:
         assert console.start().ok
-        assert console.status().gpu_memory_utilization == 0.9
+        assert console.status().budget == 0.9
     finally:
         assert console.stop().ok

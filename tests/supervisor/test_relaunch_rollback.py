@@ -15,6 +15,7 @@ from sim_helpers import sim_api_servers, sim_profile
 from vramtop import config
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.machine_backend import MachineBackend
@@ -52,13 +53,13 @@ def test_a_budget_that_cannot_start_leaves_the_previous_server_serving(
 ) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "back"))
     assert sup.start().ok
-    result = sup.relaunch(util=NO_ROOM)
+    result = sup.relaunch(FlagChange(NO_ROOM))
     assert not result.ok and result.rolled_back, result
     assert result.message.startswith("relaunch at 0.99 failed: out of memory at startup")
     assert result.message.endswith("; the previous flags (0.93) serve again")
     info = sup.status()
     assert info.state == ServerState.RUNNING
-    assert info.gpu_memory_utilization == 0.93
+    assert info.budget == 0.93
     rec = state.load("back")
     assert rec is not None and rec.flag_overrides == {}
     assert served_budget(sup.profile) == "0.93"
@@ -70,7 +71,7 @@ def test_a_budget_that_cannot_start_leaves_the_previous_server_serving(
 def test_the_cause_shown_is_vllms_own_line_not_the_engines_death(machine: SimMachine) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "cause"))
     assert sup.start().ok
-    result = sup.relaunch(util=NO_KV_BLOCK)
+    result = sup.relaunch(FlagChange(NO_KV_BLOCK))
     assert result.rolled_back, result
     assert "relaunch at 0.3 failed: No available memory for the cache blocks" in result.message
     assert "EngineDeadError" not in result.message and "engine died" not in result.message
@@ -81,13 +82,13 @@ def test_the_cause_shown_is_vllms_own_line_not_the_engines_death(machine: SimMac
 def test_a_failed_relaunchs_flags_do_not_stick(machine: SimMachine) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "stick"))
     assert sup.start().ok
-    assert sup.relaunch(util=NO_ROOM).rolled_back
+    assert sup.relaunch(FlagChange(NO_ROOM)).rolled_back
     # The next relaunch changes the model length only: the budget is the one that served.
-    assert sup.relaunch(max_model_len=65536).ok
+    assert sup.relaunch(FlagChange(max_model_len=65536)).ok
     info = sup.status()
-    assert info.gpu_memory_utilization == 0.93 and info.max_model_len == 65536
+    assert info.budget == 0.93 and info.max_model_len == 65536
     assert sup.restart().ok
-    assert sup.status().gpu_memory_utilization == 0.93
+    assert sup.status().budget == 0.93
     rec = state.load("stick")
     assert rec is not None
     assert rec.flag_overrides == {vllm_args.MAX_MODEL_LEN: "65536"}
@@ -98,13 +99,13 @@ def test_a_relaunch_of_a_stopped_server_that_fails_forgets_its_flags(
     machine: SimMachine,
 ) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "cold"))
-    result = sup.relaunch(util=NO_ROOM)
+    result = sup.relaunch(FlagChange(NO_ROOM))
     assert not result.ok and not result.rolled_back
     assert result.message.startswith("relaunch at 0.99 failed: out of memory at startup")
     rec = state.load("cold")
     assert rec is not None and rec.state == "crashed" and rec.flag_overrides == {}
     assert sup.start().ok  # the profile's own budget, not the one that failed
-    assert sup.status().gpu_memory_utilization == 0.93
+    assert sup.status().budget == 0.93
     assert sup.stop().ok
 
 
@@ -114,11 +115,11 @@ def test_a_precheck_that_refuses_leaves_the_server_serving(machine: SimMachine) 
     before = sup.status()
     asked: list[tuple[dict[str, str], ServerState]] = []
 
-    def refuse(changes: dict[str, str]) -> str | None:
-        asked.append((changes, sup.status().state))
+    def refuse(change: FlagChange) -> str | None:
+        asked.append((change.argv_changes(), sup.status().state))
         return "the desktop needs that memory now"
 
-    result = sup.relaunch(util=0.5, max_model_len=4096, precheck=refuse)
+    result = sup.relaunch(FlagChange(0.5, max_model_len=4096), precheck=refuse)
     assert result.ok is False and result.message == "the desktop needs that memory now"
     # Asked with the changed flags while the old server still served.
     assert asked == [
@@ -133,9 +134,11 @@ def test_a_precheck_that_refuses_leaves_the_server_serving(machine: SimMachine) 
     assert not sup.profile.history
 
     passed: list[dict[str, str]] = []
-    assert sup.relaunch(util=FITS, max_model_len=SHORT, precheck=passed.append).ok
+    assert sup.relaunch(
+        FlagChange(FITS, max_model_len=SHORT), precheck=lambda c: passed.append(c.argv_changes())
+    ).ok
     assert passed == [{vllm_args.GPU_MEMORY_UTILIZATION: "0.9", vllm_args.MAX_MODEL_LEN: "32768"}]
-    assert sup.status().gpu_memory_utilization == FITS
+    assert sup.status().budget == FITS
     assert sup.stop().ok
 
 
@@ -143,10 +146,10 @@ def test_the_profile_changes_only_once_the_new_server_serves(machine: SimMachine
     sup = supervisor_for(machine, sim_profile(machine, "prof"))
     length = sup.profile.flag(vllm_args.MAX_MODEL_LEN)
     assert sup.start().ok
-    assert sup.relaunch(util=NO_ROOM).rolled_back
+    assert sup.relaunch(FlagChange(NO_ROOM)).rolled_back
     assert sup.profile.flag(vllm_args.GPU_MEMORY_UTILIZATION) == "0.93"
     assert sup.profile.history == []
-    assert sup.relaunch(util=FITS, max_model_len=SHORT).ok
+    assert sup.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
     assert sup.profile.flag(vllm_args.GPU_MEMORY_UTILIZATION) == "0.9"
     assert [(c.old, c.new) for c in sup.profile.history] == [("0.93", "0.9"), (length, "32768")]
     assert sup.stop().ok
@@ -173,7 +176,7 @@ def test_save_after_a_failed_start_leaves_the_file_as_it_was(
     before = path.read_bytes()
     sup = supervisor_for(machine, config.load_profile_file(path))
     assert sup.start().ok
-    assert sup.relaunch(util=NO_ROOM, save=True).rolled_back
+    assert sup.relaunch(FlagChange(NO_ROOM), save=True).rolled_back
     assert path.read_bytes() == before
     assert sup.stop().ok
 
@@ -189,7 +192,7 @@ def test_save_writes_the_file_it_loaded_and_keeps_its_comments(
     sup = supervisor_for(machine, config.load_profile_file(copy))
     length = sup.profile.flag(vllm_args.MAX_MODEL_LEN)
     assert sup.start().ok
-    assert sup.relaunch(util=FITS, max_model_len=SHORT, save=True).ok
+    assert sup.relaunch(FlagChange(FITS, max_model_len=SHORT), save=True).ok
     assert original.read_bytes() == untouched
     text = copy.read_text()
     assert text.startswith("# my simulated server\n")
@@ -227,15 +230,15 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
     backend = backend_for(machine, sup)
     try:
         assert sup.start().ok
-        refused = backend.relaunch(gpu_memory_utilization=0.5, precheck=lambda c: "not now")
+        refused = backend.relaunch(FlagChange(0.5), precheck=lambda c: "not now")
         assert refused.message == "not now"
         assert relaunch_events(backend) == []  # nothing happened to the server
-        assert backend.relaunch(gpu_memory_utilization=NO_ROOM).rolled_back
+        assert backend.relaunch(FlagChange(NO_ROOM)).rolled_back
         assert relaunch_events(backend) == [
             {"gpu_memory_utilization": NO_ROOM, "result": "rolled_back"}
         ]
         assert backend.launch_budget == 0.93
-        assert backend.relaunch(gpu_memory_utilization=FITS, max_model_len=SHORT).ok
+        assert backend.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
         assert relaunch_events(backend)[-1] == {
             "gpu_memory_utilization": FITS,
             "max_model_len": SHORT,
@@ -262,7 +265,7 @@ def test_save_on_a_profile_that_is_a_link_is_refused_before_the_stop(
     assert sup.start().ok
     served = state.load("linked")
     assert served is not None
-    result = sup.relaunch(util=FITS, max_model_len=SHORT, save=True)
+    result = sup.relaunch(FlagChange(FITS, max_model_len=SHORT), save=True)
     assert not result.ok and "not relaunched" in result.message
     assert f"{kept} is a symbolic link to {target}" in result.message
     again = state.load("linked")

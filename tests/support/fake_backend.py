@@ -35,6 +35,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 
@@ -95,6 +96,7 @@ class FakeBackend(Backend):
         self._findings: list[Finding] = []
         # What the console asked for, in order: ("restart",), ("relaunch", 0.85), ("close", False)
         self.calls: list[tuple[Any, ...]] = []
+        self.changes: list[FlagChange] = []  # each relaunch's flags, as the backend got them
         self.closed_with: bool | None = None
 
     # -- the clock the console is given ---------------------------------------------------
@@ -157,17 +159,16 @@ class FakeBackend(Backend):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: Any = None,
     ) -> ActionResult:
         with self._lock:
-            self.calls.append(("relaunch", gpu_memory_utilization))
-            self.relaunch_flags = {"max_model_len": max_model_len, "precheck": precheck}
-            if gpu_memory_utilization is not None:
-                self.util = gpu_memory_utilization
+            self.calls.append(("relaunch", change.budget))
+            self.changes.append(change)
+            self.relaunch_flags = {"max_model_len": change.max_model_len, "precheck": precheck}
+            if change.budget is not None:
+                self.util = change.budget
             self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))
         return self._launch(progress, f"relaunched at {self.util:.2f}")
 
@@ -290,7 +291,7 @@ class FakeBackend(Backend):
             ready_s=self.ready_s,
             phase=self.phase,
             profile=self.profile_name,
-            gpu_memory_utilization=self.util,
+            budget=self.util,
             max_model_len=MAX_MODEL_LEN,
             kv_cache_dtype="fp8",
             returncode=-9 if self.state is ServerState.CRASHED else None,
@@ -303,7 +304,7 @@ class FakeBackend(Backend):
             kv_cache_tokens=kv_tokens,
             max_concurrency=round(kv_tokens / MAX_MODEL_LEN, 2),
             max_concurrency_len=MAX_MODEL_LEN,
-            requested_util=self.util,
+            requested_budget=self.util,
         )
         split = self._split(server_bytes, used, budget, headroom, desktop)
         return Sample(
@@ -344,7 +345,7 @@ class FakeBackend(Backend):
                     inferred=("contention for physical VRAM with the desktop",),
                     hypothesis=("serving memory lost residency and is read over PCIe",),
                 ),
-                remedy=Remedy(action="relaunch", gpu_memory_utilization=0.85),
+                remedy=Remedy(action="relaunch", budget=0.85),
             )
         )
         self._events.append(Event(self.t, "log", {"line": "collapse onset"}))
@@ -466,5 +467,5 @@ def _headroom_inputs(util: float) -> HeadroomInputs:
         kv_cache_dtype="fp8",
         max_model_len=MAX_MODEL_LEN,
         vllm_version="0.29.0",
-        calibrated_util=util,
+        calibrated_budget=util,
     )

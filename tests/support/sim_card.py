@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from vramtop.core.model import DoorReading, ServerInfo, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.outcomes import ActionResult
@@ -133,7 +134,7 @@ class Server:
             pid=self.pid,
             pids=(self.pid,),
             argv=tuple(self.argv),
-            gpu_memory_utilization=self.util,
+            budget=self.util,
             max_model_len=self.plan.max_model_len,
         )
 
@@ -284,15 +285,15 @@ class CardSupervisor:
 
     def relaunch(
         self,
-        util: float | None = None,
-        max_model_len: int | None = None,
+        change: FlagChange,
         asked_by: str | None = None,
         **_: Any,
     ) -> ActionResult:
         old = self.server
         flags = dict(self.flags)
-        if max_model_len is not None:
-            flags["max_model_len"] = max_model_len
+        util = change.budget
+        if change.max_model_len is not None:
+            flags["max_model_len"] = change.max_model_len
         before = self.record()
         old.exit()
         self.server = self.card.server(util if util is not None else old.util, **flags)
@@ -316,7 +317,7 @@ class CardSupervisor:
             asked_by=asked_by or "command",
             before=(before.launch_id, before.state.value),
             after=(self.record().launch_id, ServerState.RUNNING.value),
-            detail={"gpu_memory_utilization": util, "max_model_len": max_model_len},
+            detail={"gpu_memory_utilization": util, "max_model_len": change.max_model_len},
         )
         for listener in self._listeners:
             listener(done)

@@ -153,7 +153,7 @@ class Card:
             state=tick.state,
             pid=SERVER_PID,
             argv=self.argv,
-            gpu_memory_utilization=self.util,
+            budget=self.util,
             max_model_len=self.max_model_len,
         )
         split = Split(

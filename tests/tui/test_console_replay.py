@@ -51,7 +51,7 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         assert "r restart now" not in banner and "b relaunch" not in banner
         # The remedy said, not offered as a key: the finding's own budget (0.83 for this
         # desktop: a call's 3 GiB above where it stood, a margin).
-        util = app.shown.findings[0].remedy.gpu_memory_utilization
+        util = app.shown.findings[0].remedy.budget
         assert util is not None and 0.8 <= util < 0.93
         assert f"remedy: relaunch at {util:.2f}" in banner and "events" in banner
         # The clock stopped with the recording: no more ticks, no flat line added.

@@ -433,7 +433,7 @@ def test_a_finding_without_a_normal_rate_says_so_in_the_compact_banner() -> None
     finding = open_finding(
         summary="Generation fell to 9 tok/s with the card full.",
         confidence="low",
-        remedy=Remedy(gpu_memory_utilization=0.84),
+        remedy=Remedy(budget=0.84),
     )
     first = banner_text(finding).plain.splitlines()[0]
     assert first == "⚠ The desktop is squeezing vLLM's memory  (low confidence)"

@@ -110,9 +110,9 @@ typed_text = st.one_of(
 def test_any_typed_budget_is_a_budget_in_range_or_a_reason(typed: str) -> None:
     check = check_budget(typed, INPUTS)
     if check.reason is None:
-        assert check.util is not None and 0 < check.util <= 1
-    if check.util is not None:
-        assert math.isfinite(check.util)
+        assert check.budget is not None and 0 < check.budget <= 1
+    if check.budget is not None:
+        assert math.isfinite(check.budget)
 
 
 @settings(max_examples=300, deadline=None)

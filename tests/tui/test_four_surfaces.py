@@ -130,7 +130,7 @@ async def test_banner_dialog_what_if_and_calc_print_the_same_figures(
     log = tmp_path / "startup.log"
     log.write_text(
         "INFO 11-14 08:59:01 [api_utils.py:286] non-default args: {'max_model_len': 163840, "
-        f"'gpu_memory_utilization': {sample.info.gpu_memory_utilization}}}\n"  # type: ignore[union-attr]
+        f"'gpu_memory_utilization': {sample.info.budget}}}\n"  # type: ignore[union-attr]
         "INFO 11-14 09:00:08 [gpu_worker.py:310] Available KV cache memory: 9.26 GiB\n"
         f"INFO 11-14 09:00:09 [kv_cache_utils.py:1230] GPU KV cache size: {TOKENS:,} tokens, "
         "Maximum concurrency for 163,840 tokens per request: 0.74x\n"
@@ -209,7 +209,7 @@ class CpuBackend(FakeBackend):
         metrics = sample.server.metrics
         cache = replace(metrics.cache, gpu_memory_utilization=0.92)
         server = replace(sample.server, metrics=replace(metrics, cache=cache))
-        info = replace(sample.info, gpu_memory_utilization=None) if sample.info else None
+        info = replace(sample.info, budget=None) if sample.info else None
         startup = replace(sample.startup or StartupFacts(), device_kind="CPU")
         return replace(sample, server=server, info=info, startup=startup)
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from vramtop.session.reader import SessionReader
 
 from tests.support.sim_card import CardSupervisor, SimCard
 from vramtop.core.diagnosis.throughput import ThroughputView
@@ -20,7 +21,6 @@ from vramtop.core.findings import Finding, Kind
 from vramtop.core.model import DoorReading, Sample
 from vramtop.machines.interface import Frame
 from vramtop.machines.replay_backend import ReplayBackend
-from vramtop.session.reader import SessionReader
 from vramtop.tui.format import tps
 from vramtop.tui.widgets.finding_banner import banner_text
 from vramtop.tui.widgets.throughput_panel import door_row, frame_view, generation_row

@@ -78,7 +78,7 @@ def test_one_answer_for_one_start_failed_line() -> None:
     )
     facts = startup_oom_facts(line)
     assert facts is not None
-    remedy = startup_oom_report(line, facts).remedy.gpu_memory_utilization
+    remedy = startup_oom_report(line, facts).remedy.budget
     cause = find_cause([line])
     assert cause is not None
     assert remedy == cause.largest_fitting_budget == largest_util_that_fits_logged(22.08, 24.0)
@@ -159,8 +159,8 @@ def test_the_suggestion_keeps_as_much_pool_as_is_safe() -> None:
         s = suggested_budget(
             TOTAL, DesktopDemand(peak=peak), GIB // 2, outside_budget_bytes=outside
         )
-        assert fits_peak - 0.02 <= s.util <= fits_peak
-        assert s.desktop_headroom_bytes == desktop_headroom_bytes(TOTAL, s.util, outside)
+        assert fits_peak - 0.02 <= s.budget <= fits_peak
+        assert s.desktop_headroom_bytes == desktop_headroom_bytes(TOTAL, s.budget, outside)
         assert s.desktop_headroom_bytes >= peak + GIB // 2
 
 
@@ -174,7 +174,7 @@ def test_while_the_desktop_grows_the_suggestion_leaves_room_for_the_growth() -> 
     still = suggested_budget(
         TOTAL, DesktopDemand(peak=gib(3)), GIB // 2, outside_budget_bytes=outside
     )
-    assert still.util > s.util and not still.growing
+    assert still.budget > s.budget and not still.growing
 
 
 def test_a_fast_growing_call_is_allowed_a_calls_demand_not_its_ramp_extrapolated() -> None:
@@ -189,7 +189,7 @@ def test_a_fast_growing_call_is_allowed_a_calls_demand_not_its_ramp_extrapolated
     first = suggested_budget(TOTAL, ramp, GIB // 2, outside_budget_bytes=outside)
     after = suggested_budget(TOTAL, levelled, GIB // 2, outside_budget_bytes=outside)
     assert first.growing and not after.growing
-    assert abs(first.util - after.util) <= 0.01
+    assert abs(first.budget - after.budget) <= 0.01
     assert first.desktop_headroom_bytes >= at_start + CALL_DEMAND_BYTES + GIB // 2
 
 
@@ -205,7 +205,7 @@ def test_the_suggestion_never_exceeds_what_fits_now() -> None:
     # The share now above the peak seen while serving (it grew while the server was down).
     demand = DesktopDemand(peak=gib(2), now=gib(5))
     s = suggested_budget(TOTAL, demand, GIB // 2, outside_budget_bytes=gib(0.35))
-    assert fit_now(TOTAL, s.util, gib(5), gib(0.35)).fits
+    assert fit_now(TOTAL, s.budget, gib(5), gib(0.35)).fits
 
 
 def test_change_words_say_which_way_it_goes() -> None:

@@ -68,7 +68,7 @@ def test_field_report_is_vram_contention_within_seconds(wsl: bool) -> None:
     assert f.evidence["used_fraction"] >= 0.97
     assert set(f.ruled_out) >= {"kv_pressure", "gpu_throttling", "long_prefill"}
     assert f.ladder.observed and f.ladder.inferred and f.ladder.hypothesis
-    assert f.remedy.gpu_memory_utilization <= 0.88
+    assert f.remedy.budget <= 0.88
     assert f.remedy.details["kv_cache_tokens_after"] < f.remedy.details["kv_cache_tokens"]
     assert "." in f.summary and f.summary.count(". ") == 0  # one sentence
 
@@ -86,7 +86,7 @@ def test_remedy_during_the_call_is_a_relaunch() -> None:
     d = run([i for i in items if (i.t if isinstance(i, Tick) else i[0]) < 200])
     f = d.open_findings()[0]
     assert f.remedy.action == "relaunch"
-    assert f.remedy.gpu_memory_utilization <= 0.88
+    assert f.remedy.budget <= 0.88
 
 
 def test_changes_report_open_then_close_once() -> None:
@@ -261,7 +261,7 @@ def test_start_that_fails_for_lack_of_memory() -> None:
     f = only(d, STARTUP_OUT_OF_MEMORY)
     # 30.12 of 31.84 GiB free: 0.94 (29.93 GiB) would leave less than the start margin of
     # what is free, so 0.93 is the largest that fits now.
-    assert f.remedy.gpu_memory_utilization == 0.93
+    assert f.remedy.budget == 0.93
     assert f.evidence["free_gib"] == 30.12
 
 
@@ -354,7 +354,7 @@ def test_contention_remedy_never_proposes_a_budget_too_small_for_one_request() -
     items += [busy(float(t), tps=6.0, desktop_bytes=8 * GIB) for t in range(120, 200)]
     card = Card(wsl=False, max_model_len=65_536)
     f = only(run(started(items), card), VRAM_CONTENTION)
-    util = f.remedy.gpu_memory_utilization
+    util = f.remedy.budget
     after = f.remedy.details["kv_cache_tokens_after"]
     length = f.remedy.max_model_len
     assert length is not None and 8_192 <= length <= after < card.max_model_len

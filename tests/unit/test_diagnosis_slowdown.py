@@ -69,7 +69,7 @@ def test_a_dip_to_0_6_on_a_full_card_is_told_after_about_half_a_minute() -> None
     assert found.evidence["normal_decode_tps"] == NORMAL
     assert found.evidence["used_fraction"] >= 0.97
     # The remedy is the collapse's budget, and the summary says the trade-off in numbers.
-    util = found.remedy.gpu_memory_utilization
+    util = found.remedy.budget
     assert found.remedy.action == "relaunch" and util is not None and util < 0.85
     cost = found.remedy.details["kv_cache_tokens"] - found.remedy.details["kv_cache_tokens_after"]
     assert found.summary.startswith(

@@ -26,7 +26,7 @@ OPTIONS = {
 
 def test_a_remedy_reads_its_fields_and_writes_back_every_key() -> None:
     remedy = Remedy.from_json(RELAUNCH)
-    assert remedy.action == "relaunch" and remedy.gpu_memory_utilization == 0.85
+    assert remedy.action == "relaunch" and remedy.budget == 0.85
     assert remedy.kv_pool_bytes_after == 7_000_000_000 and not remedy.restart_fails
     assert remedy.details["kv_cache_tokens_after"] == 210_000
     assert remedy.to_json() == RELAUNCH
@@ -39,7 +39,7 @@ def test_a_remedy_reads_its_fields_and_writes_back_every_key() -> None:
 
 def test_a_remedy_of_the_wrong_kind_reads_as_unknown() -> None:
     odd = Remedy.from_json({"gpu_memory_utilization": True, "action": 3, "restart_fails": "yes"})
-    assert odd.gpu_memory_utilization is None and odd.action is None and not odd.restart_fails
+    assert odd.budget is None and odd.action is None and not odd.restart_fails
 
 
 def test_a_ladder_keeps_its_rungs_in_order_and_says_nothing_when_empty() -> None:

@@ -309,7 +309,7 @@ def test_fp8_kv_raises_the_hybrid_block_size() -> None:
 def test_inputs_from_a_0_28_log_are_all_measured() -> None:
     facts = StartupFacts(
         version="0.28.0", weights_gib=14.99, consumed_gib=15.24, activation_gib=1.89,
-        cudagraph_gib=0.61, startup_total_gib=79.19, requested_util=0.95,
+        cudagraph_gib=0.61, startup_total_gib=79.19, requested_budget=0.95,
         available_kv_gib=57.50, kv_cache_tokens=471_008, max_concurrency_len=8192,
     )  # fmt: skip
     inputs = inputs_from_startup(facts, None, LLAMA_8B, outside_budget_bytes=gib(0.5))
@@ -324,7 +324,7 @@ def test_inputs_from_a_0_28_log_are_all_measured() -> None:
 
 def test_inputs_from_an_old_log_say_what_was_estimated() -> None:
     facts = StartupFacts(
-        version="0.19.0", weights_gib=14.99, requested_util=0.95, available_kv_gib=58.11,
+        version="0.19.0", weights_gib=14.99, requested_budget=0.95, available_kv_gib=58.11,
         kv_cache_tokens=476_016, max_concurrency_len=8192,
     )  # fmt: skip
     inputs = inputs_from_startup(facts, gib(79.19), LLAMA_8B, outside_budget_bytes=0)

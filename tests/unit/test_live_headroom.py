@@ -71,7 +71,7 @@ def test_a_failed_starts_budget_is_not_paired_with_the_last_pool_known() -> None
     running = live_sample(0.85)
     assert running.server is not None
     stale = replace(running.server, reachable=False, stale=True)
-    failed = ServerInfo(state=ServerState.CRASHED, gpu_memory_utilization=0.94)
+    failed = ServerInfo(state=ServerState.CRASHED, budget=0.94)
     inputs = live_headroom_inputs(replace(running, server=stale, info=failed))
     assert inputs is not None
     back = predict(inputs, 0.85)
@@ -82,8 +82,8 @@ def test_a_pool_from_the_startup_log_goes_with_the_budget_that_run_printed() -> 
     # The server at 0.93 is stopped and the record already holds the next start's 0.85: no
     # reading of /metrics, the pool known only from the log of the run at 0.93.
     sample = live_sample()
-    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_util=0.93)
-    record = ServerInfo(state=ServerState.STOPPED, gpu_memory_utilization=0.85)
+    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_budget=0.93)
+    record = ServerInfo(state=ServerState.STOPPED, budget=0.85)
     inputs = live_headroom_inputs(replace(sample, server=None, startup=log, info=record))
     assert inputs is not None
     at_the_logs_budget = predict(inputs, 0.93)
@@ -99,8 +99,8 @@ def test_a_pool_from_the_log_beside_metrics_without_one_goes_with_the_logs_budge
     cache = replace(sample.server.metrics.cache, kv_cache_memory_bytes=None)
     metrics = replace(sample.server.metrics, cache=cache)
     stale = replace(sample.server, reachable=False, stale=True, metrics=metrics)
-    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_util=0.93)
-    record = ServerInfo(state=ServerState.CRASHED, gpu_memory_utilization=0.85)
+    log = StartupFacts(available_kv_gib=9.26, kv_cache_tokens=TOKENS, requested_budget=0.93)
+    record = ServerInfo(state=ServerState.CRASHED, budget=0.85)
     inputs = live_headroom_inputs(replace(sample, server=stale, startup=log, info=record))
     assert inputs is not None
     assert abs(predict(inputs, 0.93).kv_cache_bytes - POOL) <= 16 * 2 * 41_200

@@ -111,9 +111,7 @@ def test_the_budget_does_not_change_the_key_but_the_dtype_does() -> None:
     assert info is not None
     key = decode_key(sample)
     assert key is not None and "qwen3.8-27b" in key and "RTX 5090" in key
-    other_budget = replace(
-        info, argv=(*info.argv, "--gpu-memory-utilization", "0.85"), gpu_memory_utilization=0.85
-    )
+    other_budget = replace(info, argv=(*info.argv, "--gpu-memory-utilization", "0.85"), budget=0.85)
     assert decode_key(replace(sample, info=other_budget)) == key
     fp8 = replace(info, argv=(*info.argv, "--kv-cache-dtype", "fp8"))
     assert decode_key(replace(sample, info=fp8)) != key

@@ -37,7 +37,7 @@ def _collapse() -> tuple[Diagnoser, Sample]:
 def test_banner_dialog_whatif_and_diagnose_name_the_same_flags() -> None:
     d, sample = _collapse()
     finding = next(f for f in d.open_findings() if f.kind == VRAM_CONTENTION)
-    util, length = finding.remedy.gpu_memory_utilization, finding.remedy.max_model_len
+    util, length = finding.remedy.budget, finding.remedy.max_model_len
     assert util is not None and length is not None
     words = f"{util:.2f} with --max-model-len {length:,}"
     banner = "".join(p if isinstance(p, str) else p[0] for p in remedy_keys(finding.remedy))

@@ -56,7 +56,7 @@ def test_round_trip_diagnoses_the_same(tmp_path: Path, wsl: bool) -> None:
     replayed = diagnose.diagnose_file(path)
     assert [f.to_json() for f in replayed] == [f.to_json() for f in live.all_findings()]
     assert [f.kind for f in replayed] == [VRAM_CONTENTION]
-    assert replayed[0].remedy.gpu_memory_utilization <= 0.88
+    assert replayed[0].remedy.budget <= 0.88
 
 
 def test_sample_line_has_the_contract_fields(tmp_path: Path) -> None:

@@ -54,12 +54,12 @@ def test_kv_pool_falls_back_to_the_startup_log_and_blocks() -> None:
 
 
 def test_util_comes_from_the_server_then_the_launch_then_the_log() -> None:
-    info = ServerInfo(state=ServerState.RUNNING, gpu_memory_utilization=0.85)
+    info = ServerInfo(state=ServerState.RUNNING, budget=0.85)
     assert (
-        server_util(Sample(t=0, gpu=GPU, info=info, startup=StartupFacts(requested_util=0.9)))
+        server_util(Sample(t=0, gpu=GPU, info=info, startup=StartupFacts(requested_budget=0.9)))
         == 0.85
     )
-    assert server_util(Sample(t=0, gpu=GPU, startup=StartupFacts(requested_util=0.9))) == 0.9
+    assert server_util(Sample(t=0, gpu=GPU, startup=StartupFacts(requested_budget=0.9))) == 0.9
     assert server_util(Sample(t=0, gpu=GPU)) is None
 
 

@@ -96,7 +96,7 @@ def test_gpu_start_every_fact() -> None:
         max_concurrency_len=163_840,
         startup_free_gib=30.51,
         startup_total_gib=31.84,
-        requested_util=0.93,
+        requested_budget=0.93,
         requested_gib=29.61,
         consumed_gib=19.12,
         activation_gib=0.91,
@@ -146,7 +146,7 @@ def test_summary_with_separate_weight_and_non_torch_terms() -> None:
     assert facts.consumed_gib == pytest.approx(107.64)
     assert facts.activation_gib == 6.31
     assert facts.cudagraph_gib == 4.13
-    assert facts.requested_util == 0.92
+    assert facts.requested_budget == 0.92
     assert facts.startup_total_gib == 184.31
 
 
@@ -224,7 +224,7 @@ def test_oom_refusal_also_records_free_and_requested_memory() -> None:
         ]
     )
     assert (facts.startup_free_gib, facts.startup_total_gib) == (30.12, 31.84)
-    assert (facts.requested_util, facts.requested_gib) == (0.95, 30.25)
+    assert (facts.requested_budget, facts.requested_gib) == (0.95, 30.25)
     assert facts.consumed_gib is None
 
 

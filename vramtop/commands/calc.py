@@ -144,7 +144,7 @@ def calculate(options: CalcOptions) -> dict[str, Any]:
     if log is not None and log.device == "cpu":
         return cpu_result(options, log)
     inputs, notes = build_inputs(options, log)
-    utils = list(options.util)
+    utils = list(options.budgets)
     for util in utils:
         if not 0 < util <= 1:
             raise CalcError(f"--util {util} is outside (0, 1]")
@@ -182,7 +182,7 @@ def calculate(options: CalcOptions) -> dict[str, Any]:
         **extra,
         "max_model_len": inputs.max_model_len,
         "architecture": inputs.architecture.kind,
-        "calibrated_util": inputs.calibrated_util,
+        "calibrated_util": inputs.calibrated_budget,
         "device": "gpu",
         "notes": notes,
     }
@@ -192,7 +192,7 @@ def cpu_result(options: CalcOptions, log: LogRun) -> dict[str, Any]:
     """A CPU server's pool is VLLM_CPU_KVCACHE_SPACE, whatever the budget: each row is the
     pool the log reports."""
     facts = log.facts
-    utils = list(options.util) or ([log.util] if log.util is not None else [])
+    utils = list(options.budgets) or ([log.util] if log.util is not None else [])
     for util in utils:
         if not 0 < util <= 1:
             raise CalcError(f"--util {util} is outside (0, 1]")
@@ -252,7 +252,7 @@ def row(p: Prediction) -> dict[str, Any]:
         return round(value / GIB, 4)
 
     return {
-        "util": p.util,
+        "util": p.budget,
         "budget_gib": g(p.budget_bytes),
         "kv_cache_gib": g(p.kv_cache_bytes),
         "kv_shortfall_gib": g(p.kv_shortfall_bytes),

@@ -77,8 +77,8 @@ def build_inputs(options: CalcOptions, log: LogRun | None) -> tuple[HeadroomInpu
     if log is not None and not _has_model_terms(options) and log.pool_known:
         inputs = _from_pool(log, gib(total), settings, served, max_model_len, outside, options)
         notes.append(
-            f"calibrated to the pool the log reports at budget {inputs.calibrated_util}: bytes per "
-            "token from its KV cache size, no model config needed"
+            f"calibrated to the pool the log reports at budget {inputs.calibrated_budget}: "
+            "bytes per token from its KV cache size, no model config needed"
         )
     else:
         inputs = _from_terms(
@@ -182,14 +182,14 @@ def _from_terms(
         if facts.weights_gib is None:
             notes.append("the log has no weights line; weights from the flags")
             facts = replace(facts, weights_gib=weights / GIB)
-        facts = replace(facts, requested_util=log_util)
+        facts = replace(facts, requested_budget=log_util)
         if options.vllm_version:
             facts = replace(facts, version=options.vllm_version)
         inputs = inputs_from_startup(
             facts, total, arch, max_model_len=max_model_len, outside_budget_bytes=outside,
             **settings,
         )  # fmt: skip
-        if inputs.calibrated_util is None:
+        if inputs.calibrated_budget is None:
             notes.append(
                 "not calibrated: the log does not say its --gpu-memory-utilization; pass --log-util"
             )

@@ -16,7 +16,7 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 class CalcOptions:
     # The card and the budgets.
     total_gib: float | None = None
-    util: tuple[float, ...] = ()  # --util / --budget, repeated
+    budgets: tuple[float, ...] = ()  # --util / --budget, repeated
     outside_budget_gib: float | None = None
     for_headroom_gib: float | None = None
     for_kv_tokens: int | None = None
@@ -50,7 +50,7 @@ class CalcOptions:
         batched = given.whole("max_num_batched_tokens")
         return cls(
             total_gib=given.number("total_gib"),
-            util=given.numbers("util"),
+            budgets=given.numbers("util"),
             outside_budget_gib=given.number("outside_budget_gib"),
             for_headroom_gib=given.number("for_headroom_gib"),
             for_kv_tokens=given.whole("for_kv_tokens"),

@@ -117,7 +117,7 @@ def render_text(findings: list[Finding]) -> str:
 
 def _remedy_text(remedy: Remedy) -> str:
     parts = [remedy.action or "?"]
-    util = remedy.gpu_memory_utilization
+    util = remedy.budget
     if util is not None:
         parts.append(f"--gpu-memory-utilization {util:.2f}")
     if remedy.max_model_len is not None:

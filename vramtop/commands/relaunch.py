@@ -8,14 +8,15 @@ import argparse
 import logging
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import kv_cache_dtype, model_len
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.headroom.startup_checks import round_model_len
-from vramtop.outcomes import ActionResult, ExitCode, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ExitCode
 from vramtop.sources.probes import GpuProbe
 
 log = logging.getLogger(__name__)
@@ -60,9 +61,7 @@ class RelaunchOptions:
 
     target: Target
     wait: supervised.WaitOptions
-    budget: float | None = None
-    max_model_len: int | None = None
-    kv_cache_dtype: str | None = None
+    change: FlagChange = field(default_factory=FlagChange)
     save: bool = False
     no_check: bool = False
 
@@ -72,9 +71,11 @@ class RelaunchOptions:
         return cls(
             target=Target.from_args(args),
             wait=supervised.WaitOptions.from_args(args),
-            budget=given.number("budget"),
-            max_model_len=given.whole("max_model_len"),
-            kv_cache_dtype=given.text("kv_cache_dtype"),
+            change=FlagChange(
+                budget=given.number("budget"),
+                max_model_len=given.whole("max_model_len"),
+                kv_cache_dtype=given.text("kv_cache_dtype"),
+            ),
             save=given.flag("save"),
             no_check=given.flag("no_check"),
         )
@@ -120,7 +121,7 @@ def _precheck(t: supervised.Supervised, options: RelaunchOptions) -> RelaunchPre
     watch = DesktopWatch()
     watch.track(sample, ServerState.RUNNING, contended=False)  # what it holds beyond its budget
     outside = watch.outside_budget
-    return lambda changes: relaunch_refusal(sample, changes, outside)
+    return lambda change: relaunch_refusal(sample, change, outside)
 
 
 _ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
@@ -141,8 +142,7 @@ def _hint(result: ActionResult, budget: float | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     def act(options: RelaunchOptions) -> int:
-        changes = (options.budget, options.max_model_len, options.kv_cache_dtype)
-        if all(change is None for change in changes):
+        if options.change.empty:
             raise CommandError("say what to change: --budget, --max-model-len or --kv-cache-dtype")
         if options.save and options.target.demo:
             raise CommandError(
@@ -153,9 +153,7 @@ def run(args: argparse.Namespace) -> int:
         precheck = None if options.no_check else _precheck(t, options)
         with supervised.said_if_left_loading(t.supervisor, demo=options.target.demo):
             result = t.supervisor.relaunch(
-                util=options.budget,
-                max_model_len=options.max_model_len,
-                kv_cache_dtype=options.kv_cache_dtype,
+                options.change,
                 save=options.save,
                 progress=supervised.progress_printer(options.wait.quiet),
                 timeout_s=options.wait.timeout,
@@ -163,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             )
         code = supervised.finish(result)
         if not result.ok:
-            _hint(result, options.budget)
+            _hint(result, options.change.budget)
         # Not a plain failure: a server serves, with the flags it had before.
         return ExitCode.ROLLED_BACK if result.rolled_back else code
 

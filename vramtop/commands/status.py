@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if t.placeholder and rec is None:
             # No profile and no adopted server: there is no "default" server to call stopped.
             raise CommandError(NO_PROFILE)
-        data = asdict(info)
+        data = info.to_json()
         # Added: the state in the words the console's status line uses ("never started" for
         # a launch whose command could not run, which `state` calls crashed).
         data["state_word"] = state_word(info)

@@ -273,14 +273,14 @@ def change_words(base: Prediction, new: Prediction) -> str:
     freed = new.desktop_headroom_bytes - base.desktop_headroom_bytes
     tokens = new.kv_cache_tokens - base.kv_cache_tokens
     if freed == 0 and tokens == 0:
-        return f"the same as {base.util:.2f}"
+        return f"the same as {base.budget:.2f}"
     desktop = (
         f"frees {freed / GIB:.2f} GiB for the desktop"
         if freed >= 0
         else f"takes {-freed / GIB:.2f} GiB from the desktop"
     )
     kv = f"costs {-tokens:,} KV tokens" if tokens < 0 else f"gains {tokens:,} KV tokens"
-    return f"{desktop}, {kv} against {base.util:.2f}"
+    return f"{desktop}, {kv} against {base.budget:.2f}"
 
 
 # --- the suggested budget --------------------------------------------------------------------
@@ -298,8 +298,8 @@ def suggested_relaunch_flags(findings: Iterable[Finding]) -> tuple[float, int | 
     the budget, and the --max-model-len it needs where the current one no longer fits (None:
     keep it); None when no finding suggests a budget."""
     for finding in findings:
-        if finding.remedy.gpu_memory_utilization is not None:
-            return finding.remedy.gpu_memory_utilization, finding.remedy.max_model_len
+        if finding.remedy.budget is not None:
+            return finding.remedy.budget, finding.remedy.max_model_len
     return None
 
 
@@ -391,9 +391,9 @@ class DesktopDemand:
 class Suggestion:
     """The budget to relaunch at so that the desktop keeps what it needs."""
 
-    util: float
+    budget: float
     desktop_need_bytes: int  # peak (plus its expected growth and unseen part) plus the margin
-    desktop_headroom_bytes: int  # what `util` leaves the desktop
+    desktop_headroom_bytes: int  # what `budget` leaves the desktop
     leaves_desktop_need: bool  # False: no budget that still serves leaves it that much
     growing: bool  # the desktop's share was still growing
     unseen_bytes: int  # what was allowed for demand the desktop could not show
@@ -425,7 +425,7 @@ def suggested_budget(
     if smallest_serving is not None and util < smallest_serving:
         util, leaves = smallest_serving, False
     return Suggestion(
-        util=util,
+        budget=util,
         desktop_need_bytes=need,
         desktop_headroom_bytes=desktop_headroom_bytes(total, util, outside_budget_bytes),
         leaves_desktop_need=leaves,

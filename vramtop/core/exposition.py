@@ -564,13 +564,13 @@ def _budget_for_peak(sample: Sample, peak: int | None, outside: int | None) -> l
         smallest_serving=read.smallest_util_that_serves(sample),
     )
     _add(out, "vramtop_desktop_peak_bytes", peak, gpu=str(device.index))
-    _add(out, "vramtop_budget_for_desktop_peak_ratio", fit.util)
+    _add(out, "vramtop_budget_for_desktop_peak_ratio", fit.budget)
     return out
 
 
 def suggested_budget(finding: Finding) -> float | None:
     """The --gpu-memory-utilization a finding's remedy proposes (None: it proposes none)."""
-    util = finding.remedy.gpu_memory_utilization
+    util = finding.remedy.budget
     return util if util is not None and 0 < util <= 1 else None
 
 

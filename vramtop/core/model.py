@@ -7,9 +7,9 @@ exception.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vramtop.core.windows.reading import WindowsGpuReading
@@ -180,7 +180,7 @@ class StartupFacts:
     # The 0.28+ summary line: free/total at startup, desired util and its GiB, and the terms.
     startup_free_gib: float | None = None
     startup_total_gib: float | None = None
-    requested_util: float | None = None
+    requested_budget: float | None = None
     requested_gib: float | None = None
     consumed_gib: float | None = None  # weights + non-torch
     activation_gib: float | None = None
@@ -239,12 +239,18 @@ class ServerInfo:
     phase: str | None = None  # loading weights, profiling, capturing graphs, ready
     profile: str | None = None
     argv: tuple[str, ...] = ()  # secrets masked
-    gpu_memory_utilization: float | None = None
+    budget: float | None = None  # its --gpu-memory-utilization
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
     pids: tuple[int, ...] = ()  # the whole process tree, when known
     returncode: int | None = None
     last_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields by name, in order, as `status --json` writes them (the budget under
+        vLLM's name, `gpu_memory_utilization`)."""
+        out = asdict(self)
+        return {("gpu_memory_utilization" if k == "budget" else k): v for k, v in out.items()}
 
 
 @dataclass(frozen=True)

@@ -163,9 +163,9 @@ def _memory_lead(evidence: Mapping[str, JsonValue], rate: float | None) -> str:
 
 def _remedy_words(finding: Finding) -> str:
     remedy = finding.remedy
-    if remedy.action == "relaunch" and remedy.gpu_memory_utilization is not None:
+    if remedy.action == "relaunch" and remedy.budget is not None:
         length = f" with --max-model-len {remedy.max_model_len:,}" if remedy.max_model_len else ""
-        return f"Relaunch at {remedy.gpu_memory_utilization:.2f}{length} (b in the console)."
+        return f"Relaunch at {remedy.budget:.2f}{length} (b in the console)."
     if remedy.action == "restart":
         return "Restart it (r in the console)."
     return ""

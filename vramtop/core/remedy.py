@@ -1,5 +1,9 @@
 """What to do about a finding, typed: the action, the flags, and what they cost the KV pool.
 
+`FlagChange` is a relaunch's flags, one value from whoever asks (the headroom dialog, `vramtop
+relaunch`, the guard, a finding's remedy) to the command line it is written into
+(`argv_changes`, the one place that names vLLM's flags).
+
 Each kind's report builds a `Remedy` directly; `to_json` writes the session format's `remedy`
 object (`diagnose --json`, recordings, the exporter) and `from_json` reads one back from a
 recording, where a value of the wrong kind reads as unknown. `vramtop.core.findings`
@@ -8,11 +12,75 @@ re-exports these names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from vramtop.core.json_types import JsonObject, JsonValue
+from vramtop.core.vllm import args as vllm_args
+
+
+@dataclass(frozen=True)
+class FlagChange:
+    """A relaunch's flags: the budget and, where they change, --max-model-len and the KV
+    cache dtype (None: kept as the running server has it)."""
+
+    budget: float | None = None
+    max_model_len: int | None = None
+    kv_cache_dtype: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing changes."""
+        return self.budget is None and self.max_model_len is None and self.kv_cache_dtype is None
+
+    def argv_changes(self) -> dict[str, str]:
+        """vLLM's flags and the values this change writes into a command line, in order."""
+        out: dict[str, str] = {}
+        if self.budget is not None:
+            out[vllm_args.GPU_MEMORY_UTILIZATION] = f"{self.budget:g}"
+        if self.max_model_len is not None:
+            out[vllm_args.MAX_MODEL_LEN] = str(self.max_model_len)
+        if self.kv_cache_dtype is not None:
+            out[vllm_args.KV_CACHE_DTYPE] = self.kv_cache_dtype
+        return out
+
+    def applied_to(self, argv: Sequence[str]) -> list[str]:
+        """`argv` with this change written into it (each flag once, where it was; the rest of
+        the command as it is)."""
+        out = list(argv)
+        for flag, value in self.argv_changes().items():
+            out = vllm_args.set_flag(out, flag, value)
+        return out
+
+    def to_json(self) -> JsonObject:
+        """The flags that change, as the timeline's events name them (the budget as
+        `gpu_memory_utilization`)."""
+        out: JsonObject = {}
+        if self.budget is not None:
+            out["gpu_memory_utilization"] = self.budget
+        if self.max_model_len is not None:
+            out["max_model_len"] = self.max_model_len
+        if self.kv_cache_dtype is not None:
+            out["kv_cache_dtype"] = self.kv_cache_dtype
+        return out
+
+    def words(self) -> str:
+        """`0.83 with --max-model-len 98,304`, `0.83`, or `--kv-cache-dtype fp8`."""
+        others = []
+        if self.max_model_len is not None:
+            others.append(f"{vllm_args.MAX_MODEL_LEN} {self.max_model_len:,}")
+        if self.kv_cache_dtype is not None:
+            others.append(f"{vllm_args.KV_CACHE_DTYPE} {self.kv_cache_dtype}")
+        if self.budget is None:
+            return ", ".join(others)
+        said = f"{self.budget:.2f}"
+        return f"{said} with {', '.join(others)}" if others else said
+
+
+# Asked with a relaunch's flags before the running server is stopped: a sentence refuses the
+# relaunch (the server keeps serving), None lets it go ahead.
+RelaunchPrecheck = Callable[[FlagChange], str | None]
 
 
 class RemedyAction(StrEnum):
@@ -174,19 +242,19 @@ _REMEDY_FIELDS = (
 class Remedy:
     """What to do about a finding.
 
-    `action`: a `RemedyAction` (None: nothing to propose); `gpu_memory_utilization`: the
-    budget a relaunch should use, when one is proposed; `max_model_len`: the --max-model-len
-    it needs with it, where the current one (`current_max_model_len`) no longer fits in that
-    budget's pool (vLLM would refuse the start); None: keep the current one; `restart_fails`:
-    a restart at the same budget would fail the same way (a start that ran out of memory), so
-    none is offered; `kv_pool_bytes(_after)`: the KV pool now and at the proposed budget;
-    `relaunch`: why that budget; `cost`: what it costs the pool; `options`: flags that would
-    each help; `extra`: other figures in raw units, written to JSON as they are; `details`:
-    every figure without a field of its own, as JSON has them.
+    `action`: a `RemedyAction` (None: nothing to propose); `budget`: the budget a relaunch
+    should use, when one is proposed (`gpu_memory_utilization` in JSON); `max_model_len`: the
+    --max-model-len it needs with it, where the current one (`current_max_model_len`) no
+    longer fits in that budget's pool (vLLM would refuse the start); None: keep the current
+    one; `restart_fails`: a restart at the same budget would fail the same way (a start that
+    ran out of memory), so none is offered; `kv_pool_bytes(_after)`: the KV pool now and at
+    the proposed budget; `relaunch`: why that budget; `cost`: what it costs the pool;
+    `options`: flags that would each help; `extra`: other figures in raw units, written to
+    JSON as they are; `details`: every figure without a field of its own, as JSON has them.
     """
 
     action: RemedyAction | str | None = None
-    gpu_memory_utilization: float | None = None
+    budget: float | None = None
     max_model_len: int | None = None
     why: str | None = None
     restart_fails: bool = False
@@ -197,6 +265,11 @@ class Remedy:
     relaunch: RelaunchFigures | None = None
     cost: KvCost | None = None
     current_max_model_len: int | None = None
+
+    @property
+    def change(self) -> FlagChange:
+        """The flags a relaunch with this remedy uses (empty: it proposes none)."""
+        return FlagChange(self.budget, self.max_model_len)
 
     @property
     def leaves_desktop_peak(self) -> bool:
@@ -236,7 +309,7 @@ class Remedy:
         known = {a.value: a for a in RemedyAction}
         return cls(
             action=known.get(action, action) if isinstance(action, str) else None,
-            gpu_memory_utilization=_number(obj.get("gpu_memory_utilization")),
+            budget=_number(obj.get("gpu_memory_utilization")),
             max_model_len=_length(obj.get("max_model_len")),
             why=why if isinstance(why, str) else None,
             restart_fails=obj.get("restart_fails") is True,
@@ -259,8 +332,8 @@ class Remedy:
         out: JsonObject = {}
         if self.action is not None:
             out["action"] = self.action
-        if self.gpu_memory_utilization is not None:
-            out["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.budget is not None:
+            out["gpu_memory_utilization"] = self.budget
         if self.max_model_len is not None:
             out["max_model_len"] = self.max_model_len
         out.update(self.details)

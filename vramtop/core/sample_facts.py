@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from vramtop.core.budget import free_for_server, is_cpu_server, outside_budget
@@ -11,6 +11,7 @@ from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.model import predict, startup_refusal
 from vramtop.core.headroom.terms import HeadroomError, Prediction
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.core.snapshot import server_util
 from vramtop.core.vllm import args as vllm_args
 
@@ -84,13 +85,13 @@ def max_num_seqs(argv: Sequence[str]) -> int | None:
 
 
 def relaunch_refusal(
-    s: Sample, changes: Mapping[str, str], outside_budget_bytes: int | None = None
+    s: Sample, change: FlagChange, outside_budget_bytes: int | None = None
 ) -> str | None:
-    """Why vLLM would refuse a relaunch with `changes` (vLLM flag → value) on this machine now,
-    by its own startup checks, in its own words; None when it would start, or when the server's
-    model or the card is not known well enough to say. The free memory is the card less the
-    desktop's share and the new server's memory outside its budget (the current server's
-    memory counts as free: it is stopped first)."""
+    """Why vLLM would refuse a relaunch with `change` on this machine now, by its own startup
+    checks, in its own words; None when it would start, or when the server's model or the
+    card is not known well enough to say. The free memory is the card less the desktop's
+    share and the new server's memory outside its budget (the current server's memory counts
+    as free: it is stopped first)."""
     inputs = live_headroom_inputs(s, outside_budget_bytes)
     device = primary(s)
     if (
@@ -99,15 +100,11 @@ def relaunch_refusal(
         or is_cpu_server(s.startup.device_kind if s.startup else None)
     ):
         return None
-    util = util_of(changes.get(vllm_args.GPU_MEMORY_UTILIZATION)) or server_util(s)
-    length = changes.get(vllm_args.MAX_MODEL_LEN)
-    if length is not None:
-        if not length.isdigit():
-            return None  # "auto" (or a size vLLM reads itself): vLLM fits it to the pool
-        inputs = replace(inputs, max_model_len=int(length))
-    dtype = changes.get(vllm_args.KV_CACHE_DTYPE)
-    if dtype:
-        inputs = replace(inputs, kv_cache_dtype=dtype)
+    util = change.budget or server_util(s)
+    if change.max_model_len is not None:
+        inputs = replace(inputs, max_model_len=change.max_model_len)
+    if change.kv_cache_dtype:
+        inputs = replace(inputs, kv_cache_dtype=change.kv_cache_dtype)
     desktop = desktop_bytes(s)
     free = (
         None
@@ -125,12 +122,3 @@ def relaunch_refusal(
         if refused is None
         else f"not relaunched (the server keeps serving): vLLM would refuse it: {refused.message}"
     )
-
-
-def util_of(text: str | None) -> float | None:
-    """A budget as a flag's text ("0.85"); None when absent or not a budget."""
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and 0 < value <= 1 else None

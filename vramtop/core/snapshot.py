@@ -72,9 +72,9 @@ def server_util(sample: Sample) -> float | None:
     metrics = server.metrics if server and not server.stale else None
     if metrics and metrics.cache.gpu_memory_utilization is not None:
         return metrics.cache.gpu_memory_utilization
-    if sample.info and sample.info.gpu_memory_utilization is not None:
-        return sample.info.gpu_memory_utilization
-    return sample.startup.requested_util if sample.startup else None
+    if sample.info and sample.info.budget is not None:
+        return sample.info.budget
+    return sample.startup.requested_budget if sample.startup else None
 
 
 def _device(device: GpuDevice) -> JsonObject:

@@ -30,11 +30,10 @@ from vramtop.core.guard.decisions import (
     WAITED,
     Action,
     Decision,
-    Flags,
 )
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import action_news, finding_closed, finding_opened
-from vramtop.core.remedy import RemedyAction
+from vramtop.core.remedy import FlagChange, RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
 from vramtop.guard.others import TimelineNews, asked_by_a_person, told_open_kinds
@@ -222,11 +221,11 @@ class Watch:
 
     def _plan(self, finding: Finding) -> str | None:
         remedy = finding.remedy
-        if not self.settings.auto_remedy or remedy.gpu_memory_utilization is None:
+        if not self.settings.auto_remedy or remedy.budget is None:
             return None
         if remedy.action != RemedyAction.RELAUNCH:
             return None
-        return f"Relaunching at {remedy.gpu_memory_utilization:.2f} between agent turns."
+        return f"Relaunching at {remedy.budget:.2f} between agent turns."
 
     def _record_findings(self, opened: tuple[Finding, ...], closed: tuple[Finding, ...]) -> None:
         if not opened and not closed:
@@ -257,7 +256,7 @@ class Watch:
                 ServerAction.RELAUNCH,
                 result or _NEWS_RESULT.get(decision.decision, decision.decision),
                 finding=action.finding if action is not None else None,
-                gpu_memory_utilization=action.flags.util if action is not None else None,
+                gpu_memory_utilization=action.flags.budget if action is not None else None,
                 reason=decision.why,
             )
         )
@@ -278,10 +277,7 @@ class Watch:
 
         def relaunch() -> None:
             try:
-                result = backend.relaunch(
-                    gpu_memory_utilization=action.flags.util,
-                    max_model_len=action.flags.max_model_len,
-                )
+                result = backend.relaunch(action.flags)
             except Exception as exc:  # a bug must not leave the policy waiting forever
                 log.exception("the guard's relaunch failed")
                 self._answer = ("failed", str(exc))
@@ -322,11 +318,11 @@ def _door(sample: Sample) -> Door:
     return Door(sample.door.in_flight if sample.door is not None else None)
 
 
-def _outside_flags(argv: list[str]) -> Flags | None:
+def _outside_flags(argv: list[str]) -> FlagChange | None:
     """The profile's own budget and --max-model-len: the flags outside calls."""
     try:
         util = vllm_args.gpu_memory_utilization(argv)
         length = vllm_args.max_model_len(argv)
     except ValueError:
         return None
-    return Flags(util if util is not None else 0.9, length)
+    return FlagChange(util if util is not None else 0.9, length)

@@ -23,8 +23,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vramtop import files
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
     from vramtop.core.windows.spill import SpillEvidence
@@ -188,19 +189,11 @@ class DeferredBackend(Backend):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
-        return self.built().relaunch(
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
-            progress=progress,
-            precheck=precheck,
-        )
+        return self.built().relaunch(change, progress=progress, precheck=precheck)
 
     def toggle_call(self) -> bool:
         return self.built().toggle_call()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.core.model import Rates, Sample
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
     # What a frame carries once it is read: the console's first frame is drawn before any
@@ -193,9 +194,7 @@ class Backend(ABC):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:

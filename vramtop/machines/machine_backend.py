@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,14 +21,16 @@ from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Rates, ServerState
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 
@@ -254,7 +256,7 @@ class MachineBackend(Backend):
     def clock(self) -> float:
         return time.time()
 
-    def _planned(self, name: str, detail: Mapping[str, str | float | None]) -> None:
+    def _planned(self, name: str, detail: JsonObject) -> None:
         self.session.action(self.sampler.now(), name, dict(detail))
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
@@ -280,9 +282,7 @@ class MachineBackend(Backend):
 
     def relaunch(
         self,
-        gpu_memory_utilization: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
@@ -293,9 +293,7 @@ class MachineBackend(Backend):
         if precheck is None:
             precheck = self._relaunch_precheck
         return supervisor.relaunch(
-            util=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            kv_cache_dtype=kv_cache_dtype,
+            change,
             progress=progress,
             precheck=precheck,
             asked_by=self.asked_by,
@@ -313,13 +311,13 @@ class MachineBackend(Backend):
                 self.sampler.now(), done.name, {**done.detail, "result": done.outcome.value}
             )
 
-    def _relaunch_precheck(self, changes: dict[str, str]) -> str | None:
+    def _relaunch_precheck(self, change: FlagChange) -> str | None:
         """vLLM's startup checks against the machine as last sampled, before the old server
         is stopped: a relaunch vLLM would refuse leaves the server serving."""
         latest = self.sampler.timeline.latest
         if latest is None:
             return None
-        return relaunch_refusal(latest, changes, self._outside_budget)
+        return relaunch_refusal(latest, change, self._outside_budget)
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

@@ -383,7 +383,7 @@ def _server(
             state=state,
             pid=_int(s, "pid"),
             argv=tuple(str(w) for w in argv),
-            gpu_memory_utilization=util if util is not None else _num(hs, "gpu_memory_utilization"),
+            budget=util if util is not None else _num(hs, "gpu_memory_utilization"),
             max_model_len=_int(hs, "max_model_len"),
             kv_cache_dtype=hs.get("kv_cache_dtype")
             if isinstance(hs.get("kv_cache_dtype"), str)

@@ -61,7 +61,7 @@ def make_header(
     if info is not None:
         server = {
             "argv": mask_argv(info.argv),
-            "gpu_memory_utilization": info.gpu_memory_utilization,
+            "gpu_memory_utilization": info.budget,
             "max_model_len": info.max_model_len,
             "kv_cache_dtype": info.kv_cache_dtype,
         }
@@ -143,7 +143,7 @@ def _server_line(sample: Sample) -> dict[str, Any] | None:
     out["kv_cache_tokens"] = tokens
     util = m.cache.gpu_memory_utilization if m is not None else None
     if util is None and info is not None:
-        util = info.gpu_memory_utilization
+        util = info.budget
     out["gpu_memory_utilization"] = util
     return out
 

@@ -60,8 +60,8 @@ class KvPlan:
     """How vLLM carves its budget, and the KV pool that is left."""
 
     total: int
-    util: float
-    budget: int
+    budget: float
+    budget_bytes: int
     weights: int
     non_torch: int
     activation: int
@@ -85,7 +85,7 @@ class KvPlan:
     @property
     def footprint(self) -> int:
         """What the server really holds on the card: budget plus the CUDA context."""
-        return self.budget + int(CONTEXT_GIB * GIB)
+        return self.budget_bytes + int(CONTEXT_GIB * GIB)
 
 
 def plan_kv(
@@ -111,8 +111,8 @@ def plan_kv(
     num_blocks = kv_bytes // bytes_per_block
     return KvPlan(
         total=total,
-        util=util,
-        budget=budget,
+        budget=util,
+        budget_bytes=budget,
         weights=weights,
         non_torch=non_torch,
         activation=activation,
@@ -140,7 +140,7 @@ class CardModel:
     # Where memory squeezed off the card goes: "system" (Windows' shared GPU memory),
     # "gtt" (AMD: evicted into GTT, reported per process), "swap" (unified memory paged out).
     spill: str
-    util: float  # the demo server's --gpu-memory-utilization
+    budget: float  # the demo server's --gpu-memory-utilization
     scenario: str  # the bundled scenario its desktop plays on request
     # Decode speed relative to the RTX 5090, by memory bandwidth (~1.8 TB/s; the Spark's
     # LPDDR5x ~0.27 TB/s, the R9700's GDDR6 ~0.64 TB/s).

@@ -126,7 +126,7 @@ class Engine:
         state = self.world.request("state")
         total, free = state["device"]["total_bytes"], state["device"]["free_bytes"]
         plan = self.plan()
-        refused = free_memory_refusal(free, total, c["util"], plan.budget)
+        refused = free_memory_refusal(free, total, c["util"], plan.budget_bytes)
         if refused is not None:
             return self.fail("ValueError", refused.message)
         vlog.info("Worker", "gpu_model_runner.py:2602", f"Starting to load model {c['model']}...")
@@ -197,23 +197,25 @@ class Engine:
         consumed = plan.weights + plan.non_torch
         _say(
             f"Free memory on device ({free / GIB:.2f}/{plan.total / GIB:.2f} GiB) on startup. "
-            f"Desired GPU memory utilization is ({plan.util}, {plan.budget / GIB:.2f} GiB). "
+            f"Desired GPU memory utilization is ({plan.budget}, "
+            f"{plan.budget_bytes / GIB:.2f} GiB). "
             f"Actual usage is {consumed / GIB:.2f} GiB for consumed memory (weights + non-torch), "
             f"{plan.activation / GIB:.2f} GiB for peak activation, and "
             f"{plan.cudagraph / GIB:.2f} GiB for CUDAGraph memory. Replace "
             f"gpu_memory_utilization config with `--kv-cache-memory={plan.kv_bytes}` to fit into "
-            f"requested memory, or `--kv-cache-memory={plan.kv_bytes + free - plan.budget}` to "
+            "requested memory, or "
+            f"`--kv-cache-memory={plan.kv_bytes + free - plan.budget_bytes}` to "
             f"fully utilize gpu memory. Current kv cache memory in use is {plan.kv_bytes} bytes."
         )
         _say(f"Available KV cache memory: {vlog.gib(plan.kv_bytes)} GiB")
         if plan.cudagraph:
-            without = plan.util - plan.cudagraph / plan.total
+            without = plan.budget - plan.cudagraph / plan.total
             _say(
                 "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
-                f"--gpu-memory-utilization={plan.util:.4f} is equivalent to "
+                f"--gpu-memory-utilization={plan.budget:.4f} is equivalent to "
                 f"--gpu-memory-utilization={without:.4f} without CUDA graph memory profiling. "
                 "To maintain the same effective KV cache size as before, increase "
-                f"--gpu-memory-utilization to {plan.util + plan.cudagraph / plan.total:.4f}."
+                f"--gpu-memory-utilization to {plan.budget + plan.cudagraph / plan.total:.4f}."
             )
 
     def fail(self, exc_name: str, message: str) -> int:
@@ -237,7 +239,7 @@ def _say_core(message: str) -> None:
 
 def _plan_dict(plan: KvPlan) -> dict[str, Any]:
     return {
-        "budget": plan.budget,
+        "budget": plan.budget_bytes,
         "kv_bytes": plan.kv_bytes,
         "num_blocks": plan.num_blocks,
         "tokens": plan.tokens,

@@ -208,7 +208,7 @@ class SimMachine:
         leaves it out. `model=` replaces the default model. `util` defaults to the card's
         (0.93 on the 5090, as in the field report).
         """
-        util = self.card.util if util is None else util
+        util = self.card.budget if util is None else util
         model = str(flags.pop("model", DEFAULT_MODEL))
         merged = {**FIELD_REPORT_FLAGS, "max_model_len": self.card.max_model_len, **flags}
         argv = [sys.executable, "-m", "vramtop.sim.server", model]

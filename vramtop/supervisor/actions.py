@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vramtop.config import Profile
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.core.vllm import args as vllm_args
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, handle, launch, state, state_moves, tree
 from vramtop.supervisor.door_steps import DoorControl, DoorFields
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
@@ -67,7 +68,7 @@ Command = tuple[list[str], str | None, dict[str, str] | None]
 class _Relaunch:
     """A relaunch's stop and new start, done under the lock; what a roll-back needs."""
 
-    changes: dict[str, str]
+    change: FlagChange
     started: ActionResult | _Loading
     launch_id: str | None  # the new start's (its record's)
     previous: Command | None  # the command of the server that served before (None: none did)
@@ -148,9 +149,7 @@ class ServerActions:
 
     def relaunch(
         self,
-        util: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         save: bool = False,
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
@@ -162,16 +161,9 @@ class ServerActions:
 
         A start that fails starts the previous server's command again (`rolled_back`), so
         a relaunch never leaves a server that served down, and its flags do not stick.
-        `precheck` is asked with the changed flags under the lock, before the stop: a
-        sentence it returns refuses the relaunch (the old server keeps serving)."""
-        changes: dict[str, str] = {}
-        if util is not None:
-            changes[vllm_args.GPU_MEMORY_UTILIZATION] = f"{util:g}"
-        if max_model_len is not None:
-            changes[vllm_args.MAX_MODEL_LEN] = str(max_model_len)
-        if kv_cache_dtype is not None:
-            changes[vllm_args.KV_CACHE_DTYPE] = kv_cache_dtype
-        if not changes:
+        `precheck` is asked with the change under the lock, before the stop: a sentence it
+        returns refuses the relaunch (the old server keeps serving)."""
+        if change.empty:
             return ActionResult(
                 False, "nothing to change: give a budget, max-model-len or KV dtype"
             )
@@ -186,7 +178,7 @@ class ServerActions:
         if unsavable is not None:  # refused before the stop: the server keeps serving
             return ActionResult(False, f"not relaunched, since it could not be saved: {unsavable}")
         outcome = self._server.locked(
-            lambda: self._relaunch_launch(changes, report, wait_ready, precheck)
+            lambda: self._relaunch_launch(change, report, wait_ready, precheck)
         )
         if isinstance(outcome, ActionResult):
             return outcome  # refused, or the stop failed: nothing new was started
@@ -199,7 +191,7 @@ class ServerActions:
         if result.ok:
             if not wait_ready:
                 return result  # loading: the profile changes once it serves
-            self._server.profile = before.relaunched(changes, datetime.now(UTC))
+            self._server.profile = before.relaunched(change.argv_changes(), datetime.now(UTC))
             return self._saved(result, before) if save else result
         if not self._start_failed_here(outcome, started):
             return result  # still loading, or another vramtop stopped or replaced it
@@ -210,7 +202,7 @@ class ServerActions:
 
     def _relaunch_launch(
         self,
-        changes: dict[str, str],
+        change: FlagChange,
         report: ProgressCallback,
         wait_ready: bool,
         precheck: RelaunchPrecheck | None,
@@ -221,16 +213,14 @@ class ServerActions:
         serving = rec is not None and rec.state == Lifecycle.RUNNING and self._server.alive(rec)
         previous = self._server.command_for_restart() or self._server.profile_command(old_overrides)
         argv, cwd, env = previous
-        for flag, value in changes.items():
-            argv = vllm_args.set_flag(argv, flag, value)
-        command = (argv, cwd, env)
-        overrides = {**old_overrides, **changes}
+        command = (change.applied_to(argv), cwd, env)
+        overrides = {**old_overrides, **change.argv_changes()}
         refused = self._refuse_without_key(env)
         if refused is not None:
             return refused  # before the stop: the running server stays
         if precheck is not None:
             try:
-                said = precheck(dict(changes))
+                said = precheck(change)
             except Exception as exc:  # a check that breaks refuses: the server keeps serving
                 log.exception("the relaunch's precheck failed")
                 said = f"could not check the relaunch first ({exc}); nothing was changed"
@@ -246,7 +236,7 @@ class ServerActions:
         started = self.start_locked(report, wait_ready, command, overrides)
         new = self._server.record()
         return _Relaunch(
-            changes=changes,
+            change=change,
             started=started,
             launch_id=new.launch_id if new is not None else None,
             previous=previous if serving else None,
@@ -274,13 +264,13 @@ class ServerActions:
     ) -> ActionResult:
         """The new start failed: start the previous server's command again (when one
         served before), and say what failed, in vLLM's words, and what serves now."""
-        asked = _asked(relaunch.changes)
+        asked = _asked(relaunch.change)
         cause = (self._cause_of(relaunch) or failed.message).rstrip(". ")
         previous = relaunch.previous
         if previous is None:
             self._server.locked(lambda: self._forget_overrides(relaunch))
             return ActionResult(False, f"{asked} failed: {cause}", failed.detail)
-        was = _previous_flags(previous[0], relaunch.changes)
+        was = _previous_flags(previous[0], relaunch.change)
 
         def act() -> ActionResult | _Loading:
             rec = self._server.record()
@@ -649,22 +639,22 @@ def _save_profile(before: Profile, after: Profile) -> str | None:
     return None
 
 
-def _asked(changes: dict[str, str]) -> str:
+def _asked(change: FlagChange) -> str:
     """The relaunch in words: "relaunch at 0.99", "relaunch with --max-model-len 4096"."""
-    budget = changes.get(vllm_args.GPU_MEMORY_UTILIZATION)
-    others = [f"{f} {v}" for f, v in changes.items() if f != vllm_args.GPU_MEMORY_UTILIZATION]
+    changes = change.argv_changes()
+    budget = changes.pop(vllm_args.GPU_MEMORY_UTILIZATION, None)
     words = ["relaunch"]
     if budget is not None:
         words.append(f"at {budget}")
-    if others:
-        words.append("with " + ", ".join(others))
+    if changes:
+        words.append("with " + ", ".join(f"{f} {v}" for f, v in changes.items()))
     return " ".join(words)
 
 
-def _previous_flags(argv: list[str], changes: dict[str, str]) -> str:
+def _previous_flags(argv: list[str], change: FlagChange) -> str:
     """The changed flags as the previous command had them: "0.93", "--max-model-len 163840"."""
     said = []
-    for flag in changes:
+    for flag in change.argv_changes():
         value = vllm_args.get_flag(argv, flag)
         if flag == vllm_args.GPU_MEMORY_UTILIZATION:
             said.append(value if value is not None else "vLLM's default budget")

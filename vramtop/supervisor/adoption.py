@@ -82,7 +82,7 @@ def record_for(profile: str, proc: psutil.Process, port: int | None) -> ServerRe
         port=port or argv_port or 8000,
         started_at=proc.create_time(),
         started_by="attached",
-        gpu_memory_utilization=_float(vllm_args.get_flag(cmdline, "--gpu-memory-utilization")),
+        budget=_float(vllm_args.get_flag(cmdline, "--gpu-memory-utilization")),
         max_model_len=_int(vllm_args.get_flag(cmdline, vllm_args.MAX_MODEL_LEN)),
         kv_cache_dtype=vllm_args.get_flag(cmdline, vllm_args.KV_CACHE_DTYPE),
     )

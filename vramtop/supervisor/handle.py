@@ -237,7 +237,7 @@ class ServerHandle:
             phase=rec.phase,
             profile=rec.profile,
             argv=tuple(rec.argv),
-            gpu_memory_utilization=rec.gpu_memory_utilization,
+            budget=rec.budget,
             max_model_len=rec.max_model_len,
             kv_cache_dtype=rec.kv_cache_dtype,
             pids=pids,
@@ -362,14 +362,14 @@ class LaunchFlags(TypedDict):
     """The flags a launch's record keeps (`ServerRecord`), read from its command line; None
     where a flag is absent or cannot be read."""
 
-    gpu_memory_utilization: float | None
+    budget: float | None
     max_model_len: int | None
     kv_cache_dtype: str | None
 
 
 def flags_of(argv: list[str]) -> LaunchFlags:
     return {
-        "gpu_memory_utilization": _flag(vllm_args.gpu_memory_utilization, argv),
+        "budget": _flag(vllm_args.gpu_memory_utilization, argv),
         "max_model_len": _flag(vllm_args.max_model_len, argv),
         "kv_cache_dtype": _flag(vllm_args.kv_cache_dtype, argv),
     }

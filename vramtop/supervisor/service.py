@@ -21,7 +21,8 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
-from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, state
 from vramtop.supervisor.action_events import (
     COMMAND,
@@ -171,9 +172,7 @@ class Supervisor:
 
     def relaunch(
         self,
-        util: float | None = None,
-        max_model_len: int | None = None,
-        kv_cache_dtype: str | None = None,
+        change: FlagChange,
         save: bool = False,
         progress: ProgressCallback | None = None,
         wait_ready: bool = True,
@@ -182,15 +181,8 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        result = self._actions.relaunch(
-            util, max_model_len, kv_cache_dtype, save, progress, wait_ready, timeout_s, precheck
-        )
-        changed: JsonObject = {
-            "gpu_memory_utilization": util,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-        }
-        return self._told("relaunch", result, asked_by, before, changed)
+        result = self._actions.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
+        return self._told("relaunch", result, asked_by, before, change.to_json())
 
     def tell_actions_to(self, listener: ActionListener) -> None:
         """Have `listener` told of each action once it has answered (after the timeline)."""

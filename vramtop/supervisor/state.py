@@ -74,7 +74,7 @@ class ServerRecord:
     ready_s: float | None = None
     phase: str | None = None
     started_by: str = "vramtop"  # "vramtop" or "attached"
-    gpu_memory_utilization: float | None = None
+    budget: float | None = None  # "gpu_memory_utilization" in the file
     max_model_len: int | None = None
     kv_cache_dtype: str | None = None
     # Flags changed by relaunches not saved to the profile: a restart keeps them.
@@ -108,7 +108,8 @@ class ServerRecord:
         and a value of the wrong kind is a ValueError (the file reads as unreadable), never
         a crash later nor a number taken as a pid."""
         known = {f.name: f.type for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        named = {_FIELD_OF.get(k, k): v for k, v in data.items()}
+        values = {k: v for k, v in named.items() if k in known}
         for name, value in values.items():
             if name != "state" and not _of_kind(value, str(known[name])):
                 raise ValueError(f"{name}: {value!r:.40} is not a {known[name]}")
@@ -120,6 +121,10 @@ class ServerRecord:
             values["state"] = Lifecycle(values["state"])
         return cls(**values)
 
+
+# The record's fields the file names otherwise (its names are a contract: vLLM's own word).
+_NAME_IN_FILE = {"budget": "gpu_memory_utilization"}
+_FIELD_OF = {name: field for field, name in _NAME_IN_FILE.items()}
 
 # The bound of every pid in a record: pid_t's (a pid past pid_max reads as a process gone).
 _MAX_PID = 2**31
@@ -304,7 +309,8 @@ def save(record: ServerRecord) -> None:
     housekeeping settles whatever is left against the process tree. A sync sits on the path
     of every stop and restart, and took 0.3 s and more while vLLM loaded a model here."""
     record.updated_at = time.time()
-    text = json.dumps(asdict(record), indent=1)
+    named = {_NAME_IN_FILE.get(k, k): v for k, v in asdict(record).items()}
+    text = json.dumps(named, indent=1)
     files.write_atomic(state_path(record.profile), text.encode())
 
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     # is shown: the first frame waits for every module imported before it.
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
+    from vramtop.core.remedy import FlagChange
     from vramtop.tui.action_host import ActionHost
-    from vramtop.tui.screens.headroom_screen import Proposal
     from vramtop.tui.screens.quit_dialog import QuitChoice
     from vramtop.tui.whatif import Machine, RelaunchChoice
 
@@ -50,7 +50,7 @@ class ActionRunner:
         self.busy: str | None = None  # the action running now, if any
         self._load_stop_asked = False  # s during a start: the load is being stopped
         self._restart_armed = False
-        self._proposal: Proposal | None = None  # the what-if's flags, for the relaunch
+        self._proposal: FlagChange | None = None  # the what-if's flags, for the relaunch
         self.quitting = False
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
@@ -132,7 +132,14 @@ class ActionRunner:
         from vramtop.tui.screens.budget_dialog import BudgetDialog
 
         self._app.push_screen(
-            BudgetDialog(value, current, self._relaunch_inputs(), why=why, machine=self._machine()),
+            BudgetDialog(
+                value,
+                current,
+                self._relaunch_inputs(),
+                why=why,
+                machine=self._machine(),
+                kept=self._proposal,
+            ),
             self._relaunch_chosen,
         )
 
@@ -151,27 +158,16 @@ class ActionRunner:
         return inputs
 
     def _relaunch_chosen(self, choice: RelaunchChoice | None) -> None:
-        proposal, self._proposal = self._proposal, None
+        self._proposal = None
         if choice is None:
             return
-        max_model_len = proposal.max_model_len if proposal else None
-        kv_cache_dtype = proposal.kv_cache_dtype if proposal else None
-        if choice.max_model_len is not None:
-            # The budget's pool cannot hold the ceiling asked for: vLLM would refuse it.
-            max_model_len = choice.max_model_len
         # Confirmed against the free memory: only vLLM itself checks (a failed start goes back
         # to the previous flags). None: the backend's own precheck.
         precheck = _no_precheck if choice.forced else None
         backend = self._app.backend
         self.start(
             "relaunch",
-            lambda progress: backend.relaunch(
-                gpu_memory_utilization=choice.util,
-                max_model_len=max_model_len,
-                kv_cache_dtype=kv_cache_dtype,
-                progress=progress,
-                precheck=precheck,
-            ),
+            lambda progress: backend.relaunch(choice.change, progress=progress, precheck=precheck),
         )
 
     def headroom(self) -> None:
@@ -193,11 +189,11 @@ class ActionRunner:
             self._headroom_chosen,
         )
 
-    def _headroom_chosen(self, proposal: Proposal | None) -> None:
+    def _headroom_chosen(self, proposal: FlagChange | None) -> None:
         if proposal is None:
             return
         self._proposal = proposal
-        self.relaunch(suggested=proposal.util)
+        self.relaunch(suggested=proposal.budget)
 
     # -- start and stop --------------------------------------------------------------------
     def start_stop(self) -> None:
@@ -374,7 +370,7 @@ class ActionRunner:
         app.request_tick()
 
 
-def _no_precheck(_changes: dict[str, str]) -> str | None:
+def _no_precheck(_change: FlagChange) -> str | None:
     return None
 
 

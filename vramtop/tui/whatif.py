@@ -20,6 +20,7 @@ from vramtop.core.budget import (
 from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction, dtype_bytes
+from vramtop.core.remedy import FlagChange
 
 STEP = 0.01
 
@@ -36,10 +37,10 @@ class Machine:
 
 @dataclass(frozen=True)
 class RelaunchChoice:
-    """What the relaunch dialog hands back: the budget, and the --max-model-len it needs."""
+    """What the relaunch dialog hands back: the flags to relaunch with, and whether the
+    person confirmed them against the memory free now."""
 
-    util: float
-    max_model_len: int | None = None  # None: keep the current one
+    change: FlagChange
     # Confirmed although it does not fit now: the person knows better (a desktop program about
     # to close), so vLLM's checks against the memory free now do not stop it.
     forced: bool = False
@@ -47,7 +48,7 @@ class RelaunchChoice:
 
 @dataclass(frozen=True)
 class BudgetCheck:
-    util: float | None
+    budget: float | None
     prediction: Prediction | None
     reason: str | None  # why the value is refused; None when it may be used
     warnings: tuple[BudgetWarning, ...] = field(default=())  # not refusals: said, or confirmed
@@ -59,6 +60,13 @@ class BudgetCheck:
     def max_model_len(self) -> int | None:
         """The --max-model-len to relaunch with; None: keep the current one."""
         return self.flags.max_model_len if self.flags is not None else None
+
+    def change(self, kept: FlagChange | None = None) -> FlagChange:
+        """The flags to relaunch with: this budget, with the --max-model-len it needs, else the
+        one `kept` (a what-if's proposal) names, and `kept`'s KV dtype."""
+        kept = kept or FlagChange()
+        length = self.max_model_len if self.max_model_len is not None else kept.max_model_len
+        return FlagChange(self.budget, length, kept.kv_cache_dtype)
 
     @property
     def needs_confirmation(self) -> bool:

@@ -116,7 +116,7 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Re
         at_start=desktop.at_start,
         growth_bytes_per_s=desktop.growth_bytes_per_s,
     )
-    util = suggestion.util
+    util = suggestion.budget
     figures = RelaunchFigures(
         desktop_headroom_bytes=suggestion.desktop_headroom_bytes,
         desktop_peak_bytes=peak,
@@ -142,7 +142,7 @@ def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Re
         why += f"; {pool}"
     return Remedy(
         action=action,
-        gpu_memory_utilization=util,
+        budget=util,
         max_model_len=flags.max_model_len if lowers and flags is not None else None,
         current_max_model_len=flags.current_max_model_len if lowers and flags else None,
         why=why,

@@ -104,7 +104,7 @@ class StartupOomFacts(Facts):
 
     free_gib: float
     total_gib: float
-    requested_util: float
+    requested_util: float  # the evidence's key (a JSON contract), as in StartupOom
     requested_gib: float
 
 
@@ -157,7 +157,7 @@ def startup_oom_report(text: str, facts: dict[str, float]) -> Report:
         ),
         remedy=Remedy(
             action=RemedyAction.RELAUNCH,
-            gpu_memory_utilization=util,
+            budget=util,
             # The same budget would fail the same way: no restart is offered.
             restart_fails=True,
             why=f"{util:.2f} is the largest budget that fits the free memory; or close "

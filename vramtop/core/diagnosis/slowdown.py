@@ -206,7 +206,7 @@ def slowdown_words(rate: float, normal: float, remedy: Remedy) -> str:
 def trade_off(remedy: Remedy) -> str:
     """What the remedy's relaunch would do and what it costs the KV pool, in words: "relaunching
     at 0.83 would avoid it and cost 18,000 KV tokens" (or its restart's reason)."""
-    util = remedy.gpu_memory_utilization
+    util = remedy.budget
     if remedy.action != RemedyAction.RELAUNCH or util is None:
         return remedy.why or "restart vLLM once the desktop's load is gone"
     words = f"relaunching at {util:.2f}"

@@ -19,10 +19,10 @@ from vramtop.core.guard.decisions import (
     UP,
     Action,
     Decision,
-    Flags,
     Moment,
 )
 from vramtop.core.model import Sample
+from vramtop.core.remedy import FlagChange
 
 # The rise is called this far short of the allowance: the call's memory arrives within a few
 # seconds, and a relaunch must come before it spills vLLM's memory, not after.
@@ -51,8 +51,13 @@ class AdaptiveState:
 class AdaptiveBudget:
     """Follows the desktop's share sample by sample; proposes the step down and the step up."""
 
-    def __init__(self, outside: Flags, settle_s: float = SETTLE_S) -> None:
+    def __init__(self, outside: FlagChange, settle_s: float = SETTLE_S) -> None:
+        """`outside`: the profile's own flags (its budget is known: vLLM's default where the
+        command line gives none)."""
+        if outside.budget is None:
+            raise ValueError("the budget outside calls is not known")
         self.outside = outside
+        self.outside_budget = outside.budget
         self.settle_s = settle_s
         self.phase = OUTSIDE
         self.during: float | None = None
@@ -67,19 +72,19 @@ class AdaptiveBudget:
         self._previous: tuple[int, dict[str, int]] | None = None
 
     def state(self) -> AdaptiveState:
-        return AdaptiveState(self.outside.util, self.during, self.down_t, self.up_t, self.phase)
+        return AdaptiveState(self.outside_budget, self.during, self.down_t, self.up_t, self.phase)
 
     def propose(
         self, s: Sample, m: Moment, outside_budget_bytes: int | None
     ) -> tuple[Action | None, list[Decision]]:
         """The step wanted now (None: none), and decisions to say."""
-        allowance = m.allowance_at(self.outside.util)
-        if m.desktop is None or allowance is None or m.util is None or not m.serving:
+        allowance = m.allowance_at(self.outside_budget)
+        if m.desktop is None or allowance is None or m.budget is None or not m.serving:
             return None, []
         programs = _programs(s)
-        if self.phase == OUTSIDE and m.util < self.outside.util - SAME_UTIL:
+        if self.phase == OUTSIDE and m.budget < self.outside_budget - SAME_UTIL:
             # Found below the profile's budget (a guard restarted while stepped down).
-            self._enter_down(m.t, m.util, stepped=False)
+            self._enter_down(m.t, m.budget, stepped=False)
         rising = m.desktop > allowance - RISE_MARGIN_BYTES
         if self.phase == OUTSIDE:
             if not rising:
@@ -126,15 +131,15 @@ class AdaptiveBudget:
         growth = max(growth_rate(list(self._history)), GROWING_BYTES_PER_S)
         share = DesktopShare(self._base, self._peak, outside_budget_bytes, growth)
         remedy = contention_remedy(s, device, share)
-        util = remedy.gpu_memory_utilization
-        if remedy.action != "relaunch" or util is None or m.util is None or util >= m.util:
+        util = remedy.budget
+        if remedy.action != "relaunch" or util is None or m.budget is None or util >= m.budget:
             self._stepped_down = True
             why = remedy.why or "no smaller budget still serves"
             return None, [Decision(m.t, SKIPPED, f"no step down for this call: {why}")]
-        flags = Flags(util, remedy.max_model_len)
+        flags = FlagChange(util, remedy.max_model_len)
         why = (
             f"the desktop's share rose to {(m.desktop or 0) / GIB:.2f} GiB, near the "
-            f"{allowance / GIB:.2f} GiB that {self.outside.util:.2f} leaves it"
+            f"{allowance / GIB:.2f} GiB that {self.outside_budget:.2f} leaves it"
             f"{_grown(programs, self._base_programs)}: stepping down to {flags.words()} for "
             "the call"
         )
@@ -159,7 +164,7 @@ class AdaptiveBudget:
         flags = self.outside
         why = (
             f"the desktop has stayed within the {allowance / GIB:.2f} GiB that "
-            f"{flags.util:.2f} leaves it for {self.settle_s:.0f} s: stepping back up to "
+            f"{flags.budget:.2f} leaves it for {self.settle_s:.0f} s: stepping back up to "
             f"{flags.words()}"
         )
         return Action(ADAPTIVE, UP, flags, why), []
@@ -184,8 +189,8 @@ class AdaptiveBudget:
         """The step's relaunch answered (`ok`, `rolled_back`, `failed`, or `refused` before
         it stopped anything)."""
         if action.step == DOWN:
-            if result == "ok":
-                self._enter_down(t, action.flags.util, stepped=True)
+            if result == "ok" and action.flags.budget is not None:
+                self._enter_down(t, action.flags.budget, stepped=True)
             else:
                 self._stepped_down = True  # this call's step down is used up
                 self._quiet_since = None

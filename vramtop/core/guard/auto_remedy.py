@@ -14,8 +14,8 @@ from vramtop.core.guard.decisions import (
     SKIPPED,
     Action,
     Decision,
-    Flags,
 )
+from vramtop.core.remedy import FlagChange
 
 # How long a collapse stays open before the guard relaunches: a collapse that a few seconds
 # end by themselves (the desktop letting go) needs no relaunch.
@@ -45,12 +45,12 @@ class AutoRemedy:
             if key in self._handled or t - since < self.open_for_s:
                 continue
             remedy = finding.remedy
-            if remedy.action != "relaunch" or remedy.gpu_memory_utilization is None:
+            if remedy.action != "relaunch" or remedy.budget is None:
                 self._handled.add(key)
                 why = remedy.why or "the collapse's remedy is no relaunch"
                 decisions.append(Decision(t, SKIPPED, f"no automatic relaunch: {why}"))
                 continue
-            flags = Flags(remedy.gpu_memory_utilization, remedy.max_model_len)
+            flags = FlagChange(remedy.budget, remedy.max_model_len)
             held = t - since
             why = (
                 f"the desktop has squeezed vLLM's memory for {held:.0f} s: relaunching at "

@@ -23,10 +23,10 @@ from vramtop.core.guard.decisions import (
     WAITED,
     Action,
     Decision,
-    Flags,
     Moment,
 )
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 
 TURN_WAIT_S = 120.0
 PER_HOUR = 3
@@ -39,7 +39,7 @@ class GuardConfig:
     `adaptive` (the profile's flags, stepped down for calls; None: off), `settle_s`."""
 
     auto_remedy: bool = False
-    adaptive: Flags | None = None
+    adaptive: FlagChange | None = None
     settle_s: float = 300.0
     turn_wait_s: float = TURN_WAIT_S
     per_hour: int = PER_HOUR

@@ -1,4 +1,4 @@
-"""What the guard's policies decide, as values: the flags of a relaunch, the action wanted,
+"""What the guard's policies decide, as values: the action wanted (its flags a `FlagChange`),
 each decision (the `guard` event's detail), and the facts of one sample they judge by."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from vramtop.core.budget import budget_bytes
 from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 
 
 class Wanter(StrEnum):
@@ -51,26 +52,12 @@ NOTED, STARTED, STOPPED = Decided.NOTED, Decided.STARTED, Decided.STOPPED
 
 
 @dataclass(frozen=True)
-class Flags:
-    """A relaunch's flags: the budget and, where it must change, --max-model-len."""
-
-    util: float
-    max_model_len: int | None = None
-
-    def words(self) -> str:
-        """`0.83 with --max-model-len 98,304`, or `0.83`."""
-        if self.max_model_len is None:
-            return f"{self.util:.2f}"
-        return f"{self.util:.2f} with --max-model-len {self.max_model_len:,}"
-
-
-@dataclass(frozen=True)
 class Action:
     """A relaunch a policy wants: whose, which step, its flags and why."""
 
     policy: str  # AUTO_REMEDY or ADAPTIVE
     step: str  # REMEDY, DOWN or UP
-    flags: Flags
+    flags: FlagChange
     why: str
     finding: Finding | None = None  # the collapse the automatic remedy answers
 
@@ -91,9 +78,7 @@ class Decision:
         if self.action is not None:
             out["policy"] = self.action.policy
             out["step"] = self.action.step
-            out["gpu_memory_utilization"] = self.action.flags.util
-            if self.action.flags.max_model_len is not None:
-                out["max_model_len"] = self.action.flags.max_model_len
+            out.update(self.action.flags.to_json())
         if self.result is not None:
             out["result"] = self.result
         return out
@@ -108,12 +93,12 @@ class Moment:
     serving: bool  # the server answered this sample's scrape
     running: int | None  # requests running now
     waiting: int | None
-    util: float | None  # the server's budget now
+    budget: float | None  # the server's budget now
     started_at: float | None  # which start of the server this is
     total: int | None
     desktop: int | None
-    budget: int | None  # bytes, at `util`
-    headroom: int | None  # what `util` leaves the desktop
+    budget_bytes: int | None  # at `budget`
+    headroom: int | None  # what `budget` leaves the desktop
 
     @classmethod
     def of(cls, s: Sample) -> Moment:
@@ -126,11 +111,11 @@ class Moment:
             serving=m is not None,
             running=_count(m.requests_running) if m else None,
             waiting=_count(m.requests_waiting) if m else None,
-            util=read.util(s),
+            budget=read.util(s),
             started_at=s.info.started_at if s.info else None,
             total=device.total_bytes if device else None,
             desktop=read.desktop_bytes(s),
-            budget=split.budget_bytes if split else None,
+            budget_bytes=split.budget_bytes if split else None,
             headroom=split.headroom_bytes if split else None,
         )
 
@@ -144,12 +129,12 @@ class Moment:
         """A start or a stop runs: no automatic action now."""
         return self.state in (ServerState.STARTING, ServerState.STOPPING)
 
-    def allowance_at(self, util: float) -> int | None:
-        """What a budget of `util` would leave the desktop, counted as this sample's split
-        counts its own: its headroom, moved by the difference of the two budgets."""
-        if self.headroom is None or self.budget is None or self.total is None:
+    def allowance_at(self, budget: float) -> int | None:
+        """What `budget` would leave the desktop, counted as this sample's split counts its
+        own: its headroom, moved by the difference of the two budgets."""
+        if self.headroom is None or self.budget_bytes is None or self.total is None:
             return None
-        return self.headroom + self.budget - budget_bytes(self.total, util)
+        return self.headroom + self.budget_bytes - budget_bytes(self.total, budget)
 
 
 def _count(value: float | None) -> int | None:

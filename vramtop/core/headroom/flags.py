@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from vramtop.core.headroom.model import estimated_max_model_len, predict
 from vramtop.core.headroom.startup_checks import round_model_len
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
+from vramtop.core.remedy import FlagChange
 
 # A ceiling below this serves no agent's context: a budget whose pool holds less is not
 # proposed (a shorter configured ceiling is kept as it is).
@@ -24,19 +25,21 @@ MIN_PROPOSED_MODEL_LEN = 8_192
 class RelaunchFlags:
     """The flags of one proposal and what vLLM makes of them."""
 
-    util: float
+    budget: float
     max_model_len: int | None  # a new --max-model-len; None: the current one fits
     current_max_model_len: int
-    prediction: Prediction  # at `util`, with the new ceiling where there is one
+    prediction: Prediction  # at `budget`, with the new ceiling where there is one
+
+    @property
+    def change(self) -> FlagChange:
+        """The relaunch these flags ask for."""
+        return FlagChange(self.budget, self.max_model_len)
 
     def words(self) -> str:
         """`0.85 with --max-model-len 163,840 (262,144 no longer fits)`, or `0.85`."""
         if self.max_model_len is None:
-            return f"{self.util:.2f}"
-        return (
-            f"{self.util:.2f} with --max-model-len {self.max_model_len:,} "
-            f"({self.current_max_model_len:,} no longer fits)"
-        )
+            return self.change.words()
+        return f"{self.change.words()} ({self.current_max_model_len:,} no longer fits)"
 
 
 def relaunch_flags(inputs: HeadroomInputs, util: float) -> RelaunchFlags | None:

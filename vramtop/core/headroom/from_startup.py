@@ -59,7 +59,7 @@ def inputs_from_startup(
         enforce_eager=enforce_eager,
         vllm_version=facts.version,
     )
-    if facts.requested_util is None:
+    if facts.requested_budget is None:
         return inputs
     kv = gib(facts.available_kv_gib) if facts.available_kv_gib is not None else None
-    return calibrate(inputs, facts.requested_util, kv, facts.kv_cache_tokens)
+    return calibrate(inputs, facts.requested_budget, kv, facts.kv_cache_tokens)

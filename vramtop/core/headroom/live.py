@@ -137,8 +137,8 @@ def _pool_util(sample: Sample, source: str | None) -> float | None:
         metrics = sample.server.metrics if sample.server else None
         if metrics is not None and metrics.cache.gpu_memory_utilization:
             return metrics.cache.gpu_memory_utilization
-    if source == "log" and sample.startup is not None and sample.startup.requested_util:
-        return sample.startup.requested_util
+    if source == "log" and sample.startup is not None and sample.startup.requested_budget:
+        return sample.startup.requested_budget
     return server_util(sample)
 
 

@@ -234,7 +234,7 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         else kv / request
     )
     return Prediction(
-        util=util,
+        budget=util,
         budget_bytes=budget,
         kv_cache_bytes=kv,
         num_blocks=blocks,
@@ -250,7 +250,7 @@ def predict(inputs: HeadroomInputs, util: float) -> Prediction:
         outside_budget_bytes=terms.outside,
         recurrent_state_bytes_per_request=layout.recurrent_page_bytes
         * inputs.architecture.recurrent_layers,
-        calibrated=inputs.calibrated_util is not None,
+        calibrated=inputs.calibrated_budget is not None,
         max_model_len=inputs.max_model_len,
         request_bytes=request,
         kv_shortfall_bytes=max(0, -left),
@@ -322,11 +322,11 @@ def calibrate(
         elif t_low <= high and t_high >= low:  # disagreeing numbers: trust the GiB line
             low, high = max(low, t_low), min(high, t_high)
     measured = int((low + high) // 2)
-    uncalibrated = predict(replace(inputs, calibration_bytes=0, calibrated_util=None), util)
+    uncalibrated = predict(replace(inputs, calibration_bytes=0, calibrated_budget=None), util)
     return replace(
         inputs,
         calibration_bytes=uncalibrated.kv_cache_bytes - uncalibrated.kv_shortfall_bytes - measured,
-        calibrated_util=util,
+        calibrated_budget=util,
     )
 
 

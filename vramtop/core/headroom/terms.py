@@ -109,7 +109,7 @@ class HeadroomInputs:
     # Difference between the pool the log's (rounded) terms imply and the pool vLLM really
     # got at the calibration point; 0 when not calibrated. See `calibrate`.
     calibration_bytes: int = 0
-    calibrated_util: float | None = None
+    calibrated_budget: float | None = None
     # Measured: the memory one request needs per token of its length, where the server's own
     # maximum concurrency says it needs other than its printed token count implies (a hybrid
     # model's recurrent layers keep no tokens, and vLLM prints a conservative count). None:
@@ -119,7 +119,7 @@ class HeadroomInputs:
 
 @dataclass(frozen=True)
 class Prediction:
-    util: float
+    budget: float
     budget_bytes: int
     kv_cache_bytes: int  # the pool: 0 where the budget does not hold the rest (never below)
     num_blocks: int

@@ -230,7 +230,7 @@ class StartupParser:
             self._set(
                 startup_free_gib=to_float(match.group(1)),
                 startup_total_gib=to_float(match.group(2)),
-                requested_util=to_float(match.group(4)),
+                requested_budget=to_float(match.group(4)),
                 requested_gib=to_float(match.group(5)),
             )
             if match.group("short") is None:

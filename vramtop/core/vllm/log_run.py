@@ -40,8 +40,8 @@ class LogRun:
 
     @property
     def util(self) -> float | None:
-        if self.facts.requested_util is not None:
-            return self.facts.requested_util
+        if self.facts.requested_budget is not None:
+            return self.facts.requested_budget
         value = self.args.get("gpu_memory_utilization")
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None

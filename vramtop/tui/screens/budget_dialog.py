@@ -15,6 +15,7 @@ from vramtop.core.bounds import budget_problem
 from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
 from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
+from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, BudgetCheck, Machine, RelaunchChoice, check_budget, step
 from vramtop.tui.widgets.typed_input import TypedInput
@@ -38,8 +39,11 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
         inputs: HeadroomInputs | None,
         why: str | None = None,
         machine: Machine | None = None,
+        kept: FlagChange | None = None,
     ) -> None:
+        """`kept`: the headroom what-if's flags, relaunched with the budget chosen here."""
         super().__init__()
+        self._kept = kept
         self._suggested = suggested
         self._current = current
         self._inputs = inputs
@@ -79,7 +83,7 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
     def action_step(self, direction: int) -> None:
         field = self.query_one("#budget-value", Input)
         check = self._check(field.value)
-        base = check.util if check.util is not None else self._suggested
+        base = check.budget if check.budget is not None else self._suggested
         field.value = f"{step(base, direction * STEP):.2f}"
         field.cursor_position = len(field.value)
 
@@ -92,28 +96,27 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         check = self._check(event.value)
-        if check.reason is not None or check.util is None:
+        if check.reason is not None or check.budget is None:
             self.app.bell()  # refused in place: the reason is already on screen
-        elif check.needs_confirmation and self._armed != check.util:
-            self._armed = check.util
+        elif check.needs_confirmation and self._armed != check.budget:
+            self._armed = check.budget
             self.app.bell()
             self._refresh_prediction()
         else:
-            self.dismiss(
-                RelaunchChoice(check.util, check.max_model_len, forced=check.needs_confirmation)
-            )
+            change = check.change(self._kept)
+            self.dismiss(RelaunchChoice(change, forced=check.needs_confirmation))
 
     def _check(self, text: str) -> BudgetCheck:
         return check_budget(text, self._inputs, self._machine)
 
     def _refresh_prediction(self) -> None:
         check = self._check(self.value_text)
-        if check.util != self._armed:
+        if check.budget != self._armed:
             self._armed = None
         self.query_one("#budget-reason", Static).update(self._reason_text(check))
         # A value that is no budget has no "fits now" (0 read "fits now: yes (needs 0.00 GiB)").
-        no_budget = check.util is None or budget_problem(check.util) is not None
-        fit_util = None if no_budget else check.util
+        no_budget = check.budget is None or budget_problem(check.budget) is not None
+        fit_util = None if no_budget else check.budget
         self.query_one("#budget-fit", Static).update(self._fit_text(fit_util))
         self.query_one("#budget-prediction", Static).update(
             _prediction_text(
@@ -129,7 +132,9 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
             style = "$text-muted" if warning.severity == "note" else "bold $warning"
             lines += ["\n" if lines else "", (warning.text, style)]
         if check.needs_confirmation:
-            word = "again to relaunch anyway" if self._armed == check.util else "twice to relaunch"
+            word = (
+                "again to relaunch anyway" if self._armed == check.budget else "twice to relaunch"
+            )
             lines += ["\n", (f"press enter {word}", "bold $error")]
         return Content.assemble(*lines)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual.app import ComposeResult
@@ -18,21 +18,15 @@ from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_
 from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
 from vramtop.tui.whatif import STEP, WhatIfFields, step, what_if_inputs
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
-@dataclass(frozen=True)
-class Proposal:
-    """The what-if's answer: the budget, and the flags it changes (None: kept as they are)."""
+class HeadroomScreen(ModalScreen[FlagChange | None]):
+    """Answers the what-if's flags: the budget, and the flags it changes (None: kept)."""
 
-    util: float
-    max_model_len: int | None = None
-    kv_cache_dtype: str | None = None
-
-
-class HeadroomScreen(ModalScreen[Proposal | None]):
     # No field focused at first: a focused field would swallow the b and +/- keys.
     AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -137,7 +131,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             if inputs and base and inputs.kv_cache_dtype != base.kv_cache_dtype
             else None
         )
-        self.dismiss(Proposal(self.proposed, changed_len, changed_dtype))
+        self.dismiss(FlagChange(self.proposed, changed_len, changed_dtype))
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -170,11 +164,11 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
     ) -> Content:
         """The proposal against now and against the profile's launch budget, in words."""
         lines: list[str | tuple[str, str]] = []
-        if now is not None and now.util != proposed.util:
+        if now is not None and now.budget != proposed.budget:
             lines += ["\nvs now: ", change_words(now, proposed)]
         launch = _safe_predict(inputs, self._launch)
-        same_as_now = now is not None and launch is not None and launch.util == now.util
-        if launch is not None and launch.util != proposed.util and not same_as_now:
+        same_as_now = now is not None and launch is not None and launch.budget == now.budget
+        if launch is not None and launch.budget != proposed.budget and not same_as_now:
             lines += ["\nvs the profile's launch budget: ", change_words(launch, proposed)]
         return Content.assemble(*lines)
 
@@ -198,7 +192,7 @@ class HeadroomScreen(ModalScreen[Proposal | None]):
             )
             parts += [
                 f"\ndesktop peak this session {gib(self._peak, 2)} GiB → suggested budget ",
-                (_flag_words(inputs, suggestion.util), "bold"),
+                (_flag_words(inputs, suggestion.budget), "bold"),
                 f" (leaves {gib(suggestion.desktop_headroom_bytes, 2)} GiB: "
                 "the peak plus a margin)",
             ]
@@ -246,7 +240,7 @@ def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomI
         diff = fmt(value(proposed) - value(now), signed=True) if now else ""
         rows.append((label, a, b, diff))
 
-    row("budget", lambda p: p.util, lambda v, signed=False: f"{v:+.2f}" if signed else f"{v:.2f}")
+    row("budget", lambda p: p.budget, lambda v, signed=False: f"{v:+.2f}" if signed else f"{v:.2f}")
     row("budget GiB", lambda p: p.budget_bytes, _gib_fmt)
     row("desktop headroom", lambda p: p.desktop_headroom_bytes, _gib_fmt)
     row("KV pool GiB", lambda p: p.kv_cache_bytes, _gib_fmt)
@@ -273,7 +267,7 @@ def _table(now: Prediction | None, proposed: Prediction | str, inputs: HeadroomI
         return Content.assemble(text, (f"\nthis budget would not start: {why}", "bold $error"))
     if not proposed.fits:
         # vLLM's startup check: one request of max-model-len must fit in the pool.
-        flags = relaunch_flags(inputs, proposed.util)
+        flags = relaunch_flags(inputs, proposed.budget)
         fix = (
             f"; --max-model-len {flags.max_model_len:,} fits (b proposes it)"
             if flags is not None and flags.max_model_len is not None

@@ -120,8 +120,8 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
         # The last run's time to ready, while it is the server shown (not once it is stopped).
         if info.ready_s is not None and info.state is not ServerState.STOPPED:
             parts.append(Optional((f" · ready in {ready_time(info.ready_s)}", "")))
-        if info.gpu_memory_utilization is not None:
-            parts.append(f" · budget {info.gpu_memory_utilization:.2f}")
+        if info.budget is not None:
+            parts.append(f" · budget {info.budget:.2f}")
     if activity:
         parts.append((f"  {activity}", "bold $warning"))
     return parts

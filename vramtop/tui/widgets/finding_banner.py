@@ -158,7 +158,7 @@ def remedy_keys(
     keys: Mapping[str, str] = DEFAULT_KEYS,
 ) -> list[Part]:
     key = {**DEFAULT_KEYS, **keys}
-    util = remedy.gpu_memory_utilization
+    util = remedy.budget
     flags = "" if util is None else f"{util:.2f}"
     gap = "   "
     if util is not None and remedy.max_model_len is not None:
