@@ -12,15 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from vramtop.session.reader import SessionReader
 
 from tests.support.sim_card import CardSupervisor, SimCard
 from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.exposition import ExportState, series_for
 from vramtop.core.findings import Finding, Kind
 from vramtop.core.model import DoorReading, Sample
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.interface import Frame
 from vramtop.machines.replay_backend import ReplayBackend
+from vramtop.session.session_reader import SessionReader
 from vramtop.tui.format import tps
 from vramtop.tui.widgets.finding_banner import banner_text
 from vramtop.tui.widgets.throughput_panel import door_row, frame_view, generation_row
@@ -147,7 +148,7 @@ def test_every_reader_gives_the_same_rate_through_the_demos_field_report_day() -
     with supervisor.backend() as backend:
         for second in range(660):
             if second == 300:
-                assert backend.relaunch(0.85).ok
+                assert backend.relaunch(FlagChange(0.85)).ok
             supervisor.run(1.0)
             frame = backend.tick(log_limit=0)
             kinds |= {f.kind for f in frame.findings}

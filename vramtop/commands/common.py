@@ -58,6 +58,10 @@ class LiveTarget:
 
 
 CARD_WITHOUT_DEMO = "--card picks a simulated machine: use it with --demo."
+FRONT_DOOR_WITHOUT_DEMO = (
+    "--front-door goes with --demo: a profile's door is its front_door field "
+    "(vramtop import launch.sh --front-door ADDR)"
+)
 
 
 def demo_card(target: Target) -> str:
@@ -145,8 +149,6 @@ def live_target(target: Target) -> LiveTarget:
     if target.card:
         raise CommandError(CARD_WITHOUT_DEMO)
     if target.front_door is not None:
-        from vramtop.commands.supervised import FRONT_DOOR_WITHOUT_DEMO
-
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     from vramtop.profiles import load_default_profile, load_profile
     from vramtop.settings import ConfigError, load_settings

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from vramtop.commands import supervised
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
-from vramtop.core.diagnosis.server_down import state_word
+from vramtop.core.launch_failure import state_word
 from vramtop.core.shell_words import shell_line
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url

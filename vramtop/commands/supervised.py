@@ -15,6 +15,7 @@ import psutil
 
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
+from vramtop.commands.common import CARD_WITHOUT_DEMO, FRONT_DOOR_WITHOUT_DEMO, demo_card
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.outcomes import ActionResult, ExitCode, ProgressCallback
@@ -153,7 +154,6 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     `without_profile`: with no profile named and none configured, act on the server recorded
     under the name "default" (an adopted server needs no profile)."""
     if chosen.demo:
-        from vramtop.commands.common import demo_card
         from vramtop.machines import demo_world
 
         card = demo_card(chosen)
@@ -171,8 +171,6 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     if chosen.front_door is not None:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     if chosen.card is not None:
-        from vramtop.commands.common import CARD_WITHOUT_DEMO
-
         raise CommandError(CARD_WITHOUT_DEMO)
     name = chosen.profile
     placeholder = False
@@ -185,12 +183,6 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
     return Supervised(
         Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder
     )
-
-
-FRONT_DOOR_WITHOUT_DEMO = (
-    "--front-door goes with --demo: a profile's door is its front_door field "
-    "(vramtop import launch.sh --front-door ADDR)"
-)
 
 
 def load_profile(name: str | None) -> config.Profile:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from vramtop.core.budget import largest_util_that_fits_logged
-from vramtop.core.diagnosis.server_down import launch_failure
+from vramtop.core.launch_failure import launch_failure
 from vramtop.core.vllm.log import Phase, detect_phase, parse_startup_oom, startup_failure
 
 READY = Phase.READY

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from vramtop.core.diagnosis.server_down import state_word
+from vramtop.core.launch_failure import state_word
 from vramtop.core.model import GIB, Sample, ServerState
 from vramtop.tui.format import ready_time, uptime
 from vramtop.tui.widgets.text_panel import TextPanel
