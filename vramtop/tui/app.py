@@ -30,6 +30,7 @@ from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Container, Horizontal
 from textual.events import Resize
+from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
@@ -202,10 +203,21 @@ class VramtopApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.height < SHORT_DIALOG_HEIGHT, "-short")
-        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self._lay_out(event.size)
+
+    def _lay_out(self, size: Size) -> None:
+        """Compact panels on a small terminal. On a short one the banner's details, once
+        opened, take the rows of the KV and throughput panels until `d` closes them: they
+        wrap, every word of the finding on screen (the VRAM panel stays, compact)."""
+        if not self.screen_stack:
+            return
+        details = self.shown.banner_details and bool(self.shown.findings)
+        details_room = details and size.height < SHORT_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or details_room
         # The console's own screen, also when a dialog is on top: resized under the help,
         # it kept its layout for the old size once the help closed.
         main = self.screen_stack[0]
+        main.set_class(details_room, "-details")
         if compact != main.has_class("-compact"):
             main.set_class(compact, "-compact")
             for panel in main.query(TextPanel):
@@ -292,6 +304,7 @@ class VramtopApp(App[int]):
     def action_toggle_details(self) -> None:
         self.shown = replace(self.shown, banner_details=not self.shown.banner_details)
         self._render_banner()
+        self._lay_out(self.size)
 
     def on_finding_banner_toggled(self) -> None:
         self.action_toggle_details()

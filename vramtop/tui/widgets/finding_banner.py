@@ -1,6 +1,6 @@
 """The banner across the top when a finding is open: what, why, and the keys that fix it.
 
-Compact by default (the headline in words, one line of evidence, the remedy keys): it opens
+Compact by default (the headline in words, the evidence in a sentence, the remedy keys): it opens
 at the very moment the panels below it matter. `d` (or a click) opens the details: the
 finding's id, its evidence ladder and the remedy's reasoning.
 """
@@ -31,11 +31,11 @@ class FindingBanner(Static):
     _shown: Content | None = None
     DEFAULT_CSS = """
     FindingBanner {
-        display: none; height: auto; padding: 0 1;
+        display: none; height: auto; max-height: 80%; overflow-y: auto; padding: 0 1;
         background: $error-muted; border-left: thick $error;
+        scrollbar-size-vertical: 1;
     }
     FindingBanner.-open { display: block; }
-    FindingBanner.-short { text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     class Toggled(Message):
@@ -56,8 +56,9 @@ class FindingBanner(Static):
     ) -> None:
         """`details`: the evidence ladder and the finding's id too (else the compact form).
 
-        `short`: with details, one line for the whole ladder (small terminals keep room for
-        the panels).
+        `short`: with details, the whole ladder as one paragraph (small terminals keep room
+        for the panels). Every line wraps, never cut: a finding's words are all on screen,
+        and a banner taller than half the screen scrolls.
 
         `can_act`: False when watching only (a recording, a URL): the remedy is said, but
         no key is offered for it, since r and b do nothing there.
@@ -70,7 +71,6 @@ class FindingBanner(Static):
                 self.remove_class("-open")
             return
         self.set_class(True, "-open")
-        self.set_class(short or not details, "-short")
         text = banner_text(
             findings[0],
             more=len(findings) - 1,
