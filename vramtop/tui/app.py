@@ -277,9 +277,7 @@ class VramtopApp(App[int]):
                 return True  # stops the server it is bringing up (a load takes minutes)
             if self.actions.busy is not None:
                 return None  # shown dimmed: wait for the running action
-            state = self.state
-            if action == "restart" and state in (None, ServerState.STOPPED):
-                return None
+            # (r on a stopped server starts it, and says so: never a key that does nothing.)
         return True
 
     def palette_entries(self) -> Iterable[tuple[str, str, str]]:
