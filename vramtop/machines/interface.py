@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from vramtop.core.model import Rates, Sample
 from vramtop.outcomes import ActionResult, ProgressCallback, RelaunchPrecheck
@@ -59,6 +59,19 @@ class Frame:
     call_on: bool = False  # demo: a simulated video call is on
     # The budgets of a guard running adaptively for this profile (None: no such guard).
     adaptive: AdaptiveState | None = None
+
+
+@runtime_checkable
+class ReplayControls(Protocol):
+    """A recording's playback, as the console's Space and arrow keys move it."""
+
+    def toggle_pause(self) -> bool:
+        """Pause, or play on; returns whether paused."""
+        ...
+
+    def step(self, forward: bool) -> bool:
+        """Pause and move one recorded sample; False where there is none that way."""
+        ...
 
 
 class Backend(ABC):
