@@ -9,6 +9,7 @@ from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Ladder, Remedy
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.widgets.finding_banner import FindingBanner
 
 SUMMARY = (
     "Generation fell to 6.4 tok/s per request (5 % of the normal 120) while the desktop took "
@@ -61,3 +62,30 @@ async def test_the_banner_wraps_every_word_of_the_finding(size: tuple[int, int])
         await pilot.press("d")
         await settle(pilot)
         assert "generation" in _screen_words(app)  # closed: the panels are back
+
+
+async def test_details_longer_than_the_room_scroll_with_the_keys() -> None:
+    long_ladder = Ladder(
+        observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)),
+        inferred=LADDER.inferred,
+        hypothesis=LADDER.hypothesis,
+    )
+    backend = FakeBackend()
+    backend._findings = [
+        open_finding(summary=SUMMARY, ladder=long_ladder, remedy=Remedy(0.85, why=WHY))
+    ]
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("d")
+        await settle(pilot)
+        banner = app.query_one(FindingBanner)
+        assert banner.has_focus and banner.max_scroll_y > 0
+        assert "scroll the finding's details" in _screen_words(app)
+        assert WHY.split()[-1] not in _screen_words(app).split("remedy:")[-1]
+        await pilot.press("pagedown", "pagedown", "pagedown")
+        await pilot.pause()
+        assert f"remedy: {_words(WHY)}" in _screen_words(app)  # scrolled to: every word
+        await pilot.press("d")
+        await settle(pilot)
+        assert not banner.has_focus

@@ -321,6 +321,22 @@ class VramtopApp(App[int]):
         self.shown = replace(self.shown, banner_details=not self.shown.banner_details)
         self._render_banner()
         self._lay_out(self.size)
+        self.call_after_refresh(self._details_room)
+
+    def _details_room(self) -> None:
+        """Details longer than the banner's room scroll: the banner takes the arrow keys
+        while they are open, and the status line says so; closed, it gives them back."""
+        banner = self._panels.banner
+        if self.shown.banner_details and banner.max_scroll_y > 0:
+            banner.can_focus = True
+            banner.focus()
+            self.say("↑ ↓ PgUp PgDn scroll the finding's details", news=False)
+        elif banner.can_focus:
+            banner.can_focus = False
+            if banner.has_focus:
+                self.screen.set_focus(None)
+            self.say(None)
+        self.render_header()
 
     def on_finding_banner_toggled(self) -> None:
         self.action_toggle_details()

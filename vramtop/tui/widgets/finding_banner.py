@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
@@ -27,16 +29,33 @@ FIX_PROFILE = "fix_profile"
 DEFAULT_KEYS: Mapping[str, str] = {"restart": "r", "relaunch": "b", "details": "d", "timeline": "e"}
 
 
-class FindingBanner(Static):
+class FindingBanner(VerticalScroll, can_focus=False):
+    """A scrolling box around the banner's text: details longer than its room scroll, with
+    the arrows and the page keys once it has the focus (the console gives it while they
+    are open and do not fit; else it takes none, the log keeps it)."""
+
     _shown: Content | None = None
     DEFAULT_CSS = """
     FindingBanner {
-        display: none; height: auto; max-height: 80%; overflow-y: auto; padding: 0 1;
+        display: none; height: auto; max-height: 60%; padding: 0 1;
         background: $error-muted; border-left: thick $error;
         scrollbar-size-vertical: 1;
     }
+    FindingBanner > Static { height: auto; }
     FindingBanner.-open { display: block; }
     """
+
+    def compose(self) -> ComposeResult:
+        yield Static()
+
+    def update(self, text: Content) -> None:
+        """The banner's text (wrapped to its width)."""
+        self.query_one(Static).update(text)
+
+    @property
+    def text(self) -> str:
+        """What the banner says, as plain text ("" while no finding was shown)."""
+        return self._shown.plain if self._shown is not None else ""
 
     class Toggled(Message):
         """The banner was clicked: open or close its details."""
