@@ -75,7 +75,7 @@ async def test_s_behind_a_front_door_says_the_door_lets_them_finish() -> None:
         await ticks(pilot, 2)
         await pilot.press("s")  # once: nothing is lost, nothing to ask
         await pilot.pause()
-        assert "the front door lets the requests running finish first" in _header(app)
+        assert "stop: the door lets the requests finish" in _header(app)
         backend.release.set()
         await settle(pilot)
         assert backend.calls == [("stop",)]

@@ -38,7 +38,7 @@ RESTART_CONFIRM_S = 5.0
 # What `r` says behind a front door, where no request is lost and none is asked about.
 DOOR_HOLDS = "the front door holds the agent's requests"
 # What `s` says behind a front door: the requests running finish before the server stops.
-DOOR_LETS_FINISH = "the front door lets the requests running finish first"
+DOOR_LETS_FINISH = "the door lets the requests finish"
 
 Call = Callable[[Callable[[str], None]], ActionResult]
 
