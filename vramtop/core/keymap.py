@@ -83,7 +83,7 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
     # A replay's own: its recording paused and stepped (hidden, and not in the help, live).
     ("pause", "space", "pause", "Pause", "Pause or play the replay", "replay: pause or play on"),
     (
-        "step_back",
+        "back",
         "left",
         "step(False)",
         "Back",
@@ -91,7 +91,7 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
         "replay: one recorded sample back (pauses)",
     ),
     (
-        "step_forward",
+        "forward",
         "right",
         "step(True)",
         "Forward",
