@@ -4,6 +4,9 @@ ISO time or a duration; bad input is a message and exit 2."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -122,6 +125,27 @@ def test_a_guard_event_shows_its_decision_and_why_shortened_to_the_width(home: P
     assert lines[2].endswith("cancelled · a relaunch (key) was asked")  # whole where it fits
     wide = table(events, width=400)
     assert wide[1].endswith("front door holds them")
+
+
+def test_a_pipe_gets_whole_lines(home: Path) -> None:
+    # Read by a script or a pager through a pipe: never cut to a terminal's width, even
+    # where COLUMNS names one (the width a terminal would have).
+    why = "no moment without a request running in 120 s, and no front door holds them " * 3
+    EventLog.for_profile("demo").append(
+        time.time(), "guard", {"decision": "skipped", "why": why.strip()}
+    )
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": os.getcwd()}
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop", "events", "--demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.splitlines()[1]
+    assert line.endswith(f"skipped · {why.strip()}") and "…" not in line
 
 
 def test_since_that_leaves_only_older_events_says_so(

@@ -103,6 +103,17 @@ def test_a_profiles_server_that_is_down_still_gets_its_snapshot(
 
 
 @pytest.mark.slow
+def test_a_url_that_does_not_answer_is_unreachable(home: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    data = _assert_snapshot_of_a_server_not_serving(
+        _vramtop(home, "--once", "--json", "--url", url)
+    )
+    assert data["server"]["state"] == "unreachable" and data["server"]["reachable"] is False
+    text = _vramtop(home, "--once", "--url", url)
+    assert text.returncode == ExitCode.NOT_SERVING
+    assert "unreachable: " in text.stdout, text.stdout
+
+
 def test_a_stopped_and_a_frozen_server_are_said_so(home: Path, profile_port: int) -> None:
     started = _vramtop(home, "start")
     assert started.returncode == 0, started.stderr

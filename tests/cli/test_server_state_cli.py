@@ -4,6 +4,7 @@ at all, and an imported profile whose launch command cannot run here."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def test_attach_demo_without_a_simulated_server_starts_no_simulated_gpu(
     assert cli.main(["attach", "--demo"]) == 2
     assert "no simulated server is running" in capsys.readouterr().err
     assert not demo_world.world_alive(demo_world.demo_machine())  # nothing left lingering
+
+
+def test_status_json_says_when_it_was_read(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As `--once --json` does: local time with its offset, for the demo and for a profile.
+    from vramtop.config import Profile
+    from vramtop.profiles import save_profile
+
+    save_profile(Profile(name="quiet", argv=["vllm", "serve", "m"], port=18_123))
+    for argv in (["status", "--demo", "--json"], ["status", "--json"]):
+        before = datetime.now().astimezone()
+        assert cli.main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["state"] == "stopped"
+        stamp = datetime.fromisoformat(data["query_time"])
+        assert stamp.tzinfo is not None and stamp >= before.replace(microsecond=0)

@@ -159,6 +159,33 @@ def test_on_finding_runs_the_command_with_the_finding_json_and_its_env(
     assert got["VRAMTOP_NEWS"] == "opened"
 
 
+def test_on_finding_gets_counts_as_whole_numbers(tmp_path: Path) -> None:
+    # vLLM's metrics page gives every number as a float (`2.0`); the evidence's counts are
+    # written as `--once` writes them: 2.
+    from vramtop.core.diagnosis.kv_pressure import KvFacts
+    from vramtop.core.findings import Evidence, Finding
+
+    facts = KvFacts(
+        kv_cache_usage=0.97,
+        requests_running=2.0,
+        requests_waiting=3.0,
+        preemptions_total=14.0,
+        preempting=True,
+        kv_cache_tokens=303_555,
+    )
+    finding = Finding(
+        "kv_pressure", "warning", 5.0, 5.0, None, "The KV pool is full.", Evidence.of(facts)
+    )
+    script = tmp_path / "receive.py"
+    script.write_text(RECEIVER)
+    out = tmp_path / "got.json"
+    OnFindingSender(f"{sys.executable} {script} {out}").send(finding_opened(finding))
+    evidence = json.loads(out.read_text())["finding"]["evidence"]
+    counts = [evidence[k] for k in ("requests_running", "requests_waiting", "preemptions_total")]
+    assert counts == [2, 3, 14] and all(type(c) is int for c in counts)
+    assert evidence["kv_cache_usage"] == 0.97  # a ratio stays a ratio
+
+
 def test_on_finding_is_run_without_a_shell(tmp_path: Path) -> None:
     planted = tmp_path / "planted"
     finding = contention()

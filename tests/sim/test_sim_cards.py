@@ -94,3 +94,17 @@ def test_the_5090_keeps_the_field_report_model() -> None:
     assert state["device"]["memory_kind"] == "dedicated"
     assert all("gtt_bytes" not in p for p in state["processes"])
     assert CARDS["5090"].budget == 0.93
+
+
+def test_the_native_demo_lists_a_linux_desktops_processes() -> None:
+    # Every bundled scenario with Windows programs: read natively (no --wsl), the card's
+    # processes are a Linux desktop's; the Windows side (--wsl) keeps its programs' names.
+    for name in scenarios.available():
+        lg = Ledger(scenarios.load(name), total=CARDS["5090"].total_mib * MIB, card=CARDS["5090"])
+        lg.advance(1)
+        device = probe_device(dict(lg.state()))
+        assert device.processes is not None
+        names = {p.name for p in device.processes}
+        assert names and not any(n.endswith(".exe") for n in names), (name, names)
+    windows = {p["name"] for p in card_ledger("5090").state()["processes"]}
+    assert "dwm.exe" in windows  # what the Windows counters (--wsl) are named after

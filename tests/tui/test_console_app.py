@@ -13,6 +13,7 @@ import pytest
 from textual.app import App
 from textual.events import MouseScrollUp
 from textual.geometry import Region
+from textual.renderables.blank import Blank
 from textual.widget import Widget
 from textual.widgets import Input
 
@@ -44,6 +45,8 @@ def text(app: VramtopApp, selector: str | type[Widget]) -> str:
         if widget.display is False:
             continue
         rendered: Any = widget.render()
+        if isinstance(rendered, Blank):
+            continue  # a container's own background (the banner's scrolling box)
         parts.append(getattr(rendered, "plain", str(rendered)))
     return "\n".join(parts)
 

@@ -63,3 +63,65 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         # No log lines in this recording: the panel says so rather than staying blank.
         shown = app.query_one(ServerLog).query_one(TailLog).texts
         assert any("No server output" in line for line in shown)
+
+
+async def test_space_pauses_the_replay_and_the_arrows_step_it(tmp_path: Path) -> None:
+    path = tmp_path / "collapse.jsonl"
+    record_collapse(path)
+    now = [0.0]
+    backend = ReplayBackend(path, speed=10.0, clock=lambda: now[0])
+    app = VramtopApp(backend, NO_TIMER, clock=lambda: now[0])
+    async with app.run_test(size=(120, 40)) as pilot:
+        now[0] = 5.0
+        await ticks(pilot, 1)
+        assert app.sample is not None
+        at = app.sample.t
+        header = text(app, ConsoleHeader)
+        # A recorded pid is not a process of this machine.
+        assert "recorded pid" in header and "● running pid" not in header
+        await pilot.press("space")
+        await ticks(pilot, 1)
+        assert "paused" in text(app, ConsoleHeader)
+        now[0] = 9.0  # 40 s of recording at ×10: none of it is played while paused
+        await ticks(pilot, 2)
+        assert app.sample.t == at
+        await pilot.press("right")
+        await ticks(pilot, 1)
+        forward = app.sample.t
+        assert forward > at and "stepped forward" in text(app, ConsoleHeader)
+        await pilot.press("left")
+        await ticks(pilot, 1)
+        assert app.sample.t == at
+        await pilot.press("space")  # plays on from where it stands
+        now[0] = 10.0
+        await ticks(pilot, 1)
+        assert app.sample.t > at and "paused" not in text(app, ConsoleHeader)
+
+
+async def test_a_replays_help_lists_the_keys_that_work_there(tmp_path: Path) -> None:
+    path = tmp_path / "collapse.jsonl"
+    record_collapse(path)
+    backend = ReplayBackend(path, speed=10.0, clock=lambda: 0.0)
+    app = VramtopApp(backend, NO_TIMER, clock=lambda: 0.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 1)
+        rows = {binding: words for _key, words, binding in app.help_rows()}
+        assert "restart" not in rows and "relaunch" not in rows and "start_stop" not in rows
+        assert {"pause", "back", "forward", "timeline", "help"} <= set(rows)
+        # Each name fits the help's column for it (12 cells, one of padding): never cut.
+        assert all(len(binding) <= 11 for binding in rows), rows
+        assert rows["quit"] == "quit"  # nothing runs here that q could ask about
+        await pilot.press("q")  # and it quits at once, as the help says
+        await pilot.pause()
+        assert not app.is_running or app.actions.quitting
+
+
+async def test_the_live_console_neither_shows_nor_lists_the_replay_keys() -> None:
+    from tests.support.console import make_app
+
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 1)
+        rows = {binding for _key, _words, binding in app.help_rows()}
+        assert not rows & {"pause", "back", "forward"}
+        assert "quit" in rows and "restart" in rows

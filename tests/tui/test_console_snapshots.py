@@ -14,6 +14,8 @@ from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
 
 SIZES = [(80, 24), (160, 48)]
+# The banner wraps its words: also at 120 columns, where its second line was cut.
+BANNER_SIZES = [*SIZES, (120, 40)]
 HISTORY_TICKS = 24
 
 
@@ -59,7 +61,7 @@ def test_crashed_server(snap_compare, size: tuple[int, int]) -> None:  # type: i
     assert snap_compare(make_app(backend), terminal_size=size, run_before=crash)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", BANNER_SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_collapse_banner(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     backend = FakeBackend()
 
@@ -71,7 +73,7 @@ def test_collapse_banner(snap_compare, size: tuple[int, int]) -> None:  # type: 
     assert snap_compare(make_app(backend), terminal_size=size, run_before=collapse)
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", BANNER_SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_collapse_banner_details(snap_compare, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
     backend = FakeBackend()
 

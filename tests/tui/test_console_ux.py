@@ -165,7 +165,7 @@ async def test_a_stopped_server_is_not_shown_with_its_last_runs_pid_or_ready_tim
     async with app.run_test(size=(120, 30)) as pilot:
         await ticks(pilot, 1)
         assert "ready in" in text(app, ConsoleHeader)
-        await pilot.press("s")
+        await pilot.press("s", "s")  # a request runs: the second press confirms
         await settle(pilot)
         await ticks(pilot, 1)
         header = text(app, ConsoleHeader)
@@ -546,7 +546,7 @@ async def test_a_stop_reads_as_a_stop_from_its_first_moment() -> None:
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
-        await pilot.press("s")
+        await pilot.press("s", "s")  # a request runs: the second press confirms
         await pilot.pause()
         said = text(app, ConsoleHeader)
         backend.go_on.set()

@@ -42,7 +42,7 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
         offered = suggested_relaunch_flags(app.shown.findings)
         assert offered is not None
         util, max_model_len = offered
-        banner = str(app.query_one(FindingBanner).render())
+        banner = app.query_one(FindingBanner).text
         words = f"relaunch at {util:.2f}" + (
             f", max-model-len {max_model_len:,}" if max_model_len is not None else ""
         )

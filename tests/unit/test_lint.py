@@ -214,6 +214,23 @@ def test_an_inline_key_is_not_stored_and_lint_sees_it(
     assert "key-on-command-line" in out and "exposed" not in out
 
 
+def test_a_key_the_script_exports_is_not_told_to_drop_a_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Written out in the script, not on the command line: the fix names what is there.
+    for text in (
+        "export VLLM_API_KEY=sk-exported111\nvllm serve m\n",
+        "VLLM_API_KEY=sk-inline111 vllm serve m\n",
+    ):
+        script = tmp_path / "exported.sh"
+        script.write_text(text)
+        assert cli.main(["lint", str(script), "--total-gib", "32"]) == 1
+        out = capsys.readouterr().out
+        assert "key-on-command-line" in out and "sk-" not in out
+        assert "--api-key" not in out and "`ps`" not in out
+        assert "remove the key from the script and export VLLM_API_KEY" in out
+
+
 def test_profile_show_masks_and_a_relaunch_save_keeps_the_key(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

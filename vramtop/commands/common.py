@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from vramtop.session.writer import SessionWriter
 
 
+def query_time() -> str:
+    """When an answer was read, as gpustat names it: local time with its offset
+    (`--once --json` and `status --json` stamp their answers with it)."""
+    return datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
 def _normal_rate_field(backend: MachineBackend) -> dict[str, object]:
     """The header's optional `normal_rate`: what the recording's rates are compared with."""
     normal = backend.normal_rate()

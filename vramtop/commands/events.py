@@ -105,9 +105,17 @@ def run(args: argparse.Namespace) -> int:
             nothing_shown(name, log.path, older=log.older, since=options.since, damaged=log.skipped)
         )
     else:
-        for line in table(events):
+        for line in table(events, _terminal_width()):
             print(line)
     return ExitCode.OK
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width, where the table is printed to one; None (whole lines) for a
+    pipe or a file: what reads it there gets every word."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size((100, 24)).columns
 
 
 def nothing_shown(
@@ -150,9 +158,7 @@ def _profile_name(options: EventsOptions) -> str:
 
 def table(events: list[Event], width: int | None = None) -> list[str]:
     """One line per event: local time, event, who asked, what happened; a guard's decision
-    says why, shortened to fit `width` (the terminal's, by default)."""
-    if width is None:
-        width = shutil.get_terminal_size((100, 24)).columns
+    says why, shortened to fit `width` (None: whole lines)."""
     cells = [
         (
             datetime.fromtimestamp(e.t).strftime("%Y-%m-%d %H:%M:%S"),
@@ -163,7 +169,7 @@ def table(events: list[Event], width: int | None = None) -> list[str]:
     ]
     head = ("time", "event", "asked by")
     widths = [max(len(r[i]) for r in [head, *cells]) for i in range(3)]
-    room = max(MIN_WHAT, width - sum(widths) - 6)
+    room = None if width is None else max(MIN_WHAT, width - sum(widths) - 6)
     rows = [(*c, describe(e, room)) for c, e in zip(cells, events, strict=True)]
     return [
         "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]

@@ -227,11 +227,12 @@ def _once(
     # what followed it.
     time.sleep(max(0.0, first_t + (options.interval or ONCE_GAP_S) - backend.samples_now()))
     frame = backend.tick(log_limit=0)
-    # When the answer was read, as gpustat names it: local time with its offset.
-    query_time = datetime.now().astimezone().isoformat(timespec="milliseconds")
+    from vramtop.commands.common import query_time
+
+    read_at = query_time()
     sample = frame.sample
     data = _uncounted_is_unknown(snapshot(sample, wsl=bool(backend.wsl), demo=backend.demo))
-    data["query_time"] = query_time
+    data["query_time"] = read_at
     # Additions: the findings open at this reading (the session format's shape) ...
     data["findings"] = [finding.to_json() for finding in frame.findings]
     # ... and the normal decode speed compared with, and where it came from.

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
+from vramtop.commands.common import query_time
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.launch_failure import state_word
@@ -97,6 +98,8 @@ def _health(url: str) -> tuple[bool, str | None]:
 
 def _print(as_json: bool, data: dict[str, object]) -> int:
     if as_json:
+        # When it was read, as `--once --json` stamps its answer (local time, its offset).
+        data["query_time"] = query_time()
         print(json.dumps(data, indent=2, default=str))
         return 0
     lines = [f"{data.get('profile')}: {data.get('state_word') or data['state']}"]

@@ -107,7 +107,23 @@ class Facts:
     cites more (a spill) adds it in its own `to_json`."""
 
     def to_json(self) -> JsonObject:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.metadata.get("json", True)}
+        return {
+            f.name: _whole(getattr(self, f.name))
+            if f.metadata.get("count")
+            else getattr(self, f.name)
+            for f in fields(self)
+            if f.metadata.get("json", True)
+        }
+
+
+# A `Facts` field that counts (requests, preemptions), `field(metadata=COUNT)`: written as a
+# whole number, `2` not `2.0`, as `--once` writes them (vLLM's metrics page gives every
+# number as a float).
+COUNT: Mapping[str, bool] = {"count": True}
+
+
+def _whole(value: JsonValue) -> JsonValue:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class Evidence(Mapping[str, JsonValue]):

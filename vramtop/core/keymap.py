@@ -80,6 +80,24 @@ ACTIONS: list[tuple[str, str, str, str, str, str]] = [
         "Start or end a simulated call",
         "demo: start or end a simulated video call",
     ),
+    # A replay's own: its recording paused and stepped (hidden, and not in the help, live).
+    ("pause", "space", "pause", "Pause", "Pause or play the replay", "replay: pause or play on"),
+    (
+        "back",
+        "left",
+        "step(False)",
+        "Back",
+        "Step the replay back",
+        "replay: one recorded sample back (pauses)",
+    ),
+    (
+        "forward",
+        "right",
+        "step(True)",
+        "Forward",
+        "Step the replay forward",
+        "replay: one recorded sample forward (pauses)",
+    ),
     ("cycle_theme", "t", "cycle_theme", "Theme", "Next theme", "cycle through the themes"),
     ("help", "question_mark", "help", "Help", "Help: keys", "this help"),
     (

@@ -139,6 +139,21 @@ def not_serving(sample: Sample) -> str | None:
     return None
 
 
+# `server.state` of a server watched by its URL alone (no process known to vramtop) that
+# does not answer; a supervised server keeps its lifecycle word (a `ServerState`).
+UNREACHABLE = "unreachable"
+
+
+def _state(sample: Sample) -> str | None:
+    """The server's state word: its lifecycle where vramtop knows its process, `unreachable`
+    for a URL that does not answer; None where nothing says (a URL that answers)."""
+    if sample.info is not None:
+        return sample.info.state.value
+    if sample.server is not None and not sample.server.reachable:
+        return UNREACHABLE
+    return None
+
+
 def _count(value: float | None) -> int | None:
     # Counts are whole numbers (the parser drops any other): `1`, not `1.0`.
     return None if value is None else int(value)
@@ -183,7 +198,7 @@ def _snapshot(sample: Sample, *, wsl: bool, demo: bool) -> JsonObject:
         },
         "server": {
             "url": server.url if server else None,
-            "state": info.state.value if info else None,
+            "state": _state(sample),
             "phase": info.phase if info else None,
             "pid": info.pid if info else None,
             "profile": info.profile if info else None,

@@ -36,6 +36,16 @@ if TYPE_CHECKING:
     from vramtop.supervisor.service import Supervisor
 
 
+def simulated_clock(speed: float) -> Callable[[], float]:
+    """The samples' clock on the simulated machine: seconds of simulated time (real time ×
+    its speed). Rates are then per simulated second, as the simulated vLLM's own figures
+    are (its latencies, its stats line): at VRAMTOP_SIM_SPEED=4 the total and the
+    per-request rates agree, where the total was per real second (4× the per-request)."""
+    if speed <= 0 or speed == 1:
+        return time.monotonic
+    return lambda: time.monotonic() * speed
+
+
 @dataclass(frozen=True)
 class DemoStart:
     """The simulated machine before the backend over it: the world (answering), the demo
@@ -103,8 +113,7 @@ def demo_backend(
     clock: Callable[[], float] | None = None,
 ) -> tuple[MachineBackend, bool]:
     """The demo backend, and whether this call started the simulated machine itself.
-    `clock`: the samples' clock (default: real time; the guard passes the simulated one, so
-    that rates are per simulated second and its waits count simulated time).
+    `clock`: the samples' clock (default: the simulated machine's, `simulated_clock`).
 
     With `start_server` the fake server is marked to start (the console starts it in a worker
     and shows its progress; `--once` starts it and waits). `begun`, `start`: the simulated
@@ -127,7 +136,7 @@ def demo_backend(
         log_path=lambda: supervisor.log_path,
         log_start=lambda: supervisor.log_offset,
         windows=SimWindowsSource(machine.socket_path) if wsl and windows else None,
-        clock=clock or time.monotonic,
+        clock=clock or simulated_clock(machine.speed),
         door=door_reader(supervisor),  # the demo's door, where it runs behind one
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from vramtop.core.model import Rates, Sample
 from vramtop.core.remedy import FlagChange, RelaunchPrecheck
@@ -64,6 +64,19 @@ class Frame:
     # The rates against the normal, worked out once where the sample was diagnosed: what the
     # throughput panel, the banner and the door line draw (None: no sample diagnosed).
     throughput: ThroughputView | None = None
+
+
+@runtime_checkable
+class ReplayControls(Protocol):
+    """A recording's playback, as the console's Space and arrow keys move it."""
+
+    def toggle_pause(self) -> bool:
+        """Pause, or play on; returns whether paused."""
+        ...
+
+    def step(self, forward: bool) -> bool:
+        """Pause and move one recorded sample; False where there is none that way."""
+        ...
 
 
 class Backend(ABC):

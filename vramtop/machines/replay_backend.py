@@ -20,6 +20,7 @@ from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
 from vramtop.session.playback import ReplaySource
+from vramtop.session.session_reader import Record
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
 
@@ -37,13 +38,19 @@ class ReplayBackend(Backend):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = ReplaySource(path, speed=speed)  # SessionError on an unreadable file
+        self._path, self._speed = path, speed
         self.profile_name: str | None = f"replay of {path.name} ×{speed:g}"
         self._name = path.name
         self.wsl = bool(self.source.header.wsl)
         self._clock = clock
-        self._started = clock()
+        # Where the playback stands, in seconds of playback: it moves with the clock while
+        # playing, and stands while paused (Space) or stepped (← →).
+        self._position_s = 0.0
+        self._clock_at = clock()
+        self.paused = False
         self._events: list[Event] = []
         self._log: list[str] = []
+        self._sample_ts: list[float] = []  # the times of the samples shown, for a step back
         self._empty = Sample(t=0.0, gpu=GpuReading(source="recording", error="no sample yet"))
 
     @property
@@ -53,8 +60,58 @@ class ReplayBackend(Backend):
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
         return self.framed(self._advance(), log_limit)
 
+    # -- the person's controls: pause, step -----------------------------------------------
+    def toggle_pause(self) -> bool:
+        """Pause the playback, or play on from where it stands; returns whether paused."""
+        self._follow_clock()
+        self.paused = not self.paused
+        return self.paused
+
+    def step(self, forward: bool) -> bool:
+        """Pause, and move one recorded sample forward or back; False where there is none
+        that way (the first sample, the end of the file)."""
+        self._follow_clock()
+        self.paused = True
+        if forward:
+            if self.source.finished:
+                return False
+            self._take(self.source.next_sample())
+        else:
+            if len(self._sample_ts) < 2:
+                return False
+            self._rewind_to(self._sample_ts[-2])
+        latest = self.source.latest
+        if latest is not None:
+            self._position_s = self.source.elapsed_at(latest.t)
+        return True
+
+    def _follow_clock(self) -> None:
+        now = self._clock()
+        if not self.paused:
+            self._position_s += now - self._clock_at
+        self._clock_at = now
+
+    def _rewind_to(self, t: float) -> None:
+        """Read the file again from its start up to the sample of time `t` (the diagnosis
+        too: the findings are those open then)."""
+        self.source = ReplaySource(self._path, speed=self._speed)
+        self._events, self._log, self._sample_ts = [], [], []
+        self.profile_name = f"replay of {self._name} ×{self._speed:g}"
+        while (latest := self.source.latest) is None or latest.t < t:
+            records = self.source.next_sample()
+            if not records:
+                break
+            self._take(records)
+
     def _advance(self) -> Sample:
-        for record in self.source.advance(self._clock() - self._started):
+        self._follow_clock()
+        self._take(self.source.advance(self._position_s))
+        return self._latest()
+
+    def _take(self, records: list[Record]) -> None:
+        for record in records:
+            if isinstance(record, Sample):
+                self._sample_ts.append(record.t)
             if isinstance(record, Event):
                 self._events.append(record)
                 line, last = record.detail.get("line"), record.detail.get("last_lines")
@@ -62,6 +119,8 @@ class ReplayBackend(Backend):
                     self._log.append(line)
                 for each in last if isinstance(last, list | tuple) else ():
                     self._log.append(str(each))
+
+    def _latest(self) -> Sample:
         latest = self.source.latest
         if self.source.finished:
             # The last frame stays up: say it is the end of the file, not a live server.

@@ -81,3 +81,19 @@ class ReplaySource:
                 break
             due.append(self._take())
         return due
+
+    def next_sample(self) -> list[Record]:
+        """The records up to and including the next sample (a step of the replay)."""
+        due: list[Record] = []
+        while (record := self._peek()) is not None:
+            if self._start_t is None:
+                self._start_t = record.t
+            due.append(self._take())
+            if isinstance(record, Sample):
+                break
+        return due
+
+    def elapsed_at(self, t: float) -> float:
+        """The seconds of playback at which the record of time `t` is due."""
+        start = self._start_t if self._start_t is not None else t
+        return (t - start) / self.speed if self.speed > 0 else 0.0

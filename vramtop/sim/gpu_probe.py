@@ -62,10 +62,11 @@ class SimGpuProbe:
         processes = None
         if not self.wsl:
             # Processes that use only system memory (unified memory) are not GPU processes.
+            # A Linux desktop's: a Windows program of the scenario by its Linux name.
             processes = tuple(
                 ProcessMemory(
                     int(p["pid"]),
-                    str(p["name"]),
+                    str(p.get("linux_name") or p["name"]),
                     int(p["used_bytes"]),
                     gtt_bytes=int(p["gtt_bytes"]) if "gtt_bytes" in p else None,
                 )

@@ -237,6 +237,9 @@ class Ledger:
             {"pid": pid, "name": name, "used_bytes": b, "kind": "desktop", "gpu": app.gpu}
             for (pid, name, b), app in zip(desktop, apps, strict=True)
         ]
+        for process, app in zip(processes, apps, strict=True):
+            if app.linux_name is not None:
+                process["linux_name"] = app.linux_name
         gtt = self.card.spill == "gtt"
         processes += [_process(a, gtt) for a in self.allocations.values()]
         servers: list[ServerState] = []

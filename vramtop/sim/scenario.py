@@ -25,6 +25,9 @@ class DesktopApp:
     # False: the process uses system memory only (unified memory: it counts against the shared
     # pool, but the driver does not list it as a GPU process).
     gpu: bool = True
+    # Its name on a Linux desktop, where `name` is a Windows program's (`dwm.exe`): the
+    # machine read natively (no --wsl) lists a Linux desktop's processes. None: the same.
+    linux_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ def from_dict(data: dict[str, Any], default_name: str = "custom") -> Scenario:
                 float(d["idle_gib"]),
                 float(d.get("call_gib", 0.0)),
                 bool(d.get("gpu", True)),
+                str(d["linux_name"]) if d.get("linux_name") else None,
             )
             for d in data.get("desktop", [])
         ),

@@ -52,6 +52,9 @@ class ProcessState(TypedDict):
     used_bytes: int
     kind: str
     gpu: NotRequired[bool]  # desktop apps only: False where it uses system memory alone
+    # Desktop apps only: the name the process has on a Linux desktop (the machine read
+    # natively, without --wsl), where the scenario names a Windows program.
+    linux_name: NotRequired[str]
     gtt_bytes: NotRequired[int]  # AMD: what was evicted to GTT
 
 

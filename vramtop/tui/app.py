@@ -30,6 +30,7 @@ from textual.binding import Binding, BindingType
 from textual.command import CommandPalette
 from textual.containers import Container, Horizontal
 from textual.events import Resize
+from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
@@ -38,10 +39,18 @@ from textual.widgets import Footer
 from vramtop import locations
 from vramtop.core.events import EventName
 from vramtop.core.model import Sample, ServerState
-from vramtop.machines.interface import Backend
+from vramtop.machines.interface import Backend, ReplayControls
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
-from vramtop.tui.keys import ACTIONS, DEFAULT_KEYS, FOOTER_HIDDEN, KEY_DISPLAY, LAUNCHED
+from vramtop.tui.keys import (
+    ACTIONS,
+    DEFAULT_KEYS,
+    FOOTER_HIDDEN,
+    KEY_DISPLAY,
+    LAUNCHED,
+    QUIT_AT_ONCE,
+    REPLAY_ONLY,
+)
 from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.panels import Panels
 from vramtop.tui.reader import Reader
@@ -202,10 +211,21 @@ class VramtopApp(App[int]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.height < SHORT_DIALOG_HEIGHT, "-short")
-        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self._lay_out(event.size)
+
+    def _lay_out(self, size: Size) -> None:
+        """Compact panels on a small terminal. On a short one the banner's details, once
+        opened, take the rows of the KV and throughput panels until `d` closes them: they
+        wrap, every word of the finding on screen (the VRAM panel stays, compact)."""
+        if not self.screen_stack:
+            return
+        details = self.shown.banner_details and bool(self.shown.findings)
+        details_room = details and size.height < SHORT_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or details_room
         # The console's own screen, also when a dialog is on top: resized under the help,
         # it kept its layout for the old size once the help closed.
         main = self.screen_stack[0]
+        main.set_class(details_room, "-details")
         if compact != main.has_class("-compact"):
             main.set_class(compact, "-compact")
             for panel in main.query(TextPanel):
@@ -256,6 +276,8 @@ class VramtopApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_call":
             return self.backend.demo  # False hides it: outside the demo there is no call
+        if action in REPLAY_ONLY:
+            return self.backend.recorded  # a recording's own keys
         if action == "toggle_details":
             return bool(self.shown.findings)  # details of the open finding: hidden without one
         if action in ("restart", "relaunch", "start_stop"):
@@ -265,16 +287,22 @@ class VramtopApp(App[int]):
                 return True  # stops the server it is bringing up (a load takes minutes)
             if self.actions.busy is not None:
                 return None  # shown dimmed: wait for the running action
-            state = self.state
-            if action == "restart" and state in (None, ServerState.STOPPED):
-                return None
+            # (r on a stopped server starts it, and says so: never a key that does nothing.)
         return True
 
     def palette_entries(self) -> Iterable[tuple[str, str, str]]:
         for _id, _key, action, _label, title, help_text in ACTIONS:
-            if action == "toggle_call" and not self.backend.demo:
-                continue
-            yield title, help_text, action
+            if self._offered(action):
+                yield title, help_text, action
+
+    def _offered(self, action: str) -> bool:
+        """Whether the key does anything in this console (the help and the palette list
+        only those): the call only in the demo, a replay's keys only in a replay, no action
+        on the server where nothing can act."""
+        name = action.split("(")[0]
+        if name in ("toggle_call", "restart", "relaunch", "start_stop", *REPLAY_ONLY):
+            return self.check_action(name, ()) is not False
+        return True  # (d is listed also while no finding is open to show)
 
     def action_timeline(self) -> None:
         from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -292,6 +320,23 @@ class VramtopApp(App[int]):
     def action_toggle_details(self) -> None:
         self.shown = replace(self.shown, banner_details=not self.shown.banner_details)
         self._render_banner()
+        self._lay_out(self.size)
+        self.call_after_refresh(self._details_room)
+
+    def _details_room(self) -> None:
+        """Details longer than the banner's room scroll: the banner takes the arrow keys
+        while they are open, and the status line says so; closed, it gives them back."""
+        banner = self._panels.banner
+        if self.shown.banner_details and banner.max_scroll_y > 0:
+            banner.can_focus = True
+            banner.focus()
+            self.say("↑ ↓ PgUp PgDn scroll the finding's details", news=False)
+        elif banner.can_focus:
+            banner.can_focus = False
+            if banner.has_focus:
+                self.screen.set_focus(None)
+            self.say(None)
+        self.render_header()
 
     def on_finding_banner_toggled(self) -> None:
         self.action_toggle_details()
@@ -316,8 +361,10 @@ class VramtopApp(App[int]):
     def help_rows(self) -> list[tuple[str, str, str]]:
         rows = []
         for binding_id, _key, action, _label, _title, help_text in ACTIONS:
-            if action == "toggle_call" and not self.backend.demo:
+            if not self._offered(action):
                 continue
+            if action == "quit_console" and not self.backend.can_act:
+                help_text = QUIT_AT_ONCE  # nothing of ours runs: q asks nothing
             rows.append((self.key_of(binding_id), help_text, binding_id))
         return rows
 
@@ -349,6 +396,32 @@ class VramtopApp(App[int]):
 
     def action_toggle_call(self) -> None:
         self.actions.toggle_call()
+
+    # -- a replay's keys -----------------------------------------------------------------
+    def action_pause(self) -> None:
+        backend = self.backend
+        if isinstance(backend, ReplayControls):
+            paused = backend.toggle_pause()
+            self._replay_moved(f"paused · {self.key_of('pause')} plays on" if paused else None)
+
+    def action_step(self, forward: bool) -> None:
+        backend = self.backend
+        if isinstance(backend, ReplayControls):
+            moved = backend.step(forward)
+            where = "forward" if forward else "back"
+            self._replay_moved(
+                f"paused · stepped {where}" if moved else f"paused · nothing further {where}"
+            )
+
+    def _replay_moved(self, words: str | None) -> None:
+        """The replay paused, played on or stepped: the frame it stands at, and the clock
+        going again where it had stopped at the end of the file."""
+        if self.shown.ended and not self.backend.finished:
+            self.shown = replace(self.shown, ended=False)
+            self._ticker = self.set_interval(self.settings.interval_s, self.reader.request_tick)
+        self.say(words, news=False)
+        self.request_tick()
+        self.render_header()
 
     def action_quit_console(self) -> None:
         self.actions.quit_console()

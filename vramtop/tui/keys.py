@@ -9,8 +9,21 @@ from __future__ import annotations
 
 from vramtop.core.keymap import ACTIONS, DEFAULT_KEYS
 
-__all__ = ["ACTIONS", "DEFAULT_KEYS", "FOOTER_HIDDEN", "KEY_DISPLAY", "LAUNCHED", "UNDER_WAY"]
+__all__ = [
+    "ACTIONS",
+    "DEFAULT_KEYS",
+    "FOOTER_HIDDEN",
+    "KEY_DISPLAY",
+    "LAUNCHED",
+    "QUIT_AT_ONCE",
+    "REPLAY_ONLY",
+    "UNDER_WAY",
+]
 
+# A replay's keys: the console on a live machine neither shows nor offers them.
+REPLAY_ONLY = {"pause", "step"}
+# The help's words for q where quitting asks nothing (a replay, a URL watched).
+QUIT_AT_ONCE = "quit"
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
 # What the status line says as an action begins, until its first step is known.
@@ -20,6 +33,6 @@ UNDER_WAY = {
     "restart": "restarting",
     "relaunch": "relaunching",
 }
-KEY_DISPLAY = {"slash": "/", "question_mark": "?"}
+KEY_DISPLAY = {"slash": "/", "question_mark": "?", "space": "Space", "left": "←", "right": "→"}
 # d (details) is offered by the banner itself, the only time it does anything.
 FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log", "details"}

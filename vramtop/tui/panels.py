@@ -83,6 +83,7 @@ class Panels:
             demo=backend.demo,
             profile=backend.profile_name,
             activity=shown.activity,
+            recorded=backend.recorded,
         )
 
 

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 RESTART_CONFIRM_S = 5.0
 # What `r` says behind a front door, where no request is lost and none is asked about.
 DOOR_HOLDS = "the front door holds the agent's requests"
+# What `s` says behind a front door: the requests running finish before the server stops.
+DOOR_LETS_FINISH = "the door lets the requests finish"
 
 Call = Callable[[Callable[[str], None]], ActionResult]
 
@@ -49,7 +51,9 @@ class ActionRunner:
         self._app = app
         self.busy: str | None = None  # the action running now, if any
         self._load_stop_asked = False  # s during a start: the load is being stopped
-        self._restart_armed = False
+        # The action a first press asked about (its requests would be cut off), until a
+        # second press confirms it or RESTART_CONFIRM_S passes.
+        self._armed: str | None = None
         self._proposal: FlagChange | None = None  # the what-if's flags, for the relaunch
         self.quitting = False
         # Printed once the console has gone: where the server left running is, how to stop it.
@@ -64,31 +68,31 @@ class ActionRunner:
     # -- restart ---------------------------------------------------------------------------
     def restart(self) -> None:
         app = self._app
-        sample = app.shown.sample
-        server = sample.server if sample else None
-        # Only a server that answered this tick has requests to lose: a dead one's last
-        # sample (kept, marked stale) counts none.
-        fresh = server is not None and server.reachable and not server.stale
-        metrics = server.metrics if server is not None and fresh else None
-        running = int(metrics.requests_running or 0) if metrics else 0
         backend = app.backend
+        state = app.shown.server_state
+        if state is None or state is ServerState.STOPPED:
+            # Nothing runs to restart: r starts it, or says why it cannot yet.
+            self._armed = None
+            if state is None:
+                app.say("restart: the server's state is not read yet: try again in a moment")
+                app.render_header()
+            elif self.busy is None:
+                self.start("start", lambda progress: backend.start(progress=progress))
+                app.say("restart: the server was stopped: starting it", news=False)
+                app.render_header()
+            return
         if backend.front_door is not None:
             # Behind a front door a restart lets the requests in flight finish (up to the
             # profile's drain_s) and holds new ones: nothing is lost, nothing to confirm.
-            self._restart_armed = False
+            self._armed = None
             if self.busy is None:
                 self.start("restart", lambda progress: backend.restart(progress=progress))
                 app.say(f"restart: {DOOR_HOLDS}", news=False)  # until its first step
                 app.render_header()
             return
-        if running and not self._restart_armed:
-            self._restart_armed = True
-            again = app.key_of("restart")
-            app.say(f"{running} request(s) running: press {again} again to restart", news=False)
-            app.render_header()
-            app.set_timer(RESTART_CONFIRM_S, self._disarm_restart)
+        running = self._requests_running()
+        if running and not self._ask_again("restart", running):
             return
-        self._restart_armed = False
         # Confirmed with requests running: they are lost anyway, so the server is not given
         # its whole stop timeout to finish them (uvicorn waits for open connections).
         lost = running > 0
@@ -96,9 +100,33 @@ class ActionRunner:
             "restart", lambda progress: backend.restart(progress=progress, requests_lost=lost)
         )
 
-    def _disarm_restart(self) -> None:
-        if self._restart_armed:
-            self._restart_armed = False
+    def _requests_running(self) -> int:
+        """The requests the server runs now: what a restart or a stop would cut off."""
+        sample = self._app.shown.sample
+        server = sample.server if sample else None
+        # Only a server that answered this tick has requests to lose: a dead one's last
+        # sample (kept, marked stale) counts none.
+        fresh = server is not None and server.reachable and not server.stale
+        metrics = server.metrics if server is not None and fresh else None
+        return int(metrics.requests_running or 0) if metrics else 0
+
+    def _ask_again(self, action: str, running: int) -> bool:
+        """Whether `action` (restart, stop), which would cut `running` requests off, was
+        asked for twice within RESTART_CONFIRM_S; the first press asks on the status line."""
+        app = self._app
+        if self._armed == action:
+            self._armed = None
+            return True
+        self._armed = action
+        key = app.key_of("restart" if action == "restart" else "start_stop")
+        app.say(f"{running} request(s) running: press {key} again to {action}", news=False)
+        app.render_header()
+        app.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action))
+        return False
+
+    def _disarm(self, action: str) -> None:
+        if self._armed == action:
+            self._armed = None
             self._app.say(None)
             self._app.render_header()
 
@@ -202,6 +230,17 @@ class ActionRunner:
             self._stop_load()
             return
         if self._app.shown.server_state in (ServerState.RUNNING, ServerState.STARTING):
+            if backend.front_door is not None:
+                # The door lets the requests in flight finish before the server stops.
+                self._armed = None
+                if self.busy is None:
+                    self.start("stop", lambda progress: backend.stop(progress=progress))
+                    self._app.say(f"stop: {DOOR_LETS_FINISH}", news=False)
+                    self._app.render_header()
+                return
+            running = self._requests_running()
+            if running and not self._ask_again("stop", running):
+                return
             self.start("stop", lambda progress: backend.stop(progress=progress))
         else:
             self.start("start", lambda progress: backend.start(progress=progress))

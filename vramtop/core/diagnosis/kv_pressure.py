@@ -8,7 +8,7 @@ shorter requests.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import kv_cost, largest_util_for_desktop
@@ -23,6 +23,7 @@ from vramtop.core.diagnosis.thresholds import (
     THROTTLE_WINDOW,
 )
 from vramtop.core.findings import (
+    COUNT,
     Evidence,
     Facts,
     Kind,
@@ -80,9 +81,9 @@ class KvFacts(Facts):
     """KV pressure's evidence (the session format's keys, in order)."""
 
     kv_cache_usage: float
-    requests_running: float | None
-    requests_waiting: float | None
-    preemptions_total: float | None
+    requests_running: float | None = field(metadata=COUNT)
+    requests_waiting: float | None = field(metadata=COUNT)
+    preemptions_total: float | None = field(metadata=COUNT)
     preempting: bool
     kv_cache_tokens: int | None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vramtop.core.findings import Facts
+from vramtop.core.findings import COUNT, Facts
 from vramtop.core.json_types import JsonObject
 from vramtop.core.windows.prose import with_spill
 from vramtop.core.windows.spill import SpillEvidence
@@ -27,7 +27,7 @@ class ContentionFacts(Facts):
     decode_measure: str
     normal_rate_source: str | None
     normal_rate_saved_at: float | None
-    requests_running: float
+    requests_running: float = field(metadata=COUNT)
     kv_cache_usage: float | None
     used_bytes: int
     total_bytes: int
@@ -100,7 +100,7 @@ class SlowdownFacts(Facts):
     normal_rate_saved_at: float | None
     slow_seconds: int
     judged_seconds: int
-    requests_running: float
+    requests_running: float = field(metadata=COUNT)
     kv_cache_usage: float | None
     used_bytes: int
     total_bytes: int

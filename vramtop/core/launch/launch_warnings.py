@@ -75,12 +75,23 @@ def lint_launch(
                 "remove it unless the model needs it and you trust its source.",
             )
         )
-    if key_on_line or api_key_in_script:
+    if key_on_line:
         findings.append(
             Finding(
                 "key-on-command-line",
                 "the API key is written in the launch (visible in `ps` and in the file).",
                 "remove --api-key and export VLLM_API_KEY in your shell (vLLM reads it).",
+            )
+        )
+    elif api_key_in_script:
+        # The script sets the variable itself (`export VLLM_API_KEY=…`): no --api-key to
+        # remove, but the key sits in the file.
+        findings.append(
+            Finding(
+                "key-on-command-line",
+                "the API key is written in the script (visible in the file).",
+                "remove the key from the script and export VLLM_API_KEY in your shell "
+                "before starting (vLLM reads it).",
             )
         )
     if keys_in_file:

@@ -6,7 +6,7 @@ from textual.content import Content
 
 from vramtop.core.launch_failure import state_word
 from vramtop.core.model import GIB, Sample, ServerState
-from vramtop.tui.format import ready_time, uptime
+from vramtop.tui.format import duration, ready_time, uptime
 from vramtop.tui.widgets.text_panel import TextPanel
 
 Part = str | tuple[str, str]
@@ -27,6 +27,10 @@ class ConsoleHeader(TextPanel):
     }
     """
 
+    # The time to ready of the last start seen: said while the next one loads (a new start's
+    # record has none of its own until it is ready).
+    _last_ready_s: float | None = None
+
     def show(
         self,
         sample: Sample | None,
@@ -37,13 +41,23 @@ class ConsoleHeader(TextPanel):
         demo: bool,
         profile: str | None,
         activity: str | None,
+        recorded: bool = False,
     ) -> None:
+        """`recorded`: a replay: the pid is a recorded one, not a process of this machine."""
+        info = sample.info if sample else None
+        if info is not None and info.ready_s is not None:
+            self._last_ready_s = info.ready_s
         # Two rows: the second (state, uptime) changes every second, the first rarely.
         width = self.content_region.width or None  # None before the first layout
         self.set_rows(
             [
                 _fit(_machine_line(sample, wsl, call_on, demo, profile), width),
-                _fit(_server_line(sample, now, activity), width),
+                _fit(
+                    _server_line(
+                        sample, now, activity, recorded=recorded, last_ready_s=self._last_ready_s
+                    ),
+                    width,
+                ),
             ]
         )
 
@@ -94,7 +108,24 @@ def _machine_line(
     return parts
 
 
-def _server_line(sample: Sample | None, now: float, activity: str | None) -> list[Part]:
+def _not_answering(sample: Sample | None) -> str | None:
+    """What a running server's process is while it answers nothing: "not answering" (for
+    how long, where known); None while it answers."""
+    server = sample.server if sample else None
+    if server is None or (server.reachable and not server.stale):
+        return None
+    waited = server.not_answering_s
+    return "not answering" if waited is None else f"not answering for {duration(waited)}"
+
+
+def _server_line(
+    sample: Sample | None,
+    now: float,
+    activity: str | None,
+    *,
+    recorded: bool = False,
+    last_ready_s: float | None = None,
+) -> list[Part]:
     info = sample.info if sample else None
     parts: list[Part] = []
     server = sample.server if sample else None
@@ -111,9 +142,19 @@ def _server_line(sample: Sample | None, now: float, activity: str | None) -> lis
     elif info is None:
         parts.append("server: not known yet")
     else:
-        parts.append((f"● {state_word(info)}", STATE_STYLE.get(info.state, "")))
+        silent = _not_answering(sample) if info.state is ServerState.RUNNING else None
+        if silent is not None:
+            # Its process is there, but it answers nothing (stopped, hung): not "running".
+            parts.append((f"● {silent}", STATE_STYLE[ServerState.CRASHED]))
+        else:
+            parts.append((f"● {state_word(info)}", STATE_STYLE.get(info.state, "")))
         if info.pid is not None:
-            parts.append(f" pid {info.pid}")
+            parts.append(f" recorded pid {info.pid}" if recorded else f" pid {info.pid}")
+        if info.state is ServerState.STARTING and info.started_at is not None:
+            # A load takes minutes: how long this one has taken, and the last one in all.
+            parts.append(f" · {duration(now - info.started_at)} so far")
+            if last_ready_s is not None:
+                parts.append(Optional((f" (last start: {ready_time(last_ready_s)})", "")))
         # The details that give way to `activity` first: the last listed goes first.
         if info.state is ServerState.RUNNING and info.started_at is not None:
             parts.append(Optional((f" · up {uptime(now - info.started_at)}", "")))

@@ -1,6 +1,6 @@
 """The banner across the top when a finding is open: what, why, and the keys that fix it.
 
-Compact by default (the headline in words, one line of evidence, the remedy keys): it opens
+Compact by default (the headline in words, the evidence in a sentence, the remedy keys): it opens
 at the very moment the panels below it matter. `d` (or a click) opens the details: the
 finding's id, its evidence ladder and the remedy's reasoning.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.events import Click
 from textual.message import Message
@@ -28,16 +30,33 @@ FIX_PROFILE = "fix_profile"
 DEFAULT_KEYS: Mapping[str, str] = {"restart": "r", "relaunch": "b", "details": "d", "timeline": "e"}
 
 
-class FindingBanner(Static):
+class FindingBanner(VerticalScroll, can_focus=False):
+    """A scrolling box around the banner's text: details longer than its room scroll, with
+    the arrows and the page keys once it has the focus (the console gives it while they
+    are open and do not fit; else it takes none, the log keeps it)."""
+
     _shown: Content | None = None
     DEFAULT_CSS = """
     FindingBanner {
-        display: none; height: auto; padding: 0 1;
+        display: none; height: auto; max-height: 60%; padding: 0 1;
         background: $error-muted; border-left: thick $error;
+        scrollbar-size-vertical: 1;
     }
+    FindingBanner > Static { height: auto; }
     FindingBanner.-open { display: block; }
-    FindingBanner.-short { text-wrap: nowrap; text-overflow: ellipsis; }
     """
+
+    def compose(self) -> ComposeResult:
+        yield Static()
+
+    def update(self, text: Content) -> None:
+        """The banner's text (wrapped to its width)."""
+        self.query_one(Static).update(text)
+
+    @property
+    def text(self) -> str:
+        """What the banner says, as plain text ("" while no finding was shown)."""
+        return self._shown.plain if self._shown is not None else ""
 
     class Toggled(Message):
         """The banner was clicked: open or close its details."""
@@ -58,8 +77,9 @@ class FindingBanner(Static):
     ) -> None:
         """`details`: the evidence ladder and the finding's id too (else the compact form).
 
-        `short`: with details, one line for the whole ladder (small terminals keep room for
-        the panels).
+        `short`: with details, the whole ladder as one paragraph (small terminals keep room
+        for the panels). Every line wraps, never cut: a finding's words are all on screen,
+        and a banner taller than half the screen scrolls.
 
         `can_act`: False when watching only (a recording, a URL): the remedy is said, but
         no key is offered for it, since r and b do nothing there.
@@ -75,7 +95,6 @@ class FindingBanner(Static):
                 self.remove_class("-open")
             return
         self.set_class(True, "-open")
-        self.set_class(short or not details, "-short")
         text = banner_text(
             findings[0],
             more=len(findings) - 1,
