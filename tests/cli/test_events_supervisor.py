@@ -81,8 +81,8 @@ def test_an_actions_outcome_is_set_once_and_told_to_the_timeline_and_every_liste
     told: list[ActionDone] = []
     supervisor.tell_actions_to(told.append)
     assert supervisor.start().outcome is Outcome.OK
-    relaunched = supervisor.relaunch(util=0.8)
-    refused = supervisor.relaunch(util=0.7, precheck=lambda changes: "vLLM would refuse it")
+    relaunched = supervisor.relaunch(FlagChange(0.8))
+    refused = supervisor.relaunch(FlagChange(0.7), precheck=lambda change: "vLLM would refuse it")
     assert relaunched.outcome is Outcome.OK and refused.outcome is Outcome.REFUSED
     assert [(d.name, d.outcome, d.changed) for d in told] == [
         ("start", Outcome.OK, True),

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.sim_card import CardSupervisor, SimCard
 from vramtop.core.findings import Kind
+from vramtop.core.remedy import FlagChange
 from vramtop.machines.interface import Frame
 
 SPEED = 20.0
@@ -35,7 +36,7 @@ def test_a_relaunch_during_a_call_does_not_learn_the_calls_rate_as_normal(
         normal = before.normal_rate.tps
         card.set_call(True)
         seconds(20)  # the call collapses the server at 0.93
-        assert backend.relaunch(0.85).ok
+        assert backend.relaunch(FlagChange(0.85)).ok
         during = seconds(90)
         for frame in during:
             view = frame.throughput
@@ -51,7 +52,7 @@ def test_on_the_spark_a_call_that_squeezes_system_memory_does_not_teach_the_norm
     # The Spark's unified memory: the call's squeeze collapses decode speed at its default
     # budget (the simulator has no milder dip there); no second of it becomes the normal.
     card = SimCard("spark", speed=SPEED, card="spark")
-    supervisor = CardSupervisor(card, "demo", card.machine.card.util, max_model_len=131_072)
+    supervisor = CardSupervisor(card, "demo", card.machine.card.budget, max_model_len=131_072)
     with supervisor.backend() as backend:
         for _ in range(60):
             supervisor.run(1.0)
