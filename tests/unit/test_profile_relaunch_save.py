@@ -95,7 +95,7 @@ def test_a_profile_that_cannot_be_written_is_said_as_every_writer_says_it(
     """`relaunch --save` whose write fails (a full disk; here a file standing where the
     profile's directory should be) says the path and the fix as every writer does
     (`files.problem_words`), not "[Errno 20] … : 'PATH'"."""
-    from vramtop.supervisor.actions import _save_profile
+    from vramtop.supervisor.relaunching import _save_profile
 
     path = tmp_path / "desk.toml"
     path.write_text(FILE)
