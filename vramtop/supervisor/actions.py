@@ -24,7 +24,6 @@ from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     ServerHandle,
     create_time,
-    flags_of,
     no_progress,
     own_create_time,
     pgid_of,
@@ -226,7 +225,7 @@ class ServerActions:
                 # Who follows the load to ready (nobody without `wait_ready`: then housekeeping).
                 actor_pid=os.getpid() if wait_ready else None,
                 actor_create_time=own_create_time() if wait_ready else None,
-                **flags_of(argv),
+                **state.flags_of(argv),
                 **door_facts,
             )
             # Saved before the launch: a vramtop killed right after it still finds the server
