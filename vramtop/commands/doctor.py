@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 
 from vramtop.commands.shared_options import Given, Target
-from vramtop.machines.setup_checks import Facts, render, run_checks, wait_for_windows
+from vramtop.machines.doctor_report import render, run_checks
+from vramtop.machines.setup_checks import Facts, wait_for_windows
 
 WINDOWS_WAIT_S = 15.0
 
