@@ -89,7 +89,8 @@ def gather(target: Target) -> Facts:
 
 
 def _windows(facts: Facts, *, windows: bool) -> None:
-    from vramtop.sources.windows_counters import WindowsGpuSource, find_powershell, interop_problem
+    from vramtop.sources.windows_counters import WindowsGpuSource
+    from vramtop.sources.wsl_powershell import find_powershell, interop_problem
 
     facts.powershell = find_powershell()
     facts.interop_problem = interop_problem()
