@@ -75,10 +75,10 @@ class ServerHandle:
         key = _file_key(path)
         if path is None or key is None or key == self._profile_file:
             return
-        from vramtop import config
+        from vramtop import config, profile_file
 
         try:
-            fresh = config.load_profile_file(path)
+            fresh = profile_file.load_profile_file(path)
         except (config.ConfigError, OSError) as exc:
             log.warning("profile %s changed but cannot be read again: %s", path, exc)
             return

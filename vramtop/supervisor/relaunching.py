@@ -256,9 +256,9 @@ def _save_profile(before: Profile, after: Profile) -> str | None:
     """Write a relaunch's change into the profile's file (the one it was read from, its
     comments and layout kept); returns what went wrong, or None."""
     try:
-        from vramtop import config
+        from vramtop import profile_file
 
-        config.save_relaunch_file(_profile_file(after), before, after)
+        profile_file.save_relaunch_file(_profile_file(after), before, after)
     except OSError as exc:  # (a full disk: the file and the fix, as every writer says it)
         from vramtop import files
 
