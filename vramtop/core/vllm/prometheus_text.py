@@ -2,9 +2,9 @@
 for the plain shape every vLLM page uses and by prometheus_client for anything else. What
 the samples mean to vramtop is `metrics`.
 
-Parsed by hand beside prometheus_client (which the exporter uses) because its parser takes ~32 ms of CPU for vLLM's
-50 KB page, read every second, against ~0.13 ms here (`python -m bench.bench_parse`, both in
-one run).
+Parsed by hand beside prometheus_client (which the exporter uses) because its parser takes
+~32 ms of CPU for vLLM's 50 KB page, read every second, against ~0.13 ms here
+(`python -m bench.bench_parse`, both in one run).
 """
 
 from __future__ import annotations
