@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from vramtop.core.windows.powershell import parse_line  # noqa: E402
-from vramtop.sources.windows_counters import WindowsGpuSource, powershell_argv  # noqa: E402
+from vramtop.sources.windows_counters import WindowsGpuSource  # noqa: E402
+from vramtop.sources.wsl_powershell import powershell_argv  # noqa: E402
 
 FAKE_DIR = ROOT / "tests" / "fixtures" / "fake_powershell"
 

@@ -54,9 +54,9 @@ def load_profile(name: str | None = None) -> Profile:
     if not path.exists():
         known = ", ".join(list_profiles()) or "none yet"
         raise ConfigError(f"{_no_profile(name)} (profiles: {known})")
-    from vramtop import config
+    from vramtop import profile_file
 
-    profile = config.load_profile_file(path)
+    profile = profile_file.load_profile_file(path)
     if profile.name != name:
         # Its one identity is its file name: every file of its server (state, lock, log,
         # events, door) is found by it. Taken at its word, a copy (`cp p1.toml p2.toml`)
@@ -84,13 +84,13 @@ def save_profile(profile: Profile, *, overwrite: bool = False) -> Path:
     path = profile_path(profile.name)
     if path.exists() and not overwrite:
         raise ProfileExists(f"a profile named {profile.name!r} already exists ({path})")
-    from vramtop import config
+    from vramtop import profile_file
 
     # The settings are read before anything is written: a config.toml that cannot be used
     # must not leave a profile saved and no default set.
     current = settings.load_settings()
     first = not list_profiles()
-    config.save_profile_file(path, profile)
+    profile_file.save_profile_file(path, profile)
     if first or current.default_profile is None:
         set_default_profile(profile.name)
     return path

@@ -255,7 +255,7 @@ def load_settings(path: Path | None = None) -> Settings:
 
 def to_toml(data: Mapping[str, Any]) -> str:
     """`data` as the text of a config file, written by tomlkit (which also edits a profile in
-    place, `config.save_relaunch_file`): a list one item a line, as a long command line
+    place, `profile_file.save_relaunch_file`): a list one item a line, as a long command line
     reads best; a table as a `[table]`, a list of tables as `[[table]]` entries."""
     import tomlkit  # (only when a file is written: the settings load without it)
 

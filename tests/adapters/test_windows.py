@@ -21,13 +21,9 @@ from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.core.windows.spill import SpillTracker
 from vramtop.sim.machine import SimMachine
 from vramtop.sim.windows_counters import SimWindowsSource
-from vramtop.sources import windows_counters as winsrc
-from vramtop.sources.windows_counters import (
-    WindowsGpuSource,
-    describe_exit,
-    find_powershell,
-    interop_problem,
-)
+from vramtop.sources import wsl_powershell
+from vramtop.sources.windows_counters import WindowsGpuSource
+from vramtop.sources.wsl_powershell import describe_exit, find_powershell, interop_problem
 
 FAKE_DIR = Path(__file__).parent.parent / "fixtures" / "fake_powershell"
 
@@ -101,7 +97,7 @@ def test_powershell_is_found_first_on_path(fake_env: dict[str, str]) -> None:
 
 
 def test_not_found_anywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(winsrc, "DEFAULT_POWERSHELL", str(tmp_path / "nope.exe"))
+    monkeypatch.setattr(wsl_powershell, "DEFAULT_POWERSHELL", str(tmp_path / "nope.exe"))
     assert find_powershell(str(tmp_path)) is None
     source = WindowsGpuSource(env={"PATH": str(tmp_path)}, check_interop=False)
     try:
@@ -249,7 +245,7 @@ def test_interop_off_is_the_reason(
     binfmt = tmp_path / "binfmt_misc"
     binfmt.mkdir()
     (binfmt / "register").touch()
-    monkeypatch.setattr(winsrc, "BINFMT_DIR", binfmt)
+    monkeypatch.setattr(wsl_powershell, "BINFMT_DIR", binfmt)
     source = WindowsGpuSource(env=fake_env, check_interop=True)
     try:
         r = wait_for(source, lambda r: "interop" in (r.error or ""))

@@ -13,7 +13,7 @@ from tests.export.promtool import promtool
 from vramtop import cli
 from vramtop.commands.export import DASHBOARD_FILE, RULES_FILE, asset_text
 from vramtop.core.diagnosis.thresholds import CARD_FULL, COLLAPSE_RATIO, PREFILL_COLLAPSE_RATIO
-from vramtop.core.exposition import METRICS, SPECS
+from vramtop.core.metric_list import METRICS, SPECS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -300,7 +300,8 @@ def test_the_profiles_guard_fields_apply_and_the_command_line_wins() -> None:
 
     from vramtop.commands.guard import GuardOptions
     from vramtop.commands.shared_options import Target
-    from vramtop.config import Profile, profile_to_toml
+    from vramtop.config import Profile
+    from vramtop.profile_file import profile_to_toml
 
     profile = Profile(
         name="work",

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from vramtop import cli
-from vramtop.config import ConfigError, Profile, load_profile_file, parse_door_address
+from vramtop.config import ConfigError, Profile, parse_door_address
+from vramtop.profile_file import load_profile_file
 from vramtop.supervisor import state
 
 

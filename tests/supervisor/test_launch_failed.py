@@ -13,7 +13,7 @@ from supervisor_helpers import free_port
 
 from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
-from vramtop import config, locations
+from vramtop import locations, profile_file
 from vramtop.config import Profile
 from vramtop.core.findings import LAUNCH_FAILED, SERVER_CRASHED
 from vramtop.core.model import GpuReading, Sample, ServerInfo, ServerState
@@ -70,7 +70,7 @@ def test_a_launch_that_never_started_is_said_so_in_the_status_line_and_status(
     """One state word for it everywhere the state is said: the banner says vLLM never
     started, and so do the console's status line and `vramtop status`, never "crashed"."""
     made = profile(None)
-    config.save_profile_file(locations.profiles_dir() / "imported.toml", made)
+    profile_file.save_profile_file(locations.profiles_dir() / "imported.toml", made)
     assert not Supervisor(made).start(timeout_s=20).ok
     ended = Supervisor(made).status()
     assert ended.state is ServerState.CRASHED  # (the session format's word stays)

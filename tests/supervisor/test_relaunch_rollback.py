@@ -12,7 +12,6 @@ import httpx
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
-from vramtop import config
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange
@@ -20,6 +19,7 @@ from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
+from vramtop.profile_file import load_profile_file
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
 
@@ -174,7 +174,7 @@ def test_save_after_a_failed_start_leaves_the_file_as_it_was(
 ) -> None:
     path = profile_file(machine, home, "kept", "kept")
     before = path.read_bytes()
-    sup = supervisor_for(machine, config.load_profile_file(path))
+    sup = supervisor_for(machine, load_profile_file(path))
     assert sup.start().ok
     assert sup.relaunch(FlagChange(NO_ROOM), save=True).rolled_back
     assert path.read_bytes() == before
@@ -189,7 +189,7 @@ def test_save_writes_the_file_it_loaded_and_keeps_its_comments(
     # A copy under another file name whose `name` still says "orig".
     copy = home / "profiles" / "copy.toml"
     copy.write_bytes(untouched)
-    sup = supervisor_for(machine, config.load_profile_file(copy))
+    sup = supervisor_for(machine, load_profile_file(copy))
     length = sup.profile.flag(vllm_args.MAX_MODEL_LEN)
     assert sup.start().ok
     assert sup.relaunch(FlagChange(FITS, max_model_len=SHORT), save=True).ok
@@ -199,7 +199,7 @@ def test_save_writes_the_file_it_loaded_and_keeps_its_comments(
     assert "]  # its command\n" in text and "stop_timeout_s = 5  # quick\n" in text
     assert '  "--gpu-memory-utilization",\n  "0.9",\n' in text
     assert '  "--max-model-len",\n  "32768",\n' in text
-    saved = config.load_profile_file(copy)
+    saved = load_profile_file(copy)
     assert saved.flag(vllm_args.GPU_MEMORY_UTILIZATION) == "0.9"
     assert [(c.flag, c.old, c.new) for c in saved.history] == [
         (vllm_args.GPU_MEMORY_UTILIZATION, "0.93", "0.9"),
@@ -261,7 +261,7 @@ def test_save_on_a_profile_that_is_a_link_is_refused_before_the_stop(
     kept.rename(target)
     kept.symlink_to(target)
     untouched = target.read_bytes()
-    sup = supervisor_for(machine, config.load_profile_file(kept))
+    sup = supervisor_for(machine, load_profile_file(kept))
     assert sup.start().ok
     served = state.load("linked")
     assert served is not None

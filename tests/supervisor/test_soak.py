@@ -24,7 +24,7 @@ import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
 from tests.support.waiting import wait_until
-from vramtop import config, locations
+from vramtop import locations, profile_file
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.remedy import FlagChange
 from vramtop.machines.demo_world import memory_released_check
@@ -88,7 +88,7 @@ def _healthy(url: str) -> bool:
 def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) -> None:
     rng = random.Random(SEED)
     profile = sim_profile(machine, "soak")
-    config.save_profile_file(locations.profiles_dir() / "soak.toml", profile)
+    profile_file.save_profile_file(locations.profiles_dir() / "soak.toml", profile)
     sock = str(machine.socket_path)
     check = memory_released_check(machine)
     sup = Supervisor(profile, memory_released=check)

@@ -8,27 +8,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vramtop.core.budget import (
-    CALL_DEMAND_BYTES,
     CONFIRM,
     DOES_NOT_FIT_NOW,
     GIB,
-    GROWTH_HORIZON_S,
     MIB,
     NO_EFFECT_ON_CPU,
     NO_KV_BLOCK,
     NOTE,
     START_MARGIN_BYTES,
-    DesktopDemand,
     budget_bytes,
     budget_warnings,
     change_words,
     desktop_headroom_bytes,
     fit_now,
-    growth_rate,
     largest_util_leaving,
     largest_util_that_fits,
     largest_util_that_fits_logged,
     leaves_no_kv_block,
+)
+from vramtop.core.desktop_share import (
+    CALL_DEMAND_BYTES,
+    GROWTH_HORIZON_S,
+    DesktopDemand,
+    growth_rate,
     suggested_budget,
 )
 from vramtop.core.diagnosis.server_down import startup_oom_facts, startup_oom_report

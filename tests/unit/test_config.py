@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import config
+from vramtop import config, profile_file
 from vramtop.config import ConfigError, Profile
 from vramtop.core.vllm import args as vllm_args
 from vramtop.settings import Settings, load_settings, save_settings
@@ -34,12 +34,12 @@ def test_a_save_keeps_the_persons_key_and_only_the_shown_toml_masks_it(tmp_path:
     save that wrote `***` would make `***` the server's key after the next restart)."""
     p = _profile(env={"A": "1", "OPENAI_API_KEY": "sk-env"}, prelude="source x", cwd="/srv")
     path = tmp_path / "p.toml"
-    config.save_profile_file(path, p)
+    profile_file.save_profile_file(path, p)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    back = config.load_profile_file(path)
+    back = profile_file.load_profile_file(path)
     assert back == p
     assert back.flag("--api-key") == "sk-x"
-    shown = config.profile_to_toml(p, shown=True)
+    shown = profile_file.profile_to_toml(p, shown=True)
     assert "sk-x" not in shown and "sk-env" not in shown
     assert "***" in shown and 'A = "1"' in shown
 
@@ -47,8 +47,8 @@ def test_a_save_keeps_the_persons_key_and_only_the_shown_toml_masks_it(tmp_path:
 def test_a_relaunch_save_rewrites_only_the_budget(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     saved = _profile().relaunched({"--gpu-memory-utilization": "0.65"}, WHEN)
-    config.save_profile_file(path, saved)
-    back = config.load_profile_file(path)
+    profile_file.save_profile_file(path, saved)
+    back = profile_file.load_profile_file(path)
     assert back.flag("--api-key") == "sk-x"
     assert back.flag("--gpu-memory-utilization") == "0.65"
     assert vllm_args.remove_flag(back.argv, "--gpu-memory-utilization") == _profile().argv
@@ -66,15 +66,15 @@ def test_relaunched_changes_flags_and_keeps_history() -> None:
 
 def test_history_survives_toml(tmp_path: Path) -> None:
     p = _profile().relaunched({"--max-model-len": "4096"}, WHEN)
-    config.save_profile_file(tmp_path / "p.toml", p)
-    assert config.load_profile_file(tmp_path / "p.toml").history[0].at == WHEN
+    profile_file.save_profile_file(tmp_path / "p.toml", p)
+    assert profile_file.load_profile_file(tmp_path / "p.toml").history[0].at == WHEN
 
 
 def test_broken_toml_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('name = "p"\nargv = ["vllm",\nport = \n')
     with pytest.raises(ConfigError) as err:
-        config.load_profile_file(path)
+        profile_file.load_profile_file(path)
     assert str(path) in str(err.value) and "line 3" in str(err.value)
 
 
@@ -82,7 +82,7 @@ def test_invalid_field_is_named(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('name = "p"\nargv = ["vllm", "serve", "m"]\nport = "eighty"\n')
     with pytest.raises(ConfigError, match=r"bad.toml: field 'port': .*'eighty'"):
-        config.load_profile_file(path)
+        profile_file.load_profile_file(path)
 
 
 def test_unknown_setting_is_called_a_typo(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_missing_required_field(tmp_path: Path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('name = "p"\n')
     with pytest.raises(ConfigError, match=r"field 'argv': Field required"):
-        config.load_profile_file(path)
+        profile_file.load_profile_file(path)
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", "", ".hidden"])
@@ -195,8 +195,8 @@ def test_the_port_is_the_one_on_the_command_line(tmp_path: Path) -> None:
     """A profile with `--port 18960` in argv and no `port =` waits on 18960, not 8000."""
     path = tmp_path / "p.toml"
     path.write_text('name = "p"\nargv = ["vllm", "serve", "m", "--port", "18960"]\n')
-    assert config.load_profile_file(path).port == 18960
-    assert config.load_profile_file(path).url == "http://127.0.0.1:18960"
+    assert profile_file.load_profile_file(path).port == 18960
+    assert profile_file.load_profile_file(path).url == "http://127.0.0.1:18960"
 
 
 def test_a_profile_that_contradicts_its_command_line_is_refused(tmp_path: Path) -> None:
@@ -206,10 +206,10 @@ def test_a_profile_that_contradicts_its_command_line_is_refused(tmp_path: Path) 
         'argv = ["vllm", "serve", "m", "--port=18960", "--api-key", "sk-hidden-3"]\n'
     )
     with pytest.raises(ConfigError) as err:
-        config.load_profile_file(path)
+        profile_file.load_profile_file(path)
     message = str(err.value)
     assert "port = 8000" in message and "--port 18960" in message
     assert "sk-hidden-3" not in message
     path.write_text('name = "p"\nargv = ["vllm", "serve", "m", "--port", "eighty"]\n')
     with pytest.raises(ConfigError, match="not a number"):
-        config.load_profile_file(path)
+        profile_file.load_profile_file(path)

@@ -17,7 +17,8 @@ from vramtop.core.model import (
     ServerMetrics,
     ServerReading,
 )
-from vramtop.machines.setup_checks import Facts, render, run_checks
+from vramtop.machines.doctor_report import render, run_checks
+from vramtop.machines.setup_checks import Facts
 from vramtop.sim.machine import free_port
 
 

@@ -8,15 +8,9 @@ from tests.support.synthetic import Card, build, field_report
 from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.thresholds import COLLAPSE_RATIO
-from vramtop.core.exposition import (
-    ERROR_SOURCES,
-    METRICS,
-    SPECS,
-    ExportState,
-    Series,
-    series_for,
-)
+from vramtop.core.exposition import ExportState, Series, series_for
 from vramtop.core.findings import KINDS, VRAM_CONTENTION
+from vramtop.core.metric_list import ERROR_SOURCES, METRICS, SPECS
 from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
 from vramtop.core.timeline import Timeline
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from vramtop.core.exposition import METRICS
 from vramtop.core.findings import Kind
+from vramtop.core.metric_list import METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 GLOSSARY = ROOT / "docs" / "glossary.md"

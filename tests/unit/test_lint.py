@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import cli, config, profiles
+from vramtop import cli, profile_file, profiles
 from vramtop.config import Profile
 from vramtop.core.launch.launch_warnings import GIB, lint_launch
 from vramtop.settings import load_settings
@@ -239,7 +239,7 @@ def test_profile_show_masks_and_a_relaunch_save_keeps_the_key(
     assert cli.main(["profile", "show", "own"]) == 0
     assert "sk-own-1" not in capsys.readouterr().out
     saved = profiles.load_profile("own")
-    config.save_profile_file(
+    profile_file.save_profile_file(
         profiles.profile_path("own"),
         saved.relaunched({"--gpu-memory-utilization": "0.65"}, saved_at()),
     )

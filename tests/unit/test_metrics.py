@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vramtop.core.model import CacheConfig, ServerMetrics
-from vramtop.core.vllm.metrics import _read_line, _samples, parse_metrics
+from vramtop.core.vllm.metrics import parse_metrics
+from vramtop.core.vllm.prometheus_text import _read_line, read_samples
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CANDIDATES = (
@@ -207,7 +208,7 @@ def test_every_real_sample_line_reads_as_the_library_reads_it(page: str) -> None
     lines = [line for line in page.splitlines() if line and not line.startswith("#")]
     assert len(lines) > 100
     for line in lines:
-        assert _same(_samples(line), _read_line(line)), line
+        assert _same(read_samples(line), _read_line(line)), line
 
 
 _SERIES = st.sampled_from(
@@ -233,7 +234,7 @@ def test_a_known_series_with_any_value_reads_as_the_library_reads_it(
 ) -> None:
     # The series is read once and kept; the value is read each time: both ways must agree.
     line = f"{series} {value}{timestamp}"
-    assert _same(_samples(line), _read_line(line)), line
+    assert _same(read_samples(line), _read_line(line)), line
 
 
 _LABEL_NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,8}", fullmatch=True)
@@ -255,7 +256,7 @@ def test_a_plain_series_reads_as_the_library_reads_it(
     body = ",".join(f'{name}="{_escaped(value)}"' for name, value in labels)
     series = f"vllm:prompt_tokens_total{{{body}{',' if comma and body else ''}}}"
     line = f"{series} 7"
-    assert _same(_samples(line), _read_line(line)), line
+    assert _same(read_samples(line), _read_line(line)), line
 
 
 @settings(max_examples=300, deadline=None)
@@ -264,7 +265,7 @@ def test_a_plain_series_reads_as_the_library_reads_it(
 )
 def test_any_series_text_reads_as_the_library_reads_it(series: str) -> None:
     line = f"{series} 7"
-    assert _same(_samples(line), _read_line(line)), line
+    assert _same(read_samples(line), _read_line(line)), line
 
 
 def _wanted_one_by_one(text: str) -> list[str]:
@@ -384,4 +385,4 @@ def _name_of(line: str) -> str:
 def test_series_text_that_holds_a_value_of_its_own_reads_as_the_library_reads_it() -> None:
     # Found by the property above: the library reads `: 0 } 7` as the series `:` with value 0.
     line = ": 0 } 7"
-    assert _samples(line) == _read_line(line) == ((":", (), 0),)
+    assert read_samples(line) == _read_line(line) == ((":", (), 0),)

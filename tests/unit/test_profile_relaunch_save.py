@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import config
+from vramtop import config, profile_file
 from vramtop.core.vllm import args as vllm_args
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -30,10 +30,10 @@ HF_HOME = "/srv/hf"  # the cache disk
 
 
 def relaunch_saved(path: Path, changes: dict[str, str]) -> str:
-    before = config.load_profile_file(path)
+    before = profile_file.load_profile_file(path)
     after = before.relaunched(changes, WHEN)
     assert after.loaded_from == path  # a relaunch's copy keeps where it came from
-    config.save_relaunch_file(path, before, after)
+    profile_file.save_relaunch_file(path, before, after)
     return path.read_text()
 
 
@@ -43,7 +43,7 @@ def test_only_the_changed_flag_and_the_history_change(tmp_path: Path) -> None:
     text = relaunch_saved(path, {BUDGET: "0.85"})
     assert text.startswith(FILE.replace("=0.93", "=0.85"))
     assert "[[history]]" in text
-    back = config.load_profile_file(path)
+    back = profile_file.load_profile_file(path)
     assert back.flag("--api-key") == "sk-mine-123"
     assert [(c.flag, c.old, c.new) for c in back.history] == [(BUDGET, "0.93", "0.85")]
 
@@ -63,7 +63,7 @@ def test_a_profile_read_from_a_file_equals_the_same_profile_made_in_memory(
 ) -> None:
     path = tmp_path / "desk.toml"
     path.write_text(FILE)
-    loaded = config.load_profile_file(path)
+    loaded = profile_file.load_profile_file(path)
     made = config.Profile.model_validate(tomllib.loads(FILE))
     assert loaded.loaded_from == path and made.loaded_from is None
     assert loaded == made
@@ -80,12 +80,12 @@ def test_a_profile_that_is_a_link_is_read_through_it_but_never_saved_over_it(
     target.write_text(FILE)
     link = tmp_path / "desk.toml"
     link.symlink_to(target)
-    before = config.load_profile_file(link)
+    before = profile_file.load_profile_file(link)
     after = before.relaunched({BUDGET: "0.85"}, WHEN)
     with pytest.raises(config.ConfigError, match=r"is a symbolic link to .* --remove-destination"):
-        config.save_relaunch_file(link, before, after)
+        profile_file.save_relaunch_file(link, before, after)
     with pytest.raises(config.ConfigError, match="is a symbolic link"):
-        config.save_profile_file(link, after)
+        profile_file.save_profile_file(link, after)
     assert link.is_symlink() and target.read_text() == FILE
 
 
@@ -95,11 +95,11 @@ def test_a_profile_that_cannot_be_written_is_said_as_every_writer_says_it(
     """`relaunch --save` whose write fails (a full disk; here a file standing where the
     profile's directory should be) says the path and the fix as every writer does
     (`files.problem_words`), not "[Errno 20] … : 'PATH'"."""
-    from vramtop.supervisor.actions import _save_profile
+    from vramtop.supervisor.relaunching import _save_profile
 
     path = tmp_path / "desk.toml"
     path.write_text(FILE)
-    before = config.load_profile_file(path)
+    before = profile_file.load_profile_file(path)
     (tmp_path / "moved").write_text("a file, not a directory\n")
     after = before.relaunched({BUDGET: "0.8"}, WHEN)
     after._loaded_from = tmp_path / "moved" / "desk.toml"  # (where it was read from)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import vramtop
-from vramtop import config
+from vramtop import profile_file
 from vramtop.config import Profile, ProfileChange
 from vramtop.settings import Settings, settings_from, settings_to_toml
 
@@ -41,7 +41,7 @@ def test_a_profile_loads_back_as_written() -> None:
             ProfileChange(at=datetime(2026, 1, 1, tzinfo=UTC), flag="--max-model-len", old="4096")
         ],
     )
-    text = config.profile_to_toml(profile)
+    text = profile_file.profile_to_toml(profile)
     assert Profile.model_validate(tomllib.loads(text)) == profile
     assert 'argv = [\n    "vllm",\n    "serve",\n' in text  # a word a line
     assert "\n[[history]]\n" in text  # as a relaunch's --save adds an entry

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 
 from vramtop.commands.shared_options import Given, Target
-from vramtop.machines.setup_checks import Facts, render, run_checks, wait_for_windows
+from vramtop.machines.doctor_report import render, run_checks
+from vramtop.machines.setup_checks import Facts, wait_for_windows
 
 WINDOWS_WAIT_S = 15.0
 
@@ -88,7 +89,8 @@ def gather(target: Target) -> Facts:
 
 
 def _windows(facts: Facts, *, windows: bool) -> None:
-    from vramtop.sources.windows_counters import WindowsGpuSource, find_powershell, interop_problem
+    from vramtop.sources.windows_counters import WindowsGpuSource
+    from vramtop.sources.wsl_powershell import find_powershell, interop_problem
 
     facts.powershell = find_powershell()
     facts.interop_problem = interop_problem()

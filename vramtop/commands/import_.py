@@ -14,13 +14,14 @@ from pydantic import ValidationError
 
 from vramtop import profiles
 from vramtop.commands.shared_options import Given
-from vramtop.config import ConfigError, profile_to_toml, shown_input
+from vramtop.config import ConfigError
 from vramtop.core import secrets
 from vramtop.core.launch.interpreter import ParsedLaunch
 from vramtop.core.launch.problems import LaunchScriptError
 from vramtop.core.launch.script import parse_launch_script
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ExitCode
+from vramtop.profile_file import profile_to_toml, shown_input
 
 
 def add_parser(subparsers: Any) -> None:

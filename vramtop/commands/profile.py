@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop import config, profiles
+from vramtop import profile_file, profiles
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.outcomes import ExitCode
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{'*' if name == default else ' '} {name}")
         elif options.action == "show":
             shown = profiles.load_profile(options.name)
-            sys.stdout.write(config.profile_to_toml(shown, shown=True))
+            sys.stdout.write(profile_file.profile_to_toml(shown, shown=True))
         elif options.name is not None:  # set-default: argparse requires the name
             profiles.set_default_profile(options.name)
             print(f"default profile: {options.name}")

@@ -21,7 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
-from vramtop.core.exposition import COUNTER, SPECS, ExportState, Series, series_for, tally
+from vramtop.core.exposition import ExportState, Series, series_for, tally
+from vramtop.core.metric_list import COUNTER, SPECS
 from vramtop.core.model import Sample
 from vramtop.machines.interface import Backend
 from vramtop.machines.runner import Runner, Step

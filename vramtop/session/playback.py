@@ -20,7 +20,8 @@ from pathlib import Path
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.events import EventName
 from vramtop.core.model import Sample
-from vramtop.session.session_reader import Record, SessionHeader, SessionReader
+from vramtop.session.recorded_sample import SessionHeader
+from vramtop.session.session_reader import Record, SessionReader
 
 
 class ReplaySource:

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypeVar
 
 import psutil
 
@@ -75,10 +75,10 @@ class ServerHandle:
         key = _file_key(path)
         if path is None or key is None or key == self._profile_file:
             return
-        from vramtop import config
+        from vramtop import config, profile_file
 
         try:
-            fresh = config.load_profile_file(path)
+            fresh = profile_file.load_profile_file(path)
         except (config.ConfigError, OSError) as exc:
             log.warning("profile %s changed but cannot be read again: %s", path, exc)
             return
@@ -356,30 +356,6 @@ def remember_tree(rec: ServerRecord) -> None:
     for pid, proc in server_tree(rec).items():
         with contextlib.suppress(psutil.Error):
             rec.tree[str(pid)] = proc.create_time()
-
-
-class LaunchFlags(TypedDict):
-    """The flags a launch's record keeps (`ServerRecord`), read from its command line; None
-    where a flag is absent or cannot be read."""
-
-    budget: float | None
-    max_model_len: int | None
-    kv_cache_dtype: str | None
-
-
-def flags_of(argv: list[str]) -> LaunchFlags:
-    return {
-        "budget": _flag(vllm_args.gpu_memory_utilization, argv),
-        "max_model_len": _flag(vllm_args.max_model_len, argv),
-        "kv_cache_dtype": _flag(vllm_args.kv_cache_dtype, argv),
-    }
-
-
-def _flag(read: Callable[[list[str]], _T | None], argv: list[str]) -> _T | None:
-    try:
-        return read(argv)
-    except ValueError:
-        return None
 
 
 def _file_key(path: Path | None) -> tuple[int, int, int] | None:

@@ -38,6 +38,7 @@ from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
 from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
 from vramtop.supervisor.readiness import server_url
+from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased
 
@@ -73,6 +74,7 @@ class Supervisor:
         self._door = DoorControl(self._server)
         self._follower = LoadFollower(self._server, self._door)
         self._actions = ServerActions(self._server, self._follower, self._door)
+        self._relauncher = Relauncher(self._actions, self._server, self._follower, self._door)
         self._housekeeper = Housekeeper(self._server, self._door, self._follower, self._actions)
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
@@ -181,7 +183,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        result = self._actions.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
+        result = self._relauncher.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
         return self._told("relaunch", result, asked_by, before, change.to_json())
 
     def tell_actions_to(self, listener: ActionListener) -> None:

@@ -15,17 +15,20 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from vramtop import files, locations, locks
 from vramtop.core import bounds
 from vramtop.core.model import ServerState
+from vramtop.core.vllm import args as vllm_args
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class Lifecycle(StrEnum):
@@ -334,3 +337,27 @@ def locked(profile: str, timeout_s: float = 120.0) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class LaunchFlags(TypedDict):
+    """The flags a launch's record keeps (`ServerRecord`), read from its command line; None
+    where a flag is absent or cannot be read."""
+
+    budget: float | None
+    max_model_len: int | None
+    kv_cache_dtype: str | None
+
+
+def flags_of(argv: list[str]) -> LaunchFlags:
+    return {
+        "budget": _flag(vllm_args.gpu_memory_utilization, argv),
+        "max_model_len": _flag(vllm_args.max_model_len, argv),
+        "kv_cache_dtype": _flag(vllm_args.kv_cache_dtype, argv),
+    }
+
+
+def _flag(read: Callable[[list[str]], _T | None], argv: list[str]) -> _T | None:
+    try:
+        return read(argv)
+    except ValueError:
+        return None

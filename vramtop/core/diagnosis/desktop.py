@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget import TREND_WINDOW_S, growth_rate
+from vramtop.core.desktop_share import TREND_WINDOW_S, growth_rate
 from vramtop.core.diagnosis.relaunch import DesktopShare
 from vramtop.core.model import Sample, ServerState
 

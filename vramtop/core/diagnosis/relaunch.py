@@ -12,14 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget import (
+from vramtop.core.budget import desktop_headroom_bytes, kv_change, kv_cost, outside_budget
+from vramtop.core.desktop_share import (
     CALL_DEMAND_BYTES,
     DesktopDemand,
     Suggestion,
-    desktop_headroom_bytes,
-    kv_change,
-    kv_cost,
-    outside_budget,
     suggested_budget,
 )
 from vramtop.core.diagnosis.thresholds import (

@@ -10,7 +10,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.budget import GIB, GROWING_BYTES_PER_S, MIB, TREND_WINDOW_S, growth_rate
+from vramtop.core.budget import GIB, MIB
+from vramtop.core.desktop_share import GROWING_BYTES_PER_S, TREND_WINDOW_S, growth_rate
 from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
 from vramtop.core.guard.decisions import (
     ADAPTIVE,
