@@ -143,3 +143,30 @@ def test_a_request_on_another_route_is_waited_for_as_before(door_factory: Any, p
         held = _hold(door, 0.3)
         assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
         assert door.status()["held"] == 0
+
+
+@pytest.mark.slow
+def test_a_long_answer_in_flight_through_a_restart_gets_the_new_servers_answer(
+    machine: Any, server_factory: Any, door_factory: Any
+) -> None:
+    old = server_factory(machine, 0.93)
+    assert old.wait_ready()
+    door = door_factory(old.url)
+    body = {"prompt": "write at length", "max_tokens": 2000}  # not streamed: ~25 s simulated
+    client = Post(door.url + "/v1/completions", body)
+    client.start()
+    wait_until(lambda: door.status()["in_flight"] == 1, deadline_s=20, what="it forwarded")
+    held = _hold(door, 120)
+    # The restart begins without waiting for the answer: none has come yet.
+    assert client.status is None
+    assert (held["replayed"], held["drained"], held["in_flight"]) == (1, True, 0)
+    old.kill_group()  # stopped mid-request
+    new = server_factory(machine, 0.93)
+    assert new.wait_ready()
+    assert door.post(protocol.RELEASE_ROUTE, {"upstream": new.url}).json() == {"released": 1}
+    client.join(150)
+    assert (client.status, client.error) == (200, None)
+    answer = json.loads(client.content)
+    assert answer["usage"]["completion_tokens"] == 2000
+    status = door.status()
+    assert (status["served"], status["failed"], status["replayed_total"]) == (1, 0, 1)

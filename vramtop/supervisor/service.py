@@ -167,7 +167,7 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
-        return self._told("restart", result, asked_by, before)
+        return self._told("restart", result, asked_by, before, self._door.held_facts())
 
     def relaunch(
         self,
@@ -190,6 +190,7 @@ class Supervisor:
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
         }
+        changed |= self._door.held_facts()  # the door's part of the step
         return self._told("relaunch", result, asked_by, before, changed)
 
     def tell_actions_to(self, listener: ActionListener) -> None:
