@@ -170,3 +170,15 @@ def test_a_long_answer_in_flight_through_a_restart_gets_the_new_servers_answer(
     assert answer["usage"]["completion_tokens"] == 2000
     status = door.status()
     assert (status["served"], status["failed"], status["replayed_total"]) == (1, 0, 1)
+
+
+def test_a_generation_whose_body_streamed_is_waited_for_as_before(door_factory: Any) -> None:
+    # No memory for bodies: the body streams to vLLM as it comes, and once gone it cannot be
+    # sent again; cancelled, the request would be lost.
+    with upstream_server(slow="answer") as old:
+        door = door_factory(_url(old), "--body-memory-mib", "0")
+        client = Post(door.url + "/v1/completions", {"prompt": "x" * 1000})
+        client.start()
+        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=20, what="it was sent")
+        held = _hold(door, 0.3)
+        assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)

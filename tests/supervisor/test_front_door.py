@@ -4,9 +4,11 @@ SIGKILL is started again at the next housekeeping step, and a stop ends both."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from sim_helpers import gone, sim_profile
 from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
+from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.live_machine import live_machine
 from vramtop.sim.load import LoadGenerator
@@ -334,11 +337,6 @@ def test_a_restart_with_a_token_file_others_can_write_stops_nothing(machine: Sim
 def test_a_restart_sends_a_request_not_answered_yet_again_and_its_event_says_so(
     home: Path,
 ) -> None:
-    import json
-    import threading
-
-    from vramtop.event_log import EventLog
-
     # At the simulated machine's own pace: a 2,000-token answer takes it about 25 s.
     with SimMachine(home / "sim-slow", speed=1.0, startup_s=0.5) as slow:
         profile = door_profile(slow, "replay")

@@ -144,7 +144,9 @@ class Forwarder:
                 self.gate.finished(ok=False)
                 self.gate.abandoned += 1
                 raise web.HTTPBadRequest()
-            replayable = protocol.is_generation(request.method, request.path) and body.resendable
+            # Only a body kept whole can be sent again after it went out (a streamed one was
+            # taken from the client's connection as it went).
+            replayable = protocol.is_generation(request.method, request.path) and body.kept_whole
             if replayable and self.gate.holding:
                 # Let through by a release, then held again before it went out (a hold came
                 # in between): the server it was let through to is about to stop.
