@@ -360,5 +360,8 @@ def test_a_restart_sends_a_request_not_answered_yet_again_and_its_event_says_so(
         restarts = [e for e in EventLog.for_profile("replay").read() if e.name == "restart"]
         assert restarts[-1].detail["replayed"] == 1
         assert restarts[-1].detail["drain_took_s"] >= 0
+        # The new start's phases, from the simulated vLLM's log.
+        phases = restarts[-1].detail["phases"]
+        assert phases["weights_gib"] > 0 and phases["to_ready_s"] >= 0
         assert (door.info(record("replay")) or {}).get("failed") == 0
         assert sup.stop().ok

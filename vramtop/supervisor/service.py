@@ -38,6 +38,7 @@ from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
 from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
 from vramtop.supervisor.readiness import server_url
 from vramtop.supervisor.state import ServerRecord
+from vramtop.supervisor.step_phases import start_phases
 from vramtop.supervisor.stopping import MemoryReleased
 
 __all__ = [
@@ -167,7 +168,7 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
-        return self._told("restart", result, asked_by, before, self._door.held_facts())
+        return self._told("restart", result, asked_by, before, self._step_facts())
 
     def relaunch(
         self,
@@ -190,8 +191,17 @@ class Supervisor:
             "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype,
         }
-        changed |= self._door.held_facts()  # the door's part of the step
+        changed |= self._step_facts()
         return self._told("relaunch", result, asked_by, before, changed)
+
+    def _step_facts(self) -> JsonObject:
+        """A restart's or relaunch's own facts for its event: the door's part (requests sent
+        again, the drain's seconds) and the new start's phases from vLLM's log."""
+        facts = self._door.held_facts()
+        phases = start_phases(self._server.recorded())
+        if phases:
+            facts["phases"] = phases
+        return facts
 
     def tell_actions_to(self, listener: ActionListener) -> None:
         """Have `listener` told of each action once it has answered (after the timeline)."""
