@@ -32,6 +32,30 @@ async def test_held_requests_go_in_arrival_order_to_the_new_upstream() -> None:
     assert (gate.in_flight, gate.held, gate.holding) == (5, 0, False)
 
 
+async def test_a_request_sent_again_keeps_its_place_by_its_first_arrival() -> None:
+    now = [100.0]
+    gate = Gate(UP, hold_s=60, clock=lambda: now[0])
+    gate.start_holding()
+    done: list[str] = []
+
+    async def request(name: str, arrived: float | None) -> None:
+        await gate.admit(arrived)
+        done.append(name)
+
+    # Two new requests held at 100 s and 101 s; then one a hold recalled, that had first
+    # arrived at 99 s, and one recalled that had come at 100.5 s.
+    tasks = []
+    for name, at, arrived in [("new1", 100.0, None), ("new2", 101.0, None),
+                              ("again99", 102.0, 99.0), ("again100", 102.0, 100.5)]:  # fmt: skip
+        now[0] = at
+        tasks.append(asyncio.create_task(request(name, arrived)))
+        count = len(tasks)
+        await wait_until_async(lambda n=count: gate.held == n, deadline_s=5, what=f"{count} held")
+    assert gate.release(None) == 4
+    await asyncio.gather(*tasks)
+    assert done == ["again99", "new1", "again100", "new2"]
+
+
 async def test_hold_returns_once_the_last_request_in_flight_ends() -> None:
     gate = Gate(UP, hold_s=60)
     assert await gate.admit() == UP

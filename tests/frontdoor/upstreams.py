@@ -2,7 +2,11 @@
 that echoes what it was sent and answers with chosen headers, a fixed SSE stream whose exact
 bytes the test knows, one that breaks off mid-stream, a gzip answer, a body echo (its length
 or its chunks), one that never answers (`/hang`) or hangs after its first event
-(`/sse-hang`), and the list of what it was asked (`/seen`)."""
+(`/sse-hang`), and the list of what it was asked (`/seen`).
+
+An upstream made with `slow` answers every POST slowly: `answer`, as vLLM computing a long
+answer (nothing sent until the server stops); `headers`, a stream whose headers went out and
+no chunk yet; `stream`, a stream begun: one event, the rest once the test sets `finish_now`."""
 
 from __future__ import annotations
 
@@ -131,17 +135,42 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
             return
         self.server.seen.append([self.command, self.path])  # type: ignore[attr-defined]
+        if self.server.slow:  # type: ignore[attr-defined]
+            self._slow(self.server.slow)  # type: ignore[attr-defined]
+            return
         self._send(200, body, [("Content-Type", "application/octet-stream")])
+
+    def _slow(self, how: str) -> None:
+        server: Any = self.server
+        if how != "answer":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+        if how == "stream":
+            events = sse_events(3)
+            self._chunk(events[1])
+            server.finish_now.wait()
+            for event in events[2:]:
+                self._chunk(event)
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        server.stopping.wait()
+        self.close_connection = True
 
 
 @contextmanager
-def upstream_server() -> Iterator[ThreadingHTTPServer]:
-    """A running test upstream; yields the server (`drop_now` releases `/drop-once`)."""
+def upstream_server(slow: str | None = None) -> Iterator[ThreadingHTTPServer]:
+    """A running test upstream; yields the server (`drop_now` releases `/drop-once`;
+    `stopping` set: the slow answers end, their connections closed unanswered)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.slow = slow  # type: ignore[attr-defined]
     server.daemon_threads = True
     server.seen = []  # type: ignore[attr-defined]
     server.stopping = threading.Event()  # type: ignore[attr-defined]
     server.drop_now = threading.Event()  # type: ignore[attr-defined]
+    server.finish_now = threading.Event()  # type: ignore[attr-defined]
     server.dropped = set()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -4,9 +4,11 @@ SIGKILL is started again at the next housekeeping step, and a stop ends both."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange
+from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.live_machine import live_machine
 from vramtop.sim.load import LoadGenerator
@@ -329,3 +332,37 @@ def test_a_restart_with_a_token_file_others_can_write_stops_nothing(machine: Sim
     assert (door.info(rec) or {}).get("holding") is False
     path.chmod(0o600)
     assert sup.stop().ok
+
+
+@pytest.mark.slow
+def test_a_restart_sends_a_request_not_answered_yet_again_and_its_event_says_so(
+    home: Path,
+) -> None:
+    # At the simulated machine's own pace: a 2,000-token answer takes it about 25 s.
+    with SimMachine(home / "sim-slow", speed=1.0, startup_s=0.5) as slow:
+        profile = door_profile(slow, "replay")
+        sup = Supervisor(profile, memory_released=memory_released_check(slow))
+        assert sup.start().ok
+        answers: list[httpx.Response] = []
+        body = {"prompt": "write at length", "max_tokens": 2000}
+        agent = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(f"{sup.agent_url}/v1/completions", json=body, timeout=170)
+            ),
+            daemon=True,
+        )
+        agent.start()
+        rec = record("replay")
+        wait_for(lambda: (door.info(rec) or {}).get("in_flight") == 1)
+        assert sup.restart().ok
+        agent.join(170)
+        assert answers and answers[0].status_code == 200
+        assert json.loads(answers[0].content)["usage"]["completion_tokens"] == 2000
+        restarts = [e for e in EventLog.for_profile("replay").read() if e.name == "restart"]
+        assert restarts[-1].detail["replayed"] == 1
+        assert restarts[-1].detail["drain_took_s"] >= 0
+        # The new start's phases, from the simulated vLLM's log.
+        phases = restarts[-1].detail["phases"]
+        assert phases["weights_gib"] > 0 and phases["to_ready_s"] >= 0
+        assert (door.info(record("replay")) or {}).get("failed") == 0
+        assert sup.stop().ok

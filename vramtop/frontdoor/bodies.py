@@ -66,6 +66,11 @@ class Body:
         """Whether the request can still be sent (again) whole."""
         return self.kept is not None or self.sent_bytes == 0
 
+    @property
+    def kept_whole(self) -> bool:
+        """Whether the body is in memory, to be sent again after it went out."""
+        return self.kept is not None
+
     def data(self) -> bytearray | AsyncIterator[bytes] | None:
         if self.kept is not None:
             return self.kept or None

@@ -2,7 +2,9 @@
 
 One `Gate` per door, used from its event loop only. A request asks `admit()` for the upstream
 to forward to; while the door holds, it waits in arrival order until a release (forwarded),
-a fail or its hold time (an error answer). What the door answers itself is a `Refusal`.
+a fail or its hold time (an error answer). A request sent again after a hold recalled it
+(`proxy.Forwarder.recall`) keeps its place by its first arrival. What the door answers itself
+is a `Refusal`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Gate:
         self.failed = 0
         self.abandoned = 0
         self.held_total = 0
+        self.replayed = 0  # requests a hold cancelled upstream, to be sent again
         self.longest_hold_s = 0.0
         self._queue: deque[_Held] = deque()
         self._idle = asyncio.Event()
@@ -80,7 +83,7 @@ class Gate:
             self._start()
             return self.upstream
         held = _Held(self.clock() if arrived is None else arrived, self.loop().create_future())
-        self._queue.append(held)
+        self._enqueue(held)
         self.held_total += 1
         remaining = max(0.0, self.hold_s - (self.clock() - held.arrived))
         try:
@@ -113,7 +116,15 @@ class Gate:
     # -- the supervisor's calls -----------------------------------------------------------------
     async def hold(self, drain_s: float) -> bool:
         """Hold new requests from now on; True once none is in flight, False after `drain_s`."""
+        self.start_holding()
+        return await self.drain(drain_s)
+
+    def start_holding(self) -> None:
+        """New requests wait from now on."""
         self.holding = True
+
+    async def drain(self, drain_s: float) -> bool:
+        """True once no request is in flight, False after `drain_s`."""
         if self.in_flight == 0:
             return True
         try:
@@ -158,6 +169,14 @@ class Gate:
     def _start(self) -> None:
         self.in_flight += 1
         self._idle.clear()
+
+    def _enqueue(self, held: _Held) -> None:
+        """Into the queue by arrival: a request sent again goes before those that came after
+        it, whatever the order its recall ended in."""
+        at = len(self._queue)
+        while at > 0 and self._queue[at - 1].arrived > held.arrived:
+            at -= 1
+        self._queue.insert(at, held)
 
     def _forget(self, held: _Held) -> None:
         with contextlib.suppress(ValueError):

@@ -31,6 +31,28 @@ MAX_BODY_BYTES = 256 * 1024 * 1024
 # the request is held.
 BODY_MEMORY_BYTES = 64 * 1024 * 1024
 
+# vLLM's generation routes (POST), as its API server lists them at its start ("Route: ...",
+# vLLM 0.32): OpenAI's completions, chat completions and responses, Anthropic's messages,
+# and vLLM's own token-in generate. A request on one of these with no byte of its answer
+# sent yet is cancelled when the door holds for a restart and sent again to the new server
+# (vLLM aborts a request whose client closed). Any other route (a render, a tokenize, a
+# cancel, /v1/models) is let finish as before: sent twice, it may not mean the same.
+GENERATION_ROUTES = frozenset(
+    {
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/inference/v1/generate",
+    }
+)
+
+
+def is_generation(method: str, path: str) -> bool:
+    """Whether a request (its method, its path without the query) asks vLLM to generate."""
+    return method == "POST" and path in GENERATION_ROUTES
+
+
 # Headers that belong to one connection (RFC 9110 §7.6.1), never forwarded either way.
 HOP_BY_HOP = frozenset(
     {

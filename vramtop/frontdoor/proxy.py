@@ -4,14 +4,24 @@ chunk as it arrives (`iter_any`), never re-encoded nor gathered whole.
 The request's body is kept whole while the door's body budget allows (an OpenAI request is
 JSON, small beside what it asks for), so a request vLLM drops during a restart is sent again
 to the new server; a body past the budget streams through (`bodies.py`).
+
+A hold for a restart does not wait for a generation (`protocol.is_generation`) the door has
+sent no byte of the answer of (a request not streamed, or a stream before its first chunk):
+it is cancelled upstream (`Forwarder.recall`) and waits at the door with the new requests, to
+be sent again to the new server. For such a request the door starts its client's answer only
+once vLLM's first chunk has come, so that until then nothing was said that a second answer
+would contradict. An answer begun is let finish (the hold's drain).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -59,6 +69,24 @@ def refusal_response(refusal: Refusal) -> web.Response:
     )
 
 
+class _Recalled(Exception):
+    """A hold cancelled the request upstream before any of its answer went out: it waits
+    at the door to be sent again."""
+
+
+@dataclass(eq=False)
+class _Open:
+    """A request forwarded now: whether its client's answer has begun, and while it has not
+    (a generation with a kept body), the wait for vLLM's answer that a hold may cancel."""
+
+    request: web.Request
+    answering: bool = False
+    waiting: asyncio.Future[tuple[aiohttp.ClientResponse, bytes]] | None = field(
+        default=None, repr=False
+    )
+    recalled: bool = False
+
+
 def _measured(request: web.Request) -> bool:
     """Generation requests are what the latency figures are about, not /health or /metrics."""
     return request.method == "POST" and request.path.startswith("/v1/")
@@ -80,8 +108,9 @@ class Forwarder:
         self.max_body_bytes = max_body_bytes
         self.timings: deque[RequestTiming] = deque(maxlen=WINDOW)
         # The requests forwarded now (by id: a request is not hashable), each with whether
-        # its answer has begun; a stop's deadline cuts those that have.
-        self._open: dict[int, tuple[web.Request, bool]] = {}
+        # its answer has begun; a stop's deadline cuts those that have, a hold recalls those
+        # waiting for their answer's start.
+        self._open: dict[int, _Open] = {}
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -115,9 +144,23 @@ class Forwarder:
                 self.gate.finished(ok=False)
                 self.gate.abandoned += 1
                 raise web.HTTPBadRequest()
+            # Only a body kept whole can be sent again after it went out (a streamed one was
+            # taken from the client's connection as it went).
+            replayable = protocol.is_generation(request.method, request.path) and body.kept_whole
+            if replayable and self.gate.holding:
+                # Let through by a release, then held again before it went out (a hold came
+                # in between): the server it was let through to is about to stop.
+                self.gate.finished(ok=False)
+                arrived = started
+                continue
+            entry = _Open(request)
             try:
-                self._open[id(request)] = (request, False)
-                return await self._forward(request, upstream, headers, body, started)
+                self._open[id(request)] = entry
+                return await self._forward(entry, upstream, headers, body, started, replayable)
+            except _Recalled:
+                self.gate.finished(ok=False)
+                self.gate.replayed += 1
+                arrived = started
             except aiohttp.ClientError as exc:
                 # No answer came: vLLM refused the connection (it is not running) or closed it
                 # before answering (it stopped while reading the request), or the body did
@@ -143,29 +186,87 @@ class Forwarder:
         """The door's stop deadline passed: every answer under way is cut (the client sees an
         incomplete answer, never a short one taken as whole). Those with no answer begun end
         as their upstream connection closes. Returns how many were open."""
-        for request, answering in list(self._open.values()):
-            if answering:
-                _cut(request)
+        for entry in list(self._open.values()):
+            if entry.answering:
+                _cut(entry.request)
         return len(self._open)
 
-    async def _forward(
-        self,
-        request: web.Request,
-        upstream: str,
-        headers: CIMultiDict[str],
-        body: Body,
-        started: float,
-    ) -> web.StreamResponse:
-        # The target as the client wrote it, its escapes kept (yarl would re-encode them).
-        url = URL(upstream + request.raw_path, encoded=True)
-        async with self.session.request(
+    def recall(self) -> int:
+        """The door holds for a restart: every generation forwarded with no byte of its
+        answer sent to its client yet is cancelled upstream (its connection to vLLM closed:
+        vLLM aborts it), to wait at the door by its arrival and be sent again once released.
+        Returns how many."""
+        count = 0
+        for entry in self._open.values():
+            if entry.waiting is not None and not entry.recalled and entry.waiting.cancel():
+                entry.recalled = True
+                count += 1
+        return count
+
+    async def _answer_start(
+        self, request: web.Request, url: URL, headers: CIMultiDict[str], body: Body
+    ) -> tuple[aiohttp.ClientResponse, bytes]:
+        """vLLM's answer, with its first chunk read (empty: an answer without a body)."""
+        answer = await self.session.request(
             request.method,
             url,
             headers=headers,
             data=body.data(),
             allow_redirects=False,
             skip_auto_headers=SKIP_AUTO_HEADERS,
-        ) as answer:
+        )
+        try:
+            first = await answer.content.readany()
+        except BaseException:
+            answer.close()  # the connection too: vLLM sees its client gone and aborts
+            raise
+        return answer, first
+
+    async def _recallable_start(
+        self,
+        entry: _Open,
+        url: URL,
+        headers: CIMultiDict[str],
+        body: Body,
+    ) -> tuple[aiohttp.ClientResponse, bytes]:
+        """`_answer_start` as a task a hold may cancel (`recall`): then `_Recalled`."""
+        waiting = asyncio.ensure_future(self._answer_start(entry.request, url, headers, body))
+        entry.waiting = waiting
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if entry.recalled and (task is None or task.cancelling() == 0):
+                raise _Recalled() from None
+            raise
+        finally:
+            entry.waiting = None
+
+    async def _forward(
+        self,
+        entry: _Open,
+        upstream: str,
+        headers: CIMultiDict[str],
+        body: Body,
+        started: float,
+        replayable: bool,
+    ) -> web.StreamResponse:
+        request = entry.request
+        # The target as the client wrote it, its escapes kept (yarl would re-encode them).
+        url = URL(upstream + request.raw_path, encoded=True)
+        first: bytes | None = None
+        if replayable:
+            answer, first = await self._recallable_start(entry, url, headers, body)
+        else:
+            answer = await self.session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=body.data(),
+                allow_redirects=False,
+                skip_auto_headers=SKIP_AUTO_HEADERS,
+            )
+        async with answer:
             response = web.StreamResponse(
                 status=answer.status,
                 reason=answer.reason,
@@ -175,7 +276,7 @@ class Forwarder:
                 response.content_length = answer.content_length
             stream = answer.content_type == "text/event-stream"
             tally = SseTally() if stream else None
-            self._open[id(request)] = (request, True)
+            entry.answering = True
             try:
                 await response.prepare(request)
             except (ConnectionResetError, aiohttp.ClientConnectionResetError):
@@ -185,7 +286,7 @@ class Forwarder:
                 return response
             first_t: float | None = None
             try:
-                async for chunk in answer.content.iter_any():
+                async for chunk in _chunks(first, answer):
                     now = time.monotonic()
                     if first_t is None:
                         first_t = now
@@ -219,6 +320,16 @@ class Forwarder:
                 )
             )
         return response
+
+
+async def _chunks(first: bytes | None, answer: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The answer's body as it arrives: `first` (read already, when not None), then the rest."""
+    if first is not None:
+        if not first:
+            return  # the whole body was empty
+        yield first
+    async for chunk in answer.content.iter_any():
+        yield chunk
 
 
 def _cut(request: web.Request) -> None:

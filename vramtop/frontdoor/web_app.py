@@ -72,6 +72,8 @@ def status(app: web.Application) -> dict[str, Any]:
         "abandoned": gate.abandoned,
         # Added: the request bodies kept in memory now, of the door's budget for them.
         "bodies_kept_bytes": app[FORWARDER].budget.kept_bytes,
+        # Added: requests a hold cancelled upstream, to be sent again to the new server.
+        "replayed_total": gate.replayed,
     }
 
 
@@ -126,8 +128,22 @@ async def _hold(request: web.Request) -> web.Response:
     if not math.isfinite(drain_s) or drain_s < 0:
         return _bad("drain_s is a number of seconds, 0 or more")
     gate = request.app[GATE]
-    drained = await gate.hold(float(drain_s))
-    return _json({"drained": drained, "in_flight": gate.in_flight})
+    gate.start_holding()
+    # The generations with no answer begun wait at the door for the new server instead of
+    # holding the restart up; the answers begun are let finish, up to `drain_s`.
+    replayed = request.app[FORWARDER].recall()
+    began = gate.clock()
+    drained = await gate.drain(float(drain_s))
+    return _json(
+        {
+            "drained": drained,
+            "in_flight": gate.in_flight,
+            # Added: the requests cancelled upstream to be sent again once released, and how
+            # long the answers begun took to finish (or `drain_s`, when they did not).
+            "replayed": replayed,
+            "drain_took_s": round(gate.clock() - began, 3),
+        }
+    )
 
 
 async def _release(request: web.Request) -> web.Response:

@@ -17,6 +17,7 @@ from typing import TypedDict
 
 from vramtop import files
 from vramtop.config import parse_door_address
+from vramtop.core.json_types import JsonObject
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, launch, state, tree
 from vramtop.supervisor.handle import ServerHandle
@@ -42,6 +43,8 @@ class DoorControl:
 
     def __init__(self, server: ServerHandle) -> None:
         self._server = server
+        # What the last hold before a stop did, for the step's timeline event (`held_facts`).
+        self._held: JsonObject = {}
 
     def internal_port(self) -> int | None:
         """With a front door, the loopback port the next launch's vLLM listens on (kept, or a
@@ -127,11 +130,22 @@ class DoorControl:
             return f"the front door cannot be asked to hold requests: {exc.strerror}"
         drain_s = self._server.profile.drain_s
         progress("holding new requests at the front door")
-        answer = door.hold(rec, drain_s)
-        if answer is not None and not answer.get("drained", True):
+        answer = door.hold(rec, drain_s) or {}
+        self._held = {k: answer[k] for k in HOLD_FACTS if _is_count(answer.get(k))}
+        replayed = self._held.get("replayed")
+        if replayed:
+            progress(f"{replayed} request(s) not answered yet: sent again to the new server")
+        if not answer.get("drained", True):
             left = answer.get("in_flight")
             progress(f"{left} request(s) still running after {drain_s:g} s: stopping anyway")
         return None
+
+    def held_facts(self) -> JsonObject:
+        """What the last hold before a stop did, taken once for the step's timeline event:
+        `replayed` (the requests cancelled upstream, sent again to the new server) and
+        `drain_took_s` (how long the answers begun took to finish); empty without a hold."""
+        facts, self._held = self._held, {}
+        return facts
 
     def release_back(self) -> None:
         """A stop that failed (the old server still runs): what the door held goes to it."""
@@ -272,6 +286,14 @@ class DoorControl:
         return rec.actor_pid is not None and (
             rec.actor_pid == os.getpid() or tree.process_alive(rec.actor_pid, rec.actor_create_time)
         )
+
+
+# The hold answer's facts a step's event carries (the door's own words).
+HOLD_FACTS = ("replayed", "drain_took_s")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
 def _nobody_starts(rec: ServerRecord) -> str:

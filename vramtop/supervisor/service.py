@@ -40,6 +40,7 @@ from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
 from vramtop.supervisor.readiness import server_url
 from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
+from vramtop.supervisor.step_phases import start_phases
 from vramtop.supervisor.stopping import MemoryReleased
 
 __all__ = [
@@ -170,7 +171,7 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
-        return self._told("restart", result, asked_by, before)
+        return self._told("restart", result, asked_by, before, self._step_facts())
 
     def relaunch(
         self,
@@ -184,7 +185,23 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         result = self._relauncher.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
-        return self._told("relaunch", result, asked_by, before, change.to_json())
+        # The event names all three flags, null where unchanged, as it always has.
+        changed: JsonObject = {
+            "gpu_memory_utilization": change.budget,
+            "max_model_len": change.max_model_len,
+            "kv_cache_dtype": change.kv_cache_dtype,
+            **self._step_facts(),
+        }
+        return self._told("relaunch", result, asked_by, before, changed)
+
+    def _step_facts(self) -> JsonObject:
+        """A restart's or relaunch's own facts for its event: the door's part (requests sent
+        again, the drain's seconds) and the new start's phases from vLLM's log."""
+        facts = self._door.held_facts()
+        phases = start_phases(self._server.recorded())
+        if phases:
+            facts["phases"] = phases
+        return facts
 
     def tell_actions_to(self, listener: ActionListener) -> None:
         """Have `listener` told of each action once it has answered (after the timeline)."""
