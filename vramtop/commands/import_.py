@@ -23,7 +23,7 @@ from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ExitCode
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "import", help="turn a vLLM launch script into a profile", description=__doc__
     )
