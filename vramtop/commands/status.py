@@ -68,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
         if rec is not None:
             data["pids"] = live_pids(info.pids, rec.tree)
             data["started_by"] = rec.started_by
-            data["url"] = server_url(rec.host, rec.port)
+            url = server_url(rec.host, rec.port)
+            data["url"] = url
             data["error_kind"] = rec.error_kind
             data["largest_fitting_budget"] = rec.largest_fitting_budget
             data["last_lines"] = rec.last_lines[-10:] if info.state == "crashed" else []
             if info.state == "running":
-                data["healthy"], data["reason"] = _health(data["url"])
+                data["healthy"], data["reason"] = _health(url)
             data.update(door_fields(rec))
         return _print(options.json, data)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from vramtop.core.windows.reading import WindowsGpuReading
@@ -246,7 +246,7 @@ class ServerInfo:
     returncode: int | None = None
     last_error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """Its fields by name, in order, as `status --json` writes them (the budget under
         vLLM's name, `gpu_memory_utilization`)."""
         out = asdict(self)

@@ -92,6 +92,6 @@ class NormalRateStore:
         files.write_atomic(self.path, text.encode("utf-8"))
 
 
-def _saved_at(entry: Any) -> float:
+def _saved_at(entry: object) -> float:
     value = entry.get("saved_at") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, int | float) else 0.0
