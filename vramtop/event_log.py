@@ -19,7 +19,6 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from vramtop import files, locations, locks
 from vramtop.core.events import Event
@@ -55,7 +54,7 @@ class EventLog:
     def rotated(self) -> Path:
         return self.path.with_name(self.path.name + ".1")
 
-    def append(self, t: float, event: str, detail: Mapping[str, Any] | None = None) -> bool:
+    def append(self, t: float, event: str, detail: Mapping[str, object] | None = None) -> bool:
         """Add one event at `t` (Unix time); False when it could not be written."""
         line = json.dumps(
             {"t": t, "event": event, "detail": dict(detail or {})},

@@ -18,7 +18,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ _TRUE_WORDS = frozenset(("1", "on", "t", "true", "y", "yes"))
 _FALSE_WORDS = frozenset(("0", "off", "f", "false", "n", "no"))
 
 
-def as_number(value: Any) -> float | None:
+def as_number(value: object) -> float | None:
     """`value` as the number a number field holds (None: not one). A quoted number ("2") and
     true/false (1/0) have always been taken; NaN and infinities never are."""
     if isinstance(value, str):
@@ -91,7 +91,7 @@ def as_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def as_bool(value: Any) -> bool | None:
+def as_bool(value: object) -> bool | None:
     """`value` as true/false (None: not one): also 1/0 and the words yes/no, on/off, …"""
     if isinstance(value, bool):
         return value
@@ -110,11 +110,11 @@ def interval_problem(seconds: float) -> str | None:
     return bounds.interval_problem(seconds)
 
 
-def _text_or_none(value: Any) -> bool:
+def _text_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
-def _keys(value: Any) -> bool:
+def _keys(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
@@ -158,13 +158,13 @@ def keys_problem(keys: dict[str, str]) -> str | None:
     return None
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return as_number(value) is not None
 
 
 # field -> (is its type right?, what it must be, a further check: the problem or None). A
 # number field's check is given the number (see `as_number`).
-_CHECKS: dict[str, tuple[Any, str, Any]] = {
+_CHECKS: dict[str, tuple[Callable[[object], bool], str, Any]] = {
     "interval_s": (_number, "a number", lambda v: interval_problem(as_number(v) or 0.0)),
     "default_profile": (_text_or_none, "a string", lambda v: None),
     "min_desktop_headroom_gib": (
@@ -184,7 +184,7 @@ _CHECKS: dict[str, tuple[Any, str, Any]] = {
 _NUMBERS = ("interval_s", "min_desktop_headroom_gib")
 
 
-def _problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+def _problems(data: Mapping[str, object]) -> list[tuple[str, str]]:
     """(field, what is wrong with it) for each field of `data` that is not usable."""
     problems = []
     for name, value in data.items():
@@ -214,7 +214,7 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
 
 
-def read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, object]:
     """The table of a config file of vramtop's own (`read_text`); `ConfigError` when it
     cannot be read or is not TOML."""
     text = read_text(path)
@@ -227,7 +227,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
 
 
-def settings_from(data: dict[str, Any], path: Path) -> Settings:
+def settings_from(data: Mapping[str, object], path: Path) -> Settings:
     """The settings `data` (a config file's table) holds; ConfigError naming each field that
     is not usable, one line each."""
     problems = _problems(data)
@@ -253,7 +253,7 @@ def load_settings(path: Path | None = None) -> Settings:
     return settings_from(read_toml(path), path)
 
 
-def to_toml(data: Mapping[str, Any]) -> str:
+def to_toml(data: Mapping[str, object]) -> str:
     """`data` as the text of a config file, written by tomlkit (which also edits a profile in
     place, `profile_file.save_relaunch_file`): a list one item a line, as a long command line
     reads best; a table as a `[table]`, a list of tables as `[[table]]` entries."""

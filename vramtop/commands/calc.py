@@ -57,7 +57,7 @@ Terms not given, measured or calibrated are estimated and listed as such.
 """
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "calc",
         help="what a budget (--gpu-memory-utilization) gives the KV pool and leaves the desktop",

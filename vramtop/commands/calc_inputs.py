@@ -27,6 +27,7 @@ from vramtop.core.headroom.from_startup import gib, inputs_from_startup
 from vramtop.core.headroom.live import pool_inputs
 from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import StartupFacts
 from vramtop.core.vllm.log_run import DEFAULT_BLOCK_SIZE, LastRun, LogRun, read_run
 
@@ -234,7 +235,7 @@ def _gib_or_none(value: float | None) -> int | None:
 
 
 def _architecture(options: CalcOptions, log: LogRun | None = None) -> Architecture:
-    config: dict[str, Any] | None = None
+    config: JsonObject | None = None
     path = options.model_config
     if (
         path is None
@@ -341,7 +342,7 @@ def _is_lfs_pointer(path: Path) -> bool:
         return False
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JsonObject:
     try:
         with path.open("rb") as f:  # a config or index is KBs; /dev/zero never ends
             raw = f.read(MAX_SMALL_FILE_BYTES + 1)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     # Imported where they are used: a one-shot answer takes its first reading before the
     # backend (its session, its diagnosis) is loaded.
     from vramtop.config import Profile
+    from vramtop.core.json_types import JsonObject
     from vramtop.core.model import Sample
     from vramtop.machines.live_machine import LiveMachine
     from vramtop.machines.machine_backend import MachineBackend
@@ -31,10 +32,10 @@ def query_time() -> str:
     return datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _normal_rate_field(backend: MachineBackend) -> dict[str, object]:
+def _normal_rate_field(backend: MachineBackend) -> JsonObject:
     """The header's optional `normal_rate`: what the recording's rates are compared with."""
     normal = backend.normal_rate()
-    extra: dict[str, object] = {"demo": backend.demo}
+    extra: JsonObject = {"demo": backend.demo}
     if normal is not None:
         extra["normal_rate"] = normal.to_json()
     return extra

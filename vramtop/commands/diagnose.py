@@ -8,7 +8,6 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vramtop.commands.shared_options import Given
 from vramtop.core.diagnosis.diagnoser import Diagnoser
@@ -20,7 +19,7 @@ from vramtop.session.session_reader import Record, SessionError, SessionReader
 EXIT_UNREADABLE = 2
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "diagnose",
         help="name what went wrong in a recorded session",

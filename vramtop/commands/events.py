@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.events import Event, EventName
+from vramtop.core.json_types import JsonObject
 from vramtop.outcomes import ExitCode
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -190,7 +190,7 @@ _RESULTS = {
 def describe(event: Event, room: int | None = None) -> str:
     """What happened in words; a `guard` event's `decision` first and its `why` last, the
     why shortened so that the whole fits `room` characters (None: whole)."""
-    detail: dict[str, Any] = dict(event.detail)
+    detail: JsonObject = dict(event.detail)
     if event.name == EventName.GUARD:
         return _guard_words(detail, room)
     if event.name == "finding":
@@ -214,7 +214,7 @@ def describe(event: Event, room: int | None = None) -> str:
     return " · ".join(parts) or ", ".join(f"{k} {v}" for k, v in detail.items())
 
 
-def _guard_words(detail: dict[str, Any], room: int | None) -> str:
+def _guard_words(detail: JsonObject, room: int | None) -> str:
     """A guard's decision: `acted · budget 0.85 · served · why …`."""
     rest = {k: v for k, v in detail.items() if k not in ("decision", "why", "policy", "step")}
     said = describe(Event(0.0, "relaunch", rest)) if rest else ""

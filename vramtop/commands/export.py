@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtop.commands.argtypes import interval_seconds
 from vramtop.commands.errors import CommandError
@@ -34,7 +34,7 @@ RULES_FILE = "vramtop-rules.yml"
 DASHBOARD_FILE = "vramtop-dashboard.json"
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "export",
         help="serve vramtop's metrics to Prometheus (headless)",

@@ -7,7 +7,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -16,6 +15,7 @@ from vramtop import profiles
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.core import secrets
+from vramtop.core.json_types import JsonObject
 from vramtop.core.launch.interpreter import ParsedLaunch
 from vramtop.core.launch.problems import LaunchScriptError
 from vramtop.core.launch.script import parse_launch_script
@@ -24,7 +24,7 @@ from vramtop.outcomes import ExitCode
 from vramtop.profile_file import profile_to_toml, shown_input
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "import", help="turn a vLLM launch script into a profile", description=__doc__
     )
@@ -72,7 +72,7 @@ def read_script(path: Path) -> ParsedLaunch:
         raise ConfigError(f"{lines}\nNothing was saved.") from None
 
 
-def read_config_defaults(parsed: ParsedLaunch, script: Path) -> dict[str, Any]:
+def read_config_defaults(parsed: ParsedLaunch, script: Path) -> JsonObject:
     """The `--config` YAML's values (defaults under the command line), or {} without one."""
     name = vllm_args.config_path(parsed.argv)
     if name is None:
@@ -147,11 +147,12 @@ def run(args: argparse.Namespace) -> int:
         )
         if defaults:
             # Host and port from the YAML count too (the command line still wins).
-            update: dict[str, Any] = {}
-            if vllm_args.host(profile.argv) is None and vllm_args.host([], defaults):
-                update["host"] = vllm_args.host([], defaults)
-            if vllm_args.port(profile.argv) is None and vllm_args.port([], defaults):
-                update["port"] = vllm_args.port([], defaults)
+            update: dict[str, str | int] = {}
+            host, port = vllm_args.host([], defaults), vllm_args.port([], defaults)
+            if vllm_args.host(profile.argv) is None and host:
+                update["host"] = host
+            if vllm_args.port(profile.argv) is None and port:
+                update["port"] = port
             profile = profile.model_validate(profile.model_dump() | update)
         if options.front_door is not None:
             profile = profile.model_validate(

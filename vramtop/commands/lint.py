@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 EXIT_WARNINGS = 1
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lint", help="check a profile or launch script for risky settings", description=__doc__
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from vramtop import profile_file, profiles
 from vramtop.commands.shared_options import Given
@@ -14,7 +13,7 @@ from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("profile", help="list, show or pick server profiles")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("list", help="the saved profiles (* marks the default)")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.errors import CommandError
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 DEFAULT_INTERVAL_S = 1.0
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "record",
         help="record a session to a file (for `vramtop diagnose` and `vramtop replay`)",

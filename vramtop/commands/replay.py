@@ -6,7 +6,6 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vramtop.commands.argtypes import finite_float
 from vramtop.commands.shared_options import Given
@@ -16,7 +15,7 @@ from vramtop.outcomes import ExitCode
 DEFAULT_SPEED = 10.0
 
 
-def add_parser(subparsers: Any) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "replay",
         help="play a recorded session through the console",

@@ -13,7 +13,6 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
 
 # The longest --max-model-len taken: beyond any model's context (the longest are ~10M tokens).
 MAX_MODEL_LEN = 2**26
@@ -81,7 +80,7 @@ def cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def whole_number(value: Any) -> int | None:
+def whole_number(value: object) -> int | None:
     """`value` as a whole number (a JSON or TOML integer, or a float with no fraction); None
     for anything else: booleans, NaN, infinities, fractions, and integers past 2**53 whose
     float would not be exact."""
@@ -94,7 +93,7 @@ def whole_number(value: Any) -> int | None:
     return value if abs(value) <= 2**53 else None
 
 
-def version_problem(data: Mapping[str, Any], newest: int) -> str | None:
+def version_problem(data: Mapping[str, object], newest: int) -> str | None:
     """What is wrong with the format `version` of a file read as `data` (None: one this
     vramtop reads, from 1 to `newest`). Only a larger whole number is a newer format; any
     other value (text such as "1", a fraction, true, null, 0 or below, none at all) is a
@@ -112,7 +111,7 @@ def version_problem(data: Mapping[str, Any], newest: int) -> str | None:
     return None
 
 
-def json_shown(value: Any, limit: int = 40) -> str:
+def json_shown(value: object, limit: int = 40) -> str:
     """`value` as it was written in JSON (`"1"`, `1.5`, `true`, `null`), cut to `limit`."""
     try:
         text = json.dumps(value, ensure_ascii=False)

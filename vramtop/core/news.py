@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from vramtop.core.diagnosis.memory_evidence import NO_NORMAL_RATE
 from vramtop.core.findings import (
@@ -171,7 +170,7 @@ def _remedy_words(finding: Finding) -> str:
     return ""
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import IO
 
 from prometheus_client.exposition import MetricsHandler
 from prometheus_client.registry import Collector
@@ -64,7 +64,7 @@ class MetricsServer:
             self._listener.close()
             raise
         self.server_port: int = self._listener.getsockname()[1]
-        self._handler: type[Any] = _handler_for(registry, idle_timeout_s)
+        self._handler = _handler_for(registry, idle_timeout_s)
         self._idle_timeout_s = idle_timeout_s
         self._max_connections = max(1, max_connections)
         self._monotonic = monotonic
@@ -186,17 +186,23 @@ class MetricsServer:
             conn.close()
 
 
-def _handler_for(registry: Collector, timeout_s: float) -> type[Any]:
+# A handler made for one connection: (the socket, its peer, this server, the head read).
+_Handler = Callable[[socket.socket, object, object, bytes], object]
+
+
+def _handler_for(registry: Collector, timeout_s: float) -> _Handler:
     """prometheus_client's handler for `registry`, reading the request from the head the
     accepting thread read, writing for at most `timeout_s` (StreamRequestHandler's
     `timeout`)."""
-    base: type[Any] = MetricsHandler.factory(registry)
+    base: type = MetricsHandler.factory(registry)
 
     class _FromHead(base):  # type: ignore[misc]
         timeout = timeout_s
-        rfile: Any
+        rfile: IO[bytes]
 
-        def __init__(self, request: Any, client_address: Any, server: Any, head: bytes) -> None:
+        def __init__(
+            self, request: socket.socket, client_address: object, server: object, head: bytes
+        ) -> None:
             self._head = head
             super().__init__(request, client_address, server)
 

@@ -16,7 +16,6 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from vramtop import files, locations
 from vramtop.core import bounds
@@ -66,7 +65,7 @@ class NormalRateStore:
         except OSError as exc:
             log.warning("could not remember the normal rate in %s: %s", self.path, exc)
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, object]:
         self._newer = False
         try:
             raw = locations.read_own(self.path, limit=bounds.MAX_SMALL_FILE_BYTES)
@@ -92,6 +91,6 @@ class NormalRateStore:
         files.write_atomic(self.path, text.encode("utf-8"))
 
 
-def _saved_at(entry: Any) -> float:
+def _saved_at(entry: object) -> float:
     value = entry.get("saved_at") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, int | float) else 0.0

@@ -14,12 +14,13 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO
 
 from vramtop import files
 from vramtop.core.door_fields import door_json
 from vramtop.core.events import Event, EventName
 from vramtop.core.findings import Change, Finding
+from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import card_activity_fields, process_fields
@@ -54,8 +55,8 @@ def make_header(
     gpus: Sequence[GpuDevice] = (),
     info: ServerInfo | None = None,
     wsl: bool | None = None,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    extra: Mapping[str, JsonValue] | None = None,
+) -> JsonObject:
     """The header line (`started_at`: ISO 8601 UTC, e.g. `2026-11-29T14:02:11Z`)."""
     server = None
     if info is not None:
@@ -65,7 +66,7 @@ def make_header(
             "max_model_len": info.max_model_len,
             "kv_cache_dtype": info.kv_cache_dtype,
         }
-    header: dict[str, Any] = {
+    header: JsonObject = {
         "format": FORMAT,
         "version": VERSION,
         "started_at": started_at,
@@ -77,9 +78,9 @@ def make_header(
     return header
 
 
-def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> dict[str, Any]:
+def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> JsonObject:
     split = sample.split if first else None
-    line: dict[str, Any] = {
+    line: JsonObject = {
         "index": device.index,
         "used_bytes": device.used_bytes,
         "total_bytes": device.total_bytes,
@@ -106,11 +107,11 @@ def _gpu_line(device: GpuDevice, sample: Sample, first: bool) -> dict[str, Any]:
     return line
 
 
-def _server_line(sample: Sample) -> dict[str, Any] | None:
+def _server_line(sample: Sample) -> JsonObject | None:
     reading, info = sample.server, sample.info
     if reading is None and info is None:
         return None
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     if info is not None:
         out["state"] = str(info.state)
         out["pid"] = info.pid
@@ -155,9 +156,9 @@ def _count(value: float | None) -> int | float | None:
     return int(value) if value == int(value) else value
 
 
-def sample_line(sample: Sample) -> dict[str, Any]:
+def sample_line(sample: Sample) -> JsonObject:
     """A `Sample` as the session format's sample line."""
-    line = {
+    line: JsonObject = {
         "t": sample.t,
         "gpus": [_gpu_line(d, sample, i == 0) for i, d in enumerate(sample.gpu.devices)],
         "server": _server_line(sample),
@@ -170,17 +171,18 @@ def sample_line(sample: Sample) -> dict[str, Any]:
     return line
 
 
-def _masked(detail: Mapping[str, Any]) -> dict[str, Any]:
+def _masked(detail: Mapping[str, JsonValue]) -> JsonObject:
     """An event's detail with every secret masked: argv words, and any text (log lines,
     messages) that carries a key."""
     out = dict(detail)
     for key in ("argv", "old_argv", "new_argv"):
-        if isinstance(out.get(key), list | tuple):
-            out[key] = mask_argv([str(w) for w in out[key]])
+        argv = out.get(key)
+        if isinstance(argv, list | tuple):
+            out[key] = mask_argv([str(w) for w in argv])
     return {key: _mask_text(value) for key, value in out.items()}
 
 
-def _mask_text(value: Any) -> Any:
+def _mask_text(value: JsonValue) -> JsonValue:
     if isinstance(value, str):
         return mask_line(value)
     if isinstance(value, list | tuple):
@@ -190,7 +192,7 @@ def _mask_text(value: Any) -> Any:
     return value
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: JsonValue) -> JsonValue:
     """NaN and infinities are not JSON: they become null ("not known")."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -201,7 +203,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _dumps(obj: Mapping[str, Any]) -> str:
+def _dumps(obj: Mapping[str, JsonValue]) -> str:
     try:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
@@ -213,14 +215,17 @@ class SessionWriter:
     truncated, or refused (`FileExistsError`) when not `replace`. Use as a context manager."""
 
     def __init__(
-        self, path: str | Path, header: Mapping[str, Any], *, replace: bool = True
+        self, path: str | Path, header: Mapping[str, JsonValue], *, replace: bool = True
     ) -> None:
         self.path = Path(path)
         header = dict(header)
         header.setdefault("format", FORMAT)
         header.setdefault("version", VERSION)
-        if isinstance(header.get("server"), Mapping) and "argv" in header["server"]:
-            header["server"] = {**header["server"], "argv": mask_argv(header["server"]["argv"])}
+        server = header.get("server")
+        if isinstance(server, Mapping) and "argv" in server:
+            argv = server["argv"]
+            if isinstance(argv, Sequence):
+                header["server"] = {**server, "argv": mask_argv([str(w) for w in argv])}
         if not self.path.parent.is_dir():
             files.private_dir(self.path.parent)
         fd = files.create_new(self.path, replace=replace)
@@ -231,7 +236,7 @@ class SessionWriter:
         if self.failed is not None:
             raise OSError(f"cannot record to {self.path}: {self.failed}")
 
-    def _write(self, obj: Mapping[str, Any]) -> None:
+    def _write(self, obj: Mapping[str, JsonValue]) -> None:
         if self.failed is not None:
             return  # the recording has failed: said once, nothing more is written
         if self._file is None:
@@ -259,7 +264,7 @@ class SessionWriter:
     def sample(self, sample: Sample) -> None:
         self._write(sample_line(sample))
 
-    def event(self, t: float, name: str, detail: Mapping[str, Any] | None = None) -> None:
+    def event(self, t: float, name: str, detail: Mapping[str, JsonValue] | None = None) -> None:
         self._write(Event(t, name, _masked(detail or {})).to_json())
 
     def finding(self, t: float, finding: Finding, change: str = Change.OPENED) -> None:

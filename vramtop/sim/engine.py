@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import Literal, TypedDict
 
 from vramtop.core.headroom.startup_checks import (
     NO_CACHE_BLOCKS_MESSAGE,
@@ -66,8 +66,57 @@ def print_engine_traceback(exc_name: str, message: str) -> None:
     vlog.emit(f"{exc_name}: {message}")
 
 
+class EngineConfig(TypedDict):
+    """What the API server tells its EngineCore (as JSON, in CONFIG_ENV)."""
+
+    model: str
+    served_name: str
+    util: float
+    total_bytes: int
+    kv_cache_dtype: str
+    max_model_len: int
+    auto_max_model_len: bool
+    max_num_batched_tokens: int
+    block_size: int
+    enforce_eager: bool
+    tp: int
+    trust_remote_code: bool
+    dtype: str
+    seed: int | None
+    prefix_caching: bool
+    startup_s: float
+
+
+class PlanFields(TypedDict):
+    """The KV plan as the engine reports it when ready (`_plan_dict`)."""
+
+    budget: int
+    kv_bytes: int
+    num_blocks: int
+    tokens: int
+    block_size: int
+    max_concurrency: float
+    max_model_len: int
+    footprint: int
+
+
+class EngineReady(TypedDict):
+    """The engine's word (one JSON line on its pipe) once its memory is held."""
+
+    event: Literal["ready"]
+    pid: int
+    plan: PlanFields
+
+
+class EngineFailed(TypedDict):
+    """The engine's word when it could not start."""
+
+    event: Literal["failed"]
+    error: str
+
+
 class Engine:
-    def __init__(self, config: dict[str, Any], world: WorldRequests, pipe_fd: int | None) -> None:
+    def __init__(self, config: EngineConfig, world: WorldRequests, pipe_fd: int | None) -> None:
         self.config = config
         self.world = world
         self.pipe_fd = pipe_fd
@@ -75,7 +124,7 @@ class Engine:
         self.startup_s = float(config.get("startup_s", 3.0))
         self.pid = os.getpid()
 
-    def report(self, event: dict[str, Any]) -> None:
+    def report(self, event: EngineReady | EngineFailed) -> None:
         if self.pipe_fd is None:
             return
         # If the API server is gone (SIGKILL) we carry on holding memory, like vLLM.
@@ -237,7 +286,7 @@ def _say_core(message: str) -> None:
     vlog.info(PROC, "core.py:93", message)
 
 
-def _plan_dict(plan: KvPlan) -> dict[str, Any]:
+def _plan_dict(plan: KvPlan) -> PlanFields:
     return {
         "budget": plan.budget_bytes,
         "kv_bytes": plan.kv_bytes,

@@ -9,6 +9,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.sim import metrics_text
 from vramtop.sim.card import VLLM_VERSION
 from vramtop.sim.serving import Scheduler, count_tokens
@@ -25,7 +26,7 @@ class FakeVllmHttp(ThreadingHTTPServer):
     served_names: list[str]
     max_model_len: int
     api_keys: frozenset[str]
-    cache_info: dict[str, Any]
+    cache_info: JsonObject
     access_log: bool
     created: float
     healthy: bool = True
@@ -39,7 +40,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     # -- plumbing -----------------------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -49,7 +50,7 @@ class Handler(BaseHTTPRequestHandler):
         phrase = self.responses.get(int(code), ("",))[0] if str(code).isdigit() else ""
         emit(f'INFO:     {host}:{port} - "{self.requestline}" {code} {phrase}')
 
-    def send_json(self, status: int, body: Any) -> None:
+    def send_json(self, status: int, body: JsonValue) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -125,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._complete(body, chat=path.endswith("chat/completions"))
 
-    def _model_card(self, name: str) -> dict[str, Any]:
+    def _model_card(self, name: str) -> JsonObject:
         return {
             "id": name,
             "object": "model",
@@ -161,7 +162,7 @@ class Handler(BaseHTTPRequestHandler):
             "total_tokens": prompt_tokens + n,
         }
         if chat:
-            choice = {
+            choice: JsonObject = {
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
                 "logprobs": None,
@@ -200,9 +201,9 @@ class Handler(BaseHTTPRequestHandler):
         obj = "chat.completion.chunk" if chat else "text_completion"
         broken = False
 
-        def send(choice: dict[str, Any], usage: dict[str, int] | None = None) -> None:
+        def send(choice: JsonObject, usage: dict[str, int] | None = None) -> None:
             nonlocal broken
-            chunk: dict[str, Any] = {
+            chunk: JsonObject = {
                 "id": rid,
                 "object": obj,
                 "created": created,
@@ -217,7 +218,7 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 broken = True  # the client went away; stop generating for it
 
-        def piece(text: str, finish: str | None = None) -> dict[str, Any]:
+        def piece(text: str, finish: str | None = None) -> JsonObject:
             if chat:
                 return {
                     "index": 0,

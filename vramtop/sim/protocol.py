@@ -11,6 +11,8 @@ import socket
 from pathlib import Path
 from typing import Any, Protocol
 
+from vramtop.core.json_types import JsonValue
+
 SOCKET_ENV = "VRAMTOP_SIM_SOCKET"
 SPEED_ENV = "VRAMTOP_SIM_SPEED"
 STARTUP_ENV = "VRAMTOP_SIM_STARTUP_S"
@@ -28,7 +30,7 @@ class WorldRequests(Protocol):
     """What answers the world's requests: `WorldClient` over the socket, or the `World` itself
     where a test runs a server's parts in its own process."""
 
-    def request(self, op: str, **fields: Any) -> dict[str, Any]: ...
+    def request(self, op: str, **fields: JsonValue) -> dict[str, Any]: ...
 
 
 class WorldClient:
@@ -38,7 +40,7 @@ class WorldClient:
         self.socket_path = str(socket_path)
         self.timeout_s = timeout_s
 
-    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+    def request(self, op: str, **fields: JsonValue) -> dict[str, Any]:
         """Send one request; raise WorldUnreachable when the daemon cannot be asked."""
         line = json.dumps({"op": op, **fields}).encode() + b"\n"
         try:

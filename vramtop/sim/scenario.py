@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vramtop.core.json_types import JsonObject
+
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 CALL_RAMP_UP_S = 4.0
 
@@ -66,7 +68,7 @@ class Scenario:
     idle_temperature_c: int = 48
     call_temperature_c: int = 56
     sm_clock_mhz: int = 2655
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
 
     def call_scheduled(self, t: float) -> bool:
         return any(w.contains(t) for w in self.calls)

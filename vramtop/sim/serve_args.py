@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+
+from vramtop.core.json_types import JsonValue
 
 PROG = "vllm serve"
 
 
-def _json_arg(text: str) -> Any:
+def _json_arg(text: str) -> JsonValue:
     try:
-        return json.loads(text)
+        value: JsonValue = json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    return value
 
 
 # `--max-model-len auto` (or -1): fit the ceiling to the pool (vLLM 0.29+, PR #29431).
@@ -113,7 +115,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def non_default(args: argparse.Namespace) -> dict[str, Any]:
+def non_default(args: argparse.Namespace) -> dict[str, object]:
     """The `non-default args: {...}` dict vLLM prints at startup: with the keys given by
     `--api-key` in it, in plain text, as vLLM prints them (a key taken from VLLM_API_KEY is
     not an argument and is not printed)."""

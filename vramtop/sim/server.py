@@ -17,8 +17,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from vramtop.core.json_types import JsonObject
 from vramtop.sim import engine as engine_mod
 from vramtop.sim import serve_args as vargs
 from vramtop.sim import vlog
@@ -119,7 +120,7 @@ class ApiServer:
             f"{self.a.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS}.",
         )
 
-    def engine_config(self) -> dict[str, Any]:
+    def engine_config(self) -> engine_mod.EngineConfig:
         a = self.a
         state = self.world.request("state")
         return {
@@ -141,7 +142,7 @@ class ApiServer:
             "startup_s": self.startup_s,
         }
 
-    def start_engine(self) -> dict[str, Any] | None:
+    def start_engine(self) -> engine_mod.EngineReady | None:
         """Start EngineCore and wait for its word; None when it failed or we were stopped."""
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
@@ -185,7 +186,7 @@ class ApiServer:
         )
 
     # -- serving ------------------------------------------------------------------------------
-    def serve(self, ready: dict[str, Any]) -> int:
+    def serve(self, ready: engine_mod.EngineReady) -> int:
         from vramtop.sim.http_api import FakeVllmHttp, Handler
         from vramtop.sim.serving import Scheduler
 
@@ -242,7 +243,7 @@ class ApiServer:
         vlog.emit(f"INFO:     Finished server process [{os.getpid()}]")
         return self.exit_code
 
-    def cache_info(self, plan: dict[str, Any]) -> dict[str, Any]:
+    def cache_info(self, plan: engine_mod.PlanFields) -> JsonObject:
         return {
             "block_size": plan["block_size"],
             "cache_dtype": self.a.kv_cache_dtype,

@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from vramtop import locks
+from vramtop.core.json_types import JsonValue
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.clock import ScaledClock, SimClock
@@ -115,7 +116,7 @@ class World:
                 return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
-    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+    def request(self, op: str, **fields: JsonValue) -> dict[str, Any]:
         """As `WorldClient.request`, without the socket: for a server in the same process."""
         return self.handle({"op": op, **fields})
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from vramtop.core.model import GpuDevice, GpuReading, ProcessMemory
 from vramtop.sources.amd_fdinfo import PROC_ROOT, FdinfoIndex, FdinfoScan, processes_from
@@ -128,7 +128,7 @@ class AmdProbe:
 
     def __init__(
         self,
-        amdsmi: ModuleType | Any | None = None,
+        amdsmi: ModuleType | None = None,
         *,
         use_amdsmi: bool | None = None,
         drm_root: Path = DRM_ROOT,
@@ -215,7 +215,7 @@ class AmdProbe:
                     self.denied_pids = scan.denied_pids
                 bdf = self._call(partial(smi.amdsmi_get_gpu_device_bdf, handle), "")
                 processes = processes_from(scan.by_pdev.get(str(bdf), {}))
-            asic: Any = self._call(partial(smi.amdsmi_get_gpu_asic_info, handle), {})
+            asic: object = self._call(partial(smi.amdsmi_get_gpu_asic_info, handle), {})
             name = asic.get("market_name") if isinstance(asic, dict) else None
             devices.append(
                 GpuDevice(
@@ -232,13 +232,13 @@ class AmdProbe:
             )
         return GpuReading(devices=tuple(devices), source="amdsmi")
 
-    def _gtt(self, getter: Callable[[Any, Any], Any], handle: Any) -> int | None:
+    def _gtt(self, getter: Callable[[object, object], object], handle: object) -> int | None:
         smi = self._amdsmi
         assert smi is not None
         value = self._call(partial(getter, handle, smi.AmdSmiMemoryType.GTT), None)
         return int(value) if isinstance(value, int) else None
 
-    def _amdsmi_processes(self, handle: Any) -> tuple[ProcessMemory, ...] | None:
+    def _amdsmi_processes(self, handle: object) -> tuple[ProcessMemory, ...] | None:
         """Per-process VRAM and GTT from amdsmi; None when its list carries no memory numbers
         (older releases return handles to look up one by one: fdinfo answers instead)."""
         smi = self._amdsmi
@@ -256,7 +256,7 @@ class AmdProbe:
             per_pid[int(entry["pid"])] = (old[0] + vram, old[1] + gtt)
         return processes_from(per_pid)
 
-    def _amdsmi_temperature(self, handle: Any) -> int | None:
+    def _amdsmi_temperature(self, handle: object) -> int | None:
         smi = self._amdsmi
         assert smi is not None
         value = self._call(

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
 from vramtop.sources.dxg_kmsg import KMSG, ResidencyWatch
@@ -196,7 +196,7 @@ class NvmlProbe:
         residency = self._residency.read() if self._residency is not None else None
         return GpuReading(devices=tuple(devices), source="nvml", residency_failures=residency)
 
-    def _memory(self, handle: Any, name: str) -> tuple[int, int, int, MemoryKind]:
+    def _memory(self, handle: object, name: str) -> tuple[int, int, int, MemoryKind]:
         """(total, used, free, kind) of one device; _Unreadable with the reason if none."""
         nvml = self._nvml
         assert nvml is not None
@@ -225,7 +225,7 @@ class NvmlProbe:
         total, available = pool
         return total, max(0, total - available), available, MemoryKind.UNIFIED
 
-    def _device(self, index: int, handle: Any) -> GpuDevice:
+    def _device(self, index: int, handle: object) -> GpuDevice:
         nvml = self._nvml
         assert nvml is not None
         name = self._call(lambda: nvml.nvmlDeviceGetName(handle), f"GPU {index}")
@@ -257,7 +257,7 @@ class NvmlProbe:
             memory_util=_percent(getattr(rates, "memory", None)),
         )
 
-    def _counter(self, index: int, name: str, handle: Any, *args: Any) -> Any:
+    def _counter(self, index: int, name: str, handle: object, *args: int) -> object:
         """One optional NVML call's answer, or None: where it is missing from the library,
         fails, or answered NOT_SUPPORTED on this device before (then it is not asked)."""
         nvml = self._nvml
@@ -273,7 +273,7 @@ class NvmlProbe:
             log.debug("NVML %s failed: %s", name, exc)
             return None
 
-    def _throttle_mask(self, handle: Any) -> int | None:
+    def _throttle_mask(self, handle: object) -> int | None:
         nvml = self._nvml
         assert nvml is not None
         for name in (
@@ -287,7 +287,7 @@ class NvmlProbe:
                     return int(mask)
         return None
 
-    def _processes(self, handle: Any) -> tuple[ProcessMemory, ...] | None:
+    def _processes(self, handle: object) -> tuple[ProcessMemory, ...] | None:
         """Merge the compute and graphics lists; None where the driver gives no numbers."""
         nvml = self._nvml
         assert nvml is not None
@@ -322,22 +322,22 @@ class NvmlProbe:
             return default
 
 
-def _rx_counter(nvml: Any) -> int:
+def _rx_counter(nvml: ModuleType) -> int:
     return int(getattr(nvml, "NVML_PCIE_UTIL_RX_BYTES", PCIE_UTIL_RX_BYTES))
 
 
-def _tx_counter(nvml: Any) -> int:
+def _tx_counter(nvml: ModuleType) -> int:
     return int(getattr(nvml, "NVML_PCIE_UTIL_TX_BYTES", PCIE_UTIL_TX_BYTES))
 
 
-def _kib_per_s(value: Any) -> int | None:
+def _kib_per_s(value: object) -> int | None:
     """NVML's KiB/s as bytes/s; None for an answer that is not a count."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value * PCIE_KIB
 
 
-def _percent(value: Any) -> float | None:
+def _percent(value: object) -> float | None:
     """NVML's percent (0..100) as a fraction; None for anything else."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
         return None

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
 
 from vramtop.core.model import GpuReading
 from vramtop.settings import GPU_PROBES
@@ -44,7 +45,7 @@ class GpuProbe(Protocol):
     def close(self) -> None: ...
 
 
-def nvidia_present(nvml: ModuleType | Any | None = None) -> bool:
+def nvidia_present(nvml: ModuleType | None = None) -> bool:
     """True when NVML initialises and counts at least one device."""
     if nvml is None:
         try:
@@ -68,8 +69,8 @@ def nvidia_present(nvml: ModuleType | Any | None = None) -> bool:
 def choose_probe(
     setting: str = "auto",
     *,
-    nvml: ModuleType | Any | None = None,
-    amdsmi: ModuleType | Any | None = None,
+    nvml: ModuleType | None = None,
+    amdsmi: ModuleType | None = None,
     drm_root: Path = DRM_ROOT,
     proc_root: Path = PROC_ROOT,
     meminfo: Path = MEMINFO,
@@ -95,11 +96,29 @@ class DeferredProbe:
     Choosing loads the GPU library and initialises it (`auto` looks at the machine): the
     console makes its probe before its first frame and reads it after, in its reader."""
 
-    def __init__(self, setting: str = "auto", **options: Any) -> None:
+    def __init__(
+        self,
+        setting: str = "auto",
+        *,
+        nvml: ModuleType | None = None,
+        amdsmi: ModuleType | None = None,
+        drm_root: Path = DRM_ROOT,
+        proc_root: Path = PROC_ROOT,
+        meminfo: Path = MEMINFO,
+    ) -> None:
         if setting not in PROBE_CHOICES:
             choose_probe(setting)  # raises the same ValueError, now
         self._setting = setting
-        self._options = options  # choose_probe's (the libraries and paths it looks at)
+        # choose_probe, given the libraries and paths it looks at
+        self._choose = partial(
+            choose_probe,
+            setting,
+            nvml=nvml,
+            amdsmi=amdsmi,
+            drm_root=drm_root,
+            proc_root=proc_root,
+            meminfo=meminfo,
+        )
         self._probe: NvmlProbe | AmdProbe | None = None
         self._lock = threading.Lock()
 
@@ -110,7 +129,7 @@ class DeferredProbe:
     def chosen(self) -> NvmlProbe | AmdProbe:
         with self._lock:
             if self._probe is None:
-                self._probe = choose_probe(self._setting, **self._options)
+                self._probe = self._choose()
             return self._probe
 
     def read(self) -> GpuReading:

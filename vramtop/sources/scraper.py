@@ -13,9 +13,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from vramtop.core.diagnosis.thresholds import NOT_ANSWERING_S
+from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerMetrics, ServerReading
 from vramtop.core.secrets import mask_url
 from vramtop.core.vllm.metrics import MAX_NAME_CHARS, parse_metrics, shown_text
@@ -321,7 +321,7 @@ class Scraper:
         return f"request failed: {str(answer) or type(answer).__name__}"
 
 
-def _json(answer: Answer) -> dict[str, Any]:
+def _json(answer: Answer) -> JsonObject:
     try:
         value = json.loads(answer.text)
     except (ValueError, RecursionError):  # (nested deeper than the parser recurses)

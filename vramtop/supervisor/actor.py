@@ -15,10 +15,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from vramtop import files, locations, locks
 from vramtop.core import bounds
+from vramtop.core.json_types import JsonObject
 
 GUARD = "guard"
 CONSOLE = "console"
@@ -199,7 +200,7 @@ def write_guard_state(
         files.write_atomic(guard_state_path(profile), json.dumps(record).encode() + b"\n")
 
 
-def read_guard_state(profile: str) -> dict[str, Any] | None:
+def read_guard_state(profile: str) -> JsonObject | None:
     """`--once --json`'s `adaptive` object (`outside`, `during`, `down`, `up`) while a guard
     runs adaptively for `profile`; None otherwise (no guard, or one that is not adaptive)."""
     holder = ActorLock(profile, CONSOLE).holder()

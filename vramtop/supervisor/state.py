@@ -134,7 +134,7 @@ _MAX_PID = 2**31
 _PIDS = ("pid", "pgid", "actor_pid", "door_pid")
 
 
-def _of_kind(value: Any, kind: str) -> bool:
+def _of_kind(value: object, kind: str) -> bool:
     """Whether a JSON value is of a record field's declared kind (its annotation's text)."""
     optional = kind.endswith(" | None")
     if value is None:

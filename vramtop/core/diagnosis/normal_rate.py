@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from vramtop.core.diagnosis.rates import NormalQuantile, counter_delta
 from vramtop.core.json_types import JsonObject
@@ -167,7 +166,7 @@ class NormalRate:
         }
 
     @staticmethod
-    def from_json(obj: Any, source: str = REMEMBERED) -> NormalRate | None:
+    def from_json(obj: object, source: str = REMEMBERED) -> NormalRate | None:
         """Read a `to_json` value back (None for anything unusable: a normal rate is an
         optional help, a damaged one is ignored)."""
         if not isinstance(obj, Mapping) or not isinstance(obj.get("by_measure"), Mapping):

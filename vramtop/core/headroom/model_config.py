@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from vramtop.core.bounds import MAX_CONFIG_COUNT, json_shown, whole_number
 from vramtop.core.headroom.terms import Architecture, dtype_bytes
@@ -107,7 +106,7 @@ def _first_int(config: Mapping[str, JsonValue], *keys: str, least: int | None = 
     return None
 
 
-def _not_a_count(key: str, value: Any) -> str:
+def _not_a_count(key: str, value: object) -> str:
     """Why `value` is not a count: past any checkpoint's (1e308, a 40-digit integer, an
     infinity), or not a whole number at all (text, true, 32.5, a list)."""
     huge = isinstance(value, int) or (
@@ -139,7 +138,7 @@ def _text(config: Mapping[str, JsonValue], key: str) -> str | None:
     return value
 
 
-def _what(value: Any) -> str:
+def _what(value: object) -> str:
     """A value as config.json has it, and its kind where the kind is what is wrong."""
     shown = json_shown(value)
     if isinstance(value, str):
@@ -155,7 +154,7 @@ def _what(value: Any) -> str:
     return shown
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge number"
     return text if len(text) <= 40 else text[:40] + "…"
 

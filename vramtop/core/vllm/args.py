@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from vramtop.core import secrets
 from vramtop.core.json_types import JsonValue
@@ -198,7 +198,7 @@ def flag_uses(argv: Sequence[str], name: str) -> list[FlagUse]:
     return [use for flag, use in _scan(argv)[0] if flag == canon]
 
 
-def _default(defaults: Mapping[str, JsonValue] | None, name: str) -> Any:
+def _default(defaults: Mapping[str, JsonValue] | None, name: str) -> JsonValue:
     """A value from a `--config` YAML dict, whose keys may use dashes or underscores."""
     if not defaults:
         return None
@@ -209,7 +209,7 @@ def _default(defaults: Mapping[str, JsonValue] | None, name: str) -> Any:
     return None
 
 
-def _yaml_value_as_text(value: Any) -> str:
+def _yaml_value_as_text(value: JsonValue) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -226,8 +226,8 @@ def get_flag(
     if uses:
         value = uses[-1].value
         return "true" if value is None else value
-    value = _default(defaults, name)
-    return None if value is None else _yaml_value_as_text(value)
+    default = _default(defaults, name)
+    return None if default is None else _yaml_value_as_text(default)
 
 
 def has_flag(

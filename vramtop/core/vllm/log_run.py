@@ -12,7 +12,6 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from vramtop.core.bounds import whole_number
 from vramtop.core.budget import is_cpu_server
@@ -84,7 +83,7 @@ class LogRun:
         return self.args.get("enforce_eager") is True or self.config.get("enforce_eager") == "True"
 
 
-def _positive_int(value: Any) -> int | None:
+def _positive_int(value: object) -> int | None:
     """A setting's whole number above 0 (as printed: 8192, '8192', 8192.0); None for anything
     else, also 1e400 and a 40-digit integer: no setting vLLM prints is that large."""
     if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 15:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from vramtop.core.windows.attribution import attribute
 from vramtop.core.windows.reading import WindowsGpuReading, json_list, unavailable
@@ -54,7 +53,7 @@ def parse_line(line: str, t: float) -> WindowsGpuReading:
     return reading_from_json(obj, t)
 
 
-def reading_from_json(obj: Mapping[str, Any], t: float) -> WindowsGpuReading:
+def reading_from_json(obj: Mapping[str, object], t: float) -> WindowsGpuReading:
     """The loop's object: {"processes": [...], "adapters": [...], "names": {pid: name}}."""
     if obj.get("error"):
         return unavailable(describe_powershell_error(str(obj["error"])), t)

@@ -9,7 +9,6 @@ is in `powershell` and `attribution`; how it is recorded, in `session_fields`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 UNAVAILABLE_PREFIX = "Windows side not available"
 # Windows 11 first, then Windows 10's name (why: see `powershell`'s docstring).
@@ -68,7 +67,7 @@ def unavailable(reason: str, t: float = 0.0, source: str = "powershell") -> Wind
 
 
 # --- JSON as PowerShell and recordings write it ---------------------------------------------
-def json_list(value: Any) -> list[Any]:
+def json_list(value: object) -> list[object]:
     # ConvertTo-Json turns a one-element array into the bare object, and $null into null.
     if value is None:
         return []
@@ -77,13 +76,18 @@ def json_list(value: Any) -> list[Any]:
     return [value]
 
 
-def counter_bytes(value: Any) -> int:
+def counter_bytes(value: object) -> int:
     # Formatted perf counters are uint64; CIM may hand them over as numbers or as strings,
     # and a driver glitch can make one negative: clamp rather than wrap.
     if isinstance(value, bool) or value is None:
         return 0
     try:
-        number = int(float(value)) if isinstance(value, str) else int(value)
+        if isinstance(value, str):
+            number = int(float(value))
+        elif isinstance(value, int | float):
+            number = int(value)
+        else:  # a list or an object: not a count
+            return 0
     except (TypeError, ValueError, OverflowError):
         return 0
     return max(0, number)
