@@ -25,8 +25,7 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         backend, supervisor = served.backend, served.supervisor
 
         def ticked_until_known() -> bool:
-            backend.tick()
-            return backend.headroom_inputs() is not None
+            return backend.tick().headroom_inputs is not None
 
         wait_until(ticked_until_known, deadline_s=30, what="the headroom's inputs", poll_s=0.2)
         pid = supervisor.status().pid

@@ -222,7 +222,7 @@ def backend_for(machine: SimMachine, sup: Supervisor) -> MachineBackend:
 
 
 def relaunch_events(backend: MachineBackend) -> list[dict[str, object]]:
-    return [dict(e.detail) for e in backend.events() if e.name == "relaunch"]
+    return [dict(e.detail) for e in backend.session.events() if e.name == "relaunch"]
 
 
 def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> None:

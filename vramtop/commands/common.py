@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def _normal_rate_field(backend: MachineBackend) -> dict[str, object]:
     """The header's optional `normal_rate`: what the recording's rates are compared with."""
-    normal = backend.normal_rate()
+    normal = backend.session.normal_rate()
     extra: dict[str, object] = {"demo": backend.demo}
     if normal is not None:
         extra["normal_rate"] = normal.to_json()

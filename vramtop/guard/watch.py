@@ -165,7 +165,7 @@ class Watch:
         decisions += policy.observe(
             sample,
             step.frame.findings,
-            outside_budget_bytes=self.backend.outside_budget_bytes(),
+            outside_budget_bytes=step.frame.outside_budget_bytes,
             door=door,
         )
         if door is None and policy.pending() is not None:

@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING
 
 from vramtop import files
 from vramtop.core.remedy import FlagChange, RelaunchPrecheck
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Backend, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
-    from vramtop.core.windows.spill import SpillEvidence
     from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)
@@ -41,11 +40,15 @@ class BackendUnavailable(RuntimeError):
     """The backend could not be built; the message says why, for the person."""
 
 
-class DeferredBackend(Backend):
-    """A `Backend` that `build` makes at the first use.
+class DeferredBackend:
+    """A `Backend` that `build` makes at the first use: it forwards the console's two parts,
+    the frames it reads (`FrameSource`) and the server control it asks (`ServerControl`).
 
     `demo`, `can_act`, `wsl` and `profile_name`: what the console shows until the backend is
     built (or when it cannot be); after that every member is the built backend's."""
+
+    recorded = False  # a recording is opened before the console, never built after it
+    cannot_act = CANNOT_ACT
 
     def __init__(
         self,
@@ -75,7 +78,8 @@ class DeferredBackend(Backend):
         with self._lock:
             if self._closed:
                 raise BackendUnavailable("the console is closing")
-            if self._backend is None and self._due():
+            due = self._error is None or self._clock() - self._failed_at >= RETRY_S
+            if self._backend is None and due:
                 try:
                     self._backend = self._build()
                     self._error = None
@@ -90,34 +94,31 @@ class DeferredBackend(Backend):
                 raise BackendUnavailable(self._error)
             return self._backend
 
-    def _due(self) -> bool:
-        return self._error is None or self._clock() - self._failed_at >= RETRY_S
-
-    # -- what the console shows before the build ---------------------------------------------
+    # -- FrameSource: before the build, what the arguments say ---------------------------
     @property
     def demo(self) -> bool:
         return self._backend.demo if self._backend is not None else self._demo
-
-    @demo.setter
-    def demo(self, value: bool) -> None:
-        self._demo = value
 
     @property
     def profile_name(self) -> str | None:
         return self._backend.profile_name if self._backend is not None else self._profile_name
 
-    @profile_name.setter
-    def profile_name(self, value: str | None) -> None:
-        self._profile_name = value
-
     @property
     def wsl(self) -> bool | None:
         return self._backend.wsl if self._backend is not None else self._wsl
 
-    @wsl.setter
-    def wsl(self, value: bool | None) -> None:
-        self._wsl = value
+    @property
+    def finished(self) -> bool:
+        return self._backend.finished if self._backend is not None else False
 
+    @property
+    def session(self) -> LiveSession | None:
+        return self._backend.session if self._backend is not None else None
+
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        return self.built().tick(log_limit)
+
+    # -- ServerControl: the built backend's (before the build, nothing to act on) --------
     @property
     def front_door(self) -> str | None:
         return self._backend.front_door if self._backend is not None else None
@@ -137,39 +138,9 @@ class DeferredBackend(Backend):
         except BackendUnavailable:
             return False
 
-    @autostart.setter
-    def autostart(self, value: bool) -> None:
-        self.built().autostart = value
-
-    @property
-    def finished(self) -> bool:
-        return self._backend.finished if self._backend is not None else False
-
     @property
     def launch_budget(self) -> float | None:
         return self._backend.launch_budget if self._backend is not None else None
-
-    @property
-    def session(self) -> LiveSession | None:
-        return self._backend.session if self._backend is not None else None
-
-    @property
-    def url(self) -> str | None:
-        return self._backend.url if self._backend is not None else None
-
-    def outside_budget_bytes(self) -> int | None:
-        return self._backend.outside_budget_bytes() if self._backend is not None else None
-
-    def spill_evidence(self) -> SpillEvidence | None:
-        return self._backend.spill_evidence() if self._backend is not None else None
-
-    # -- the rest is the built backend's ------------------------------------------------------
-    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        return self.built().tick(log_limit)
-
-    def housekeeping(self) -> None:
-        if self._backend is not None:
-            self._backend.housekeeping()
 
     def keep_house(self) -> None:
         """The build starts the housekeeping itself (it runs after the first frame)."""

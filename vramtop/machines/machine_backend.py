@@ -15,19 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
-from vramtop.core.diagnosis.normal_rate import NormalRate
-from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event, EventName, ServerAction
-from vramtop.core.findings import Finding
+from vramtop.core.events import EventName, ServerAction
 from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Rates, ServerState
 from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.vllm import args as vllm_args
-from vramtop.core.windows.spill import SpillEvidence
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
 from vramtop.machines.sampler import Sampler
 from vramtop.outcomes import ActionResult, ProgressCallback
@@ -67,8 +62,12 @@ class DemoHooks:
     shutdown: Callable[[bool], None]  # stop_server -> None: ends the load, maybe the world
 
 
-class MachineBackend(Backend):
+class MachineBackend:
     """A `Backend` over a sampler and an optional supervisor."""
+
+    recorded = False  # a live machine: its findings are happening now
+    finished = False  # it never ends by itself
+    cannot_act = NO_PROFILE
 
     def __init__(
         self,
@@ -133,12 +132,6 @@ class MachineBackend(Backend):
     def url(self) -> str | None:
         return self.sampler.url
 
-    def outside_budget_bytes(self) -> int | None:
-        return self._session.diagnoser.outside_budget_bytes
-
-    def spill_evidence(self) -> SpillEvidence | None:
-        return self._session.spill_evidence()
-
     def housekeeping(self) -> None:
         """One housekeeping step: the server's record settled against what is really there
         (a crash noticed, an interrupted start or stop, an automatic restart due). It may
@@ -192,15 +185,23 @@ class MachineBackend(Backend):
         supervisor = self.supervisor
         if self._housekeeper is not None and supervisor and supervisor.settling() is not None:
             self._house_due.set()
-        self.session.observe(sample)
-        return self.framed(sample, log_limit)
-
-    # -- what the console shows beside the latest sample ------------------------------------
-    def findings(self) -> list[Finding]:
-        return self.session.findings()
-
-    def events(self) -> list[Event]:
-        return self.session.events()
+        session = self.session
+        session.observe(sample)
+        return Frame(
+            sample=sample,
+            findings=tuple(session.findings()),
+            events=tuple(session.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            log_notice=self.log_notice(),
+            headroom_inputs=live_headroom_inputs(sample, self._outside_budget),
+            normal=Rates(generation_tps=session.normal_generation_tps()),
+            normal_rate=session.normal_rate(),
+            call_on=self.call_on,
+            adaptive=self.adaptive_state(),
+            throughput=session.throughput(),
+            outside_budget_bytes=session.diagnoser.outside_budget_bytes,
+            spill=session.spill_evidence(),
+        )
 
     def log_notice(self) -> str | None:
         """Why the server's output cannot be shown, when it cannot: an attached server whose
@@ -208,9 +209,6 @@ class MachineBackend(Backend):
         if self.supervisor is None or self.supervisor.log_path is not None:
             return None
         return LOG_ELSEWHERE
-
-    def normal_rates(self) -> Rates:
-        return Rates(generation_tps=self.session.normal_generation_tps())
 
     @property
     def launch_budget(self) -> float | None:
@@ -222,13 +220,6 @@ class MachineBackend(Backend):
             return vllm_args.gpu_memory_utilization(self.supervisor.profile.argv)
         except ValueError:
             return None
-
-    def normal_rate(self) -> NormalRate | None:
-        """The normal decode speed and where it came from (see `LiveSession.normal_rate`)."""
-        return self.session.normal_rate()
-
-    def throughput(self) -> ThroughputView | None:
-        return self.session.throughput()
 
     def adaptive_state(self) -> AdaptiveState | None:
         """The budgets of a guard running adaptively for this profile (None: none runs), read
@@ -246,15 +237,6 @@ class MachineBackend(Backend):
         self._adaptive_read_at = now
         self._adaptive = _read_adaptive(name)
         return self._adaptive
-
-    def headroom_inputs(self) -> HeadroomInputs | None:
-        latest = self.sampler.timeline.latest
-        if latest is None:
-            return None
-        return live_headroom_inputs(latest, self._outside_budget)
-
-    def clock(self) -> float:
-        return time.time()
 
     def _planned(self, name: str, detail: JsonObject) -> None:
         self.session.action(self.sampler.now(), name, dict(detail))
