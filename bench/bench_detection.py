@@ -91,7 +91,9 @@ def demo_latency(onset: float, speed: float, wsl: bool, home: Path) -> DemoRun:
             if call_at is None and began - ready >= onset / speed:
                 backend.toggle_call()
                 call_at = machine.client.request("ping")["t"]
-            if call_at is not None and any(f.kind == VRAM_CONTENTION for f in backend.findings()):
+            if call_at is not None and any(
+                f.kind == VRAM_CONTENTION for f in backend.session.findings()
+            ):
                 # The simulated clock now: at or after the sample that opened the finding.
                 state = machine.state()
                 servers = state.get("servers", [])
@@ -100,7 +102,7 @@ def demo_latency(onset: float, speed: float, wsl: bool, home: Path) -> DemoRun:
                 run.onset = min(slowed) - call_at if slowed else None
                 run.under_a_third = min(third) - call_at if third else None
                 run.found = state["t"] - call_at
-                normal = backend.normal_rate()
+                normal = backend.session.normal_rate()
                 run.origin = normal.source if normal is not None else "none (memory evidence)"
                 return run
             time.sleep(max(0.0, tick - (time.monotonic() - began)))

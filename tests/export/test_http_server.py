@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
 from vramtop.export.http_server import MAX_HEAD_BYTES, WORKERS, MetricsServer
-from vramtop.machines.interface import Backend, Frame
+from vramtop.machines.interface import Frame
 
 
 def registry() -> CollectorRegistry:
@@ -106,7 +106,9 @@ def test_a_request_head_past_the_limit_is_closed() -> None:
         wait_for(lambda: server.open_connections == 0)
 
 
-class OneSample(Backend):
+class OneSample:
+    session = None  # a source that keeps no live session
+
     def tick(self, log_limit: int = 0) -> Frame:
         return Frame(Sample(t=1.0, gpu=CARD))
 

@@ -206,7 +206,7 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
         code = guard_loop(
             backend, Notifier(), settings, 1.0, stop, GuardClock(card.clock.now, sleep)
         )
-        events = backend.events()
+        events = backend.session.events()
     assert code == 0
     steps = [
         (e.detail["step"], e.detail["gpu_memory_utilization"], e.t)

@@ -33,17 +33,17 @@ def test_the_suggested_budget_taken_while_a_call_grows_starts_and_recovers(momen
 
         def learned() -> bool:
             ticked()
-            return backend.normal_rate() is not None
+            return backend.session.normal_rate() is not None
 
         served.run_until(learned, LIMIT_S)
-        assert backend.normal_rate() is not None, "no normal rate was learned"
+        assert backend.session.normal_rate() is not None, "no normal rate was learned"
         sim.set_call(True)
         suggestion: tuple[float, int | None] | None = None
 
         def suggested() -> bool:
             nonlocal suggestion
             ticked()
-            offered = suggested_relaunch_flags(backend.findings())
+            offered = suggested_relaunch_flags(backend.session.findings())
             level = float(sim.state()["call_level"])
             if offered is not None:
                 assert level < 1.0, "the finding opened only once the call had peaked"

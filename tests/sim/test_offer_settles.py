@@ -34,14 +34,14 @@ def test_the_first_offer_is_within_003_of_the_offer_once_the_call_levels_off(
             backend.tick()
             return backend
 
-        served.run_until(lambda: ticked().normal_rate() is not None, LIMIT_S)
-        assert backend.normal_rate() is not None, "no normal rate was learned"
+        served.run_until(lambda: ticked().session.normal_rate() is not None, LIMIT_S)
+        assert backend.session.normal_rate() is not None, "no normal rate was learned"
         sim.set_call(True)
         first: tuple[float, int | None] | None = None
 
         def offered() -> bool:
             nonlocal first
-            first = suggested_relaunch_flags(ticked().findings())
+            first = suggested_relaunch_flags(ticked().session.findings())
             return first is not None
 
         served.run_until(offered, LIMIT_S)
@@ -51,7 +51,7 @@ def test_the_first_offer_is_within_003_of_the_offer_once_the_call_levels_off(
         served.run_until(lambda: ticked() and float(sim.state()["call_level"]) >= 1.0, LIMIT_S)
         settled: tuple[float, int | None] | None = None
         for _ in range(int(15 * SPEED) // 4):
-            settled = suggested_relaunch_flags(ticked(4.0).findings()) or settled
+            settled = suggested_relaunch_flags(ticked(4.0).session.findings()) or settled
         assert settled is not None, "the finding closed before the call levelled off"
         assert abs(first[0] - settled[0]) <= 0.03 + 1e-9, (first, settled)
         print(f"\n{card}: first offer {first}, once levelled off {settled}")

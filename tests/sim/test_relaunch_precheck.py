@@ -25,8 +25,7 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         backend, supervisor = served.backend, served.supervisor
 
         def ticked_until_known() -> bool:
-            backend.tick()
-            return backend.headroom_inputs() is not None
+            return backend.tick().headroom_inputs is not None
 
         wait_until(ticked_until_known, deadline_s=30, what="the headroom's inputs", poll_s=0.2)
         pid = supervisor.status().pid
@@ -37,7 +36,7 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
             refused.message
         )
         assert supervisor.status().pid == pid
-        assert not [e for e in backend.events() if e.name == "relaunch"]
+        assert not [e for e in backend.session.events() if e.name == "relaunch"]
         # More than is free beside the desktop: refused by vLLM's free-memory check.
         too_big = backend.relaunch(FlagChange(0.99))
         assert not too_big.ok and "Free memory on device" in too_big.message
@@ -46,5 +45,5 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         ok = backend.relaunch(FlagChange(0.85, max_model_len=163_840))
         assert ok.ok, ok.message
         assert supervisor.status().pid != pid
-        relaunches = [e for e in backend.events() if e.name == "relaunch"]
+        relaunches = [e for e in backend.session.events() if e.name == "relaunch"]
         assert [e.detail.get("result") for e in relaunches] == ["ok"]

@@ -67,7 +67,7 @@ async def test_a_stop_from_another_shell_is_never_a_crash_on_a_re_attached_conso
             await wait_for(pilot, shows(app, ServerState.STOPPED), "the console to show stopped")
             await pilot.pause()
             kinds = [f.kind for f in backend.session.all_findings()]
-            events = [e.name for e in backend.events()]
+            events = [e.name for e in backend.session.events()]
             if SERVER_CRASHED in kinds:
                 crashes.append(run)
             assert "exit" in events and "stop" in events, events

@@ -223,7 +223,7 @@ def backend_for(machine: SimMachine, sup: Supervisor) -> MachineBackend:
 
 def relaunch_events(backend: MachineBackend) -> list[dict[str, object]]:
     """The relaunch events' fields, less the start's phases (tests/unit/test_start_phases)."""
-    events = [dict(e.detail) for e in backend.events() if e.name == "relaunch"]
+    events = [dict(e.detail) for e in backend.session.events() if e.name == "relaunch"]
     return [{k: v for k, v in e.items() if k != "phases"} for e in events]
 
 

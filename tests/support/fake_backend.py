@@ -11,8 +11,9 @@ import math
 import random
 import threading
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
 from vramtop.core.events import Event
@@ -36,8 +37,11 @@ from vramtop.core.model import (
     StartupFacts,
 )
 from vramtop.core.remedy import FlagChange
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
+
+if TYPE_CHECKING:
+    from vramtop.session.live import LiveSession
 
 EPOCH = 1_700_000_000.0  # the fixed clock's zero: no wall time reaches a rendered frame
 TOTAL_BYTES = 32_607 * MIB
@@ -50,8 +54,25 @@ DESKTOP_QUIET_BYTES = int(1.3 * GIB)
 CALL_EXTRA_BYTES = int(3.2 * GIB)
 
 
-class FakeBackend(Backend):
+class FakeBackend:
     """Scripted samples: `tick()` advances a fixed clock by one second."""
+
+    recorded = False
+    finished = False
+    cannot_act = CANNOT_ACT
+    autostart = False
+
+    @property
+    def session(self) -> LiveSession | None:
+        return None  # no live session: the findings and events are scripted
+
+    @property
+    def front_door(self) -> str | None:
+        return None
+
+    @property
+    def launch_budget(self) -> float | None:
+        return None
 
     def __init__(
         self,
@@ -111,6 +132,36 @@ class FakeBackend(Backend):
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
         self._latest = self.next_sample()
         return self.framed(self._latest, log_limit)
+
+    def framed(self, sample: Sample, log_limit: int) -> Frame:
+        """`sample` and everything shown beside it, from the scripted parts below (a subclass
+        changes one part by overriding it)."""
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            log_notice=self.log_notice(),
+            headroom_inputs=self.headroom_inputs(),
+            normal=self.normal_rates(),
+            normal_rate=self.normal_rate(),
+            call_on=self.call_on,
+            adaptive=self.adaptive_state(),
+            throughput=self.throughput(),
+            outside_budget_bytes=self.outside_budget_bytes(),
+        )
+
+    def log_notice(self) -> str | None:
+        return None
+
+    def adaptive_state(self) -> AdaptiveState | None:
+        return None
+
+    def outside_budget_bytes(self) -> int | None:
+        return None
+
+    def keep_house(self) -> None:
+        return None  # nothing is supervised here
 
     def normal_rate(self) -> NormalRate:
         # The same 77 tok/s as the normal rate, learned on this run.

@@ -230,11 +230,13 @@ async def test_the_demo_behind_its_door_shows_the_doors_line_and_restarts_on_one
                 return info is not None and info.state is ServerState.RUNNING and not app.busy
 
             await seen(running)
-            before = len([e for e in backend.events() if e.name == "restart"])
+            before = len([e for e in backend.session.events() if e.name == "restart"])
             await pilot.press("r")  # once: behind the door nothing is asked
             await pilot.pause()
             assert "press r again" not in shown(app, ConsoleHeader)
-            await seen(lambda: len([e for e in backend.events() if e.name == "restart"]) > before)
+            await seen(
+                lambda: len([e for e in backend.session.events() if e.name == "restart"]) > before
+            )
             await seen(running, 60.0)
             door_now = app.sample.door if app.sample else None
             assert door_now is not None and door_now.failed == 0, door_now

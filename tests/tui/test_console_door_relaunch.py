@@ -96,7 +96,7 @@ async def test_b_during_a_call_behind_the_door_fails_no_request() -> None:
         await wait_for(pilot, seen, lambda: running_pid(app) is not None and served() >= 1, 90)
         assert backend.front_door is not None and door_of(app).address == backend.front_door
         old_pid = running_pid(app)
-        await wait_for(pilot, seen, lambda: backend.normal_rate() is not None, 120)
+        await wait_for(pilot, seen, lambda: backend.session.normal_rate() is not None, 120)
         await pilot.press("v")  # the call begins: the desktop takes the card's memory
 
         def offer() -> bool:  # the collapse banner offers a relaunch
@@ -118,7 +118,7 @@ async def test_b_during_a_call_behind_the_door_fails_no_request() -> None:
         seen = DoorSeen(most_failed=before.failed)
         await pilot.press("enter")  # the first offer needs no confirmation
         await wait_for(pilot, seen, lambda: running_pid(app) not in (None, old_pid), 240)
-        assert any(e.name == "relaunch" for e in backend.events())
+        assert any(e.name == "relaunch" for e in backend.session.events())
 
         # Those in flight at `b` finish (the drain), the new server serves what the door held,
         # and the agent goes on through the door.
@@ -136,7 +136,7 @@ async def test_b_during_a_call_behind_the_door_fails_no_request() -> None:
         await wait_for(pilot, seen, all_served, 180)
         after = door_of(app)
         # The same door throughout (its counts are its own since its start).
-        assert not any(e.name == "door_restarted" for e in backend.events())
+        assert not any(e.name == "door_restarted" for e in backend.session.events())
         # No request failed from `b` on; the agent's requests arrived while vLLM was down and
         # waited at the door, and every one of them was answered whole by the new server.
         assert seen.most_failed == before.failed == after.failed, (before, after)

@@ -61,7 +61,9 @@ async def test_the_demo_console_goes_through_its_front_door() -> None:
 
         assert rec.door_pid is not None
         os.kill(rec.door_pid, signal.SIGKILL)
-        await wait_for(pilot, lambda: any(e.name == "door_restarted" for e in backend.events()))
+        await wait_for(
+            pilot, lambda: any(e.name == "door_restarted" for e in backend.session.events())
+        )
         # The console says so, on its status line, as the event arrives.
         said = f"the front door had died; it was started again ({rec.front_door})"
         await wait_for(pilot, lambda: said in str(app.query_one(ConsoleHeader).render()))

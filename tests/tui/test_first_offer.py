@@ -36,7 +36,7 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: running_pid(app) is not None and serving_rate(app) > 1)
         old_pid = running_pid(app)
-        await wait_for(pilot, lambda: backend.normal_rate() is not None, timeout=60)
+        await wait_for(pilot, lambda: backend.session.normal_rate() is not None, timeout=60)
         await pilot.press("v")  # the card's call (or build) begins
         await wait_for(pilot, lambda: suggested_relaunch_flags(app.shown.findings) is not None, 90)
         offered = suggested_relaunch_flags(app.shown.findings)

@@ -34,7 +34,7 @@ def query_time() -> str:
 
 def _normal_rate_field(backend: MachineBackend) -> JsonObject:
     """The header's optional `normal_rate`: what the recording's rates are compared with."""
-    normal = backend.normal_rate()
+    normal = backend.session.normal_rate()
     extra: JsonObject = {"demo": backend.demo}
     if normal is not None:
         extra["normal_rate"] = normal.to_json()

@@ -26,7 +26,7 @@ from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
 
 if TYPE_CHECKING:
-    from vramtop.machines.interface import Backend
+    from vramtop.machines.machine_backend import MachineBackend
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_INTERVAL_S = 1.0
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         backend.close(stop_server=owned)
 
 
-def _serve(backend: Backend, host: str, port: int, interval: float) -> int:
+def _serve(backend: MachineBackend, host: str, port: int, interval: float) -> int:
     from vramtop.export.exporter import Exporter
     from vramtop.export.http_server import MetricsServer
 
@@ -192,7 +192,7 @@ def _serve(backend: Backend, host: str, port: int, interval: float) -> int:
     return 0
 
 
-def _watched(backend: Backend) -> str:
+def _watched(backend: MachineBackend) -> str:
     if backend.demo:
         return "the simulated machine"
     url, name = backend.url, backend.profile_name
@@ -203,7 +203,7 @@ def _say(line: str) -> None:
     print(f"vramtop export: {line}", file=sys.stderr, flush=True)
 
 
-def _start_server(backend: Backend) -> None:
+def _start_server(backend: MachineBackend) -> None:
     """The simulated machine's server, started beside the sampling (as the console does)."""
     result = backend.start()
     if not result.ok:

@@ -236,7 +236,7 @@ def _once(
     # Additions: the findings open at this reading (the session format's shape) ...
     data["findings"] = [finding.to_json() for finding in frame.findings]
     # ... and the normal decode speed compared with, and where it came from.
-    normal = backend.normal_rate()
+    normal = backend.session.normal_rate()
     data["normal_rate"] = (
         None if normal is None else {**normal.to_json(), "text": normal.describe(time.time())}
     )

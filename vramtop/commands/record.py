@@ -24,7 +24,7 @@ from vramtop.session.live import LiveSession
 from vramtop.session.writer import SessionWriter
 
 if TYPE_CHECKING:
-    from vramtop.machines.interface import Backend
+    from vramtop.machines.interface import FrameSource
 
 DEFAULT_INTERVAL_S = 1.0
 
@@ -72,7 +72,7 @@ class RecordOptions:
 
 
 def record_loop(
-    backend: Backend,
+    backend: FrameSource,
     writer: SessionWriter,
     *,
     session: LiveSession | None = None,
@@ -86,7 +86,7 @@ def record_loop(
     """Tick, write, diagnose until `duration_s` has passed (or `should_stop()`), on the
     headless runner the guard and the exporter tick on too (machines/runner.py).
 
-    `session`: the live session the backend's own ticks feed (a `Backend`'s `session`), which
+    `session`: the live session the backend's own ticks feed (a `MachineBackend`'s `session`), which
     the recording goes through so that the diagnosis runs once; without one (a ticking object
     that keeps none) a session is made here and fed each tick's sample. A tick that raises
     ends the recording with its error, as it did before the runner."""

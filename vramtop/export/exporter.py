@@ -24,7 +24,7 @@ from vramtop import __version__
 from vramtop.core.exposition import ExportState, Series, series_for, tally
 from vramtop.core.metric_list import COUNTER, SPECS
 from vramtop.core.model import Sample
-from vramtop.machines.interface import Backend
+from vramtop.machines.interface import FrameSource
 from vramtop.machines.runner import Runner, Step
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class Exporter:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: FrameSource,
         *,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
@@ -118,9 +118,7 @@ class Exporter:
         """A step's sample, findings and new events as the exposition's new state."""
         frame = step.frame
         sample, findings = frame.sample, frame.findings
-        spill = self._backend.spill_evidence()
-        # Asked here, in the sampler thread: the only one that feeds the session's diagnosis.
-        outside_budget = self._backend.outside_budget_bytes()
+        spill, outside_budget = frame.spill, frame.outside_budget_bytes
         failed = failed_sources(sample)
         self._tell_changes(failed)
         desktop = sample.split.desktop_bytes if sample.split else None

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from vramtop.core.events import EventName, ServerAction
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
@@ -37,6 +37,7 @@ from vramtop.core.remedy import FlagChange, RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.vllm import args as vllm_args
 from vramtop.guard.others import TimelineNews, asked_by_a_person, told_open_kinds
+from vramtop.machines.interface import ServerControl
 from vramtop.machines.runner import Step
 from vramtop.outcomes import Outcome
 from vramtop.session.event_log import GUARD_TOLD, record_findings
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
     from vramtop.core.findings import Finding
     from vramtop.event_log import EventLog
     from vramtop.guard.choices import GuardSettings
-    from vramtop.machines.machine_backend import MachineBackend
     from vramtop.notify import Notifier
+    from vramtop.session.live import LiveSession
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,39 @@ def say(words: str) -> None:
     print(f"vramtop guard: {words}", file=sys.stderr, flush=True)
 
 
+class Guarded(ServerControl, Protocol):
+    """What the watch asks of the machine it guards: the server control, and the profile's
+    record and session beside it (the frames come to it from the runner, not from here)."""
+
+    @property
+    def profile_name(self) -> str | None: ...
+
+    @property
+    def profile_argv(self) -> tuple[str, ...]:
+        """The command line the profile launches."""
+        ...
+
+    @property
+    def session(self) -> LiveSession | None: ...
+
+    def server_state(self) -> ServerState | None:
+        """The profile's server as its record says now (None without a profile)."""
+        ...
+
+    def housekeeping(self) -> None:
+        """One step that settles the server's record against what is really there."""
+        ...
+
+    def close(self, stop_server: bool) -> None: ...
+
+
 class Watch:
     """What the guard does with each step. `wall`: the Unix time it stamps what others read
     by (the lasting timeline, the adaptive state); the policies count in the samples'."""
 
     def __init__(
         self,
-        backend: MachineBackend,
+        backend: Guarded,
         notifier: Notifier,
         settings: GuardSettings,
         timeline: EventLog,
@@ -165,7 +192,7 @@ class Watch:
         decisions += policy.observe(
             sample,
             step.frame.findings,
-            outside_budget_bytes=self.backend.outside_budget_bytes(),
+            outside_budget_bytes=step.frame.outside_budget_bytes,
             door=door,
         )
         if door is None and policy.pending() is not None:

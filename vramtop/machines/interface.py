@@ -1,20 +1,17 @@
-"""What the console (and the headless commands) need from the machine, as one interface.
+"""What the console (and the headless commands) need from the machine, as two narrow parts.
 
-Three implementations: the real machine (NVML + a supervised or attached vLLM), the simulated
-machine (`--demo`), both `MachineBackend`s, and a recording (`ReplayBackend`). Every method
-may block: the console calls them from thread workers, never on the event loop. Methods never
-raise for outside-world failures; they report them in the returned values (`Frame`,
-`ActionResult`).
-
-`Backend` is an abstract class whose every member its callers (the console, `record`,
-`export`) use: what a machine cannot do has a default here (a recording cannot act, only the
-demo has a call, only a live machine keeps a session), so no caller asks whether a member
-exists or reaches past the backend for one.
+A tick reads a frame (`FrameSource`: `tick` and the facts the header shows beside it); a person
+or the guard asks the server (`ServerControl`: start, stop, restart, relaunch, the demo's call).
+Each consumer takes the part it needs: the console's reader and the exporter a `FrameSource`,
+the console, which does both, a `Backend`. Three implementations: the real machine (NVML + a
+supervised or attached vLLM), the simulated machine (`--demo`), both `MachineBackend`s, and a
+recording (`ReplayBackend`, a `WatchOnly`: nothing can be done on it). Every method may block:
+the console calls them from thread workers, never on the event loop. Methods never raise for
+outside-world failures; they report them in the returned values (`Frame`, `ActionResult`).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -64,6 +61,10 @@ class Frame:
     # The rates against the normal, worked out once where the sample was diagnosed: what the
     # throughput panel, the banner and the door line draw (None: no sample diagnosed).
     throughput: ThroughputView | None = None
+    # What the server holds beyond its budget, as the diagnosis measured it so far (None: not
+    # measured), and its evidence of memory spilled to system RAM (WSL2), if any.
+    outside_budget_bytes: int | None = None
+    spill: SpillEvidence | None = None
 
 
 @runtime_checkable
@@ -79,119 +80,122 @@ class ReplayControls(Protocol):
         ...
 
 
-class Backend(ABC):
-    """The machine the console runs against."""
+class FrameSource(Protocol):
+    """What a tick reads: the frame, and what the header shows beside it."""
 
-    demo: bool = False  # the simulated machine
-    # A recording played back: its findings are not happening now (nothing is told of them).
-    recorded: bool = False
-    wsl: bool | None = None  # None: not known
-    profile_name: str | None = None  # shown in the header
-    autostart: bool = False  # the console starts the server on mount (in a worker)
-    call_on: bool = False  # demo: a simulated video call is on
-    # Why start, stop, restart and relaunch did nothing, where they cannot act.
-    cannot_act: str = CANNOT_ACT
+    @property
+    def demo(self) -> bool:
+        """The simulated machine."""
+        ...
+
+    @property
+    def recorded(self) -> bool:
+        """A recording played back: its findings are not happening now (nothing is told)."""
+        ...
+
+    @property
+    def wsl(self) -> bool | None:
+        """None: not known."""
+        ...
+
+    @property
+    def profile_name(self) -> str | None:
+        """Shown in the header."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """A recording reached its end: the clock stops, the last frame stays."""
+        ...
+
+    @property
+    def session(self) -> LiveSession | None:
+        """The live session the ticks feed (its diagnosis, and a recording's writer once
+        `record_to` is given one); None where none is kept (a recording)."""
+        ...
+
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        """Read every source once; the new sample and everything shown beside it."""
+        ...
+
+
+class ServerControl(Protocol):
+    """What a person or the guard asks of the server."""
 
     @property
     def can_act(self) -> bool:
         """Whether start, stop, restart and relaunch can do anything here."""
-        return False
+        ...
+
+    @property
+    def cannot_act(self) -> str:
+        """Why start, stop, restart and relaunch did nothing, where they cannot act."""
+        ...
 
     @property
     def front_door(self) -> str | None:
         """The front door the server is behind (its HOST:PORT), None without one: a restart
         there drains the requests in flight and holds new ones, so none is lost."""
-        return None
-
-    @property
-    def finished(self) -> bool:
-        """A recording reached its end: the clock stops, the last frame stays."""
-        return False
+        ...
 
     @property
     def launch_budget(self) -> float | None:
         """The budget the profile launches with (None: not known, or no profile)."""
-        return None
+        ...
 
     @property
-    def session(self) -> LiveSession | None:
-        """The live session this backend's ticks feed (its diagnosis, and a recording's
-        writer once `record_to` is given one); None where it keeps none (a recording)."""
-        return None
+    def autostart(self) -> bool:
+        """The server is started on mount (in a worker)."""
+        ...
 
-    @property
-    def url(self) -> str | None:
-        """The base URL of the vLLM server sampled (None: no server, or a recording)."""
-        return None
+    def start(self, progress: ProgressCallback | None = None) -> ActionResult: ...
 
-    def outside_budget_bytes(self) -> int | None:
-        """What the server holds beyond its budget, as the diagnosis measured it so far (None:
-        not measured). Asked on the thread that ticks: that is the one feeding the diagnosis."""
-        return None
+    def stop(self, progress: ProgressCallback | None = None) -> ActionResult: ...
 
-    def spill_evidence(self) -> SpillEvidence | None:
-        """The diagnosis' evidence of memory spilled to system RAM (WSL2), if any."""
-        return None
+    def restart(
+        self, progress: ProgressCallback | None = None, requests_lost: bool = False
+    ) -> ActionResult:
+        """`requests_lost`: the person confirmed a restart with requests running."""
+        ...
 
-    @abstractmethod
-    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        """Read every source once; the new sample and everything shown beside it."""
+    def relaunch(
+        self,
+        change: FlagChange,
+        progress: ProgressCallback | None = None,
+        precheck: RelaunchPrecheck | None = None,
+    ) -> ActionResult:
+        """Stop, then start with changed flags; `precheck` may refuse it before the stop."""
+        ...
 
-    def framed(self, sample: Sample, log_limit: int) -> Frame:
-        """`sample` and everything shown beside it, from this machine's readers below: what
-        an implementation's `tick` returns once it has its sample."""
-        return Frame(
-            sample=sample,
-            findings=tuple(self.findings()),
-            events=tuple(self.events()),
-            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
-            log_notice=self.log_notice(),
-            headroom_inputs=self.headroom_inputs(),
-            normal=self.normal_rates(),
-            normal_rate=self.normal_rate(),
-            call_on=self.call_on,
-            adaptive=self.adaptive_state(),
-            throughput=self.throughput(),
-        )
-
-    # What a frame carries beside its sample (a machine that has none keeps the default).
-    def findings(self) -> list[Finding]:
-        return []
-
-    def events(self) -> list[Event]:
-        return []
-
-    def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
-        return []
-
-    def log_notice(self) -> str | None:
-        return None
-
-    def headroom_inputs(self) -> HeadroomInputs | None:
-        return None
-
-    def normal_rates(self) -> Rates | None:
-        return None
-
-    def normal_rate(self) -> NormalRate | None:
-        return None
-
-    def throughput(self) -> ThroughputView | None:
-        """The latest sample's rates against the normal (see `core.diagnosis.throughput`)."""
-        return None
-
-    def adaptive_state(self) -> AdaptiveState | None:
-        """The budgets of a guard running adaptively for this profile, if one runs."""
-        return None
-
-    def housekeeping(self) -> None:
-        """One step that settles the server's recorded state against what is really there;
-        never part of `tick` (it may take seconds)."""
-        return None  # nothing is supervised here
+    def toggle_call(self) -> bool:
+        """Demo only: start or end a simulated video call; returns whether a call is now on.
+        Raises when the simulated machine cannot be asked (the console says so)."""
+        ...
 
     def keep_house(self) -> None:
-        """Run `housekeeping` on a thread of its own until `close`."""
-        return None  # nothing is supervised here
+        """Settle the server's recorded state against what is really there (a crash, an
+        interrupted start or stop, an automatic restart due) on a thread of its own until
+        `close`: never part of `tick` (a step may take seconds)."""
+        ...
+
+
+class Backend(FrameSource, ServerControl, Protocol):
+    """The machine the console runs against: it reads frames and acts on the server."""
+
+    def close(self, stop_server: bool) -> None:
+        """Leave: stop the server only when asked (the default is to leave it running)."""
+        ...
+
+
+class WatchOnly:
+    """`ServerControl` for a machine vramtop only watches (a recording): every action says
+    why it cannot be done, and nothing is started or settled."""
+
+    cannot_act: str = CANNOT_ACT
+    can_act = False
+    front_door: str | None = None
+    launch_budget: float | None = None
+    autostart = False
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         return ActionResult(False, self.cannot_act)
@@ -202,7 +206,6 @@ class Backend(ABC):
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
     ) -> ActionResult:
-        """`requests_lost`: the person confirmed a restart with requests running."""
         return ActionResult(False, self.cannot_act)
 
     def relaunch(
@@ -211,14 +214,10 @@ class Backend(ABC):
         progress: ProgressCallback | None = None,
         precheck: RelaunchPrecheck | None = None,
     ) -> ActionResult:
-        """Stop, then start with changed flags; `precheck` may refuse it before the stop."""
         return ActionResult(False, self.cannot_act)
 
     def toggle_call(self) -> bool:
-        """Demo only: start or end a simulated video call; returns whether a call is now on.
-        Raises when the simulated machine cannot be asked (the console says so)."""
         return False
 
-    @abstractmethod
-    def close(self, stop_server: bool) -> None:
-        """Leave: stop the server only when asked (the default is to leave it running)."""
+    def keep_house(self) -> None:
+        return None  # nothing is supervised here

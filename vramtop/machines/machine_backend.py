@@ -7,30 +7,18 @@ user profile or the demo profile.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
-from vramtop.core.diagnosis.normal_rate import NormalRate
-from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event, EventName, ServerAction
-from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.json_types import JsonObject
-from vramtop.core.model import Rates, ServerState
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
-from vramtop.core.sample_facts import relaunch_refusal
-from vramtop.core.vllm import args as vllm_args
-from vramtop.core.windows.spill import SpillEvidence
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.core.model import Rates
+from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine
+from vramtop.machines.machine_control import MachineControl
 from vramtop.machines.sampler import Sampler
-from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.session.live import LiveSession
 from vramtop.session.normal_store import NormalRateStore
 
@@ -40,22 +28,13 @@ if TYPE_CHECKING:
 
     # Imported where a profile needs one: watching a URL (`--once --url`) never acts, and
     # the supervisor brings httpx and psutil.
-    from vramtop.supervisor.action_events import ActionDone
     from vramtop.supervisor.service import Supervisor
 
-log = logging.getLogger(__name__)
 
-# How often the housekeeping step runs at the least (`MachineBackend.keep_house`); a tick
-# that finds something to settle runs it at once.
-HOUSEKEEPING_S = 5.0
 # How often a tick looks again for an adaptive guard's state (`MachineBackend.adaptive_state`).
 ADAPTIVE_READ_S = 1.0
 
 LOG_ELSEWHERE = "started outside vramtop: its output goes elsewhere · attach --log PATH shows it"
-NO_PROFILE = (
-    "vramtop is only watching this server. To let it start and restart vLLM, import your "
-    "launch script: vramtop import launch.sh"
-)
 
 
 @dataclass
@@ -67,8 +46,12 @@ class DemoHooks:
     shutdown: Callable[[bool], None]  # stop_server -> None: ends the load, maybe the world
 
 
-class MachineBackend(Backend):
-    """A `Backend` over a sampler and an optional supervisor."""
+class MachineBackend(MachineControl):
+    """A `Backend` over a sampler and an optional supervisor: the frames its ticks read,
+    beside the server control it is (`MachineControl`)."""
+
+    recorded = False  # a live machine: its findings are happening now
+    finished = False  # it never ends by itself
 
     def __init__(
         self,
@@ -79,46 +62,21 @@ class MachineBackend(Backend):
         wsl: bool = False,
         asked_by: str = "command",
     ) -> None:
-        self.sampler = sampler
-        # Who asks for this backend's actions, as the lasting timeline says: a command
-        # (record, export), a key where the console built it, the guard for its decisions.
-        self.asked_by = asked_by
-        self.supervisor = supervisor
+        super().__init__(
+            sampler=sampler,
+            supervisor=supervisor,
+            session=LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore()),
+            asked_by=asked_by,
+        )
         self._demo = demo
         self.demo = demo is not None
         self.wsl = wsl
         self.profile_name = supervisor.name if supervisor else None
-        # The console starts the server on mount (in a worker, showing progress) when set.
-        self.autostart = False
         self.call_on = False  # demo: a simulated video call is on (as of the last tick)
-        self._session = LiveSession(log_lines=sampler.log_lines, normal_store=NormalRateStore())
-        self._housekeeper: threading.Thread | None = None
-        self._outside_budget: int | None = None  # what the latest sample's split counted
-        self._house_due = threading.Event()  # set by a tick that found something to settle
-        self._closed = threading.Event()
         # The adaptive guard's state as last read, and when (monotonic; None: never).
         self.adaptive_read_s = ADAPTIVE_READ_S
         self._adaptive: AdaptiveState | None = None
         self._adaptive_read_at: float | None = None
-        if supervisor is not None:
-            supervisor.tell_actions_to(self._recorded)
-
-    @property
-    def can_act(self) -> bool:
-        return self.supervisor is not None
-
-    @property
-    def front_door(self) -> str | None:
-        return self.supervisor.profile.front_door if self.supervisor is not None else None
-
-    @property
-    def profile_argv(self) -> tuple[str, ...]:
-        """The command line the profile launches (none without a profile to act on)."""
-        return tuple(self.supervisor.profile.argv) if self.supervisor is not None else ()
-
-    def server_state(self) -> ServerState | None:
-        """The profile's server as its record says now (None without a profile)."""
-        return self.supervisor.status().state if self.supervisor is not None else None
 
     def samples_now(self) -> float:
         """Now on the samples' clock (the `t` of samples and events)."""
@@ -132,51 +90,6 @@ class MachineBackend(Backend):
     @property
     def url(self) -> str | None:
         return self.sampler.url
-
-    def outside_budget_bytes(self) -> int | None:
-        return self._session.diagnoser.outside_budget_bytes
-
-    def spill_evidence(self) -> SpillEvidence | None:
-        return self._session.spill_evidence()
-
-    def housekeeping(self) -> None:
-        """One housekeeping step: the server's record settled against what is really there
-        (a crash noticed, an interrupted start or stop, an automatic restart due). It may
-        take seconds (ending a crashed server's tree, waiting for its memory), so it is
-        never part of `tick`: `keep_house` runs it on a thread of its own."""
-        if self.supervisor is not None:
-            self.supervisor.housekeeping()
-            # A front door that died and was started again (by this step or another vramtop's):
-            # the timeline says so (`door_restarted`).
-            for _ in range(self.supervisor.door_restarts_since()):
-                self._planned(
-                    EventName.DOOR_RESTARTED,
-                    {
-                        "front_door": self.supervisor.profile.front_door,
-                        "message": "the front door had died; it was started again",
-                    },
-                )
-
-    def keep_house(self, interval_s: float = HOUSEKEEPING_S) -> None:
-        """Run `housekeeping` on a thread of its own until `close` (again: nothing more):
-        now, whenever a tick finds something to settle (a crash, an interrupted start or
-        stop, an automatic restart due), and at least every `interval_s`. The ticks read the
-        record as it is meanwhile. A thread that woke every second to find a running server
-        alive cost more than the tick's own look (`Supervisor.settling`)."""
-        if self.supervisor is None or self._housekeeper is not None:
-            return
-
-        def loop() -> None:
-            while not self._closed.is_set():
-                self._house_due.clear()
-                try:
-                    self.housekeeping()
-                except Exception:  # a bug must not end the loop: the next step tries again
-                    log.exception("housekeeping failed")
-                self._house_due.wait(interval_s)
-
-        self._housekeeper = threading.Thread(target=loop, name="housekeeping", daemon=True)
-        self._housekeeper.start()
 
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
         """Read every source once; the new sample and what the console shows beside it.
@@ -192,15 +105,23 @@ class MachineBackend(Backend):
         supervisor = self.supervisor
         if self._housekeeper is not None and supervisor and supervisor.settling() is not None:
             self._house_due.set()
-        self.session.observe(sample)
-        return self.framed(sample, log_limit)
-
-    # -- what the console shows beside the latest sample ------------------------------------
-    def findings(self) -> list[Finding]:
-        return self.session.findings()
-
-    def events(self) -> list[Event]:
-        return self.session.events()
+        session = self.session
+        session.observe(sample)
+        return Frame(
+            sample=sample,
+            findings=tuple(session.findings()),
+            events=tuple(session.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            log_notice=self.log_notice(),
+            headroom_inputs=live_headroom_inputs(sample, self._outside_budget),
+            normal=Rates(generation_tps=session.normal_generation_tps()),
+            normal_rate=session.normal_rate(),
+            call_on=self.call_on,
+            adaptive=self.adaptive_state(),
+            throughput=session.throughput(),
+            outside_budget_bytes=session.diagnoser.outside_budget_bytes,
+            spill=session.spill_evidence(),
+        )
 
     def log_notice(self) -> str | None:
         """Why the server's output cannot be shown, when it cannot: an attached server whose
@@ -208,27 +129,6 @@ class MachineBackend(Backend):
         if self.supervisor is None or self.supervisor.log_path is not None:
             return None
         return LOG_ELSEWHERE
-
-    def normal_rates(self) -> Rates:
-        return Rates(generation_tps=self.session.normal_generation_tps())
-
-    @property
-    def launch_budget(self) -> float | None:
-        """The budget the profile launches with: a relaunch's once its server serves (the
-        file keeps the old one unless it was saved); one that failed leaves it as it was."""
-        if self.supervisor is None:
-            return None
-        try:
-            return vllm_args.gpu_memory_utilization(self.supervisor.profile.argv)
-        except ValueError:
-            return None
-
-    def normal_rate(self) -> NormalRate | None:
-        """The normal decode speed and where it came from (see `LiveSession.normal_rate`)."""
-        return self.session.normal_rate()
-
-    def throughput(self) -> ThroughputView | None:
-        return self.session.throughput()
 
     def adaptive_state(self) -> AdaptiveState | None:
         """The budgets of a guard running adaptively for this profile (None: none runs), read
@@ -246,78 +146,6 @@ class MachineBackend(Backend):
         self._adaptive_read_at = now
         self._adaptive = _read_adaptive(name)
         return self._adaptive
-
-    def headroom_inputs(self) -> HeadroomInputs | None:
-        latest = self.sampler.timeline.latest
-        if latest is None:
-            return None
-        return live_headroom_inputs(latest, self._outside_budget)
-
-    def clock(self) -> float:
-        return time.time()
-
-    def _planned(self, name: str, detail: JsonObject) -> None:
-        self.session.action(self.sampler.now(), name, dict(detail))
-
-    def start(self, progress: ProgressCallback | None = None) -> ActionResult:
-        if self.supervisor is None:
-            return ActionResult(False, NO_PROFILE)
-        return self.supervisor.start(progress=progress, asked_by=self.asked_by)
-
-    def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
-        if self.supervisor is None:
-            return ActionResult(False, NO_PROFILE)
-        self._planned("stop", {"reason": "asked"})
-        return self.supervisor.stop(progress=progress, asked_by=self.asked_by)
-
-    def restart(
-        self, progress: ProgressCallback | None = None, requests_lost: bool = False
-    ) -> ActionResult:
-        if self.supervisor is None:
-            return ActionResult(False, NO_PROFILE)
-        self._planned("restart", {"reason": "asked"})
-        return self.supervisor.restart(
-            progress=progress, requests_lost=requests_lost, asked_by=self.asked_by
-        )
-
-    def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
-    ) -> ActionResult:
-        """The supervisor's relaunch, recorded once it has answered (`_recorded`)."""
-        supervisor = self.supervisor
-        if supervisor is None:
-            return ActionResult(False, NO_PROFILE)
-        if precheck is None:
-            precheck = self._relaunch_precheck
-        return supervisor.relaunch(
-            change,
-            progress=progress,
-            precheck=precheck,
-            asked_by=self.asked_by,
-        )
-
-    def _recorded(self, done: ActionDone) -> None:
-        """An action of the supervisor's, answered, told to this session: a relaunch's
-        `relaunch` event carries its `result` (its outcome: "ok", "failed", "rolled_back"),
-        and only one whose new server serves closes what the old server had open (a
-        vram_contention finding). A relaunch refused before it stopped anything (a
-        precheck, a missing key, another vramtop acting) is no event: nothing happened to
-        the server. (A stop and a restart are told before they act: `_planned`.)"""
-        if done.name == ServerAction.RELAUNCH and done.changed:
-            self.session.action(
-                self.sampler.now(), done.name, {**done.detail, "result": done.outcome.value}
-            )
-
-    def _relaunch_precheck(self, change: FlagChange) -> str | None:
-        """vLLM's startup checks against the machine as last sampled, before the old server
-        is stopped: a relaunch vLLM would refuse leaves the server serving."""
-        latest = self.sampler.timeline.latest
-        if latest is None:
-            return None
-        return relaunch_refusal(latest, change, self._outside_budget)
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

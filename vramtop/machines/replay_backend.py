@@ -18,18 +18,20 @@ from vramtop.core.findings import Finding
 from vramtop.core.headroom.live import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
-from vramtop.machines.interface import LOG_TAIL, Backend, Frame
+from vramtop.machines.interface import LOG_TAIL, Frame, WatchOnly
 from vramtop.session.playback import ReplaySource
 from vramtop.session.session_reader import Record
 
 READ_ONLY = "This is a recording: nothing can be started or stopped. Run vramtop to act."
 
 
-class ReplayBackend(Backend):
+class ReplayBackend(WatchOnly):
     """A `Backend` over a session file: nothing to start, stop or relaunch."""
 
     cannot_act = READ_ONLY
     recorded = True
+    demo = False
+    session = None  # the file's own diagnosis, no live session
 
     def __init__(
         self,
@@ -58,7 +60,18 @@ class ReplayBackend(Backend):
         return self.source.finished
 
     def tick(self, log_limit: int = LOG_TAIL) -> Frame:
-        return self.framed(self._advance(), log_limit)
+        sample = self._advance()
+        return Frame(
+            sample=sample,
+            findings=tuple(self.findings()),
+            events=tuple(self.events()),
+            log_lines=tuple(self.log_lines(log_limit)) if log_limit > 0 else (),
+            headroom_inputs=self.headroom_inputs(),
+            normal=self.normal_rates(),
+            normal_rate=self.normal_rate(),
+            throughput=self.throughput(),
+            outside_budget_bytes=self.outside_budget_bytes(),
+        )
 
     # -- the person's controls: pause, step -----------------------------------------------
     def toggle_pause(self) -> bool:

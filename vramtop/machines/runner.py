@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from vramtop.core.events import Event
 from vramtop.core.findings import Finding, finding_id
-from vramtop.machines.interface import Backend, Frame
+from vramtop.machines.interface import Frame, FrameSource
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Runner:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: FrameSource,
         *,
         interval_s: float,
         clock: Callable[[], float] = time.monotonic,

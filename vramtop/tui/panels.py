@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from textual.dom import DOMNode
 
 from vramtop.core.model import Sample, ServerState
-from vramtop.machines.interface import Backend
+from vramtop.machines.interface import FrameSource
 from vramtop.tui.state import ConsoleState
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
@@ -74,7 +74,7 @@ class Panels:
         )
         return had != bool(findings)
 
-    def draw_header(self, shown: ConsoleState, now: float, backend: Backend) -> None:
+    def draw_header(self, shown: ConsoleState, now: float, backend: FrameSource) -> None:
         self.header.show(
             shown.sample,
             now,

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.worker import get_current_worker
 
 from vramtop.machines.deferred_backend import BackendUnavailable
-from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, Backend
+from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, FrameSource
 from vramtop.tui.messages import SampleArrived, TickFailed
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class Reader:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: FrameSource,
         post: Callable[[Message], object],
         clock: Callable[[], float],
         *,
