@@ -242,7 +242,7 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
         assert backend.launch_budget == 0.93
         assert backend.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
         # The new start's phases, as vLLM's log said them.
-        last = [e for e in backend.events() if e.name == "relaunch"][-1]
+        last = [e for e in backend.session.events() if e.name == "relaunch"][-1]
         assert last.detail["phases"]["weights_s"] > 0
         assert relaunch_events(backend)[-1] == {
             "gpu_memory_utilization": FITS,
