@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "export",
     "guard",
+    "fleet",
 )
 
 

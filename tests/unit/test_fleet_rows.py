@@ -1,0 +1,202 @@
+"""`vramtop fleet`'s rows from an exporter's page: figures where the box answered with a fresh
+sample, and a row that says what is wrong (never zeros, never old figures) where it did not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from vramtop.core.fleet import (
+    STALE_AFTER_S,
+    Box,
+    Fetched,
+    Platform,
+    Status,
+    aged,
+    collapses,
+    parse_box,
+    parse_boxes,
+    row_for,
+)
+from vramtop.tui.fleet.cells import COLUMNS, cells, table_text
+
+NOW = 1_800_000_000.0
+
+# A box's page as `vramtop export --demo --card r9700` serves it (trimmed).
+PAGE = """\
+# HELP vramtop_build_info vramtop's version (always 1).
+# TYPE vramtop_build_info gauge
+vramtop_build_info{version="0.1.0"} 1.0
+vramtop_gpu_info{gpu="0",memory_kind="dedicated",name="AMD Radeon AI PRO R9700"} 1.0
+vramtop_gpu_memory_total_bytes{gpu="0"} 3.4208743424e+10
+vramtop_gpu_gtt_total_bytes{gpu="0"} 6.6571993088e+10
+vramtop_budget_bytes{gpu="0"} 3.0787869082e+10
+vramtop_desktop_headroom_bytes{gpu="0"} 2.88400343e+09
+vramtop_budget_ratio 0.9
+vramtop_kv_cache_usage_ratio 0.25
+vramtop_request_decode_tokens_per_second{measure="inter_token_latency"} 38.0
+vramtop_request_decode_normal_tokens_per_second{measure="inter_token_latency"} 41.0
+vramtop_finding_open{kind="vram_contention"} {collapse}
+vramtop_finding_open{kind="kv_pressure"} 1.0
+vramtop_finding_open{kind="gpu_throttling"} 0.0
+vramtop_server_up 1.0
+vramtop_server_state{state="starting"} 0.0
+vramtop_server_state{state="running"} 1.0
+vramtop_server_state{state="stopped"} 0.0
+vramtop_samples_total 12.0
+vramtop_last_sample_timestamp_seconds {sampled_at}
+vramtop_server_info{model="qwen3.8-27b-nvfp4",profile="demo-r9700",vllm_version="0.29.0"} 1.0
+vramtop_door_in_flight 2.0
+vramtop_door_held 3.0
+"""
+
+
+def page(*, collapse: float = 0.0, age_s: float = 0.5, extra: str = "") -> str:
+    text = PAGE.replace("{collapse}", str(collapse))
+    return text.replace("{sampled_at}", repr(NOW - age_s)) + extra
+
+
+def fetched(text: str | None, error: str | None = None) -> Fetched:
+    return Fetched("r9700", "http://r9700:9464/metrics", NOW, text=text, error=error)
+
+
+FIGURES = (
+    "card",
+    "platform",
+    "server_state",
+    "budget_bytes",
+    "budget_ratio",
+    "headroom_bytes",
+    "kv_usage",
+    "request_tps",
+    "request_normal_tps",
+    "door_held",
+    "door_in_flight",
+    "model",
+    "samples",
+)
+
+
+def test_a_fresh_page_gives_every_figure_of_the_row() -> None:
+    row = row_for(fetched(page()))
+    assert row.status is Status.UP and row.problem is None
+    assert row.card == "AMD Radeon AI PRO R9700" and row.platform is Platform.ROCM
+    assert row.server_state == "running" and row.model == "qwen3.8-27b-nvfp4"
+    assert row.budget_bytes == 3.0787869082e10 and row.budget_ratio == 0.9
+    assert row.headroom_bytes == 2.88400343e9 and row.kv_usage == 0.25
+    assert (row.request_tps, row.request_normal_tps) == (38.0, 41.0)
+    assert row.open_findings == ("kv_pressure",) and not row.collapse
+    assert (row.door_held, row.door_in_flight) == (3, 2)
+    assert row.sample_age_s == pytest.approx(0.5) and row.samples == 12
+    # Not served by the exporter: unknown, never a made-up value.
+    assert row.max_model_len is None and row.guard is None
+    json = row.to_json()
+    assert json["query_time"] == NOW and json["status"] == "up" and json["platform"] == "ROCm"
+
+
+@pytest.mark.parametrize(
+    ("got", "status", "words"),
+    [
+        (fetched(None, "connection refused"), Status.UNREACHABLE, "connection refused"),
+        (fetched("<html>not metrics</html>"), Status.UNREACHABLE, "not a vramtop export page"),
+        (fetched("node_load1 0.5\n"), Status.UNREACHABLE, "not a vramtop export page"),
+        (fetched(page(age_s=STALE_AFTER_S + 7)), Status.STALE, "10 s old"),
+        (
+            fetched('vramtop_build_info{version="0.1.0"} 1.0\n'),
+            Status.NO_SAMPLE,
+            "not sampled yet",
+        ),
+    ],
+)
+def test_a_box_without_a_fresh_sample_is_a_row_that_says_so_with_no_figure(
+    got: Fetched, status: Status, words: str
+) -> None:
+    row = row_for(got)
+    assert row.status is status and row.problem is not None and words in row.problem
+    assert all(getattr(row, name) is None for name in FIGURES)
+    assert row.open_findings == () and not row.collapse
+    # Its cells hold no number: the status and the reason, where the figures would be.
+    shown = cells(row)
+    assert len(shown) == len(COLUMNS) and words in shown[1]
+    assert not any(ch.isdigit() for cell in shown[2:-1] for ch in cell)
+
+
+def test_a_sample_from_a_clock_a_little_ahead_is_fresh_not_negative() -> None:
+    row = row_for(fetched(page(age_s=-2.0)))
+    assert row.status is Status.UP and row.sample_age_s == 0.0
+
+
+def test_the_collapse_is_named_in_the_row_and_by_the_banner() -> None:
+    rows = [row_for(fetched(page(collapse=1.0))), row_for(fetched(page()))]
+    rows[1] = replace(rows[1], name="spark")
+    assert rows[0].collapse and "vram_contention" in rows[0].open_findings
+    assert collapses(rows) == ["r9700"]
+    assert "collapse" in cells(rows[0])[COLUMNS.index("findings")]
+
+
+@pytest.mark.parametrize(
+    ("extra", "kind", "platform"),
+    [
+        ("vramtop_wsl_vm_dedicated_bytes 1.0e9\n", "dedicated", Platform.WSL2),
+        ("", "unified", Platform.UNIFIED),
+        ("", "dedicated", Platform.ROCM),
+    ],
+)
+def test_the_platform_is_read_from_what_the_box_serves(
+    extra: str, kind: str, platform: Platform
+) -> None:
+    text = page(extra=extra).replace('memory_kind="dedicated"', f'memory_kind="{kind}"')
+    if platform is not Platform.ROCM:
+        text = text.replace("vramtop_gpu_gtt_total_bytes", "vramtop_other")
+    assert row_for(fetched(text)).platform is platform
+
+
+def test_a_card_without_gtt_or_wsl_is_native() -> None:
+    text = page().replace("vramtop_gpu_gtt_total_bytes", "vramtop_other")
+    assert row_for(fetched(text)).platform is Platform.NATIVE
+
+
+def test_a_row_whose_box_has_not_answered_since_goes_unreachable_without_its_figures() -> None:
+    row = row_for(fetched(page()))
+    assert aged(row, NOW + STALE_AFTER_S) == row
+    late = aged(row, NOW + STALE_AFTER_S + 2)
+    assert late.status is Status.UNREACHABLE and late.problem == "no answer for 5 s"
+    assert all(getattr(late, name) is None for name in FIGURES)
+
+
+def test_boxes_are_named_name_equals_url_and_read_metrics_by_default() -> None:
+    assert parse_box("desk=http://192.168.1.20:9464") == Box(
+        "desk", "http://192.168.1.20:9464/metrics"
+    )
+    assert parse_box("spark=https://spark/x/metrics").url == "https://spark/x/metrics"
+
+
+@pytest.mark.parametrize(
+    ("texts", "words"),
+    [
+        (["desk"], "NAME=URL"),
+        (["=http://a:1"], "NAME=URL"),
+        (["desk=ftp://a:1"], "http://HOST:PORT"),
+        (["desk=http://a:0"], "port"),
+        (["de sk=http://a:1"], "a box's name"),
+        (["a=http://x:1", "a=http://y:1"], "names two boxes"),
+    ],
+)
+def test_bad_boxes_say_what_is_wrong(texts: list[str], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_boxes(texts)
+
+
+def test_a_password_in_a_bad_url_is_masked() -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_box("desk=ftp://me:hunter2@desk:9464")
+    assert "hunter2" not in str(caught.value)
+
+
+def test_the_text_table_has_a_line_per_box() -> None:
+    rows = [row_for(fetched(page())), row_for(fetched(None, "connection refused"))]
+    lines = table_text(rows).splitlines()
+    assert lines[0].split()[0] == "box" and len(lines) == 3
+    assert "38/41" in lines[1] and "holding 3" in lines[1]
+    assert lines[2].split()[:2] == ["r9700", "unreachable:"]
