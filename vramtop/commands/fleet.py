@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from vramtop.core.fleet import Box, parse_boxes, rows_for
+from vramtop.core.fleet_rows import Box, parse_boxes, rows_for
 from vramtop.outcomes import ExitCode
 
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     if options.once:
         return _once(options)
-    from vramtop.tui.fleet.app import FleetApp
+    from vramtop.tui.fleet.fleet_app import FleetApp
 
     FleetApp(list(options.boxes), timeout_s=options.timeout_s).run()
     return 0

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from vramtop.core.fleet import Box, Fetched
+from vramtop.core.fleet_rows import Box, Fetched
 
 # Seconds one box gets to answer: the exporter answers from memory in milliseconds, so a
 # box past this is down or unreachable (and the others' rows never wait for it).

@@ -4,7 +4,7 @@ whose sample is stale, shows its status and reason where its figures would be.""
 
 from __future__ import annotations
 
-from vramtop.core.fleet import BoxRow, Status
+from vramtop.core.fleet_rows import BoxRow, Status
 from vramtop.tui.format import gib
 
 COLUMNS: tuple[str, ...] = (

@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
-from vramtop.core.fleet import Box, BoxRow, Status, aged, collapses, row_for
+from vramtop.core.fleet_rows import Box, BoxRow, Status, aged, collapses, row_for
 from vramtop.sources.fleet_client import TIMEOUT_S, fetch
 from vramtop.tui.fleet.cells import COLUMNS, cells
 

@@ -1,0 +1,161 @@
+"""The fleet console (Pilot, 120×40 and 80×24) against boxes served in the test: a box that
+hangs never holds the others' rows, a collapse shows the banner naming its box, q quits; and
+`vramtop fleet`'s bad input."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from tests.support.fleet_page import PAGE
+from tests.support.waiting import wait_until_async
+from vramtop import cli
+from vramtop.core.fleet_rows import Box, Status
+from vramtop.tui.fleet.fleet_app import FleetApp
+
+SIZES = [(120, 40), (80, 24)]
+
+
+class FakeExporter:
+    """Serves a vramtop page whose sample is always fresh and whose count goes up by one
+    per answer; `collapse` opens the collapse finding on it."""
+
+    def __init__(self) -> None:
+        self.collapse = False
+        self.samples = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.samples += 1
+                text = PAGE.replace("{collapse}", "1.0" if owner.collapse else "0.0")
+                text = text.replace("{sampled_at}", repr(time.time()))
+                text = text.replace(
+                    "vramtop_samples_total 12.0", f"vramtop_samples_total {owner.samples}"
+                )
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def box() -> Iterator[FakeExporter]:
+    exporter = FakeExporter()
+    yield exporter
+    exporter.close()
+
+
+@pytest.fixture
+def hung() -> Iterator[str]:
+    """A box that takes the connection and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
+    listener.close()
+
+
+def shown(app: FleetApp, name: str) -> list[str]:
+    return [str(cell) for cell in app.query_one(DataTable).get_row(name)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
+    box: FakeExporter, hung: str, size: tuple[int, int]
+) -> None:
+    app = FleetApp([Box("r9700", box.url), Box("hung", hung)], timeout_s=5.0, refresh_s=0.2)
+    async with app.run_test(size=size) as pilot:
+        # While the hung box's one request waits for its 5 s, r9700 is read again and again.
+        await wait_until_async(
+            lambda: box.samples >= 3 and shown(app, "r9700")[1] == "AMD Radeon AI PRO R9700",
+            deadline_s=30,
+            what=lambda: f"r9700 read 3 times: {box.samples}, {shown(app, 'r9700')}",
+            pause=pilot.pause,
+        )
+        assert app.rows()[1].status is not Status.UP
+        assert not any(ch.isdigit() for ch in "".join(shown(app, "hung")[2:-1]))
+        # Once its last answer is older than the stale limit, it says it has not answered.
+        await wait_until_async(
+            lambda: shown(app, "hung")[1].startswith("unreachable"),
+            deadline_s=30,
+            what=lambda: f"the hung box unreachable: {shown(app, 'hung')}",
+            pause=pilot.pause,
+        )
+        assert app.rows()[0].status is Status.UP
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_collapse_shows_the_banner_naming_its_box(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    app = FleetApp([Box("r9700", box.url)], refresh_s=0.2)
+    async with app.run_test(size=size) as pilot:
+        banner = app.query_one("#banner", Static)
+        await wait_until_async(
+            lambda: app.rows()[0].status is Status.UP,
+            deadline_s=30,
+            what="r9700 up",
+            pause=pilot.pause,
+        )
+        assert not banner.has_class("shown")
+        box.collapse = True
+        await wait_until_async(
+            lambda: banner.has_class("shown"), deadline_s=30, what="the banner", pause=pilot.pause
+        )
+        assert "collapse on r9700" in str(banner.render())
+        assert "collapse" in shown(app, "r9700")[9]
+        box.collapse = False
+        await wait_until_async(
+            lambda: not banner.has_class("shown"),
+            deadline_s=30,
+            what="the banner gone once the collapse closed",
+            pause=pilot.pause,
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "name at least one box"),
+        (["desk"], "NAME=URL"),
+        (["desk=localhost:9464"], "http://HOST:PORT"),
+        (["a=http://x:1", "a=http://y:1"], "names two boxes"),
+        (["--json", "a=http://x:1"], "--json prints once: add --once"),
+        (["--timeout", "0", "a=http://x:1"], "--timeout must be"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["fleet", *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_once_prints_a_line_per_box(box: FakeExporter, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["fleet", "--once", f"r9700={box.url}", "gone=http://127.0.0.1:9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("box") and len(lines) == 3
+    assert "AMD Radeon AI PRO R9700" in lines[1] and "holding 3" in lines[1]
+    assert lines[2].split()[:2] == ["gone", "unreachable:"]
