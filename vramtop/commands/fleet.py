@@ -15,10 +15,13 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vramtop.core.fleet_rows import Box, parse_boxes, rows_for
+from vramtop.commands.shared_options import Given
 from vramtop.outcomes import ExitCode
+
+if TYPE_CHECKING:
+    from vramtop.core.fleet_rows import Box
 
 
 def add_parser(subparsers: Any) -> None:
@@ -57,21 +60,23 @@ class FleetOptions:
 
 def options_from(args: argparse.Namespace) -> FleetOptions:
     """The options; ValueError with a one-line reason on bad input."""
+    from vramtop.core.fleet_rows import parse_boxes
     from vramtop.sources.fleet_client import TIMEOUT_S
 
-    texts = list(getattr(args, "boxes", None) or [])
+    given = Given(args)
+    texts = list(args.boxes)  # this command's own positional: always set, [] when none
     if not texts:
         raise ValueError(
             "name at least one box: vramtop fleet desk=http://192.168.1.20:9464 "
             "spark=http://spark:9464 (each box runs `vramtop export`)"
         )
-    timeout = getattr(args, "timeout", None)
+    timeout = given.number("timeout")
     if timeout is not None and not 0.1 <= timeout <= 60:
         raise ValueError("--timeout must be from 0.1 to 60 seconds")
     return FleetOptions(
         boxes=tuple(parse_boxes(texts)),
-        once=bool(getattr(args, "once", False)),
-        json=bool(getattr(args, "json", False)),
+        once=given.flag("once"),
+        json=given.flag("json"),
         timeout_s=TIMEOUT_S if timeout is None else timeout,
     )
 
@@ -94,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _once(options: FleetOptions) -> int:
+    from vramtop.core.fleet_rows import rows_for
     from vramtop.sources.fleet_client import fetch_all
     from vramtop.tui.fleet.cells import table_text
 

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
@@ -105,7 +106,10 @@ class FleetApp(App[None]):
         return [aged(self._rows[box.name], now) for box in self._boxes]
 
     def _show(self) -> None:
-        table = self.query_one(DataTable)
+        try:
+            table = self.query_one(DataTable)
+        except NoMatches:  # the app is closing: a late answer has nowhere to go
+            return
         rows = self.rows()
         for row in rows:
             for column, cell in zip(table.columns, self._styled(row), strict=True):
