@@ -17,6 +17,7 @@ from tests.support.fleet_page import PAGE
 from tests.support.waiting import wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Box, Status
+from vramtop.sources.fleet_client import fetch
 from vramtop.tui.fleet.fleet_app import FleetApp
 
 SIZES = [(120, 40), (80, 24)]
@@ -159,3 +160,12 @@ def test_once_prints_a_line_per_box(box: FakeExporter, capsys: pytest.CaptureFix
     assert lines[0].startswith("box") and len(lines) == 3
     assert "AMD Radeon AI PRO R9700" in lines[1] and "holding 3" in lines[1]
     assert lines[2].split()[:2] == ["gone", "unreachable:"]
+
+
+def test_a_fetch_reads_the_boxs_clock_from_its_answer(box: FakeExporter) -> None:
+    got = fetch(Box("r9700", box.url))
+    assert got.text is not None and got.error is None
+    # The Date header, to the second: the box's clock is this machine's here.
+    assert got.box_time is not None and abs(got.query_time - got.box_time) < 2.0
+    gone = fetch(Box("gone", "http://127.0.0.1:9/metrics"))
+    assert gone.text is None and gone.box_time is None and gone.error

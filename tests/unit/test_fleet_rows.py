@@ -100,6 +100,23 @@ def test_a_sample_from_a_clock_a_little_ahead_is_fresh_not_negative() -> None:
     assert row.status is Status.UP and row.sample_age_s == 0.0
 
 
+@pytest.mark.parametrize(
+    ("behind_s", "age_s", "status"),
+    [(3600.0, 0.5, Status.UP), (3600.0, 10.0, Status.STALE), (-600.0, 0.5, Status.UP)],
+)
+def test_a_box_whose_clock_is_off_ours_is_judged_on_its_own_clock(
+    behind_s: float, age_s: float, status: Status
+) -> None:
+    """Its Date header says its clock; its sample's age is read against that, not ours."""
+    box_now = NOW - behind_s
+    text = page(age_s=age_s + behind_s)  # sampled `age_s` before the box's own now
+    row = row_for(replace(fetched(text), box_time=box_now))
+    assert row.status is status
+    assert row.sample_age_s == pytest.approx(age_s)
+    # Without the box's clock, the hour-behind box's fresh sample would read as stale.
+    assert row_for(fetched(text)).status is (Status.STALE if behind_s > 0 else Status.UP)
+
+
 def test_the_collapse_is_named_in_the_row_and_by_the_banner() -> None:
     rows = [row_for(fetched(page(collapse=1.0))), row_for(fetched(page()))]
     rows[1] = replace(rows[1], name="spark")

@@ -22,6 +22,10 @@ from vramtop.core.json_types import JsonObject
 # A sample older than this (by the box's own clock, against the query's) is stale: the
 # exporter samples every second, so three missed samples say its sampler is stuck.
 STALE_AFTER_S = 3.0
+# A box whose clock (its answer's Date header) is off ours by more than this has its sample's
+# age measured on its own clock: a WSL2 VM's clock drifts, and its fresh samples must not read
+# as stale (or a stuck one as fresh) for that.
+SKEW_S = 2.0
 # The finding that is the silent collapse (the desktop squeezes vLLM, generation falls).
 COLLAPSE = Kind.VRAM_CONTENTION
 
@@ -51,6 +55,7 @@ class Fetched:
     query_time: float
     text: str | None = None
     error: str | None = None
+    box_time: float | None = None  # the box's clock as its answer says (Date: to the second)
 
 
 @dataclass(frozen=True)
@@ -175,11 +180,20 @@ def row_for(fetched: Fetched, *, stale_after_s: float = STALE_AFTER_S) -> BoxRow
     sampled_at = page.value("vramtop_last_sample_timestamp_seconds")
     if sampled_at is None:
         return down(Status.NO_SAMPLE, "the exporter has not sampled yet")
-    # A box's clock a little ahead of ours is not a sample from the future.
-    age = max(0.0, fetched.query_time - sampled_at)
+    age = sample_age(fetched, sampled_at)
     if age > stale_after_s:
         return down(Status.STALE, f"its latest sample is {age:.0f} s old", age)
     return _up_row(fetched, page, age)
+
+
+def sample_age(fetched: Fetched, sampled_at: float) -> float:
+    """How old the box's latest sample is: on our clock, or on the box's own where the two
+    are more than SKEW_S apart. Never below 0 (a clock a little ahead is not a sample from
+    the future; the Date header is to the second)."""
+    now = fetched.query_time
+    if fetched.box_time is not None and abs(now - fetched.box_time) > SKEW_S:
+        now = fetched.box_time
+    return max(0.0, now - sampled_at)
 
 
 def _up_row(fetched: Fetched, page: Page, age: float) -> BoxRow:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
 
 import httpx
 
@@ -29,6 +30,7 @@ def fetch(
             answer = client.get(box.url)
         text: str | None = None
         error: str | None = None
+        box_time = _date(answer.headers.get("date"))
         if answer.status_code != 200:
             error = f"HTTP {answer.status_code}"
         elif len(answer.content) > MAX_PAGE_BYTES:
@@ -36,10 +38,10 @@ def fetch(
         else:
             text = answer.text
     except httpx.TimeoutException:
-        text, error = None, f"no answer within {timeout_s:g} s"
+        text, error, box_time = None, f"no answer within {timeout_s:g} s", None
     except httpx.HTTPError as exc:
-        text, error = None, _reason(exc)
-    return Fetched(box.name, box.url, clock(), text=text, error=error)
+        text, error, box_time = None, _reason(exc), None
+    return Fetched(box.name, box.url, clock(), text=text, error=error, box_time=box_time)
 
 
 def fetch_all(
@@ -50,6 +52,16 @@ def fetch_all(
         return []
     with ThreadPoolExecutor(max_workers=len(boxes), thread_name_prefix="vramtop-fleet") as pool:
         return list(pool.map(lambda box: fetch(box, timeout_s=timeout_s, clock=clock), boxes))
+
+
+def _date(header: str | None) -> float | None:
+    """An HTTP Date header as Unix time; None when absent or unreadable."""
+    if not header:
+        return None
+    try:
+        return parsedate_to_datetime(header).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _reason(exc: httpx.HTTPError) -> str:
