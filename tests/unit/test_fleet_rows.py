@@ -71,10 +71,11 @@ def test_a_fresh_page_gives_every_figure_of_the_row() -> None:
 @pytest.mark.parametrize(
     ("got", "status", "words"),
     [
-        (fetched(None, "connection refused"), Status.UNREACHABLE, "connection refused"),
+        (fetched(None, "no answer (refused)"), Status.UNREACHABLE, "no answer (refused)"),
+        (fetched(None), Status.UNREACHABLE, "no answer"),
         (fetched("<html>not metrics</html>"), Status.UNREACHABLE, "not a vramtop export page"),
         (fetched("node_load1 0.5\n"), Status.UNREACHABLE, "not a vramtop export page"),
-        (fetched(page(age_s=STALE_AFTER_S + 7)), Status.STALE, "10 s old"),
+        (fetched(page(age_s=STALE_AFTER_S + 7)), Status.STALE, "sample 10 s old"),
         (
             fetched('vramtop_build_info{version="0.1.0"} 1.0\n'),
             Status.NO_SAMPLE,
@@ -89,10 +90,11 @@ def test_a_box_without_a_fresh_sample_is_a_row_that_says_so_with_no_figure(
     assert row.status is status and row.problem is not None and words in row.problem
     assert all(getattr(row, name) is None for name in FIGURES)
     assert row.open_findings == () and not row.collapse
-    # Its cells hold no number: the status and the reason, where the figures would be.
+    # Its cells hold no figure: its status where the card would be, the reason in the note.
     shown = cells(row)
-    assert len(shown) == len(COLUMNS) and words in shown[1]
-    assert not any(ch.isdigit() for cell in shown[2:-1] for ch in cell)
+    assert len(shown) == len(COLUMNS) and shown[2] == status.value.replace("_", " ")
+    assert shown[-1] == row.problem
+    assert not any(ch.isdigit() for cell in shown[3:-1] for ch in cell)
 
 
 def test_a_sample_from_a_clock_a_little_ahead_is_fresh_not_negative() -> None:
@@ -185,8 +187,9 @@ def test_a_password_in_a_bad_url_is_masked() -> None:
 
 
 def test_the_text_table_has_a_line_per_box() -> None:
-    rows = [row_for(fetched(page())), row_for(fetched(None, "connection refused"))]
+    rows = [row_for(fetched(page())), row_for(fetched(None, "no answer (refused)"))]
     lines = table_text(rows).splitlines()
-    assert lines[0].split()[0] == "box" and len(lines) == 3
-    assert "38/41" in lines[1] and "holding 3" in lines[1]
-    assert lines[2].split()[:2] == ["r9700", "unreachable:"]
+    assert lines[0].split()[:3] == ["box", "age", "card"] and len(lines) == 3
+    assert "AI PRO R9700" in lines[1] and "38/41" in lines[1] and "holding 3" in lines[1]
+    assert "28.7G 0.90" in lines[1] and "2.7G" in lines[1]
+    assert lines[2].split() == ["r9700", "unreachable:", "no", "answer", "(refused)"]

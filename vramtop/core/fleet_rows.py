@@ -173,16 +173,16 @@ def row_for(fetched: Fetched, *, stale_after_s: float = STALE_AFTER_S) -> BoxRow
         )
 
     if fetched.text is None:
-        return down(Status.UNREACHABLE, f"no answer: {fetched.error or 'unknown error'}")
+        return down(Status.UNREACHABLE, fetched.error or "no answer")
     page = parse_page(fetched.text)
     if page is None:
-        return down(Status.UNREACHABLE, "the answer is not a vramtop export page")
+        return down(Status.UNREACHABLE, "not a vramtop export page")
     sampled_at = page.value("vramtop_last_sample_timestamp_seconds")
     if sampled_at is None:
-        return down(Status.NO_SAMPLE, "the exporter has not sampled yet")
+        return down(Status.NO_SAMPLE, "not sampled yet")
     age = sample_age(fetched, sampled_at)
     if age > stale_after_s:
-        return down(Status.STALE, f"its latest sample is {age:.0f} s old", age)
+        return down(Status.STALE, f"sample {age:.0f} s old", age)
     return _up_row(fetched, page, age)
 
 

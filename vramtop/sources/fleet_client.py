@@ -66,5 +66,5 @@ def _date(header: str | None) -> float | None:
 
 def _reason(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
-        return "connection refused or host unreachable"
+        return "no answer (refused or unreachable)"
     return str(exc) or type(exc).__name__

@@ -9,6 +9,7 @@ from vramtop.tui.format import gib
 
 COLUMNS: tuple[str, ...] = (
     "box",
+    "age",
     "card",
     "platform",
     "server",
@@ -20,39 +21,53 @@ COLUMNS: tuple[str, ...] = (
     "findings",
     "door",
     "guard",
-    "age",
+    "note",
 )
 UNKNOWN = "—"
+# Words a card's name starts with that every card of its maker shares: left out of the table
+# (the JSON keeps the whole name).
+_MAKERS = ("NVIDIA", "GeForce", "AMD", "Radeon")
 
 
 def cells(row: BoxRow) -> tuple[str, ...]:
-    """The row's cells, in `COLUMNS`' order."""
+    """The row's cells, in `COLUMNS`' order; a box without a fresh sample: its status where
+    the card would be and the reason in the note, no figure."""
     if row.status is not Status.UP:
-        words = row.status.value.replace("_", " ")
-        blank = ("",) * (len(COLUMNS) - 3)
-        return (row.name, f"{words}: {row.problem or ''}".rstrip(": "), *blank, age(row))
+        blank = ("",) * (len(COLUMNS) - 4)
+        return (row.name, age(row), row.status.value.replace("_", " "), *blank, row.problem or "")
     return (
         row.name,
-        row.card or UNKNOWN,
+        age(row),
+        short_card(row.card),
         row.platform.value if row.platform is not None else UNKNOWN,
         row.server_state or UNKNOWN,
         budget(row),
         UNKNOWN if row.max_model_len is None else f"{row.max_model_len:,}",
-        gib(row.headroom_bytes) + (" GiB" if row.headroom_bytes is not None else ""),
+        UNKNOWN if row.headroom_bytes is None else f"{gib(row.headroom_bytes)}G",
         UNKNOWN if row.kv_usage is None else f"{row.kv_usage:.0%}",
         rate(row),
         findings(row),
         door(row),
         row.guard or UNKNOWN,
-        age(row),
+        "",
     )
+
+
+def short_card(name: str | None) -> str:
+    if name is None:
+        return UNKNOWN
+    words = name.split()
+    while len(words) > 1 and words[0] in _MAKERS:
+        words = words[1:]
+    return " ".join(words)
 
 
 def budget(row: BoxRow) -> str:
     if row.budget_bytes is None and row.budget_ratio is None:
         return UNKNOWN
-    ratio = "" if row.budget_ratio is None else f" ({row.budget_ratio:.2f})"
-    return f"{gib(row.budget_bytes)} GiB{ratio}" if row.budget_bytes is not None else ratio[2:-1]
+    ratio = "" if row.budget_ratio is None else f"{row.budget_ratio:.2f}"
+    size = "" if row.budget_bytes is None else f"{gib(row.budget_bytes)}G"
+    return " ".join(part for part in (size, ratio) if part)
 
 
 def rate(row: BoxRow) -> str:
@@ -74,7 +89,7 @@ def findings(row: BoxRow) -> str:
 def door(row: BoxRow) -> str:
     if row.door_held is None:
         return UNKNOWN
-    return f"holding {row.door_held}" if row.door_held else f"{row.door_in_flight or 0} in flight"
+    return f"holding {row.door_held}" if row.door_held else f"{row.door_in_flight or 0} in"
 
 
 def age(row: BoxRow) -> str:
@@ -82,14 +97,21 @@ def age(row: BoxRow) -> str:
 
 
 def table_text(rows: list[BoxRow]) -> str:
-    """The rows as plain text columns (`vramtop fleet --once`)."""
-    up = [COLUMNS, *(cells(row) for row in rows if row.status is Status.UP)]
-    widths = [max(len(line[i]) for line in up) for i in range(len(COLUMNS))]
-    lines = []
-    for line in [COLUMNS, *(cells(row) for row in rows)]:
-        if line is COLUMNS or line in up:
-            padded = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-            lines.append("  ".join(padded).rstrip())
-        else:  # a box without figures: its name, then what is wrong, across the columns
-            lines.append(f"{line[0].ljust(widths[0])}  {line[1]}")
+    """The rows as plain text columns (`vramtop fleet --once`); a box without figures: its
+    name, status and reason on its line."""
+    up = [cells(row)[:-1] for row in rows if row.status is Status.UP]
+    header = COLUMNS[:-1]
+    widths = [max(len(line[i]) for line in (header, *up)) for i in range(len(header))]
+
+    def line(values: tuple[str, ...]) -> str:
+        padded = (cell.ljust(width) for cell, width in zip(values, widths, strict=True))
+        return "  ".join(padded).rstrip()
+
+    lines = [line(header)]
+    for row in rows:
+        if row.status is Status.UP:
+            lines.append(line(cells(row)[:-1]))
+        else:
+            words = row.status.value.replace("_", " ")
+            lines.append(f"{row.name.ljust(widths[0])}  {words}: {row.problem or ''}".rstrip(": "))
     return "\n".join(lines)

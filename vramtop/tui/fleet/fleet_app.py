@@ -113,7 +113,7 @@ class FleetApp(App[None]):
         rows = self.rows()
         for row in rows:
             for column, cell in zip(table.columns, self._styled(row), strict=True):
-                table.update_cell(row.name, column, cell)
+                table.update_cell(row.name, column, cell, update_width=True)
         banner = self.query_one("#banner", Static)
         collapsed = collapses(rows)
         banner.set_class(bool(collapsed), "shown")
