@@ -97,6 +97,12 @@ def test_a_box_without_a_fresh_sample_is_a_row_that_says_so_with_no_figure(
     assert not any(ch.isdigit() for cell in shown[3:-1] for ch in cell)
 
 
+def test_max_model_len_is_read_where_the_box_serves_it() -> None:
+    row = row_for(fetched(page(extra="vramtop_max_model_len_tokens 163840.0\n")))
+    assert row.max_model_len == 163_840
+    assert cells(row)[COLUMNS.index("max len")] == "163,840"
+
+
 def test_a_sample_from_a_clock_a_little_ahead_is_fresh_not_negative() -> None:
     row = row_for(fetched(page(age_s=-2.0)))
     assert row.status is Status.UP and row.sample_age_s == 0.0

@@ -5,8 +5,9 @@ a `BoxRow` value comes out. A box that does not answer, whose page is not vramto
 whose latest sample is older than `STALE_AFTER_S` is a row that says so with every figure
 unknown (None): never zeros, never the figures of an earlier answer.
 
-The rows use only what the exporter already serves (the README's metric list); what it
-does not serve (`--max-model-len`, the guard) is None here, shown as unknown.
+The rows use what the exporter serves (the README's metric list), and
+`vramtop_max_model_len_tokens` where a box serves it; what a box does not serve (the guard)
+is None here, shown as unknown.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ STALE_AFTER_S = 3.0
 SKEW_S = 2.0
 # The finding that is the silent collapse (the desktop squeezes vLLM, generation falls).
 COLLAPSE = Kind.VRAM_CONTENTION
+
+
+# vLLM's --max-model-len: served by exporters that have it (not yet in the metric list).
+MAX_MODEL_LEN = "vramtop_max_model_len_tokens"
 
 
 class Status(StrEnum):
@@ -73,7 +78,8 @@ class BoxRow:
     server_state: str | None = None  # running, starting, stopped, crashed...; "down"; "up"
     budget_bytes: float | None = None
     budget_ratio: float | None = None
-    max_model_len: int | None = None  # not exported yet: always None
+    # `vramtop_max_model_len_tokens`, where the box's exporter serves it (an addition).
+    max_model_len: int | None = None
     headroom_bytes: float | None = None
     kv_usage: float | None = None
     request_tps: float | None = None
@@ -202,6 +208,7 @@ def _up_row(fetched: Fetched, page: Page, age: float) -> BoxRow:
     info = page.labels("vramtop_server_info")
     held, in_flight = page.value("vramtop_door_held"), page.value("vramtop_door_in_flight")
     samples = page.value("vramtop_samples_total")
+    max_len = page.value(MAX_MODEL_LEN)
     return BoxRow(
         name=fetched.name,
         url=fetched.url,
@@ -213,6 +220,7 @@ def _up_row(fetched: Fetched, page: Page, age: float) -> BoxRow:
         server_state=server_state(page),
         budget_bytes=page.value("vramtop_budget_bytes"),
         budget_ratio=page.value("vramtop_budget_ratio"),
+        max_model_len=None if max_len is None else int(max_len),
         headroom_bytes=page.value("vramtop_desktop_headroom_bytes"),
         kv_usage=page.value("vramtop_kv_cache_usage_ratio"),
         request_tps=page.value("vramtop_request_decode_tokens_per_second"),
