@@ -17,6 +17,8 @@ from tests.support.fleet_page import PAGE
 from tests.support.waiting import wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Box, Status
+from vramtop.core.news import News
+from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import fetch
 from vramtop.tui.fleet.cells import COLUMNS
 from vramtop.tui.fleet.fleet_app import FleetApp
@@ -108,11 +110,25 @@ async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
     assert app.return_code == 0
 
 
+class Told:
+    """A notification sender that keeps what it was given."""
+
+    name = "told"
+
+    def __init__(self) -> None:
+        self.news: list[News] = []
+
+    def send(self, news: News) -> None:
+        self.news.append(news)
+
+
 @pytest.mark.parametrize("size", SIZES)
-async def test_a_collapse_shows_the_banner_naming_its_box(
+async def test_a_collapse_shows_the_banner_naming_its_box_and_is_told_once(
     box: FakeExporter, size: tuple[int, int]
 ) -> None:
-    app = FleetApp([Box("r9700", box.url)], refresh_s=0.2)
+    told = Told()
+    notifier = Notifier([told])
+    app = FleetApp([Box("r9700", box.url)], refresh_s=0.2, notifier=notifier)
     async with app.run_test(size=size) as pilot:
         banner = app.query_one("#banner", Static)
         await wait_until_async(
@@ -128,6 +144,13 @@ async def test_a_collapse_shows_the_banner_naming_its_box(
         )
         assert "collapse on r9700" in str(banner.render())
         assert "collapse" in shown(app, "r9700")[COLUMNS.index("findings")]
+        # Told once, however many refreshes still show it.
+        seen = box.samples
+        await wait_until_async(
+            lambda: box.samples >= seen + 3, deadline_s=30, what="3 more reads", pause=pilot.pause
+        )
+        notifier.flush()
+        assert [news.title for news in told.news] == ["vramtop fleet: collapse on r9700"]
         box.collapse = False
         await wait_until_async(
             lambda: not banner.has_class("shown"),

@@ -15,6 +15,7 @@ from vramtop.core.fleet_rows import (
     Platform,
     Status,
     aged,
+    collapse_news,
     collapses,
     parse_box,
     parse_boxes,
@@ -199,3 +200,22 @@ def test_the_text_table_has_a_line_per_box() -> None:
     assert "AI PRO R9700" in lines[1] and "38/41" in lines[1] and "holding 3" in lines[1]
     assert "28.7G 0.90" in lines[1] and "2.7G" in lines[1]
     assert lines[2].split() == ["r9700", "unreachable:", "no", "answer", "(refused)"]
+
+
+def test_a_collapse_is_told_once_per_finding() -> None:
+    collapsed = row_for(fetched(page(collapse=1.0)))
+    closed = row_for(fetched(page()))
+    gone = row_for(fetched(None, "no answer"))
+    told, news = collapse_news(frozenset(), [collapsed])
+    assert told == {"r9700"} and len(news) == 1
+    assert news[0].title == "vramtop fleet: collapse on r9700" and news[0].severity == "critical"
+    assert "AMD Radeon AI PRO R9700" in news[0].body
+    # Still open, then the box silent, then back still collapsed: the same finding, not told.
+    for row in (collapsed, gone, collapsed):
+        told, news = collapse_news(told, [row])
+        assert news == [] and told == {"r9700"}
+    # Closed on a fresh row, then open again: a new finding, told.
+    told, news = collapse_news(told, [closed])
+    assert told == frozenset() and news == []
+    told, news = collapse_news(told, [collapsed])
+    assert len(news) == 1

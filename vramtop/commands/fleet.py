@@ -22,6 +22,7 @@ from vramtop.outcomes import ExitCode
 
 if TYPE_CHECKING:
     from vramtop.core.fleet_rows import Box
+    from vramtop.notify.notifier import Notifier
 
 
 def add_parser(subparsers: Any) -> None:
@@ -94,8 +95,24 @@ def run(args: argparse.Namespace) -> int:
         return _once(options)
     from vramtop.tui.fleet.fleet_app import FleetApp
 
-    FleetApp(list(options.boxes), timeout_s=options.timeout_s).run()
+    FleetApp(list(options.boxes), timeout_s=options.timeout_s, notifier=_notifier()).run()
     return 0
+
+
+def _notifier() -> Notifier | None:
+    """The machine's default senders for a collapse (a toast on WSL2, notify-send on a Linux
+    desktop), less the terminal's sequences: the console owns the terminal. None where none
+    can work here."""
+    import shutil
+
+    from vramtop.notify import default_names, notifier_for
+    from vramtop.notify.toast import in_wsl
+
+    wsl = in_wsl()
+    names = [name for name in default_names(wsl=wsl) if name != "terminal"]
+    if "notify-send" in names and shutil.which("notify-send") is None:
+        names.remove("notify-send")
+    return notifier_for(names, on_finding=None, wsl=wsl) if names else None
 
 
 def _once(options: FleetOptions) -> int:

@@ -16,9 +16,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from vramtop.core.findings import Kind
 from vramtop.core.json_types import JsonObject
+
+if TYPE_CHECKING:
+    from vramtop.core.news import News
 
 # A sample older than this (by the box's own clock, against the query's) is stale: the
 # exporter samples every second, so three missed samples say its sampler is stuck.
@@ -317,3 +321,35 @@ def aged(row: BoxRow, now: float, *, stale_after_s: float = STALE_AFTER_S) -> Bo
         return row
     problem = f"no answer for {waited:.0f} s"
     return BoxRow(row.name, row.url, Status.UNREACHABLE, row.query_time, problem)
+
+
+def collapse_news(
+    told: frozenset[str], rows: Iterable[BoxRow]
+) -> tuple[frozenset[str], list[News]]:
+    """The news of each box whose collapse has opened since it was last told, and the boxes
+    told now. Once per finding: a box is told again only after a fresh row showed its collapse
+    closed (a box that stops answering mid-collapse and comes back collapsed is not told
+    twice)."""
+    from vramtop.core.news import OPENED, News
+
+    now = set(told)
+    news: list[News] = []
+    for row in rows:
+        if row.status is not Status.UP:
+            continue
+        if row.collapse and row.name not in now:
+            now.add(row.name)
+            card = f" ({row.card})" if row.card else ""
+            news.append(
+                News(
+                    key=f"{OPENED}:fleet:{row.name}:{COLLAPSE}",
+                    title=f"vramtop fleet: collapse on {row.name}",
+                    body=f"The desktop squeezes vLLM's memory on {row.name}{card} and "
+                    "generation has collapsed. Look at that box's console for the remedy.",
+                    severity="critical",
+                    change=OPENED,
+                )
+            )
+        elif not row.collapse:
+            now.discard(row.name)
+    return frozenset(now), news

@@ -1,6 +1,9 @@
 """The fleet console: a table of one row per box, and a banner naming the boxes whose
 collapse is open.
 
+A collapse newly open on a box is also told through the local notifications (the guard's
+senders), once per finding.
+
 A timer triggers, workers fetch: each second every box whose previous fetch has come back
 gets a thread worker of its own (one GET with its short timeout), which posts the box's new
 row as a message. A box that hangs holds only its own worker; its row turns "no answer for
@@ -22,7 +25,16 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
-from vramtop.core.fleet_rows import Box, BoxRow, Status, aged, collapses, row_for
+from vramtop.core.fleet_rows import (
+    Box,
+    BoxRow,
+    Status,
+    aged,
+    collapse_news,
+    collapses,
+    row_for,
+)
+from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import TIMEOUT_S, fetch
 from vramtop.tui.fleet.cells import COLUMNS, cells
 
@@ -55,6 +67,7 @@ class FleetApp(App[None]):
         timeout_s: float = TIMEOUT_S,
         clock: Callable[[], float] = time.time,
         refresh_s: float = REFRESH_S,
+        notifier: Notifier | None = None,
     ) -> None:
         super().__init__()
         self._boxes = boxes
@@ -63,6 +76,8 @@ class FleetApp(App[None]):
         self._refresh_s = refresh_s
         self._rows: dict[str, BoxRow] = {}
         self._in_flight: set[str] = set()
+        self._notifier = notifier
+        self._told: frozenset[str] = frozenset()  # boxes whose open collapse was told
         self.fetches = 0  # rows received, for tests that wait for a refresh
 
     def compose(self) -> ComposeResult:
@@ -97,7 +112,19 @@ class FleetApp(App[None]):
         self._in_flight.discard(message.row.name)
         self._rows[message.row.name] = message.row
         self.fetches += 1
+        self._tell([message.row])
         self._show()
+
+    def _tell(self, rows: list[BoxRow]) -> None:
+        """A collapse newly open on a box, told through the local notifications once."""
+        self._told, news = collapse_news(self._told, rows)
+        if self._notifier is not None:
+            for one in news:
+                self._notifier.send(one)  # never blocks: each sender has its own thread
+
+    def on_unmount(self) -> None:
+        if self._notifier is not None:
+            self._notifier.close()
 
     # --- showing ------------------------------------------------------------------------------
     def rows(self) -> list[BoxRow]:
