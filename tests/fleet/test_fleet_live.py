@@ -16,6 +16,7 @@ from tests.support.exporters import DemoExporter, demo_exporters
 from tests.support.waiting import wait_until, wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Box, BoxRow, Status
+from vramtop.tui.fleet.cells import COLUMNS
 from vramtop.tui.fleet.fleet_app import FleetApp
 
 pytestmark = pytest.mark.slow
@@ -113,7 +114,7 @@ async def test_the_console_keeps_updating_the_others_when_a_box_stops(
             pause=pilot.pause,
         )
         assert shown(app, "spark")[2] == "GB10"
-        assert shown(app, "r9700")[3] == "ROCm"
+        assert shown(app, "r9700")[COLUMNS.index("platform")] == "ROCm"
 
         exporters[1].stop()
         await wait_until_async(

@@ -7,20 +7,21 @@ from __future__ import annotations
 from vramtop.core.fleet_rows import BoxRow, Status
 from vramtop.tui.format import gib
 
+# Most telling first: at 80 columns the table shows up to the headroom, the rest scrolls.
 COLUMNS: tuple[str, ...] = (
     "box",
     "age",
     "card",
-    "platform",
     "server",
+    "findings",
+    "tok/s/req",
+    "KV",
+    "headroom",
     "budget",
     "max len",
-    "headroom",
-    "KV",
-    "tok/s/req",
-    "findings",
     "door",
     "guard",
+    "platform",
     "note",
 )
 UNKNOWN = "—"
@@ -39,16 +40,16 @@ def cells(row: BoxRow) -> tuple[str, ...]:
         row.name,
         age(row),
         short_card(row.card),
-        row.platform.value if row.platform is not None else UNKNOWN,
         row.server_state or UNKNOWN,
+        findings(row),
+        rate(row),
+        UNKNOWN if row.kv_usage is None else f"{row.kv_usage:.0%}",
+        UNKNOWN if row.headroom_bytes is None else f"{gib(row.headroom_bytes)}G",
         budget(row),
         UNKNOWN if row.max_model_len is None else f"{row.max_model_len:,}",
-        UNKNOWN if row.headroom_bytes is None else f"{gib(row.headroom_bytes)}G",
-        UNKNOWN if row.kv_usage is None else f"{row.kv_usage:.0%}",
-        rate(row),
-        findings(row),
         door(row),
         row.guard or UNKNOWN,
+        row.platform.value if row.platform is not None else UNKNOWN,
         "",
     )
 
