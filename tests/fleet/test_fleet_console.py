@@ -5,15 +5,12 @@ hangs never holds the others' rows, a collapse shows the banner naming its box, 
 from __future__ import annotations
 
 import socket
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from textual.widgets import DataTable, Static
 
-from tests.support.fleet_page import PAGE
+from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Box, Status
@@ -24,41 +21,6 @@ from vramtop.tui.fleet.cells import COLUMNS
 from vramtop.tui.fleet.fleet_app import FleetApp
 
 SIZES = [(120, 40), (80, 24)]
-
-
-class FakeExporter:
-    """Serves a vramtop page whose sample is always fresh and whose count goes up by one
-    per answer; `collapse` opens the collapse finding on it."""
-
-    def __init__(self) -> None:
-        self.collapse = False
-        self.samples = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.samples += 1
-                text = PAGE.replace("{collapse}", "1.0" if owner.collapse else "0.0")
-                text = text.replace("{sampled_at}", repr(time.time()))
-                text = text.replace(
-                    "vramtop_samples_total 12.0", f"vramtop_samples_total {owner.samples}"
-                )
-                body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

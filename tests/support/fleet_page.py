@@ -1,5 +1,12 @@
 """A box's page for the fleet's tests: `{collapse}` (the collapse finding's value) and
-`{sampled_at}` (the sample's Unix time) are filled in by each test."""
+`{sampled_at}` (the sample's Unix time) are filled in by each test; and a fake exporter that
+serves it over HTTP in the test's own process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # A box's page as `vramtop export --demo --card r9700` serves it (trimmed).
 PAGE = """\
@@ -28,3 +35,40 @@ vramtop_server_info{model="qwen3.8-27b-nvfp4",profile="demo-r9700",vllm_version=
 vramtop_door_in_flight 2.0
 vramtop_door_held 3.0
 """
+
+
+class FakeExporter:
+    """Serves a vramtop page whose sample is always fresh and whose count goes up by one
+    per answer; `collapse` opens the collapse finding on it."""
+
+    def __init__(self, sampled_at: float | None = None) -> None:
+        self.collapse = False
+        self.sampled_at = sampled_at  # None: the time of each answer
+        self.samples = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.samples += 1
+                text = PAGE.replace("{collapse}", "1.0" if owner.collapse else "0.0")
+                at = owner.sampled_at if owner.sampled_at is not None else time.time()
+                text = text.replace("{sampled_at}", repr(at))
+                text = text.replace(
+                    "vramtop_samples_total 12.0", f"vramtop_samples_total {owner.samples}"
+                )
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
