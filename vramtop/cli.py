@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "export",
     "guard",
+    "fleet",
 )
 
 # The top-level options each subcommand acts on (by `dest`): taken before its name or after

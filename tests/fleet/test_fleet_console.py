@@ -1,0 +1,158 @@
+"""The fleet console (Pilot, 120×40 and 80×24) against boxes served in the test: a box that
+hangs never holds the others' rows, a collapse shows the banner naming its box, q quits; and
+`vramtop fleet`'s bad input."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from tests.support.fleet_page import FakeExporter
+from tests.support.waiting import wait_until_async
+from vramtop import cli
+from vramtop.core.fleet_rows import Box, Status
+from vramtop.core.news import News
+from vramtop.notify.notifier import Notifier
+from vramtop.sources.fleet_client import fetch
+from vramtop.tui.fleet.cells import COLUMNS
+from vramtop.tui.fleet.fleet_app import FleetApp
+
+SIZES = [(120, 40), (80, 24)]
+
+
+@pytest.fixture
+def box() -> Iterator[FakeExporter]:
+    exporter = FakeExporter()
+    yield exporter
+    exporter.close()
+
+
+@pytest.fixture
+def hung() -> Iterator[str]:
+    """A box that takes the connection and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
+    listener.close()
+
+
+def shown(app: FleetApp, name: str) -> list[str]:
+    return [str(cell) for cell in app.query_one(DataTable).get_row(name)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
+    box: FakeExporter, hung: str, size: tuple[int, int]
+) -> None:
+    app = FleetApp([Box("r9700", box.url), Box("hung", hung)], timeout_s=5.0, refresh_s=0.2)
+    async with app.run_test(size=size) as pilot:
+        # While the hung box's one request waits for its 5 s, r9700 is read again and again.
+        await wait_until_async(
+            lambda: box.samples >= 3 and shown(app, "r9700")[2] == "AI PRO R9700",
+            deadline_s=30,
+            what=lambda: f"r9700 read 3 times: {box.samples}, {shown(app, 'r9700')}",
+            pause=pilot.pause,
+        )
+        assert app.rows()[1].status is not Status.UP
+        assert not any(ch.isdigit() for ch in "".join(shown(app, "hung")[3:-1]))
+        # Once its last answer is older than the stale limit, it says it has not answered.
+        await wait_until_async(
+            lambda: shown(app, "hung")[2] == "unreachable",
+            deadline_s=30,
+            what=lambda: f"the hung box unreachable: {shown(app, 'hung')}",
+            pause=pilot.pause,
+        )
+        assert shown(app, "hung")[-1].startswith("no answer")
+        assert app.rows()[0].status is Status.UP
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+class Told:
+    """A notification sender that keeps what it was given."""
+
+    name = "told"
+
+    def __init__(self) -> None:
+        self.news: list[News] = []
+
+    def send(self, news: News) -> None:
+        self.news.append(news)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_collapse_shows_the_banner_naming_its_box_and_is_told_once(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    told = Told()
+    notifier = Notifier([told])
+    app = FleetApp([Box("r9700", box.url)], refresh_s=0.2, notifier=notifier)
+    async with app.run_test(size=size) as pilot:
+        banner = app.query_one("#banner", Static)
+        await wait_until_async(
+            lambda: app.rows()[0].status is Status.UP,
+            deadline_s=30,
+            what="r9700 up",
+            pause=pilot.pause,
+        )
+        assert not banner.has_class("shown")
+        box.collapse = True
+        await wait_until_async(
+            lambda: banner.has_class("shown"), deadline_s=30, what="the banner", pause=pilot.pause
+        )
+        assert "collapse on r9700" in str(banner.render())
+        assert "collapse" in shown(app, "r9700")[COLUMNS.index("findings")]
+        # Told once, however many refreshes still show it.
+        seen = box.samples
+        await wait_until_async(
+            lambda: box.samples >= seen + 3, deadline_s=30, what="3 more reads", pause=pilot.pause
+        )
+        notifier.flush()
+        assert [news.title for news in told.news] == ["vramtop fleet: collapse on r9700"]
+        box.collapse = False
+        await wait_until_async(
+            lambda: not banner.has_class("shown"),
+            deadline_s=30,
+            what="the banner gone once the collapse closed",
+            pause=pilot.pause,
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], "name at least one box"),
+        (["desk"], "NAME=URL"),
+        (["desk=localhost:9464"], "http://HOST:PORT"),
+        (["a=http://x:1", "a=http://y:1"], "names two boxes"),
+        (["--json", "a=http://x:1"], "--json prints once: add --once"),
+        (["--timeout", "0", "a=http://x:1"], "--timeout must be"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["fleet", *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_once_prints_a_line_per_box(box: FakeExporter, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["fleet", "--once", f"r9700={box.url}", "gone=http://127.0.0.1:9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("box") and len(lines) == 3
+    assert "AI PRO R9700" in lines[1] and "holding 3" in lines[1]
+    assert lines[2].split()[:2] == ["gone", "unreachable:"]
+
+
+def test_a_fetch_reads_the_boxs_clock_from_its_answer(box: FakeExporter) -> None:
+    got = fetch(Box("r9700", box.url))
+    assert got.text is not None and got.error is None
+    # The Date header, to the second: the box's clock is this machine's here.
+    assert got.box_time is not None and abs(got.query_time - got.box_time) < 2.0
+    gone = fetch(Box("gone", "http://127.0.0.1:9/metrics"))
+    assert gone.text is None and gone.box_time is None and gone.error

@@ -1,0 +1,138 @@
+"""`vramtop fleet` against three real `vramtop export --demo --card …` processes: its rows
+agree with each box's own page, a box that stops reads unreachable while the others keep
+updating, in `--once --json` and in the console (Pilot, 120×40 and 80×24)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+
+from tests.support.exporters import DemoExporter, demo_exporters
+from tests.support.waiting import wait_until, wait_until_async
+from vramtop import cli
+from vramtop.core.fleet_rows import Box, BoxRow, Status
+from vramtop.tui.fleet.cells import COLUMNS
+from vramtop.tui.fleet.fleet_app import FleetApp
+
+pytestmark = pytest.mark.slow
+
+BOXES = {"desk": "5090", "spark": "spark", "r9700": "r9700"}
+
+
+@pytest.fixture
+def exporters(tmp_path: Path) -> Iterator[list[DemoExporter]]:
+    with demo_exporters(tmp_path, BOXES) as started:
+        yield started
+
+
+def value(page: str, name: str) -> float | None:
+    """A series' value read straight off a page (by hand: not the fleet's own parser)."""
+    match = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", page, re.M)
+    return float(match.group(1)) if match else None
+
+
+def once_json(boxes: list[str], capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    capsys.readouterr()
+    assert cli.main(["fleet", "--once", "--json", *boxes]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert isinstance(rows, list)
+    return rows
+
+
+def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachable(
+    exporters: list[DemoExporter], capsys: pytest.CaptureFixture[str]
+) -> None:
+    boxes = [exporter.box for exporter in exporters]
+
+    def agreeing() -> list[dict[str, object]]:
+        """Rows read between two reads of every page that saw the same sample (else none)."""
+        before = [exporter.page() for exporter in exporters]
+        rows = once_json(boxes, capsys)
+        after = [exporter.page() for exporter in exporters]
+        same = all(
+            value(b, "vramtop_samples_total") == row["samples"] == value(a, "vramtop_samples_total")
+            for b, row, a in zip(before, rows, after, strict=True)
+        )
+        return (
+            [dict(row, page=page) for row, page in zip(rows, before, strict=True)] if same else []
+        )
+
+    rows = wait_until(agreeing, deadline_s=60, what="one sample seen by the pages and the fleet")
+    assert [row["name"] for row in rows] == list(BOXES)
+    for row in rows:
+        page = str(row["page"])
+        assert row["status"] == "up" and isinstance(row["query_time"], float)
+        assert row["budget_bytes"] == value(page, "vramtop_budget_bytes")
+        assert row["budget_ratio"] == value(page, "vramtop_budget_ratio")
+        assert row["desktop_headroom_bytes"] == value(page, "vramtop_desktop_headroom_bytes")
+        assert row["kv_cache_usage_ratio"] == value(page, "vramtop_kv_cache_usage_ratio")
+        assert row["server_state"] == "running" and row["open_findings"] == []
+    cards = {row["name"]: (row["card"], row["platform"]) for row in rows}
+    assert cards == {
+        "desk": ("NVIDIA GeForce RTX 5090", "native"),
+        "spark": ("NVIDIA GB10", "unified"),
+        "r9700": ("AMD Radeon AI PRO R9700", "ROCm"),
+    }
+
+    exporters[1].stop()
+    rows = once_json(boxes, capsys)
+    spark = rows[1]
+    assert spark["status"] == "unreachable" and "no answer" in str(spark["problem"])
+    figures = ("card", "budget_bytes", "kv_cache_usage_ratio", "desktop_headroom_bytes")
+    assert all(spark[name] is None for name in figures) and spark["open_findings"] == []
+    assert [row["status"] for row in (rows[0], rows[2])] == ["up", "up"]
+
+
+def shown(app: FleetApp, name: str) -> list[str]:
+    table = app.query_one(DataTable)
+    return [str(cell) for cell in table.get_row(name)]
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_console_keeps_updating_the_others_when_a_box_stops(
+    exporters: list[DemoExporter], size: tuple[int, int]
+) -> None:
+    boxes = [Box(exporter.name, exporter.url) for exporter in exporters]
+    app = FleetApp(boxes)
+    async with app.run_test(size=size) as pilot:
+
+        def rows() -> dict[str, BoxRow]:
+            return {row.name: row for row in app.rows()}
+
+        await wait_until_async(
+            lambda: (
+                all(shown(app, name)[1] not in ("", "—") for name in BOXES)
+                and all(row.status is Status.UP for row in rows().values())
+            ),
+            deadline_s=60,
+            what=lambda: f"every box up: {rows()}",
+            pause=pilot.pause,
+        )
+        assert shown(app, "spark")[2] == "GB10"
+        assert shown(app, "r9700")[COLUMNS.index("platform")] == "ROCm"
+
+        exporters[1].stop()
+        await wait_until_async(
+            lambda: shown(app, "spark")[2] == "unreachable",
+            deadline_s=60,
+            what=lambda: f"spark's row unreachable: {shown(app, 'spark')}",
+            pause=pilot.pause,
+        )
+        cells = shown(app, "spark")
+        assert not any(c.isdigit() for c in "".join(cells[3:-1])), cells
+        # The others go on: a newer sample than the one shown when spark went down.
+        seen = {name: rows()[name].samples or 0 for name in ("desk", "r9700")}
+        await wait_until_async(
+            lambda: all((rows()[name].samples or 0) > seen[name] for name in seen),
+            deadline_s=60,
+            what=lambda: f"desk and r9700 updating after {seen}: {rows()}",
+            pause=pilot.pause,
+        )
+        assert rows()["spark"].status is Status.UNREACHABLE
+        await pilot.press("q")
+    assert app.return_code == 0

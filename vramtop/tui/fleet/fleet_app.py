@@ -1,0 +1,161 @@
+"""The fleet console: a table of one row per box, and a banner naming the boxes whose
+collapse is open.
+
+A collapse newly open on a box is also told through the local notifications (the guard's
+senders), once per finding.
+
+A timer triggers, workers fetch: each second every box whose previous fetch has come back
+gets a thread worker of its own (one GET with its short timeout), which posts the box's new
+row as a message. A box that hangs holds only its own worker; its row turns "no answer for
+N s" once its last answer is older than the stale limit (`core.fleet.aged`), while the
+others keep updating.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Static
+
+from vramtop.core.fleet_rows import (
+    Box,
+    BoxRow,
+    Status,
+    aged,
+    collapse_news,
+    collapses,
+    row_for,
+)
+from vramtop.notify.notifier import Notifier
+from vramtop.sources.fleet_client import TIMEOUT_S, fetch
+from vramtop.tui.fleet.cells import COLUMNS, cells
+
+REFRESH_S = 1.0
+
+
+class RowFetched(Message):
+    """A box's new row, from its worker."""
+
+    def __init__(self, row: BoxRow) -> None:
+        super().__init__()
+        self.row = row
+
+
+class FleetApp(App[None]):
+    """One row per box, refreshed every second, read-only."""
+
+    TITLE = "vramtop fleet"
+    CSS = """
+    #banner { background: $error; color: $text; padding: 0 1; display: none; }
+    #banner.shown { display: block; }
+    DataTable { height: 1fr; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", id="quit")]
+
+    def __init__(
+        self,
+        boxes: list[Box],
+        *,
+        timeout_s: float = TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+        refresh_s: float = REFRESH_S,
+        notifier: Notifier | None = None,
+    ) -> None:
+        super().__init__()
+        self._boxes = boxes
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._refresh_s = refresh_s
+        self._rows: dict[str, BoxRow] = {}
+        self._in_flight: set[str] = set()
+        self._notifier = notifier
+        self._told: frozenset[str] = frozenset()  # boxes whose open collapse was told
+        self.fetches = 0  # rows received, for tests that wait for a refresh
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="banner")
+        yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        for box in self._boxes:
+            waiting = BoxRow(box.name, box.url, Status.NO_SAMPLE, self._clock(), "asking…")
+            self._rows[box.name] = waiting
+            table.add_row(*self._styled(waiting), key=box.name)
+        self._tick()
+        self.set_interval(self._refresh_s, self._tick)
+
+    # --- timers trigger, workers fetch ---------------------------------------------------------
+    def _tick(self) -> None:
+        for box in self._boxes:
+            if box.name not in self._in_flight:
+                self._in_flight.add(box.name)
+                self._fetch(box)
+        self._show()  # a box still in flight ages here
+
+    @work(thread=True, exit_on_error=False, group="fleet")
+    def _fetch(self, box: Box) -> None:
+        row = row_for(fetch(box, timeout_s=self._timeout_s, clock=self._clock))
+        self.post_message(RowFetched(row))
+
+    def on_row_fetched(self, message: RowFetched) -> None:
+        self._in_flight.discard(message.row.name)
+        self._rows[message.row.name] = message.row
+        self.fetches += 1
+        self._tell([message.row])
+        self._show()
+
+    def _tell(self, rows: list[BoxRow]) -> None:
+        """A collapse newly open on a box, told through the local notifications once."""
+        self._told, news = collapse_news(self._told, rows)
+        if self._notifier is not None:
+            for one in news:
+                self._notifier.send(one)  # never blocks: each sender has its own thread
+
+    def on_unmount(self) -> None:
+        if self._notifier is not None:
+            self._notifier.close()
+
+    # --- showing ------------------------------------------------------------------------------
+    def rows(self) -> list[BoxRow]:
+        """The rows as shown now (aged: a box whose answer is late reads so)."""
+        now = self._clock()
+        return [aged(self._rows[box.name], now) for box in self._boxes]
+
+    def _show(self) -> None:
+        try:
+            table = self.query_one(DataTable)
+        except NoMatches:  # the app is closing: a late answer has nowhere to go
+            return
+        rows = self.rows()
+        for row in rows:
+            for column, cell in zip(table.columns, self._styled(row), strict=True):
+                table.update_cell(row.name, column, cell, update_width=True)
+        banner = self.query_one("#banner", Static)
+        collapsed = collapses(rows)
+        banner.set_class(bool(collapsed), "shown")
+        banner.update(
+            "collapse on " + ", ".join(collapsed) + ": the desktop squeezes vLLM's memory"
+            if collapsed
+            else ""
+        )
+
+    def _styled(self, row: BoxRow) -> list[Text]:
+        texts = [Text(cell) for cell in cells(row)]
+        if row.status is not Status.UP:
+            texts[1].stylize("bold red" if row.status is Status.UNREACHABLE else "yellow")
+        elif row.collapse:
+            findings = COLUMNS.index("findings")
+            texts[findings].stylize("bold red")
+            texts[0].stylize("bold red")
+        return texts
