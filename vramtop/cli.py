@@ -70,6 +70,7 @@ COMMAND_GLOBALS: dict[str, tuple[str, ...]] = {
     "doctor": ("json", "url", "profile", "no_windows", "api_key_env"),
     "export": (*_MACHINE, "interval"),
     "guard": (*_MACHINE, "interval"),
+    "fleet": ("once", "json"),
 }
 
 
@@ -94,6 +95,7 @@ DOCS_PAGES: dict[str, str] = {
     "doctor": "docs/commands.md",
     "export": "docs/prometheus.md",
     "guard": "docs/guard.md",
+    "fleet": "docs/prometheus.md",
 }
 CONSOLE_PAGE = "docs/console.md"  # `vramtop --help`: the console and `--once`
 

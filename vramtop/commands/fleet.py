@@ -38,10 +38,20 @@ def add_parser(subparsers: Any) -> None:
         metavar="NAME=URL",
         help="a box and its exporter, e.g. desk=http://192.168.1.20:9464 (/metrics is read)",
     )
+    # Also taken before the command's name (`vramtop --once fleet`): no default of its own
+    # overwrites the top-level option's value.
     parser.add_argument(
-        "--once", action="store_true", help="print the rows once and exit (no console)"
+        "--once",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print the rows once and exit (no console)",
     )
-    parser.add_argument("--json", action="store_true", help="with --once: one JSON object per box")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="with --once: one JSON object per box",
+    )
     parser.add_argument(
         "--timeout",
         type=float,

@@ -42,6 +42,7 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
         {"choices": tuple(CARDS), "help": "with --demo: which simulated machine"},
     ),
     "json": (("--json",), {"action": "store_true", "help": "print JSON"}),
+    "once": (("--once",), {"action": "store_true", "help": "print once and exit"}),
     "profile": (("--profile",), {"help": "the profile to use"}),
     "url": (("--url",), {"help": "the vLLM server's base URL", "type": server_url}),
     "interval": (

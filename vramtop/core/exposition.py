@@ -235,6 +235,9 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
         expected = info is None or info.state not in (ServerState.STOPPED, ServerState.STOPPING)
         _add(out, "vramtop_server_expected_up", float(expected))
     _add(out, "vramtop_budget_ratio", server_util(sample))
+    served_len = server.max_model_len if server is not None else None
+    launched_len = info.max_model_len if info is not None else None
+    _add(out, "vramtop_max_model_len_tokens", served_len or launched_len)
     if not serving(sample):
         # A stopped, crashed or silent server has no pool, queue or rate now: the last
         # reading kept for the console is not exported as if it were current.

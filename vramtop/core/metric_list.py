@@ -73,6 +73,12 @@ METRICS: tuple[MetricSpec, ...] = (
         "gpu",
     ),
     _g("budget_ratio", "vLLM's --gpu-memory-utilization."),
+    # Added: the context the box serves, for `vramtop fleet`'s row.
+    _g(
+        "max_model_len_tokens",
+        "vLLM's --max-model-len: the longest request it serves (as its /v1/models says, else "
+        "the launch's flag).",
+    ),
     _g(
         "suggested_budget_ratio",
         "The --gpu-memory-utilization an open finding suggests relaunching with.",
