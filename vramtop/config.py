@@ -282,7 +282,7 @@ def _nul_in(value: object) -> str | None:
 
 
 # The guard's profile fields and their defaults (see `Profile`).
-GUARD_DEFAULTS: dict[str, Any] = {"auto_remedy": "off", "adaptive": False, "settle_s": 300.0}
+GUARD_DEFAULTS: dict[str, object] = {"auto_remedy": "off", "adaptive": False, "settle_s": 300.0}
 
 
 def parse_door_address(text: str) -> tuple[str, int]:

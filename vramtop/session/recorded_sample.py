@@ -31,9 +31,9 @@ class SessionHeader:
     started_at: str | None
     version: int
     wsl: bool | None
-    gpus: tuple[Mapping[str, Any], ...]
-    server: Mapping[str, Any] | None
-    raw: Mapping[str, Any] = field(default_factory=dict)
+    gpus: tuple[Mapping[str, object], ...]
+    server: Mapping[str, object] | None
+    raw: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def normal_rate(self) -> NormalRate | None:
@@ -42,7 +42,7 @@ class SessionHeader:
         return NormalRate.from_json(self.raw.get("normal_rate"), source=REMEMBERED)
 
 
-def read_number(obj: Mapping[str, Any], key: str) -> float | None:
+def read_number(obj: Mapping[str, object], key: str) -> float | None:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -53,12 +53,12 @@ def read_number(obj: Mapping[str, Any], key: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _int(obj: Mapping[str, Any], key: str) -> int | None:
+def _int(obj: Mapping[str, object], key: str) -> int | None:
     value = read_number(obj, key)
     return None if value is None else int(value)
 
 
-def read_device(g: Mapping[str, Any], header: SessionHeader) -> GpuDevice | None:
+def read_device(g: Mapping[str, object], header: SessionHeader) -> GpuDevice | None:
     index = _int(g, "index") or 0
     total = _int(g, "total_bytes")
     if total is None:
@@ -108,13 +108,13 @@ def read_door(value: Any) -> DoorReading | None:
     return door_from_json(address if isinstance(address, str) else "", value)
 
 
-def read_count(obj: Mapping[str, Any], key: str) -> int | None:
+def read_count(obj: Mapping[str, object], key: str) -> int | None:
     """An optional count or rate that cannot be negative (None when absent or wrong)."""
     value = _int(obj, key)
     return value if value is not None and value >= 0 else None
 
 
-def _fraction(obj: Mapping[str, Any], key: str) -> float | None:
+def _fraction(obj: Mapping[str, object], key: str) -> float | None:
     """An optional fraction, 0..1 (None when absent or outside)."""
     value = read_number(obj, key)
     return value if value is not None and 0.0 <= value <= 1.0 else None
@@ -128,7 +128,7 @@ def _memory_kind(value: Any) -> MemoryKind:
         return MemoryKind.DEDICATED
 
 
-def read_split(g: Mapping[str, Any], device: GpuDevice, util: float | None) -> Split | None:
+def read_split(g: Mapping[str, object], device: GpuDevice, util: float | None) -> Split | None:
     server = _int(g, "server_bytes")
     desktop = _int(g, "desktop_bytes")
     if desktop is None and server is not None:
@@ -152,7 +152,7 @@ def read_split(g: Mapping[str, Any], device: GpuDevice, util: float | None) -> S
 
 
 def read_server(
-    s: Mapping[str, Any], header: SessionHeader
+    s: Mapping[str, object], header: SessionHeader
 ) -> tuple[ServerReading | None, ServerInfo | None]:
     try:
         state = ServerState(str(s.get("state")))
@@ -183,7 +183,7 @@ def read_server(
             metrics.kv_cache_usage,
         )
     )
-    healthy = s.get("healthy") if isinstance(s.get("healthy"), bool) else None
+    healthy = flag if isinstance(flag := s.get("healthy"), bool) else None
     # Written only while the server answered; no state (monitor only) counts as running.
     silent = read_number(s, "not_answering_s")
     reachable = (
@@ -199,7 +199,8 @@ def read_server(
         stale=bool(s.get("stale", False)),
         not_answering_s=silent,
     )
-    argv: list[Any] = hs["argv"] if isinstance(hs.get("argv"), list) else []
+    argv_raw = hs.get("argv")
+    argv: list[object] = argv_raw if isinstance(argv_raw, list) else []
     info = None
     if state is not None:
         info = ServerInfo(
@@ -208,8 +209,6 @@ def read_server(
             argv=tuple(str(w) for w in argv),
             budget=util if util is not None else read_number(hs, "gpu_memory_utilization"),
             max_model_len=_int(hs, "max_model_len"),
-            kv_cache_dtype=hs.get("kv_cache_dtype")
-            if isinstance(hs.get("kv_cache_dtype"), str)
-            else None,
+            kv_cache_dtype=dtype if isinstance(dtype := hs.get("kv_cache_dtype"), str) else None,
         )
     return reading, info
