@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
 
 HOUR_S = 3600.0
 

@@ -13,8 +13,8 @@ import math
 import timeit
 from collections.abc import Callable
 
+from vramtop.core.headroom.calculator import largest_util_for_headroom, predict, util_for_kv_tokens
 from vramtop.core.headroom.from_startup import gib
-from vramtop.core.headroom.model import largest_util_for_headroom, predict, util_for_kv_tokens
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 
 HYBRID = Architecture(

@@ -15,7 +15,7 @@ clock.
     python -m bench.bench_tick --worst [--hz 4]
 
 With --worst it measures the console's whole tick (`MachineBackend.tick`: the reads and the
-live session; the supervisor's housekeeping runs on its own thread, `keep_house`, as in the
+live session; the supervisor's housekeeping runs on its own thread, `run_housekeeping`, as in the
 console) on the demo while something slow is in progress on another thread, as in the console
 (its actions run in workers beside the tick): steady, a stop,
 a start, a restart, and a /metrics that accepts the connection and never answers (the scrape
@@ -221,7 +221,7 @@ def worst(hz: float, steady: int) -> int:
         from vramtop.machines.machine_backend import MachineBackend
 
         backend, _owned = demo_backend()
-        backend.keep_house()  # the housekeeping on its own thread, as the console runs it
+        backend.run_housekeeping()  # the housekeeping on its own thread, as the console runs it
         # A /metrics that takes the connection (the kernel's backlog) and never answers.
         silent = socket.socket()
         silent.bind(("127.0.0.1", 0))

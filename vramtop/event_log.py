@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vramtop import files, locations, locks
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vramtop.core.budget import budget_bytes
-from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.calculator import predict
 from vramtop.core.model import (
     GIB,
     MIB,

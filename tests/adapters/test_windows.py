@@ -20,7 +20,7 @@ from vramtop.core.model import GIB
 from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.core.windows.spill import SpillTracker
 from vramtop.sim.machine import SimMachine
-from vramtop.sim.windows_counters import SimWindowsSource
+from vramtop.sim.windows_side import SimWindowsSource
 from vramtop.sources import wsl_powershell
 from vramtop.sources.windows_counters import WindowsGpuSource
 from vramtop.sources.wsl_powershell import describe_exit, find_powershell, interop_problem

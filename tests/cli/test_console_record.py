@@ -10,7 +10,7 @@ import pytest
 
 from vramtop.cli import build_parser
 from vramtop.commands import monitor
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 from vramtop.machines.demo_world import stop_demo_world
 from vramtop.session.session_reader import read_session
 

@@ -102,7 +102,7 @@ def test_no_events_yet(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_guard_event_shows_its_decision_and_why_shortened_to_the_width(home: Path) -> None:
     from vramtop.commands.events import table
-    from vramtop.core.events import Event
+    from vramtop.core.server_events import Event
 
     why = "no moment without a request running in 120 s, and no front door holds them " * 3
     events = [

@@ -11,7 +11,7 @@ import pytest
 
 from vramtop.core.findings import Finding
 from vramtop.event_log import EventLog, path_for
-from vramtop.session.event_log import before_and_since, record_findings
+from vramtop.session.finding_events import before_and_since, record_findings
 
 
 @pytest.fixture

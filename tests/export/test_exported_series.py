@@ -6,7 +6,6 @@ from __future__ import annotations
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event
 from vramtop.core.exposition import ExportState, Series, Tally, series_for, tally
 from vramtop.core.model import (
     GIB,
@@ -19,6 +18,7 @@ from vramtop.core.model import (
     ServerReading,
     ServerState,
 )
+from vramtop.core.server_events import Event
 
 CARD = GpuReading(devices=(GpuDevice(0, "card", 32 * GIB, 30 * GIB, 2 * GIB),), source="sim")
 URL = "http://127.0.0.1:8000"

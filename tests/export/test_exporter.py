@@ -192,7 +192,7 @@ class FailingAtFirst(RefusingBackend):
 
 
 def test_the_sampling_loop_counts_every_failing_tick_and_never_gives_up() -> None:
-    from vramtop.machines.runner import MAX_FAILURES
+    from vramtop.machines.headless_runner import MAX_FAILURES
 
     backend = FailingAtFirst(MAX_FAILURES + 2)
     exporter = Exporter(backend, interval_s=0.01)

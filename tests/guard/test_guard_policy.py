@@ -292,7 +292,7 @@ def test_the_moment_reads_running_requests_and_the_allowance() -> None:
 
     m = Moment.of(sample(1.0, running=0, util=0.85))
     assert m.between_turns and not m.busy
-    assert m.allowance_at(0.93) == TOTAL - budget_bytes(TOTAL, 0.93) - OUTSIDE_BYTES
+    assert m.headroom_at(0.93) == TOTAL - budget_bytes(TOTAL, 0.93) - OUTSIDE_BYTES
     unknown = Moment.of(replace(sample(1.0), server=None))
     assert unknown.running is None and not unknown.between_turns
 

@@ -25,7 +25,7 @@ from tests.support.waiting import wait_until
 from vramtop.core.news import News
 from vramtop.guard.choices import GuardSettings
 from vramtop.guard.loop import GuardClock, guard_loop
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
+from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
 
 SPEED = 4.0
 # The field report's calls (simulated seconds since the world started).
@@ -35,7 +35,7 @@ CALLS = ((60.0, 240.0), (420.0, 600.0))
 # time at its arrival.
 ON_FINDING = """
 import json, sys
-from vramtop.sim.protocol import WorldClient
+from vramtop.sim.world_protocol import WorldClient
 finding = json.load(sys.stdin)
 t = WorldClient(sys.argv[1]).request("ping")["t"]
 with open(sys.argv[2], "a") as out:

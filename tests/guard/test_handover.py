@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import pytest
 
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 from vramtop.guard.others import told_open_kinds
 from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock
 

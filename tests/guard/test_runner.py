@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from vramtop.core.events import Event
 from vramtop.core.findings import VRAM_CONTENTION, Finding
 from vramtop.core.model import GpuReading, Sample
+from vramtop.core.server_events import Event
+from vramtop.machines.headless_runner import MAX_FAILURES, Runner
 from vramtop.machines.interface import LOG_TAIL, Backend, Frame
-from vramtop.machines.runner import MAX_FAILURES, Runner
 
 
 def finding(first_seen: float, kind: str = VRAM_CONTENTION) -> Finding:

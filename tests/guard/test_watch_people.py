@@ -21,8 +21,8 @@ from vramtop.core.remedy import FlagChange
 from vramtop.event_log import EventLog
 from vramtop.guard.choices import GuardSettings
 from vramtop.guard.watch import Watch
+from vramtop.machines.headless_runner import Step
 from vramtop.machines.interface import Frame
-from vramtop.machines.runner import Step
 from vramtop.outcomes import ActionResult
 
 
@@ -44,7 +44,7 @@ class Backend:
     def housekeeping(self) -> None:
         pass
 
-    def keep_house(self) -> None:
+    def run_housekeeping(self) -> None:
         pass
 
     def close(self, stop_server: bool) -> None:
@@ -293,7 +293,7 @@ def test_a_guard_whose_every_sample_fails_leaves_with_a_reason(
     import threading
 
     from vramtop.guard.loop import guard_loop
-    from vramtop.machines.runner import MAX_FAILURES
+    from vramtop.machines.headless_runner import MAX_FAILURES
 
     class Broken(Backend):
         demo = False

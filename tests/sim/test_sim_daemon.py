@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 
 from tests.support.waiting import wait_until
-from vramtop.sim.protocol import WorldClient, WorldUnreachable
 from vramtop.sim.world import ALREADY_SERVED
+from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
 
 
 def _daemon(socket: Path, *extra: str) -> subprocess.Popen[bytes]:

@@ -13,8 +13,8 @@ import psutil
 from tests.support.waiting import wait_until
 from vramtop.sim.card import GIB
 from vramtop.sim.gpu_probe import SimGpuProbe
-from vramtop.sim.protocol import WorldClient
 from vramtop.sim.world import pid_alive
+from vramtop.sim.world_protocol import WorldClient
 
 
 def eventually(check: Any, timeout_s: float = 30.0) -> Any:
@@ -130,7 +130,7 @@ def _one_answer_server(path: Path, answer: bytes) -> Any:
 
 
 def test_an_answer_that_is_not_utf8_is_unreachable_not_a_crash(tmp_path: Path) -> None:
-    from vramtop.sim.protocol import WorldUnreachable
+    from vramtop.sim.world_protocol import WorldUnreachable
 
     path = tmp_path / "bad.sock"
     listener, thread = _one_answer_server(path, b'{"ok": "\xff"}\n')
@@ -174,7 +174,7 @@ def test_a_scenario_file_that_is_not_an_object_is_a_clear_error(tmp_path: Path) 
 
 
 def test_simulated_windows_side_never_raises_on_an_odd_state(tmp_path: Path) -> None:
-    from vramtop.sim.windows_counters import SimWindowsSource
+    from vramtop.sim.windows_side import SimWindowsSource
 
     path = tmp_path / "odd.sock"
     listener, thread = _one_answer_server(path, b'{"ok": true, "servers": [{"no_pid": 1}]}\n')

@@ -51,7 +51,7 @@ def test_a_tick_wakes_the_housekeeping_for_a_crash_and_not_for_a_live_server(
     backend = MachineBackend(sampler=sampler, supervisor=sup)
     assert sup.start(timeout_s=30).ok
     try:
-        backend.keep_house(interval_s=HOUR)
+        backend.run_housekeeping(interval_s=HOUR)
         assert stepped.wait(30), "housekeeping never ran its first step"
         for _ in range(3):
             backend.tick()

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
-from vramtop.core.events import Event
 from vramtop.core.findings import Evidence, Finding, Ladder, Remedy, RuledOut
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.model import (
@@ -37,6 +36,7 @@ from vramtop.core.model import (
     StartupFacts,
 )
 from vramtop.core.remedy import FlagChange
+from vramtop.core.server_events import Event
 from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 
@@ -160,7 +160,7 @@ class FakeBackend:
     def outside_budget_bytes(self) -> int | None:
         return None
 
-    def keep_house(self) -> None:
+    def run_housekeeping(self) -> None:
         return None  # nothing is supervised here
 
     def normal_rate(self) -> NormalRate:

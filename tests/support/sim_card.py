@@ -28,7 +28,7 @@ from vramtop.sim.ledger import Ledger
 from vramtop.sim.machine import SimMachine
 from vramtop.sim.server import STATS_INTERVAL_S, ApiServer, StatsLine
 from vramtop.sim.serving import Scheduler, count_tokens
-from vramtop.sim.windows_counters import SimWindowsSource
+from vramtop.sim.windows_side import SimWindowsSource
 from vramtop.sim.world import World
 from vramtop.supervisor.action_events import ActionListener, action_done
 

@@ -120,7 +120,7 @@ async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
 
 def test_a_call_on_a_simulated_machine_that_is_gone_raises_instead_of_saying_ended() -> None:
     # The console says "could not be changed" when this raises; a False here read as "ended".
-    from vramtop.sim.protocol import WorldUnreachable
+    from vramtop.sim.world_protocol import WorldUnreachable
 
     backend, _owned = demo_backend(start_server=False)
     try:

@@ -16,8 +16,8 @@ from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from tests.support.waiting import wait_until_async
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event
 from vramtop.core.model import DoorReading, Sample, ServerState
+from vramtop.core.server_events import Event
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
 from vramtop.outcomes import ActionResult, ProgressCallback

@@ -15,9 +15,9 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample
 from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, Frame
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.console_state import RESULT_SHOWN_S, ConsoleState
 from vramtop.tui.messages import SampleArrived, TickFailed
 from vramtop.tui.reader import Reader
-from vramtop.tui.state import RESULT_SHOWN_S, ConsoleState
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 

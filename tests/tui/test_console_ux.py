@@ -17,7 +17,7 @@ from textual.widgets._toast import Toast
 
 from tests.support.console import make_app, open_finding, settle, ticks
 from tests.support.fake_backend import FakeBackend
-from vramtop.core.diagnosis.contention import Point
+from vramtop.core.diagnosis.collapse import Point
 from vramtop.core.diagnosis.meter import interval_rates
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputWindow, shown_rate

@@ -17,7 +17,7 @@ from vramtop.cli import main
 from vramtop.core.budget import GIB
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.findings import VRAM_CONTENTION, Finding
-from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import Sample
 from vramtop.tui.screens.budget_dialog import BudgetDialog

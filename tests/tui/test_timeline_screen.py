@@ -8,7 +8,7 @@ import threading
 from textual.app import App
 from textual.widgets import DataTable, Label
 
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 
 

@@ -34,8 +34,8 @@ from vramtop.core.desktop_share import (
     suggested_budget,
 )
 from vramtop.core.diagnosis.server_down import startup_oom_facts, startup_oom_report
+from vramtop.core.headroom.calculator import predict
 from vramtop.core.headroom.from_startup import gib
-from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.supervisor.causes import find_cause
 

@@ -14,7 +14,7 @@ from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.memory_evidence import (
     NO_NORMAL_RATE,
-    desktop_over_allowance,
+    desktop_over_headroom,
     squeeze_in_memory,
 )
 from vramtop.core.findings import VRAM_CONTENTION
@@ -116,7 +116,7 @@ def test_the_memory_shows_the_squeeze_past_the_allowance_or_by_a_spill() -> None
     allowance = 32_607 * 1024**2 - int(32_607 * 1024**2 * 0.93 + 1) - GIB // 2
     near = sample_with(allowance + 100 * 1024**2, SplitMethod.PER_PROCESS)
     over = sample_with(allowance + GIB, SplitMethod.PER_PROCESS)
-    over_measure = desktop_over_allowance(near, None)
+    over_measure = desktop_over_headroom(near, None)
     assert over_measure is not None and 99 * 1024**2 < over_measure < 101 * 1024**2
     # Less over than the outside-budget figure can be off by: not evidence.
     assert not squeeze_in_memory(near, None, None)
@@ -126,7 +126,7 @@ def test_the_memory_shows_the_squeeze_past_the_allowance_or_by_a_spill() -> None
     assert squeeze_in_memory(near, None, GIB // 2 + 300 * 1024**2)
     # A derived split never shows the desktop past its allowance: it cannot tell.
     derived = sample_with(allowance + GIB, SplitMethod.DERIVED)
-    assert desktop_over_allowance(derived, None) is None
+    assert desktop_over_headroom(derived, None) is None
     assert not squeeze_in_memory(derived, None, None)
     spill = SpillEvidence(
         first_seen_t=1.0,

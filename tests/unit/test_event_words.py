@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 from vramtop.tui.screens.timeline_screen import describe
 
 

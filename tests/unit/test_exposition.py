@@ -6,19 +6,19 @@ from dataclasses import replace
 
 from tests.support.synthetic import Card, build, field_report
 from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
+from vramtop.core.counter_window import CounterWindow
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.thresholds import COLLAPSE_RATIO
 from vramtop.core.exposition import ExportState, Series, series_for
 from vramtop.core.findings import KINDS, VRAM_CONTENTION
 from vramtop.core.metric_list import ERROR_SOURCES, METRICS, SPECS
 from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
-from vramtop.core.timeline import Timeline
 
 
 def state_at(t: float, *, wsl: bool = True) -> ExportState:
     """The exporter's state after feeding the field report (WSL2, Windows side watched) up to
     second `t`, as the live session would have it."""
-    diagnoser, timeline = Diagnoser(), Timeline()
+    diagnoser, timeline = Diagnoser(), CounterWindow()
     last: Sample | None = None
     for item in build(Card(wsl=wsl), field_report(call_at=CALL_AT)):
         if not isinstance(item, Sample):

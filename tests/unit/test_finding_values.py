@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from vramtop.core.events import Event
 from vramtop.core.findings import Evidence, Kind, Ladder, Remedy, headline, report_fields
+from vramtop.core.server_events import Event
 
 RELAUNCH = {
     "action": "relaunch",

@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vramtop.core.budget import GIB, MIB, desktop_headroom_bytes
-from vramtop.core.headroom.from_startup import gib, inputs_from_startup
-from vramtop.core.headroom.model import (
+from vramtop.core.headroom.calculator import (
     calibrate,
     largest_util_for_headroom,
     predict,
     util_for_kv_tokens,
 )
+from vramtop.core.headroom.from_startup import gib, inputs_from_startup
 from vramtop.core.headroom.terms import (
     CUDAGRAPH_ESTIMATE_BYTES,
     Architecture,

@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.calculator import predict
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.model import (
     GIB,
     MIB,

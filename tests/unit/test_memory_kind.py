@@ -109,7 +109,7 @@ def test_recordings_keep_the_memory_kind_and_gtt(tmp_path: Path) -> None:
 
 
 def test_the_calculators_total_on_unified_memory_is_the_shared_pool() -> None:
-    from vramtop.core.headroom.live import live_headroom_inputs
+    from vramtop.core.headroom.live_inputs import live_headroom_inputs
     from vramtop.core.model import CacheConfig, ServerMetrics, ServerReading
 
     cache = CacheConfig(

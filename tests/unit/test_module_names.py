@@ -17,19 +17,7 @@ _EVERY_PACKAGE = frozenset(("__init__.py", "__main__.py"))
 # renamed because both modules, or modules that import them, were being reworked by other
 # changes at the time. Remove a name once one of its modules is renamed; never add one (name
 # a new module for what it is).
-STILL_SHARED = frozenset(
-    (
-        "event_log.py",  # vramtop/, session/
-        "events.py",  # commands/, core/
-        "live.py",  # core/headroom/, session/
-        "model.py",  # core/, core/headroom/
-        "protocol.py",  # frontdoor/, sim/
-        "relaunch.py",  # commands/, core/diagnosis/
-        "runner.py",  # machines/, tui/
-        "state.py",  # supervisor/, tui/
-        "windows_counters.py",  # sim/, sources/
-    )
-)
+STILL_SHARED: frozenset[str] = frozenset()
 
 
 def shared_names(package: Path) -> dict[str, list[str]]:

@@ -8,8 +8,8 @@ from tests.support.synthetic import Card, Event, Tick, build, busy
 from vramtop.core.budget import outside_budget
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.findings import VRAM_CONTENTION
-from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.calculator import predict
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.model import GIB, Sample
 from vramtop.core.snapshot import server_util, snapshot
 from vramtop.tui.screens.headroom_screen import _flag_words

@@ -12,9 +12,9 @@ import pytest
 from tests.support.synthetic import Card, build, field_report
 from vramtop.commands import diagnose
 from vramtop.core.diagnosis.diagnoser import Diagnoser
-from vramtop.core.events import Event
 from vramtop.core.findings import SERVER_CRASHED, STARTUP_OUT_OF_MEMORY, VRAM_CONTENTION
 from vramtop.core.model import Sample
+from vramtop.core.server_events import Event
 from vramtop.machines.interface import Frame
 from vramtop.session.playback import ReplaySource
 from vramtop.session.session_reader import SessionError, SessionReader, read_session

@@ -8,19 +8,19 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vramtop.core.headroom.calculator import (
+    estimated_max_model_len,
+    predict,
+    request_bytes,
+    startup_refusal,
+)
 from vramtop.core.headroom.flags import (
     MIN_PROPOSED_MODEL_LEN,
     relaunch_flags,
     smallest_serving_util,
 )
 from vramtop.core.headroom.from_startup import gib
-from vramtop.core.headroom.live import with_reported_concurrency
-from vramtop.core.headroom.model import (
-    estimated_max_model_len,
-    predict,
-    request_bytes,
-    startup_refusal,
-)
+from vramtop.core.headroom.live_inputs import with_reported_concurrency
 from vramtop.core.headroom.startup_checks import (
     FREE_MEMORY,
     MAX_MODEL_LEN,

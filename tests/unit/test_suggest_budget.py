@@ -4,7 +4,7 @@ add to it, and that a caller without a squeeze gets no cap and no unseen demand.
 import math
 
 from vramtop.core.budget import GIB, START_MARGIN_BYTES
-from vramtop.core.diagnosis.relaunch import suggest_budget
+from vramtop.core.diagnosis.suggested_budget import suggest_budget
 from vramtop.core.diagnosis.thresholds import DESKTOP_MARGIN_BYTES, UNSEEN_DESKTOP_DEMAND_BYTES
 
 TOTAL = 24 * GIB

@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vramtop.core.counter_window import CounterWindow, window_rate
 from vramtop.core.model import GpuDevice, GpuReading, Sample, ServerMetrics, ServerReading
-from vramtop.core.timeline import Timeline, window_rate
 
 GPU = GpuReading(devices=(GpuDevice(0, "gpu", 100, 50, 50),), source="sim")
 
@@ -27,21 +27,21 @@ def test_unknown_values_are_skipped_and_too_few_points_give_none() -> None:
 
 
 def test_timeline_fills_rates_from_the_window() -> None:
-    timeline = Timeline()
+    timeline = CounterWindow()
     for i in range(10):
         stored = timeline.add(sample(float(i), 77.0 * i))
     assert stored.rates.generation_tps == 77.0
 
 
 def test_unreachable_server_gives_no_rate_instead_of_a_false_zero() -> None:
-    timeline = Timeline()
+    timeline = CounterWindow()
     timeline.add(sample(0.0, 0.0, reachable=False))
     stored = timeline.add(sample(1.0, 100.0, reachable=False))
     assert stored.rates.generation_tps is None
 
 
 def test_only_the_rate_window_is_kept() -> None:
-    timeline = Timeline(window_s=5.0)
+    timeline = CounterWindow(window_s=5.0)
     for i in range(6 * 3600):  # six hours at 1 Hz
         stored = timeline.add(sample(float(i), 50.0 * i))
     assert len(timeline) <= 7

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from vramtop.core.counter_window import CounterWindow
 from vramtop.core.model import GpuReading, Sample, ServerMetrics, ServerReading
-from vramtop.core.timeline import Timeline
 
 
 def _sample(t: float, tokens: float) -> Sample:
@@ -18,14 +18,14 @@ def _sample(t: float, tokens: float) -> Sample:
 
 def test_samples_the_window_apart_or_more_give_the_rate_over_their_gap() -> None:
     for gap in (5.0, 5.03, 10.0, 60.0):
-        timeline = Timeline(window_s=5.0)
+        timeline = CounterWindow(window_s=5.0)
         timeline.add(_sample(100.0, 0.0))
         stored = timeline.add(_sample(100.0 + gap, 50.0 * gap))
         assert stored.rates.generation_tps == pytest.approx(50.0), gap
 
 
 def test_a_steady_interval_past_the_window_gives_a_rate_at_every_sample() -> None:
-    timeline = Timeline(window_s=5.0)
+    timeline = CounterWindow(window_s=5.0)
     rates = [timeline.add(_sample(10.0 * i, 40.0 * 10 * i)).rates.generation_tps for i in range(6)]
     assert rates[0] is None and rates[1:] == [40.0] * 5
     assert len(timeline) <= 2  # one sample before the window is all that is kept for it

@@ -29,14 +29,14 @@ from vramtop.core.budget import (
     budget_bytes,
     leaves_no_kv_block,
 )
-from vramtop.core.headroom.flags import relaunch_flags
-from vramtop.core.headroom.from_startup import gib
-from vramtop.core.headroom.model import (
+from vramtop.core.headroom.calculator import (
     largest_util_for_headroom,
     predict,
     startup_refusal,
     util_for_kv_tokens,
 )
+from vramtop.core.headroom.flags import relaunch_flags
+from vramtop.core.headroom.from_startup import gib
 from vramtop.core.headroom.model_config import ModelConfigError
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.vllm.log_run import LogRun

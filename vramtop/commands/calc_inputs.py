@@ -24,7 +24,7 @@ from vramtop.core.budget import (
     outside_budget,
 )
 from vramtop.core.headroom.from_startup import gib, inputs_from_startup
-from vramtop.core.headroom.live import pool_inputs
+from vramtop.core.headroom.live_inputs import pool_inputs
 from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.json_types import JsonObject

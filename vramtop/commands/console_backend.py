@@ -31,7 +31,7 @@ def console_backend(target: Target, live: LiveTarget | None = None) -> DeferredB
         if isinstance(backend, MachineBackend):
             backend.asked_by = "key"  # the console's actions are a person's keys
         # Crash settling and automatic restarts on a thread of their own: a tick only reads.
-        backend.keep_house()
+        backend.run_housekeeping()
         return backend
 
     demo = target.demo

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
-from vramtop.core.events import Event, EventName
 from vramtop.core.json_types import JsonObject
+from vramtop.core.server_events import Event, EventName
 from vramtop.outcomes import ExitCode
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)

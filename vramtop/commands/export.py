@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as exc:
         return _usage(str(exc))
     try:
-        backend.keep_house()  # crashes settled beside the samples, not in them
+        backend.run_housekeeping()  # crashes settled beside the samples, not in them
         return _serve(backend, host, port, interval)
     finally:
         backend.close(stop_server=owned)

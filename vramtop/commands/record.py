@@ -90,7 +90,7 @@ def record_loop(
     the recording goes through so that the diagnosis runs once; without one (a ticking object
     that keeps none) a session is made here and fed each tick's sample. A tick that raises
     ends the recording with its error, as it did before the runner."""
-    from vramtop.machines.runner import Runner, Step
+    from vramtop.machines.headless_runner import Runner, Step
 
     observe = session is None
     live = LiveSession(log_lines=log_lines) if session is None else session
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             if not result.ok:
                 print(f"vramtop record: {result.message}", file=sys.stderr)
                 return ExitCode.ERROR
-        backend.keep_house()  # crashes settled (and recorded) beside the ticks
+        backend.run_housekeeping()  # crashes settled (and recorded) beside the ticks
         first = backend.tick(log_limit=0).sample
         try:
             writer = open_session_file(file, backend, first, replace=options.force)

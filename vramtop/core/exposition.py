@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 from vramtop.core import budget
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
-from vramtop.core.diagnosis.relaunch import suggest_budget
+from vramtop.core.diagnosis.suggested_budget import suggest_budget
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event
 from vramtop.core.findings import KINDS, Finding, Kind
 from vramtop.core.metric_list import ERROR_SOURCES
 from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
+from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence

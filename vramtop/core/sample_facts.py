@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from vramtop.core.budget import free_for_server, is_cpu_server, outside_budget
+from vramtop.core.headroom.calculator import predict, startup_refusal
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
-from vramtop.core.headroom.live import live_headroom_inputs
-from vramtop.core.headroom.model import predict, startup_refusal
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomError, Prediction
 from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.remedy import FlagChange

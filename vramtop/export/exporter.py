@@ -24,8 +24,8 @@ from vramtop import __version__
 from vramtop.core.exposition import ExportState, Series, series_for, tally
 from vramtop.core.metric_list import COUNTER, SPECS
 from vramtop.core.model import Sample
+from vramtop.machines.headless_runner import Runner, Step
 from vramtop.machines.interface import FrameSource
-from vramtop.machines.runner import Runner, Step
 
 log = logging.getLogger(__name__)
 

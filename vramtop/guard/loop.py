@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.secrets import mask_line
 from vramtop.guard.watch import Watch, say
-from vramtop.machines.runner import MAX_FAILURES, Runner
+from vramtop.machines.headless_runner import MAX_FAILURES, Runner
 from vramtop.outcomes import ExitCode
-from vramtop.sim.protocol import SPEED_ENV
+from vramtop.sim.world_protocol import SPEED_ENV
 from vramtop.supervisor.actor import GUARD, NOBODY, ActorLock, guard_lock
 
 if TYPE_CHECKING:

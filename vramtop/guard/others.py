@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vramtop.core.events import EventName, ServerAction
 from vramtop.core.news import OPENED
-from vramtop.session.event_log import CONSOLE_TOLD, TOLD_BY
+from vramtop.core.server_events import EventName, ServerAction
+from vramtop.session.finding_events import CONSOLE_TOLD, TOLD_BY
 
 if TYPE_CHECKING:
-    from vramtop.core.events import Event
+    from vramtop.core.server_events import Event
     from vramtop.event_log import EventLog
 
 # A person's actions, as the lasting timeline records them (`asked_by`).

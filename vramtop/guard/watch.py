@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from vramtop.core.events import EventName, ServerAction
 from vramtop.core.guard.coordinator import Door, GuardConfig, GuardPolicy
 from vramtop.core.guard.decisions import (
     ACTED,
@@ -35,12 +34,13 @@ from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import action_news, finding_closed, finding_opened
 from vramtop.core.remedy import FlagChange, RemedyAction
 from vramtop.core.secrets import mask_line
+from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
 from vramtop.guard.others import TimelineNews, asked_by_a_person, told_open_kinds
+from vramtop.machines.headless_runner import Step
 from vramtop.machines.interface import ServerControl
-from vramtop.machines.runner import Step
 from vramtop.outcomes import Outcome
-from vramtop.session.event_log import GUARD_TOLD, record_findings
+from vramtop.session.finding_events import GUARD_TOLD, record_findings
 from vramtop.supervisor.actor import write_guard_state
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class Watch:
             if not result.ok:
                 say(f"the server did not start: {result.message}")
                 self.notifier.send(action_news("start", "failed", reason=result.message))
-        backend.keep_house()
+        backend.run_housekeeping()
         modes = [
             f"auto remedy {'between turns' if self.settings.auto_remedy else 'off'}",
             f"adaptive, settle {self.settings.settle_s:g} s"

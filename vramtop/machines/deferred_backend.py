@@ -156,11 +156,11 @@ class DeferredControl:
         except BackendUnavailable:
             return False
 
-    def keep_house(self) -> None:
+    def run_housekeeping(self) -> None:
         """The build starts the housekeeping itself (it runs after the first frame)."""
         built = self._build.backend
         if built is not None:
-            built.keep_house()
+            built.run_housekeeping()
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         return self._build.built().start(progress=progress)

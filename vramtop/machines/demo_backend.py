@@ -123,7 +123,7 @@ def demo_backend(
     from vramtop.machines.live_machine import door_reader
     from vramtop.machines.machine_backend import DemoHooks, MachineBackend
     from vramtop.machines.sampler import Sampler
-    from vramtop.sim.windows_counters import SimWindowsSource
+    from vramtop.sim.windows_side import SimWindowsSource
 
     start = start or begin_demo(wsl=wsl, card=card, begun=begun, front_door=front_door)
     machine, supervisor = start.machine, start.supervisor

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vramtop import files, locations
 from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.machine import SimMachine, free_port
-from vramtop.sim.protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
+from vramtop.sim.world_protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
 
 if TYPE_CHECKING:
     # pydantic, loaded where the profile is made: the world daemon is started before it.

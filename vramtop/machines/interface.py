@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from vramtop.core.adaptive_words import AdaptiveState
     from vramtop.core.diagnosis.normal_rate import NormalRate
     from vramtop.core.diagnosis.throughput import ThroughputView
-    from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
+    from vramtop.core.server_events import Event
     from vramtop.core.windows.spill import SpillEvidence
     from vramtop.session.live import LiveSession
 
@@ -172,7 +172,7 @@ class ServerControl(Protocol):
         Raises when the simulated machine cannot be asked (the console says so)."""
         ...
 
-    def keep_house(self) -> None:
+    def run_housekeeping(self) -> None:
         """Settle the server's recorded state against what is really there (a crash, an
         interrupted start or stop, an automatic restart due) on a thread of its own until
         `close`: never part of `tick` (a step may take seconds)."""
@@ -219,5 +219,5 @@ class WatchOnly:
     def toggle_call(self) -> bool:
         return False
 
-    def keep_house(self) -> None:
+    def run_housekeeping(self) -> None:
         return None  # nothing is supervised here

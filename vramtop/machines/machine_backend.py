@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramtop.core.adaptive_words import AdaptiveState
-from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.model import Rates
 from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.machines.live_machine import LiveMachine, live_machine

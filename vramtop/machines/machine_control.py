@@ -11,11 +11,11 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from vramtop.core.events import EventName, ServerAction
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchPrecheck
 from vramtop.core.sample_facts import relaunch_refusal
+from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How often the housekeeping step runs at the least (`MachineControl.keep_house`); a tick
+# How often the housekeeping step runs at the least (`MachineControl.run_housekeeping`); a tick
 # that finds something to settle runs it at once.
 HOUSEKEEPING_S = 5.0
 
@@ -90,7 +90,7 @@ class MachineControl:
         """One housekeeping step: the server's record settled against what is really there
         (a crash noticed, an interrupted start or stop, an automatic restart due). It may
         take seconds (ending a crashed server's tree, waiting for its memory), so it is
-        never part of `tick`: `keep_house` runs it on a thread of its own."""
+        never part of `tick`: `run_housekeeping` runs it on a thread of its own."""
         if self.supervisor is not None:
             self.supervisor.housekeeping()
             # A front door that died and was started again (by this step or another vramtop's):
@@ -104,7 +104,7 @@ class MachineControl:
                     },
                 )
 
-    def keep_house(self, interval_s: float = HOUSEKEEPING_S) -> None:
+    def run_housekeeping(self, interval_s: float = HOUSEKEEPING_S) -> None:
         """Run `housekeeping` on a thread of its own until `close` (again: nothing more):
         now, whenever a tick finds something to settle (a crash, an interrupted start or
         stop, an automatic restart due), and at least every `interval_s`. The ticks read the

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from vramtop.core.diagnosis.normal_rate import NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event
 from vramtop.core.findings import Finding
-from vramtop.core.headroom.live import live_headroom_inputs
+from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.model import GpuReading, Rates, Sample
+from vramtop.core.server_events import Event
 from vramtop.machines.interface import LOG_TAIL, Frame, WatchOnly
 from vramtop.session.playback import ReplaySource
 from vramtop.session.session_reader import Record

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from vramtop.core.budget import outside_budget
+from vramtop.core.counter_window import CounterWindow
 from vramtop.core.log_rows import FoldedRows
 from vramtop.core.model import (
     Sample,
@@ -30,7 +31,6 @@ from vramtop.core.model import (
 from vramtop.core.secrets import mask_line
 from vramtop.core.snapshot import server_util
 from vramtop.core.split import split_card, split_from_windows
-from vramtop.core.timeline import Timeline
 from vramtop.core.vllm.log import StartupParser, is_poll_access_line, parse_stats_line
 from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.machines.interface import LOG_KEPT
@@ -95,7 +95,7 @@ class Sampler:
         self._log_start = log_start
         self._clock = clock
         self._t0 = clock()
-        self.timeline = Timeline()
+        self.timeline = CounterWindow()
         self._tail: LogTail | None = None
         self._startup = StartupParser()
         self._started_at: float | None = None

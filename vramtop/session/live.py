@@ -15,10 +15,10 @@ from collections.abc import Callable
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import LEARNED, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.events import Event, EventName, ServerAction
 from vramtop.core.findings import Finding
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.server_events import Event, EventName, ServerAction
 from vramtop.core.windows.spill import SpillEvidence
 from vramtop.session.normal_store import NormalRateStore
 from vramtop.session.writer import SessionWriter

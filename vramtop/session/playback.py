@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vramtop.core.diagnosis.diagnoser import Diagnoser
-from vramtop.core.events import EventName
 from vramtop.core.model import Sample
+from vramtop.core.server_events import EventName
 from vramtop.session.recorded_sample import SessionHeader
 from vramtop.session.session_reader import Record, SessionReader
 

@@ -17,7 +17,6 @@ from typing import Any, BinaryIO
 
 from vramtop.core.bounds import MAX_LINE_BYTES, version_problem
 from vramtop.core.diagnosis.rates import counter_rate
-from vramtop.core.events import Event
 from vramtop.core.model import (
     GpuDevice,
     GpuReading,
@@ -25,6 +24,7 @@ from vramtop.core.model import (
     Sample,
     Split,
 )
+from vramtop.core.server_events import Event
 from vramtop.core.windows.session_fields import reading_from_sample
 from vramtop.session.recorded_sample import (
     SessionHeader,

@@ -18,11 +18,11 @@ from typing import IO
 
 from vramtop import files
 from vramtop.core.door_fields import door_json
-from vramtop.core.events import Event, EventName
 from vramtop.core.findings import Change, Finding
 from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.core.model import GpuDevice, MemoryKind, Sample, ServerInfo, ServerState
 from vramtop.core.secrets import mask_line
+from vramtop.core.server_events import Event, EventName
 from vramtop.core.snapshot import card_activity_fields, process_fields
 from vramtop.core.windows.session_fields import windows_sample_fields
 

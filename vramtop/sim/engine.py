@@ -24,7 +24,7 @@ from vramtop.core.headroom.startup_checks import (
 )
 from vramtop.sim import vlog
 from vramtop.sim.card import CONTEXT_GIB, GIB, VLLM_VERSION, KvPlan, plan_kv
-from vramtop.sim.protocol import SOCKET_ENV, WorldClient, WorldRequests, WorldUnreachable
+from vramtop.sim.world_protocol import SOCKET_ENV, WorldClient, WorldRequests, WorldUnreachable
 
 CONFIG_ENV = "VRAMTOP_SIM_ENGINE_CONFIG"
 PIPE_ENV = "VRAMTOP_SIM_ENGINE_FD"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import cast
 
 from vramtop.core.model import GpuDevice, GpuReading, MemoryKind, ProcessMemory
-from vramtop.sim.protocol import WorldClient, WorldRequests, WorldUnreachable
+from vramtop.sim.world_protocol import WorldClient, WorldRequests, WorldUnreachable
 from vramtop.sim.world_state import WorldState
 
 

@@ -27,7 +27,7 @@ import threading
 
 import httpx
 
-from vramtop.sim.protocol import LOAD_API_KEY_ENV
+from vramtop.sim.world_protocol import LOAD_API_KEY_ENV
 
 WORDS = (
     "file",

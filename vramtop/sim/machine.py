@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from vramtop import files
 from vramtop.sim.card import CARDS, DEFAULT_CARD
-from vramtop.sim.protocol import (
+from vramtop.sim.world_protocol import (
     ALREADY_SERVED,
     LOAD_API_KEY_ENV,
     SOCKET_ENV,

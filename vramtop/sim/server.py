@@ -29,7 +29,7 @@ from vramtop.sim.card import (
     NATIVE_MAX_MODEL_LEN,
     VLLM_VERSION,
 )
-from vramtop.sim.protocol import (
+from vramtop.sim.world_protocol import (
     SOCKET_ENV,
     SPEED_ENV,
     STARTUP_ENV,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from vramtop.sim.clock import ScaledClock, SimClock
-from vramtop.sim.protocol import WorldRequests, WorldUnreachable
+from vramtop.sim.world_protocol import WorldRequests, WorldUnreachable
 
 BASE_TPS = 80.0  # one request on an uncontended card (the field report saw 77–83)
 BATCH_EFFICIENCY = 0.92  # per-request speed with two running (aggregate ~1.84×)

@@ -34,7 +34,7 @@ from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, DEFAULT_CARD, MIB
 from vramtop.sim.clock import ScaledClock, SimClock
 from vramtop.sim.ledger import Ledger
-from vramtop.sim.protocol import ALREADY_SERVED
+from vramtop.sim.world_protocol import ALREADY_SERVED
 
 TICK_S = 0.1
 

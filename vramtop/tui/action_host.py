@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from vramtop.machines.interface import Backend
     from vramtop.settings import Settings
-    from vramtop.tui.state import ConsoleState
+    from vramtop.tui.console_state import ConsoleState
 
 Chosen = TypeVar("Chosen")
 

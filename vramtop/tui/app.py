@@ -37,11 +37,12 @@ from textual.timer import Timer
 from textual.widgets import Footer
 
 from vramtop import locations
-from vramtop.core.events import EventName
 from vramtop.core.model import Sample, ServerState
+from vramtop.core.server_events import EventName
 from vramtop.machines.interface import Backend, ReplayControls
 from vramtop.settings import Settings
 from vramtop.tui.commands import ConsoleCommands, ConsoleThemes
+from vramtop.tui.console_state import ConsoleState
 from vramtop.tui.keys import (
     ACTIONS,
     DEFAULT_KEYS,
@@ -55,7 +56,6 @@ from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, 
 from vramtop.tui.panels import Panels
 from vramtop.tui.reader import Reader
 from vramtop.tui.runner import ActionRunner
-from vramtop.tui.state import ConsoleState
 from vramtop.tui.themes import install_themes, with_vram_variables
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import DEFAULT_KEYS as BANNER_KEYS
@@ -195,7 +195,7 @@ class VramtopApp(App[int]):
         self.reader.request_tick()
         # Crash settling and automatic restarts on a thread of their own, every second: a
         # tick only reads, so it never waits on them (nor on a stop under way).
-        self.backend.keep_house()
+        self.backend.run_housekeeping()
         self._autostart()
 
     @work(thread=True, exit_on_error=False, group="autostart")

@@ -13,7 +13,7 @@ from textual.dom import DOMNode
 
 from vramtop.core.model import Sample, ServerState
 from vramtop.machines.interface import FrameSource
-from vramtop.tui.state import ConsoleState
+from vramtop.tui.console_state import ConsoleState
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel

@@ -22,7 +22,7 @@ from vramtop.machines.interface import LOG_KEPT, LOG_TAIL, FrameSource
 from vramtop.tui.messages import SampleArrived, TickFailed
 
 if TYPE_CHECKING:
-    from vramtop.machines.runner import Runner
+    from vramtop.machines.headless_runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class Reader:
         limit = LOG_KEPT if kept_asked != self._kept_read else LOG_TAIL
         try:
             if self._runner is None:
-                from vramtop.machines.runner import Runner
+                from vramtop.machines.headless_runner import Runner
 
                 self._runner = Runner(self._backend, interval_s=READER_CHECK_S)
             step = self._runner.step(limit)

@@ -17,8 +17,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from vramtop import locations
-from vramtop.core.events import ServerAction
 from vramtop.core.model import ServerState
+from vramtop.core.server_events import ServerAction
 from vramtop.outcomes import ActionResult
 from vramtop.tui.keys import LAUNCHED, UNDER_WAY
 from vramtop.tui.messages import ActionFinished, ActionProgress

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from vramtop.core.events import Event
 from vramtop.core.findings import Finding
 from vramtop.core.news import finding_closed, finding_opened
+from vramtop.core.server_events import Event
 from vramtop.machines.interface import Backend
 from vramtop.notify.terminal import TerminalSender
-from vramtop.session.event_log import CONSOLE_TOLD, EventLog, before_and_since, record_findings
+from vramtop.session.finding_events import CONSOLE_TOLD, EventLog, before_and_since, record_findings
 
 if TYPE_CHECKING:
     # Loaded where there is a profile to act for (its supervisor brings psutil): a console

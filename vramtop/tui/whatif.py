@@ -17,8 +17,8 @@ from vramtop.core.budget import (
     is_cpu_server,
     outside_budget,
 )
+from vramtop.core.headroom.calculator import predict
 from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
-from vramtop.core.headroom.model import predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction, dtype_bytes
 from vramtop.core.remedy import FlagChange
 

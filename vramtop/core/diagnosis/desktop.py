@@ -9,7 +9,7 @@ from collections import deque
 
 from vramtop.core import sample_facts as read
 from vramtop.core.desktop_share import TREND_WINDOW_S, growth_rate
-from vramtop.core.diagnosis.relaunch import DesktopShare
+from vramtop.core.diagnosis.suggested_budget import DesktopShare
 from vramtop.core.model import Sample, ServerState
 
 

@@ -10,7 +10,7 @@ does not make a finding flap.
 
 This module holds the collapse's rules (when vram_contention opens and closes) and the window
 of judged points they read (`_points`: the one history of the rate judged against its normal;
-the console's sparkline keeps its own drawing, the sampler's `Timeline` only the counter
+the console's sparkline keeps its own drawing, the sampler's `CounterWindow` only the counter
 readings a displayed rate needs). Each point is measured, and the normal taught, by
 `meter.RateMeter`; the other kinds' rules are with their reports (`server_down.ServerWatch`,
 `kv_pressure.KvWatch`, `throttling.ThrottleWatch`, `slowdown.SlowdownWatch`, which judges the
@@ -28,11 +28,11 @@ from dataclasses import replace
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.book import FindingBook
 from vramtop.core.diagnosis.card_evidence import CardWatch, cite_card
-from vramtop.core.diagnosis.contention import (
+from vramtop.core.diagnosis.collapse import (
     Collapse,
     Point,
     Squeeze,
-    contention_report,
+    collapse_report,
 )
 from vramtop.core.diagnosis.desktop import DesktopWatch
 from vramtop.core.diagnosis.kv_pressure import KvWatch
@@ -65,10 +65,10 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.diagnosis.throttling import ThrottleWatch
 from vramtop.core.diagnosis.throughput import ThroughputView, ThroughputWindow
-from vramtop.core.events import EventName
 from vramtop.core.findings import Finding, FindingChange, Kind
 from vramtop.core.json_types import JsonValue
 from vramtop.core.model import GpuDevice, Sample, ServerState
+from vramtop.core.server_events import EventName
 from vramtop.core.windows.spill import SpillEvidence, SpillTracker
 
 
@@ -246,7 +246,7 @@ class Diagnoser:
         )
         self._kv.check(prev, s, self._desktop.peak, self._desktop.outside_budget)
         squeeze = self._squeeze(s, device) if point is not None else None
-        judged = self._check_contention(s, device, point, squeeze)
+        judged = self._check_collapse(s, device, point, squeeze)
         # A slowdown is a fall of a third: prefill's own noise in the fallback's prefill
         # seconds is as large, so those seconds judge only the collapse.
         steady = point is None or point.measure != PER_REQUEST_PREFILL
@@ -263,7 +263,7 @@ class Diagnoser:
             self._meter.learn(point)
 
     # --- rules ---------------------------------------------------------------------------------
-    def _check_contention(
+    def _check_collapse(
         self, s: Sample, device: GpuDevice | None, point: Point | None, squeeze: Squeeze | None
     ) -> bool:
         """The collapse's rule; True when `point` was judged against the normal (and its clocks
@@ -300,7 +300,7 @@ class Diagnoser:
             growth=squeeze.growth,
             normal=self.normal_rate(),
         )
-        report = contention_report(s, device, collapse, self._desktop.share(), self._any_spill())
+        report = collapse_report(s, device, collapse, self._desktop.share(), self._any_spill())
         report = cite_card(report, self._card.evidence())  # additive: where the card said
         self._book.set(Kind.VRAM_CONTENTION, s.t, report)
         return judged

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtop.core.budget import budget_bytes, outside_budget
-from vramtop.core.diagnosis.relaunch import DesktopShare, contention_remedy
 from vramtop.core.diagnosis.squeeze_facts import MemoryOnlyFacts, SplitOnlyFacts
+from vramtop.core.diagnosis.suggested_budget import DesktopShare, collapse_remedy
 from vramtop.core.findings import Evidence, Ladder, Report, Severity
 from vramtop.core.model import GIB, GpuDevice, Sample, SplitMethod
 from vramtop.core.snapshot import server_util
@@ -33,7 +33,7 @@ class MemoryEvidence:
     """The Windows side's view of the squeeze (WSL2)."""
 
     desktop_bytes: int  # what the desktop's programs hold in VRAM (Windows' counters)
-    allowance_bytes: int  # what the server's budget leaves them
+    headroom_bytes: int  # what the server's budget leaves them
     vm_shared_bytes: int  # the WSL VM's GPU memory in system memory
     vm_dedicated_bytes: int
     spill: SpillEvidence | None  # a rise seen since the start, when there was one
@@ -45,7 +45,7 @@ class SplitEvidence:
     (taken from the server), or the server's buffers evicted into GTT."""
 
     desktop_bytes: int
-    allowance_bytes: int
+    headroom_bytes: int
     server_bytes: int | None  # what the server holds now
     budget_bytes: int
     spill: SpillEvidence | None  # AMD's GTT: the server's buffers seen evicted
@@ -61,7 +61,7 @@ def memory_evidence(
         return split_evidence(s, spill, outside_budget_bytes)
     if reading.wsl_vm is None:
         return None
-    allowance = allowance_bytes(s, outside_budget_bytes)
+    allowance = headroom_bytes(s, outside_budget_bytes)
     if allowance is None:
         return None  # the budget's allowance is not known
     desktop = reading.desktop_bytes
@@ -78,7 +78,7 @@ def split_evidence(
     """The squeeze as a per-process split shows it: the desktop clearly past what the budget
     leaves it (by the spill threshold: more than an error in the outside-budget figure), or
     a spill; None for a derived split, which cannot show it."""
-    over = desktop_over_allowance(s, outside_budget_bytes)
+    over = desktop_over_headroom(s, outside_budget_bytes)
     split = s.split
     if over is None or split is None or split.desktop_bytes is None:
         return None
@@ -90,7 +90,7 @@ def split_evidence(
     )
 
 
-def allowance_bytes(s: Sample, outside_budget_bytes: int | None) -> int | None:
+def headroom_bytes(s: Sample, outside_budget_bytes: int | None) -> int | None:
     """What the server's budget leaves the desktop: the split's own figure where the sample
     carries it, else derived from what every recording has (the card's total and the budget,
     recorded as bytes or as the server's --gpu-memory-utilization), with what the server holds
@@ -110,7 +110,7 @@ def allowance_bytes(s: Sample, outside_budget_bytes: int | None) -> int | None:
     return max(0, split.total_bytes - budget - outside_budget(outside_budget_bytes))
 
 
-def desktop_over_allowance(s: Sample, outside_budget_bytes: int | None) -> int | None:
+def desktop_over_headroom(s: Sample, outside_budget_bytes: int | None) -> int | None:
     """How far the desktop's share is past what the server's budget leaves it (negative:
     within it), counted with what the server holds outside its budget (`outside_budget_bytes`,
     measured; None: the estimate). None where the split cannot show it: no budget known, or a
@@ -136,7 +136,7 @@ def squeeze_in_memory(
     the server (by the spill threshold: more than an error in the outside-budget figure)."""
     if spill is not None:
         return True
-    over = desktop_over_allowance(s, outside_budget_bytes)
+    over = desktop_over_headroom(s, outside_budget_bytes)
     return over is not None and over >= SPILL_THRESHOLD_BYTES
 
 
@@ -144,8 +144,8 @@ def memory_report(
     s: Sample, device: GpuDevice, evidence: MemoryEvidence | SplitEvidence, desktop: DesktopShare
 ) -> Report:
     """What the finding says when memory alone names the collapse."""
-    over = evidence.desktop_bytes - evidence.allowance_bytes
-    held, allowed = evidence.desktop_bytes / GIB, evidence.allowance_bytes / GIB
+    over = evidence.desktop_bytes - evidence.headroom_bytes
+    held, allowed = evidence.desktop_bytes / GIB, evidence.headroom_bytes / GIB
     kv = s.server.metrics.kv_cache_usage if s.server and s.server.metrics else None
     facts: MemoryOnlyFacts | SplitOnlyFacts
     if isinstance(evidence, MemoryEvidence):
@@ -163,7 +163,7 @@ def memory_report(
         )
         facts = MemoryOnlyFacts(
             desktop_bytes=evidence.desktop_bytes,
-            desktop_allowance_bytes=evidence.allowance_bytes,
+            desktop_allowance_bytes=evidence.headroom_bytes,
             wsl_vm_shared_bytes=evidence.vm_shared_bytes,
             wsl_vm_dedicated_bytes=evidence.vm_dedicated_bytes,
             kv_cache_usage=kv,
@@ -199,7 +199,7 @@ def memory_report(
             )
         facts = SplitOnlyFacts(
             desktop_bytes=evidence.desktop_bytes,
-            desktop_allowance_bytes=evidence.allowance_bytes,
+            desktop_allowance_bytes=evidence.headroom_bytes,
             desktop_over_allowance_bytes=over,
             server_bytes=evidence.server_bytes,
             budget_bytes=evidence.budget_bytes,
@@ -225,6 +225,6 @@ def memory_report(
         ),
         evidence=Evidence.of(facts),
         ladder=cite_spill(ladder, evidence.spill),
-        remedy=contention_remedy(s, device, desktop),
+        remedy=collapse_remedy(s, device, desktop),
         confidence=NO_NORMAL_RATE,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.diagnosis.contention import Point
+from vramtop.core.diagnosis.collapse import Point
 from vramtop.core.diagnosis.normal_rate import (
     INTER_TOKEN_LATENCY,
     PER_REQUEST,

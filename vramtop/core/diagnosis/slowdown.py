@@ -9,7 +9,7 @@ trade-off in numbers, the rate lost against the KV tokens a smaller budget costs
 
 `SlowdownWatch` holds the rule (the same per-request measure and the same normal as the
 collapse, judged on the same seconds); `memory_squeezes` says whether the memory shows the
-squeeze; `slowdown_report` what the finding says, with `relaunch.contention_remedy`'s budget.
+squeeze; `slowdown_report` what the finding says, with `relaunch.collapse_remedy`'s budget.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from statistics import median
 
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.book import FindingBook
-from vramtop.core.diagnosis.contention import (
+from vramtop.core.diagnosis.collapse import (
     THROTTLING_RULED_OUT,
     Point,
     Squeeze,
     ruled_out_by_memory,
 )
-from vramtop.core.diagnosis.memory_evidence import desktop_over_allowance, squeeze_in_memory
+from vramtop.core.diagnosis.memory_evidence import desktop_over_headroom, squeeze_in_memory
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
-from vramtop.core.diagnosis.relaunch import DesktopShare, contention_remedy
 from vramtop.core.diagnosis.squeeze_facts import SlowdownFacts
+from vramtop.core.diagnosis.suggested_budget import DesktopShare, collapse_remedy
 from vramtop.core.diagnosis.thresholds import (
     CARD_FULL,
     COLLAPSE_RATIO,
@@ -37,7 +37,7 @@ from vramtop.core.diagnosis.thresholds import (
     SLOWDOWN_CLEAR_RATIO,
     SLOWDOWN_CLOSE_COUNT,
     SLOWDOWN_CLOSE_WINDOW,
-    SLOWDOWN_NEAR_ALLOWANCE_BYTES,
+    SLOWDOWN_NEAR_HEADROOM_BYTES,
     SLOWDOWN_OPEN_COUNT,
     SLOWDOWN_RATIO,
     SLOWDOWN_WINDOW,
@@ -63,7 +63,7 @@ def memory_squeezes(
     """The memory shows the desktop squeezing the server this second, enough to explain a
     slowdown: what the collapse's corroborated rule takes (a spill, or the desktop past what
     the budget leaves it; see `squeeze_in_memory`), or a full card whose desktop is within
-    `SLOWDOWN_NEAR_ALLOWANCE_BYTES` of that allowance. Where the split cannot show the
+    `SLOWDOWN_NEAR_HEADROOM_BYTES` of that allowance. Where the split cannot show the
     allowance (derived from the budget), a full card into which the desktop grew.
 
     `squeeze`: the collapse's own reading of the card (None: KV usage or the clocks explain a
@@ -74,9 +74,9 @@ def memory_squeezes(
         return True
     if squeeze.fill < CARD_FULL:
         return False
-    over = desktop_over_allowance(s, outside_budget)
+    over = desktop_over_headroom(s, outside_budget)
     if over is not None:
-        return over >= -SLOWDOWN_NEAR_ALLOWANCE_BYTES
+        return over >= -SLOWDOWN_NEAR_HEADROOM_BYTES
     return squeeze.growth is not None and squeeze.growth >= DESKTOP_GROWTH_BYTES
 
 
@@ -176,8 +176,8 @@ def slowdown_report(
     spill: SpillEvidence | None,
 ) -> Report:
     """What the finding says: the slowdown in numbers, what it rules out, its trade-off."""
-    remedy = contention_remedy(s, device, desktop)
-    over = desktop_over_allowance(s, desktop.outside_budget)
+    remedy = collapse_remedy(s, device, desktop)
+    over = desktop_over_headroom(s, desktop.outside_budget)
     ruled_out = _ruled_out(device, slowdown)
     return Report(
         severity=Severity.WARNING,

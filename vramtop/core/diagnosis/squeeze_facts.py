@@ -14,7 +14,7 @@ from vramtop.core.windows.spill import SpillEvidence
 
 
 @dataclass(frozen=True)
-class ContentionFacts(Facts):
+class CollapseFacts(Facts):
     """A collapse's evidence (the session format's keys, in order)."""
 
     generation_tps: float

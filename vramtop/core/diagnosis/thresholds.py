@@ -44,7 +44,7 @@ DESKTOP_GROWTH_BYTES = 512 * MIB  # the non-server share grew by at least this s
 DESKTOP_MARGIN_BYTES = GIB // 2  # what the remedy leaves above the desktop's peak
 # A desktop this close to what the budget leaves it squeezes a full card (vram_slowdown): it has
 # less room than the margin a suggested budget would leave above its peak.
-SLOWDOWN_NEAR_ALLOWANCE_BYTES = DESKTOP_MARGIN_BYTES
+SLOWDOWN_NEAR_HEADROOM_BYTES = DESKTOP_MARGIN_BYTES
 # When the desktop never got past what the server left it, its visible peak is only what it
 # was allowed: its real demand was not seen. Allow for the unseen part: a call's demand above
 # the share at the server's start, less what was seen; where that share is not known, this,

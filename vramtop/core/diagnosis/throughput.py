@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
-from vramtop.core.diagnosis.contention import Point, collapse_words
+from vramtop.core.diagnosis.collapse import Point, collapse_words
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate, ago
 from vramtop.core.diagnosis.slowdown import slowdown_words
 from vramtop.core.findings import Finding, Kind

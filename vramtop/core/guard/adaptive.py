@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from vramtop.core import sample_facts as read
 from vramtop.core.budget import GIB, MIB
 from vramtop.core.desktop_share import GROWING_BYTES_PER_S, TREND_WINDOW_S, growth_rate
-from vramtop.core.diagnosis.contention import DesktopShare, contention_remedy
+from vramtop.core.diagnosis.collapse import DesktopShare, collapse_remedy
 from vramtop.core.guard.decisions import (
     ADAPTIVE,
     DOWN,
@@ -79,7 +79,7 @@ class AdaptiveBudget:
         self, s: Sample, m: Moment, outside_budget_bytes: int | None
     ) -> tuple[Action | None, list[Decision]]:
         """The step wanted now (None: none), and decisions to say."""
-        allowance = m.allowance_at(self.outside_budget)
+        allowance = m.headroom_at(self.outside_budget)
         if m.desktop is None or allowance is None or m.budget is None or not m.serving:
             return None, []
         programs = _programs(s)
@@ -131,7 +131,7 @@ class AdaptiveBudget:
         # one seen: a peak made up would read to the remedy as a desktop already back down.
         growth = max(growth_rate(list(self._history)), GROWING_BYTES_PER_S)
         share = DesktopShare(self._base, self._peak, outside_budget_bytes, growth)
-        remedy = contention_remedy(s, device, share)
+        remedy = collapse_remedy(s, device, share)
         util = remedy.budget
         if remedy.action != "relaunch" or util is None or m.budget is None or util >= m.budget:
             self._stepped_down = True

@@ -129,7 +129,7 @@ class Moment:
         """A start or a stop runs: no automatic action now."""
         return self.state in (ServerState.STARTING, ServerState.STOPPING)
 
-    def allowance_at(self, budget: float) -> int | None:
+    def headroom_at(self, budget: float) -> int | None:
         """What `budget` would leave the desktop, counted as this sample's split counts its
         own: its headroom, moved by the difference of the two budgets."""
         if self.headroom is None or self.budget_bytes is None or self.total is None:

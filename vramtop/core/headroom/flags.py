@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramtop.core.headroom.model import estimated_max_model_len, predict
+from vramtop.core.headroom.calculator import estimated_max_model_len, predict
 from vramtop.core.headroom.startup_checks import round_model_len
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.remedy import FlagChange

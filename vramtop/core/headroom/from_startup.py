@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vramtop.core.budget import GIB
-from vramtop.core.headroom.model import calibrate
+from vramtop.core.headroom.calculator import calibrate
 from vramtop.core.headroom.terms import Architecture, HeadroomError, HeadroomInputs
 from vramtop.core.model import StartupFacts
 

@@ -13,7 +13,7 @@ from textual.widgets import Input, Label, Static
 
 from vramtop.core.bounds import budget_problem
 from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
-from vramtop.core.headroom.model import predict
+from vramtop.core.headroom.calculator import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
 from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib

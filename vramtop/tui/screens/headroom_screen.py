@@ -13,9 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from vramtop.core.budget import GIB, change_words, shortfall_words
-from vramtop.core.diagnosis.relaunch import suggest_budget
+from vramtop.core.diagnosis.suggested_budget import suggest_budget
+from vramtop.core.headroom.calculator import largest_util_for_headroom, predict
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
-from vramtop.core.headroom.model import largest_util_for_headroom, predict
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.remedy import FlagChange

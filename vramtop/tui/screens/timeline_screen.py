@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 from textual.worker import Worker, WorkerState
 
-from vramtop.core.events import Event
+from vramtop.core.server_events import Event
 from vramtop.tui.format import duration, ready_time
 
 

@@ -18,7 +18,7 @@ from typing import cast
 from vramtop.core.model import MIB
 from vramtop.core.windows.attribution import attribute
 from vramtop.core.windows.reading import WindowsGpuReading, unavailable
-from vramtop.sim.protocol import WorldClient, WorldRequests, WorldUnreachable
+from vramtop.sim.world_protocol import WorldClient, WorldRequests, WorldUnreachable
 from vramtop.sim.world_state import WorldState
 
 NVIDIA_LUID = "0x00000000_0x0000C3F1"

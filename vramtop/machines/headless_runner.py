@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vramtop.core.events import Event
 from vramtop.core.findings import Finding, finding_id
+from vramtop.core.server_events import Event
 from vramtop.machines.interface import Frame, FrameSource
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from vramtop.core.events import Event
 from vramtop.core.findings import Finding, finding_id
 from vramtop.core.json_types import JsonObject
 from vramtop.core.news import CLOSED, OPENED
+from vramtop.core.server_events import Event
 from vramtop.event_log import EventLog, path_for
 
 __all__ = [

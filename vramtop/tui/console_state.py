@@ -15,9 +15,9 @@ from vramtop.machines.interface import Frame
 
 if TYPE_CHECKING:
     # The diagnosis' modules come with the backend: the first frame waits for none of them.
-    from vramtop.core.events import Event
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
+    from vramtop.core.server_events import Event
 
 # A result ("simulated call started", "ready in 0.6 s") is news for this long, then it goes:
 # left up for minutes it reads as if it were still happening.

@@ -1,7 +1,7 @@
 """The budget to relaunch at, and the remedy a squeeze's finding offers with it.
 
 `suggest_budget` is the one rule for a suggested budget, whoever names one: a finding's
-remedy (`contention_remedy`, for vram_contention, vram_slowdown and the memory-only rule),
+remedy (`collapse_remedy`, for vram_contention, vram_slowdown and the memory-only rule),
 the headroom screen with no finding open and the exported
 `vramtop_budget_for_desktop_peak_ratio`. What a caller does not know it leaves out, and
 that part of the rule is not applied.
@@ -97,7 +97,7 @@ def _unseen(peak: int, at_start: int | None) -> int:
     return max(0, at_start + CALL_DEMAND_BYTES - peak)
 
 
-def contention_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Remedy:
+def collapse_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Remedy:
     """Relaunch at the budget that leaves the desktop its peak plus a margin (or a restart)."""
     total = device.total_bytes
     util_now = read.util(s)

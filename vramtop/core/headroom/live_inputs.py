@@ -13,8 +13,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from vramtop.core.budget import budget_bytes, outside_budget
+from vramtop.core.headroom.calculator import calibrate, predict
 from vramtop.core.headroom.from_startup import inputs_from_startup
-from vramtop.core.headroom.model import calibrate, predict
 from vramtop.core.headroom.terms import (
     Architecture,
     HeadroomError,

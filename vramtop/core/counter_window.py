@@ -1,6 +1,6 @@
 """The rates derived from vLLM's cumulative counters, over the last few seconds of samples.
 
-`Timeline` keeps what those rates need and nothing else: the counters' readings of the last
+`CounterWindow` keeps what those rates need and nothing else: the counters' readings of the last
 few seconds (not the samples, not the rates). The rate's history has one owner each for what
 it is read for: the diagnosis keeps the rates it judged (`Diagnoser._points`), the console's
 throughput panel what it draws.
@@ -80,7 +80,7 @@ def rates_for(
     )
 
 
-class Timeline:
+class CounterWindow:
     """The counters' readings of the last `window_s` seconds: each new sample gets its rates
     from them.
 

@@ -3,7 +3,7 @@
 What the finding says once the rule in `Diagnoser` has opened it: the collapse in numbers,
 why KV pressure, throttling and a long prefill do not explain it, and the budget to relaunch
 at (or a restart) so the desktop keeps its peak without starving the KV pool: that remedy,
-shared with vram_slowdown and the memory-only rule, is `relaunch.contention_remedy`.
+shared with vram_slowdown and the memory-only rule, is `relaunch.collapse_remedy`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from vramtop.core import sample_facts as read
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
-from vramtop.core.diagnosis.relaunch import (  # re-exported: the guard imports them from here
-    DesktopShare as DesktopShare,
+from vramtop.core.diagnosis.squeeze_facts import CollapseFacts
+
+# re-exported: the guard imports them from here
+from vramtop.core.diagnosis.suggested_budget import DesktopShare as DesktopShare
+from vramtop.core.diagnosis.suggested_budget import (
+    collapse_remedy as collapse_remedy,
 )
-from vramtop.core.diagnosis.relaunch import (
-    contention_remedy as contention_remedy,
-)
-from vramtop.core.diagnosis.squeeze_facts import ContentionFacts
 from vramtop.core.diagnosis.thresholds import DESKTOP_GROWTH_BYTES
 from vramtop.core.findings import (
     Evidence,
@@ -69,7 +69,7 @@ class Collapse:
     normal: NormalRate | None = None
 
 
-def contention_report(
+def collapse_report(
     s: Sample,
     device: GpuDevice,
     collapse: Collapse,
@@ -84,7 +84,7 @@ def contention_report(
         evidence=Evidence.of(_evidence(s, device, collapse, desktop, spill)),
         ruled_out=ruled_out,
         ladder=cite_spill(_ladder(device, collapse, ruled_out), spill),
-        remedy=contention_remedy(s, device, desktop),
+        remedy=collapse_remedy(s, device, desktop),
     )
 
 
@@ -103,11 +103,11 @@ def _evidence(
     collapse: Collapse,
     desktop: DesktopShare,
     spill: SpillEvidence | None,
-) -> ContentionFacts:
+) -> CollapseFacts:
     rate, base = _rate(collapse), collapse.normal_tps
     running = collapse.points[-1].running
     normal = collapse.normal
-    return ContentionFacts(
+    return CollapseFacts(
         generation_tps=round(_total(collapse), 2),
         baseline_generation_tps=round(base * max(1.0, running), 2),
         ratio=round(rate / base, 3) if base else None,
