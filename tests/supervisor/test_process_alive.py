@@ -47,3 +47,22 @@ def test_another_start_is_another_process(child: subprocess.Popen[bytes]) -> Non
     assert tree.process_alive(child.pid, started)
     assert not tree.process_alive(child.pid, started - 60)  # the pid, reused since
     assert tree.process_alive(child.pid, started)
+
+
+def test_a_start_read_across_a_shifted_boot_time_is_the_same_process() -> None:
+    """psutil reads a start as ticks since boot plus /proc/stat's boot time, whole seconds
+    worked out from the wall clock: an adjusted clock moves it by a second, and a record made
+    before reads one second off. That is the same process; half a second off is not."""
+    import os
+
+    import psutil
+
+    from vramtop.supervisor.tree import process_alive, same_start
+
+    start = psutil.Process(os.getpid()).create_time()
+    for shift in (0.0, 0.03, 1.0, -1.0, 2.02):
+        assert same_start(start + shift, start), shift
+        assert process_alive(os.getpid(), start + shift), shift
+    for shift in (0.5, -0.3, 3.0, 1.2):
+        assert not same_start(start + shift, start), shift
+        assert not process_alive(os.getpid(), start + shift), shift

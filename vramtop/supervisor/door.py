@@ -232,7 +232,7 @@ def is_door_of(pid: int, profile: str) -> bool:
 def _end(pid: int, made: float | None) -> None:
     with contextlib.suppress(psutil.Error):
         proc = psutil.Process(pid)
-        if made is not None and abs(proc.create_time() - made) > 0.05:
+        if made is not None and not tree.same_start(proc.create_time(), made):
             return
         proc.send_signal(signal.SIGTERM)
         try:

@@ -54,9 +54,30 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+# How far two readings of one process's start may differ. psutil reckons a start as the
+# process's clock ticks since boot plus the boot time, which /proc/stat gives in whole seconds
+# worked out from the wall clock: when the clock is adjusted (a VM's clock kept in step) that
+# boot time can move by a second, and the same process then reads as started a second
+# earlier or later. Within a few hundredths of a second of a whole-second shift (at most
+# two) is the same start; a pid given to another process would have to have started at
+# exactly such an offset.
+_SAME_START_S = 0.05
+_BOOT_SHIFT_S = 2
+
+
+def same_start(seen: float, recorded: float) -> bool:
+    """Whether two readings of a process's start (psutil's `create_time`, seconds since the
+    epoch) are the same start: equal within 0.05 s, or apart by a whole second or two of a
+    shifted boot time."""
+    apart = abs(seen - recorded)
+    return apart <= _SAME_START_S or (
+        apart <= _BOOT_SHIFT_S + _SAME_START_S and abs(apart - round(apart)) <= _SAME_START_S
+    )
+
+
 def process_alive(pid: int | None, create_time: float | None = None) -> bool:
-    """Whether `pid` runs and is the same process as when it was recorded (its start within
-    0.05 s of `create_time`, when given), a zombie counting as dead (and reaped).
+    """Whether `pid` runs and is the same process as when it was recorded (its start the same
+    as `create_time` by `same_start`, when given), a zombie counting as dead (and reaped).
 
     Asked of psutil on every tick's look (`settling`) and by housekeeping, a few times a
     second: ~0.06 ms each, too little to read /proc/<pid>/stat by hand for
@@ -66,7 +87,7 @@ def process_alive(pid: int | None, create_time: float | None = None) -> bool:
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():  # one read of /proc/<pid>/stat for both questions
-            if create_time is not None and abs(proc.create_time() - create_time) > 0.05:
+            if create_time is not None and not same_start(proc.create_time(), create_time):
                 return False
             zombie = proc.status() == psutil.STATUS_ZOMBIE
         if zombie:
