@@ -74,6 +74,10 @@ class FakeBackend:
     def launch_budget(self) -> float | None:
         return None
 
+    @property
+    def profile_flags(self) -> FlagChange | None:
+        return None
+
     def __init__(
         self,
         *,

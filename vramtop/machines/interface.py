@@ -144,6 +144,12 @@ class ServerControl(Protocol):
         ...
 
     @property
+    def profile_flags(self) -> FlagChange | None:
+        """The budget and --max-model-len the profile's file launches with, which a relaunch
+        not saved leaves (None: no profile)."""
+        ...
+
+    @property
     def autostart(self) -> bool:
         """The server is started on mount (in a worker)."""
         ...
@@ -195,6 +201,7 @@ class WatchOnly:
     can_act = False
     front_door: str | None = None
     launch_budget: float | None = None
+    profile_flags: FlagChange | None = None
     autostart = False
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
