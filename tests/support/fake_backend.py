@@ -78,6 +78,8 @@ class FakeBackend:
     def profile_flags(self) -> FlagChange | None:
         return None
 
+    settle_s: float | None = None
+
     def __init__(
         self,
         *,

@@ -31,6 +31,7 @@ class LaunchedAt(FakeBackend):
         super().__init__(util=0.93)
         self.guard = guard
         self.length = MAX_MODEL_LEN
+        self.settle_s = SETTLE_S  # the profile's
 
     @property
     def profile_flags(self) -> FlagChange | None:
@@ -50,9 +51,7 @@ class LaunchedAt(FakeBackend):
 
 
 def console(backend: LaunchedAt) -> VramtopApp:
-    app = make_app(backend)
-    app.way_back_settle_s = SETTLE_S
-    return app
+    return make_app(backend)
 
 
 def status(app: VramtopApp) -> str:

@@ -148,6 +148,10 @@ class MachineControl:
         except ValueError:
             return None
 
+    @property
+    def settle_s(self) -> float | None:
+        return self.supervisor.file_profile.settle_s if self.supervisor is not None else None
+
     def _planned(self, name: str, detail: JsonObject) -> None:
         self._session.action(self.sampler.now(), name, dict(detail))
 

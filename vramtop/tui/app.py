@@ -117,7 +117,6 @@ class VramtopApp(App[int]):
         self._telling_parts: ConsoleTelling | None = None  # made at the first reading
         self._door_told_t: float | None = None  # the latest `door_restarted` said, by its t
         # The way back to the launch budget after a call (way_back.py), while it is offered.
-        self.way_back_settle_s: float | None = None  # None: the adaptive guard's default
         self._way_back: WayBack | None = None  # made at the first reading
         self.way_back_offer: WayBackOffer | None = None
 
@@ -509,7 +508,7 @@ class VramtopApp(App[int]):
 
         sample, backend = self.shown.sample, self.backend
         if self._way_back is None:
-            settle_s = self.way_back_settle_s
+            settle_s = backend.settle_s  # None: no profile, the adaptive guard's default
             self._way_back = WayBack() if settle_s is None else WayBack(settle_s)
         offer = None
         if sample is not None and backend.can_act and self.actions.busy is None:
