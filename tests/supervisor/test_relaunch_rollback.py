@@ -240,6 +240,8 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
             {"gpu_memory_utilization": NO_ROOM, "result": "rolled_back"}
         ]
         assert backend.launch_budget == 0.93
+        launched = backend.profile_flags
+        assert launched is not None and launched.budget == 0.93
         assert backend.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
         # The new start's phases, as vLLM's log said them.
         last = [e for e in backend.session.events() if e.name == "relaunch"][-1]
@@ -250,6 +252,9 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
             "result": "ok",
         }
         assert backend.launch_budget == FITS
+        # The profile's file still launches at its own flags (the relaunch was not saved):
+        # what the console's way back after a call goes back to.
+        assert backend.profile_flags == launched
     finally:
         backend.close(stop_server=True)
     assert sim_api_servers(machine) == []

@@ -74,6 +74,12 @@ class FakeBackend:
     def launch_budget(self) -> float | None:
         return None
 
+    @property
+    def profile_flags(self) -> FlagChange | None:
+        return None
+
+    settle_s: float | None = None
+
     def __init__(
         self,
         *,

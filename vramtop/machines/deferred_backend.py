@@ -148,6 +148,16 @@ class DeferredControl:
         return built.launch_budget if built is not None else None
 
     @property
+    def profile_flags(self) -> FlagChange | None:
+        built = self._build.backend
+        return built.profile_flags if built is not None else None
+
+    @property
+    def settle_s(self) -> float | None:
+        built = self._build.backend
+        return built.settle_s if built is not None else None
+
+    @property
     def autostart(self) -> bool:
         """Builds the backend (False when it cannot be built: nothing is started). The
         console asks after its first frame, in a worker: never on its event loop."""

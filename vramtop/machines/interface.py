@@ -144,6 +144,18 @@ class ServerControl(Protocol):
         ...
 
     @property
+    def profile_flags(self) -> FlagChange | None:
+        """The budget and --max-model-len the profile's file launches with, which a relaunch
+        not saved leaves (None: no profile)."""
+        ...
+
+    @property
+    def settle_s(self) -> float | None:
+        """The profile's `settle_s`: how long the desktop stays back before a call counts as
+        over (the adaptive guard's, and the console's way back); None: no profile."""
+        ...
+
+    @property
     def autostart(self) -> bool:
         """The server is started on mount (in a worker)."""
         ...
@@ -195,6 +207,8 @@ class WatchOnly:
     can_act = False
     front_door: str | None = None
     launch_budget: float | None = None
+    profile_flags: FlagChange | None = None
+    settle_s: float | None = None
     autostart = False
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:

@@ -136,6 +136,22 @@ class MachineControl:
         except ValueError:
             return None
 
+    @property
+    def profile_flags(self) -> FlagChange | None:
+        """The budget and --max-model-len the profile's file launches with (a relaunch not
+        saved leaves them; None: no profile, or its budget not readable)."""
+        if self.supervisor is None:
+            return None
+        argv = self.supervisor.file_profile.argv
+        try:
+            return FlagChange(vllm_args.gpu_memory_utilization(argv), vllm_args.max_model_len(argv))
+        except ValueError:
+            return None
+
+    @property
+    def settle_s(self) -> float | None:
+        return self.supervisor.file_profile.settle_s if self.supervisor is not None else None
+
     def _planned(self, name: str, detail: JsonObject) -> None:
         self._session.action(self.sampler.now(), name, dict(detail))
 

@@ -53,6 +53,8 @@ class ServerHandle:
         health_timeout_s: float = 1.0,
     ) -> None:
         self.profile = profile
+        # The profile as its file says it: a relaunch not saved changes `profile` only.
+        self.file_profile = profile
         self._profile_file = _file_key(profile.loaded_from)
         self.memory_released = memory_released
         self.health_timeout_s = health_timeout_s
@@ -86,6 +88,7 @@ class ServerHandle:
         if fresh.name == self.profile.name:
             log.info("profile %s changed on disk: read again", path)
             self.profile = fresh
+            self.file_profile = fresh
 
     @property
     def name(self) -> str:

@@ -236,6 +236,7 @@ class Relauncher:
                 state.save(rec)
 
         self._server.locked(forget)
+        self._server.file_profile = self._server.profile
         return result
 
 

@@ -92,6 +92,11 @@ class Supervisor:
         return self._server.profile
 
     @property
+    def file_profile(self) -> Profile:
+        """The profile as its file says it (a relaunch not saved leaves it)."""
+        return self._server.file_profile
+
+    @property
     def name(self) -> str:
         return self._server.name
 

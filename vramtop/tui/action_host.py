@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from vramtop.machines.interface import Backend
     from vramtop.settings import Settings
     from vramtop.tui.console_state import ConsoleState
+    from vramtop.tui.way_back import WayBackOffer
 
 Chosen = TypeVar("Chosen")
 
@@ -30,6 +31,8 @@ class ActionHost(Protocol):
     def shown(self) -> ConsoleState: ...
     @property
     def screen(self) -> object: ...
+    @property
+    def way_back_offer(self) -> WayBackOffer | None: ...
 
     def say(self, text: str | None, *, news: bool = True) -> None: ...
     def render_header(self) -> None: ...

@@ -68,6 +68,7 @@ from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
 if TYPE_CHECKING:
     from vramtop.tui.telling import ConsoleTelling
+    from vramtop.tui.way_back import WayBack, WayBackOffer
 
 # The screens a key opens are imported when it is pressed: the first frame waits for every
 # module imported before it (the timeline's table alone is Textual's DataTable).
@@ -115,6 +116,9 @@ class VramtopApp(App[int]):
         self._held_notices: list[Callable[[], None]] = []
         self._telling_parts: ConsoleTelling | None = None  # made at the first reading
         self._door_told_t: float | None = None  # the latest `door_restarted` said, by its t
+        # The way back to the launch budget after a call (way_back.py), while it is offered.
+        self._way_back: WayBack | None = None  # made at the first reading
+        self.way_back_offer: WayBackOffer | None = None
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual's own ending of the app on an unhandled error, with the traceback written to
@@ -464,6 +468,7 @@ class VramtopApp(App[int]):
         previous_state = self.shown.server_state
         self.shown = self.shown.arrived(frame, message.normal_origin)
         self._tell_news(message)
+        self._offer_way_back()
         if self.backend.finished and not self.shown.ended:
             self._end_of_recording()
         self._render(frame.sample, list(frame.log_lines), log_kept=message.log_kept)
@@ -495,6 +500,30 @@ class VramtopApp(App[int]):
         self._telling().findings_changed(message.opened, message.closed)
         for words in self._telling().take_said():  # a guard took over for the profile, or left
             self.say(words)
+
+    def _offer_way_back(self) -> None:
+        """Once a call is over and the server still runs below the profile's launch budget,
+        the status line offers the way back (b); the offer goes when it no longer holds."""
+        from vramtop.tui.way_back import WayBack
+
+        sample, backend = self.shown.sample, self.backend
+        if self._way_back is None:
+            settle_s = backend.settle_s  # None: no profile, the adaptive guard's default
+            self._way_back = WayBack() if settle_s is None else WayBack(settle_s)
+        offer = None
+        if sample is not None and backend.can_act and self.actions.busy is None:
+            offer = self._way_back.offer(
+                sample,
+                backend.profile_flags,
+                self.shown.headroom_inputs,
+                guard_adaptive=self.shown.frame.adaptive is not None,
+            )
+        was, self.way_back_offer = self.way_back_offer, offer
+        key = self.key_of("relaunch")
+        if offer is not None and offer != was:
+            self.say(offer.words(key), news=False)
+        elif offer is None and was is not None and self.shown.activity == was.words(key):
+            self.say(None)
 
     def _telling(self) -> ConsoleTelling:
         """The terminal's notifications and the lasting timeline (telling.py), made once a

@@ -154,6 +154,12 @@ class ActionRunner:
     def relaunch(self, suggested: float | None = None) -> None:
         current = self._current_budget()
         remedy_util, why = _remedy_util(self._app.shown.findings)
+        back = self._app.way_back_offer if suggested is None and remedy_util is None else None
+        if back is not None:
+            # The way back after a call: the profile's own flags again (its --max-model-len
+            # judged in the fits-now check and relaunched with the budget chosen).
+            remedy_util, why = back.budget, "the desktop is back to its size before the call"
+            self._proposal = back.flags
         value = suggested or remedy_util or current or 0.9
         if suggested is not None:
             why = "proposed in the headroom panel"

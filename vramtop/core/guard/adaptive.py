@@ -49,6 +49,35 @@ class AdaptiveState:
     phase: str
 
 
+def desktop_rising(desktop: int, allowance: int) -> bool:
+    """Whether the desktop's share is near (within RISE_MARGIN_BYTES of) or beyond the
+    allowance the outside-call budget leaves it: a call still on, or rising."""
+    return desktop > allowance - RISE_MARGIN_BYTES
+
+
+class Settling:
+    """The rule for a call being over: the desktop back within the outside-call allowance,
+    held for `settle_s` (the samples' clock). The adaptive guard steps back up by it, and the
+    console offers the way back by it."""
+
+    def __init__(self, settle_s: float = SETTLE_S) -> None:
+        self.settle_s = settle_s
+        self.since: float | None = None  # when the desktop was last seen back within it
+
+    def reset(self) -> None:
+        self.since = None
+
+    def settled(self, t: float, rising: bool) -> bool:
+        """Whether, with this sample at `t` (`rising`: `desktop_rising`), the desktop has
+        been back for `settle_s`."""
+        if rising:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = t
+        return t - self.since >= self.settle_s
+
+
 class AdaptiveBudget:
     """Follows the desktop's share sample by sample; proposes the step down and the step up."""
 
@@ -60,12 +89,12 @@ class AdaptiveBudget:
         self.outside = outside
         self.outside_budget = outside.budget
         self.settle_s = settle_s
+        self._settling = Settling(settle_s)
         self.phase = OUTSIDE
         self.during: float | None = None
         self.down_t: float | None = None
         self.up_t: float | None = None
         self._stepped_down = False  # this call's step down was taken (or tried)
-        self._quiet_since: float | None = None
         self._base: int | None = None  # the desktop's share before the call rose
         self._base_programs: dict[str, int] = {}
         self._peak = 0
@@ -86,7 +115,7 @@ class AdaptiveBudget:
         if self.phase == OUTSIDE and m.budget < self.outside_budget - SAME_UTIL:
             # Found below the profile's budget (a guard restarted while stepped down).
             self._enter_down(m.t, m.budget, stepped=False)
-        rising = m.desktop > allowance - RISE_MARGIN_BYTES
+        rising = desktop_rising(m.desktop, allowance)
         if self.phase == OUTSIDE:
             if not rising:
                 self._previous = (m.desktop, programs)
@@ -150,9 +179,7 @@ class AdaptiveBudget:
         self, m: Moment, allowance: int
     ) -> tuple[Action | None, list[Decision]]:
         """A call whose step down was skipped or failed ends once the desktop settles."""
-        if self._settled(
-            m, allowance, m.desktop is not None and m.desktop > allowance - RISE_MARGIN_BYTES
-        ):
+        if self._settled(m, allowance, desktop_rising(m.desktop or 0, allowance)):
             self.phase = OUTSIDE
             self._previous = None
         return None, []
@@ -171,17 +198,12 @@ class AdaptiveBudget:
         return Action(ADAPTIVE, UP, flags, why), []
 
     def _settled(self, m: Moment, allowance: int, rising: bool) -> bool:
-        if rising:
-            self._quiet_since = None
-            return False
-        if self._quiet_since is None:
-            self._quiet_since = m.t
-        return m.t - self._quiet_since >= self.settle_s
+        return self._settling.settled(m.t, rising)
 
     def _enter_down(self, t: float, util: float, stepped: bool) -> None:
         self.phase = DOWN_STATE
         self.during = util
-        self._quiet_since = None
+        self._settling.reset()
         self._stepped_down = True
         if stepped:
             self.down_t = t
@@ -194,21 +216,21 @@ class AdaptiveBudget:
                 self._enter_down(t, action.flags.budget, stepped=True)
             else:
                 self._stepped_down = True  # this call's step down is used up
-                self._quiet_since = None
+                self._settling.reset()
         elif action.step == UP:
             if result == "ok":
                 self.phase = OUTSIDE
                 self.up_t = t
                 self._previous = None
             else:
-                self._quiet_since = None  # settle again before the next try
+                self._settling.reset()  # settle again before the next try
 
     def skipped(self, action: Action) -> None:
         """The step was not taken (no quiet moment, the hourly limit)."""
         if action.step == DOWN:
             self._stepped_down = True
         else:
-            self._quiet_since = None
+            self._settling.reset()
 
     def still_wanted(self, t: float, action: Action) -> Decision | None:
         return None  # a call that rose is answered even when its share dips meanwhile

@@ -1,0 +1,134 @@
+"""The way back after a call (Pilot, the fake machine's clock): once the server runs below the
+profile's launch budget and the desktop has been back within what that budget leaves it for
+the settle time, the status line offers the launch budget again, and b opens the budget
+dialog at it; never at the launch budget, never while an adaptive guard steps up itself."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tests.support.console import make_app, settle, ticks
+from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
+from vramtop.core.adaptive_words import AdaptiveState
+from vramtop.core.headroom.terms import HeadroomInputs
+from vramtop.core.remedy import FlagChange
+from vramtop.tui.app import VramtopApp
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+
+SETTLE_S = 5.0
+OFFER = "the desktop is back to its size before the call: b relaunches at 0.93"
+
+
+LAUNCH = FlagChange(budget=0.93, max_model_len=MAX_MODEL_LEN)
+DURING = FlagChange(budget=0.83, max_model_len=65_536)  # the call's relaunch
+
+
+class LaunchedAt(FakeBackend):
+    """The fake machine whose profile launches at 0.93; an adaptive guard's state or none."""
+
+    def __init__(self, guard: AdaptiveState | None = None) -> None:
+        super().__init__(util=0.93)
+        self.guard = guard
+        self.length = MAX_MODEL_LEN
+        self.settle_s = SETTLE_S  # the profile's
+
+    @property
+    def profile_flags(self) -> FlagChange | None:
+        return LAUNCH
+
+    def relaunch(self, change: FlagChange, progress: Any = None, precheck: Any = None) -> Any:
+        if change.max_model_len is not None:
+            self.length = change.max_model_len
+        return super().relaunch(change, progress, precheck)
+
+    def headroom_inputs(self) -> HeadroomInputs | None:
+        inputs = super().headroom_inputs()
+        return None if inputs is None else replace(inputs, max_model_len=self.length)
+
+    def adaptive_state(self) -> AdaptiveState | None:
+        return self.guard
+
+
+def console(backend: LaunchedAt) -> VramtopApp:
+    return make_app(backend)
+
+
+def status(app: VramtopApp) -> str:
+    return app.shown.activity or ""
+
+
+async def test_the_way_back_is_offered_once_the_desktop_has_settled() -> None:
+    backend = LaunchedAt()
+    app = console(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        backend.call_on = True  # a call: the desktop rises
+        backend.relaunch(DURING)  # relaunched to 0.83 for it
+        await ticks(pilot, 3)
+        assert OFFER not in status(app)
+        backend.call_on = False  # the call ends
+        await ticks(pilot, int(SETTLE_S) - 1)  # back for less than the settle time
+        assert OFFER not in status(app), status(app)
+        await ticks(pilot, 2)
+        said = status(app)
+        assert said.startswith(OFFER), said
+        assert "KV tokens, --max-model-len 163,840)" in said and "(+" in said, said
+        await pilot.press("b")
+        await settle(pilot)
+        assert isinstance(app.screen, BudgetDialog)
+        assert app.screen.value_text == "0.93"
+        await pilot.press("enter")  # the relaunch: the profile's flags as one FlagChange
+        await settle(pilot)
+        assert backend.changes[-1] == LAUNCH
+        assert app.way_back_offer is None
+        assert OFFER not in status(app)
+        # Back at the launch budget: never offered again.
+        await ticks(pilot, int(SETTLE_S) * 3)
+        assert app.way_back_offer is None
+
+
+async def test_the_offer_goes_when_a_call_comes_again() -> None:
+    backend = LaunchedAt()
+    app = console(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        backend.relaunch(DURING)
+        await ticks(pilot, int(SETTLE_S) + 1)
+        assert status(app).startswith(OFFER), status(app)
+        backend.call_on = True
+        await ticks(pilot, 1)
+        assert OFFER not in status(app)
+        assert app.way_back_offer is None
+
+
+async def test_no_offer_at_the_launch_budget() -> None:
+    backend = LaunchedAt()
+    app = console(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        backend.call_on = True
+        await ticks(pilot, 2)
+        backend.call_on = False
+        await ticks(pilot, int(SETTLE_S) * 3)
+        assert OFFER not in status(app), status(app)
+        assert app.way_back_offer is None
+        # Below it, the same console offers it.
+        backend.relaunch(DURING)
+        await ticks(pilot, int(SETTLE_S) + 1)
+        assert status(app).startswith(OFFER), status(app)
+
+
+async def test_no_offer_while_an_adaptive_guard_steps_up_itself() -> None:
+    backend = LaunchedAt(AdaptiveState(0.93, 0.83, 1.0, None))
+    app = console(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        backend.relaunch(DURING)
+        await ticks(pilot, int(SETTLE_S) * 3)
+        assert OFFER not in status(app), status(app)
+        assert app.way_back_offer is None
+        # The guard left: the console offers it from then on.
+        backend.guard = None
+        await ticks(pilot, int(SETTLE_S) + 1)
+        assert status(app).startswith(OFFER), status(app)
