@@ -17,7 +17,7 @@ from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 
 SETTLE_S = 5.0
-OFFER = "the desktop is back to its size before the call: b relaunches at 0.93"
+OFFER = "call over: b relaunches at 0.93"
 
 
 LAUNCH = FlagChange(budget=0.93, max_model_len=MAX_MODEL_LEN)

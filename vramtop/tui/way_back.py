@@ -30,10 +30,8 @@ class WayBackOffer:
         if self.flags.max_model_len is not None:
             gives.append(f"--max-model-len {self.flags.max_model_len:,}")
         said = f" ({', '.join(gives)})" if gives else ""
-        return (
-            "the desktop is back to its size before the call: "
-            f"{key} relaunches at {self.budget:.2f}{said}"
-        )
+        # Short: it shares the status line with the server's state at 120 columns.
+        return f"call over: {key} relaunches at {self.budget:.2f}{said}"
 
 
 class WayBack:
