@@ -3,9 +3,11 @@ finding to show."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.worker import WorkerCancelled
 
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Finding
@@ -30,7 +32,10 @@ async def settle(pilot: Pilot[int]) -> None:
         # The reader lives as long as the console: wait for the others, and for its reads.
         actions = [w for w in app.workers if w.group != "tick"]
         if actions:  # (an empty list means every worker to Textual)
-            await app.workers.wait_for_complete(actions)
+            # A worker cancelled meanwhile (the app closing, an exclusive one replaced) has
+            # ended too: Textual says so by raising.
+            with contextlib.suppress(WorkerCancelled):
+                await app.workers.wait_for_complete(actions)
         await _reads_shown(pilot)
 
 
