@@ -41,3 +41,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if chosen.isdigit():
         return int(chosen)
     return 2 * len(os.sched_getaffinity(0))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """vramtop's modules compiled once, before the tests start it as a process (hundreds of
+    times): where PYTHONDONTWRITEBYTECODE is set, as in CI's environment, no process would
+    keep what it compiled, and each would compile anew every module it imports (about a
+    fifth of a second of CPU for a `vramtop status`). What pip does on an install; run by
+    the first process only (xdist's workers find it done), and quick when nothing changed."""
+    if hasattr(session.config, "workerinput"):
+        return
+    import compileall
+
+    import vramtop
+
+    compileall.compile_dir(Path(vramtop.__file__).parent, quiet=1)

@@ -13,91 +13,15 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
 from vramtop import __version__
 from vramtop.commands.argtypes import front_door, interval_seconds, server_url, variable_name
+from vramtop.commands.catalog import BY_NAME, COMMANDS, CONSOLE_PAGE
 from vramtop.outcomes import ExitCode
 from vramtop.sim.card import CARDS
-
-# Subcommand modules, in the order `--help` lists them.
-COMMAND_MODULES: tuple[str, ...] = (
-    "calc",
-    "diagnose",
-    "import_",
-    "lint",
-    "profile",
-    "record",
-    "replay",
-    "start",
-    "stop",
-    "restart",
-    "relaunch",
-    "status",
-    "logs",
-    "events",
-    "attach",
-    "doctor",
-    "export",
-    "guard",
-    "fleet",
-)
-
-# The top-level options each subcommand acts on (by `dest`): taken before its name or after
-# it alike (`vramtop --card spark stop --demo`, `vramtop stop --demo --card spark`); one it
-# does not act on is refused in both places rather than passed over.
-# The supervised server's (`supervised.target`): with --demo, --front-door is its door.
-_SERVER = ("demo", "wsl", "card", "profile", "front_door")
-_MACHINE = ("demo", "wsl", "card", "url", "profile", "no_windows", "api_key_env", "front_door")
-COMMAND_GLOBALS: dict[str, tuple[str, ...]] = {
-    "calc": ("json",),
-    "diagnose": ("json",),
-    "import": ("front_door",),
-    "lint": (),
-    "profile": (),
-    "record": (*_MACHINE, "interval"),
-    "replay": (),
-    "start": _SERVER,
-    "stop": _SERVER,
-    "restart": _SERVER,
-    "relaunch": _SERVER,
-    "status": (*_SERVER, "json"),
-    "logs": _SERVER,
-    "events": ("demo", "wsl", "card", "profile", "json"),
-    "attach": _SERVER,
-    "doctor": ("json", "url", "profile", "no_windows", "api_key_env"),
-    "export": (*_MACHINE, "interval"),
-    "guard": (*_MACHINE, "interval"),
-    "fleet": ("once", "json"),
-}
-
-
-# The documentation page that covers each command, relative to the repository (it reads as a
-# path offline and as a link on the repository's site): each `--help` ends with it.
-DOCS_PAGES: dict[str, str] = {
-    "calc": "docs/commands.md",
-    "diagnose": "docs/diagnosis.md",
-    "import": "docs/files.md",
-    "lint": "docs/commands.md",
-    "profile": "docs/files.md",
-    "record": "docs/commands.md",
-    "replay": "docs/commands.md",
-    "start": "docs/commands.md",
-    "stop": "docs/commands.md",
-    "restart": "docs/commands.md",
-    "relaunch": "docs/commands.md",
-    "status": "docs/commands.md",
-    "logs": "docs/commands.md",
-    "events": "docs/commands.md",
-    "attach": "docs/commands.md",
-    "doctor": "docs/commands.md",
-    "export": "docs/prometheus.md",
-    "guard": "docs/guard.md",
-    "fleet": "docs/prometheus.md",
-}
-CONSOLE_PAGE = "docs/console.md"  # `vramtop --help`: the console and `--once`
 
 DESCRIPTION = """\
 vramtop watches a vLLM server on the GPU your desktop also uses: VRAM split between vLLM and
@@ -124,7 +48,10 @@ class _Parser(argparse.ArgumentParser):
         super().error(mask_pasted_keys(message))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line's parser. `only`: the commands whose modules are imported for
+    their own options; every other command is named by its summary alone (the catalog), as
+    `vramtop --help` and an unknown command's message need. None: every command's module."""
     parser = _Parser(
         prog="vramtop",
         description=DESCRIPTION,
@@ -135,22 +62,26 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     from vramtop.commands.shared_options import add_shared_options
 
-    for name in COMMAND_MODULES:
-        module = importlib.import_module(f"vramtop.commands.{name}")
-        module.add_parser(subparsers)
+    for command in COMMANDS:
+        if only is None or command.name in only:
+            importlib.import_module(command.module).add_parser(subparsers)
+        else:
+            subparsers.add_parser(command.name, help=command.summary, add_help=False)
     parser.docs_page = CONSOLE_PAGE
-    for command, sub in subparsers.choices.items():
+    for name, sub in subparsers.choices.items():
+        if only is not None and name not in only:
+            continue
         if isinstance(sub, _Parser):
-            sub.docs_page = DOCS_PAGES.get(command)
-        if COMMAND_GLOBALS[command]:
-            add_shared_options(sub, *COMMAND_GLOBALS[command])
+            sub.docs_page = BY_NAME[name].docs_page
+        if BY_NAME[name].takes:
+            add_shared_options(sub, *BY_NAME[name].takes)
     return parser
 
 
 def _refuse_unused_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """A top-level option given before a subcommand that does not act on it: refused (exit 2)
     as the subcommand refuses it after its name, never passed over in silence."""
-    taken = COMMAND_GLOBALS[args.command]
+    taken = BY_NAME[args.command].takes
     for action in parser._actions:
         if not action.option_strings or action.dest in taken or action.dest in ("help", "version"):
             continue
@@ -223,34 +154,37 @@ def add_monitor_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _NotForTheShortParser(Exception):
-    """The arguments need the whole parser (a subcommand, help, or an error to word)."""
+class _NotForTheFirstPass(Exception):
+    """The arguments need the parser that words errors (an option's bad value, say)."""
 
 
-class _ShortParser(argparse.ArgumentParser):
+class _FirstPassParser(_Parser):
     def error(self, message: str) -> NoReturn:
-        raise _NotForTheShortParser(message)
+        raise _NotForTheFirstPass(message)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The arguments, parsed. With no subcommand (the console, `--once`), by a parser of the
-    top-level options alone: the whole one imports every command's module, which the console
-    and `--once` never use (`--once` is timed by people). Anything else, help and every error
-    go to the whole parser, so what it accepts and says is the same."""
+    """The arguments, parsed, with only the named command's module imported: all of them
+    together take most of a second to import, which every `vramtop status` would pay and the
+    console and `--once` (timed by people) never use. A first pass with every command named
+    by its summary alone finds which command was typed; the parser that parses for real then
+    has that command's own options, so what it accepts, refuses and says is the same as the
+    whole parser's (tests/cli/test_options_everywhere.py holds them to it)."""
     tokens = list(sys.argv[1:] if argv is None else argv)
-    if not {"-h", "--help"} & set(tokens):
-        short = _ShortParser(prog="vramtop", add_help=False)
-        add_monitor_options(short)
-        short.add_argument("--version", action="version", version=f"vramtop {__version__}")
-        try:
-            args, rest = short.parse_known_args(tokens)
-        except _NotForTheShortParser:
-            pass
-        else:
-            if not rest:
-                args.command = None
-                return args
-    parser = build_parser()
+    first = _FirstPassParser(prog="vramtop", add_help=False)
+    add_monitor_options(first)
+    first.add_argument("--version", action="store_true")
+    names = first.add_subparsers(dest="command")
+    for command in COMMANDS:
+        names.add_parser(command.name, add_help=False)
+    try:
+        found, rest = first.parse_known_args(tokens)
+    except _NotForTheFirstPass:
+        found, rest = None, tokens
+    if found is not None and found.command is None and not rest and not found.version:
+        del found.version
+        return found  # the console or `--once`: no command's module at all
+    parser = build_parser(() if found is None or found.command is None else (found.command,))
     args = parser.parse_args(argv)
     if args.command:
         _refuse_unused_globals(parser, args)
@@ -270,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log_to_file(console=not args.command and not args.once)
     try:
         if args.command:
-            module = importlib.import_module(f"vramtop.commands.{_module_for(args.command)}")
+            module = importlib.import_module(BY_NAME[args.command].module)
             return int(module.run(args))
         from vramtop.commands import monitor
 
@@ -318,10 +252,6 @@ def _unexpected(exc: Exception) -> int:
         file=sys.stderr,
     )
     return ExitCode.ERROR
-
-
-def _module_for(command: str) -> str:
-    return command.replace("-", "_") if command != "import" else "import_"
 
 
 class _LogFileHandler(logging.StreamHandler[TextIO]):

@@ -10,7 +10,8 @@ import io
 
 import pytest
 
-from vramtop.cli import COMMAND_GLOBALS, build_parser, parse_args
+from vramtop.cli import build_parser, parse_args
+from vramtop.commands.catalog import BY_NAME
 
 # A value for each top-level option (none for a flag).
 VALUES: dict[str, list[str]] = {
@@ -72,7 +73,7 @@ def test_an_option_means_the_same_before_and_after_the_subcommand(command: str) 
         after = _parsed([command, *rest, flag, *value])
         assert before == after, f"vramtop {command}: {flag} before and after its name differ"
         dest = flag.removeprefix("--").replace("-", "_")
-        assert (before is not None) is (dest in COMMAND_GLOBALS[command]), (command, flag)
+        assert (before is not None) is (dest in BY_NAME[command].takes), (command, flag)
 
 
 @pytest.mark.parametrize(

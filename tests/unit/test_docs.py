@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from vramtop import cli
+from vramtop.commands.catalog import BY_NAME, COMMANDS, CONSOLE_PAGE
 from vramtop.core.keymap import ACTIONS
 from vramtop.tui.keys import KEY_DISPLAY
 
@@ -108,21 +109,21 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_each_command_has_a_docs_page_that_exists() -> None:
-    assert set(cli.DOCS_PAGES) == set(subcommands()), "a command without its page (DOCS_PAGES)"
-    for page in {*cli.DOCS_PAGES.values(), cli.CONSOLE_PAGE}:
+    assert set(BY_NAME) == set(subcommands()), "a command missing from the catalog"
+    for page in {*(c.docs_page for c in COMMANDS), CONSOLE_PAGE}:
         assert (ROOT / page).is_file(), page
 
 
-@pytest.mark.parametrize("command", sorted(cli.DOCS_PAGES))
+@pytest.mark.parametrize("command", sorted(BY_NAME))
 def test_each_commands_help_ends_with_its_page_which_covers_it(command: str) -> None:
-    page = cli.DOCS_PAGES[command]
+    page = BY_NAME[command].docs_page
     assert subcommands()[command].format_help().rstrip().endswith(f"Docs: {page}")
     text = (ROOT / page).read_text(encoding="utf-8")
     assert re.search(rf"`(vramtop )?{re.escape(command)}\b", text), f"{page} says nothing of it"
 
 
 def test_the_consoles_help_ends_with_the_consoles_page() -> None:
-    assert cli.build_parser().format_help().rstrip().endswith(f"Docs: {cli.CONSOLE_PAGE}")
+    assert cli.build_parser().format_help().rstrip().endswith(f"Docs: {CONSOLE_PAGE}")
 
 
 @pytest.mark.parametrize("binding", [a[0] for a in ACTIONS])

@@ -10,12 +10,13 @@ from urllib.parse import urlsplit
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import pid, port
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("attach", help="adopt a running vLLM server (by port or pid)")
+    p = subparsers.add_parser("attach", help=summary("attach"))
     supervised.add_common(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--port", type=port, help="the port it listens on (default 8000)")

@@ -23,6 +23,7 @@ from vramtop.commands.argtypes import (
 )
 from vramtop.commands.calc_inputs import CalcError, build_inputs, choose_block_size, read_log
 from vramtop.commands.calc_options import CalcOptions
+from vramtop.commands.catalog import summary
 from vramtop.core.budget import (
     CPU_POOL_WORDS,
     GIB,
@@ -60,7 +61,7 @@ Terms not given, measured or calibrated are estimated and listed as such.
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "calc",
-        help="what a budget (--gpu-memory-utilization) gives the KV pool and leaves the desktop",
+        help=summary("calc"),
         description="Predict vLLM's KV pool, tokens and concurrency for one or more budgets, "
         "and the desktop headroom each leaves.",
         epilog=EPILOG,

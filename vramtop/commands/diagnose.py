@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import NormalRate
@@ -22,7 +23,7 @@ EXIT_UNREADABLE = 2
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "diagnose",
-        help="name what went wrong in a recorded session",
+        help=summary("diagnose"),
         description="Read a session recorded by `vramtop record` (or the console) and print "
         "the findings the live console would have raised: what happened, the numbers, "
         "what it rules out, and what to do.",

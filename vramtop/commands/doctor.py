@@ -10,6 +10,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given, Target
 from vramtop.machines.doctor_report import render, run_checks
 from vramtop.machines.setup_checks import Facts, wait_for_windows
@@ -20,8 +21,7 @@ WINDOWS_WAIT_S = 15.0
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "doctor",
-        help="what vramtop can see on this machine and why not, with the fix "
-        "(exit 0 split shown, 3 only derived, 4 GPU unreadable)",
+        help=summary("doctor"),
     )
     from vramtop.commands.shared_options import add_shared_options
 

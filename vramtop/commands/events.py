@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.json_types import JsonObject
@@ -53,7 +54,7 @@ def since_time(text: str, now: float | None = None) -> float:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "events",
-        help="the profile's lasting timeline: starts, stops, relaunches, findings",
+        help=summary("events"),
         description="The events kept for a profile across vramtop's runs (bounded, rotated).",
     )
     add_shared_options(p, "demo", "card", "profile", "json")

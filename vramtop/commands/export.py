@@ -18,6 +18,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from vramtop.commands.argtypes import interval_seconds
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.addresses import parse_host_port
@@ -37,7 +38,7 @@ DASHBOARD_FILE = "vramtop-dashboard.json"
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="serve vramtop's metrics to Prometheus (headless)",
+        help=summary("export"),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

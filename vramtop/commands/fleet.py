@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given
 from vramtop.outcomes import ExitCode
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "fleet",
-        help="several boxes on one screen, from their `vramtop export` (read-only)",
+        help=summary("fleet"),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from vramtop.commands.argtypes import finite_float, interval_seconds
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
@@ -35,7 +36,7 @@ AUTO_REMEDY_CHOICES = ("off", "between-turns")
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "guard",
-        help="watch without a screen: notify, keep the timeline, relaunch on its own if asked",
+        help=summary("guard"),
         description="Watch the profile's vLLM server for hours without the console: send a "
         "notification when a finding opens or closes and for every action, keep the "
         "profile's timeline, and (opt-in) relaunch with the collapse's remedy between agent "

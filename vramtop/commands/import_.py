@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from vramtop import profiles
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.core import secrets
@@ -25,9 +26,7 @@ from vramtop.profile_file import profile_to_toml, shown_input
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "import", help="turn a vLLM launch script into a profile", description=__doc__
-    )
+    parser = subparsers.add_parser("import", help=summary("import"), description=__doc__)
     parser.add_argument("script", help="the bash script that starts vLLM")
     parser.add_argument("--name", help="the profile's name (default: the script's name)")
     parser.add_argument("--print", action="store_true", help="show the profile; save nothing")

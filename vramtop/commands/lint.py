@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from vramtop import profiles
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.catalog import summary
 from vramtop.commands.import_ import read_config_defaults, read_script
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
@@ -28,9 +29,7 @@ EXIT_WARNINGS = 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "lint", help="check a profile or launch script for risky settings", description=__doc__
-    )
+    parser = subparsers.add_parser("lint", help=summary("lint"), description=__doc__)
     parser.add_argument(
         "target",
         nargs="?",

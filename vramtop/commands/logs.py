@@ -11,13 +11,14 @@ from pathlib import Path
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import count_or_zero
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.secrets import mask_line
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("logs", help="print the server's log (-f to follow)")
+    p = subparsers.add_parser("logs", help=summary("logs"))
     supervised.add_common(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument(

@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from vramtop import profile_file, profiles
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given
 from vramtop.config import ConfigError
 from vramtop.outcomes import ExitCode
@@ -14,7 +15,7 @@ from vramtop.settings import load_settings
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("profile", help="list, show or pick server profiles")
+    parser = subparsers.add_parser("profile", help=summary("profile"))
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("list", help="the saved profiles (* marks the default)")
     show = actions.add_parser("show", help="a profile as TOML (secrets masked)")

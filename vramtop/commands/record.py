@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.core.bounds import interval_problem
@@ -32,7 +33,7 @@ DEFAULT_INTERVAL_S = 1.0
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "record",
-        help="record a session to a file (for `vramtop diagnose` and `vramtop replay`)",
+        help=summary("record"),
         description="Watch the GPU and the vLLM server without the console and write every "
         "sample, the server's starts and exits, and each finding to FILE (JSON Lines).",
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import kv_cache_dtype, model_len
+from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.headroom.startup_checks import round_model_len
@@ -33,9 +34,7 @@ def _budget(text: str) -> float:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
-        "relaunch", help="restart with a new budget, max-model-len or KV dtype"
-    )
+    p = subparsers.add_parser("relaunch", help=summary("relaunch"))
     supervised.add_common(p)
     p.add_argument("--budget", type=_budget, help="new --gpu-memory-utilization, e.g. 0.85")
     p.add_argument("--max-model-len", type=model_len, help="new --max-model-len")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vramtop.commands.argtypes import finite_float
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given
 from vramtop.outcomes import ExitCode
 
@@ -18,7 +19,7 @@ DEFAULT_SPEED = 10.0
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "replay",
-        help="play a recorded session through the console",
+        help=summary("replay"),
         description="Play a session recorded with `vramtop record` (or the console's recording "
         "option) through the console, at a chosen speed, so a collapse can be looked at again "
         "and shown to someone. The findings are worked out again by the same diagnosis.",

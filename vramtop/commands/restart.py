@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from vramtop.commands import supervised
+from vramtop.commands.catalog import summary
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("restart", help="stop and start the server with the same flags")
+    p = subparsers.add_parser("restart", help=summary("restart"))
     supervised.add_launch_options(p)
 
 

@@ -6,10 +6,11 @@ import argparse
 
 from vramtop.commands import supervised
 from vramtop.commands.argtypes import front_door
+from vramtop.commands.catalog import summary
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("start", help="start the profile's vLLM server and wait until ready")
+    p = subparsers.add_parser("start", help=summary("start"))
     supervised.add_launch_options(p)
     p.add_argument(
         "--front-door",

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
+from vramtop.commands.catalog import summary
 from vramtop.commands.common import query_time
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
@@ -24,7 +25,7 @@ NO_PROFILE = (
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("status", help="show the server's state (--json for scripts)")
+    p = subparsers.add_parser("status", help=summary("status"))
     supervised.add_common(p, json=True)
 
 

@@ -6,11 +6,12 @@ import argparse
 from dataclasses import dataclass, replace
 
 from vramtop.commands import supervised
+from vramtop.commands.catalog import summary
 from vramtop.commands.shared_options import Given, Target
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("stop", help="stop the server (every process of it)")
+    p = subparsers.add_parser("stop", help=summary("stop"))
     supervised.add_common(p)
     p.add_argument("--all", action="store_true", help="with --demo: also stop the simulated GPU")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
