@@ -10,8 +10,10 @@ from textual.app import ComposeResult
 from tests.support.console import make_app
 from tests.support.fake_backend import FakeBackend
 from vramtop import locations
+from vramtop.outcomes import ActionResult
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.messages import ActionFinished, ActionProgress, SampleArrived, TickFailed
 from vramtop.tui.themes import ThemeFileError, load_themes, theme_from_file, theme_from_mapping
 
 
@@ -91,3 +93,17 @@ async def test_the_theme_is_chosen_before_the_layout_is_composed() -> None:
     async with app.run_test(size=(100, 30)):
         assert themes == ["vramtop-light"]
         assert app.has_class("-light-mode")
+
+
+async def test_a_read_handled_after_the_screens_are_gone_is_let_go() -> None:
+    """On a busy machine a frame posted just before the console closed was handled after its
+    screens were gone, and the console stopped on an unexpected error as it quit."""
+    backend = FakeBackend()
+    app = VramtopApp(backend, Settings(interval_s=3600), clock=backend.clock)
+    async with app.run_test(size=(100, 30)):
+        pass
+    assert app.closed
+    app.on_sample_arrived(SampleArrived(backend.tick()))
+    app.on_tick_failed(TickFailed("the source hung"))
+    app.on_action_progress(ActionProgress("restart", "stopping"))
+    app.on_action_finished(ActionFinished("restart", ActionResult(ok=True, message="ready")))

@@ -436,10 +436,12 @@ class VramtopApp(App[int]):
         self.actions.quit_console()
 
     def on_action_progress(self, message: ActionProgress) -> None:
-        self.actions.progress(message)
+        if not self.closed:
+            self.actions.progress(message)
 
     def on_action_finished(self, message: ActionFinished) -> None:
-        self.actions.finished(message)
+        if not self.closed:
+            self.actions.finished(message)
 
     # -- reading (Reader) ----------------------------------------------------------------
     def request_tick(self) -> None:
@@ -452,8 +454,16 @@ class VramtopApp(App[int]):
         """A read was asked for and its sample has not been shown yet."""
         return self.reader.reads_pending
 
+    @property
+    def closed(self) -> bool:
+        """The console's screens are gone (it is closing): a read posted before and handled
+        now has nothing left to be shown on."""
+        return not self.screen_stack
+
     def on_tick_failed(self, message: TickFailed) -> None:
         self.reader.answered(message.answers)
+        if self.closed:
+            return
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
         self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
@@ -463,6 +473,8 @@ class VramtopApp(App[int]):
 
     def on_sample_arrived(self, message: SampleArrived) -> None:
         self.reader.answered(message.answers)
+        if self.closed:
+            return  # seen on a busy machine: a frame handled after quitting
         self._panels.server_log.say_unread(None)
         frame = message.frame
         previous_state = self.shown.server_state
