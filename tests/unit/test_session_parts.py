@@ -16,9 +16,7 @@ from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter, make_header
 
 
-def test_the_journal_keeps_the_latest_events_and_records_them_while_it_can(
-    tmp_path: Path,
-) -> None:
+def test_the_journal_keeps_the_latest_events_and_records_while_it_can(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     writer = SessionWriter(path, make_header(started_at="2026-12-01T00:00:00Z"))
     journal = SessionJournal(writer)

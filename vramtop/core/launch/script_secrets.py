@@ -47,14 +47,7 @@ class ScriptSecrets:
         only the running shell can do)."""
         parts = [s for s in value.segments if not (isinstance(s, Lit) and not s.text)]
         only = parts[0] if len(parts) == 1 else None
-        for seg in parts:
-            if isinstance(seg, Cmd):
-                self.values.add(seg.raw)
-            elif isinstance(seg, Var) and seg.default:
-                self.values.update((seg.default, seg.raw))
-        resolved = self.vars.resolve_or_none(value)
-        if resolved:
-            self.values.add(resolved)
+        self.values.update(key_texts(value, self.vars))
         if isinstance(only, Cmd) and not echoes_literal(only):
             self.vars[name] = Variable(None, line, " from a command")
             return False
@@ -112,3 +105,19 @@ class ScriptSecrets:
         never stored, and noted."""
         self.vars[name] = Variable(None, line, _NOT_STORED, secret=source)
         self.note(name, source, line)
+
+
+def key_texts(value: Word, vars: ScriptVariables) -> set[str]:
+    """The texts of a value word that holds a key, each of which a message must not repeat:
+    a command's text, a default and the expansion around it, and the value itself where the
+    script's variables give it."""
+    out: set[str] = set()
+    for seg in value.segments:
+        if isinstance(seg, Cmd):
+            out.add(seg.raw)
+        elif isinstance(seg, Var) and seg.default:
+            out.update((seg.default, seg.raw))
+    resolved = vars.resolve_or_none(value)
+    if resolved:
+        out.add(resolved)
+    return out
