@@ -3,12 +3,12 @@ settings.py).
 
 Every field carries a docstring: they are the user documentation of the files. A broken file
 never gives a traceback: `ConfigError` names the file, the line (TOML syntax) or the field
-(validation), and what is wrong.
+(validation), and what is wrong. What each field accepts is its type's rule
+(profile_fields.py).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +23,21 @@ from pydantic import (
     model_validator,
 )
 
-from vramtop.core import secrets
 from vramtop.core.addresses import parse_host_port
-from vramtop.core.names import PROFILE_NAME_RULE, is_profile_name
 from vramtop.core.vllm import args as vllm_args
+from vramtop.profile_fields import (
+    CommandLine,
+    DoorAddress,
+    Environment,
+    Port,
+    ProfileName,
+    Seconds,
+    SecondsOrZero,
+    VariableName,
+    refuse_nul,
+)
 from vramtop.settings import ConfigError as ConfigError  # the error of every config file
 
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where a listening-on-everything host is scraped from this machine.
 _ALL_INTERFACES = {"0.0.0.0", "::", "", "[::]"}
 
@@ -54,12 +62,12 @@ class Profile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: ProfileName
     """The profile's name (also its file name: profiles/NAME.toml)."""
-    argv: list[str]
+    argv: CommandLine
     """vLLM's own command line, word by word, e.g. ["vllm", "serve", "MODEL", "--port", "8000"].
     Never run through a shell."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Environment = Field(default_factory=dict)
     """Environment variables set for the server (vramtop never puts a key here itself)."""
     cwd: str | None = None
     """Working directory for the server (absent: vramtop's own)."""
@@ -68,28 +76,28 @@ class Profile(BaseModel):
     `source ~/miniconda3/etc/profile.d/conda.sh && conda activate env_vllm`."""
     host: str = "127.0.0.1"
     """Where the server listens (from `--host`); 0.0.0.0 is scraped on 127.0.0.1."""
-    port: int = 8000
+    port: Port = 8000
     """The server's port (from `--port`)."""
-    api_key_env: str | None = None
+    api_key_env: VariableName | None = None
     """The name of the environment variable holding the API key (never the key itself). The
     server gets its value as VLLM_API_KEY, the only variable vLLM reads it from; starting is
     refused while that variable is not set, rather than serving without a key."""
-    hf_token_env: str | None = None
+    hf_token_env: VariableName | None = None
     """The name of the environment variable holding the Hugging Face token (never the token
     itself); the server gets its value as HF_TOKEN."""
-    stop_timeout_s: float = 15.0
+    stop_timeout_s: Seconds = 15.0
     """Seconds to wait after SIGTERM before SIGKILL when stopping."""
     auto_restart: bool = False
     """Restart the server (with backoff, a limited number of times) when it exits unasked."""
-    front_door: str | None = None
+    front_door: DoorAddress | None = None
     """Where vramtop's front door listens, `HOST:PORT` (e.g. "127.0.0.1:8000", the address
     the agent already uses); absent: no front door. With one, vLLM listens on a loopback port
     vramtop chooses, and the door, a process of its own, forwards every request to it and
     holds the requests that arrive while it restarts or relaunches."""
-    front_door_hold_s: float = 600.0
+    front_door_hold_s: Seconds = 600.0
     """With a front door: how long a request may be held while the server restarts before
     it is answered 503 (with Retry-After), in seconds."""
-    drain_s: float = 120.0
+    drain_s: SecondsOrZero = 120.0
     """With a front door: how long a restart or relaunch lets the requests in flight finish
     before it stops the server anyway, in seconds."""
     notify: list[str] | None = None
@@ -103,7 +111,7 @@ class Profile(BaseModel):
     """`vramtop guard`: this profile's budget is the one for outside calls; when the desktop's
     share rises towards what it leaves the desktop, step down to the remedy's flags between
     agent turns, and back up once the desktop has settled for `settle_s`."""
-    settle_s: float = 300.0
+    settle_s: Seconds = 300.0
     """`vramtop guard --adaptive`: seconds the desktop must stay within the outside-call
     allowance before the budget steps back up."""
     history: list[ProfileChange] = Field(default_factory=list)
@@ -126,84 +134,10 @@ class Profile(BaseModel):
         """The file this profile was read from; its copies (a relaunch's) keep it."""
         return self._loaded_from
 
-    @field_validator("name")
-    @classmethod
-    def _name_is_a_file_name(cls, value: str) -> str:
-        if not is_profile_name(value):
-            raise ValueError(f"use {PROFILE_NAME_RULE}")
-        return value
-
-    @field_validator("argv")
-    @classmethod
-    def _argv_not_empty(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("the command line is empty")
-        return value
-
     @field_validator("*")
     @classmethod
     def _no_nul(cls, value: object) -> object:
-        """Every text of a profile reaches a command line, an environment or a path, none of
-        which can carry a NUL character: refused here, when the profile is read, rather than
-        by the system call at start."""
-        where = _nul_in(value)
-        if where is not None:
-            raise ValueError(
-                f"{where}holds a NUL character (\\0), which no command line, environment or "
-                "path can carry: remove it"
-            )
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        # A name with `=` would set another variable than the one written (or none); an empty
-        # one is no variable at all.
-        for name in value:
-            if not _VARIABLE.match(name):
-                shown = "" if secrets.looks_like_key(name) else f" {name[:40]!r}"
-                raise ValueError(
-                    f"the variable name{shown} is not one (letters, digits and _, not "
-                    "starting with a digit; no '=', space or NUL)"
-                )
-        return value
-
-    @field_validator("api_key_env", "hf_token_env")
-    @classmethod
-    def _a_variable_name(cls, value: str | None) -> str | None:
-        # A key pasted here instead of its variable's name would be shown and stored as one.
-        problem = None if value is None else secrets.variable_name_problem(value)
-        if problem is not None:
-            raise ValueError(f"the value {problem}")
-        return value
-
-    @field_validator("port")
-    @classmethod
-    def _port_in_range(cls, value: int) -> int:
-        if not 1 <= value <= 65535:
-            raise ValueError("must be between 1 and 65535")
-        return value
-
-    @field_validator("front_door")
-    @classmethod
-    def _a_door_address(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_door_address(value)  # ValueError: the message says what is wrong
-        return value
-
-    @field_validator("drain_s")
-    @classmethod
-    def _not_negative(cls, value: float) -> float:
-        if not 0 <= value < 1e6:
-            raise ValueError("must be 0 or more (seconds)")
-        return value
-
-    @field_validator("stop_timeout_s", "front_door_hold_s", "settle_s")
-    @classmethod
-    def _positive(cls, value: float) -> float:
-        if value <= 0:
-            raise ValueError("must be more than 0")
-        return value
+        return refuse_nul(value)
 
     @model_validator(mode="after")
     def _port_is_the_one_vllm_binds(self) -> Profile:
@@ -261,24 +195,6 @@ class Profile(BaseModel):
     def shown_argv(self) -> list[str]:
         """The command line with secrets masked: use this for anything shown or written."""
         return vllm_args.mask_secrets(self.argv)
-
-
-def _nul_in(value: object) -> str | None:
-    """Where a NUL character is in a field's value ("" for the value itself, "word N " in a
-    list, "the value of NAME " in a table); None when it holds none."""
-    if isinstance(value, str):
-        return "" if "\0" in value else None
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            if _nul_in(item) is not None:
-                return f"word {index + 1} "
-    if isinstance(value, dict):
-        for name, item in value.items():
-            if _nul_in(name) is not None:
-                return "a variable's name "
-            if _nul_in(item) is not None:
-                return "a variable's value " if secrets.is_secret_name(name) else f"{name} "
-    return None
 
 
 # The guard's profile fields and their defaults (see `Profile`).

@@ -2,8 +2,11 @@
 
 from dataclasses import replace
 
+import pytest
+
+from vramtop.core.budget import budget_bytes
 from vramtop.core.headroom.calculator import predict
-from vramtop.core.headroom.live_inputs import live_headroom_inputs
+from vramtop.core.headroom.live_inputs import MeasuredPool, live_headroom_inputs, pool_inputs
 from vramtop.core.model import (
     GIB,
     MIB,
@@ -104,3 +107,22 @@ def test_a_pool_from_the_log_beside_metrics_without_one_goes_with_the_logs_budge
     inputs = live_headroom_inputs(replace(sample, server=stale, startup=log, info=record))
     assert inputs is not None
     assert abs(predict(inputs, 0.93).kv_cache_bytes - POOL) <= 16 * 2 * 41_200
+
+
+def test_a_measured_pool_is_one_value_the_calibration_starts_from() -> None:
+    pool = MeasuredPool(
+        total_bytes=TOTAL,
+        budget=0.93,
+        kv_bytes=POOL,
+        tokens=TOKENS,
+        kv_cache_dtype="fp8",
+        block_size=16,
+        max_model_len=163_840,
+        startup=None,
+        outside_budget_bytes=512 * MIB,
+    )
+    inputs = pool_inputs(pool)
+    # No startup terms: the fixed terms are one measured lump, the budget less the pool.
+    assert inputs.weights_bytes == budget_bytes(TOTAL, 0.93) - POOL
+    assert predict(inputs, 0.93).kv_cache_tokens == pytest.approx(TOKENS, rel=0.01)
+    assert hash(pool) == hash(replace(pool)) and pool_inputs(replace(pool)) == inputs

@@ -24,7 +24,7 @@ from vramtop.core.budget import (
     outside_budget,
 )
 from vramtop.core.headroom.from_startup import gib, inputs_from_startup
-from vramtop.core.headroom.live_inputs import pool_inputs
+from vramtop.core.headroom.live_inputs import MeasuredPool, pool_inputs
 from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.core.json_types import JsonObject
@@ -144,16 +144,18 @@ def _from_pool(
         facts = replace(facts, version=options.vllm_version)
     assert facts.available_kv_gib is not None and facts.kv_cache_tokens is not None
     inputs = pool_inputs(
-        total,
-        util,
-        gib(facts.available_kv_gib),
-        facts.kv_cache_tokens,
-        settings["kv_cache_dtype"],
-        settings["block_size"],
-        max_model_len or facts.max_concurrency_len or 8192,
-        facts if facts.weights_gib is not None else None,
-        outside_budget(outside),
-        served_dtype=served,
+        MeasuredPool(
+            total_bytes=total,
+            budget=util,
+            kv_bytes=gib(facts.available_kv_gib),
+            tokens=facts.kv_cache_tokens,
+            kv_cache_dtype=settings["kv_cache_dtype"],
+            block_size=settings["block_size"],
+            max_model_len=max_model_len or facts.max_concurrency_len or 8192,
+            startup=facts if facts.weights_gib is not None else None,
+            outside_budget_bytes=outside_budget(outside),
+            served_dtype=served,
+        )
     )
     if outside is None:
         inputs = replace(inputs, outside_budget_bytes=None)  # listed as estimated

@@ -153,7 +153,7 @@ def demo_backend(
         return on
 
     def shutdown(stop_server: bool) -> None:
-        machine.stop_load()
+        machine.agent.stop()
         if stop_server:
             stop_demo_world(card)
 
@@ -174,4 +174,5 @@ def start_agent(start: DemoStart) -> None:
     every turn, one or two streams at once (the demo server runs at most two, as the field
     report's --max-num-seqs 2). A process of its own; it waits for the server."""
     # Through the front door when the demo has one: a restart then costs the agent nothing.
-    start.machine.start_load(start.supervisor.agent_url, concurrency=2, agent=True)
+    machine = start.machine
+    machine.agent.start(start.supervisor.agent_url, machine.server_env(), concurrency=2, agent=True)

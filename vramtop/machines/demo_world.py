@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from vramtop import files, locations
 from vramtop.sim.card import CARDS, DEFAULT_CARD
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.machine import SimMachine, free_port, sweep_sim_processes
 from vramtop.sim.world_protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def stop_demo_world(card: str = DEFAULT_CARD) -> bool:
     machine = demo_machine(card=card)
     if not world_alive(machine):
         return False
-    machine._kill_sim_processes()  # a sweep for strays; servers are stopped before this
+    sweep_sim_processes(machine.socket_path)  # a sweep for strays; servers are stopped before this
     with contextlib.suppress(WorldUnreachable):
         machine.client.request("shutdown")
     return True

@@ -1,8 +1,9 @@
 """The simulated machine as one object: the GPU world daemon plus helpers to run servers on it.
 
 SimMachine starts the world daemon (its own session), hands out the argv/env a supervisor uses
-to launch the fake vLLM server, toggles calls, runs a load generator, and builds probes.
-It does not supervise servers; `stop()` only sweeps up sim processes it can find on its socket.
+to launch the fake vLLM server, toggles calls, runs the agent (an `AgentProcess`), and builds
+probes. It does not supervise servers; `stop()` only sweeps up sim processes it can find on its
+socket.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from vramtop import files
+from vramtop.sim.agent_process import AgentProcess
 from vramtop.sim.card import CARDS, DEFAULT_CARD
 from vramtop.sim.world_protocol import (
     ALREADY_SERVED,
-    LOAD_API_KEY_ENV,
     SOCKET_ENV,
     SPEED_ENV,
     STARTUP_ENV,
@@ -64,8 +65,40 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha1(str(path).encode()).hexdigest()[:12]
+def world_socket(home: Path) -> Path:
+    """Where the world daemon of the machine at `home` listens. Unix socket paths are limited
+    to ~107 bytes; a long home falls back to a short private path."""
+    path = home / "gpu.sock"
+    if len(str(path)) > 100:
+        digest = hashlib.sha1(str(home).encode()).hexdigest()[:12]
+        path = Path("/tmp") / f"vramtop-sim-{digest}.sock"
+    return path
+
+
+def sweep_sim_processes(socket_path: Path) -> None:
+    """End the servers, engines, agents and doors still attached to the world at
+    `socket_path` (by their environment)."""
+    import psutil
+
+    mine = str(socket_path)
+    victims = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if not any(mark in cmd for mark in SIM_MARKS):
+                continue
+            if proc.environ().get(SOCKET_ENV) != mine:
+                continue
+            victims.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    for proc in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(victims, timeout=2.0)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
 
 
 class SimMachine:
@@ -90,16 +123,9 @@ class SimMachine:
         self.startup_s = startup_s
         # The daemon leaves by itself once unused this long (0: only when told to).
         self.idle_exit_s = idle_exit_s
+        self.socket_path = world_socket(self.home)
         self.world_proc: subprocess.Popen[bytes] | None = None
-        self.load: subprocess.Popen[bytes] | None = None  # the agent, a process of its own
-
-    @property
-    def socket_path(self) -> Path:
-        # Unix socket paths are limited to ~107 bytes; fall back to a short private path.
-        path = self.home / "gpu.sock"
-        if len(str(path)) > 100:
-            path = Path("/tmp") / f"vramtop-sim-{_digest(self.home)}.sock"
-        return path
+        self.agent = AgentProcess(seed, speed)
 
     @property
     def client(self) -> WorldClient:
@@ -150,8 +176,8 @@ class SimMachine:
         raise RuntimeError("the simulated GPU did not answer in time")
 
     def stop(self) -> None:
-        self.stop_load()
-        self._kill_sim_processes()
+        self.agent.stop()
+        sweep_sim_processes(self.socket_path)
         if self.world_proc is not None:
             with contextlib.suppress(WorldUnreachable):
                 self.client.request("shutdown")
@@ -162,30 +188,6 @@ class SimMachine:
                     os.killpg(self.world_proc.pid, signal.SIGKILL)
                 self.world_proc.wait(2.0)
             self.world_proc = None
-
-    def _kill_sim_processes(self) -> None:
-        """Servers and engines still attached to this world (by their environment)."""
-        import psutil
-
-        mine = str(self.socket_path)
-        victims = []
-        for proc in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                cmd = " ".join(proc.info["cmdline"] or [])
-                if not any(mark in cmd for mark in SIM_MARKS):
-                    continue
-                if proc.environ().get(SOCKET_ENV) != mine:
-                    continue
-                victims.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-        for proc in victims:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.terminate()
-        _, alive = psutil.wait_procs(victims, timeout=2.0)
-        for proc in alive:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
 
     def __enter__(self) -> SimMachine:
         return self.start()
@@ -240,47 +242,6 @@ class SimMachine:
 
     def state(self) -> WorldState:
         return cast(WorldState, self.client.request("state"))
-
-    # -- the agent ------------------------------------------------------------------------------
-    def start_load(
-        self, url: str, concurrency: int = 1, api_key: str | None = None, agent: bool = False
-    ) -> None:
-        """Start the agent (`python -m vramtop.sim.load`) as a process of its own. It carries
-        this world's socket in its environment, so `stop` sweeps it up with the servers, and
-        it stops by itself once the process that started it has gone."""
-        self.stop_load()
-        env = self.server_env()
-        if api_key:
-            env[LOAD_API_KEY_ENV] = api_key  # not on the command line, where `ps` shows it
-        cmd = [
-            sys.executable, "-m", "vramtop.sim.load",
-            "--url", url,
-            "--concurrency", str(concurrency),
-            "--seed", str(self.seed),
-            "--pause", str(0.3 / self.speed), str(2.0 / self.speed),
-            "--parent", str(os.getpid()),
-        ]  # fmt: skip
-        if agent:
-            cmd += ["--agent", "--phase", str(20.0 / self.speed), str(60.0 / self.speed)]
-        self.load = subprocess.Popen(
-            cmd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # the terminal's Ctrl-C is the console's to handle
-        )
-
-    def stop_load(self) -> None:
-        load, self.load = self.load, None
-        if load is None:
-            return
-        load.terminate()
-        try:
-            load.wait(3.0)
-        except subprocess.TimeoutExpired:
-            load.kill()
-            load.wait(2.0)
 
     def probe(self) -> SimGpuProbe:
         from vramtop.sim.gpu_probe import SimGpuProbe

@@ -7,7 +7,6 @@ the settle between (two calls in ten minutes are four relaunches, each wanted)."
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,12 +24,12 @@ from vramtop.core.guard.decisions import (
     Decision,
     Moment,
 )
+from vramtop.core.guard.hourly_limit import HourlyLimit
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.remedy import FlagChange
 
 TURN_WAIT_S = 120.0
 PER_HOUR = 3
-HOUR_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,9 @@ class GuardPolicy:
         self._pending_since = 0.0
         self._pending_start: float | None = None  # which server start the wait began on
         self._acting: Action | None = None
-        self._acts: deque[float] = deque()
+        # The hourly limit is the automatic remedy's: the adaptive budget is bounded by its
+        # calls (one step down and one up each, a settle between them).
+        self._limit = HourlyLimit(config.per_hour)
         self._last: Moment | None = None  # the latest sample's moment
 
     def acting(self) -> Action | None:
@@ -139,29 +140,17 @@ class GuardPolicy:
         if not proposals:
             return []
         action = proposals[0]
-        recent = [t for t in self._acts if m.t - t < HOUR_S]
-        if action.policy != ADAPTIVE and len(recent) >= self.config.per_hour:
+        refused = (
+            self._limit.refusal(m.t, action.flags.words()) if action.policy != ADAPTIVE else None
+        )
+        if refused is not None:
             self._give_up(action)
-            next_at = recent[0] + HOUR_S - m.t
-            why = (
-                f"{len(recent)} automatic relaunches in the last hour already (at most "
-                f"{self.config.per_hour}): not relaunching at {action.flags.words()}; the next "
-                f"may come in {next_at / 60:.0f} min"
-            )
-            return [Decision(m.t, SKIPPED, why, action)]
+            return [Decision(m.t, SKIPPED, refused, action)]
         self._pending, self._pending_since, self._pending_start = action, m.t, m.started_at
         if (m.between_turns or door.holds) and not m.busy and m.serving:
             return []  # acted on at once below
-        return [Decision(m.t, WAITED, f"{action.why}; {self._waiting_words(m)}", action)]
-
-    def _waiting_words(self, m: Moment) -> str:
-        if m.busy:
-            return f"waiting: the server is {m.state}"
-        running = "requests are" if m.running is None else f"{m.running} running"
-        return (
-            f"waiting up to {self.config.turn_wait_s:.0f} s for a moment between agent turns "
-            f"({running})"
-        )
+        waiting = _waiting_words(m, self.config.turn_wait_s)
+        return [Decision(m.t, WAITED, f"{action.why}; {waiting}", action)]
 
     def _gone(self, m: Moment, pending: Action) -> Decision | None:
         """Why the pending action is no longer the guard's to take, if it is not."""
@@ -208,11 +197,7 @@ class GuardPolicy:
         self._pending = None
         self._acting = action
         if action.policy != ADAPTIVE:
-            # The hourly limit is the automatic remedy's: the adaptive budget is bounded by its
-            # calls (one step down and one up each, a settle between them).
-            self._acts.append(m.t)
-        while self._acts and m.t - self._acts[0] >= HOUR_S:
-            self._acts.popleft()
+            self._limit.started(m.t)
         if self.remedy is not None:
             self.remedy.handled(action)
         return Decision(m.t, ACTED, why, action)
@@ -233,8 +218,8 @@ class GuardPolicy:
         if self.adaptive is not None and action.policy == ADAPTIVE:
             self.adaptive.finished(t, action, result)
         if result == "refused":
-            if self._acts and action.policy != ADAPTIVE:
-                self._acts.pop()
+            if action.policy != ADAPTIVE:
+                self._limit.refused()
             return [Decision(t, SKIPPED, f"vLLM would refuse it: {message}", action)]
         words = {
             "ok": f"relaunched at {action.flags.words()}: the new server serves",
@@ -253,3 +238,11 @@ class GuardPolicy:
         return [
             Decision(t, CANCELLED, f"{what} was asked: the automatic relaunch gives way", pending)
         ]
+
+
+def _waiting_words(m: Moment, turn_wait_s: float) -> str:
+    """What a pending action waits for at `m`."""
+    if m.busy:
+        return f"waiting: the server is {m.state}"
+    running = "requests are" if m.running is None else f"{m.running} running"
+    return f"waiting up to {turn_wait_s:.0f} s for a moment between agent turns ({running})"

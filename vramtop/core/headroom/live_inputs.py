@@ -9,7 +9,7 @@ what-if needs.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from vramtop.core.budget import budget_bytes, outside_budget
@@ -23,6 +23,26 @@ from vramtop.core.headroom.terms import (
 )
 from vramtop.core.model import Sample, StartupFacts
 from vramtop.core.snapshot import kv_pool, server_util
+
+
+@dataclass(frozen=True)
+class MeasuredPool:
+    """A KV pool a server really got and what it was got with: what a calibration starts
+    from. Frozen and hashable, so that the calibrations of the last few are kept."""
+
+    total_bytes: int
+    """The card's memory."""
+    budget: float
+    """The budget the pool was measured at (its --gpu-memory-utilization)."""
+    kv_bytes: int
+    tokens: int
+    kv_cache_dtype: str
+    block_size: int
+    max_model_len: int
+    startup: StartupFacts | None
+    """The startup log's facts where it prints the terms (the weights among them)."""
+    outside_budget_bytes: int
+    served_dtype: str | None = None
 
 
 def measured_architecture(
@@ -51,18 +71,19 @@ def live_headroom_inputs(
     kv_bytes, tokens = pool.bytes, pool.tokens
     if util is None or not kv_bytes or not tokens:
         return None
+    startup = sample.startup
     inputs = _calibrated(
-        total,
-        util,
-        kv_bytes,
-        tokens,
-        pool.dtype or "auto",
-        pool.block_size or 16,
-        pool.max_model_len or 8192,
-        sample.startup
-        if sample.startup is not None and sample.startup.weights_gib is not None
-        else None,
-        outside_budget(outside_budget_bytes),
+        MeasuredPool(
+            total_bytes=total,
+            budget=util,
+            kv_bytes=kv_bytes,
+            tokens=tokens,
+            kv_cache_dtype=pool.dtype or "auto",
+            block_size=pool.block_size or 16,
+            max_model_len=pool.max_model_len or 8192,
+            startup=startup if startup is not None and startup.weights_gib is not None else None,
+            outside_budget_bytes=outside_budget(outside_budget_bytes),
+        )
     )
     if inputs is None:
         return None
@@ -145,63 +166,43 @@ def _pool_util(sample: Sample, source: str | None) -> float | None:
 # The console asks on every tick; the answer changes only with the pool, the budget or a new
 # start, so the last few answers are kept.
 @lru_cache(maxsize=8)
-def _calibrated(
-    total: int,
-    util: float,
-    kv_bytes: int,
-    tokens: int,
-    kv_dtype: str,
-    block_size: int,
-    max_model_len: int,
-    startup: StartupFacts | None,
-    outside: int,
-) -> HeadroomInputs | None:
+def _calibrated(pool: MeasuredPool) -> HeadroomInputs | None:
     try:
-        return pool_inputs(
-            total, util, kv_bytes, tokens, kv_dtype, block_size, max_model_len, startup, outside
-        )
+        return pool_inputs(pool)
     except HeadroomError:
         return None
 
 
-def pool_inputs(
-    total: int,
-    util: float,
-    kv_bytes: int,
-    tokens: int,
-    kv_dtype: str,
-    block_size: int,
-    max_model_len: int,
-    startup: StartupFacts | None,
-    outside: int,
-    served_dtype: str | None = None,
-) -> HeadroomInputs:
-    """Inputs calibrated to a pool a server really got (`kv_bytes`, `tokens` at `util`): the
-    terms from the startup log where it prints them, else one measured lump (budget − pool).
-    Raises HeadroomError for numbers the model cannot use."""
-    architecture = measured_architecture(kv_bytes, tokens, kv_dtype, served_dtype)
+def pool_inputs(pool: MeasuredPool) -> HeadroomInputs:
+    """Inputs calibrated to a pool a server really got: the terms from the startup log where
+    it prints them, else one measured lump (budget − pool). Raises HeadroomError for numbers
+    the model cannot use."""
+    architecture = measured_architecture(
+        pool.kv_bytes, pool.tokens, pool.kv_cache_dtype, pool.served_dtype
+    )
+    startup = pool.startup
     if startup is not None and startup.weights_gib is not None:
         inputs = inputs_from_startup(
             startup,
-            total,
+            pool.total_bytes,
             architecture,
-            kv_cache_dtype=kv_dtype,
-            block_size=block_size,
-            max_model_len=max_model_len,
-            outside_budget_bytes=outside,
+            kv_cache_dtype=pool.kv_cache_dtype,
+            block_size=pool.block_size,
+            max_model_len=pool.max_model_len,
+            outside_budget_bytes=pool.outside_budget_bytes,
         )
     else:
         inputs = HeadroomInputs(
-            total_bytes=total,
+            total_bytes=pool.total_bytes,
             architecture=architecture,
-            weights_bytes=max(0, budget_bytes(total, util) - kv_bytes),
+            weights_bytes=max(0, budget_bytes(pool.total_bytes, pool.budget) - pool.kv_bytes),
             non_torch_bytes=0,
             activation_bytes=0,
             cudagraph_bytes=0,
-            outside_budget_bytes=outside,
-            kv_cache_dtype=kv_dtype,
-            block_size=block_size,
-            max_model_len=max_model_len,
+            outside_budget_bytes=pool.outside_budget_bytes,
+            kv_cache_dtype=pool.kv_cache_dtype,
+            block_size=pool.block_size,
+            max_model_len=pool.max_model_len,
         )
-    inputs = replace(inputs, served_dtype=served_dtype)
-    return calibrate(inputs, util, kv_bytes, tokens)
+    inputs = replace(inputs, served_dtype=pool.served_dtype)
+    return calibrate(inputs, pool.budget, pool.kv_bytes, pool.tokens)

@@ -1,26 +1,26 @@
 """The launch script's commands walked in order, as bash would (never run): variables, `cd`,
 exports and blocks tracked, the vLLM command found, its values resolved, its secrets taken
-out (`ParsedLaunch`), and every problem on the way kept with its line.
+out (`ParsedLaunch`), and every problem on the way kept with its line. The shell lines kept
+for the profile gather in a `Prelude`, the keys met on the way in `ScriptSecrets`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vramtop.core import secrets
 from vramtop.core.launch import checks
+from vramtop.core.launch.prelude import Prelude
 from vramtop.core.launch.problems import Problem
+from vramtop.core.launch.script_secrets import ScriptSecrets
 from vramtop.core.launch.shell_commands import Command
-from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
+from vramtop.core.launch.shell_lex import Cmd, Lit, Var, Word
 from vramtop.core.launch.variables import ScriptVariables, Unresolved, Variable
 from vramtop.core.launch.vllm_words import HF_TOKEN_FLAG, ApiKey, VllmWords
 from vramtop.core.launch.written_keys import (
-    echoes_literal,
     holds_secret,
     only_segment,
-    writes_key,
 )
 from vramtop.core.vllm import args as vllm_args
 
@@ -52,57 +52,41 @@ _SCRIPT_DIR = re.compile(r"""^\$\(\s*dirname\s+"?\$(0|\{0\}|\{BASH_SOURCE(\[0\])
 
 
 class Interpreter:
+    """Walks the commands of `run`; the vLLM command is `result`, the problems that stop the
+    import `errors`, and `finish` gives the launch with what the script set around it."""
+
     def __init__(self, text: str, script_dir: str | None) -> None:
-        self.text = text
         self.script_dir = script_dir
         self.vars = ScriptVariables()
         self.errors: list[Problem] = []
         self.result: ParsedLaunch | None = None
         self.blocks: list[tuple[str, int]] = []
-        self.prelude: list[str] = []
         self.env: dict[str, str] = {}
         self.cwd: str | None = None
         self.warnings: list[Problem] = []
-        # Where the server's key and token come from, when an assignment in the script (not
-        # the vLLM command's own flags) sets them: (the variable, whether the script writes
-        # the value itself).
-        self.api_key: tuple[str, bool] | None = None
-        self.hf_token: tuple[str, bool] | None = None
-        self.secret_values: set[str] = set()
-        """Every key the script writes, so that no message vramtop prints repeats it."""
-        self.allexport = False  # `set -a`: every assignment from here on is exported
-        self.noted: set[str] = set()  # the keys already said to be written in the script
+        self.prelude = Prelude(text, self.errors)
+        self.secrets = ScriptSecrets(self.vars, self.warnings)
         self.exported: set[str] = set()
         """Names the script exported: an assignment to one later exports its value too."""
-        self.prelude_allexport = False  # the prelude has its own `set -a` on
 
     def finish(self) -> ParsedLaunch:
         """The vLLM command with everything the script set around it (no errors left)."""
         result = self.result
         assert result is not None
         result.env = self.env
-        result.prelude = self.prelude
+        result.prelude = self.prelude.lines
         result.cwd = self.cwd
-        if result.api_key_env is None and self.api_key is not None:
-            result.api_key_env, written = self.api_key
+        api_key, hf_token = self.secrets.api_key, self.secrets.hf_token
+        if result.api_key_env is None and api_key is not None:
+            result.api_key_env, written = api_key
             result.api_key_in_script = result.api_key_in_script or written
-        if result.hf_token_env is None and self.hf_token is not None:
-            result.hf_token_env = self.hf_token[0]
-        result.warnings = [self.redact(p) for p in sorted(self.warnings, key=lambda p: p.line or 0)]
+        if result.hf_token_env is None and hf_token is not None:
+            result.hf_token_env = hf_token[0]
+        warnings = sorted(self.warnings, key=lambda p: p.line or 0)
+        result.warnings = [self.secrets.redact(p) for p in warnings]
         return result
 
-    def redact(self, problem: Problem) -> Problem:
-        """`problem` with every key the script writes masked, in whatever form it is quoted."""
-        text = secrets.mask_line(problem.message)
-        for value in sorted(self.secret_values, key=len, reverse=True):
-            if len(value) >= 3:
-                text = text.replace(value, secrets.MASK)
-        return Problem(problem.line, text)
-
     # values
-
-    def source_text(self, cmd: Command) -> str:
-        return re.sub(r"\\\n[ \t]*", " ", self.text[cmd.start : cmd.end]).strip()
 
     def _is_vllm_like(self, cmd: Command) -> bool:
         return checks.is_vllm_like(cmd, self.vars.resolve_or_none)
@@ -156,7 +140,7 @@ class Interpreter:
             inline[assign[0]] = (assign[1], words[0])
             words.pop(0)
         if not words:
-            if self.allexport:  # under `set -a` an assignment is an export
+            if self.prelude.allexport:  # under `set -a` an assignment is an export
                 self._export(cmd, list(cmd.words))
                 return
             for name, (var, word) in inline.items():
@@ -179,7 +163,7 @@ class Interpreter:
             return
         head = words[0].literal
         if head == "set":
-            self._set(words[1:])
+            self.prelude.set_options(words[1:])
             return
         if head in _ASSIGNING:
             for word in words[1:]:
@@ -205,15 +189,14 @@ class Interpreter:
         elif head == "cd":
             self._cd(cmd, words[1:])
         else:
-            # Checked with its inline assignments and its redirects' words: all are stored.
-            self._prelude_line(cmd.line, self.source_text(cmd), cmd.words, cmd.targets)
+            self.prelude.add_command(cmd)
 
     def _assign(self, name: str, var: Variable, word: Word) -> None:
         """`NAME=…` that exports nothing: known to the script's later words, stored nowhere
         (a key among them is kept out of every message)."""
         self.vars[name] = var
         if var.value is not None and holds_secret(name, _value_word(word)):
-            self.secret_values.add(var.value)
+            self.secrets.values.add(var.value)
 
     def _defaults(self, cmd: Command, args: list[Word]) -> None:
         """`: ${NAME:=value}` (or `true "${NAME=value}"`): NAME gets the value where the
@@ -223,61 +206,15 @@ class Interpreter:
         kept: list[Word] = []
         for word in args:
             seg = next(s for s in word.segments if isinstance(s, Var))
-            default = seg.default or ""
-            if not secrets.holds_secret(seg.name, default):
+            if not secrets.holds_secret(seg.name, seg.default or ""):
                 kept.append(word)
                 self.vars.resolve_or_none(word)  # NAME holds its default from here on
                 continue
-            self.secret_values.update((default, seg.raw))
-            if seg.name in self.vars:
-                continue  # set by the script before: the default is never used
-            source = (seg.name, True)
-            self.vars[seg.name] = Variable(
-                None, cmd.line, ", a key vramtop does not store", secret=source
-            )
-            self._note_secret(seg.name, source, cmd.line)
+            self.secrets.default(seg, cmd.line)
         if kept:
-            text = " ".join(self._source_word(w) for w in kept)
-            self._prelude_line(cmd.line, f": {text}", kept)
+            self.prelude.add_words(cmd.line, ":", kept)
 
     # parts
-
-    def _set(self, args: list[Word]) -> None:
-        """`set -a` / `set -o allexport` (and their `+` forms) are followed; the shell's other
-        options are dropped (the prelude's `&&` chain already stops on a failure)."""
-        words = [w.literal or "" for w in args]
-        for index, flag in enumerate(words):
-            if flag in ("-o", "+o"):
-                if words[index + 1 : index + 2] == ["allexport"]:
-                    self._allexport(flag == "-o")
-            elif flag[:1] in "-+" and not flag.startswith("--") and "a" in flag[1:]:
-                self._allexport(flag.startswith("-"))
-
-    def _allexport(self, on: bool) -> None:
-        self.allexport = on
-        if not on and self.prelude_allexport:
-            self.prelude.append("set +a")
-            self.prelude_allexport = False
-
-    def _prelude_line(
-        self, line: int, text: str, words: list[Word], targets: Sequence[tuple[str, Word]] = ()
-    ) -> None:
-        """A shell line for the prelude, unless it writes a key: the prelude is stored in the
-        profile, and a key is never stored."""
-        if writes_key(words, targets):
-            self.errors.append(
-                Problem(
-                    line,
-                    "this command writes a key or token into the script, and vramtop never "
-                    "stores one: export it in your shell and refer to it by its variable "
-                    '(for example "$HF_TOKEN")',
-                )
-            )
-            return
-        if self.allexport and not self.prelude_allexport:
-            self.prelude.append("set -a")  # what it sources is exported, as in the script
-            self.prelude_allexport = True
-        self.prelude.append(text)
 
     def _export(self, cmd: Command, args: list[Word]) -> None:
         """`export A=1 B="$X" VLLM_API_KEY=…`: literal values → env; values the shell expands
@@ -293,7 +230,7 @@ class Interpreter:
                 self.exported.add(name)
                 var = self.vars.get(name)
                 if var is not None and var.secret is not None:
-                    self._note_secret(name, var.secret, cmd.line)
+                    self.secrets.note(name, var.secret, cmd.line)
                 elif var is not None and var.value is not None:
                     self._set_env(name, var.value, cmd.line)
                 else:
@@ -303,7 +240,7 @@ class Interpreter:
             self.exported.add(name)
             value = _value_word(word)
             if holds_secret(name, value):
-                if not self._secret_assignment(name, value, cmd.line):
+                if not self.secrets.assignment(name, value, cmd.line):
                     shell_side.append(word)  # from a command: the shell runs it at launch
                 continue
             self.vars[name] = var
@@ -315,76 +252,14 @@ class Interpreter:
                 shell_side.append(word)
                 self.vars[name] = Variable(None, cmd.line, ", from the environment")
         if any(not (w.literal or "").startswith("-") for w in shell_side):
-            text = " ".join(self._source_word(w) for w in shell_side)
-            self._prelude_line(cmd.line, f"export {text}", shell_side)
-
-    def _source_word(self, word: Word) -> str:
-        return re.sub(r"\\\n[ \t]*", "", self.text[word.start : word.end])
-
-    def _secret_assignment(self, name: str, value: Word, line: int) -> bool:
-        """`NAME=…` where NAME holds a key (or the value is one): never stored. Notes where
-        the server takes it from at launch; False when the value comes from a command (which
-        only the running shell can do)."""
-        parts = [s for s in value.segments if not (isinstance(s, Lit) and not s.text)]
-        only = parts[0] if len(parts) == 1 else None
-        for seg in parts:
-            if isinstance(seg, Cmd):
-                self.secret_values.add(seg.raw)
-            elif isinstance(seg, Var) and seg.default:
-                self.secret_values.update((seg.default, seg.raw))
-        resolved = self.vars.resolve_or_none(value)
-        if resolved:
-            self.secret_values.add(resolved)
-        if isinstance(only, Cmd) and not echoes_literal(only):
-            self.vars[name] = Variable(None, line, " from a command")
-            return False
-        source: tuple[str, bool]
-        known = self.vars.get(only.name) if isinstance(only, Var) else None
-        if isinstance(only, Var) and only.name not in SPECIAL_PARAM:
-            if known is not None and known.secret is not None:
-                source = known.secret
-            elif known is None or known.value is None:
-                # From the environment (`$MY_KEY`); a default beside it is a key written.
-                source = (only.name, only.default is not None)
-            else:
-                source = (name, True)
-        else:
-            source = (name, True)
-        self.vars[name] = Variable(None, line, ", a key vramtop does not store", secret=source)
-        self._note_secret(name, source, line)
-        return True
-
-    def _note_secret(self, name: str, source: tuple[str, bool], line: int) -> None:
-        """The exported key `name` is taken from `source` at launch (and said so)."""
-        env, written = source
-        if name == secrets.VLLM_API_KEY:
-            self.api_key = source
-            what = "the API key"
-        elif name == secrets.HF_TOKEN:
-            self.hf_token = source
-            what = "the Hugging Face token"
-        else:
-            what = "a secret"
-        if written and name not in self.noted:
-            self.noted.add(name)
-            self.warnings.append(
-                Problem(
-                    line,
-                    f"{what} is written in the script ({name}); vramtop does not store it: "
-                    f"export {env} in your shell before starting the server",
-                )
-            )
+            self.prelude.add_words(cmd.line, "export", shell_side)
 
     def _set_env(self, name: str, value: str, line: int) -> None:
         """A variable for the server; one holding a secret is left to the user's shell."""
-        if not secrets.holds_secret(name, value):
+        if secrets.holds_secret(name, value):
+            self.secrets.written(name, value, line)
+        else:
             self.env[name] = value
-            return
-        self.secret_values.add(value)
-        self.vars[name] = Variable(
-            None, line, ", a key vramtop does not store", secret=(name, True)
-        )
-        self._note_secret(name, (name, True), line)
 
     def _cd(self, cmd: Command, args: list[Word]) -> None:
         if not args:
@@ -413,7 +288,7 @@ class Interpreter:
                 )
             )
             return
-        words_of = VllmWords(self.vars, self.errors, self.secret_values)
+        words_of = VllmWords(self.vars, self.errors, self.secrets.values)
         notes = words_of.unwrap(cmd, words, inline)
         key, token = ApiKey(), ApiKey()
         argv = words_of.argv(cmd, words, {vllm_args.API_KEY: key, HF_TOKEN_FLAG: token}, notes)
@@ -425,7 +300,7 @@ class Interpreter:
         notes.extend(dropped)
         for name, (var, word) in inline.items():
             value = _value_word(word)
-            if holds_secret(name, value) and self._secret_assignment(name, value, cmd.line):
+            if holds_secret(name, value) and self.secrets.assignment(name, value, cmd.line):
                 continue
             if var.value is None:
                 self.errors.append(Problem(cmd.line, f"inline variable {name}: {var.unresolved}"))

@@ -81,6 +81,6 @@ def parse_launch_script(text: str, script_dir: str | None = None) -> ParsedLaunc
             Problem(None, f"no vLLM command found; vramtop recognises {checks.FORMS}")
         )
     if interp.errors:
-        problems = [interp.redact(p) for p in interp.errors]
+        problems = [interp.secrets.redact(p) for p in interp.errors]
         raise LaunchScriptError(sorted(problems, key=lambda p: p.line or 0))
     return interp.finish()

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from vramtop.core import secrets
 from vramtop.core.launch import checks
 from vramtop.core.launch.problems import Problem
+from vramtop.core.launch.script_secrets import key_texts
 from vramtop.core.launch.shell_commands import Command
-from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Cmd, Lit, Var, Word
+from vramtop.core.launch.shell_lex import SPECIAL_PARAM, Lit, Var, Word
 from vramtop.core.launch.variables import ScriptVariables, Unresolved, Variable
 from vramtop.core.launch.written_keys import literal_view, names_secret, only_segment
 from vramtop.core.vllm import args as vllm_args
@@ -163,14 +164,7 @@ class VllmWords:
         value)."""
         if value_word is None:
             return default_env, True
-        for seg in value_word.segments:
-            if isinstance(seg, Cmd):
-                self.secret_values.add(seg.raw)
-            elif isinstance(seg, Var) and seg.default:
-                self.secret_values.update((seg.default, seg.raw))
-        written = self.vars.resolve_or_none(value_word)
-        if written:
-            self.secret_values.add(written)
+        self.secret_values.update(key_texts(value_word, self.vars))
         segs = [s for s in value_word.segments if not (isinstance(s, Lit) and not s.text)]
         if len(segs) == 1 and isinstance(segs[0], Var) and segs[0].name not in SPECIAL_PARAM:
             name = segs[0].name
