@@ -61,7 +61,7 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         await ticks(pilot, 3)  # the last frame again, three times
         assert app.query_one(ThroughputPanel).generation_history == plotted
         # No log lines in this recording: the panel says so rather than staying blank.
-        shown = app.query_one(ServerLog).query_one(TailLog).texts
+        shown = app.query_one(ServerLog).query_one(TailLog).kept.texts
         assert any("No server output" in line for line in shown)
 
 
