@@ -1,18 +1,25 @@
-"""The console's Pilot helpers: an app on the fake backend, waiting for its reads, and a
-finding to show."""
+"""The console's Pilot helpers: an app on the fake backend or replaying a recording, waiting
+for its reads, what a widget or the status line shows, the steps most tests take (a call that
+collapses, the budget dialog opened), and a finding to show."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.renderables.blank import Blank
+from textual.widget import Widget
 from textual.worker import WorkerCancelled
 
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Finding
+from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.screens.budget_dialog import BudgetDialog
 
 # Ticks are driven by the tests (`settle`), never by the wall clock.
 NO_TIMER = Settings(interval_s=3600)
@@ -21,6 +28,14 @@ NO_TIMER = Settings(interval_s=3600)
 def make_app(backend: FakeBackend | None = None, settings: Settings | None = None) -> VramtopApp:
     backend = backend or FakeBackend()
     return VramtopApp(backend, settings or NO_TIMER, clock=backend.clock)
+
+
+def replay_app(
+    path: Path, clock: Callable[[], float], speed: float = 10.0
+) -> tuple[VramtopApp, ReplayBackend]:
+    """A console replaying the recording at `path` at `speed`, on a clock the test moves."""
+    backend = ReplayBackend(path, speed=speed, clock=clock)
+    return VramtopApp(backend, NO_TIMER, clock=clock), backend
 
 
 async def settle(pilot: Pilot[int]) -> None:
@@ -56,6 +71,23 @@ async def open_timeline(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
     await pilot.pause()
 
 
+async def start_a_call_and_let_it_collapse(pilot: Pilot[int]) -> None:
+    """Two quiet ticks, a simulated call (v), then four ticks: the fake backend collapses."""
+    await ticks(pilot, 2)
+    await pilot.press("v")
+    await settle(pilot)
+    await ticks(pilot, 4)
+
+
+async def open_budget_dialog(pilot: Pilot[int]) -> BudgetDialog:
+    """Press b, and the relaunch's budget dialog it opens (asserted open)."""
+    await pilot.press("b")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, BudgetDialog)
+    return screen
+
+
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)
@@ -75,6 +107,25 @@ async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
         await pilot.pause(0.01)
         waited += 0.01
     await pilot.pause()
+
+
+def text(app: VramtopApp, selector: str | type[Widget]) -> str:
+    """Everything the widget (and its children) shows, as plain text."""
+    root = app.screen.query_one(selector)  # type: ignore[call-overload]
+    parts = []
+    for widget in [root, *root.query("*")]:
+        if widget.display is False:
+            continue
+        rendered: Any = widget.render()
+        if isinstance(rendered, Blank):
+            continue  # a container's own background (the banner's scrolling box)
+        parts.append(getattr(rendered, "plain", str(rendered)))
+    return "\n".join(parts)
+
+
+def status_line(app: VramtopApp) -> str:
+    """What the status line says (progress, or the last action's result); "" when nothing."""
+    return app.shown.activity or ""
 
 
 def open_finding(kind: str = "vram_contention", **fields: Any) -> Finding:
