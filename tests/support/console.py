@@ -15,14 +15,20 @@ from textual.widget import Widget
 from textual.worker import WorkerCancelled
 
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import wait_until_async
 from vramtop.core.findings import Finding
+from vramtop.core.model import ServerState
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.widgets.console_header import ConsoleHeader
 
 # Ticks are driven by the tests (`settle`), never by the wall clock.
 NO_TIMER = Settings(interval_s=3600)
+# A console on the simulated machine (real processes, on the wall clock) reads four times a
+# second; its tests wait for what they expect (`wait_for`).
+FAST = Settings(interval_s=0.25)
 
 
 def make_app(backend: FakeBackend | None = None, settings: Settings | None = None) -> VramtopApp:
@@ -88,6 +94,25 @@ async def open_budget_dialog(pilot: Pilot[int]) -> BudgetDialog:
     return screen
 
 
+async def wait_for(
+    pilot: Pilot[int],
+    what: Callable[[], bool],
+    timeout: float = 40,
+    about: Callable[[], object] = lambda: "the console",
+) -> None:
+    """Wait until `what()` holds, for a console on real processes (`FAST`); `about()`, the
+    action running and the header are in the failure."""
+    app = pilot.app
+    assert isinstance(app, VramtopApp)
+    await wait_until_async(
+        what,
+        deadline_s=timeout,
+        what=lambda: f"{about()}; busy={app.busy!r} header: {header(app)}",
+        pause=pilot.pause,
+        poll_s=0.1,
+    )
+
+
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)
@@ -111,7 +136,7 @@ async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
 
 def text(app: VramtopApp, selector: str | type[Widget]) -> str:
     """Everything the widget (and its children) shows, as plain text."""
-    root = app.screen.query_one(selector)  # type: ignore[call-overload]
+    root = app.screen.query_one(selector)
     parts = []
     for widget in [root, *root.query("*")]:
         if widget.display is False:
@@ -121,6 +146,19 @@ def text(app: VramtopApp, selector: str | type[Widget]) -> str:
             continue  # a container's own background (the banner's scrolling box)
         parts.append(getattr(rendered, "plain", str(rendered)))
     return "\n".join(parts)
+
+
+def header(app: VramtopApp) -> str:
+    """The header's words."""
+    return str(app.query_one(ConsoleHeader).render())
+
+
+def running_pid(app: VramtopApp) -> int | None:
+    """The server's pid while it runs and no action is under way; else None."""
+    info = app.sample.info if app.sample else None
+    if info is None or info.state is not ServerState.RUNNING or app.busy:
+        return None
+    return info.pid
 
 
 def status_line(app: VramtopApp) -> str:
