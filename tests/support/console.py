@@ -1,26 +1,47 @@
-"""The console's Pilot helpers: an app on the fake backend, waiting for its reads, and a
-finding to show."""
+"""The console's Pilot helpers: an app on the fake backend or replaying a recording, waiting
+for its reads, what a widget or the status line shows, the steps most tests take (a call that
+collapses, the budget dialog opened), and a finding to show."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
+from textual.renderables.blank import Blank
+from textual.widget import Widget
 from textual.worker import WorkerCancelled
 
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import wait_until_async
 from vramtop.core.findings import Finding
+from vramtop.core.model import ServerState
+from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.screens.budget_dialog import BudgetDialog
+from vramtop.tui.widgets.console_header import ConsoleHeader
 
 # Ticks are driven by the tests (`settle`), never by the wall clock.
 NO_TIMER = Settings(interval_s=3600)
+# A console on the simulated machine (real processes, on the wall clock) reads four times a
+# second; its tests wait for what they expect (`wait_for`).
+FAST = Settings(interval_s=0.25)
 
 
 def make_app(backend: FakeBackend | None = None, settings: Settings | None = None) -> VramtopApp:
     backend = backend or FakeBackend()
     return VramtopApp(backend, settings or NO_TIMER, clock=backend.clock)
+
+
+def replay_app(
+    path: Path, clock: Callable[[], float], speed: float = 10.0
+) -> tuple[VramtopApp, ReplayBackend]:
+    """A console replaying the recording at `path` at `speed`, on a clock the test moves."""
+    backend = ReplayBackend(path, speed=speed, clock=clock)
+    return VramtopApp(backend, NO_TIMER, clock=clock), backend
 
 
 async def settle(pilot: Pilot[int]) -> None:
@@ -56,6 +77,42 @@ async def open_timeline(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
     await pilot.pause()
 
 
+async def start_a_call_and_let_it_collapse(pilot: Pilot[int]) -> None:
+    """Two quiet ticks, a simulated call (v), then four ticks: the fake backend collapses."""
+    await ticks(pilot, 2)
+    await pilot.press("v")
+    await settle(pilot)
+    await ticks(pilot, 4)
+
+
+async def open_budget_dialog(pilot: Pilot[int]) -> BudgetDialog:
+    """Press b, and the relaunch's budget dialog it opens (asserted open)."""
+    await pilot.press("b")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, BudgetDialog)
+    return screen
+
+
+async def wait_for(
+    pilot: Pilot[int],
+    what: Callable[[], bool],
+    timeout: float = 40,
+    about: Callable[[], object] = lambda: "the console",
+) -> None:
+    """Wait until `what()` holds, for a console on real processes (`FAST`); `about()`, the
+    action running and the header are in the failure."""
+    app = pilot.app
+    assert isinstance(app, VramtopApp)
+    await wait_until_async(
+        what,
+        deadline_s=timeout,
+        what=lambda: f"{about()}; busy={app.busy!r} header: {header(app)}",
+        pause=pilot.pause,
+        poll_s=0.1,
+    )
+
+
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)
@@ -75,6 +132,38 @@ async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
         await pilot.pause(0.01)
         waited += 0.01
     await pilot.pause()
+
+
+def text(app: VramtopApp, selector: str | type[Widget]) -> str:
+    """Everything the widget (and its children) shows, as plain text."""
+    root = app.screen.query_one(selector)
+    parts = []
+    for widget in [root, *root.query("*")]:
+        if widget.display is False:
+            continue
+        rendered: Any = widget.render()
+        if isinstance(rendered, Blank):
+            continue  # a container's own background (the banner's scrolling box)
+        parts.append(getattr(rendered, "plain", str(rendered)))
+    return "\n".join(parts)
+
+
+def header(app: VramtopApp) -> str:
+    """The header's words."""
+    return str(app.query_one(ConsoleHeader).render())
+
+
+def running_pid(app: VramtopApp) -> int | None:
+    """The server's pid while it runs and no action is under way; else None."""
+    info = app.sample.info if app.sample else None
+    if info is None or info.state is not ServerState.RUNNING or app.busy:
+        return None
+    return info.pid
+
+
+def status_line(app: VramtopApp) -> str:
+    """What the status line says (progress, or the last action's result); "" when nothing."""
+    return app.shown.activity or ""
 
 
 def open_finding(kind: str = "vram_contention", **fields: Any) -> Finding:

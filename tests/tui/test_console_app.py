@@ -13,16 +13,22 @@ import pytest
 from textual.app import App
 from textual.events import MouseScrollUp
 from textual.geometry import Region
-from textual.renderables.blank import Blank
-from textual.widget import Widget
 from textual.widgets import Input
 
-from tests.support.console import distinct_lines, make_app, settle, ticks
+from tests.support.console import (
+    distinct_lines,
+    make_app,
+    open_budget_dialog,
+    settle,
+    start_a_call_and_let_it_collapse,
+    text,
+    ticks,
+)
 from tests.support.fake_backend import FakeBackend
 from tests.support.waiting import wait_until_async
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
-from vramtop.tui.app import SETTLE_S, VramtopApp
+from vramtop.tui.app import SETTLE_S
 from vramtop.tui.reader import READER_CHECK_S
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
@@ -35,20 +41,6 @@ from vramtop.tui.widgets.server_log import ServerLog
 from vramtop.tui.widgets.tail_log import TailLog
 from vramtop.tui.widgets.text_panel import SPARK_BLOCKS
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
-
-
-def text(app: VramtopApp, selector: str | type[Widget]) -> str:
-    """Everything the widget (and its children) shows, as plain text."""
-    root = app.screen.query_one(selector)  # type: ignore[call-overload]
-    parts = []
-    for widget in [root, *root.query("*")]:
-        if widget.display is False:
-            continue
-        rendered: Any = widget.render()
-        if isinstance(rendered, Blank):
-            continue  # a container's own background (the banner's scrolling box)
-        parts.append(getattr(rendered, "plain", str(rendered)))
-    return "\n".join(parts)
 
 
 async def test_panels_show_the_backends_numbers() -> None:
@@ -218,14 +210,6 @@ async def test_stale_metrics_are_marked() -> None:
         assert "(stale)" in text(app, "KvPoolPanel")
 
 
-async def start_a_call_and_let_it_collapse(pilot: Any) -> None:
-    """Two quiet ticks, a simulated call (v), then four ticks: the fake backend collapses."""
-    await ticks(pilot, 2)
-    await pilot.press("v")
-    await settle(pilot)
-    await ticks(pilot, 4)
-
-
 async def test_simulated_call_collapses_and_the_banner_offers_the_remedy() -> None:
     backend = FakeBackend()
     app = make_app(backend)
@@ -338,7 +322,7 @@ async def test_log_search_filters_and_focus_moves_to_the_log() -> None:
         await pilot.press("slash")
         await pilot.press(*"KV cache")
         log = app.query_one("#server-log TailLog", TailLog)
-        shown = log.texts
+        shown = log.kept.texts
         assert shown and all("kv cache" in line.lower() for line in shown)
         # What is typed is on screen: one row, no border eating it.
         search = app.query_one("#log-search", Input)
@@ -379,7 +363,7 @@ async def test_the_log_follows_its_tail_unless_the_reader_scrolled_up() -> None:
         await ticks(pilot, 1)
         await pilot.pause()
         assert log.scroll_y == 3  # the reader keeps their place
-        assert log.texts[-1].startswith("INFO another while reading")
+        assert log.kept.texts[-1].startswith("INFO another while reading")
         # Scrolled up, the scrollbar shows where the reader is.
         assert log.scrollable_content_region.width == log.size.width - 1
 
@@ -431,10 +415,8 @@ async def test_headroom_panel_hands_its_proposal_to_the_relaunch_dialog() -> Non
         table = text(app, "#headroom-table")
         assert "0.93" in table and "0.90" in table and "KV tokens" in table
         assert "desktop peak this session" in text(app, "#headroom-peak")
-        await pilot.press("b")
-        await settle(pilot)
-        assert isinstance(app.screen, BudgetDialog)
-        assert app.screen.value_text == "0.90"
+        dialog = await open_budget_dialog(pilot)
+        assert dialog.value_text == "0.90"
         await pilot.press("enter")
         await settle(pilot)
         assert backend.calls == [("relaunch", 0.90)]

@@ -3,40 +3,22 @@ unified memory, the R9700 shows vLLM's memory evicted into GTT when a call needs
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.waiting import wait_until_async
+from tests.support.console import FAST, wait_for
 from vramtop.core.model import MemoryKind, ServerState
 from vramtop.machines.demo_backend import demo_backend
-from vramtop.machines.demo_world import stop_demo_world
-from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.vram_split_panel import UNIFIED_TITLE, VramSplitPanel
 
-FAST = Settings(interval_s=0.25)
+pytestmark = pytest.mark.usefixtures("sim_world")
 
 
 @pytest.fixture(autouse=True)
-def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VRAMTOP_SIM_SPEED", "10")
-    yield
-    for card in ("spark", "r9700"):
-        stop_demo_world(card)  # whatever a test left running (the home is the test's own)
-
-
-async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 40) -> None:
-    await wait_until_async(
-        what,
-        deadline_s=timeout,
-        what=lambda: f"the console; header: {pilot.app.query_one(ConsoleHeader).render()}",
-        pause=pilot.pause,
-        poll_s=0.1,
-    )
 
 
 def running(app: VramtopApp) -> bool:

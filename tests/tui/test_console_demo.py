@@ -3,53 +3,19 @@ vLLM server supervised like a real one, the simulated agent. Keys act on real pr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import psutil
 import pytest
-from textual.pilot import Pilot
 
-from tests.support.waiting import wait_until, wait_until_async
-from vramtop.core.model import ServerState
+from tests.support.console import FAST, header, running_pid, wait_for
+from tests.support.waiting import wait_until
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
-from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.quit_dialog import QuitDialog
-from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 
-FAST = Settings(interval_s=0.25)
-
-
-@pytest.fixture(autouse=True)
-def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
-    yield
-    stop_demo_world()  # whatever a test left running (the home is the test's own)
-
-
-def header(app: VramtopApp) -> str:
-    return str(app.query_one(ConsoleHeader).render())
-
-
-async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
-    app = pilot.app
-    await wait_until_async(
-        what,
-        deadline_s=timeout,
-        what=lambda: f"the console; busy={app.busy!r} header: {header(app)}",  # type: ignore[attr-defined,arg-type]
-        pause=pilot.pause,
-        poll_s=0.1,
-    )
-
-
-def running_pid(app: VramtopApp) -> int | None:
-    info = app.sample.info if app.sample else None
-    if info is None or info.state is not ServerState.RUNNING or app.busy:
-        return None
-    return info.pid
+pytestmark = pytest.mark.usefixtures("sim_world")
 
 
 def generating(app: VramtopApp) -> bool:

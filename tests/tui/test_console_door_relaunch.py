@@ -5,35 +5,27 @@ agent's requests meanwhile and forwards every one of them to the new server; non
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.waiting import wait_until_async
-from tests.tui.test_console_demo import running_pid
+from tests.support import console
+from tests.support.console import FAST, running_pid
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.core.model import DoorReading
 from vramtop.machines.demo_backend import demo_backend
-from vramtop.machines.demo_world import stop_demo_world
-from vramtop.settings import Settings
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
-from vramtop.tui.widgets.console_header import ConsoleHeader
 
-FAST = Settings(interval_s=0.25)
+pytestmark = pytest.mark.usefixtures("sim_world")
 
 
 @pytest.fixture(autouse=True)
-def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fast_sim(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("aiohttp")  # the door's package: without it the demo has no door
-    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
     monkeypatch.setenv("VRAMTOP_SIM_SPEED", "5")  # the call collapses the pool sooner
-    try:
-        yield
-    finally:
-        stop_demo_world()  # whatever the test left running (the home is the test's own)
 
 
 @dataclass
@@ -59,13 +51,7 @@ async def wait_for(
         seen.look(pilot.app)  # type: ignore[arg-type]
         return what()
 
-    await wait_until_async(
-        looked,
-        deadline_s=timeout,
-        what=lambda: f"{seen}; header: {pilot.app.query_one(ConsoleHeader).render()}",
-        pause=pilot.pause,
-        poll_s=0.1,
-    )
+    await console.wait_for(pilot, looked, timeout, about=lambda: seen)
 
 
 def generating(app: VramtopApp) -> bool:

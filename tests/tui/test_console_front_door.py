@@ -6,35 +6,19 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from tests.support.waiting import wait_until_async
+from tests.support.console import FAST, wait_for
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import demo_backend
-from vramtop.machines.demo_world import DEMO_PROFILE, stop_demo_world
-from vramtop.settings import Settings
+from vramtop.machines.demo_world import DEMO_PROFILE
 from vramtop.supervisor import door, state
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 
-FAST = Settings(interval_s=0.25)
-
-
-@pytest.fixture(autouse=True)
-def fast_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("VRAMTOP_SIM_STARTUP_S", "0.3")
-    yield
-    stop_demo_world()
-
-
-async def wait_for(pilot: Pilot[int], what: Callable[[], bool], timeout: float = 30) -> None:
-    await wait_until_async(
-        what, deadline_s=timeout, what="(see the line above)", pause=pilot.pause, poll_s=0.1
-    )
+pytestmark = pytest.mark.usefixtures("sim_world")
 
 
 def served(rec: state.ServerRecord) -> int:

@@ -3,9 +3,8 @@ the last start's total), a running process that answers nothing, a recorded pid.
 
 from __future__ import annotations
 
-from tests.support.console import make_app, ticks
+from tests.support.console import make_app, text, ticks
 from tests.support.fake_backend import EPOCH, FakeBackend
-from tests.tui.test_console_app import text
 from vramtop.core.model import ServerState
 from vramtop.tui.widgets.console_header import ConsoleHeader
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, settle, text, ticks
 from tests.support.fake_backend import FakeBackend
-from tests.tui.test_console_app import text
 from vramtop.core.model import ServerState
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp

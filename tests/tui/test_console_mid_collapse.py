@@ -6,16 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from test_console_app import text
-
-from tests.support.console import NO_TIMER, ticks
+from tests.support.console import replay_app, text, ticks
 from tests.support.synthetic import Card, build, busy
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, REMEMBERED, NormalRate
 from vramtop.core.model import GIB, Sample
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
-from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.writer import SessionWriter, make_header
-from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.throughput_panel import ThroughputPanel
 
@@ -43,8 +39,7 @@ def record_mid_collapse(
 
 async def banner_after(path: Path, samples: int) -> tuple[str, str]:
     now = [0.0]
-    backend = ReplayBackend(path, speed=1.0, clock=lambda: now[0])
-    app = VramtopApp(backend, NO_TIMER, clock=lambda: now[0])
+    app, _backend = replay_app(path, lambda: now[0], speed=1.0)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         now[0] = float(samples)  # the replay plays the first `samples` seconds

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_console_app import text
-
-from tests.support.console import NO_TIMER, ticks
+from tests.support.console import make_app, replay_app, text, ticks
 from tests.support.synthetic import Card, build, field_report
 from vramtop.core.model import Sample
-from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.writer import SessionWriter
-from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import FindingBanner
 from vramtop.tui.widgets.server_log import ServerLog
@@ -37,8 +33,7 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
     path = tmp_path / "collapse.jsonl"
     record_collapse(path)
     now = [0.0]
-    backend = ReplayBackend(path, speed=10.0, clock=lambda: now[0])
-    app = VramtopApp(backend, NO_TIMER, clock=lambda: now[0])
+    app, backend = replay_app(path, lambda: now[0])
     async with app.run_test(size=(80, 24)) as pilot:
         await ticks(pilot, 1)
         assert "ended" not in text(app, ConsoleHeader)
@@ -61,7 +56,7 @@ async def test_a_finished_replay_says_so_and_offers_no_action_keys(tmp_path: Pat
         await ticks(pilot, 3)  # the last frame again, three times
         assert app.query_one(ThroughputPanel).generation_history == plotted
         # No log lines in this recording: the panel says so rather than staying blank.
-        shown = app.query_one(ServerLog).query_one(TailLog).texts
+        shown = app.query_one(ServerLog).query_one(TailLog).kept.texts
         assert any("No server output" in line for line in shown)
 
 
@@ -69,8 +64,7 @@ async def test_space_pauses_the_replay_and_the_arrows_step_it(tmp_path: Path) ->
     path = tmp_path / "collapse.jsonl"
     record_collapse(path)
     now = [0.0]
-    backend = ReplayBackend(path, speed=10.0, clock=lambda: now[0])
-    app = VramtopApp(backend, NO_TIMER, clock=lambda: now[0])
+    app, _backend = replay_app(path, lambda: now[0])
     async with app.run_test(size=(120, 40)) as pilot:
         now[0] = 5.0
         await ticks(pilot, 1)
@@ -101,8 +95,7 @@ async def test_space_pauses_the_replay_and_the_arrows_step_it(tmp_path: Path) ->
 async def test_a_replays_help_lists_the_keys_that_work_there(tmp_path: Path) -> None:
     path = tmp_path / "collapse.jsonl"
     record_collapse(path)
-    backend = ReplayBackend(path, speed=10.0, clock=lambda: 0.0)
-    app = VramtopApp(backend, NO_TIMER, clock=lambda: 0.0)
+    app, _backend = replay_app(path, lambda: 0.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await ticks(pilot, 1)
         rows = {binding: words for _key, words, binding in app.help_rows()}
@@ -117,8 +110,6 @@ async def test_a_replays_help_lists_the_keys_that_work_there(tmp_path: Path) -> 
 
 
 async def test_the_live_console_neither_shows_nor_lists_the_replay_keys() -> None:
-    from tests.support.console import make_app
-
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await ticks(pilot, 1)

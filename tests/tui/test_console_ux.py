@@ -9,13 +9,19 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from test_console_app import start_a_call_and_let_it_collapse, text
 from textual import events
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Label
 from textual.widgets._toast import Toast
 
-from tests.support.console import make_app, open_finding, settle, ticks
+from tests.support.console import (
+    make_app,
+    open_finding,
+    settle,
+    start_a_call_and_let_it_collapse,
+    text,
+    ticks,
+)
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.diagnosis.collapse import Point
 from vramtop.core.diagnosis.meter import interval_rates

@@ -8,13 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, open_budget_dialog, settle, status_line, ticks
 from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.remedy import FlagChange
-from vramtop.tui.app import VramtopApp
-from vramtop.tui.screens.budget_dialog import BudgetDialog
 
 SETTLE_S = 5.0
 OFFER = "call over: b relaunches at 0.93"
@@ -50,39 +48,29 @@ class LaunchedAt(FakeBackend):
         return self.guard
 
 
-def console(backend: LaunchedAt) -> VramtopApp:
-    return make_app(backend)
-
-
-def status(app: VramtopApp) -> str:
-    return app.shown.activity or ""
-
-
 async def test_the_way_back_is_offered_once_the_desktop_has_settled() -> None:
     backend = LaunchedAt()
-    app = console(backend)
+    app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.call_on = True  # a call: the desktop rises
         backend.relaunch(DURING)  # relaunched to 0.83 for it
         await ticks(pilot, 3)
-        assert OFFER not in status(app)
+        assert OFFER not in status_line(app)
         backend.call_on = False  # the call ends
         await ticks(pilot, int(SETTLE_S) - 1)  # back for less than the settle time
-        assert OFFER not in status(app), status(app)
+        assert OFFER not in status_line(app), status_line(app)
         await ticks(pilot, 2)
-        said = status(app)
+        said = status_line(app)
         assert said.startswith(OFFER), said
         assert "KV tokens, --max-model-len 163,840)" in said and "(+" in said, said
-        await pilot.press("b")
-        await settle(pilot)
-        assert isinstance(app.screen, BudgetDialog)
-        assert app.screen.value_text == "0.93"
+        dialog = await open_budget_dialog(pilot)
+        assert dialog.value_text == "0.93"
         await pilot.press("enter")  # the relaunch: the profile's flags as one FlagChange
         await settle(pilot)
         assert backend.changes[-1] == LAUNCH
         assert app.way_back_offer is None
-        assert OFFER not in status(app)
+        assert OFFER not in status_line(app)
         # Back at the launch budget: never offered again.
         await ticks(pilot, int(SETTLE_S) * 3)
         assert app.way_back_offer is None
@@ -90,45 +78,45 @@ async def test_the_way_back_is_offered_once_the_desktop_has_settled() -> None:
 
 async def test_the_offer_goes_when_a_call_comes_again() -> None:
     backend = LaunchedAt()
-    app = console(backend)
+    app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.relaunch(DURING)
         await ticks(pilot, int(SETTLE_S) + 1)
-        assert status(app).startswith(OFFER), status(app)
+        assert status_line(app).startswith(OFFER), status_line(app)
         backend.call_on = True
         await ticks(pilot, 1)
-        assert OFFER not in status(app)
+        assert OFFER not in status_line(app)
         assert app.way_back_offer is None
 
 
 async def test_no_offer_at_the_launch_budget() -> None:
     backend = LaunchedAt()
-    app = console(backend)
+    app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.call_on = True
         await ticks(pilot, 2)
         backend.call_on = False
         await ticks(pilot, int(SETTLE_S) * 3)
-        assert OFFER not in status(app), status(app)
+        assert OFFER not in status_line(app), status_line(app)
         assert app.way_back_offer is None
         # Below it, the same console offers it.
         backend.relaunch(DURING)
         await ticks(pilot, int(SETTLE_S) + 1)
-        assert status(app).startswith(OFFER), status(app)
+        assert status_line(app).startswith(OFFER), status_line(app)
 
 
 async def test_no_offer_while_an_adaptive_guard_steps_up_itself() -> None:
     backend = LaunchedAt(AdaptiveState(0.93, 0.83, 1.0, None))
-    app = console(backend)
+    app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.relaunch(DURING)
         await ticks(pilot, int(SETTLE_S) * 3)
-        assert OFFER not in status(app), status(app)
+        assert OFFER not in status_line(app), status_line(app)
         assert app.way_back_offer is None
         # The guard left: the console offers it from then on.
         backend.guard = None
         await ticks(pilot, int(SETTLE_S) + 1)
-        assert status(app).startswith(OFFER), status(app)
+        assert status_line(app).startswith(OFFER), status_line(app)

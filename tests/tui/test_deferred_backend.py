@@ -183,6 +183,6 @@ async def test_a_read_refused_for_a_file_is_said_whole_where_the_log_goes() -> N
     app = VramtopApp(backend, NO_TIMER)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        shown = " ".join(app.query_one(ServerLog).query_one(TailLog).texts)
+        shown = " ".join(app.query_one(ServerLog).query_one(TailLog).kept.texts)
         assert fix in shown, shown
-        assert all(len(text) <= 116 or path in text for text in app.query_one(TailLog).texts)
+        assert all(len(text) <= 116 or path in text for text in app.query_one(TailLog).kept.texts)

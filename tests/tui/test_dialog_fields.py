@@ -8,10 +8,9 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_console_app import text
 from textual.widgets import Input
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, settle, text, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.tui.screens.budget_dialog import BudgetDialog

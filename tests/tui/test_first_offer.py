@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_console_demo import FAST, fast_sim, header, running_pid, wait_for  # noqa: F401
 
+from tests.support.console import FAST, header, running_pid, wait_for
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.tui.app import VramtopApp
@@ -25,6 +25,7 @@ def serving_rate(app: VramtopApp) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("sim_world")
 @pytest.mark.parametrize(
     ("card", "wsl"), [("5090", False), ("5090", True), ("spark", False), ("r9700", False)]
 )

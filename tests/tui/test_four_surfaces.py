@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_console_app import text
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, settle, text, ticks
 from tests.support.fake_backend import FakeBackend
 from tests.support.synthetic import Card, build, field_report
 from vramtop.cli import main

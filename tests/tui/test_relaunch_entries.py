@@ -9,13 +9,12 @@ from dataclasses import replace
 from textual.widgets import Input
 
 from tests.guard.test_guard_policy import collapse, remedy_policy, sample
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, open_budget_dialog, settle, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.cli import build_parser
 from vramtop.commands.relaunch import RelaunchOptions
 from vramtop.core.guard.decisions import ACTED
 from vramtop.core.remedy import FlagChange, Remedy
-from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 
 CHANGE = FlagChange(budget=0.85, max_model_len=131_072)
@@ -33,10 +32,8 @@ async def dialog_change() -> FlagChange:
         assert isinstance(app.screen, HeadroomScreen)
         app.screen.query_one("#max-model-len", Input).value = "131072"
         await pilot.press(*["minus"] * 8)
-        await pilot.press("b")
-        await settle(pilot)
-        assert isinstance(app.screen, BudgetDialog)
-        assert app.screen.value_text == "0.85"
+        dialog = await open_budget_dialog(pilot)
+        assert dialog.value_text == "0.85"
         await pilot.press("enter")
         await settle(pilot)
     assert len(backend.changes) == 1

@@ -12,8 +12,10 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.machines.interface import LOG_TAIL
 from vramtop.tui.screens.help_screen import HelpScreen
 from vramtop.tui.widgets.console_header import ConsoleHeader
+from vramtop.tui.widgets.kept_rows import COUNT_REDRAW_S
+from vramtop.tui.widgets.row_strips import plain_text
 from vramtop.tui.widgets.server_log import NO_OUTPUT, ServerLog
-from vramtop.tui.widgets.tail_log import COUNT_REDRAW_S, TailLog
+from vramtop.tui.widgets.tail_log import TailLog
 
 ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
@@ -21,13 +23,13 @@ ACCESS = 'INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 
 def _count_draws(log: TailLog) -> list[str]:
     """The lines whose rows are styled and drawn anew from now on."""
     drawn: list[str] = []
-    draw = log._draw
+    draw = log.strips.draw
 
     def counting(row, index, frame, selected=None):  # type: ignore[no-untyped-def]
         drawn.append(row.line)
         return draw(row, index, frame, selected)
 
-    log._draw = counting  # type: ignore[method-assign]
+    log.strips.draw = counting  # type: ignore[method-assign]
     return drawn
 
 
@@ -61,7 +63,7 @@ async def test_a_burst_of_lines_draws_only_the_rows_on_screen() -> None:
         await ticks(pilot, 1)
         await pilot.pause()
         rows = log.scrollable_content_region.height
-        assert log.texts[-len(burst) :] == burst  # every line is kept, to scroll to
+        assert log.kept.texts[-len(burst) :] == burst  # every line is kept, to scroll to
         assert 0 < len(drawn) <= rows  # but only what shows was drawn
         assert log.scroll_y == log.max_scroll_y
 
@@ -89,7 +91,7 @@ async def _written_unseen(
     await ticks(pilot, 2)
     await pilot.pause()
     assert drawn == []
-    assert lines[-1] not in log.texts
+    assert lines[-1] not in log.kept.texts
     return drawn, lines
 
 
@@ -104,7 +106,7 @@ async def test_nothing_is_drawn_while_another_screen_covers_the_console() -> Non
         app.pop_screen()
         await ticks(pilot, 1)
         await pilot.pause()
-        assert log.texts[-50:] == covered  # all of it, once back
+        assert log.kept.texts[-50:] == covered  # all of it, once back
         assert 0 < len(drawn) <= log.scrollable_content_region.height
 
 
@@ -120,7 +122,7 @@ async def test_nothing_is_drawn_while_a_small_terminal_leaves_the_log_out() -> N
         await pilot.resize_terminal(120, 40)
         await pilot.pause()
         assert server_log.display
-        assert log.texts[-50:] == hidden  # all of it, once shown, without waiting for a tick
+        assert log.kept.texts[-50:] == hidden  # all of it, once shown, without waiting for a tick
         assert 0 < len(set(drawn) - {NO_OUTPUT}) <= log.scrollable_content_region.height
 
 
@@ -154,7 +156,7 @@ async def test_control_characters_in_a_line_cannot_move_the_cursor() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         backend._log.append("INFO evil \x1b[2J\rline")
         await ticks(pilot, 1)
-        shown = app.query_one(TailLog).texts[-1]
+        shown = app.query_one(TailLog).kept.texts[-1]
         assert "\x1b" not in shown and "\r" not in shown
         assert shown.startswith("INFO evil") and shown.endswith("line")
 
@@ -171,7 +173,7 @@ async def test_a_search_from_a_scrolled_up_log_shows_its_matches() -> None:
         assert not log.following
         await pilot.press("slash", *"needle")
         await pilot.pause()
-        assert log.texts == ["INFO the needle"]
+        assert log.kept.texts == ["INFO the needle"]
         assert "INFO the needle" in "".join(_shown(log))
 
 
@@ -181,16 +183,16 @@ async def test_repeated_lines_fold_into_one_row_with_the_newest_line_and_a_count
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
-        before = len(log.texts)
+        before = len(log.kept.texts)
         backend._log += [ACCESS.format(port=40000 + i) for i in range(143)]
         await ticks(pilot, 1)
         await pilot.pause()
-        assert log.rows[before:] == [(ACCESS.format(port=40142), 143)]
+        assert log.kept.rows[before:] == [(ACCESS.format(port=40142), 143)]
         assert _shown(log)[before] == ACCESS.format(port=40142) + "  ×143"
         # A line of another kind is a row of its own, and the requests after it count again.
         backend._log += ["WARNING the scheduler is slow", ACCESS.format(port=1), "INFO done"]
         await ticks(pilot, 1)
-        assert log.rows[before:] == [
+        assert log.kept.rows[before:] == [
             (ACCESS.format(port=1), 144),  # in place: a line or two between do not split it
             ("WARNING the scheduler is slow", 1),
             ("INFO done", 1),
@@ -211,7 +213,7 @@ async def test_a_folded_row_wider_than_the_panel_keeps_its_count_in_view() -> No
         await ticks(pilot, 1)
         await pilot.pause()
         log = app.query_one(TailLog)
-        row = _shown(log)[len(log.texts) - 1 - round(log.scroll_y)]
+        row = _shown(log)[len(log.kept.texts) - 1 - round(log.scroll_y)]
         assert row.startswith("(APIServer pid=4242) INFO:     127.0.0.1:40011")
         assert row.endswith("  ×12")
         assert len(row) == log.scrollable_content_region.width
@@ -226,19 +228,19 @@ async def test_repeated_failures_fold_but_keep_their_colour_and_never_hide_what_
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
-        before = len(log.texts)
+        before = len(log.kept.texts)
         backend._log += [ACCESS.format(port=1), error.format(s=1), ACCESS.format(port=2)]
         backend._log += [error.format(s=s) for s in range(2, 6)]
         await ticks(pilot, 1)
         await pilot.pause()
-        assert log.rows[before:] == [
+        assert log.kept.rows[before:] == [
             (ACCESS.format(port=1), 1),
             (error.format(s=1), 1),
             (ACCESS.format(port=2), 1),  # not folded into the row above the error
             (error.format(s=5), 4),
         ]
         last = log.render_lines(Region(0, 0, log.size.width, log.size.height))[
-            len(log.texts) - 1 - round(log.scroll_y)
+            len(log.kept.texts) - 1 - round(log.scroll_y)
         ]
         assert last.text.rstrip().endswith("  ×4")
         failure = app.query_one(ServerLog).get_component_rich_style("server-log--failure")
@@ -259,7 +261,7 @@ async def test_a_search_filters_the_raw_lines_then_folds_what_matches() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
-        assert log.rows[-3:] == [
+        assert log.kept.rows[-3:] == [
             ("INFO answer 1 sent", 1),
             ("ERROR 11-14 10:02:11 [core.py:812] EngineCore hiccup", 1),
             ("INFO answer 2 sent", 1),
@@ -267,7 +269,7 @@ async def test_a_search_filters_the_raw_lines_then_folds_what_matches() -> None:
         await pilot.press("slash", *"answer")
         await pilot.pause()
         # The error between them is filtered out first: the two answers are one row.
-        assert log.rows == [("INFO answer 2 sent", 2)]
+        assert log.kept.rows == [("INFO answer 2 sent", 2)]
 
 
 def _started() -> FakeBackend:
@@ -297,8 +299,8 @@ async def test_a_frame_where_only_a_folded_row_grows_repaints_only_that_row() ->
         await ticks(pilot, 1)
         await pilot.pause()
         # Twenty more requests: the one row that counts them is repainted, nothing else moved.
-        last = len(log.texts) - 1 - round(log.scroll_y)
-        assert log.rows[-1] == (ACCESS.format(port=41019), 23)
+        last = len(log.kept.texts) - 1 - round(log.scroll_y)
+        assert log.kept.rows[-1] == (ACCESS.format(port=41019), 23)
         assert rendered == [last]
         assert drawn == [ACCESS.format(port=41019)]
         assert _shown(log)[last].endswith("  ×23")
@@ -309,7 +311,7 @@ async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_se
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         log = await _a_request_row(pilot, backend)
-        last = len(log.texts) - 1 - round(log.scroll_y)
+        last = len(log.kept.texts) - 1 - round(log.scroll_y)
         rendered = _count_rows_rendered(log)
         repainted = []  # per tick (a second of the console's clock): was the row repainted?
         for second in range(8):
@@ -331,7 +333,7 @@ async def test_under_steady_traffic_a_folded_count_is_drawn_at_most_every_few_se
         await ticks(pilot, 1)
         await pilot.pause()
         assert rendered == [last]
-        assert log.rows[-1] == (ACCESS.format(port=41159), 163)
+        assert log.kept.rows[-1] == (ACCESS.format(port=41159), 163)
         assert _shown(log)[last].endswith("  ×163")
 
 
@@ -342,7 +344,7 @@ async def test_a_count_held_back_is_drawn_while_a_search_lets_no_new_line_throug
         await ticks(pilot, 1)
         app.query_one(ServerLog).set_query("POST")
         log = await _a_request_row(pilot, backend)
-        last = len(log.texts) - 1 - round(log.scroll_y)
+        last = len(log.kept.texts) - 1 - round(log.scroll_y)
         for port in (41000, 41001):  # drawn at once, then held back
             backend._log += [ACCESS.format(port=port)]
             await ticks(pilot, 1)
@@ -366,14 +368,14 @@ async def test_a_repeated_failures_count_is_drawn_every_tick() -> None:
         await ticks(pilot, 1)
         await pilot.pause()
         log = app.query_one(TailLog)
-        last = len(log.texts) - 1 - round(log.scroll_y)
+        last = len(log.kept.texts) - 1 - round(log.scroll_y)
         rendered = _count_rows_rendered(log)
         for second in range(1, 4):
             backend._log += [error.format(s=second)]
             await ticks(pilot, 1)
             await pilot.pause()
             assert rendered == [last]
-            assert log.rows[-1][1] == second + 1
+            assert log.kept.rows[-1][1] == second + 1
             rendered.clear()
 
 
@@ -392,11 +394,11 @@ async def test_a_console_opened_on_a_busy_server_shows_more_than_its_folded_requ
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
-        assert log.rows[-1] == (ACCESS.format(port=40000 + LOG_TAIL * 2 - 1), LOG_TAIL * 2)
-        assert len(log.rows) > log.size.height  # the startup's rows above it fill the panel
+        assert log.kept.rows[-1] == (ACCESS.format(port=40000 + LOG_TAIL * 2 - 1), LOG_TAIL * 2)
+        assert len(log.kept.rows) > log.size.height  # the startup's rows above it fill the panel
         backend._log += [ACCESS.format(port=41000)]
         await ticks(pilot, 1)
-        assert log.rows[-1][1] == LOG_TAIL * 2 + 1  # and the next read's tail continues it
+        assert log.kept.rows[-1][1] == LOG_TAIL * 2 + 1  # and the next read's tail continues it
 
 
 async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves() -> None:
@@ -411,13 +413,13 @@ async def test_a_line_written_many_times_over_keeps_counting_as_the_tail_moves()
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 1)
         log = app.query_one(TailLog)
-        counted = dict(log.rows)[same]
+        counted = dict(log.kept.rows)[same]
         for _ in range(3):
             backend._log += [same] * 7
             await ticks(pilot, 1)
         # Each tick's tail continues the last one: the seven new lines are counted, none
         # twice, and the rows are not rebuilt from the tail held (which counts its own only).
-        assert dict(log.rows)[same] == counted + 21
+        assert dict(log.kept.rows)[same] == counted + 21
 
 
 async def test_rows_are_drawn_as_textuals_strip_operations_would_draw_them() -> None:
@@ -441,10 +443,10 @@ async def test_rows_are_drawn_as_textuals_strip_operations_would_draw_them() -> 
         style, width = log.visual_style.rich_style, log.scrollable_content_region.width
         top = round(log.scroll_y)
         strips = [log.render_line(y) for y in range(log.size.height)]  # (before Textual's filters)
-        shown = log._rows.rows[top : top + len(strips)]
+        shown = log.kept.folded[top : top + len(strips)]
         assert [row.count for row in shown][-5:] == [3, 2, 1, 1, 1]
         for index, (row, strip) in enumerate(zip(shown, strips, strict=False), start=top):
-            text = styled(row) or TailLog.text(row)  # (None: nothing of its own to style)
+            text = styled(row) or plain_text(row)  # (None: nothing of its own to style)
             expected = (
                 Strip(text.render(app.console), text.cell_len)
                 .apply_style(style)
@@ -463,14 +465,14 @@ async def test_a_search_cleared_on_a_busy_server_shows_the_rows_before_the_reque
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)  # the first read brought every line kept, the second a tail
         log = app.query_one(TailLog)
-        rows = log.rows
+        rows = log.kept.rows
         assert len(rows) > log.size.height
         await pilot.press("slash", *"startup")
         await pilot.pause()
-        assert len(log.rows) == 60  # the search covers every line kept, not a tail
+        assert len(log.kept.rows) == 60  # the search covers every line kept, not a tail
         await pilot.press("escape")
         await pilot.pause()
-        assert log.rows == rows
+        assert log.kept.rows == rows
 
 
 async def test_a_log_that_does_not_continue_the_panel_is_rebuilt_from_every_line_kept() -> None:
@@ -485,11 +487,11 @@ async def test_a_log_that_does_not_continue_the_panel_is_rebuilt_from_every_line
             ACCESS.format(port=50000 + i) for i in range(LOG_TAIL + 10)
         ]
         await ticks(pilot, 2)
-        assert log.rows[-1] == (ACCESS.format(port=50000 + LOG_TAIL + 9), LOG_TAIL + 10)
-        assert [line for line, _ in log.rows[-12:-1]] == [
+        assert log.kept.rows[-1] == (ACCESS.format(port=50000 + LOG_TAIL + 9), LOG_TAIL + 10)
+        assert [line for line, _ in log.kept.rows[-12:-1]] == [
             ACCESS.format(port=40000 + LOG_TAIL * 2 - 1),
             *distinct_lines(10, "burst"),
         ]
         backend._log += [ACCESS.format(port=51000)]
         await ticks(pilot, 1)  # later reads take a tail again, and continue the rows
-        assert log.rows[-1][1] == LOG_TAIL + 11
+        assert log.kept.rows[-1][1] == LOG_TAIL + 11

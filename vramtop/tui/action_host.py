@@ -1,6 +1,9 @@
-"""What the console's action runner (runner.py) asks of the App that builds it: the console's
-state and words, and Textual's calls for workers, timers, screens and messages. A protocol,
-so that the runner never imports the App (which imports the runner)."""
+"""What the console's action runner (runner.py) asks of the App that builds it, in two parts:
+`ActionHost`, the console (its state, its status line, its keys, its next read), and
+`AppCalls`, Textual's App (workers, timers, screens, toasts, messages, exit). Protocols, so
+that the runner never imports the App (which imports the runner); and two, so that what an
+action decides can be tried against a console of plain values with calls that run at once
+(tests/tui/test_action_runner.py), without a Textual app running."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ Chosen = TypeVar("Chosen")
 
 
 class ActionHost(Protocol):
-    """What the runner asks of the console (the App)."""
+    """What the runner asks of the console: what it shows, what it says, its keys."""
 
     @property
     def backend(self) -> Backend: ...
@@ -30,15 +33,20 @@ class ActionHost(Protocol):
     @property
     def shown(self) -> ConsoleState: ...
     @property
-    def screen(self) -> object: ...
-    @property
     def way_back_offer(self) -> WayBackOffer | None: ...
 
     def say(self, text: str | None, *, news: bool = True) -> None: ...
     def render_header(self) -> None: ...
     def key_of(self, binding_id: str) -> str: ...
     def request_tick(self) -> None: ...
-    def refresh_bindings(self) -> None: ...
+
+
+class AppCalls(Protocol):
+    """What the runner asks of Textual's App: where its work runs and how it comes back."""
+
+    @property
+    def screen(self) -> object: ...
+
     def push_screen(
         self, screen: Screen[Chosen], callback: Callable[[Chosen | None], None]
     ) -> object: ...
@@ -57,5 +65,6 @@ class ActionHost(Protocol):
     def notify(
         self, message: str, *, title: str, severity: SeverityLevel, timeout: float | None
     ) -> None: ...
+    def refresh_bindings(self) -> None: ...
     def post_message(self, message: Message) -> bool: ...
     def exit(self, result: int | None) -> None: ...

@@ -107,7 +107,7 @@ class VramtopApp(App[int]):
         self.settings = settings or Settings()
         self._clock = clock
         self.shown = ConsoleState()  # replaced, never mutated, on the event loop
-        self.actions = ActionRunner(self)
+        self.actions = ActionRunner(self, self)  # the console, and Textual's calls
         self.reader = Reader(backend, self.post_message, clock, quiet=lambda: self.actions.quitting)
         self._ticker: Timer | None = None  # the timer that asks for reads
         self._theme_names: list[str] = []

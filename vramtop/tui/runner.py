@@ -5,8 +5,9 @@ Each long action runs in a thread worker of the App and reports progress as mess
 (`ActionProgress`, `ActionFinished`), so a slow server never blocks a key. The App's
 `action_*` methods and message handlers call in here; this object keeps the acting state
 (what runs, a load being stopped, a restart armed, the flags a relaunch is to take, quitting,
-the farewell) and nothing the console shows. What it asks of the App is `ActionHost`
-(action_host.py); the runner never imports the App, which builds it.
+the farewell) and nothing the console shows. What it asks of the App is `ActionHost` (the
+console) and `AppCalls` (Textual's workers, timers, screens, messages; action_host.py); the
+runner never imports the App, which builds it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
     from vramtop.core.remedy import FlagChange
-    from vramtop.tui.action_host import ActionHost
+    from vramtop.tui.action_host import ActionHost, AppCalls
     from vramtop.tui.screens.quit_dialog import QuitChoice
     from vramtop.tui.whatif import Machine, RelaunchChoice
 
@@ -47,8 +48,9 @@ Call = Callable[[Callable[[str], None]], ActionResult]
 class ActionRunner:
     """The console's actions, one at a time, each in a thread worker of the App."""
 
-    def __init__(self, app: ActionHost) -> None:
+    def __init__(self, app: ActionHost, calls: AppCalls) -> None:
         self._app = app
+        self._calls = calls
         self.busy: str | None = None  # the action running now, if any
         self._load_stop_asked = False  # s during a start: the load is being stopped
         # The action a first press asked about (its requests would be cut off), until a
@@ -61,7 +63,7 @@ class ActionRunner:
 
     def _worker(self, group: str, work: Callable[[], object]) -> None:
         # One worker at a time in each group, as Textual's @work(exclusive=True) runs them.
-        self._app.run_worker(
+        self._calls.run_worker(
             work, name=group, group=group, exclusive=True, thread=True, exit_on_error=False
         )
 
@@ -121,7 +123,7 @@ class ActionRunner:
         key = app.key_of("restart" if action == "restart" else "start_stop")
         app.say(f"{running} request(s) running: press {key} again to {action}", news=False)
         app.render_header()
-        app.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action))
+        self._calls.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action))
         return False
 
     def _disarm(self, action: str) -> None:
@@ -165,7 +167,7 @@ class ActionRunner:
             why = "proposed in the headroom panel"
         from vramtop.tui.screens.budget_dialog import BudgetDialog
 
-        self._app.push_screen(
+        self._calls.push_screen(
             BudgetDialog(
                 value,
                 current,
@@ -210,7 +212,7 @@ class ActionRunner:
         app = self._app
         shown = app.shown
         remedy_util, why = _remedy_util(shown.findings)
-        app.push_screen(
+        self._calls.push_screen(
             HeadroomScreen(
                 shown.headroom_inputs,
                 self._current_budget(),
@@ -276,9 +278,11 @@ class ActionRunner:
             on = app.backend.toggle_call()
         except Exception as error:  # the simulated machine has gone away: tell, carry on
             log.exception("toggling the simulated call failed")
-            app.call_from_thread(self._call_toggled, None, f"{type(error).__name__}: {error}")
+            self._calls.call_from_thread(
+                self._call_toggled, None, f"{type(error).__name__}: {error}"
+            )
             return
-        app.call_from_thread(self._call_toggled, on)
+        self._calls.call_from_thread(self._call_toggled, on)
 
     def _call_toggled(self, on: bool | None, error: str | None = None) -> None:
         app = self._app
@@ -286,7 +290,7 @@ class ActionRunner:
             # The reason is long (a socket path): in a toast, which wraps; the header has room
             # for the outcome only.
             app.say(f"simulated call not changed (see {locations.own_log_file().name})")
-            app.notify(error, title="Simulated call", severity="error", timeout=8)
+            self._calls.notify(error, title="Simulated call", severity="error", timeout=8)
         else:
             app.say("simulated call started" if on else "simulated call ended")
         app.render_header()
@@ -296,10 +300,10 @@ class ActionRunner:
         from vramtop.tui.screens.quit_dialog import QuitDialog
 
         app = self._app
-        if isinstance(app.screen, QuitDialog) or self.quitting:
+        if isinstance(self._calls.screen, QuitDialog) or self.quitting:
             return  # asked already (a second Ctrl+Q while the question is up)
         if self._server_to_leave():
-            app.push_screen(QuitDialog(), self._quit_chosen)
+            self._calls.push_screen(QuitDialog(), self._quit_chosen)
             return
         # No choice to offer: nothing here that vramtop could stop. The demo's simulated
         # machine goes with the console, since no server of it is left to keep it for.
@@ -342,7 +346,7 @@ class ActionRunner:
             app.backend.close(stop_server=stop_server)
         except Exception:
             log.exception("close failed")
-        app.call_from_thread(app.exit, 0)
+        self._calls.call_from_thread(self._calls.exit, 0)
 
     # -- running one action ----------------------------------------------------------------
     def start(self, name: str, call: Call) -> None:
@@ -353,12 +357,12 @@ class ActionRunner:
         self.busy = name
         app.say(f"{name}: {UNDER_WAY[name]}…", news=False)
         app.render_header()
-        app.refresh_bindings()
+        self._calls.refresh_bindings()
         self._worker("action", partial(self._run, name, call))
 
     def _run(self, name: str, call: Call) -> None:
         """Run `call` on this (worker) thread: its steps and its result go back as messages."""
-        post = self._app.post_message
+        post = self._calls.post_message
 
         def progress(step: str) -> None:
             post(ActionProgress(name, step))
@@ -404,14 +408,14 @@ class ActionRunner:
         if not result.ok:
             # The message names the cause; the server's own lines (a traceback, often) stay in
             # the log panel, where they are highlighted, rather than in a toast over the screen.
-            app.notify(
+            self._calls.notify(
                 f"{result.message} · the server log shows its last lines",
                 title=action,
                 severity="error",
                 timeout=10,
             )
         app.render_header()
-        app.refresh_bindings()
+        self._calls.refresh_bindings()
         app.request_tick()
 
 

@@ -14,7 +14,9 @@ from textual.widgets import Input
 
 from vramtop.core.log_rows import Row
 from vramtop.machines.interface import LOG_KEPT
-from vramtop.tui.widgets.tail_log import TailLog, count_badge
+from vramtop.tui.widgets.kept_lines import KeptLines
+from vramtop.tui.widgets.kept_rows import count_badge
+from vramtop.tui.widgets.tail_log import TailLog
 from vramtop.tui.widgets.typed_input import TypedInput
 
 MAX_LINES = 500  # rows the panel keeps to scroll back to (repeated lines folded)
@@ -43,17 +45,14 @@ class ServerLog(Vertical):
         super().__init__(id=id)
         # What the backend keeps (its last `keep` lines), as far as the reads have brought it:
         # a search, or its end, builds the rows anew from all of it, not from the last tail.
-        self._lines: list[str] = []
-        self._keep = keep
-        self._kept_wanted = False  # asked for every line kept: they rebuild the rows
-        self._rebuild_due = False  # they came while the panel was out of sight
-        self._query = ""
+        self._kept = KeptLines(keep)
         self._subtitle = ""
         # What came while hidden: lines, notice, clock, and whether the lines are all kept.
         self._waiting: tuple[list[str], str | None, float | None, bool] | None = None
         # Shown in the place of the lines while there are none (dim): NO_OUTPUT, or why
         # nothing can be read, in full (`say_unread`).
         self._placeholder = [NO_OUTPUT]
+        self._search: Input | None = None  # the search field, once a search has made it
         # Kept, not looked up: show() runs every tick, and a query walks the DOM.
         self._log = TailLog(self._styled, max_lines=MAX_LINES, classes="-following")
 
@@ -62,23 +61,18 @@ class ServerLog(Vertical):
 
     async def start_search(self) -> None:
         self.add_class("-searching")
-        search = self._search()
+        search = self._search
         if search is None:
             # Made the first time a search begins: hidden until then, it cost the console's
             # first frame its widget and its styles. Compact: one row with no border, so the
             # typed text shows (a focused Input's tall border would fill the row and hide it).
-            search = TypedInput(
+            search = self._search = TypedInput(
                 placeholder="search the log (enter keeps it, esc clears)",
                 id="log-search",
                 compact=True,
             )
             await self.mount(search)
         search.focus()
-
-    def _search(self) -> Input | None:
-        """The search field, once a search has made it."""
-        found = self.query(Input)
-        return found.first() if found else None
 
     def on_mount(self) -> None:
         self.border_title = "Server log"
@@ -93,7 +87,7 @@ class ServerLog(Vertical):
 
     @property
     def lines(self) -> list[str]:
-        return list(self._lines)
+        return list(self._kept.lines)
 
     def show(
         self, lines: list[str], notice: str | None = None, *, now: float | None, kept: bool = False
@@ -110,43 +104,35 @@ class ServerLog(Vertical):
         Textual lay out the whole screen again, every tick the server writes a line."""
         if not self.is_attached:
             return  # a read answered while the console closes: its screen is gone
-        if kept and self._kept_wanted:
-            # Asked for: the rows are built from these, not from the tail they were built from.
-            self._kept_wanted = False
-            self._lines = list(lines)
-            self._rebuild_due = True
+        # Asked for: the rows are built from these, not from the tail they were built from.
+        self._kept.offer(lines, kept=kept)
         if self.app.screen is not self.screen or not self.display:
             self._waiting = (lines, notice, now, kept)
             return
         self._waiting = None
-        subtitle = notice or (f"filter: {self._query}" if self._query else "")
+        query = self._kept.query
+        subtitle = notice or (f"filter: {query}" if query else "")
         if subtitle != self._subtitle:
             # Setting a border title refreshes (and re-styles) the whole log: only on change.
             self._subtitle = subtitle
             self.border_subtitle = subtitle
         log = self._log
-        new = _continuation(self._lines, lines)
-        if new is None or (new and not self._lines):  # empty: replace "no output yet"
-            self._lines = list(lines)
+        new = self._kept.follow(lines)
+        if new is None:  # (or the first lines: they replace "no output yet")
             self._redraw()
             if not kept:
-                self._kept_wanted = True
+                self._kept.kept_wanted = True
                 self.post_message(self.KeptLinesWanted())
             return
-        if new:
-            self._lines += new
-            del self._lines[: -self._keep]
-        if self._rebuild_due:
+        if self._kept.rebuild_due:
             self._redraw()
             return
         if not new:
-            log.draw_counts_due(now)  # a count held back on the last tick with lines
+            log.write_lines([], now)  # a count held back on the last tick with lines
             return
         # Follow the tail only from the tail: someone reading further up keeps their place.
         follow = log.following or log.scroll_y >= log.max_scroll_y
-        grown = log.write_lines(
-            [line for line in new if self._matches(line)] if self._query else new, now
-        )
+        grown = log.write_lines(self._kept.shown(new), now)
         if follow and grown:  # (rows changed in place: the tail is where it was)
             log.follow_tail()
 
@@ -162,11 +148,11 @@ class ServerLog(Vertical):
         if placeholder == self._placeholder:
             return
         self._placeholder = placeholder
-        if self.is_attached and not self._lines:
+        if self.is_attached and not self._kept.lines:
             self._redraw()
 
     def set_query(self, query: str) -> None:
-        self._query = query
+        self._kept.query = query
         self._subtitle = f"filter: {query}" if query else ""
         self.border_subtitle = self._subtitle
         self._redraw()
@@ -180,66 +166,42 @@ class ServerLog(Vertical):
         self.query_one(TailLog).focus()
 
     def key_escape(self) -> None:
-        search = self._search()
+        search = self._search
         if search is not None and search.value:
             search.value = ""
         self.remove_class("-searching")
         self.query_one(TailLog).focus()
 
-    def _matches(self, line: str) -> bool:
-        return not self._query or self._query.lower() in line.lower()
-
     def _redraw(self) -> None:
-        self._rebuild_due = False
+        kept = self._kept
+        kept.rebuild_due = False
         log = self._log
         log.clear()
-        if not self._lines:
+        if not kept.lines:
             log.write_lines(self._placeholder)
             return
-        log.write_lines([line for line in self._lines if self._matches(line)])
+        log.write_lines(kept.shown(kept.lines))
         # Another filter, or a rotated log, is another text: a place kept in the old one
         # would point past the new one's end. Start from its tail.
         log.follow_tail()
 
     def _styled(self, row: Row) -> Text | None:
         """The row's text styled, or None when it has nothing of its own to style (the log
-        then shows its line as it is and its count dim: `TailLog.text`)."""
-        line = row.line
-        if not self._lines and line in self._placeholder:
+        then shows its line as it is and its count dim: `row_strips.plain_text`)."""
+        line, query = row.line, self._kept.query
+        if not self._kept.lines and line in self._placeholder:
             return Text(line, style="dim")
-        if not row.failure and not (self._query and self._matches(line)):
+        if not row.failure and not (query and self._kept.matches(line)):
             return None
         text = Text(line, no_wrap=True)
         failure = self.get_component_rich_style("server-log--failure") if row.failure else None
         if failure is not None:
             text.stylize(failure)
-        if self._query:
+        if query:
             text.highlight_regex(
-                re.compile(re.escape(self._query), re.IGNORECASE),
+                re.compile(re.escape(query), re.IGNORECASE),
                 self.get_component_rich_style("server-log--match"),
             )
         # A folded failure keeps its colour on the count too; any other count is quiet.
         text.append(count_badge(row.count), failure or "dim")
         return text
-
-
-def _continuation(old: list[str], new: list[str]) -> list[str] | None:
-    """The lines of `new` after the end of `old`, or None when `new` does not continue it.
-
-    Both are a tail of one log: `new` continues `old` when its lines up to some point are
-    the end of `old`. A log that writes one line many times over (the same request from the
-    same client) has many such points; the latest one is taken, which never counts a line
-    twice."""
-    if not old:
-        return list(new)
-    if len(new) > len(old) and new[: len(old)] == old:
-        # The tail only grew (the server has written fewer lines than the tail holds): exact,
-        # even where the same line was written many times over.
-        return new[len(old) :]
-    last = old[-1]
-    for index in range(len(new) - 1, -1, -1):
-        if new[index] == last:
-            overlap = min(index + 1, len(old))
-            if new[index + 1 - overlap : index + 1] == old[-overlap:]:
-                return new[index + 1 :]
-    return None

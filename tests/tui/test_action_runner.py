@@ -1,0 +1,144 @@
+"""The console's actions decided without a Textual app running: the runner is given a console
+of plain values (`ActionHost`) and Textual's calls as ones that run at once (`AppCalls`), so a
+test sees each step of an action as the runner takes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.fake_backend import FakeBackend
+from vramtop.settings import Settings
+from vramtop.tui.console_state import ConsoleState
+from vramtop.tui.messages import ActionFinished, ActionProgress
+from vramtop.tui.runner import RESTART_CONFIRM_S, ActionRunner
+from vramtop.tui.screens.quit_dialog import QuitDialog
+from vramtop.tui.way_back import WayBackOffer
+
+
+class Console:
+    """The console: the backend's latest frame shown, and what it said."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self.backend = backend
+        self.settings = Settings()
+        self.shown = ConsoleState().arrived(backend.tick(), None)
+        self.way_back_offer: WayBackOffer | None = None
+        self.said: list[str | None] = []
+        self.reads_asked = 0
+
+    def say(self, text: str | None, *, news: bool = True) -> None:
+        self.said.append(text)
+
+    def render_header(self) -> None:
+        pass
+
+    def key_of(self, binding_id: str) -> str:
+        return {"restart": "r", "start_stop": "s"}[binding_id]
+
+    def request_tick(self) -> None:
+        self.reads_asked += 1
+
+
+class AtOnce:
+    """Textual's calls, run at once on this thread: a worker's work, a call back from it.
+    Timers and screens are kept for the test to fire and answer."""
+
+    def __init__(self) -> None:
+        self.screen: object = None
+        self.screens: list[tuple[object, Callable[[Any], None]]] = []
+        self.timers: list[tuple[float, Callable[[], object]]] = []
+        self.posted: list[object] = []
+        self.toasts: list[str] = []
+        self.exited: int | None = None
+
+    def push_screen(self, screen: Any, callback: Callable[[Any], None]) -> object:
+        self.screens.append((screen, callback))
+        return None
+
+    def run_worker(
+        self, work: Callable[[], object], name: str | None, group: str, **_: Any
+    ) -> object:
+        return work()
+
+    def call_from_thread(self, callback: Callable[..., object], *args: object) -> object:
+        return callback(*args)
+
+    def set_timer(self, delay: float, callback: Callable[[], object]) -> object:
+        self.timers.append((delay, callback))
+        return None
+
+    def notify(self, message: str, **_: Any) -> None:
+        self.toasts.append(message)
+
+    def refresh_bindings(self) -> None:
+        pass
+
+    def post_message(self, message: Any) -> bool:
+        self.posted.append(message)
+        return True
+
+    def exit(self, result: int | None) -> None:
+        self.exited = result
+
+
+def _runner(backend: FakeBackend) -> tuple[ActionRunner, Console, AtOnce]:
+    console, calls = Console(backend), AtOnce()
+    return ActionRunner(console, calls), console, calls
+
+
+def test_r_asks_while_requests_run_forgets_the_question_then_restarts_on_a_second_press() -> None:
+    backend = FakeBackend()
+    runner, console, calls = _runner(backend)
+    runner.restart()
+    assert console.said[-1] == "1 request(s) running: press r again to restart"
+    [(delay, disarm)] = calls.timers
+    assert delay == RESTART_CONFIRM_S
+    disarm()  # the question lapses: the next r asks again
+    runner.restart()
+    assert backend.calls == []
+    runner.restart()
+    assert backend.calls == [("restart", "requests lost")]
+    assert runner.busy == "restart"
+    finished = [m for m in calls.posted if isinstance(m, ActionFinished)]
+    assert [m.result.ok for m in finished] == [True]
+    assert any(isinstance(m, ActionProgress) for m in calls.posted)
+    runner.finished(finished[0])
+    assert runner.busy is None and console.said[-1] == "restarted"
+    assert console.reads_asked == 1
+
+
+def test_s_while_a_start_loads_stops_the_load() -> None:
+    backend = FakeBackend()
+    runner, _console, calls = _runner(backend)
+    runner.start("start", lambda progress: backend.start(progress=progress))
+    runner.start_stop()  # while the start runs: s stops the load instead
+    assert backend.calls == [("start",), ("stop",)]
+    assert [m.action for m in calls.posted if isinstance(m, ActionFinished)] == ["start", "stop"]
+
+
+def test_quitting_with_the_server_up_asks_and_stop_closes_it_then_exits() -> None:
+    backend = FakeBackend()
+    runner, console, calls = _runner(backend)
+    runner.quit_console()
+    [(dialog, chosen)] = calls.screens
+    assert isinstance(dialog, QuitDialog)
+    calls.screen = dialog
+    runner.quit_console()  # asked already: no second question
+    assert len(calls.screens) == 1
+    chosen("stop")
+    assert backend.calls[-1] == ("close", True) and calls.exited == 0
+    assert console.said[-1] == "stopping vLLM, then quitting…"
+
+
+def test_a_call_that_cannot_be_toggled_is_said_and_told_in_a_toast() -> None:
+    class NoWorld(FakeBackend):
+        def toggle_call(self) -> bool:
+            raise ConnectionRefusedError("the simulated machine's socket is gone")
+
+    runner, console, calls = _runner(NoWorld())
+    runner.toggle_call()
+    assert console.said[-1] is not None and console.said[-1].startswith(
+        "simulated call not changed"
+    )
+    assert calls.toasts == ["ConnectionRefusedError: the simulated machine's socket is gone"]
