@@ -15,6 +15,7 @@ LIMIT = 15
 
 SPLIT = {
     "Gate": "frontdoor/gate.py",
+    "ReplayBackend": "machines/replay_backend.py",
 }
 
 
