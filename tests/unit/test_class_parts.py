@@ -14,8 +14,10 @@ PACKAGE = Path(vramtop.__file__).parent
 LIMIT = 15
 
 SPLIT = {
-    "Gate": "frontdoor/gate.py",
+    "ServerHandle": "supervisor/handle.py",
     "ReplayBackend": "machines/replay_backend.py",
+    "Gate": "frontdoor/gate.py",
+    "DoorControl": "supervisor/door_steps.py",
 }
 
 
