@@ -37,7 +37,7 @@ from vramtop.core.model import (
 )
 from vramtop.core.remedy import FlagChange
 from vramtop.core.server_events import Event
-from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame
+from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame, ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -75,10 +75,8 @@ class FakeBackend:
         return None
 
     @property
-    def profile_flags(self) -> FlagChange | None:
+    def profile_launch(self) -> ProfileLaunch | None:
         return None
-
-    settle_s: float | None = None
 
     def __init__(
         self,

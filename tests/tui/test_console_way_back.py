@@ -13,6 +13,7 @@ from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.remedy import FlagChange
+from vramtop.machines.interface import ProfileLaunch
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 
@@ -31,11 +32,10 @@ class LaunchedAt(FakeBackend):
         super().__init__(util=0.93)
         self.guard = guard
         self.length = MAX_MODEL_LEN
-        self.settle_s = SETTLE_S  # the profile's
 
     @property
-    def profile_flags(self) -> FlagChange | None:
-        return LAUNCH
+    def profile_launch(self) -> ProfileLaunch | None:
+        return ProfileLaunch(LAUNCH, SETTLE_S)  # the profile's
 
     def relaunch(self, change: FlagChange, progress: Any = None, precheck: Any = None) -> Any:
         if change.max_model_len is not None:

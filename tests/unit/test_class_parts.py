@@ -18,6 +18,7 @@ SPLIT = {
     "ReplayBackend": "machines/replay_backend.py",
     "Gate": "frontdoor/gate.py",
     "DoorControl": "supervisor/door_steps.py",
+    "MachineControl": "machines/machine_control.py",
 }
 
 
