@@ -35,7 +35,7 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.server_events import Event
 from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame, ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
@@ -213,15 +213,16 @@ class FakeBackend:
         return self._launch(progress, "restarted")
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: Any = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
+        change = order.change
         with self._lock:
             self.calls.append(("relaunch", change.budget))
             self.changes.append(change)
-            self.relaunch_flags = {"max_model_len": change.max_model_len, "precheck": precheck}
+            self.relaunch_flags = {
+                "max_model_len": change.max_model_len,
+                "precheck": order.precheck,
+            }
             if change.budget is not None:
                 self.util = change.budget
             self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))

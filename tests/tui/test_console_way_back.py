@@ -12,7 +12,7 @@ from tests.support.console import make_app, settle, ticks
 from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.interface import ProfileLaunch
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
@@ -37,10 +37,10 @@ class LaunchedAt(FakeBackend):
     def profile_launch(self) -> ProfileLaunch | None:
         return ProfileLaunch(LAUNCH, SETTLE_S)  # the profile's
 
-    def relaunch(self, change: FlagChange, progress: Any = None, precheck: Any = None) -> Any:
-        if change.max_model_len is not None:
-            self.length = change.max_model_len
-        return super().relaunch(change, progress, precheck)
+    def relaunch(self, order: RelaunchOrder, progress: Any = None) -> Any:
+        if order.change.max_model_len is not None:
+            self.length = order.change.max_model_len
+        return super().relaunch(order, progress)
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         inputs = super().headroom_inputs()
@@ -64,7 +64,7 @@ async def test_the_way_back_is_offered_once_the_desktop_has_settled() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.call_on = True  # a call: the desktop rises
-        backend.relaunch(DURING)  # relaunched to 0.83 for it
+        backend.relaunch(RelaunchOrder(DURING))  # relaunched to 0.83 for it
         await ticks(pilot, 3)
         assert OFFER not in status(app)
         backend.call_on = False  # the call ends
@@ -93,7 +93,7 @@ async def test_the_offer_goes_when_a_call_comes_again() -> None:
     app = console(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) + 1)
         assert status(app).startswith(OFFER), status(app)
         backend.call_on = True
@@ -114,7 +114,7 @@ async def test_no_offer_at_the_launch_budget() -> None:
         assert OFFER not in status(app), status(app)
         assert app.way_back_offer is None
         # Below it, the same console offers it.
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) + 1)
         assert status(app).startswith(OFFER), status(app)
 
@@ -124,7 +124,7 @@ async def test_no_offer_while_an_adaptive_guard_steps_up_itself() -> None:
     app = console(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) * 3)
         assert OFFER not in status(app), status(app)
         assert app.way_back_offer is None

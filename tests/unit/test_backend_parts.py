@@ -5,7 +5,7 @@ takes the part it needs, so a source of frames and nothing more is enough to exp
 from __future__ import annotations
 
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.export.exporter import Exporter
 from vramtop.machines.interface import Backend, Frame, FrameSource, ServerControl, WatchOnly
 
@@ -30,7 +30,7 @@ def test_what_a_watched_machine_answers_is_listed_once() -> None:
     part's own refusal: the members are listed in one place, the part."""
     assert _members(WatchOnly) == set(), sorted(_members(WatchOnly))
     watched = WatchOnly()
-    assert not watched.can_act and not watched.relaunch(FlagChange(0.8)).ok
+    assert not watched.can_act and not watched.relaunch(RelaunchOrder(FlagChange(0.8))).ok
     assert watched.stop().message == watched.cannot_act
 
 

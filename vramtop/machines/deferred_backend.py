@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vramtop import files
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import RelaunchOrder
 from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Backend, Frame, ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
 
@@ -179,12 +179,9 @@ class DeferredControl:
         return self._build.built().restart(progress=progress, requests_lost=requests_lost)
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        return self._build.built().relaunch(change, progress=progress, precheck=precheck)
+        return self._build.built().relaunch(order, progress)
 
     def toggle_call(self) -> bool:
         return self._build.built().toggle_call()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from vramtop.core.model import Rates, Sample
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -178,12 +178,9 @@ class ServerControl(Protocol):
         return ActionResult(False, self.cannot_act)
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        """Stop, then start with changed flags; `precheck` may refuse it before the stop."""
+        """Stop, then start with changed flags; its precheck may refuse it before the stop."""
         return ActionResult(False, self.cannot_act)
 
     def toggle_call(self) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
@@ -159,30 +160,25 @@ class MachineControl:
         )
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        """The supervisor's relaunch, told to the session once it has answered."""
+        """The supervisor's relaunch, told to the session once it has answered. Without a
+        precheck of the order's own, vLLM's startup checks against the machine as last
+        sampled, before the old server is stopped: a relaunch vLLM would refuse leaves the
+        server serving."""
         supervisor = self.supervisor
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
 
         def as_last_sampled(change: FlagChange) -> str | None:
-            """vLLM's startup checks against the machine as last sampled, before the old
-            server is stopped: a relaunch vLLM would refuse leaves the server serving."""
             latest = self.sampler.timeline.latest
             if latest is None:
                 return None
             return relaunch_refusal(latest, change, self._outside_budget)
 
-        return supervisor.relaunch(
-            change,
-            progress=progress,
-            precheck=precheck or as_last_sampled,
-            asked_by=self.asked_by,
-        )
+        if order.precheck is None:
+            order = replace(order, precheck=as_last_sampled)
+        return supervisor.relaunch(order, progress=progress, asked_by=self.asked_by)
 
 
 class HousekeepingThread:

@@ -22,7 +22,7 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, state
 from vramtop.supervisor.action_events import (
@@ -190,16 +190,14 @@ class Supervisor:
 
     def relaunch(
         self,
-        change: FlagChange,
-        save: bool = False,
+        order: RelaunchOrder,
         progress: ProgressCallback | None = None,
-        wait_ready: bool = True,
-        timeout_s: float = READY_TIMEOUT_S,
-        precheck: RelaunchPrecheck | None = None,
         asked_by: str = COMMAND,
     ) -> ActionResult:
+        """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
-        result = self._relauncher.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
+        result = self._relauncher.relaunch(order, progress)
+        change = order.change
         # The event names all three flags, null where unchanged, as it always has.
         changed: JsonObject = {
             "gpu_memory_utilization": change.budget,
