@@ -12,7 +12,7 @@ import pytest
 
 from tests.supervisor.supervisor_helpers import fake_profile, free_port
 from vramtop import cli
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.event_log import EventLog
 from vramtop.outcomes import Outcome
 from vramtop.supervisor import Supervisor
@@ -34,9 +34,11 @@ def test_actions_are_written_with_who_asked_and_their_result(
 ) -> None:
     assert supervisor.start().ok
     assert supervisor.start().ok  # already running: nothing happened, no event
-    relaunched = supervisor.relaunch(FlagChange(0.8), asked_by="guard")
+    relaunched = supervisor.relaunch(RelaunchOrder(FlagChange(0.8)), asked_by="guard")
     assert relaunched.ok, relaunched.message
-    refused = supervisor.relaunch(FlagChange(0.7), precheck=lambda changes: "vLLM would refuse it")
+    refused = supervisor.relaunch(
+        RelaunchOrder(FlagChange(0.7), precheck=lambda changes: "vLLM would refuse it")
+    )
     assert not refused.ok  # refused before the stop: the server is as it was, no event
     assert supervisor.stop(asked_by="key").ok
     events = EventLog.for_profile("ev").read()
@@ -62,7 +64,7 @@ def test_a_relaunch_that_went_back_is_written_as_rolled_back(
     sup = Supervisor(fake_profile("rb", free_port(), ledger, util=0.8, FAKE_FREE_FRACTION="0.85"))
     try:
         assert sup.start().ok
-        result = sup.relaunch(FlagChange(0.95), asked_by="key")
+        result = sup.relaunch(RelaunchOrder(FlagChange(0.95)), asked_by="key")
         assert not result.ok and result.rolled_back, result.message
     finally:
         sup.stop()
@@ -81,8 +83,10 @@ def test_an_actions_outcome_is_set_once_and_told_to_the_timeline_and_every_liste
     told: list[ActionDone] = []
     supervisor.tell_actions_to(told.append)
     assert supervisor.start().outcome is Outcome.OK
-    relaunched = supervisor.relaunch(FlagChange(0.8))
-    refused = supervisor.relaunch(FlagChange(0.7), precheck=lambda change: "vLLM would refuse it")
+    relaunched = supervisor.relaunch(RelaunchOrder(FlagChange(0.8)))
+    refused = supervisor.relaunch(
+        RelaunchOrder(FlagChange(0.7), precheck=lambda change: "vLLM would refuse it")
+    )
     assert relaunched.outcome is Outcome.OK and refused.outcome is Outcome.REFUSED
     assert [(d.name, d.outcome, d.changed) for d in told] == [
         ("start", Outcome.OK, True),

@@ -15,7 +15,7 @@ import pytest
 from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
 from tests.support.waiting import wait_until
 from vramtop.config import profile_from_argv
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.supervisor import Supervisor, door, state
 
 pytestmark = pytest.mark.timeout(900)
@@ -113,7 +113,7 @@ def test_restart_and_relaunch_behind_the_door_fail_no_request(lab: Lab) -> None:
         restarted = sup.restart(timeout_s=START_TIMEOUT_S)
         assert restarted.ok, restarted.message
         wait_done(agents, 2)
-        relaunched = sup.relaunch(FlagChange(0.85), timeout_s=START_TIMEOUT_S)
+        relaunched = sup.relaunch(RelaunchOrder(FlagChange(0.85), timeout_s=START_TIMEOUT_S))
         assert relaunched.ok, relaunched.message
         wait_done(agents, 2)
     finally:

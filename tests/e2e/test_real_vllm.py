@@ -38,7 +38,7 @@ from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.vllm.log import parse_startup
 from vramtop.core.vllm.metrics import only_read, parse_metrics, series_read
 from vramtop.machines.machine_backend import MachineBackend, live_backend
@@ -488,7 +488,7 @@ def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> N
     assert vllm_titled(old_tree), "the running server has no VLLM:: processes"
     offset = served.supervisor.log_path.stat().st_size
 
-    result = served.supervisor.relaunch(FlagChange(0.85), timeout_s=START_TIMEOUT_S)
+    result = served.supervisor.relaunch(RelaunchOrder(FlagChange(0.85), timeout_s=START_TIMEOUT_S))
     assert result.ok, result.message
     served.profile = served.supervisor.profile
 

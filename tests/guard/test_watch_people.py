@@ -17,7 +17,7 @@ from tests.guard.test_guard_policy import collapse, sample
 from vramtop.core.guard.decisions import ACTED, CANCELLED, WAITED
 from vramtop.core.model import DoorReading
 from vramtop.core.news import News
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import RelaunchOrder
 from vramtop.event_log import EventLog
 from vramtop.guard.choices import GuardSettings
 from vramtop.guard.watch import Watch
@@ -142,8 +142,8 @@ def test_the_door_the_sample_read_lets_the_relaunch_go_while_requests_run(
         def events(self) -> list[object]:
             return []
 
-        def relaunch(self, change: FlagChange) -> ActionResult:
-            relaunched.append(change.to_json())
+        def relaunch(self, order: RelaunchOrder) -> ActionResult:
+            relaunched.append(order.change.to_json())
             return ActionResult(True, "relaunched")
 
     settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)

@@ -10,7 +10,7 @@ import pytest
 from supervised_sim import supervised
 
 from tests.support.waiting import wait_until
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.sim.machine import SimMachine
 
 
@@ -30,7 +30,7 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         wait_until(ticked_until_known, deadline_s=30, what="the headroom's inputs", poll_s=0.2)
         pid = supervisor.status().pid
         # 262,144 tokens do not fit in 0.85's pool: refused, in vLLM's words, before a stop.
-        refused = backend.relaunch(FlagChange(0.85))
+        refused = backend.relaunch(RelaunchOrder(FlagChange(0.85)))
         assert not refused.ok and not refused.rolled_back
         assert "To serve at least one request with the model's max seq len (262144)" in (
             refused.message
@@ -38,11 +38,11 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         assert supervisor.status().pid == pid
         assert not [e for e in backend.session.events() if e.name == "relaunch"]
         # More than is free beside the desktop: refused by vLLM's free-memory check.
-        too_big = backend.relaunch(FlagChange(0.99))
+        too_big = backend.relaunch(RelaunchOrder(FlagChange(0.99)))
         assert not too_big.ok and "Free memory on device" in too_big.message
         assert supervisor.status().pid == pid
         # The same budget with a ceiling that fits starts.
-        ok = backend.relaunch(FlagChange(0.85, max_model_len=163_840))
+        ok = backend.relaunch(RelaunchOrder(FlagChange(0.85, max_model_len=163_840)))
         assert ok.ok, ok.message
         assert supervisor.status().pid != pid
         relaunches = [e for e in backend.session.events() if e.name == "relaunch"]

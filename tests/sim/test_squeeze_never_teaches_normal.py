@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.sim_card import CardSupervisor, SimCard
 from vramtop.core.findings import Kind
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.interface import Frame
 
 SPEED = 20.0
@@ -36,7 +36,7 @@ def test_a_relaunch_during_a_call_does_not_learn_the_calls_rate_as_normal(
         normal = before.normal_rate.tps
         card.set_call(True)
         seconds(20)  # the call collapses the server at 0.93
-        assert backend.relaunch(FlagChange(0.85)).ok
+        assert backend.relaunch(RelaunchOrder(FlagChange(0.85))).ok
         during = seconds(90)
         for frame in during:
             view = frame.throughput

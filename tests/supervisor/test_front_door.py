@@ -20,7 +20,7 @@ from sim_helpers import gone, sim_profile
 from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.live_machine import live_machine
@@ -82,12 +82,12 @@ def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) ->
     wait_for(lambda: gen.completed >= done + 3)
     # A relaunch vLLM refuses (262,144 tokens do not fit at 0.85) rolls back: what was held
     # meanwhile goes to the rolled-back server.
-    failed = sup.relaunch(FlagChange(0.85))
+    failed = sup.relaunch(RelaunchOrder(FlagChange(0.85)))
     assert not failed.ok and failed.rolled_back
     done = gen.completed
     wait_for(lambda: gen.completed >= done + 3)
     second = sup.status()
-    assert sup.relaunch(FlagChange(0.85, max_model_len=163_840)).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(0.85, max_model_len=163_840))).ok
     assert gone(second.pids)
     done = gen.completed
     wait_for(lambda: gen.completed >= done + 3)
@@ -325,7 +325,7 @@ def test_a_restart_with_a_token_file_others_can_write_stops_nothing(machine: Sim
     rec = record("loose")
     path = door.token_path("loose")
     path.chmod(0o666)
-    for result in (sup.restart(), sup.relaunch(FlagChange(0.8))):
+    for result in (sup.restart(), sup.relaunch(RelaunchOrder(FlagChange(0.8)))):
         assert not result.ok
         assert f"`chmod go-w {path}`" in result.message and "nothing was stopped" in result.message
     assert record("loose").pid == rec.pid and sup.owns_its_port()

@@ -18,7 +18,7 @@ from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, healthy, le
 
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.supervisor import Supervisor, state
 
 
@@ -63,7 +63,7 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     assert second.pid != first.pid and tree_gone(first.pids)
 
     words.clear()
-    assert sup.relaunch(FlagChange(0.85), progress=words.append).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(0.85)), progress=words.append).ok
     assert words[:2] == ["stopping", "memory released"]
     third = sup.status()
     assert tree_gone(second.pids)

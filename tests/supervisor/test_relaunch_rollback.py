@@ -14,7 +14,7 @@ from sim_helpers import sim_api_servers, sim_profile
 
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.machine_backend import MachineBackend
@@ -53,7 +53,7 @@ def test_a_budget_that_cannot_start_leaves_the_previous_server_serving(
 ) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "back"))
     assert sup.start().ok
-    result = sup.relaunch(FlagChange(NO_ROOM))
+    result = sup.relaunch(RelaunchOrder(FlagChange(NO_ROOM)))
     assert not result.ok and result.rolled_back, result
     assert result.message.startswith("relaunch at 0.99 failed: out of memory at startup")
     assert result.message.endswith("; the previous flags (0.93) serve again")
@@ -71,7 +71,7 @@ def test_a_budget_that_cannot_start_leaves_the_previous_server_serving(
 def test_the_cause_shown_is_vllms_own_line_not_the_engines_death(machine: SimMachine) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "cause"))
     assert sup.start().ok
-    result = sup.relaunch(FlagChange(NO_KV_BLOCK))
+    result = sup.relaunch(RelaunchOrder(FlagChange(NO_KV_BLOCK)))
     assert result.rolled_back, result
     assert "relaunch at 0.3 failed: No available memory for the cache blocks" in result.message
     assert "EngineDeadError" not in result.message and "engine died" not in result.message
@@ -82,9 +82,9 @@ def test_the_cause_shown_is_vllms_own_line_not_the_engines_death(machine: SimMac
 def test_a_failed_relaunchs_flags_do_not_stick(machine: SimMachine) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "stick"))
     assert sup.start().ok
-    assert sup.relaunch(FlagChange(NO_ROOM)).rolled_back
+    assert sup.relaunch(RelaunchOrder(FlagChange(NO_ROOM))).rolled_back
     # The next relaunch changes the model length only: the budget is the one that served.
-    assert sup.relaunch(FlagChange(max_model_len=65536)).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(max_model_len=65536))).ok
     info = sup.status()
     assert info.budget == 0.93 and info.max_model_len == 65536
     assert sup.restart().ok
@@ -99,7 +99,7 @@ def test_a_relaunch_of_a_stopped_server_that_fails_forgets_its_flags(
     machine: SimMachine,
 ) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "cold"))
-    result = sup.relaunch(FlagChange(NO_ROOM))
+    result = sup.relaunch(RelaunchOrder(FlagChange(NO_ROOM)))
     assert not result.ok and not result.rolled_back
     assert result.message.startswith("relaunch at 0.99 failed: out of memory at startup")
     rec = state.load("cold")
@@ -119,7 +119,7 @@ def test_a_precheck_that_refuses_leaves_the_server_serving(machine: SimMachine) 
         asked.append((change.argv_changes(), sup.status().state))
         return "the desktop needs that memory now"
 
-    result = sup.relaunch(FlagChange(0.5, max_model_len=4096), precheck=refuse)
+    result = sup.relaunch(RelaunchOrder(FlagChange(0.5, max_model_len=4096), precheck=refuse))
     assert result.ok is False and result.message == "the desktop needs that memory now"
     # Asked with the changed flags while the old server still served.
     assert asked == [
@@ -135,7 +135,10 @@ def test_a_precheck_that_refuses_leaves_the_server_serving(machine: SimMachine) 
 
     passed: list[dict[str, str]] = []
     assert sup.relaunch(
-        FlagChange(FITS, max_model_len=SHORT), precheck=lambda c: passed.append(c.argv_changes())
+        RelaunchOrder(
+            FlagChange(FITS, max_model_len=SHORT),
+            precheck=lambda c: passed.append(c.argv_changes()),
+        )
     ).ok
     assert passed == [{vllm_args.GPU_MEMORY_UTILIZATION: "0.9", vllm_args.MAX_MODEL_LEN: "32768"}]
     assert sup.status().budget == FITS
@@ -146,10 +149,10 @@ def test_the_profile_changes_only_once_the_new_server_serves(machine: SimMachine
     sup = supervisor_for(machine, sim_profile(machine, "prof"))
     length = sup.profile.flag(vllm_args.MAX_MODEL_LEN)
     assert sup.start().ok
-    assert sup.relaunch(FlagChange(NO_ROOM)).rolled_back
+    assert sup.relaunch(RelaunchOrder(FlagChange(NO_ROOM))).rolled_back
     assert sup.profile.flag(vllm_args.GPU_MEMORY_UTILIZATION) == "0.93"
     assert sup.profile.history == []
-    assert sup.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(FITS, max_model_len=SHORT))).ok
     assert sup.profile.flag(vllm_args.GPU_MEMORY_UTILIZATION) == "0.9"
     assert [(c.old, c.new) for c in sup.profile.history] == [("0.93", "0.9"), (length, "32768")]
     assert sup.stop().ok
@@ -176,7 +179,7 @@ def test_save_after_a_failed_start_leaves_the_file_as_it_was(
     before = path.read_bytes()
     sup = supervisor_for(machine, load_profile_file(path))
     assert sup.start().ok
-    assert sup.relaunch(FlagChange(NO_ROOM), save=True).rolled_back
+    assert sup.relaunch(RelaunchOrder(FlagChange(NO_ROOM), save=True)).rolled_back
     assert path.read_bytes() == before
     assert sup.stop().ok
 
@@ -192,7 +195,7 @@ def test_save_writes_the_file_it_loaded_and_keeps_its_comments(
     sup = supervisor_for(machine, load_profile_file(copy))
     length = sup.profile.flag(vllm_args.MAX_MODEL_LEN)
     assert sup.start().ok
-    assert sup.relaunch(FlagChange(FITS, max_model_len=SHORT), save=True).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(FITS, max_model_len=SHORT), save=True)).ok
     assert original.read_bytes() == untouched
     text = copy.read_text()
     assert text.startswith("# my simulated server\n")
@@ -221,6 +224,12 @@ def backend_for(machine: SimMachine, sup: Supervisor) -> MachineBackend:
     return MachineBackend(sampler=sampler, supervisor=sup)
 
 
+def profile_flags(backend: MachineBackend) -> FlagChange | None:
+    """The flags the profile's file launches with (`ProfileLaunch.flags`)."""
+    launch = backend.profile_launch
+    return launch.flags if launch is not None else None
+
+
 def relaunch_events(backend: MachineBackend) -> list[dict[str, object]]:
     """The relaunch events' fields, less the start's phases (tests/unit/test_start_phases)."""
     events = [dict(e.detail) for e in backend.session.events() if e.name == "relaunch"]
@@ -232,17 +241,17 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
     backend = backend_for(machine, sup)
     try:
         assert sup.start().ok
-        refused = backend.relaunch(FlagChange(0.5), precheck=lambda c: "not now")
+        refused = backend.relaunch(RelaunchOrder(FlagChange(0.5), precheck=lambda c: "not now"))
         assert refused.message == "not now"
         assert relaunch_events(backend) == []  # nothing happened to the server
-        assert backend.relaunch(FlagChange(NO_ROOM)).rolled_back
+        assert backend.relaunch(RelaunchOrder(FlagChange(NO_ROOM))).rolled_back
         assert relaunch_events(backend) == [
             {"gpu_memory_utilization": NO_ROOM, "result": "rolled_back"}
         ]
         assert backend.launch_budget == 0.93
-        launched = backend.profile_flags
+        launched = profile_flags(backend)
         assert launched is not None and launched.budget == 0.93
-        assert backend.relaunch(FlagChange(FITS, max_model_len=SHORT)).ok
+        assert backend.relaunch(RelaunchOrder(FlagChange(FITS, max_model_len=SHORT))).ok
         # The new start's phases, as vLLM's log said them.
         last = [e for e in backend.session.events() if e.name == "relaunch"][-1]
         assert last.detail["phases"]["weights_s"] > 0
@@ -254,7 +263,7 @@ def test_the_relaunch_event_is_recorded_with_its_result(machine: SimMachine) -> 
         assert backend.launch_budget == FITS
         # The profile's file still launches at its own flags (the relaunch was not saved):
         # what the console's way back after a call goes back to.
-        assert backend.profile_flags == launched
+        assert profile_flags(backend) == launched
     finally:
         backend.close(stop_server=True)
     assert sim_api_servers(machine) == []
@@ -275,7 +284,7 @@ def test_save_on_a_profile_that_is_a_link_is_refused_before_the_stop(
     assert sup.start().ok
     served = state.load("linked")
     assert served is not None
-    result = sup.relaunch(FlagChange(FITS, max_model_len=SHORT), save=True)
+    result = sup.relaunch(RelaunchOrder(FlagChange(FITS, max_model_len=SHORT), save=True))
     assert not result.ok and "not relaunched" in result.message
     assert f"{kept} is a symbolic link to {target}" in result.message
     again = state.load("linked")

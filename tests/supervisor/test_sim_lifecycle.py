@@ -12,7 +12,7 @@ import pytest
 from sim_helpers import gone, sim_profile
 
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
@@ -48,7 +48,7 @@ def test_start_ready_restart_relaunch_stop_on_the_simulated_gpu(machine: SimMach
     assert len(servers_on(machine)) == 1
 
     # The field report's fix, both flags: 262,144 tokens no longer fit at 0.85.
-    assert sup.relaunch(FlagChange(0.85, max_model_len=163_840)).ok
+    assert sup.relaunch(RelaunchOrder(FlagChange(0.85, max_model_len=163_840))).ok
     third = sup.status()
     assert gone(second.pids)
     assert cache_util(sup.profile.url) == "0.85"
@@ -79,5 +79,5 @@ def test_a_budget_with_no_room_reports_the_cause_and_the_largest_that_fits(
     fits = rec.largest_fitting_budget
     assert servers_on(machine) == []
     # The advice is right: that budget starts.
-    assert sup.relaunch(FlagChange(fits)).ok, "the suggested budget did not fit"
+    assert sup.relaunch(RelaunchOrder(FlagChange(fits))).ok, "the suggested budget did not fit"
     assert sup.stop().ok

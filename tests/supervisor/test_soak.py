@@ -26,7 +26,7 @@ from sim_helpers import sim_api_servers, sim_profile
 from tests.support.waiting import wait_until
 from vramtop import locations, profile_file
 from vramtop.core.model import ServerInfo, ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
@@ -109,7 +109,11 @@ def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) 
         elif op == "relaunch":
             util = rng.choice([0.85, 0.88, 0.9, 0.93])
             # 163,840 tokens fit at every one of these budgets (262,144 only at 0.93).
-            assert sup.relaunch(FlagChange(util, max_model_len=163_840)).ok, (i, op, sup.status())
+            assert sup.relaunch(RelaunchOrder(FlagChange(util, max_model_len=163_840))).ok, (
+                i,
+                op,
+                sup.status(),
+            )
         elif op == "kill_server":
             info = sup.status()
             if info.pid and info.state.value in ("starting", "running"):

@@ -35,9 +35,9 @@ from vramtop.core.model import (
     SplitMethod,
     StartupFacts,
 )
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.server_events import Event
-from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame
+from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Frame, ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -75,10 +75,8 @@ class FakeBackend:
         return None
 
     @property
-    def profile_flags(self) -> FlagChange | None:
+    def profile_launch(self) -> ProfileLaunch | None:
         return None
-
-    settle_s: float | None = None
 
     def __init__(
         self,
@@ -215,15 +213,16 @@ class FakeBackend:
         return self._launch(progress, "restarted")
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: Any = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
+        change = order.change
         with self._lock:
             self.calls.append(("relaunch", change.budget))
             self.changes.append(change)
-            self.relaunch_flags = {"max_model_len": change.max_model_len, "precheck": precheck}
+            self.relaunch_flags = {
+                "max_model_len": change.max_model_len,
+                "precheck": order.precheck,
+            }
             if change.budget is not None:
                 self.util = change.budget
             self._events.append(Event(self.t, "relaunch", {"gpu_memory_utilization": self.util}))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from vramtop.core.model import DoorReading, ServerInfo, ServerState
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import RelaunchOrder
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.outcomes import ActionResult
@@ -285,10 +285,11 @@ class CardSupervisor:
 
     def relaunch(
         self,
-        change: FlagChange,
+        order: RelaunchOrder,
         asked_by: str | None = None,
         **_: Any,
     ) -> ActionResult:
+        change = order.change
         old = self.server
         flags = dict(self.flags)
         util = change.budget

@@ -12,7 +12,8 @@ from tests.support.console import make_app, open_budget_dialog, settle, status_l
 from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.headroom.terms import HeadroomInputs
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
+from vramtop.machines.interface import ProfileLaunch
 
 SETTLE_S = 5.0
 OFFER = "call over: b relaunches at 0.93"
@@ -29,16 +30,15 @@ class LaunchedAt(FakeBackend):
         super().__init__(util=0.93)
         self.guard = guard
         self.length = MAX_MODEL_LEN
-        self.settle_s = SETTLE_S  # the profile's
 
     @property
-    def profile_flags(self) -> FlagChange | None:
-        return LAUNCH
+    def profile_launch(self) -> ProfileLaunch | None:
+        return ProfileLaunch(LAUNCH, SETTLE_S)  # the profile's
 
-    def relaunch(self, change: FlagChange, progress: Any = None, precheck: Any = None) -> Any:
-        if change.max_model_len is not None:
-            self.length = change.max_model_len
-        return super().relaunch(change, progress, precheck)
+    def relaunch(self, order: RelaunchOrder, progress: Any = None) -> Any:
+        if order.change.max_model_len is not None:
+            self.length = order.change.max_model_len
+        return super().relaunch(order, progress)
 
     def headroom_inputs(self) -> HeadroomInputs | None:
         inputs = super().headroom_inputs()
@@ -54,7 +54,7 @@ async def test_the_way_back_is_offered_once_the_desktop_has_settled() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
         backend.call_on = True  # a call: the desktop rises
-        backend.relaunch(DURING)  # relaunched to 0.83 for it
+        backend.relaunch(RelaunchOrder(DURING))  # relaunched to 0.83 for it
         await ticks(pilot, 3)
         assert OFFER not in status_line(app)
         backend.call_on = False  # the call ends
@@ -81,7 +81,7 @@ async def test_the_offer_goes_when_a_call_comes_again() -> None:
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) + 1)
         assert status_line(app).startswith(OFFER), status_line(app)
         backend.call_on = True
@@ -102,7 +102,7 @@ async def test_no_offer_at_the_launch_budget() -> None:
         assert OFFER not in status_line(app), status_line(app)
         assert app.way_back_offer is None
         # Below it, the same console offers it.
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) + 1)
         assert status_line(app).startswith(OFFER), status_line(app)
 
@@ -112,7 +112,7 @@ async def test_no_offer_while_an_adaptive_guard_steps_up_itself() -> None:
     app = make_app(backend)
     async with app.run_test(size=(120, 40)) as pilot:
         await ticks(pilot, 2)
-        backend.relaunch(DURING)
+        backend.relaunch(RelaunchOrder(DURING))
         await ticks(pilot, int(SETTLE_S) * 3)
         assert OFFER not in status_line(app), status_line(app)
         assert app.way_back_offer is None

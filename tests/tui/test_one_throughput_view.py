@@ -18,7 +18,7 @@ from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.exposition import ExportState, series_for
 from vramtop.core.findings import Finding, Kind
 from vramtop.core.model import DoorReading, Sample
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.interface import Frame
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.session_reader import SessionReader
@@ -148,7 +148,7 @@ def test_every_reader_gives_the_same_rate_through_the_demos_field_report_day() -
     with supervisor.backend() as backend:
         for second in range(660):
             if second == 300:
-                assert backend.relaunch(FlagChange(0.85)).ok
+                assert backend.relaunch(RelaunchOrder(FlagChange(0.85))).ok
             supervisor.run(1.0)
             frame = backend.tick(log_limit=0)
             kinds |= {f.kind for f in frame.findings}

@@ -5,8 +5,9 @@ takes the part it needs, so a source of frames and nothing more is enough to exp
 from __future__ import annotations
 
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.export.exporter import Exporter
-from vramtop.machines.interface import Backend, Frame, FrameSource, ServerControl
+from vramtop.machines.interface import Backend, Frame, FrameSource, ServerControl, WatchOnly
 
 CARD = GpuReading(devices=(GpuDevice(0, "sim card", 32 * GIB, 10 * GIB, 22 * GIB),), source="sim")
 
@@ -20,8 +21,17 @@ def test_the_two_parts_are_narrow_and_apart() -> None:
     assert "tick" in frames and {"start", "stop", "restart", "relaunch"} <= control
     assert not frames & control, "a member belongs to one part"
     # (control: the actions, and what a person's relaunch reads of the profile)
-    assert len(frames) <= 8 and len(control) <= 13, (sorted(frames), sorted(control))
+    assert len(frames) <= 8 and len(control) <= 12, (sorted(frames), sorted(control))
     assert _members(Backend) == {"close"}, "the console's backend is the two parts, and leaving"
+
+
+def test_what_a_watched_machine_answers_is_listed_once() -> None:
+    """A machine vramtop only watches answers each member of the server control with the
+    part's own refusal: the members are listed in one place, the part."""
+    assert _members(WatchOnly) == set(), sorted(_members(WatchOnly))
+    watched = WatchOnly()
+    assert not watched.can_act and not watched.relaunch(RelaunchOrder(FlagChange(0.8))).ok
+    assert watched.stop().message == watched.cannot_act
 
 
 class Ticks:

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.support.synthetic import Card, build, field_report
 from vramtop.core.findings import VRAM_CONTENTION
 from vramtop.core.model import Sample
-from vramtop.core.remedy import FlagChange
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.replay_backend import ReplayBackend
 from vramtop.session.writer import SessionWriter
 
@@ -54,4 +54,4 @@ def test_replay_refuses_actions(tmp_path: Path) -> None:
     record_field_report(path)
     backend = ReplayBackend(path)
     assert not backend.restart().ok
-    assert "recording" in backend.relaunch(FlagChange(0.85)).message
+    assert "recording" in backend.relaunch(RelaunchOrder(FlagChange(0.85))).message

@@ -16,7 +16,7 @@ from vramtop.commands.catalog import summary
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.headroom.startup_checks import round_model_len
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder, RelaunchPrecheck
 from vramtop.outcomes import ActionResult, ExitCode
 from vramtop.sources.probes import GpuProbe
 
@@ -151,12 +151,11 @@ def run(args: argparse.Namespace) -> int:
         t = supervised.target(options.target)
         precheck = None if options.no_check else _precheck(t, options)
         with supervised.said_if_left_loading(t.supervisor, demo=options.target.demo):
+            order = RelaunchOrder(
+                options.change, save=options.save, timeout_s=options.wait.timeout, precheck=precheck
+            )
             result = t.supervisor.relaunch(
-                options.change,
-                save=options.save,
-                progress=supervised.progress_printer(options.wait.quiet),
-                timeout_s=options.wait.timeout,
-                precheck=precheck,
+                order, progress=supervised.progress_printer(options.wait.quiet)
             )
         code = supervised.finish(result)
         if not result.ok:

@@ -2,7 +2,8 @@
 
 `FlagChange` is a relaunch's flags, one value from whoever asks (the headroom dialog, `vramtop
 relaunch`, the guard, a finding's remedy) to the command line it is written into
-(`argv_changes`, the one place that names vLLM's flags).
+(`argv_changes`, the one place that names vLLM's flags); `RelaunchOrder` carries it with how
+the relaunch is to be done.
 
 Each kind's report builds a `Remedy` directly; `to_json` writes the session format's `remedy`
 object (`diagnose --json`, recordings, the exporter) and `from_json` reads one back from a
@@ -81,6 +82,22 @@ class FlagChange:
 # Asked with a relaunch's flags before the running server is stopped: a sentence refuses the
 # relaunch (the server keeps serving), None lets it go ahead.
 RelaunchPrecheck = Callable[[FlagChange], str | None]
+
+
+@dataclass(frozen=True)
+class RelaunchOrder:
+    """A relaunch as asked, one value from whoever asks (the console's dialog, the guard,
+    `vramtop relaunch`) to the relaunch that writes its flags into the command line: the
+    flags (`change`); whether the change goes into the profile's file once the new server
+    serves (`save`); whether to wait for it to serve, and how long (None: the supervisor's
+    own wait); and the check that may refuse it before the running server is stopped (None:
+    the machine's own check, where it has one)."""
+
+    change: FlagChange
+    save: bool = False
+    wait_ready: bool = True
+    timeout_s: float | None = None
+    precheck: RelaunchPrecheck | None = None
 
 
 class RemedyAction(StrEnum):

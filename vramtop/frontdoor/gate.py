@@ -4,7 +4,8 @@ One `Gate` per door, used from its event loop only. A request asks `admit()` for
 to forward to; while the door holds, it waits in arrival order until a release (forwarded),
 a fail or its hold time (an error answer). A request sent again after a hold recalled it
 (`proxy.Forwarder.recall`) keeps its place by its first arrival. What the door answers itself
-is a `Refusal`.
+is a `Refusal`. The `Gate` decides and counts; the waiting requests themselves, in order, are
+its `HeldQueue`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,53 @@ class _Held:
     future: asyncio.Future[str] = field(repr=False)
 
 
+class HeldQueue:
+    """The requests the door holds, in order of first arrival: each waits on its future until
+    it is let through to an upstream or refused."""
+
+    def __init__(self) -> None:
+        self._queue: deque[_Held] = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def longest_wait(self, now: float) -> float:
+        """How long the request waiting longest has waited (0 with none waiting)."""
+        return max((now - h.arrived for h in self._queue), default=0.0)
+
+    def add(self, held: _Held) -> None:
+        """Into the queue by arrival: a request sent again goes before those that came after
+        it, whatever the order its recall ended in."""
+        at = len(self._queue)
+        while at > 0 and self._queue[at - 1].arrived > held.arrived:
+            at -= 1
+        self._queue.insert(at, held)
+
+    def forget(self, held: _Held) -> None:
+        """A request that stopped waiting (timed out, or its client went)."""
+        with contextlib.suppress(ValueError):
+            self._queue.remove(held)
+
+    def let_through(self, upstream: str) -> int:
+        """Every waiting request sent on to `upstream`, in arrival order; how many."""
+        return self._settle_all(lambda held: held.future.set_result(upstream))
+
+    def refuse_all(self, body: Callable[[], JsonObject]) -> int:
+        """Every waiting request answered with the door's 503 (`body`); how many."""
+        return self._settle_all(
+            lambda held: held.future.set_exception(Refusal(503, body(), protocol.RETRY_AFTER_S))
+        )
+
+    def _settle_all(self, settle: Callable[[_Held], None]) -> int:
+        count = 0
+        while self._queue:
+            held = self._queue.popleft()
+            if not held.future.done():
+                settle(held)
+                count += 1
+        return count
+
+
 class Gate:
     def __init__(
         self,
@@ -57,7 +105,7 @@ class Gate:
         self.held_total = 0
         self.replayed = 0  # requests a hold cancelled upstream, to be sent again
         self.longest_hold_s = 0.0
-        self._queue: deque[_Held] = deque()
+        self._queue = HeldQueue()
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -68,9 +116,7 @@ class Gate:
 
     def longest_hold_now(self) -> float:
         """The longest any request has waited, the ones waiting now included."""
-        now = self.clock()
-        waiting = max((now - h.arrived for h in self._queue), default=0.0)
-        return max(self.longest_hold_s, waiting)
+        return max(self.longest_hold_s, self._queue.longest_wait(self.clock()))
 
     # -- a request's way through ----------------------------------------------------------------
     async def admit(self, arrived: float | None = None) -> str:
@@ -83,18 +129,18 @@ class Gate:
             self._start()
             return self.upstream
         held = _Held(self.clock() if arrived is None else arrived, self.loop().create_future())
-        self._enqueue(held)
+        self._queue.add(held)
         self.held_total += 1
         remaining = max(0.0, self.hold_s - (self.clock() - held.arrived))
         try:
             upstream = await asyncio.wait_for(asyncio.shield(held.future), remaining)
         except TimeoutError:
-            self._forget(held)
+            self._queue.forget(held)
             raise Refusal(
                 503, protocol.held_too_long(self.hold_s), protocol.RETRY_AFTER_S
             ) from None
         except asyncio.CancelledError:
-            self._forget(held)
+            self._queue.forget(held)
             raise
         finally:
             self.longest_hold_s = max(self.longest_hold_s, self.clock() - held.arrived)
@@ -141,18 +187,12 @@ class Gate:
         if self.upstream is None:
             raise ValueError("the door has no upstream yet: release needs one")
         self.holding = False
-        released = 0
-        while self._queue:
-            held = self._queue.popleft()
-            if not held.future.done():
-                held.future.set_result(self.upstream)
-                released += 1
-        return released
+        return self._queue.let_through(self.upstream)
 
     def fail(self, reason: str) -> int:
         """Answer every held request with the 503 at once; holding ends."""
         self.holding = self.upstream is None
-        return self._refuse_all(lambda: protocol.not_serving(reason))
+        return self._queue.refuse_all(lambda: protocol.not_serving(reason))
 
     def stop(self) -> int:
         """The door is stopping: the held requests are answered rather than dropped, and so
@@ -160,7 +200,7 @@ class Gate:
         kept open)."""
         self.holding = True
         self.stopping = True
-        return self._refuse_all(protocol.door_stopping)
+        return self._queue.refuse_all(protocol.door_stopping)
 
     # -- inside ---------------------------------------------------------------------------------
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -169,24 +209,3 @@ class Gate:
     def _start(self) -> None:
         self.in_flight += 1
         self._idle.clear()
-
-    def _enqueue(self, held: _Held) -> None:
-        """Into the queue by arrival: a request sent again goes before those that came after
-        it, whatever the order its recall ended in."""
-        at = len(self._queue)
-        while at > 0 and self._queue[at - 1].arrived > held.arrived:
-            at -= 1
-        self._queue.insert(at, held)
-
-    def _forget(self, held: _Held) -> None:
-        with contextlib.suppress(ValueError):
-            self._queue.remove(held)
-
-    def _refuse_all(self, body: Callable[[], JsonObject]) -> int:
-        count = 0
-        while self._queue:
-            held = self._queue.popleft()
-            if not held.future.done():
-                held.future.set_exception(Refusal(503, body(), protocol.RETRY_AFTER_S))
-                count += 1
-        return count

@@ -32,7 +32,7 @@ from vramtop.core.guard.decisions import (
 )
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.news import action_news, finding_closed, finding_opened
-from vramtop.core.remedy import FlagChange, RemedyAction
+from vramtop.core.remedy import FlagChange, RelaunchOrder, RemedyAction
 from vramtop.core.secrets import mask_line
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
@@ -304,7 +304,7 @@ class Watch:
 
         def relaunch() -> None:
             try:
-                result = backend.relaunch(action.flags)
+                result = backend.relaunch(RelaunchOrder(action.flags))
             except Exception as exc:  # a bug must not leave the policy waiting forever
                 log.exception("the guard's relaunch failed")
                 self._answer = ("failed", str(exc))

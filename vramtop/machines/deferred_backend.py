@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from vramtop import files
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
-from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Backend, Frame
+from vramtop.core.remedy import RelaunchOrder
+from vramtop.machines.interface import CANNOT_ACT, LOG_TAIL, Backend, Frame, ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -148,14 +148,9 @@ class DeferredControl:
         return built.launch_budget if built is not None else None
 
     @property
-    def profile_flags(self) -> FlagChange | None:
+    def profile_launch(self) -> ProfileLaunch | None:
         built = self._build.backend
-        return built.profile_flags if built is not None else None
-
-    @property
-    def settle_s(self) -> float | None:
-        built = self._build.backend
-        return built.settle_s if built is not None else None
+        return built.profile_launch if built is not None else None
 
     @property
     def autostart(self) -> bool:
@@ -184,12 +179,9 @@ class DeferredControl:
         return self._build.built().restart(progress=progress, requests_lost=requests_lost)
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        return self._build.built().relaunch(change, progress=progress, precheck=precheck)
+        return self._build.built().relaunch(order, progress)
 
     def toggle_call(self) -> bool:
         return self._build.built().toggle_call()

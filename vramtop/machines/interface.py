@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from vramtop.core.model import Rates, Sample
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -119,97 +119,51 @@ class FrameSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ProfileLaunch:
+    """What the profile's file launches with, which a relaunch not saved leaves: its flags
+    (the budget and --max-model-len; None: its budget not readable), and its `settle_s`, how
+    long the desktop stays back before a call counts as over (the adaptive guard's, and the
+    console's way back)."""
+
+    flags: FlagChange | None
+    settle_s: float
+
+
 class ServerControl(Protocol):
-    """What a person or the guard asks of the server."""
+    """What a person or the guard asks of the server. Each member's body here is what a
+    machine vramtop only watches answers (`WatchOnly`): nothing can be done, and why."""
 
     @property
     def can_act(self) -> bool:
         """Whether start, stop, restart and relaunch can do anything here."""
-        ...
+        return False
 
     @property
     def cannot_act(self) -> str:
         """Why start, stop, restart and relaunch did nothing, where they cannot act."""
-        ...
+        return CANNOT_ACT
 
     @property
     def front_door(self) -> str | None:
         """The front door the server is behind (its HOST:PORT), None without one: a restart
         there drains the requests in flight and holds new ones, so none is lost."""
-        ...
+        return None
 
     @property
     def launch_budget(self) -> float | None:
         """The budget the profile launches with (None: not known, or no profile)."""
-        ...
+        return None
 
     @property
-    def profile_flags(self) -> FlagChange | None:
-        """The budget and --max-model-len the profile's file launches with, which a relaunch
-        not saved leaves (None: no profile)."""
-        ...
-
-    @property
-    def settle_s(self) -> float | None:
-        """The profile's `settle_s`: how long the desktop stays back before a call counts as
-        over (the adaptive guard's, and the console's way back); None: no profile."""
-        ...
+    def profile_launch(self) -> ProfileLaunch | None:
+        """What the profile's file launches with, and its settle time (None: no profile)."""
+        return None
 
     @property
     def autostart(self) -> bool:
         """The server is started on mount (in a worker)."""
-        ...
-
-    def start(self, progress: ProgressCallback | None = None) -> ActionResult: ...
-
-    def stop(self, progress: ProgressCallback | None = None) -> ActionResult: ...
-
-    def restart(
-        self, progress: ProgressCallback | None = None, requests_lost: bool = False
-    ) -> ActionResult:
-        """`requests_lost`: the person confirmed a restart with requests running."""
-        ...
-
-    def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
-    ) -> ActionResult:
-        """Stop, then start with changed flags; `precheck` may refuse it before the stop."""
-        ...
-
-    def toggle_call(self) -> bool:
-        """Demo only: start or end a simulated video call; returns whether a call is now on.
-        Raises when the simulated machine cannot be asked (the console says so)."""
-        ...
-
-    def run_housekeeping(self) -> None:
-        """Settle the server's recorded state against what is really there (a crash, an
-        interrupted start or stop, an automatic restart due) on a thread of its own until
-        `close`: never part of `tick` (a step may take seconds)."""
-        ...
-
-
-class Backend(FrameSource, ServerControl, Protocol):
-    """The machine the console runs against: it reads frames and acts on the server."""
-
-    def close(self, stop_server: bool) -> None:
-        """Leave: stop the server only when asked (the default is to leave it running)."""
-        ...
-
-
-class WatchOnly:
-    """`ServerControl` for a machine vramtop only watches (a recording): every action says
-    why it cannot be done, and nothing is started or settled."""
-
-    cannot_act: str = CANNOT_ACT
-    can_act = False
-    front_door: str | None = None
-    launch_budget: float | None = None
-    profile_flags: FlagChange | None = None
-    settle_s: float | None = None
-    autostart = False
+        return False
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         return ActionResult(False, self.cannot_act)
@@ -220,18 +174,36 @@ class WatchOnly:
     def restart(
         self, progress: ProgressCallback | None = None, requests_lost: bool = False
     ) -> ActionResult:
+        """`requests_lost`: the person confirmed a restart with requests running."""
         return ActionResult(False, self.cannot_act)
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
+        """Stop, then start with changed flags; its precheck may refuse it before the stop."""
         return ActionResult(False, self.cannot_act)
 
     def toggle_call(self) -> bool:
+        """Demo only: start or end a simulated video call; returns whether a call is now on.
+        Raises when the simulated machine cannot be asked (the console says so)."""
         return False
 
     def run_housekeeping(self) -> None:
+        """Settle the server's recorded state against what is really there (a crash, an
+        interrupted start or stop, an automatic restart due) on a thread of its own until
+        `close`: never part of `tick` (a step may take seconds)."""
         return None  # nothing is supervised here
+
+
+class Backend(FrameSource, ServerControl, Protocol):
+    """The machine the console runs against: it reads frames and acts on the server."""
+
+    def close(self, stop_server: bool) -> None:
+        """Leave: stop the server only when asked (the default is to leave it running)."""
+        ...
+
+
+class WatchOnly(ServerControl):
+    """`ServerControl` for a machine vramtop only watches (a recording): every action says
+    why it cannot be done (`cannot_act`), and nothing is started or settled. The members and
+    their answers are `ServerControl`'s own: one list."""

@@ -103,8 +103,8 @@ class MachineBackend(MachineControl):
             # Asked here, in the tick's worker thread: the console only reads the frame.
             self.call_on = self._demo.call_on()
         supervisor = self.supervisor
-        if self._housekeeper is not None and supervisor and supervisor.settling() is not None:
-            self._house_due.set()
+        if self.housekeeper.running and supervisor and supervisor.settling() is not None:
+            self.housekeeper.wake()
         session = self.session
         session.observe(sample)
         return Frame(
@@ -157,10 +157,9 @@ class MachineBackend(MachineControl):
         return self.call_on
 
     def close(self, stop_server: bool) -> None:
-        self._closed.set()
-        self._house_due.set()  # the housekeeping thread ends now, not at its next step
+        self.housekeeper.close()
         if stop_server and self.supervisor is not None:
-            self._planned("stop", {"reason": "quit"})
+            self._told.planned("stop", {"reason": "quit"})
             self.supervisor.stop(asked_by=self.asked_by)
         if self._demo is not None:
             self._demo.shutdown(stop_server)

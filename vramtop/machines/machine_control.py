@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.sample_facts import relaunch_refusal
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
+from vramtop.machines.interface import ProfileLaunch
 from vramtop.outcomes import ActionResult, ProgressCallback
 
 if TYPE_CHECKING:
@@ -63,11 +66,10 @@ class MachineControl:
         # The console starts the server on mount (in a worker, showing progress) when set.
         self.autostart = False
         self._outside_budget: int | None = None  # what the latest sample's split counted
-        self._housekeeper: threading.Thread | None = None
-        self._house_due = threading.Event()  # set by a tick that found something to settle
-        self._closed = threading.Event()
+        self.housekeeper = HousekeepingThread(self.housekeeping)
+        self._told = SessionActions(session, sampler.now)
         if supervisor is not None:
-            supervisor.tell_actions_to(self._recorded)
+            supervisor.tell_actions_to(self._told.answered)
 
     @property
     def can_act(self) -> bool:
@@ -96,7 +98,7 @@ class MachineControl:
             # A front door that died and was started again (by this step or another vramtop's):
             # the timeline says so (`door_restarted`).
             for _ in range(self.supervisor.door_restarts_since()):
-                self._planned(
+                self._told.planned(
                     EventName.DOOR_RESTARTED,
                     {
                         "front_door": self.supervisor.profile.front_door,
@@ -105,25 +107,9 @@ class MachineControl:
                 )
 
     def run_housekeeping(self, interval_s: float = HOUSEKEEPING_S) -> None:
-        """Run `housekeeping` on a thread of its own until `close` (again: nothing more):
-        now, whenever a tick finds something to settle (a crash, an interrupted start or
-        stop, an automatic restart due), and at least every `interval_s`. The ticks read the
-        record as it is meanwhile. A thread that woke every second to find a running server
-        alive cost more than the tick's own look (`Supervisor.settling`)."""
-        if self.supervisor is None or self._housekeeper is not None:
-            return
-
-        def loop() -> None:
-            while not self._closed.is_set():
-                self._house_due.clear()
-                try:
-                    self.housekeeping()
-                except Exception:  # a bug must not end the loop: the next step tries again
-                    log.exception("housekeeping failed")
-                self._house_due.wait(interval_s)
-
-        self._housekeeper = threading.Thread(target=loop, name="housekeeping", daemon=True)
-        self._housekeeper.start()
+        """Run `housekeeping` on a thread of its own until `close` (`HousekeepingThread`)."""
+        if self.supervisor is not None:
+            self.housekeeper.start(interval_s)
 
     @property
     def launch_budget(self) -> float | None:
@@ -137,23 +123,20 @@ class MachineControl:
             return None
 
     @property
-    def profile_flags(self) -> FlagChange | None:
-        """The budget and --max-model-len the profile's file launches with (a relaunch not
-        saved leaves them; None: no profile, or its budget not readable)."""
+    def profile_launch(self) -> ProfileLaunch | None:
+        """What the profile's file launches with (a relaunch not saved leaves it), and its
+        settle time; None without a profile."""
         if self.supervisor is None:
             return None
-        argv = self.supervisor.file_profile.argv
+        profile = self.supervisor.file_profile
         try:
-            return FlagChange(vllm_args.gpu_memory_utilization(argv), vllm_args.max_model_len(argv))
+            flags = FlagChange(
+                vllm_args.gpu_memory_utilization(profile.argv),
+                vllm_args.max_model_len(profile.argv),
+            )
         except ValueError:
-            return None
-
-    @property
-    def settle_s(self) -> float | None:
-        return self.supervisor.file_profile.settle_s if self.supervisor is not None else None
-
-    def _planned(self, name: str, detail: JsonObject) -> None:
-        self._session.action(self.sampler.now(), name, dict(detail))
+            flags = None  # its budget not readable
+        return ProfileLaunch(flags, profile.settle_s)
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
@@ -163,7 +146,7 @@ class MachineControl:
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        self._planned("stop", {"reason": "asked"})
+        self._told.planned("stop", {"reason": "asked"})
         return self.supervisor.stop(progress=progress, asked_by=self.asked_by)
 
     def restart(
@@ -171,45 +154,95 @@ class MachineControl:
     ) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        self._planned("restart", {"reason": "asked"})
+        self._told.planned("restart", {"reason": "asked"})
         return self.supervisor.restart(
             progress=progress, requests_lost=requests_lost, asked_by=self.asked_by
         )
 
     def relaunch(
-        self,
-        change: FlagChange,
-        progress: ProgressCallback | None = None,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        """The supervisor's relaunch, recorded once it has answered (`_recorded`)."""
+        """The supervisor's relaunch, told to the session once it has answered. Without a
+        precheck of the order's own, vLLM's startup checks against the machine as last
+        sampled, before the old server is stopped: a relaunch vLLM would refuse leaves the
+        server serving."""
         supervisor = self.supervisor
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
 
         def as_last_sampled(change: FlagChange) -> str | None:
-            """vLLM's startup checks against the machine as last sampled, before the old
-            server is stopped: a relaunch vLLM would refuse leaves the server serving."""
             latest = self.sampler.timeline.latest
             if latest is None:
                 return None
             return relaunch_refusal(latest, change, self._outside_budget)
 
-        return supervisor.relaunch(
-            change,
-            progress=progress,
-            precheck=precheck or as_last_sampled,
-            asked_by=self.asked_by,
-        )
+        if order.precheck is None:
+            order = replace(order, precheck=as_last_sampled)
+        return supervisor.relaunch(order, progress=progress, asked_by=self.asked_by)
 
-    def _recorded(self, done: ActionDone) -> None:
+
+class HousekeepingThread:
+    """`MachineControl.housekeeping` run on a thread of its own until `close` (again:
+    nothing more): now, whenever a tick finds something to settle (`wake`: a crash, an
+    interrupted start or stop, an automatic restart due), and at least every `interval_s`.
+    The ticks read the record as it is meanwhile. A thread that woke every second to find a
+    running server alive cost more than the tick's own look (`Supervisor.settling`)."""
+
+    def __init__(self, step: Callable[[], None]) -> None:
+        self._step = step
+        self._thread: threading.Thread | None = None
+        self._due = threading.Event()  # set by a tick that found something to settle
+        self._closed = threading.Event()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, interval_s: float) -> None:
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._closed.is_set():
+                self._due.clear()
+                try:
+                    self._step()
+                except Exception:  # a bug must not end the loop: the next step tries again
+                    log.exception("housekeeping failed")
+                self._due.wait(interval_s)
+
+        self._thread = threading.Thread(target=loop, name="housekeeping", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Something to settle: the next step runs now."""
+        self._due.set()
+
+    def close(self) -> None:
+        """The thread ends now, not at its next step."""
+        self._closed.set()
+        self._due.set()
+
+
+class SessionActions:
+    """A backend's actions as its live session has them, on the samples' clock (`now`): a
+    stop and a restart told before they act (`planned`), a relaunch once it has answered."""
+
+    def __init__(self, session: LiveSession, now: Callable[[], float]) -> None:
+        self._session = session
+        self._now = now
+
+    def planned(self, name: str, detail: JsonObject) -> None:
+        self._session.action(self._now(), name, dict(detail))
+
+    def answered(self, done: ActionDone) -> None:
         """An action of the supervisor's, answered, told to this session: a relaunch's
         `relaunch` event carries its `result` (its outcome: "ok", "failed", "rolled_back"),
         and only one whose new server serves closes what the old server had open (a
         vram_contention finding). A relaunch refused before it stopped anything (a
         precheck, a missing key, another vramtop acting) is no event: nothing happened to
-        the server. (A stop and a restart are told before they act: `_planned`.)"""
+        the server. (A stop and a restart are told before they act: `planned`.)"""
         if done.name == ServerAction.RELAUNCH and done.changed:
             self._session.action(
-                self.sampler.now(), done.name, {**done.detail, "result": done.outcome.value}
+                self._now(), done.name, {**done.detail, "result": done.outcome.value}
             )

@@ -19,7 +19,8 @@ from pathlib import Path
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import attaching, door, handle, launch, state, state_moves, tree
-from vramtop.supervisor.door_steps import DoorControl, DoorFields
+from vramtop.supervisor.door_process import DoorFields, DoorProcess
+from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
     ServerHandle,
@@ -28,6 +29,7 @@ from vramtop.supervisor.handle import (
     own_create_time,
     pgid_of,
 )
+from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 log = logging.getLogger(__name__)
@@ -56,11 +58,18 @@ class ServerActions:
     `follower` once the lock is released."""
 
     def __init__(
-        self, server: ServerHandle, follower: LoadFollower, door_control: DoorControl
+        self,
+        server: ServerHandle,
+        follower: LoadFollower,
+        door_control: DoorControl,
+        door_process: DoorProcess,
+        repair: RecordRepair,
     ) -> None:
         self._server = server
         self._follower = follower
         self._door = door_control
+        self._door_process = door_process
+        self._repair = repair  # a state file lost or wrong, set right
 
     def start(
         self,
@@ -78,7 +87,7 @@ class ServerActions:
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         def act() -> ActionResult:
-            self._door.stop_door()  # first: its requests in flight finish
+            self._door_process.stop()  # first: its requests in flight finish
             return self.stop_locked(progress or no_progress)
 
         return self._server.locked(act)
@@ -163,7 +172,7 @@ class ServerActions:
     ) -> ActionResult | Loading:
         """Launch, or find the server already there; `Loading`: wait for it once the lock
         is released."""
-        rec = self._server.record() or self._server.rebuild_locked()
+        rec = self._server.record() or self._repair.rebuild_locked()
         if rec is not None:
             adopted = self.recover(rec)
             if adopted is not None:
@@ -174,7 +183,7 @@ class ServerActions:
         profile = self._server.profile
         host, port = profile.host, profile.port
         # With a front door, vLLM listens behind it on a loopback port of vramtop's choosing.
-        internal = self._door.internal_port()
+        internal = self._door_process.internal_port()
         if internal is not None:
             host, port = door.LOOPBACK, internal
         owner = launch.port_owner(host, port)
@@ -201,7 +210,7 @@ class ServerActions:
             argv = vllm_args.set_flag(argv, vllm_args.HOST, door.LOOPBACK)
             argv = vllm_args.set_flag(argv, vllm_args.PORT, str(internal))
         else:
-            self._door.close_unwanted(rec)
+            self._door_process.close_unwanted(rec)
         prev = rec
         try:
             log_file = state.log_path(self._server.name)
@@ -232,7 +241,7 @@ class ServerActions:
             # by its launch id.
             state.save(rec)
         except OSError:  # (a full disk): the door opened for this launch goes with it
-            self._door.close_opened(prev, door_facts)
+            self._door_process.close_opened(prev, door_facts)
             raise
         env = launch.build_env(
             profile.env if env_base is None else None,
@@ -286,21 +295,21 @@ class ServerActions:
         return None
 
     def stop_locked(self, progress: ProgressCallback, grace_s: float | None = None) -> ActionResult:
-        rec = self._server.record() or self._server.rebuild_locked()
+        rec = self._server.record() or self._repair.rebuild_locked()
         if rec is None:
             note = f" ({self._server.record_note})" if self._server.record_note else ""
             return ActionResult(True, f"not running{note}")
-        stranger = self._server.not_ours(rec)
+        stranger = self._repair.not_ours(rec)
         if stranger is not None:
-            rebuilt = self._server.rebuilt_over(rec)
+            rebuilt = self._repair.rebuilt_over(rec)
             if rebuilt is None:
-                why = self._server.disown_locked(rec, stranger)
+                why = self._repair.disown_locked(rec, stranger)
                 return ActionResult(False, f"not stopped: {why}")
             rec = rebuilt
         found = handle.server_tree(rec)
         was_running = bool(found)
         if not was_running and rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
-            rebuilt = self._server.rebuilt_over(rec)
+            rebuilt = self._repair.rebuilt_over(rec)
             if rebuilt is not None:
                 rec, found = rebuilt, handle.server_tree(rebuilt)
                 was_running = bool(found)

@@ -1,6 +1,7 @@
-"""The front door's part in each action: opened with a launch, holding before a stop,
-released once the new server serves, failed when it never does, and started again when it
-died.
+"""What the front door is asked to do with its requests in each action: hold while a launch
+loads and before a stop, release once the new server serves, fail when it never does. The
+door's process itself (started, stopped, started again when it died) is `DoorProcess`'s
+(door_process.py).
 
 `DoorControl` is the one owner of the door's control for a server (its `ServerHandle`):
 every step that asks the door to hold, release or fail its requests (an action, the load
@@ -13,107 +14,40 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TypedDict
 
 from vramtop import files
-from vramtop.config import parse_door_address
 from vramtop.core.json_types import JsonObject
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import door, launch, state, tree
+from vramtop.supervisor import door, state, tree
+from vramtop.supervisor.door_process import DoorFields, DoorProcess
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 log = logging.getLogger(__name__)
 
 
-class DoorFields(TypedDict, total=False):
-    """The door's fields of a launch's record (`ServerRecord`), as `open_for_launch` finds
-    or starts the door (all of them; none for a launch without a door)."""
-
-    front_door: str
-    door_pid: int | None
-    door_create_time: float | None
-    door_restarts: int
-    internal_port: int
-
-
 class DoorControl:
     """The front door's control for one server: the door's steps of every action, and the
     only place its hold, release and fail are asked."""
 
-    def __init__(self, server: ServerHandle) -> None:
+    def __init__(self, server: ServerHandle, process: DoorProcess) -> None:
         self._server = server
+        self._process = process  # the door's process itself: started, stopped
         # What the last hold before a stop did, for the step's timeline event (`held_facts`).
         self._held: JsonObject = {}
-
-    def internal_port(self) -> int | None:
-        """With a front door, the loopback port the next launch's vLLM listens on (kept, or a
-        new one when something else holds it now); None without a door."""
-        address = self._server.profile.front_door
-        if address is None:
-            return None
-        return door.internal_port_for_launch(self._server.name, parse_door_address(address)[1])
 
     def open_for_launch(
         self, prev: ServerRecord | None, internal: int
     ) -> DoorFields | ActionResult:
-        """Under the lock, before a launch: the profile's door running (the previous record's,
-        when it still runs at the same address; else started), holding new requests until the
-        server serves. The door's fields for the new record, or why nothing can be started."""
-        profile = self._server.profile
-        address = profile.front_door
-        assert address is not None
-        restarts = prev.door_restarts if prev is not None else 0
-        if prev is not None and prev.front_door == address and door.alive(prev):
-            pid, made = prev.door_pid, prev.door_create_time
-        else:
-            if prev is not None and prev.front_door == address and prev.door_pid is not None:
-                restarts += 1  # it died, and housekeeping had not started it again yet
-                log.warning("front door of %s had died; starting it again", prev.profile)
-            if prev is not None and door.alive(prev):
-                door.stop(prev)  # the profile's door moved: the old address is closed
-            host, port = parse_door_address(address)
-            owner = launch.port_owner(host, port)
-            if owner is not None:
-                return ActionResult(
-                    False,
-                    f"the front door's port {port} is already in use by {owner}; "
-                    "nothing was started",
-                    "stop that program, or give the profile another front_door",
-                )
-            # Holding from its start: the server behind it is about to load (released once ready).
-            spawned = door.spawn(
-                self._server.name, address, None, profile.front_door_hold_s, profile.env
-            )
-            if isinstance(spawned, str):
-                return ActionResult(False, f"{spawned}; nothing was started")
-            pid, made = spawned
-        facts: DoorFields = {
-            "front_door": address,
-            "door_pid": pid,
-            "door_create_time": made,
-            "door_restarts": restarts,
-            "internal_port": internal,
-        }
+        """Under the lock, before a launch: the profile's door running (`DoorProcess`),
+        holding new requests until the server serves. The door's fields for the new record,
+        or why nothing can be started."""
+        facts = self._process.open_for_launch(prev, internal)
+        if isinstance(facts, ActionResult):
+            return facts
         # Requests that arrive while the server loads wait at the door instead of failing.
         door.hold(ServerRecord(profile=self._server.name, **facts), 0.0)
         return facts
-
-    def close_opened(self, prev: ServerRecord | None, facts: DoorFields) -> None:
-        """A launch that could not go on after `open_for_launch` (its state file or its log
-        could not be written: a full disk): the door it started is stopped again, since no
-        record would name it and it would hold its port, and what it holds, for nobody. The
-        previous record's door stays: that record still names it."""
-        pid = facts.get("door_pid")
-        if pid is None or (prev is not None and prev.door_pid == pid):
-            return
-        door.stop(ServerRecord(profile=self._server.name, **facts))
-
-    def close_unwanted(self, prev: ServerRecord | None) -> None:
-        """A launch without a front door: a door the previous run had is stopped (the profile
-        no longer asks for one)."""
-        if prev is not None and prev.door_pid is not None and door.alive(prev):
-            door.stop(prev)
 
     def hold_before_stop(self, progress: ProgressCallback) -> str | None:
         """Before a restart or relaunch stops the server: new requests are held at the door and
@@ -183,55 +117,6 @@ class DoorControl:
             return
         if rec.state in (Lifecycle.CRASHED, Lifecycle.STOPPED):
             door.fail(rec, result.message)
-
-    def stop_door(self) -> None:
-        """`vramtop stop`: the door stops first (it lets its requests in flight finish while
-        the server still serves them), and the record forgets it."""
-        rec = self._server.record()
-        if rec is None or rec.door_pid is None:
-            return
-        door.stop(rec)
-        rec.door_pid = rec.door_create_time = None
-        state.save(rec)
-
-    def restart_dead(self) -> bool:
-        """Under the lock: the record's door, found dead, started again at its address with the
-        server behind it as upstream (holding, while that server still loads); True when it was."""
-        rec = self._server.record()
-        if rec is None or rec.door_pid is None or rec.front_door is None or door.alive(rec):
-            return False
-        if rec.internal_port is None:
-            return False
-        # The server behind it does not serve yet: the new door holds from its start.
-        loading = rec.state in (Lifecycle.LAUNCHING, Lifecycle.STARTING) or (
-            rec.state == Lifecycle.CRASHED and rec.next_restart_at is not None
-        )
-        spawned = door.spawn(
-            self._server.name,
-            rec.front_door,
-            None if loading else rec.internal_port,
-            self._server.profile.front_door_hold_s,
-            self._server.profile.env,
-        )
-        if isinstance(spawned, str):
-            log.warning(
-                "front door of %s died and could not be started again: %s", rec.profile, spawned
-            )
-            return False
-        rec.door_pid, rec.door_create_time = spawned
-        rec.door_restarts += 1
-        state.save(rec)
-        log.warning("front door of %s died; started again (pid %d)", rec.profile, spawned[0])
-        return True
-
-    def restart_dead_unlocked(self) -> None:
-        """Housekeeping's step for a door that died (killed, crashed): `restart_dead` under the
-        lock, when it is free (an action under way starts the door itself when it needs it)."""
-        try:
-            with state.locked(self._server.name, timeout_s=0.2):
-                self.restart_dead()
-        except state.Busy:
-            pass
 
     def release_stale_hold(self) -> None:
         """A front door left holding with no start under way (the vramtop that restarted or

@@ -2,9 +2,11 @@
 store, `ServerHandle`, with the one child process this vramtop launched), and the process
 helpers (its tree, its create time and group, the flags of a command line).
 
+The handle shows the server on each tick through its `shown` (`ShownStatus`, shown_status.py).
 The parts that change the record are given a `ServerHandle`, none inherits from it:
-`following` (a load, to ready), `actions` (start, stop, restart, relaunch, attach) and
-`service` (housekeeping, and the `Supervisor` that holds the three).
+`following` (a load, to ready), `actions` (start, stop, restart, relaunch, attach),
+`record_repair` (a state file lost or wrong, set right from the server's process) and
+`service` (housekeeping, and the `Supervisor` that holds them).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import psutil
 from vramtop import files
 from vramtop.config import Profile
 from vramtop.core import secrets
-from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, state, state_moves, tree
-from vramtop.supervisor.readiness import healthy_once, server_url, tail
-from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord
+from vramtop.supervisor import causes, state, tree
+from vramtop.supervisor.readiness import tail
+from vramtop.supervisor.shown_status import ShownStatus
+from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
 log = logging.getLogger(__name__)
@@ -61,9 +63,8 @@ class ServerHandle:
         self.child: Any = None  # our own Popen, when this process launched the server
         self.released = True  # whether the last `end` saw the GPU give the memory back
         self._records = state.RecordCache()
-        # The last record `status` was asked of, and its answer: the kept record is the same
-        # object for as long as its file does not change, and the console asks every tick.
-        self._shown: tuple[ServerRecord, ServerInfo] | None = None
+        # The server as shown on every tick, read from the kept record.
+        self.shown = ShownStatus(profile.name, self.recorded)
         # What the last housekeeping step, start or stop found of a lost state file (rebuilt
         # from the server's process, or why not), for `status` to say; None: nothing lost.
         self.record_note: str | None = None
@@ -118,135 +119,6 @@ class ServerHandle:
     def recorded(self) -> ServerRecord | None:
         """The record to read only (shared: never changed), as each tick reads it."""
         return self._records.load(self.name, copy=False)
-
-    def status(self) -> ServerInfo:
-        """The server as recorded. Only reads: `housekeeping` brings the record in line
-        with what is really there."""
-        rec = self.recorded()
-        if rec is None:
-            kept = self.kept_alive()
-            if kept is not None:
-                # The file went while the server was shown alive: what was read of it stands
-                # until housekeeping (woken by `settling`) has rebuilt the file or seen it gone.
-                return kept[1]
-            return ServerInfo(state=ServerState.STOPPED, profile=self.name)
-        shown = self._shown  # (replaced whole: the console's threads share it)
-        if shown is None or shown[0] is not rec:
-            shown = self._shown = (rec, self._info(rec))
-        return shown[1]
-
-    def kept_alive(self) -> tuple[ServerRecord, ServerInfo] | None:
-        """The record last shown, when it named a live server (its file since lost)."""
-        shown = self._shown
-        return shown if shown is not None and shown[0].state in ALIVE else None
-
-    def rebuild_locked(self) -> ServerRecord | None:
-        """Under the lock, with no record to read (its file deleted or damaged): the record
-        rebuilt from what is really there, saved, or None when no server of this profile
-        runs. The truth is the server's own process: the record last read here while its
-        process lives, else the process on the profile's port carrying vramtop's launch id
-        for this profile (see `adoption.rebuilt_record`). `record_note` says what was found."""
-        path = state.state_path(self.name)
-        problem = state.unreadable(self.name)
-        lost = f"was unreadable ({problem})" if problem else "was missing"
-        kept = self.kept_alive()
-        self._shown = None
-        if kept is not None and self.alive(kept[0]):
-            rec = state.copied(kept[0])
-        else:
-            found = self._found_on_port()
-            if not isinstance(found, ServerRecord):
-                said = [f"the state file {path} {lost}"] if problem else []
-                said += [found] if found else []
-                if problem and not found:
-                    said.append("no server of this profile holds its port")
-                self.record_note = "; ".join(said) or None
-                return None
-            rec = found
-        state.save(rec)
-        self.record_note = f"rebuilt from the running server (pid {rec.pid}): its state file {lost}"
-        log.warning("%s: %s", self.name, self.record_note)
-        return rec
-
-    def rebuilt_over(self, rec: ServerRecord) -> ServerRecord | None:
-        """Under the lock, for a record whose pid is not a live server of this profile (gone,
-        or `not_ours`): when this profile's own server serves on its port all the same (the
-        record's pid was written over), the record rebuilt from that server, saved and
-        returned, as a damaged file's is (`rebuild_locked`); None when no such server runs."""
-        found = self._found_on_port()
-        if not isinstance(found, ServerRecord):
-            return None
-        self._shown = None
-        state.save(found)
-        wrong = (
-            f"its launch id is not the one pid {rec.pid} carries"
-            if found.pid == rec.pid
-            else f"it named pid {rec.pid}, which is not this profile's server"
-        )
-        self.record_note = f"rebuilt from the running server (pid {found.pid}): {wrong}"
-        log.warning("%s: %s", self.name, self.record_note)
-        return found
-
-    def disown_locked(self, rec: ServerRecord, pid: int) -> str:
-        """Under the lock: a record naming a live process that is not this profile's server
-        (`not_ours`), and no server of the profile found: the process is left alone, and the
-        record says stopped (not crashed: nothing of this profile ran). Returns why, in
-        words, also kept in `record_note`."""
-        why = (
-            f"the state file {state.state_path(self.name)} named pid {pid}, which is not a "
-            f"server vramtop launched for profile {self.name}; that process was left alone"
-        )
-        state_moves.move(rec, Lifecycle.STOPPED)
-        rec.stop_requested = False
-        rec.pid = rec.pgid = rec.create_time = None
-        rec.tree = {}
-        rec.last_error, rec.error_kind = why, None
-        self._shown = None
-        state.save(rec)
-        self.record_note = why
-        log.warning("%s: %s", self.name, why)
-        return why
-
-    def _found_on_port(self) -> ServerRecord | str | None:
-        """This profile's server rebuilt from the process on its port (see
-        `adoption.rebuilt_record`), its state and door found again; else why not, or None."""
-        from vramtop.supervisor import adoption, door
-
-        host, port = door.vllm_address(self.profile)  # behind its front door, if any
-        found = adoption.rebuilt_record(self.name, host, port)
-        if not isinstance(found, ServerRecord):
-            return found
-        healthy = healthy_once(server_url(found.host, found.port), self.health_timeout_s)
-        if healthy:
-            state_moves.move(found, Lifecycle.RUNNING)
-        remember_tree(found)
-        door.adopt(found, self.profile)
-        return found
-
-    def _info(self, rec: ServerRecord) -> ServerInfo:
-        alive = rec.state in ALIVE
-        pids = tuple(sorted(int(p) for p in rec.tree)) if alive else ()
-        # A stopped server has no process: the record keeps the last run's pid for vramtop's
-        # own use, but named beside "stopped" it reads as a process still there. A crashed
-        # one's pid stays: it names the run whose lines the log shows.
-        ended = rec.state is Lifecycle.STOPPED
-        return ServerInfo(
-            state=rec.state.shown,
-            pid=None if ended else rec.pid,
-            pgid=None if ended else rec.pgid,
-            port=rec.port,
-            started_at=rec.started_at,
-            ready_s=rec.ready_s,
-            phase=rec.phase,
-            profile=rec.profile,
-            argv=tuple(rec.argv),
-            budget=rec.budget,
-            max_model_len=rec.max_model_len,
-            kv_cache_dtype=rec.kv_cache_dtype,
-            pids=pids,
-            returncode=rec.returncode,
-            last_error=rec.last_error,
-        )
 
     def locked(self, act: Callable[[], _T]) -> _T | ActionResult:
         try:
@@ -311,17 +183,6 @@ class ServerHandle:
         # The pid is the server's only if the process says so (`tree.Identity`): a state
         # file naming another process is not trusted.
         return tree.is_server(tree.identity_of(rec))
-
-    def not_ours(self, rec: ServerRecord) -> int | None:
-        """The pid the record names when a live process has it (its recorded start) but is
-        not this profile's server (`tree.Identity`); None otherwise (ours, or gone)."""
-        if rec.pid is None or (self.child is not None and rec.pid == self.child.pid):
-            return None
-        if not tree.process_alive(rec.pid, rec.create_time) or tree.is_server(
-            tree.identity_of(rec)
-        ):
-            return None
-        return rec.pid
 
     def reap_child(self, timeout_s: float = 0.5) -> None:
         if self.child is not None:

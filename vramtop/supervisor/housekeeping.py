@@ -21,10 +21,12 @@ from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
 from vramtop.supervisor import causes, door, handle, state, state_moves, tree
 from vramtop.supervisor.actions import ServerActions
+from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import ServerHandle, no_progress, own_create_time
 from vramtop.supervisor.readiness import healthy_once, server_url
+from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 log = logging.getLogger(__name__)
@@ -42,11 +44,15 @@ class Housekeeper:
         door_control: DoorControl,
         follower: LoadFollower,
         actions: ServerActions,
+        door_process: DoorProcess,
+        repair: RecordRepair,
     ) -> None:
         self._server = server
         self._door = door_control
         self._follower = follower
         self._actions = actions
+        self._door_process = door_process
+        self._repair = repair
 
     def housekeeping(self) -> ServerInfo:
         """One step that settles the record against the live process tree and /health, then
@@ -67,7 +73,7 @@ class Housekeeper:
         if self._server.recorded() is None:
             self._rebuild()
         self._door.release_stale_hold()
-        return self._server.status()
+        return self._server.shown.status()
 
     def settling(self) -> Callable[[], None] | None:
         """The step `housekeeping` would take now, or None when the record already says what
@@ -77,11 +83,11 @@ class Housekeeper:
         rec = self._server.recorded()  # read only: what changes it reads its own copy
         if rec is None:
             # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
-            return self._rebuild if self._server.kept_alive() is not None else None
+            return self._rebuild if self._server.shown.kept_alive() is not None else None
         if rec.door_pid is not None and not door.alive(rec):
             # A cheap look (the console asks every tick); an action under way holding the
             # lock starts the door itself when it needs it.
-            return self._door.restart_dead_unlocked
+            return self._door_process.restart_dead_unlocked
         if rec.state in (Lifecycle.STARTING, Lifecycle.RUNNING):
             if not self._server.alive(rec):
                 return self._settle_exit
@@ -100,7 +106,7 @@ class Housekeeper:
         try:
             with state.locked(self._server.name, timeout_s=0.2):
                 if self._server.recorded() is None:
-                    self._server.rebuild_locked()
+                    self._repair.rebuild_locked()
         except state.Busy:
             pass  # an action under way writes the record itself
 
@@ -120,11 +126,11 @@ class Housekeeper:
         crash, unless the pid is not the server at all (a state file written over: the
         profile's own server still serves on its port, or the pid is another process), when
         the record reads as damaged instead (rebuilt, or left saying stopped)."""
-        if self._server.rebuilt_over(rec) is not None:
+        if self._repair.rebuilt_over(rec) is not None:
             return
-        stranger = self._server.not_ours(rec)
+        stranger = self._repair.not_ours(rec)
         if stranger is not None:
-            self._server.disown_locked(rec, stranger)
+            self._repair.disown_locked(rec, stranger)
             return
         self._mark_crashed(rec)
 

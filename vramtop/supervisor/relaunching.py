@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from vramtop.config import Profile
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import state
@@ -57,21 +57,18 @@ class Relauncher:
         self._door = door_control
 
     def relaunch(
-        self,
-        change: FlagChange,
-        save: bool = False,
-        progress: ProgressCallback | None = None,
-        wait_ready: bool = True,
-        timeout_s: float = READY_TIMEOUT_S,
-        precheck: RelaunchPrecheck | None = None,
+        self, order: RelaunchOrder, progress: ProgressCallback | None = None
     ) -> ActionResult:
-        """Stop, then start with changed flags; the change goes into the profile's history
-        (and into its file only when `save`) once the new server serves.
+        """Stop, then start with changed flags (`order.change`); the change goes into the
+        profile's history (and into its file only when `order.save`) once the new server
+        serves.
 
         A start that fails starts the previous server's command again (`rolled_back`), so
         a relaunch never leaves a server that served down, and its flags do not stick.
-        `precheck` is asked with the change under the lock, before the stop: a sentence it
-        returns refuses the relaunch (the old server keeps serving)."""
+        `order.precheck` is asked with the change under the lock, before the stop: a sentence
+        it returns refuses the relaunch (the old server keeps serving)."""
+        change, save, wait_ready = order.change, order.save, order.wait_ready
+        timeout_s = READY_TIMEOUT_S if order.timeout_s is None else order.timeout_s
         if change.empty:
             return ActionResult(
                 False, "nothing to change: give a budget, max-model-len or KV dtype"
@@ -86,9 +83,7 @@ class Relauncher:
         unsavable = _unsavable(before) if save else None
         if unsavable is not None:  # refused before the stop: the server keeps serving
             return ActionResult(False, f"not relaunched, since it could not be saved: {unsavable}")
-        outcome = self._server.locked(
-            lambda: self._relaunch_launch(change, report, wait_ready, precheck)
-        )
+        outcome = self._server.locked(lambda: self._relaunch_launch(order, report))
         if isinstance(outcome, ActionResult):
             return outcome  # refused, or the stop failed: nothing new was started
         started = outcome.started
@@ -110,13 +105,10 @@ class Relauncher:
         return back
 
     def _relaunch_launch(
-        self,
-        change: FlagChange,
-        report: ProgressCallback,
-        wait_ready: bool,
-        precheck: RelaunchPrecheck | None,
+        self, order: RelaunchOrder, report: ProgressCallback
     ) -> ActionResult | _Relaunch:
         """Under the lock: the old server's command, the precheck, the stop, the new start."""
+        change, precheck = order.change, order.precheck
         rec = self._server.record()
         old_overrides = dict(rec.flag_overrides) if rec is not None else {}
         serving = rec is not None and rec.state == Lifecycle.RUNNING and self._server.alive(rec)
@@ -142,7 +134,7 @@ class Relauncher:
         if not stopped.ok:
             self._door.release_back()
             return stopped
-        started = self._actions.start_locked(report, wait_ready, command, overrides)
+        started = self._actions.start_locked(report, order.wait_ready, command, overrides)
         new = self._server.record()
         return _Relaunch(
             change=change,

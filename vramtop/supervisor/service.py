@@ -4,7 +4,8 @@ the housekeeping step that brings its record in line with what is really there.
 The console and the headless commands both use it; it never raises for outside-world
 failures (they come back as `ActionResult`s). Its parts, by concern, each an object it
 holds: `handle` (the record as read, the process helpers), `following` (a load, to ready),
-`actions` (what a person asks for), `door_steps` (the front door's control) and
+`actions` (what a person asks for), `door_steps` (the front door's control),
+`door_process` (the door's process) and
 `housekeeping` (crash settling and automatic restarts), which runs only when asked.
 `status()` only reads.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
-from vramtop.core.remedy import FlagChange, RelaunchPrecheck
+from vramtop.core.remedy import RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import door, state
 from vramtop.supervisor.action_events import (
@@ -33,11 +34,13 @@ from vramtop.supervisor.action_events import (
     write_action,
 )
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
+from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
 from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
 from vramtop.supervisor.readiness import server_url
+from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.step_phases import start_phases
@@ -71,12 +74,19 @@ class Supervisor:
         self._server = ServerHandle(
             profile, memory_released=memory_released, health_timeout_s=health_timeout_s
         )
-        # The one owner of the front door's control, which every part asks.
-        self._door = DoorControl(self._server)
+        # The one owner of the front door's control, which every part asks; the door's
+        # process (started with a launch, stopped, started again) is apart.
+        door_process = DoorProcess(self._server)
+        self._door = DoorControl(self._server, door_process)
         self._follower = LoadFollower(self._server, self._door)
-        self._actions = ServerActions(self._server, self._follower, self._door)
+        repair = RecordRepair(self._server)  # a state file lost or wrong, set right
+        self._actions = ServerActions(
+            self._server, self._follower, self._door, door_process, repair
+        )
         self._relauncher = Relauncher(self._actions, self._server, self._follower, self._door)
-        self._housekeeper = Housekeeper(self._server, self._door, self._follower, self._actions)
+        self._housekeeper = Housekeeper(
+            self._server, self._door, self._follower, self._actions, door_process, repair
+        )
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
         made = self._server.recorded()
@@ -143,7 +153,7 @@ class Supervisor:
         return max(0, count - told)
 
     def status(self) -> ServerInfo:
-        return self._server.status()
+        return self._server.shown.status()
 
     # --- what a person asks for (the actions') ------------------------------------------
 
@@ -180,16 +190,14 @@ class Supervisor:
 
     def relaunch(
         self,
-        change: FlagChange,
-        save: bool = False,
+        order: RelaunchOrder,
         progress: ProgressCallback | None = None,
-        wait_ready: bool = True,
-        timeout_s: float = READY_TIMEOUT_S,
-        precheck: RelaunchPrecheck | None = None,
         asked_by: str = COMMAND,
     ) -> ActionResult:
+        """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
-        result = self._relauncher.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
+        result = self._relauncher.relaunch(order, progress)
+        change = order.change
         # The event names all three flags, null where unchanged, as it always has.
         changed: JsonObject = {
             "gpu_memory_utilization": change.budget,

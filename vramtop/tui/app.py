@@ -519,14 +519,14 @@ class VramtopApp(App[int]):
         from vramtop.tui.way_back import WayBack
 
         sample, backend = self.shown.sample, self.backend
+        launch = backend.profile_launch  # None: no profile, the adaptive guard's settle time
         if self._way_back is None:
-            settle_s = backend.settle_s  # None: no profile, the adaptive guard's default
-            self._way_back = WayBack() if settle_s is None else WayBack(settle_s)
+            self._way_back = WayBack() if launch is None else WayBack(launch.settle_s)
         offer = None
         if sample is not None and backend.can_act and self.actions.busy is None:
             offer = self._way_back.offer(
                 sample,
-                backend.profile_flags,
+                launch.flags if launch is not None else None,
                 self.shown.headroom_inputs,
                 guard_adaptive=self.shown.frame.adaptive is not None,
             )

@@ -201,9 +201,13 @@ class ActionRunner:
         # to the previous flags). None: the backend's own precheck.
         precheck = _no_precheck if choice.forced else None
         backend = self._app.backend
+        from vramtop.core.remedy import RelaunchOrder
+
         self.start(
             "relaunch",
-            lambda progress: backend.relaunch(choice.change, progress=progress, precheck=precheck),
+            lambda progress: backend.relaunch(
+                RelaunchOrder(choice.change, precheck=precheck), progress=progress
+            ),
         )
 
     def headroom(self) -> None:
