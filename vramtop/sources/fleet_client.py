@@ -40,7 +40,7 @@ def fetch(
     except httpx.TimeoutException:
         text, error, box_time = None, f"no answer within {timeout_s:g} s", None
     except httpx.HTTPError as exc:
-        text, error, box_time = None, _reason(exc), None
+        text, error, box_time = None, reason(exc), None
     return Fetched(box.name, box.url, clock(), text=text, error=error, box_time=box_time)
 
 
@@ -64,7 +64,7 @@ def _date(header: str | None) -> float | None:
         return None
 
 
-def _reason(exc: httpx.HTTPError) -> str:
+def reason(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return "no answer (refused or unreachable)"
     return str(exc) or type(exc).__name__
