@@ -16,6 +16,13 @@ vramtop_build_info{version="0.1.0"} 1.0
 vramtop_gpu_info{gpu="0",memory_kind="dedicated",name="AMD Radeon AI PRO R9700"} 1.0
 vramtop_gpu_memory_total_bytes{gpu="0"} 3.4208743424e+10
 vramtop_gpu_gtt_total_bytes{gpu="0"} 6.6571993088e+10
+vramtop_gpu_memory_used_bytes{gpu="0"} 3.2212254720e+10
+vramtop_server_memory_bytes{gpu="0",method="per_process"} 2.9527900160e+10
+vramtop_desktop_memory_bytes{gpu="0",method="per_process"} 2.684354560e+09
+vramtop_kv_pool_bytes 1.6106127360e+10
+vramtop_kv_pool_tokens 163840.0
+vramtop_generation_tokens_per_second 76.0
+vramtop_server_restarts_total 2.0
 vramtop_budget_bytes{gpu="0"} 3.0787869082e+10
 vramtop_desktop_headroom_bytes{gpu="0"} 2.88400343e+09
 vramtop_budget_ratio 0.9

@@ -10,6 +10,9 @@ row as a message. A box that hangs holds only its own worker; its row turns "no 
 N s" once its last answer is older than the stale limit (`core.fleet.aged`), while the
 others keep updating. Through Prometheus (`Sources.prometheus`), one worker a second asks
 it for every box, and a box it names for the first time gets its row then.
+
+Enter on a row shows that box's panels (`BoxScreen`), `e` its recent steps where its
+exporter serves them.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from vramtop.core.fleet_rows import (
 from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import TIMEOUT_S, fetch
 from vramtop.sources.fleet_prometheus import Read, read
+from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.cells import COLUMNS, cells
 
 REFRESH_S = 1.0
@@ -73,7 +77,10 @@ class FleetApp(App[None]):
     #source.shown { display: block; }
     DataTable { height: 1fr; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", id="quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("e", "steps", "Steps", id="steps"),
+    ]
 
     def __init__(
         self,
@@ -208,6 +215,29 @@ class FleetApp(App[None]):
         """The rows as shown now (aged: a box whose answer is late reads so)."""
         now = self._clock()
         return [aged(self._rows[name], now) for name in self._names]
+
+    def page(self, name: str) -> Page | None:
+        """The box's page as its row now reads: none once the row is not UP (aged)."""
+        row = next((one for one in self.rows() if one.name == name), None)
+        if row is None or row.status is not Status.UP:
+            return None
+        return self._pages.get(name)
+
+    def _cursor_box(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self._names or table.cursor_row < 0:
+            return None
+        return self._names[min(table.cursor_row, len(self._names) - 1)]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row (the table takes Enter itself): that box's panels."""
+        if event.row_key.value is not None:
+            self.push_screen(BoxScreen(event.row_key.value))
+
+    def action_steps(self) -> None:
+        name = self._cursor_box()
+        if name is not None:
+            self.push_screen(StepsScreen(name))
 
     def _show(self) -> None:
         try:
