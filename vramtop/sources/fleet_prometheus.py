@@ -17,7 +17,7 @@ from vramtop.core.fleet_prometheus import QUERIES, Answers, result_of, rows_from
 from vramtop.core.fleet_rows import BoxRow, Page
 from vramtop.core.json_types import JsonValue
 from vramtop.core.secrets import mask_url
-from vramtop.sources.fleet_client import MAX_PAGE_BYTES, TIMEOUT_S, reason
+from vramtop.sources.fleet_client import MAX_PAGE_BYTES, TIMEOUT_S, client_or, reason
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,24 @@ def api_base(url: str) -> str:
     return url
 
 
-def read(url: str, *, timeout_s: float = TIMEOUT_S, clock: Callable[[], float] = time.time) -> Read:
+def read(
+    url: str,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    clock: Callable[[], float] = time.time,
+    client: httpx.Client | None = None,
+) -> Read:
     """Every box Prometheus knows, as of now."""
     query_time = clock()
     base = api_base(url)
     answers: dict[str, list[JsonValue]] = {}
     try:
-        with httpx.Client(timeout=timeout_s, follow_redirects=False) as client:
+        with client_or(client) as http:
             for one in fields(QUERIES):
-                answer = client.get(
+                answer = http.get(
                     f"{base}/api/v1/query",
                     params={"query": getattr(QUERIES, one.name), "time": f"{query_time:.3f}"},
+                    timeout=timeout_s,
                 )
                 if answer.status_code != 200 and answer.status_code != 400:
                     return Read(query_time, error=f"Prometheus answered HTTP {answer.status_code}")

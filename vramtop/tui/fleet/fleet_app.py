@@ -41,7 +41,7 @@ from vramtop.core.fleet_rows import (
     read_box,
 )
 from vramtop.notify.notifier import Notifier
-from vramtop.sources.fleet_client import TIMEOUT_S, fetch
+from vramtop.sources.fleet_client import TIMEOUT_S, fetch, http_client
 from vramtop.sources.fleet_prometheus import Read, read
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.cells import COLUMNS, cells
@@ -99,6 +99,9 @@ class FleetApp(App[None]):
         self._names = [box.name for box in sources.boxes]
         self._pages: dict[str, Page | None] = {}
         self._prometheus_problem: str | None = None
+        self._http = http_client()  # one for every box and refresh (see http_client)
+        self._shown: dict[str, list[Text]] = {}  # each row's cells as last shown
+        self._banner = ""
         self._timeout_s = timeout_s
         self._clock = clock
         self._refresh_s = refresh_s
@@ -144,18 +147,23 @@ class FleetApp(App[None]):
 
     @work(thread=True, exit_on_error=False, group="fleet")
     def _fetch(self, box: Box) -> None:
-        row, page = read_box(fetch(box, timeout_s=self._timeout_s, clock=self._clock))
+        fetched = fetch(box, timeout_s=self._timeout_s, clock=self._clock, client=self._http)
+        row, page = read_box(fetched)
         self.post_message(RowFetched(row, page))
 
     @work(thread=True, exit_on_error=False, group="fleet")
     def _read_prometheus(self, url: str) -> None:
-        self.post_message(PrometheusRead(read(url, timeout_s=self._timeout_s, clock=self._clock)))
+        answer = read(url, timeout_s=self._timeout_s, clock=self._clock, client=self._http)
+        self.post_message(PrometheusRead(answer))
 
     def on_row_fetched(self, message: RowFetched) -> None:
         self._in_flight.discard(message.row.name)
         self._took(message.row, message.page)
         self._tell([message.row])
-        self._show()
+        if not self._in_flight:
+            # Once a round is all back: one layout of the table a second, not one a box (a
+            # box still waiting has its row shown at the next tick).
+            self._show()
 
     def on_prometheus_read(self, message: PrometheusRead) -> None:
         answer = message.answer
@@ -209,6 +217,7 @@ class FleetApp(App[None]):
     def on_unmount(self) -> None:
         if self._notifier is not None:
             self._notifier.close()
+        self._http.close()  # a fetch still waiting ends with an error no one reads
 
     # --- showing ------------------------------------------------------------------------------
     def rows(self) -> list[BoxRow]:
@@ -246,16 +255,24 @@ class FleetApp(App[None]):
             return
         rows = self.rows()
         for row in rows:
-            for column, cell in zip(table.columns, self._styled(row), strict=True):
-                table.update_cell(row.name, column, cell, update_width=True)
+            # Only the cells that read differently: each update lays the table out again.
+            before = self._shown.get(row.name, ())
+            styled = self._styled(row)
+            for index, (column, cell) in enumerate(zip(table.columns, styled, strict=True)):
+                if index >= len(before) or not _same(before[index], cell):
+                    table.update_cell(row.name, column, cell, update_width=True)
+            self._shown[row.name] = styled
         banner = self.query_one("#banner", Static)
         collapsed = collapses(rows)
-        banner.set_class(bool(collapsed), "shown")
-        banner.update(
+        words = (
             "collapse on " + ", ".join(collapsed) + ": the desktop squeezes vLLM's memory"
             if collapsed
             else ""
         )
+        if words != self._banner:
+            self._banner = words
+            banner.set_class(bool(collapsed), "shown")
+            banner.update(words)
 
     def _styled(self, row: BoxRow) -> list[Text]:
         texts = [Text(cell) for cell in cells(row)]
@@ -266,3 +283,7 @@ class FleetApp(App[None]):
             texts[findings].stylize("bold red")
             texts[0].stylize("bold red")
         return texts
+
+
+def _same(one: Text, other: Text) -> bool:
+    return one.plain == other.plain and one.spans == other.spans
