@@ -5,8 +5,6 @@ figure; Escape goes back to the rows; `e` says the box's exporter does not serve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from textual.widgets import Static
 
@@ -18,13 +16,6 @@ from vramtop.tui.fleet.fleet_app import FleetApp
 from vramtop.tui.widgets.text_panel import TextPanel
 
 SIZES = [(120, 40), (80, 24)]
-
-
-@pytest.fixture
-def box() -> Iterator[FakeExporter]:
-    exporter = FakeExporter()
-    yield exporter
-    exporter.close()
 
 
 def panel_text(screen: BoxScreen, panel_id: str) -> str:

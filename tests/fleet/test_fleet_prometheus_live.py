@@ -6,16 +6,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 from textual.widgets import DataTable
 
 from tests.support.exporters import DemoExporter, demo_exporters
+from tests.support.fleet_page import once_json
 from tests.support.prometheus import running_prometheus
 from tests.support.waiting import wait_until, wait_until_async
-from vramtop import cli
 from vramtop.core.fleet_rows import Sources, Status
 from vramtop.tui.fleet.fleet_app import FleetApp
 
@@ -37,14 +36,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[DemoE
         targets = [(f"127.0.0.1:{one.port}", {"box": one.name}) for one in started]
         with running_prometheus(tmp_path, targets) as base:
             yield started, base
-
-
-def once_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[Row]:
-    capsys.readouterr()
-    assert cli.main(["fleet", "--once", "--json", *args]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert isinstance(rows, list)
-    return rows
 
 
 def by_name(rows: list[Row]) -> dict[str, Row]:

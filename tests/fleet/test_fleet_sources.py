@@ -5,22 +5,13 @@ stderr)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.fleet_page import FakeExporter
+from tests.support.fleet_page import FakeExporter, once_json
 from vramtop import cli
 from vramtop.locations import settings_file
-
-
-@pytest.fixture
-def box() -> Iterator[FakeExporter]:
-    exporter = FakeExporter()
-    yield exporter
-    exporter.close()
 
 
 def write_config(text: str) -> Path:
@@ -29,14 +20,6 @@ def write_config(text: str) -> Path:
     path.write_text(text)
     path.chmod(0o600)
     return path
-
-
-def once_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
-    capsys.readouterr()
-    assert cli.main(["fleet", "--once", "--json", *args]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert isinstance(rows, list)
-    return rows
 
 
 def test_the_fleet_table_names_the_boxes_when_the_command_line_does_not(

@@ -1,12 +1,17 @@
 """A box's page for the fleet's tests: `{collapse}` (the collapse finding's value) and
-`{sampled_at}` (the sample's Unix time) are filled in by each test; and a fake exporter that
-serves it over HTTP in the test's own process."""
+`{sampled_at}` (the sample's Unix time) are filled in by each test; a fake exporter that
+serves it over HTTP in the test's own process; and `vramtop fleet --once --json`'s rows."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from vramtop import cli
 
 # A box's page as `vramtop export --demo --card r9700` serves it (trimmed).
 PAGE = """\
@@ -79,3 +84,12 @@ class FakeExporter:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def once_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
+    """`vramtop fleet --once --json ARGS`'s rows (it exits 0)."""
+    capsys.readouterr()
+    assert cli.main(["fleet", "--once", "--json", *args]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert isinstance(rows, list)
+    return rows

@@ -25,6 +25,7 @@ from vramtop.tui.fleet.cells import findings
 from vramtop.tui.format import count, gib
 from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
 from vramtop.tui.widgets.vram_bar import VramBar
+from vramtop.tui.widgets.vram_split_panel import split_figures
 
 REFRESH_S = 1.0
 
@@ -132,15 +133,7 @@ def _vram_rows(shown: BoxFigures) -> list[Row | Detail]:
     headroom = "—" if split.headroom_bytes is None else f"{gib(split.headroom_bytes)} GiB"
     return [
         VramBar(split),
-        Content.assemble(
-            ("█ ", "$vram-server"),
-            f"vLLM {gib(split.server_bytes)}  ",
-            ("▓ ", "$vram-desktop"),
-            f"desktop/other {gib(split.desktop_bytes)}  ",
-            ("░ ", "$vram-free"),
-            f"free {gib(split.free_bytes)}  ",
-            (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
-        ),
+        split_figures(split),
         f"budget {budget} · desktop headroom {headroom}",
     ]
 
