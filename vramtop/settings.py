@@ -58,6 +58,11 @@ class Settings:
     `nvml-unified` takes NVML's "not supported" memory as one pool shared with the system
     (read from /proc/meminfo); `amd` uses amdsmi when it works, else sysfs and DRM fdinfo;
     `amd-sysfs` never tries amdsmi."""
+    fleet: dict[str, str] = field(default_factory=dict)
+    """The boxes `vramtop fleet` shows when none is named on its command line: a
+    `name = "URL"` entry per box (the URL of its `vramtop export`), and
+    `prometheus = "URL"` to read them all through that Prometheus server instead (which is
+    then used, the entries beside it not read)."""
 
     def __post_init__(self) -> None:
         problems = _problems(dataclasses.asdict(self))
@@ -180,8 +185,21 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str, Any]] = {
         "a string",
         lambda v: None if v in GPU_PROBES else f"must be one of {', '.join(GPU_PROBES)}",
     ),
+    "fleet": (_keys, "a table of name = URL strings", lambda v: fleet_problem(v)),
 }
 _NUMBERS = ("interval_s", "min_desktop_headroom_gib")
+
+
+def fleet_problem(table: dict[str, str]) -> str | None:
+    """What is wrong with a `[fleet]` table (None: nothing): an entry that is not a box's
+    name and URL, a bad Prometheus URL."""
+    from vramtop.core.fleet_rows import table_sources
+
+    try:
+        table_sources(table)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _problems(data: Mapping[str, object]) -> list[tuple[str, str]]:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,18 +27,12 @@ import httpx
 import pytest
 import yaml
 
-from tests.export.promtool import tool
+from tests.support.prometheus import running_prometheus, stop
 from tests.support.waiting import wait_until
 from vramtop.commands.export import RULES_FILE, asset_text
 
 TEST_FOR = "2s"
 SERVING = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> Any:
@@ -50,16 +43,6 @@ def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: flo
         return None
 
     return wait_until(found, deadline_s=timeout_s, what=what, poll_s=every_s)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -113,45 +96,14 @@ def exporter(env: dict[str, str], tmp_path: Path) -> Iterator[Running]:
 @pytest.fixture
 def prometheus(exporter: Running, tmp_path: Path) -> Iterator[str]:
     """A real Prometheus scraping the exporter every second; yields its base URL."""
-    binary = tool("prometheus")
     rules = yaml.safe_load(asset_text(RULES_FILE))
     for group in rules["groups"]:
         for rule in group["rules"]:
             rule["for"] = TEST_FOR
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
-    config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(tmp_path / "rules.yml")],
-        "scrape_configs": [
-            {"job_name": "vramtop", "static_configs": [{"targets": [exporter.address]}]}
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("w+")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, Path(log.name).read_text()[-3000:]
-        return httpx.get(f"{base}/-/ready", timeout=5).status_code == 200
-
-    try:
-        wait_for("Prometheus to be ready", ready, 60)
+    targets: list[tuple[str, dict[str, str]]] = [(exporter.address, {})]
+    with running_prometheus(tmp_path, targets, rule_files=[tmp_path / "rules.yml"]) as base:
         yield base
-    finally:
-        stop(proc)
-        log.close()
 
 
 def query(base: str, promql: str) -> list[dict[str, Any]]:

@@ -24,13 +24,6 @@ SIZES = [(120, 40), (80, 24)]
 
 
 @pytest.fixture
-def box() -> Iterator[FakeExporter]:
-    exporter = FakeExporter()
-    yield exporter
-    exporter.close()
-
-
-@pytest.fixture
 def hung() -> Iterator[str]:
     """A box that takes the connection and never answers."""
     listener = socket.socket()

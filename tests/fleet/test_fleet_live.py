@@ -4,7 +4,6 @@ updating, in `--once --json` and in the console (Pilot, 120×40 and 80×24)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +12,8 @@ import pytest
 from textual.widgets import DataTable
 
 from tests.support.exporters import DemoExporter, demo_exporters
+from tests.support.fleet_page import once_json
 from tests.support.waiting import wait_until, wait_until_async
-from vramtop import cli
 from vramtop.core.fleet_rows import Box, BoxRow, Status
 from vramtop.tui.fleet.cells import COLUMNS
 from vramtop.tui.fleet.fleet_app import FleetApp
@@ -36,14 +35,6 @@ def value(page: str, name: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def once_json(boxes: list[str], capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
-    capsys.readouterr()
-    assert cli.main(["fleet", "--once", "--json", *boxes]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert isinstance(rows, list)
-    return rows
-
-
 def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachable(
     exporters: list[DemoExporter], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -52,7 +43,7 @@ def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachabl
     def agreeing() -> list[dict[str, object]]:
         """Rows read between two reads of every page that saw the same sample (else none)."""
         before = [exporter.page() for exporter in exporters]
-        rows = once_json(boxes, capsys)
+        rows = once_json(capsys, *boxes)
         after = [exporter.page() for exporter in exporters]
         same = all(
             value(b, "vramtop_samples_total") == row["samples"] == value(a, "vramtop_samples_total")
@@ -80,7 +71,7 @@ def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachabl
     }
 
     exporters[1].stop()
-    rows = once_json(boxes, capsys)
+    rows = once_json(capsys, *boxes)
     spark = rows[1]
     assert spark["status"] == "unreachable" and "no answer" in str(spark["problem"])
     figures = ("card", "budget_bytes", "kv_cache_usage_ratio", "desktop_headroom_bytes")

@@ -1,12 +1,17 @@
 """A box's page for the fleet's tests: `{collapse}` (the collapse finding's value) and
-`{sampled_at}` (the sample's Unix time) are filled in by each test; and a fake exporter that
-serves it over HTTP in the test's own process."""
+`{sampled_at}` (the sample's Unix time) are filled in by each test; a fake exporter that
+serves it over HTTP in the test's own process; and `vramtop fleet --once --json`'s rows."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from vramtop import cli
 
 # A box's page as `vramtop export --demo --card r9700` serves it (trimmed).
 PAGE = """\
@@ -16,6 +21,13 @@ vramtop_build_info{version="0.1.0"} 1.0
 vramtop_gpu_info{gpu="0",memory_kind="dedicated",name="AMD Radeon AI PRO R9700"} 1.0
 vramtop_gpu_memory_total_bytes{gpu="0"} 3.4208743424e+10
 vramtop_gpu_gtt_total_bytes{gpu="0"} 6.6571993088e+10
+vramtop_gpu_memory_used_bytes{gpu="0"} 3.2212254720e+10
+vramtop_server_memory_bytes{gpu="0",method="per_process"} 2.9527900160e+10
+vramtop_desktop_memory_bytes{gpu="0",method="per_process"} 2.684354560e+09
+vramtop_kv_pool_bytes 1.6106127360e+10
+vramtop_kv_pool_tokens 163840.0
+vramtop_generation_tokens_per_second 76.0
+vramtop_server_restarts_total 2.0
 vramtop_budget_bytes{gpu="0"} 3.0787869082e+10
 vramtop_desktop_headroom_bytes{gpu="0"} 2.88400343e+09
 vramtop_budget_ratio 0.9
@@ -72,3 +84,12 @@ class FakeExporter:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def once_json(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
+    """`vramtop fleet --once --json ARGS`'s rows (it exits 0)."""
+    capsys.readouterr()
+    assert cli.main(["fleet", "--once", "--json", *args]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert isinstance(rows, list)
+    return rows

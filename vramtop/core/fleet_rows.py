@@ -37,6 +37,8 @@ COLLAPSE = Kind.VRAM_CONTENTION
 
 # vLLM's --max-model-len: served by exporters that have it (not yet in the metric list).
 MAX_MODEL_LEN = "vramtop_max_model_len_tokens"
+# When the box's exporter took its latest sample (Unix time, on the box's clock).
+LAST_SAMPLE = "vramtop_last_sample_timestamp_seconds"
 
 
 class Status(StrEnum):
@@ -94,6 +96,8 @@ class BoxRow:
     guard: str | None = None  # not exported yet: always None
     model: str | None = None
     samples: int | None = None  # the box's samples_total: the fleet sees it move
+    # Read through Prometheus: the scrape target's `instance` label (None: read directly).
+    instance: str | None = None
 
     @property
     def collapse(self) -> bool:
@@ -125,6 +129,8 @@ class BoxRow:
             "door_in_flight": self.door_in_flight,
             "guard": self.guard,
             "samples": self.samples,
+            "source": "exporter" if self.instance is None else "prometheus",
+            "instance": self.instance,
         }
 
 
@@ -176,6 +182,14 @@ def parse_page(text: str) -> Page | None:
 
 def row_for(fetched: Fetched, *, stale_after_s: float = STALE_AFTER_S) -> BoxRow:
     """The row of one box from one query."""
+    return read_box(fetched, stale_after_s=stale_after_s)[0]
+
+
+def read_box(
+    fetched: Fetched, *, stale_after_s: float = STALE_AFTER_S
+) -> tuple[BoxRow, Page | None]:
+    """The row of one box from one query, and its page where the row is UP (the box's
+    panels read it); no page for a row without a fresh sample."""
 
     def down(status: Status, problem: str, age: float | None = None) -> BoxRow:
         return BoxRow(
@@ -183,17 +197,17 @@ def row_for(fetched: Fetched, *, stale_after_s: float = STALE_AFTER_S) -> BoxRow
         )
 
     if fetched.text is None:
-        return down(Status.UNREACHABLE, fetched.error or "no answer")
+        return down(Status.UNREACHABLE, fetched.error or "no answer"), None
     page = parse_page(fetched.text)
     if page is None:
-        return down(Status.UNREACHABLE, "not a vramtop export page")
-    sampled_at = page.value("vramtop_last_sample_timestamp_seconds")
+        return down(Status.UNREACHABLE, "not a vramtop export page"), None
+    sampled_at = page.value(LAST_SAMPLE)
     if sampled_at is None:
-        return down(Status.NO_SAMPLE, "not sampled yet")
+        return down(Status.NO_SAMPLE, "not sampled yet"), None
     age = sample_age(fetched, sampled_at)
     if age > stale_after_s:
-        return down(Status.STALE, f"sample {age:.0f} s old", age)
-    return _up_row(fetched, page, age)
+        return down(Status.STALE, f"sample {age:.0f} s old", age), None
+    return up_row(fetched.name, fetched.url, fetched.query_time, page, age), page
 
 
 def sample_age(fetched: Fetched, sampled_at: float) -> float:
@@ -206,7 +220,8 @@ def sample_age(fetched: Fetched, sampled_at: float) -> float:
     return max(0.0, now - sampled_at)
 
 
-def _up_row(fetched: Fetched, page: Page, age: float) -> BoxRow:
+def up_row(name: str, url: str, query_time: float, page: Page, age: float) -> BoxRow:
+    """The row of a box whose page holds a fresh sample (`age` s old)."""
     gpu = page.labels("vramtop_gpu_info")
     first = gpu[0] if gpu else {}
     info = page.labels("vramtop_server_info")
@@ -214,10 +229,10 @@ def _up_row(fetched: Fetched, page: Page, age: float) -> BoxRow:
     samples = page.value("vramtop_samples_total")
     max_len = page.value(MAX_MODEL_LEN)
     return BoxRow(
-        name=fetched.name,
-        url=fetched.url,
+        name=name,
+        url=url,
         status=Status.UP,
-        query_time=fetched.query_time,
+        query_time=query_time,
         sample_age_s=age,
         card=first.get("name") or None,
         platform=platform(page, first.get("memory_kind")),
@@ -320,7 +335,9 @@ def aged(row: BoxRow, now: float, *, stale_after_s: float = STALE_AFTER_S) -> Bo
     if waited <= stale_after_s:
         return row
     problem = f"no answer for {waited:.0f} s"
-    return BoxRow(row.name, row.url, Status.UNREACHABLE, row.query_time, problem)
+    return BoxRow(
+        row.name, row.url, Status.UNREACHABLE, row.query_time, problem, instance=row.instance
+    )
 
 
 def collapse_news(
@@ -353,3 +370,58 @@ def collapse_news(
         elif not row.collapse:
             now.discard(row.name)
     return frozenset(now), news
+
+
+# The `[fleet]` table's one key that is not a box: the Prometheus server to read them through.
+PROMETHEUS_KEY = "prometheus"
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the fleet reads its boxes: their exporters, or one Prometheus server (its URL);
+    `said`: which one is used where both were given (None: only one was)."""
+
+    boxes: tuple[Box, ...] = ()
+    prometheus: str | None = None
+    said: str | None = None
+
+
+def prometheus_url(text: str, given_as: str = "--prometheus") -> str:
+    """The URL of a Prometheus server (its HTTP API is read); ValueError saying what is
+    wrong (`given_as`: where it was given), any password masked."""
+    from vramtop.core.addresses import parse_url
+    from vramtop.core.secrets import mask_url
+
+    try:
+        parse_url(text)
+    except ValueError as exc:
+        raise ValueError(f"{given_as} {mask_url(text)}: {exc}") from None
+    return text.strip().rstrip("/")
+
+
+def sources(
+    boxes: Iterable[str], prometheus: str | None, *, given_as: str = "--prometheus"
+) -> Sources:
+    """The boxes `NAME=URL` and the Prometheus URL, as given; Prometheus is used where both
+    are, and `said` says so. ValueError on a bad entry."""
+    from vramtop.core.secrets import mask_url
+
+    parsed = tuple(parse_boxes(boxes))
+    if prometheus is None:
+        return Sources(boxes=parsed)
+    url = prometheus_url(prometheus, given_as)
+    said = None
+    if parsed:
+        names = ", ".join(box.name for box in parsed)
+        said = (
+            f"reading the boxes through Prometheus at {mask_url(url)}; the exporters named "
+            f"beside it ({names}) are not read"
+        )
+    return Sources(prometheus=url, said=said)
+
+
+def table_sources(table: Mapping[str, str]) -> Sources:
+    """The sources a `[fleet]` table of config.toml gives (`NAME = "URL"` per box, and
+    `prometheus = "URL"`); ValueError naming the bad entry."""
+    boxes = [f"{name}={url}" for name, url in table.items() if name != PROMETHEUS_KEY]
+    return sources(boxes, table.get(PROMETHEUS_KEY), given_as=f"{PROMETHEUS_KEY} =")

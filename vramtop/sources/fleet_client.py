@@ -7,8 +7,9 @@ Read-only: a GET of the metrics page is all the fleet ever sends to a box.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 
 import httpx
@@ -21,13 +22,34 @@ TIMEOUT_S = 1.5
 MAX_PAGE_BYTES = 1024 * 1024  # a vramtop page is a few KB: anything far bigger is not one
 
 
+def http_client() -> httpx.Client:
+    """The client a fleet reads its boxes with, made once and shared by every box and every
+    refresh: making one costs ~40 ms of CPU (its TLS context), which once per box a second
+    was most of the fleet console's CPU (bench/bench_fleet.py). It follows no redirect."""
+    return httpx.Client(timeout=TIMEOUT_S, follow_redirects=False)
+
+
+@contextmanager
+def client_or(client: httpx.Client | None) -> Iterator[httpx.Client]:
+    """`client`, or one of its own for this call, closed after it."""
+    if client is not None:
+        yield client
+        return
+    with http_client() as own:
+        yield own
+
+
 def fetch(
-    box: Box, *, timeout_s: float = TIMEOUT_S, clock: Callable[[], float] = time.time
+    box: Box,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    clock: Callable[[], float] = time.time,
+    client: httpx.Client | None = None,
 ) -> Fetched:
     """One box's page, or why there is none; `query_time` is when the answer came."""
     try:
-        with httpx.Client(timeout=timeout_s, follow_redirects=False) as client:
-            answer = client.get(box.url)
+        with client_or(client) as http:
+            answer = http.get(box.url, timeout=timeout_s)
         text: str | None = None
         error: str | None = None
         box_time = _date(answer.headers.get("date"))
@@ -40,7 +62,7 @@ def fetch(
     except httpx.TimeoutException:
         text, error, box_time = None, f"no answer within {timeout_s:g} s", None
     except httpx.HTTPError as exc:
-        text, error, box_time = None, _reason(exc), None
+        text, error, box_time = None, reason(exc), None
     return Fetched(box.name, box.url, clock(), text=text, error=error, box_time=box_time)
 
 
@@ -50,8 +72,13 @@ def fetch_all(
     """Every box's page, fetched at the same time, in the boxes' order."""
     if not boxes:
         return []
-    with ThreadPoolExecutor(max_workers=len(boxes), thread_name_prefix="vramtop-fleet") as pool:
-        return list(pool.map(lambda box: fetch(box, timeout_s=timeout_s, clock=clock), boxes))
+    with (
+        http_client() as client,
+        ThreadPoolExecutor(max_workers=len(boxes), thread_name_prefix="vramtop-fleet") as pool,
+    ):
+        return list(
+            pool.map(lambda box: fetch(box, timeout_s=timeout_s, clock=clock, client=client), boxes)
+        )
 
 
 def _date(header: str | None) -> float | None:
@@ -64,7 +91,7 @@ def _date(header: str | None) -> float | None:
         return None
 
 
-def _reason(exc: httpx.HTTPError) -> str:
+def reason(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return "no answer (refused or unreachable)"
     return str(exc) or type(exc).__name__

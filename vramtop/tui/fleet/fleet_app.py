@@ -8,7 +8,11 @@ A timer triggers, workers fetch: each second every box whose previous fetch has 
 gets a thread worker of its own (one GET with its short timeout), which posts the box's new
 row as a message. A box that hangs holds only its own worker; its row turns "no answer for
 N s" once its last answer is older than the stale limit (`core.fleet.aged`), while the
-others keep updating.
+others keep updating. Through Prometheus (`Sources.prometheus`), one worker a second asks
+it for every box, and a box it names for the first time gets its row then.
+
+Enter on a row shows that box's panels (`BoxScreen`), `e` its recent steps where its
+exporter serves them.
 """
 
 from __future__ import annotations
@@ -28,25 +32,38 @@ from textual.widgets import DataTable, Footer, Static
 from vramtop.core.fleet_rows import (
     Box,
     BoxRow,
+    Page,
+    Sources,
     Status,
     aged,
     collapse_news,
     collapses,
-    row_for,
+    read_box,
 )
 from vramtop.notify.notifier import Notifier
-from vramtop.sources.fleet_client import TIMEOUT_S, fetch
+from vramtop.sources.fleet_client import TIMEOUT_S, fetch, http_client
+from vramtop.sources.fleet_prometheus import Read, read
+from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.cells import COLUMNS, cells
 
 REFRESH_S = 1.0
 
 
 class RowFetched(Message):
-    """A box's new row, from its worker."""
+    """A box's new row (and its page where it is up), from its worker."""
 
-    def __init__(self, row: BoxRow) -> None:
+    def __init__(self, row: BoxRow, page: Page | None) -> None:
         super().__init__()
         self.row = row
+        self.page = page
+
+
+class PrometheusRead(Message):
+    """Every box's row, read through Prometheus, from its worker."""
+
+    def __init__(self, answer: Read) -> None:
+        super().__init__()
+        self.answer = answer
 
 
 class FleetApp(App[None]):
@@ -56,13 +73,18 @@ class FleetApp(App[None]):
     CSS = """
     #banner { background: $error; color: $text; padding: 0 1; display: none; }
     #banner.shown { display: block; }
+    #source { color: $text-muted; padding: 0 1; display: none; }
+    #source.shown { display: block; }
     DataTable { height: 1fr; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", id="quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("e", "steps", "Steps", id="steps"),
+    ]
 
     def __init__(
         self,
-        boxes: list[Box],
+        sources: Sources | list[Box],
         *,
         timeout_s: float = TIMEOUT_S,
         clock: Callable[[], float] = time.time,
@@ -70,7 +92,16 @@ class FleetApp(App[None]):
         notifier: Notifier | None = None,
     ) -> None:
         super().__init__()
-        self._boxes = boxes
+        if not isinstance(sources, Sources):
+            sources = Sources(boxes=tuple(sources))
+        self._sources = sources
+        # The boxes' names in the table's order (through Prometheus: as it names them).
+        self._names = [box.name for box in sources.boxes]
+        self._pages: dict[str, Page | None] = {}
+        self._prometheus_problem: str | None = None
+        self._http = http_client()  # one for every box and refresh (see http_client)
+        self._shown: dict[str, list[Text]] = {}  # each row's cells as last shown
+        self._banner = ""
         self._timeout_s = timeout_s
         self._clock = clock
         self._refresh_s = refresh_s
@@ -81,6 +112,7 @@ class FleetApp(App[None]):
         self.fetches = 0  # rows received, for tests that wait for a refresh
 
     def compose(self) -> ComposeResult:
+        yield Static(id="source")
         yield Static(id="banner")
         yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Footer()
@@ -88,32 +120,92 @@ class FleetApp(App[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
-        for box in self._boxes:
-            waiting = BoxRow(box.name, box.url, Status.NO_SAMPLE, self._clock(), "asking…")
-            self._rows[box.name] = waiting
-            table.add_row(*self._styled(waiting), key=box.name)
+        for box in self._sources.boxes:
+            self._add_row(BoxRow(box.name, box.url, Status.NO_SAMPLE, self._clock(), "asking…"))
+        self._show_source()
         self._tick()
         self.set_interval(self._refresh_s, self._tick)
 
+    def _add_row(self, row: BoxRow) -> None:
+        self._rows[row.name] = row
+        if row.name not in self._names:
+            self._names.append(row.name)
+        self.query_one(DataTable).add_row(*self._styled(row), key=row.name)
+
     # --- timers trigger, workers fetch ---------------------------------------------------------
     def _tick(self) -> None:
-        for box in self._boxes:
-            if box.name not in self._in_flight:
-                self._in_flight.add(box.name)
-                self._fetch(box)
+        prometheus = self._sources.prometheus
+        if prometheus is None:
+            for box in self._sources.boxes:
+                if box.name not in self._in_flight:
+                    self._in_flight.add(box.name)
+                    self._fetch(box)
+        elif prometheus not in self._in_flight:
+            self._in_flight.add(prometheus)
+            self._read_prometheus(prometheus)
         self._show()  # a box still in flight ages here
 
     @work(thread=True, exit_on_error=False, group="fleet")
     def _fetch(self, box: Box) -> None:
-        row = row_for(fetch(box, timeout_s=self._timeout_s, clock=self._clock))
-        self.post_message(RowFetched(row))
+        fetched = fetch(box, timeout_s=self._timeout_s, clock=self._clock, client=self._http)
+        row, page = read_box(fetched)
+        self.post_message(RowFetched(row, page))
+
+    @work(thread=True, exit_on_error=False, group="fleet")
+    def _read_prometheus(self, url: str) -> None:
+        answer = read(url, timeout_s=self._timeout_s, clock=self._clock, client=self._http)
+        self.post_message(PrometheusRead(answer))
 
     def on_row_fetched(self, message: RowFetched) -> None:
         self._in_flight.discard(message.row.name)
-        self._rows[message.row.name] = message.row
-        self.fetches += 1
+        self._took(message.row, message.page)
         self._tell([message.row])
+        if not self._in_flight:
+            # Once a round is all back: one layout of the table a second, not one a box (a
+            # box still waiting has its row shown at the next tick).
+            self._show()
+
+    def on_prometheus_read(self, message: PrometheusRead) -> None:
+        answer = message.answer
+        self._in_flight.discard(self._sources.prometheus or "")
+        self._prometheus_problem = answer.error
+        for row, page in answer.rows:
+            self._took(row, page)
+        self._tell([row for row, _ in answer.rows])
+        self._show_source()
         self._show()
+
+    def _took(self, row: BoxRow, page: Page | None) -> None:
+        if self._table_gone():
+            return
+        if row.name not in self._rows:
+            self._add_row(row)
+        self._rows[row.name] = row
+        self._pages[row.name] = page
+        self.fetches += 1
+
+    def _table_gone(self) -> bool:
+        try:
+            self.query_one(DataTable)
+        except NoMatches:  # the app is closing: a late answer has nowhere to go
+            return True
+        return False
+
+    def _show_source(self) -> None:
+        """Through Prometheus: the line that says so (and why it gives nothing, if so)."""
+        url = self._sources.prometheus
+        if url is None or self._table_gone():
+            return
+        from vramtop.core.secrets import mask_url
+
+        words = f"through Prometheus at {mask_url(url)}"
+        if self._sources.said:
+            words += " (the exporters named beside it are not read)"
+        if self._prometheus_problem:
+            words += f" · {self._prometheus_problem}"
+        line = self.query_one("#source", Static)
+        line.set_class(True, "shown")
+        line.update(words)
 
     def _tell(self, rows: list[BoxRow]) -> None:
         """A collapse newly open on a box, told through the local notifications once."""
@@ -125,12 +217,36 @@ class FleetApp(App[None]):
     def on_unmount(self) -> None:
         if self._notifier is not None:
             self._notifier.close()
+        self._http.close()  # a fetch still waiting ends with an error no one reads
 
     # --- showing ------------------------------------------------------------------------------
     def rows(self) -> list[BoxRow]:
         """The rows as shown now (aged: a box whose answer is late reads so)."""
         now = self._clock()
-        return [aged(self._rows[box.name], now) for box in self._boxes]
+        return [aged(self._rows[name], now) for name in self._names]
+
+    def page(self, name: str) -> Page | None:
+        """The box's page as its row now reads: none once the row is not UP (aged)."""
+        row = next((one for one in self.rows() if one.name == name), None)
+        if row is None or row.status is not Status.UP:
+            return None
+        return self._pages.get(name)
+
+    def _cursor_box(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self._names or table.cursor_row < 0:
+            return None
+        return self._names[min(table.cursor_row, len(self._names) - 1)]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row (the table takes Enter itself): that box's panels."""
+        if event.row_key.value is not None:
+            self.push_screen(BoxScreen(event.row_key.value))
+
+    def action_steps(self) -> None:
+        name = self._cursor_box()
+        if name is not None:
+            self.push_screen(StepsScreen(name))
 
     def _show(self) -> None:
         try:
@@ -139,16 +255,24 @@ class FleetApp(App[None]):
             return
         rows = self.rows()
         for row in rows:
-            for column, cell in zip(table.columns, self._styled(row), strict=True):
-                table.update_cell(row.name, column, cell, update_width=True)
+            # Only the cells that read differently: each update lays the table out again.
+            before = self._shown.get(row.name, ())
+            styled = self._styled(row)
+            for index, (column, cell) in enumerate(zip(table.columns, styled, strict=True)):
+                if index >= len(before) or not _same(before[index], cell):
+                    table.update_cell(row.name, column, cell, update_width=True)
+            self._shown[row.name] = styled
         banner = self.query_one("#banner", Static)
         collapsed = collapses(rows)
-        banner.set_class(bool(collapsed), "shown")
-        banner.update(
+        words = (
             "collapse on " + ", ".join(collapsed) + ": the desktop squeezes vLLM's memory"
             if collapsed
             else ""
         )
+        if words != self._banner:
+            self._banner = words
+            banner.set_class(bool(collapsed), "shown")
+            banner.update(words)
 
     def _styled(self, row: BoxRow) -> list[Text]:
         texts = [Text(cell) for cell in cells(row)]
@@ -159,3 +283,7 @@ class FleetApp(App[None]):
             texts[findings].stylize("bold red")
             texts[0].stylize("bold red")
         return texts
+
+
+def _same(one: Text, other: Text) -> bool:
+    return one.plain == other.plain and one.spans == other.spans

@@ -63,18 +63,9 @@ class VramSplitPanel(TextPanel):
                 Detail(""),
             ]
         else:
-            figures = Content.assemble(
-                ("█ ", "$vram-server"),
-                f"vLLM {gib(split.server_bytes)}  ",
-                ("▓ ", "$vram-desktop"),
-                f"desktop/other {gib(split.desktop_bytes)}  ",
-                ("░ ", "$vram-free"),
-                f"free {gib(split.free_bytes)}  ",
-                (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
-            )
             rows = [
                 VramBar(split),
-                figures,
+                split_figures(split),
                 _budget_line(split, info, util),
             ]
             activity = activity_line(gpu.devices[0])
@@ -114,6 +105,19 @@ def _gtt_line(gpu: GpuReading, split: Split) -> Content:
     if card is not None:
         parts.append(f"  (GTT in use: {gib(card)} GiB)")
     return Content.assemble(*parts)
+
+
+def split_figures(split: Split) -> Content:
+    """The split's figures under its bar, keyed by the bar's glyphs (also the fleet's)."""
+    return Content.assemble(
+        ("█ ", "$vram-server"),
+        f"vLLM {gib(split.server_bytes)}  ",
+        ("▓ ", "$vram-desktop"),
+        f"desktop/other {gib(split.desktop_bytes)}  ",
+        ("░ ", "$vram-free"),
+        f"free {gib(split.free_bytes)}  ",
+        (f"of {gib(split.total_bytes)} GiB", "$text-muted"),
+    )
 
 
 def _budget_line(split: Split, info: ServerInfo | None, util: float | None) -> Content:

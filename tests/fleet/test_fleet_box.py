@@ -1,0 +1,90 @@
+"""Enter on a box's row shows its panels, read-only, fed from its exporter's page each second
+(the console's VRAM bar and text panels); a box that stops answering shows why and no
+figure; Escape goes back to the rows; `e` says the box's exporter does not serve its steps
+(no exporter does), rather than showing any. Pilot at 120×40 and 80×24."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import Static
+
+from tests.support.fleet_page import FakeExporter
+from tests.support.waiting import wait_until_async
+from vramtop.core.fleet_rows import Box, Status
+from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
+from vramtop.tui.fleet.fleet_app import FleetApp
+from vramtop.tui.widgets.text_panel import TextPanel
+
+SIZES = [(120, 40), (80, 24)]
+
+
+def panel_text(screen: BoxScreen, panel_id: str) -> str:
+    return "\n".join(line.plain for line in screen.query_one(f"#{panel_id}", TextPanel).lines)
+
+
+def status_text(screen: BoxScreen) -> str:
+    return str(screen.query_one("#box-status", Static).render())
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_enter_shows_the_boxs_panels_and_escape_returns(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    app = FleetApp([Box("other", "http://127.0.0.1:9/metrics"), Box("r9700", box.url)])
+    async with app.run_test(size=size) as pilot:
+        await wait_until_async(
+            lambda: any(row.status is Status.UP for row in app.rows()),
+            deadline_s=30,
+            what=lambda: f"r9700 up: {app.rows()}",
+            pause=pilot.pause,
+        )
+        await pilot.press("down", "enter")  # the second row: r9700
+        screen = app.screen
+        assert isinstance(screen, BoxScreen) and screen.box == "r9700"
+        await wait_until_async(
+            lambda: "usage 25.0 %" in panel_text(screen, "kv"),
+            deadline_s=30,
+            what=lambda: f"the KV panel: {panel_text(screen, 'kv')!r}",
+            pause=pilot.pause,
+        )
+        assert "AI PRO R9700" in status_text(screen) and "read-only" in status_text(screen)
+        vram = panel_text(screen, "vram")
+        assert "vLLM 27.5" in vram and "desktop/other 2.5" in vram and "of 31.9 GiB" in vram
+        assert "15.00 GiB · 163,840 tokens" in panel_text(screen, "kv")
+        assert "generation 76 tok/s" in panel_text(screen, "rates")
+        assert "per request 38 tok/s (normal 41)" in panel_text(screen, "rates")
+        assert "kv_pressure" in panel_text(screen, "counted")
+        assert "restarts 2" in panel_text(screen, "counted")
+
+        box.close()  # the box stops answering: its panels show no figure of before
+        await wait_until_async(
+            lambda: "unreachable" in status_text(screen),
+            deadline_s=30,
+            what=lambda: f"the box unreachable: {status_text(screen)!r}",
+            pause=pilot.pause,
+        )
+        for panel in ("vram", "kv", "rates", "counted"):
+            assert not any(ch.isdigit() for ch in panel_text(screen, panel)), panel
+        assert "no figures shown" in status_text(screen)
+
+        await pilot.press("escape")
+        assert not isinstance(app.screen, BoxScreen)
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_e_says_the_exporter_does_not_serve_the_boxs_steps(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    app = FleetApp([Box("r9700", box.url)])
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("e")
+        screen = app.screen
+        assert isinstance(screen, StepsScreen)
+        words = str(screen.query_one("#steps", Static).render())
+        assert "r9700's exporter does not serve its steps" in words
+        await pilot.press("escape", "enter", "e")  # from the box's panels too
+        assert isinstance(app.screen, StepsScreen)
+        await pilot.press("escape", "escape")
+        assert not isinstance(app.screen, BoxScreen | StepsScreen)
