@@ -28,6 +28,7 @@ from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import causes, state, state_moves, tree
 from vramtop.supervisor.readiness import healthy_once, server_url, tail
 from vramtop.supervisor.state import ALIVE, Lifecycle, ServerRecord
+from vramtop.supervisor.step_phases import StepClock
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,8 @@ class ServerHandle:
         self.health_timeout_s = health_timeout_s
         self.child: Any = None  # our own Popen, when this process launched the server
         self.released = True  # whether the last `end` saw the GPU give the memory back
+        # The moments of the step under way, for its timeline event (`step_phases`).
+        self.step = StepClock()
         self._records = state.RecordCache()
         # The last record `status` was asked of, and its answer: the kept record is the same
         # object for as long as its file does not change, and the console asks every tick.
@@ -265,8 +268,10 @@ class ServerHandle:
         progress: ProgressCallback | None,
         grace_s: float | None = None,
         found: dict[int, psutil.Process] | None = None,
+        mark: Callable[[str], None] | None = None,
     ) -> list[psutil.Process]:
-        """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
+        """End the whole tree, then wait (bounded) until the GPU shows the memory back.
+        `mark`: told the stop's moments (see `stopping.end_server`)."""
         survivors, self.released = end_server(
             rec,
             stop_timeout_s=self.profile.stop_timeout_s if grace_s is None else grace_s,
@@ -276,6 +281,7 @@ class ServerHandle:
             release_timeout_s=MEMORY_RELEASE_TIMEOUT_S,
             progress=progress,
             found=found,
+            mark=mark,
         )
         return survivors
 

@@ -157,8 +157,9 @@ class Supervisor:
         """`asked_by` (here and in each action below): who asked, for the lasting timeline
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._actions.start(progress, wait_ready, timeout_s)
-        return self._told("start", result, asked_by, before)
+        return self._told("start", result, asked_by, before, self._step_facts())
 
     def stop(
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
@@ -175,6 +176,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
@@ -189,6 +191,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._relauncher.relaunch(change, save, progress, wait_ready, timeout_s, precheck)
         # The event names all three flags, null where unchanged, as it always has.
         changed: JsonObject = {
@@ -200,10 +203,16 @@ class Supervisor:
         return self._told("relaunch", result, asked_by, before, changed)
 
     def _step_facts(self) -> JsonObject:
-        """A restart's or relaunch's own facts for its event: the door's part (requests sent
-        again, the drain's seconds) and the new start's phases from vLLM's log."""
+        """A step's own facts for its event: the door's part (requests sent again, the
+        drain's seconds) and its `phases`: the moments vramtop saw (held, drained, stopped,
+        memory released, launched, ready) with the new start's from vLLM's log."""
         facts = self._door.held_facts()
-        phases = start_phases(self._server.recorded())
+        phases = self._server.step.phases()
+        if "drain_took_s" in facts:
+            phases["drained_s"] = facts["drain_took_s"]
+        if "drained_requests" in facts:
+            phases["drained_requests"] = facts.pop("drained_requests")
+        phases |= start_phases(self._server.recorded())
         if phases:
             facts["phases"] = phases
         return facts
