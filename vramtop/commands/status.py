@@ -15,6 +15,7 @@ from vramtop.core.launch_failure import state_word
 from vramtop.core.shell_words import shell_line
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
+from vramtop.supervisor.step_phases import recorded_last_step
 
 HEALTH_TIMEOUT_S = 3.0
 NO_PROFILE = (
@@ -77,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             if info.state == "running":
                 data["healthy"], data["reason"] = _health(url)
             data.update(door_fields(rec))
+        # Added: the last start, restart or relaunch and its phases (null before any).
+        data["last_step"] = recorded_last_step(t.supervisor.name, data.get("door"))
         return _print(options.json, data)
 
     return supervised.run_guarded(act, StatusOptions.from_args(args))

@@ -4,15 +4,22 @@ step made (`core.vllm.start_phases`), read from the record's log since that star
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from vramtop import files
 from vramtop.core.json_types import JsonObject
+from vramtop.core.server_events import Event
+from vramtop.core.step_report import last_step, step_events
 from vramtop.core.vllm.log_run import last_run
 from vramtop.core.vllm.start_phases import parse_start_phases
+from vramtop.event_log import EventLog
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.state import ServerRecord
+
+log = logging.getLogger(__name__)
 
 # A start's log is some hundred lines (a few KiB); this bounds the read of a log that
 # carries far more (a chatty start, requests logged since).
@@ -76,3 +83,50 @@ def start_phases(rec: ServerRecord | None) -> JsonObject:
         return {}
     lines = tail(Path(rec.log_path), rec.log_offset, READ_LIMIT)
     return parse_start_phases(last_run(lines)).fields()
+
+
+def recorded_last_step(profile: str, door_report: object = None) -> JsonObject | None:
+    """The profile's last step as its timeline has it (`core.step_report.last_step`), with
+    the front door's `first_served_s` (its report's: the first request answered whole after
+    its last release, which comes after the step's event was written) where known; None
+    before any step, or for a timeline that cannot be read."""
+    try:
+        events = EventLog.for_profile(profile).read()
+    except (OSError, files.NotYours):
+        return None
+    step = last_step(events)
+    served = door_report.get("first_served_s") if isinstance(door_report, dict) else None
+    if step is not None and isinstance(served, int | float) and not isinstance(served, bool):
+        phases = step["phases"]
+        if isinstance(phases, dict):
+            phases["first_served_s"] = served
+    return step
+
+
+class StepTimeline:
+    """The steps a profile's timeline gains from now on (the exporter's histogram): each
+    `new_steps` reads the timeline only when its file changed, and gives its step events
+    written since the last call, once each."""
+
+    def __init__(self, profile: str, since: float) -> None:
+        self._log = EventLog.for_profile(profile)
+        self._since = since
+        self._seen: tuple[int, int] | None = None
+
+    def new_steps(self) -> list[Event]:
+        try:
+            info = self._log.path.stat()
+            seen = (info.st_size, info.st_mtime_ns)
+            if seen == self._seen:
+                return []
+            events = self._log.read(since=self._since)
+        except FileNotFoundError:
+            return []
+        except (OSError, files.NotYours):
+            log.warning("the timeline of %s cannot be read", self._log.path, exc_info=True)
+            return []
+        self._seen = seen
+        fresh = [e for e in step_events(events) if e.t > self._since]
+        if fresh:
+            self._since = max(e.t for e in fresh)
+        return fresh
