@@ -125,3 +125,11 @@ def observe_steps(
         for phase, seconds in phase_seconds(event).items():
             out[phase] = out.get(phase, PhaseHistogram()).observed(seconds)
     return out
+
+
+def under_way_words(action: str, step: str, elapsed_s: float, expected_s: float | None) -> str:
+    """The console's status line while a step runs: the action, its step, the seconds so
+    far and, once a step was seen, the last one's total as the time to expect
+    (`restart: loading weights… 12 s (last 74 s)`; 45 characters at most for vLLM's steps)."""
+    words = f"{action}: {step}… {elapsed_s:.0f} s"
+    return words if expected_s is None else f"{words} (last {expected_s:.0f} s)"
