@@ -85,7 +85,12 @@ def test_status_json_gives_the_last_steps_phases(
     timeline.append(1000.0, "start", {"result": "ok", "phases": {"ready_s": 60.0}})
     timeline.append(2000.0, "stop", {"result": "ok"})
     phases = {"stopped_s": 1.5, "weights_gib": 21.8, "weights_s": 18.0, "total_s": 80.25}
-    timeline.append(3000.0, "restart", {"result": "ok", "replayed": 1, "phases": phases})
+    slow = ["compilation took 43 s against 5 s the start before (…)"]
+    timeline.append(
+        3000.0,
+        "restart",
+        {"result": "ok", "replayed": 1, "phases": phases, "slow_parts": slow},
+    )
     timeline.append(4000.0, "stop", {"result": "ok"})
     assert cli.main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["last_step"] == {
@@ -93,4 +98,5 @@ def test_status_json_gives_the_last_steps_phases(
         "t": 3000.0,
         "result": "ok",
         "phases": phases,
+        "slow_parts": slow,
     }

@@ -10,6 +10,7 @@ from vramtop.core.step_report import (
     last_step,
     observe_steps,
     phase_seconds,
+    step_lines,
     step_total,
 )
 
@@ -27,6 +28,7 @@ def test_the_last_step_is_the_last_start_restart_or_relaunch_with_phases() -> No
         "t": 2.0,
         "result": "rolled_back",
         "phases": {"total_s": 90.0},
+        "slow_parts": [],
     }
     assert step_total(step) == 90.0
     assert last_step(events[2:]) is None and step_total(None) is None
@@ -49,3 +51,25 @@ def test_a_bound_counts_in_its_own_bucket_and_the_rest_above_the_largest() -> No
     assert histogram.total_s == 5120.5
     seen = observe_steps({}, [Event(1.0, "start", {"phases": {"total_s": 1.0}})])
     assert seen["total"].count == 1
+
+
+def test_the_last_step_in_words() -> None:
+    step = {
+        "action": "restart",
+        "phases": {
+            "stopped_s": 1.5,
+            "ready_s": 66.0,
+            "weights_s": 18.0,
+            "weights_gb_per_s": 1.3,
+            "compile_s": 43.1,
+            "compile_cached": False,
+            "total_s": 80.25,
+        },
+        "slow_parts": ["compilation took 43 s …"],
+    }
+    assert step_lines(step) == [
+        "last restart: 80 s (stopped 1.5 s, ready 66 s; vLLM: weights 18 s at 1.30 GB/s, "
+        "compile 43 s)",
+        "slow: compilation took 43 s …",
+    ]
+    assert step_lines({"action": "start", "phases": {}}) == ["last start"]

@@ -49,7 +49,8 @@ def step_events(events: Iterable[Event]) -> list[Event]:
 
 def last_step(events: Sequence[Event]) -> JsonObject | None:
     """The last step as `status --json` and `--once --json` give it (`last_step`): what it
-    was (`action`), when (`t`, Unix time), its `result` and its `phases`; None before any."""
+    was (`action`), when (`t`, Unix time), its `result`, its `phases` and its `slow_parts`
+    (each slow part named with its fix; empty when none was); None before any."""
     steps = step_events(events)
     if not steps:
         return None
@@ -59,6 +60,7 @@ def last_step(events: Sequence[Event]) -> JsonObject | None:
         "t": last.t,
         "result": last.detail.get("result"),
         "phases": dict(_phases(last) or {}),
+        "slow_parts": [w for w in _list(last.detail.get("slow_parts")) if isinstance(w, str)],
     }
 
 
@@ -78,6 +80,10 @@ def phase_seconds(event: Event) -> dict[str, float]:
         if seconds is not None:
             out[key.removesuffix("_s")] = seconds
     return out
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 def _seconds(value: object) -> float | None:
@@ -133,3 +139,42 @@ def under_way_words(action: str, step: str, elapsed_s: float, expected_s: float 
     (`restart: loading weights… 12 s (last 74 s)`; 45 characters at most for vLLM's steps)."""
     words = f"{action}: {step}… {elapsed_s:.0f} s"
     return words if expected_s is None else f"{words} (last {expected_s:.0f} s)"
+
+
+# A step's phases as `vramtop status` names them, vramtop's then vLLM's.
+_OWN_WORDS = (
+    ("held_s", "held"),
+    ("drained_s", "drained"),
+    ("stopped_s", "stopped"),
+    ("memory_released_s", "memory released"),
+    ("launched_s", "launched"),
+    ("ready_s", "ready"),
+    ("first_served_s", "first served"),
+)
+_VLLM_WORDS = (("compile_s", "compile"), ("graphs_s", "graphs"))
+
+
+def step_lines(step: JsonObject) -> list[str]:
+    """`last_step` in `vramtop status`'s words: its total and phases on one line
+    (`last restart: 80 s (stopped 1.5 s, ready 66 s; vLLM: weights 18 s at 1.30 GB/s,
+    compile 43 s)`), then each slow part."""
+    phases = step.get("phases")
+    phases = phases if isinstance(phases, dict) else {}
+    total = _seconds(phases.get("total_s"))
+    head = f"last {step.get('action')}" + (f": {total:.0f} s" if total is not None else "")
+    own = [f"{w} {_s(s)}" for k, w in _OWN_WORDS if (s := _seconds(phases.get(k))) is not None]
+    vllm = []
+    weights, rate = _seconds(phases.get("weights_s")), _seconds(phases.get("weights_gb_per_s"))
+    if weights is not None:
+        vllm.append(f"weights {_s(weights)}" + (f" at {rate:.2f} GB/s" if rate else ""))
+    vllm += [f"{w} {_s(s)}" for k, w in _VLLM_WORDS if (s := _seconds(phases.get(k))) is not None]
+    parts = ", ".join(own)
+    if vllm:
+        parts += ("; " if parts else "") + "vLLM: " + ", ".join(vllm)
+    lines = [f"{head} ({parts})" if parts else head]
+    return lines + [f"slow: {w}" for w in _list(step.get("slow_parts")) if isinstance(w, str)]
+
+
+def _s(seconds: float) -> str:
+    """Seconds as a person reads them: a tenth under 10 s, whole ones above."""
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"

@@ -40,7 +40,7 @@ from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
 from vramtop.supervisor.readiness import server_url
 from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
-from vramtop.supervisor.step_phases import start_phases
+from vramtop.supervisor.step_phases import recorded_last_step, slow_parts_of, start_phases
 from vramtop.supervisor.stopping import MemoryReleased
 
 __all__ = [
@@ -207,6 +207,7 @@ class Supervisor:
         drain's seconds) and its `phases`: the moments vramtop saw (held, drained, stopped,
         memory released, launched, ready) with the new start's from vLLM's log."""
         facts = self._door.held_facts()
+        before = recorded_last_step(self.name)  # (this step's event is not written yet)
         phases = self._server.step.phases()
         if "drain_took_s" in facts:
             phases["drained_s"] = facts["drain_took_s"]
@@ -215,6 +216,10 @@ class Supervisor:
         phases |= start_phases(self._server.recorded())
         if phases:
             facts["phases"] = phases
+        previous = before.get("phases") if before is not None else None
+        slow = slow_parts_of(self.profile, phases, previous if isinstance(previous, dict) else None)
+        if slow:
+            facts["slow_parts"] = slow
         return facts
 
     def tell_actions_to(self, listener: ActionListener) -> None:

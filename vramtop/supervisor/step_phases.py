@@ -5,14 +5,24 @@ step made (`core.vllm.start_phases`), read from the record's log since that star
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from vramtop import files
+from vramtop.config import Profile
 from vramtop.core.json_types import JsonObject
 from vramtop.core.server_events import Event
+from vramtop.core.slow_part import (
+    compile_cache_dir,
+    parse_mounts,
+    slow_parts,
+    slow_place,
+    weights_dir,
+)
 from vramtop.core.step_report import last_step, step_events
+from vramtop.core.vllm import args as vllm_args
 from vramtop.core.vllm.log_run import last_run
 from vramtop.core.vllm.start_phases import parse_start_phases
 from vramtop.event_log import EventLog
@@ -130,3 +140,36 @@ class StepTimeline:
         if fresh:
             self._since = max(e.t for e in fresh)
         return fresh
+
+
+# The mount table of this machine (a test gives its own file).
+MOUNTS = Path("/proc/mounts")
+
+
+def model_on_slow_place(
+    argv: list[str], env: dict[str, str], cwd: str | None, mounts: Path | None = None
+) -> tuple[str, str] | None:
+    """Where the launch's model is read from and why that is slow (`core.slow_part`), or
+    None: a local disk, no model named, or a mount table that cannot be read. `env`: the
+    launch's own variables (over this environment's); `cwd`: where it runs."""
+    model = vllm_args.find_model(argv)
+    if model is None:
+        return None
+    where = weights_dir(model, {**os.environ, **env}, str(Path.home()), cwd)
+    try:
+        table = parse_mounts((mounts or MOUNTS).read_text(errors="replace"))
+    except OSError:
+        return None
+    place = slow_place(where, table)
+    return None if place is None else (where, place)
+
+
+def slow_parts_of(
+    profile: Profile, phases: JsonObject, previous: JsonObject | None, mounts: Path | None = None
+) -> list[str]:
+    """The slow parts of a start's `phases`, each with its fix (`core.slow_part`), against
+    the `previous` step's phases."""
+    found = model_on_slow_place(profile.argv, profile.env, profile.cwd, mounts)
+    where, place = found if found is not None else (None, None)
+    cache = compile_cache_dir({**os.environ, **profile.env}, str(Path.home()))
+    return slow_parts(phases, previous, weights_from=where, place=place, cache_dir=cache)
