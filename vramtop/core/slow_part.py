@@ -18,6 +18,11 @@ from vramtop.core.json_types import JsonValue
 
 # Under this the weights are said to come slowly (GB/s); a local NVMe gives several.
 SLOW_GB_PER_S = 1.0
+# A compilation is called cold when it took this much longer than the start before, both
+# as a ratio and in seconds: the same warm cache took 20 s then 25 s on a busy machine (the
+# CPU build, measured), a cold one 108 s; a public RTX 5090 report, 43 s cold, ~5 s warm.
+COLD_RATIO = 1.5
+COLD_MARGIN_S = 5.0
 # Network file systems, by their type in the mount table.
 NETWORK_FS = frozenset(
     {
@@ -142,7 +147,8 @@ def slow_parts(
 ) -> list[str]:
     """After a start, the slow parts of its `phases` (a step event's), each with its fix:
     weights under SLOW_GB_PER_S from a slow `place` (`slow_place` of `weights_from`), and a
-    compilation longer than the `previous` start's."""
+    compilation much longer than the `previous` start's (COLD_RATIO, COLD_MARGIN_S), unless
+    vLLM said it came from its cache."""
     words = []
     rate = _number(phases.get("weights_gb_per_s"))
     if rate is not None and rate < SLOW_GB_PER_S and place is not None and weights_from:
@@ -151,7 +157,14 @@ def slow_parts(
         )
     took = _number(phases.get("compile_s"))
     before = _number((previous or {}).get("compile_s"))
-    if took is not None and before is not None and took > before:
+    cached = phases.get("compile_cached") is True
+    if (
+        took is not None
+        and before is not None
+        and not cached
+        and took >= before * COLD_RATIO
+        and took - before >= COLD_MARGIN_S
+    ):
         words.append(
             f"compilation took {took:.0f} s against {before:.0f} s the start before (vLLM's "
             f"compile cache was cold): the next start reads it from {cache_dir} and is faster"
