@@ -82,15 +82,22 @@ def test_where_the_weights_are_read_from(
 def test_slow_weights_from_a_slow_place_are_named_with_the_fix() -> None:
     place = "a Windows drive (/mnt/c)"
     words = slow_parts(
-        {"weights_gb_per_s": 0.31}, None, weights_from="/mnt/c/m", place=place, cache_dir="c"
+        {"weights_gb_per_s": 0.31, "weights_s": 70.0},
+        None,
+        weights_from="/mnt/c/m",
+        place=place,
+        cache_dir="c",
     )
     assert words == [f"weights loaded at 0.31 GB/s from /mnt/c/m, on {place}: {PLACE_FIX}"]
     assert "Linux home" in PLACE_FIX
     # Fast enough, or slow from a local disk (a slow disk is not this fix's): nothing said.
-    fast = {"weights_gb_per_s": 1.2}
+    fast = {"weights_gb_per_s": 1.2, "weights_s": 18.0}
     assert slow_parts(fast, None, weights_from="/mnt/c/m", place=place, cache_dir="c") == []
-    slow = {"weights_gb_per_s": 0.31}
+    slow = {"weights_gb_per_s": 0.31, "weights_s": 70.0}
     assert slow_parts(slow, None, weights_from="/home/me/m", place=None, cache_dir="c") == []
+    # The CPU build's tiny model: "0.00 GiB" in 0.02 s, a rate of 0 that costs nothing.
+    tiny = {"weights_gib": 0.0, "weights_s": 0.02, "weights_gb_per_s": 0.0}
+    assert slow_parts(tiny, None, weights_from="/mnt/c/m", place=place, cache_dir="c") == []
 
 
 def test_a_compilation_longer_than_the_last_names_the_cache() -> None:
@@ -139,10 +146,11 @@ def wsl_mounts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_steps_slow_parts_from_its_profile(wsl_mounts: Path) -> None:
     profile = Profile(name="p", argv=["vllm", "serve", "/mnt/c/models/q"], port=18_126)
-    words = step_phases.slow_parts_of(profile, {"weights_gb_per_s": 0.4}, None)
+    phases = {"weights_gb_per_s": 0.4, "weights_s": 50.0}
+    words = step_phases.slow_parts_of(profile, phases, None)
     assert len(words) == 1 and "/mnt/c/models/q, on a Windows drive (/mnt/c)" in words[0]
     local = Profile(name="p", argv=["vllm", "serve", "/home/me/q"], port=18_126)
-    assert step_phases.slow_parts_of(local, {"weights_gb_per_s": 0.4}, None) == []
+    assert step_phases.slow_parts_of(local, phases, None) == []
 
 
 def test_lint_and_doctor_say_it_before_any_start(

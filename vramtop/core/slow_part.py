@@ -18,6 +18,9 @@ from vramtop.core.json_types import JsonValue
 
 # Under this the weights are said to come slowly (GB/s); a local NVMe gives several.
 SLOW_GB_PER_S = 1.0
+# ... and only a load that took this long is a slow part at all: the CPU build's tiny test
+# model reads "0.00 GiB" in 0.02 s, a rate of 0 that costs nothing.
+MIN_WEIGHTS_S = 2.0
 # A compilation is called cold when it took this much longer than the start before, both
 # as a ratio and in seconds: the same warm cache took 20 s then 25 s on a busy machine (the
 # CPU build, measured), a cold one 108 s; a public RTX 5090 report, 43 s cold, ~5 s warm.
@@ -151,7 +154,9 @@ def slow_parts(
     vLLM said it came from its cache."""
     words = []
     rate = _number(phases.get("weights_gb_per_s"))
-    if rate is not None and rate < SLOW_GB_PER_S and place is not None and weights_from:
+    took_s = _number(phases.get("weights_s")) or 0.0
+    slow = rate is not None and rate < SLOW_GB_PER_S and took_s >= MIN_WEIGHTS_S
+    if slow and place is not None and weights_from:
         words.append(
             f"weights loaded at {rate:.2f} GB/s from {weights_from}, on {place}: {PLACE_FIX}"
         )
