@@ -55,6 +55,10 @@ def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: P
     assert data["split"]["server_bytes"] >= data["split"]["budget_bytes"]
     assert data["server"]["state"] == "running" and data["server"]["healthy"] is True
     assert data["server"]["gpu_memory_utilization"] == 0.93
+    # Added: the start it made, its phases as vramtop and the simulated vLLM's log tell them.
+    step = data["last_step"]
+    assert step["action"] == "start" and step["result"] == "ok"
+    assert step["phases"]["ready_s"] >= 0 and step["phases"]["weights_gib"] > 0
     kv = data["kv_pool"]
     assert abs(kv["bytes"] / GIB - 9.26) < 0.01
     # The field report's model: 262,144 tokens fit at 0.93.

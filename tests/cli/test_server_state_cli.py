@@ -69,3 +69,34 @@ def test_status_json_says_when_it_was_read(home: Path, capsys: pytest.CaptureFix
         assert data["state"] == "stopped"
         stamp = datetime.fromisoformat(data["query_time"])
         assert stamp.tzinfo is not None and stamp >= before.replace(microsecond=0)
+
+
+def test_status_json_gives_the_last_steps_phases(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vramtop.config import Profile
+    from vramtop.event_log import EventLog
+    from vramtop.profiles import save_profile
+
+    save_profile(Profile(name="stepped", argv=["vllm", "serve", "m"], port=18_124))
+    assert cli.main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["last_step"] is None  # no step yet
+    timeline = EventLog.for_profile("stepped")
+    timeline.append(1000.0, "start", {"result": "ok", "phases": {"ready_s": 60.0}})
+    timeline.append(2000.0, "stop", {"result": "ok"})
+    phases = {"stopped_s": 1.5, "weights_gib": 21.8, "weights_s": 18.0, "total_s": 80.25}
+    slow = ["compilation took 43 s against 5 s the start before (…)"]
+    timeline.append(
+        3000.0,
+        "restart",
+        {"result": "ok", "replayed": 1, "phases": phases, "slow_parts": slow},
+    )
+    timeline.append(4000.0, "stop", {"result": "ok"})
+    assert cli.main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["last_step"] == {
+        "action": "restart",
+        "t": 3000.0,
+        "result": "ok",
+        "phases": phases,
+        "slow_parts": slow,
+    }

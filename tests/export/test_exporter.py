@@ -95,6 +95,7 @@ class RefusingBackend:
     """A tick that raises (a bug in a source) every other time."""
 
     session = None  # a source that keeps no live session
+    profile_name = None  # nor a profile (no timeline of steps)
 
     def __init__(self) -> None:
         self.ticks = 0

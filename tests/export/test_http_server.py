@@ -108,6 +108,7 @@ def test_a_request_head_past_the_limit_is_closed() -> None:
 
 class OneSample:
     session = None  # a source that keeps no live session
+    profile_name = None  # nor a profile (no timeline of steps)
 
     def tick(self, log_limit: int = 0) -> Frame:
         return Frame(Sample(t=1.0, gpu=CARD))

@@ -116,3 +116,27 @@ async def test_the_longest_hold_counts_the_requests_still_waiting() -> None:
         gate.release(None)
     gate.release(UP)
     assert await task == UP and gate.longest_hold_s == 42.5
+
+
+async def test_the_first_request_served_after_a_release_is_timed_from_it() -> None:
+    now = [100.0]
+    gate = Gate(UP, hold_s=60, clock=lambda: now[0])
+    assert gate.first_served_s is None
+    await gate.admit()
+    gate.finished(ok=True)  # served before any release
+    assert gate.first_served_s is None
+    gate.start_holding()
+    now[0] = 130.0
+    gate.release(None)
+    await gate.admit()
+    now[0] = 131.0
+    gate.finished(ok=False)  # cut: not served
+    await gate.admit()
+    now[0] = 134.5
+    gate.finished(ok=True)
+    now[0] = 140.0
+    await gate.admit()
+    gate.finished(ok=True)
+    assert gate.first_served_s == 4.5  # the first answered whole, 4.5 s after the release
+    gate.release(None)  # the next step's release starts over
+    assert gate.first_served_s is None

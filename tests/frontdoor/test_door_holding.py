@@ -65,7 +65,13 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
     door = door_factory(old.url)
     answer = door.post(protocol.HOLD_ROUTE, {"drain_s": 5})
     assert answer.status_code == 200
-    assert answer.json() == {"drained": True, "in_flight": 0, "replayed": 0, "drain_took_s": 0.0}
+    assert answer.json() == {
+        "drained": True,
+        "in_flight": 0,
+        "replayed": 0,
+        "drain_took_s": 0.0,
+        "drained_requests": 0,
+    }
     clients = [Client(door.url) for _ in range(3)]
     for c in clients:
         c.start()
@@ -90,6 +96,7 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
     assert (status["served"], status["failed"], status["held"]) == (3, 0, 0)
     assert status["longest_hold_s"] >= 0.3
     assert status["held_total"] == 3
+    assert status["first_served_s"] is not None and status["first_served_s"] >= 0
 
 
 @pytest.mark.slow
@@ -103,6 +110,7 @@ def test_hold_drains_the_requests_in_flight_first(sim_server: Any, door_factory:
     short = door.post(protocol.HOLD_ROUTE, {"drain_s": 0.2}).json()
     assert (short["drained"], short["in_flight"], short["replayed"]) == (False, 1, 0)
     assert short["drain_took_s"] >= 0.2
+    assert short["drained_requests"] == 1  # the stream begun, let finish
     drained = door.post(protocol.HOLD_ROUTE, {"drain_s": 60}).json()
     assert (drained["drained"], drained["in_flight"], drained["replayed"]) == (True, 0, 0)
     # The hold answered once the stream had ended whole, not before.

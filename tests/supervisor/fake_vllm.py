@@ -34,6 +34,7 @@ while True:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", nargs="?")
+    parser.add_argument("--model", dest="model_flag")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
@@ -60,6 +61,10 @@ def main() -> int:
         )
         return 1
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger)])
+    # A test's own lines of vLLM's, read at each start (FAKE_START_LINES: a file), first.
+    lines = os.environ.get("FAKE_START_LINES")
+    for line in Path(lines).read_text().splitlines() if lines else []:
+        say(line)
     # not a wait: the fake's startup, a third of FAKE_STARTUP_S per phase, as vLLM's takes time
     say("Loading weights took 0.1 seconds")
     time.sleep(startup_s / 3)  # not a wait: loading

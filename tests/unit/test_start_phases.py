@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from vramtop.core.vllm import start_phases
+from vramtop.core.vllm.log import line_time
 from vramtop.core.vllm.log_run import last_run
 from vramtop.core.vllm.start_phases import StartPhases, parse_start_phases
 
@@ -65,3 +67,24 @@ def test_compile_total_and_a_warm_cache() -> None:
 def test_a_log_that_says_nothing_gives_nothing() -> None:
     assert parse_start_phases([]) == StartPhases()
     assert parse_start_phases(["Loading weights took soon", "INFO:  startup"]).fields() == {}
+
+
+def test_vllms_words_are_matched_in_one_module() -> None:
+    # The start's figures use log.py's patterns (one place to follow vLLM's wording).
+    source = Path(start_phases.__file__).read_text()
+    assert "re.compile" not in source
+    assert start_phases.vllm_log.MODEL_LOADING.search("Model loading took 1.5 GiB and 2 s")
+
+
+@pytest.mark.parametrize(
+    ("line", "seconds"),
+    [
+        ("INFO 01-01 00:00:01 [core.py:1] x", 1.0),
+        ("(EngineCore_DP0 pid=12) INFO 01-02 00:00:00.250 [core.py:1] x", 86400.25),
+        ("2026-05-01 21:17:44.614 | WARNING 03-01 00:00:00 [a.py:2] x", 60 * 86400.0),
+        ("INFO:     127.0.0.1:1 - GET /health", None),
+        ("INFO 02-30 00:00:00 [core.py:1] not a day", None),
+    ],
+)
+def test_a_lines_time(line: str, seconds: float | None) -> None:
+    assert line_time(line) == seconds

@@ -128,6 +128,9 @@ def _server(facts: Facts, target: Target) -> None:
         from vramtop.supervisor.launch import launch_problem
 
         facts.launch_problem = launch_problem(profile)
+        from vramtop.supervisor.step_phases import model_on_slow_place
+
+        facts.model_place = model_on_slow_place(profile.argv, profile.env, profile.cwd)
     facts.url = target.url or (profile.url if profile else DEFAULT_URL)
     scraper = Scraper(facts.url, api_key=api_key_from(profile, target.api_key_env))
     try:

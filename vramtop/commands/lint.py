@@ -21,6 +21,7 @@ from vramtop.config import ConfigError
 from vramtop.core.launch.launch_warnings import GIB, lint_launch
 from vramtop.outcomes import ExitCode
 from vramtop.settings import load_settings
+from vramtop.supervisor.step_phases import model_on_slow_place
 
 if TYPE_CHECKING:
     from vramtop.config import Profile
@@ -99,15 +100,18 @@ def run(args: argparse.Namespace) -> int:
             name = profile.name
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
             env, keys_in_file = profile.env, _keys_in_file(profile)
+            cwd = profile.cwd
         elif target.suffix in (".sh", ".bash") or (target.is_file() and "/" in name):
             parsed = read_script(target)
             argv, key_env, key_in_script = parsed.argv, parsed.api_key_env, parsed.api_key_in_script
             defaults = read_config_defaults(parsed, target)
             env = parsed.env
+            cwd = str(target.resolve().parent)
         else:
             profile = profiles.load_profile(name)
             argv, key_env, key_in_script, defaults = profile.argv, profile.api_key_env, False, {}
             env, keys_in_file = profile.env, _keys_in_file(profile)
+            cwd = profile.cwd
     except ConfigError as exc:
         print(f"vramtop lint: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -126,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         # What the server starts with: this environment, then the launch's own variables.
         env={**os.environ, **env},
         keys_in_file=keys_in_file,
+        model_place=model_on_slow_place(argv, env, cwd),
     )
     for finding in findings:
         print(f"warning: {finding}")

@@ -245,6 +245,13 @@ def _once(
     # against).
     view = frame.throughput
     data["throughput"] = view.to_json() if view is not None and view.t == sample.t else None
+    # ... and the profile's last start, restart or relaunch with its phases (null: none, or
+    # no profile) ...
+    data["last_step"] = None
+    if backend.profile_name is not None:
+        from vramtop.supervisor.step_phases import recorded_last_step
+
+        data["last_step"] = recorded_last_step(backend.profile_name)
     # ... and, where a guard runs adaptively for this profile, its two budgets and last steps.
     if backend.profile_name is not None:
         from vramtop.supervisor.actor import read_guard_state

@@ -14,8 +14,10 @@ from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.launch_failure import state_word
 from vramtop.core.shell_words import shell_line
+from vramtop.core.step_report import step_lines
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
+from vramtop.supervisor.step_phases import recorded_last_step
 
 HEALTH_TIMEOUT_S = 3.0
 NO_PROFILE = (
@@ -78,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             if info.state == "running":
                 data["healthy"], data["reason"] = _health(url)
             data.update(door_fields(rec))
+        # Added: the last start, restart or relaunch and its phases (null before any).
+        data["last_step"] = recorded_last_step(t.supervisor.name, data.get("door"))
         return _print(options.json, data)
 
     return supervised.run_guarded(act, StatusOptions.from_args(args))
@@ -133,6 +137,9 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
         lines.append(f"  not healthy: {data.get('reason')}")
     if data.get("front_door"):
         lines.append("  " + _door_line(data))
+    step = data.get("last_step")
+    if isinstance(step, dict):
+        lines += [f"  {line}" for line in step_lines(step)]
     if data.get("state_note"):
         lines.append(f"  note: {data['state_note']}")
     if data.get("last_error"):

@@ -26,6 +26,7 @@ from vramtop.core.metric_list import ERROR_SOURCES
 from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
 from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
+from vramtop.core.step_report import PhaseHistogram
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -145,6 +146,8 @@ class ExportState:
     # The sample's rates against the normal, as the console shows them (None: not diagnosed).
     throughput: ThroughputView | None = None
     counts: Tally = field(default_factory=Tally)
+    # The steps' phases seen since the exporter started, by phase (its histogram).
+    steps: Mapping[str, PhaseHistogram] = field(default_factory=dict)
 
 
 def series_for(state: ExportState) -> list[Series]:

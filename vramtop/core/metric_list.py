@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 GAUGE = "gauge"
 COUNTER = "counter"
+HISTOGRAM = "histogram"
 
 # Where `vramtop_scrape_errors_total` counts failures: a tick's sources, and the sampler itself.
 ERROR_SOURCES = ("gpu", "server", "windows", "sampler")
@@ -213,6 +214,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "door_longest_hold_seconds",
         "The longest any request has waited at the front door since its start, those "
         "waiting now included.",
+    ),
+    # Added: how long each phase of a start, restart or relaunch took.
+    MetricSpec(
+        "vramtop_step_phase_seconds",
+        HISTOGRAM,
+        "Seconds each phase of the supervised server's starts, restarts and relaunches took "
+        "since the exporter started, by `phase`: vramtop's own (held, drained, stopped, "
+        "memory_released, launched, ready), vLLM's from its log (weights, "
+        "compile, graphs, engine_init) and the whole step (total).",
+        ("phase",),
     ),
 )
 SPECS: Mapping[str, MetricSpec] = {spec.name: spec for spec in METRICS}

@@ -10,22 +10,30 @@ never the answer; `vramtop_last_sample_timestamp_seconds` shows how old the numb
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 from prometheus_client import ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
 from vramtop.core.exposition import ExportState, Series, series_for, tally
-from vramtop.core.metric_list import COUNTER, SPECS
+from vramtop.core.metric_list import COUNTER, HISTOGRAM, SPECS, MetricSpec
 from vramtop.core.model import Sample
+from vramtop.core.step_report import PhaseHistogram, observe_steps
 from vramtop.machines.headless_runner import Runner, Step
 from vramtop.machines.interface import FrameSource
+from vramtop.supervisor.step_phases import StepTimeline
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,9 @@ class Exporter:
         # session's events new since the previous one, every interval.
         self._runner = Runner(backend, interval_s=interval_s, clock=monotonic, sleep=self._wait)
         self._woke = monotonic()  # when the sampler last woke: its sample's duration counts from it
+        # The profile's steps written to its timeline from now on (the phases' histogram).
+        profile = backend.profile_name
+        self._steps = None if profile is None else StepTimeline(profile, since=clock())
 
     # --- sampling (the sampler thread) -----------------------------------------------------
     def start(self) -> None:
@@ -125,6 +136,7 @@ class Exporter:
         if desktop is not None:
             self._desktop_peak = max(desktop, self._desktop_peak or 0)
         counts = tally(self._state.counts, sample, step.new_events)
+        new_steps = self._steps.new_steps() if self._steps is not None else []
         with self._lock:
             self._errors.update(failed.keys())
             self._state = replace(
@@ -140,6 +152,7 @@ class Exporter:
                 sample_duration_s=self._monotonic() - self._woke,
                 desktop_peak_bytes=self._desktop_peak,
                 outside_budget_bytes=outside_budget,
+                steps=observe_steps(self._state.steps, new_steps),
             )
 
     def _tell_changes(self, failed: dict[str, str]) -> None:
@@ -157,7 +170,8 @@ class Exporter:
             return self._state
 
     def collect(self) -> Iterator[Metric]:
-        yield from families(series_for(self.state()))
+        state = self.state()
+        yield from families(series_for(state), state.steps)
 
     def registry(self) -> CollectorRegistry:
         """A registry holding this exporter and the exporter process's own `process_*`
@@ -168,12 +182,19 @@ class Exporter:
         return registry
 
 
-def families(series: list[Series]) -> Iterator[Metric]:
-    """The series as prometheus_client metric families, in the metric list's order."""
+def families(
+    series: list[Series], steps: Mapping[str, PhaseHistogram] | None = None
+) -> Iterator[Metric]:
+    """The series as prometheus_client metric families, in the metric list's order, with
+    the steps' phases as the histogram (absent before the first step)."""
     by_name: dict[str, list[Series]] = {}
     for one in series:
         by_name.setdefault(one.name, []).append(one)
     for name, spec in SPECS.items():
+        if spec.kind == HISTOGRAM:
+            if steps:
+                yield _histogram(spec, steps)
+            continue
         members = by_name.get(name)
         if not members:
             continue
@@ -186,3 +207,14 @@ def families(series: list[Series]) -> Iterator[Metric]:
             labels = dict(one.labels)
             family.add_metric([labels[label] for label in spec.labels], one.value)
         yield family
+
+
+def _histogram(spec: MetricSpec, steps: Mapping[str, PhaseHistogram]) -> Metric:
+    family = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
+    for phase, histogram in sorted(steps.items()):
+        # Written as prometheus_client's own histograms write their bounds ("60.0", "+Inf").
+        buckets = [
+            ("+Inf" if math.isinf(le) else repr(le), count) for le, count in histogram.cumulative()
+        ]
+        family.add_metric([phase], buckets, histogram.total_s)
+    return family

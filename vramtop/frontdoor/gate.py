@@ -105,6 +105,10 @@ class Gate:
         self.held_total = 0
         self.replayed = 0  # requests a hold cancelled upstream, to be sent again
         self.longest_hold_s = 0.0
+        # When the last release was, and how long after it the first request was answered
+        # whole (None: not yet): a step's last phase, as the agent sees it.
+        self.released_at: float | None = None
+        self.first_served_s: float | None = None
         self._queue = HeldQueue()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -152,6 +156,8 @@ class Gate:
         self.in_flight -= 1
         if ok:
             self.served += 1
+            if self.released_at is not None and self.first_served_s is None:
+                self.first_served_s = self.clock() - self.released_at
         if self.in_flight == 0:
             self._idle.set()
 
@@ -187,6 +193,7 @@ class Gate:
         if self.upstream is None:
             raise ValueError("the door has no upstream yet: release needs one")
         self.holding = False
+        self.released_at, self.first_served_s = self.clock(), None
         return self._queue.let_through(self.upstream)
 
     def fail(self, reason: str) -> int:

@@ -74,6 +74,9 @@ def status(app: web.Application) -> dict[str, Any]:
         "bodies_kept_bytes": app[FORWARDER].budget.kept_bytes,
         # Added: requests a hold cancelled upstream, to be sent again to the new server.
         "replayed_total": gate.replayed,
+        # Added: seconds from the last release to the first request answered whole after
+        # it (null: none yet, or never released).
+        "first_served_s": None if gate.first_served_s is None else round(gate.first_served_s, 3),
     }
 
 
@@ -132,6 +135,7 @@ async def _hold(request: web.Request) -> web.Response:
     # The generations with no answer begun wait at the door for the new server instead of
     # holding the restart up; the answers begun are let finish, up to `drain_s`.
     replayed = request.app[FORWARDER].recall()
+    draining = gate.in_flight  # the answers begun (and other routes' requests), let finish
     began = gate.clock()
     drained = await gate.drain(float(drain_s))
     return _json(
@@ -142,6 +146,8 @@ async def _hold(request: web.Request) -> web.Response:
             # long the answers begun took to finish (or `drain_s`, when they did not).
             "replayed": replayed,
             "drain_took_s": round(gate.clock() - began, 3),
+            # Added: how many requests that drain waited for.
+            "drained_requests": draining,
         }
     )
 

@@ -22,6 +22,7 @@ from typing import Literal, Protocol, TypeVar
 
 from vramtop.core.model import GIB, GpuReading, MemoryKind, ServerReading
 from vramtop.core.shell_words import shell_word
+from vramtop.core.slow_part import PLACE_FIX, place_words
 from vramtop.outcomes import ExitCode
 from vramtop.sources.dxg_kmsg import ALLOW_HINT
 
@@ -60,6 +61,9 @@ class Facts:
     profile: str | None = None
     profile_error: str | None = None
     launch_problem: str | None = None  # why the profile's launch command cannot run here
+    # Where the profile's model is read from and the slow place it is on (a Windows drive, a
+    # network file system); None: a local disk, or not known.
+    model_place: tuple[str, str] | None = None
     url: str | None = None
     server: ServerReading | None = None
     log_path: Path | None = None
@@ -290,6 +294,8 @@ def server_checks(f: Facts) -> list[Check]:
         checks.append(
             Check("profile", "ok", f"profile {f.profile!r}: its launch command is found here")
         )
+    if f.model_place is not None:
+        checks.append(Check("model", "warn", place_words(*f.model_place), PLACE_FIX))
     s = f.server
     if s is None or not s.reachable:
         why = (s.error if s else None) or "no answer"

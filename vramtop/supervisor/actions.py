@@ -270,6 +270,7 @@ class ServerActions:
             progress("failed")
             return ActionResult(False, f"could not launch the server: {exc}")
         self._server.child = child
+        self._server.step.mark("launched")
         rec.pid = rec.pgid = child.pid  # a new session: its own group, led by it
         rec.create_time = create_time(child.pid)
         rec.tree = {str(child.pid): rec.create_time} if rec.create_time else {}
@@ -325,7 +326,7 @@ class ServerActions:
             state_moves.move(rec, Lifecycle.STOPPING)
             rec.stop_requested = True
             state.save(rec)
-        survivors = self._server.end(rec, progress, grace_s, found)
+        survivors = self._server.end(rec, progress, grace_s, found, self._server.step.mark)
         released = self._server.released
         if survivors:
             state.save(rec)

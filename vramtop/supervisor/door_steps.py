@@ -65,6 +65,7 @@ class DoorControl:
         drain_s = self._server.profile.drain_s
         progress("holding new requests at the front door")
         answer = door.hold(rec, drain_s) or {}
+        self._server.step.mark("held")
         self._held = {k: answer[k] for k in HOLD_FACTS if _is_count(answer.get(k))}
         replayed = self._held.get("replayed")
         if replayed:
@@ -77,7 +78,8 @@ class DoorControl:
     def held_facts(self) -> JsonObject:
         """What the last hold before a stop did, taken once for the step's timeline event:
         `replayed` (the requests cancelled upstream, sent again to the new server) and
-        `drain_took_s` (how long the answers begun took to finish); empty without a hold."""
+        `drain_took_s` (how long the answers begun took to finish), `drained_requests` (how
+        many were let finish); empty without a hold."""
         facts, self._held = self._held, {}
         return facts
 
@@ -174,7 +176,7 @@ class DoorControl:
 
 
 # The hold answer's facts a step's event carries (the door's own words).
-HOLD_FACTS = ("replayed", "drain_took_s")
+HOLD_FACTS = ("replayed", "drain_took_s", "drained_requests")
 
 
 def _is_count(value: object) -> bool:

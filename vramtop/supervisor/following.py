@@ -90,6 +90,7 @@ class LoadFollower:
                     handle.remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
                         self._door.release_at_ready(rec)
+                        self._server.step.mark("ready")
                         progress("ready")
                         return ActionResult(True, f"ready in {rec.ready_s:.1f} s (pid {rec.pid})")
                 now = time.monotonic()

@@ -30,6 +30,7 @@ from vramtop.supervisor import causes, state, tree
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.shown_status import ShownStatus
 from vramtop.supervisor.state import ServerRecord
+from vramtop.supervisor.step_phases import StepClock
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class ServerHandle:
         self.health_timeout_s = health_timeout_s
         self.child: Any = None  # our own Popen, when this process launched the server
         self.released = True  # whether the last `end` saw the GPU give the memory back
+        # The moments of the step under way, for its timeline event (`step_phases`).
+        self.step = StepClock()
         self._records = state.RecordCache()
         # The server as shown on every tick, read from the kept record.
         self.shown = ShownStatus(profile.name, self.recorded)
@@ -137,8 +140,10 @@ class ServerHandle:
         progress: ProgressCallback | None,
         grace_s: float | None = None,
         found: dict[int, psutil.Process] | None = None,
+        mark: Callable[[str], None] | None = None,
     ) -> list[psutil.Process]:
-        """End the whole tree, then wait (bounded) until the GPU shows the memory back."""
+        """End the whole tree, then wait (bounded) until the GPU shows the memory back.
+        `mark`: told the stop's moments (see `stopping.end_server`)."""
         survivors, self.released = end_server(
             rec,
             stop_timeout_s=self.profile.stop_timeout_s if grace_s is None else grace_s,
@@ -148,6 +153,7 @@ class ServerHandle:
             release_timeout_s=MEMORY_RELEASE_TIMEOUT_S,
             progress=progress,
             found=found,
+            mark=mark,
         )
         return survivors
 

@@ -43,7 +43,7 @@ from vramtop.supervisor.readiness import server_url
 from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
-from vramtop.supervisor.step_phases import start_phases
+from vramtop.supervisor.step_phases import recorded_last_step, slow_parts_of, start_phases
 from vramtop.supervisor.stopping import MemoryReleased
 
 __all__ = [
@@ -167,8 +167,9 @@ class Supervisor:
         """`asked_by` (here and in each action below): who asked, for the lasting timeline
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._actions.start(progress, wait_ready, timeout_s)
-        return self._told("start", result, asked_by, before)
+        return self._told("start", result, asked_by, before, self._step_facts())
 
     def stop(
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
@@ -185,6 +186,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
@@ -196,6 +198,7 @@ class Supervisor:
     ) -> ActionResult:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
+        self._server.step.begin()
         result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.
@@ -208,12 +211,23 @@ class Supervisor:
         return self._told("relaunch", result, asked_by, before, changed)
 
     def _step_facts(self) -> JsonObject:
-        """A restart's or relaunch's own facts for its event: the door's part (requests sent
-        again, the drain's seconds) and the new start's phases from vLLM's log."""
+        """A step's own facts for its event: the door's part (requests sent again, the
+        drain's seconds) and its `phases`: the moments vramtop saw (held, drained, stopped,
+        memory released, launched, ready) with the new start's from vLLM's log."""
         facts = self._door.held_facts()
-        phases = start_phases(self._server.recorded())
+        before = recorded_last_step(self.name)  # (this step's event is not written yet)
+        phases = self._server.step.phases()
+        if "drain_took_s" in facts:
+            phases["drained_s"] = facts["drain_took_s"]
+        if "drained_requests" in facts:
+            phases["drained_requests"] = facts.pop("drained_requests")
+        phases |= start_phases(self._server.recorded())
         if phases:
             facts["phases"] = phases
+        previous = before.get("phases") if before is not None else None
+        slow = slow_parts_of(self.profile, phases, previous if isinstance(previous, dict) else None)
+        if slow:
+            facts["slow_parts"] = slow
         return facts
 
     def tell_actions_to(self, listener: ActionListener) -> None:

@@ -35,26 +35,34 @@ def end_server(
     release_timeout_s: float,
     progress: ProgressCallback | None,
     found: dict[int, psutil.Process] | None = None,
+    mark: Callable[[str], None] | None = None,
 ) -> tuple[list[psutil.Process], bool]:
     """End the whole tree, then wait (bounded) until the GPU shows the memory back.
 
     Returns the processes that survived (none: `rec.tree` is emptied) and whether the memory
     was seen released. `reap` collects the server when this process is its parent. `found`:
-    the tree as the caller just found it (no second scan of every process before SIGTERM)."""
+    the tree as the caller just found it (no second scan of every process before SIGTERM).
+    `mark`: told each moment of the stop as it comes (`sigterm`, `exited`: the tree gone,
+    `memory_released`), for the step's phases."""
+    moment = mark or (lambda _name: None)
     who = tree.identity_of(rec)
     procs = tree.find_tree(who) if found is None else found
     pids = frozenset(procs) | {int(p) for p in rec.tree}
     began = time.monotonic()
     log.info("ending %s: SIGTERM, SIGKILL after %.1f s", sorted(procs), stop_timeout_s)
+    moment("sigterm")
     survivors = tree.end_tree(who, stop_timeout_s, found=procs)
     reap()
     if not survivors:
+        moment("exited")
         log.info("tree gone %.2f s after SIGTERM", time.monotonic() - began)
     if survivors:
         return survivors, True
     released = True
     if pids:
         released = wait_memory_released(memory_released, pids, release_timeout_s)
+        if released:
+            moment("memory_released")
         if progress is not None:
             progress("memory released" if released else "memory not yet released")
     rec.tree = {}

@@ -580,6 +580,10 @@ class VramtopApp(App[int]):
         ):
             self.refresh_bindings()  # d (details) is offered while a finding is open
 
+    def now(self) -> float:
+        """The console's clock (a test's own)."""
+        return self._clock()
+
     def say(self, text: str | None, *, news: bool = True) -> None:
         """Set the status line; `news` (a result) fades after a while, progress stays."""
         self.shown = self.shown.said(text, self._clock(), news=news)
@@ -588,6 +592,7 @@ class VramtopApp(App[int]):
         until = self.shown.activity_until
         if until is not None and self.actions.busy is None and self._clock() >= until:
             self.say(None)
+        self.actions.count_seconds()
         self._panels.draw_header(self.shown, self._clock(), self.backend)
 
     # -- what others read of the console -------------------------------------------------

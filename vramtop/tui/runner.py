@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from vramtop import locations
 from vramtop.core.model import ServerState
 from vramtop.core.server_events import ServerAction
+from vramtop.core.step_report import step_total, under_way_words
 from vramtop.outcomes import ActionResult
 from vramtop.tui.keys import LAUNCHED, UNDER_WAY
 from vramtop.tui.messages import ActionFinished, ActionProgress
@@ -60,6 +61,9 @@ class ActionRunner:
         self.quitting = False
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
+        # A start, restart or relaunch under way: its step's words, when it began and the
+        # last step's total (None: none seen), for the status line's seconds.
+        self._step: tuple[str, float, float | None] | None = None
 
     def _worker(self, group: str, work: Callable[[], object]) -> None:
         # One worker at a time in each group, as Textual's @work(exclusive=True) runs them.
@@ -359,6 +363,7 @@ class ActionRunner:
             return
         app = self._app
         self.busy = name
+        self._step = (UNDER_WAY[name], app.now(), None) if name in LAUNCHED else None
         app.say(f"{name}: {UNDER_WAY[name]}…", news=False)
         app.render_header()
         self._calls.refresh_bindings()
@@ -371,6 +376,9 @@ class ActionRunner:
         def progress(step: str) -> None:
             post(ActionProgress(name, step))
 
+        if name in LAUNCHED:
+            post(ActionProgress(name, UNDER_WAY[name], self._last_total()))
+
         try:
             result = call(progress)
         except Exception as error:
@@ -381,8 +389,34 @@ class ActionRunner:
     def progress(self, message: ActionProgress) -> None:
         if self._load_stop_asked and message.action != "stop":
             return  # the load being stopped: its steps are no longer the news
+        if self._step is not None and message.action == self.busy:
+            _, began, expected = self._step
+            if message.expected_s is not None:
+                expected = message.expected_s
+            self._step = (message.step, began, expected)
         self._app.say(f"{message.action}: {message.step}…", news=False)
         self._app.render_header()
+
+    def count_seconds(self) -> None:
+        """The status line of a step under way, its seconds as of now (each header drawn)."""
+        if self._step is None or self.busy is None:
+            return
+        app = self._app
+        step, began, expected = self._step
+        if app.shown.activity is None or not app.shown.activity.startswith(f"{self.busy}: "):
+            return  # something else is said meanwhile (quitting…)
+        words = under_way_words(self.busy, step, max(0.0, app.now() - began), expected)
+        if words != app.shown.activity:
+            app.say(words, news=False)
+
+    def _last_total(self) -> float | None:
+        """The profile's last step's total seconds, from its timeline (read on the worker)."""
+        profile = self._app.backend.profile_name
+        if profile is None:
+            return None
+        from vramtop.supervisor.step_phases import recorded_last_step
+
+        return step_total(recorded_last_step(profile))
 
     def finished(self, message: ActionFinished) -> None:
         action, result = message.action, message.result
@@ -400,6 +434,7 @@ class ActionRunner:
                 action = "stop"
                 result = ActionResult(ok=True, message=f"{message.action} stopped while loading")
         self.busy = None
+        self._step = None
         self._tell(action, result)
 
     def _tell(self, action: str, result: ActionResult) -> None:

@@ -20,6 +20,7 @@ from vramtop.core.budget import (
     outside_budget,
 )
 from vramtop.core.json_types import JsonValue
+from vramtop.core.slow_part import PLACE_FIX, place_words
 from vramtop.core.vllm import args as vllm_args
 
 GIB = 1024**3
@@ -31,7 +32,7 @@ DEFAULT_UTILIZATION = 0.92
 @dataclass(frozen=True)
 class Finding:
     code: str  # stable id: exposed, remote-code, key-on-command-line, key-in-profile,
-    # internal-port, headroom, budget, block-size, tensor-parallel-size
+    # internal-port, headroom, budget, block-size, tensor-parallel-size, model-place
     message: str
     fix: str
 
@@ -50,11 +51,14 @@ def lint_launch(
     env: Mapping[str, str] | None = None,
     outside_budget_bytes: int | None = None,
     keys_in_file: Sequence[str] = (),
+    model_place: tuple[str, str] | None = None,
 ) -> list[Finding]:
     """`env`: the environment the server starts with (vLLM reads VLLM_* from it).
     `outside_budget_bytes`: what the server was measured to hold beyond its budget (its CUDA
     context); None: the estimate, and the finding says so. `keys_in_file`: where a profile's
-    file holds a key written out beside its command line (`prelude`, `env NAME`)."""
+    file holds a key written out beside its command line (`prelude`, `env NAME`).
+    `model_place`: where the model is read from and the slow place that is on (a Windows
+    drive, a network file system: `core.slow_part.slow_place`)."""
     findings: list[Finding] = []
     key_on_line = vllm_args.get_flag(argv, vllm_args.API_KEY, defaults) is not None
     has_key = key_on_line or api_key_env is not None or api_key_in_script
@@ -108,6 +112,8 @@ def lint_launch(
         _budget_findings(argv, defaults, total_bytes, min_headroom_gib, outside_budget_bytes)
     )
     findings.extend(_count_findings(argv, defaults))
+    if model_place is not None:
+        findings.append(Finding("model-place", f"{place_words(*model_place)}.", f"{PLACE_FIX}."))
     return findings
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -23,7 +24,7 @@ _PREFIX = re.compile(
     r"^(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\s*(?:\|\s*)?)?"
     r"(?:\([\w.-]+ pid=\d+\)\s*)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)"
-    r"(?:\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\] ?|:\s+))?"
+    r"(?:\s+(?P<when>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)\s+\[[^\]]*\] ?|:\s+))?"
 )
 
 NUMBER = r"-?[\d,]*\.?\d+"
@@ -63,8 +64,8 @@ VERSION_LINES = (
     re.compile(r"vLLM API server version (\d+\.\d+[\w.+-]*)"),
     re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
 )
-_MODEL_LOADING = re.compile(
-    rf"Model loading took ({NUMBER}) GiB(?: memory)? and ({NUMBER}) s(?:econds?)?"
+MODEL_LOADING = re.compile(
+    rf"Model loading took ({NUMBER}) GiB(?: memory)? and ({NUMBER}) s(?:econds?)?\b"
 )
 _OLD_WEIGHTS = re.compile(rf"Loading model weights took ({NUMBER}) GB")
 _AVAILABLE_KV = re.compile(rf"Available KV cache memory: ({NUMBER}) GiB")
@@ -91,7 +92,8 @@ _EQUIVALENT = re.compile(
     rf"(?:--gpu-memory-utilization=)?({NUMBER}){_EQUIVALENT_TEXT}"
     rf"(?:--gpu-memory-utilization=)?({NUMBER}) without CUDA graph"
 )
-_LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+?)[.,]?$")
+_LISTENING = r"Starting vLLM (?:API )?server(?: \d+)? on "
+_LISTEN = re.compile(rf"{_LISTENING}(\S+?)[.,]?$")
 
 # Errors, most specific first. Each is (kind, pattern); the message is the line's text.
 _ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -210,7 +212,7 @@ class StartupParser:
                 if match := pattern.search(text):
                     self._set(version=match.group(1))
                     break
-        if match := _MODEL_LOADING.search(text):
+        if match := MODEL_LOADING.search(text):
             self._set(weights_gib=to_float(match.group(1)), load_seconds=to_float(match.group(2)))
         elif match := _OLD_WEIGHTS.search(text):
             self._set(weights_gib=to_float(match.group(1)))
@@ -265,6 +267,38 @@ def parse_startup(lines: Iterable[str]) -> StartupFacts:
     for line in lines:
         parser.feed(line)
     return parser.facts
+
+
+# --- a start's figures (`start_phases` puts them together) -----------------------------------
+
+WEIGHTS_TOOK = re.compile(rf"Loading weights took ({NUMBER}) s(?:econds?)?\b")
+CHECKPOINT_SIZE = re.compile(rf"Checkpoint size: ({NUMBER}) GiB")
+COMPILE_TOTAL = re.compile(rf"torch\.compile takes ({NUMBER}) s in total")
+COMPILE_FROM_CACHE = re.compile(r"Directly load the compiled graph|loaded AOT compiled function")
+COMPILED_NOW = re.compile(
+    r"Compiling a graph for|Compiling model again|saved AOT compiled function"
+    r"|Dynamo bytecode transform time"
+)
+WARMUP_BEGIN = re.compile(r"Warming up model for the compilation")
+WARMUP_DONE = re.compile(r"Warming up done")
+GRAPHS = re.compile(rf"Graph capturing finished in ({NUMBER}) secs?")
+ENGINE_INIT = re.compile(rf"init engine \([^)]*\) took ({NUMBER}) s(?:econds?)?\b")
+READY = re.compile(_LISTENING)
+
+
+def line_time(line: str) -> float | None:
+    """When vLLM printed the line, in seconds since the start of a leap year (its prefix
+    has month-day and no year); None for a line without vLLM's stamp."""
+    match = _PREFIX.match(line)
+    when = match.group("when") if match is not None else None
+    if when is None:
+        return None
+    whole, _, fraction = when.partition(".")
+    try:
+        at = datetime.strptime(f"2000-{whole}", "%Y-%m-%d %H:%M:%S")
+    except ValueError:  # (a 02-30 or a 25:00: not a time)
+        return None
+    return (at - datetime(2000, 1, 1)).total_seconds() + float(f"0.{fraction or 0}")
 
 
 # --- the periodic stats line ---------------------------------------------------------------
@@ -338,7 +372,7 @@ class Phase(StrEnum):
 _PHASES: tuple[tuple[Phase, re.Pattern[str]], ...] = (
     (
         Phase.READY,
-        re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on |Application startup complete"),
+        re.compile(rf"{_LISTENING}|Application startup complete"),
     ),
     (
         Phase.CAPTURING_GRAPHS,

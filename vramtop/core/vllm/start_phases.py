@@ -7,7 +7,8 @@ Each figure is vLLM's own words where it says one (`Loading weights took 38.20 s
 total`, `Graph capturing finished in 31 secs`, `init engine (...) took 49.80 seconds`). The
 CPU build says no compile total: there the compilation is the time between its `Warming up
 model for the compilation...` and `Warming up done.` lines, by their timestamps (whole
-seconds). A figure the log does not give is None. Pure: lines in, a value out.
+seconds). A figure the log does not give is None. Pure: lines in, a value out; the lines'
+patterns are `core.vllm.log`'s, the one place vLLM's words are matched.
 """
 
 from __future__ import annotations
@@ -15,31 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 
 from vramtop.core.json_types import JsonObject
-from vramtop.core.vllm.log import NUMBER, strip_prefix, to_float
+from vramtop.core.vllm import log as vllm_log
+from vramtop.core.vllm.log import line_time, strip_prefix, to_float
 
 GIB_IN_GB = 2**30 / 1e9
-
-# `INFO 11-29 16:47:05 [default_loader.py:501] ` (vLLM's own prefix: month-day, no year).
-_STAMP = re.compile(r"\b[A-Z]+ (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? \[")
-_WEIGHTS_TOOK = re.compile(rf"Loading weights took ({NUMBER}) s(?:econds?)?\b")
-_MODEL_LOADING = re.compile(
-    rf"Model loading took ({NUMBER}) GiB(?: memory)? and ({NUMBER}) s(?:econds?)?\b"
-)
-_CHECKPOINT_SIZE = re.compile(rf"Checkpoint size: ({NUMBER}) GiB")
-_COMPILE_TOTAL = re.compile(rf"torch\.compile takes ({NUMBER}) s in total")
-_COMPILE_FROM_CACHE = re.compile(r"Directly load the compiled graph|loaded AOT compiled function")
-_COMPILED_NOW = re.compile(
-    r"Compiling a graph for|Compiling model again|saved AOT compiled function"
-    r"|Dynamo bytecode transform time"
-)
-_WARMUP_BEGIN = re.compile(r"Warming up model for the compilation")
-_WARMUP_DONE = re.compile(r"Warming up done")
-_GRAPHS = re.compile(rf"Graph capturing finished in ({NUMBER}) secs?")
-_ENGINE_INIT = re.compile(rf"init engine \([^)]*\) took ({NUMBER}) s(?:econds?)?\b")
-_READY = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on ")
+# A year of seconds as `line_time` counts them (from a leap year's start).
+_YEAR_S = 366 * 86400
 
 
 @dataclass(frozen=True)
@@ -82,31 +66,27 @@ class StartPhases:
         }
 
 
-def _stamp(line: str) -> float | None:
-    """The line's time in seconds since the start of a leap year (vLLM prints no year)."""
-    match = _STAMP.search(line)
-    if match is None:
-        return None
-    month, day, hour, minute, second = (int(g) for g in match.groups()[:5])
-    fraction = float("0." + match.group(6)) if match.group(6) else 0.0
-    try:
-        when = datetime(2000, month, day, hour, minute, second)
-    except ValueError:
-        return None
-    return (when - datetime(2000, 1, 1)).total_seconds() + fraction
-
-
 def _between(start: float | None, end: float | None) -> float | None:
     """`end - start`; one over the new year (December to January) counted so."""
     if start is None or end is None:
         return None
     took = end - start
-    return took + 366 * 86400 if took < 0 else took
+    return took + _YEAR_S if took < 0 else took
 
 
 def _number(pattern: re.Pattern[str], text: str, group: int = 1) -> float | None:
     match = pattern.search(text)
     return None if match is None else to_float(match.group(group))
+
+
+# The figures said in one line each, by the name they are kept under.
+_SAID = (
+    ("weights_s", vllm_log.WEIGHTS_TOOK),
+    ("checkpoint_gib", vllm_log.CHECKPOINT_SIZE),
+    ("compile_s", vllm_log.COMPILE_TOTAL),
+    ("graphs_s", vllm_log.GRAPHS),
+    ("engine_init_s", vllm_log.ENGINE_INIT),
+)
 
 
 def parse_start_phases(lines: Iterable[str]) -> StartPhases:
@@ -118,31 +98,25 @@ def parse_start_phases(lines: Iterable[str]) -> StartPhases:
     warmup_s: float | None = None
     cached: bool | None = None
     for line in lines:
-        at = _stamp(line)
+        at = line_time(line)
         if first_at is None:
             first_at = at
         text = strip_prefix(line)
-        if (match := _MODEL_LOADING.search(text)) is not None:
+        if (match := vllm_log.MODEL_LOADING.search(text)) is not None:
             found.setdefault("weights_gib", to_float(match.group(1)))
             found.setdefault("model_loading_s", to_float(match.group(2)))
-        for key, pattern in (
-            ("weights_s", _WEIGHTS_TOOK),
-            ("checkpoint_gib", _CHECKPOINT_SIZE),
-            ("compile_s", _COMPILE_TOTAL),
-            ("graphs_s", _GRAPHS),
-            ("engine_init_s", _ENGINE_INIT),
-        ):
+        for key, pattern in _SAID:
             if key not in found and (value := _number(pattern, text)) is not None:
                 found[key] = value
-        if cached is None and _COMPILE_FROM_CACHE.search(text):
+        if cached is None and vllm_log.COMPILE_FROM_CACHE.search(text):
             cached = True
-        elif cached is None and _COMPILED_NOW.search(text):
+        elif cached is None and vllm_log.COMPILED_NOW.search(text):
             cached = False
-        if _WARMUP_BEGIN.search(text):
+        if vllm_log.WARMUP_BEGIN.search(text):
             warmup_at = at
-        elif _WARMUP_DONE.search(text) and warmup_s is None:
+        elif vllm_log.WARMUP_DONE.search(text) and warmup_s is None:
             warmup_s = _between(warmup_at, at)
-        if ready_at is None and _READY.search(text):
+        if ready_at is None and vllm_log.READY.search(text):
             ready_at = at
     weights_gib = found.get("weights_gib")
     if weights_gib is None:

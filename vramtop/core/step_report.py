@@ -1,0 +1,180 @@
+"""A step (a start, restart or relaunch) as its timeline event tells it: the last step's
+phases for `status --json` and `--once --json`, the total the console gives as the next
+step's expected time, and the phases' seconds the exporter counts in its histogram.
+
+Pure: the profile's timeline events in, values out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from vramtop.core.json_types import JsonObject, JsonValue
+from vramtop.core.server_events import Event, EventName
+
+STEPS = (EventName.START, EventName.RESTART, EventName.RELAUNCH)
+
+# The phases counted in seconds, in the order a step goes through them (vramtop's own, then
+# vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's
+# `phase` label). `total` is the whole step. (The door's `first_served_s` comes after the
+# event is written: `status --json` adds it, the event and the histogram have none.)
+PHASE_SECONDS = (
+    "held_s",
+    "drained_s",
+    "stopped_s",
+    "memory_released_s",
+    "launched_s",
+    "weights_s",
+    "compile_s",
+    "graphs_s",
+    "engine_init_s",
+    "ready_s",
+    "total_s",
+)
+
+
+def _phases(event: Event) -> Mapping[str, JsonValue] | None:
+    phases = event.detail.get("phases")
+    return phases if isinstance(phases, dict) else None
+
+
+def step_events(events: Iterable[Event]) -> list[Event]:
+    """The events of steps that carry their phases, in the timeline's order."""
+    return [e for e in events if e.name in STEPS and _phases(e) is not None]
+
+
+def last_step(events: Sequence[Event]) -> JsonObject | None:
+    """The last step as `status --json` and `--once --json` give it (`last_step`): what it
+    was (`action`), when (`t`, Unix time), its `result`, its `phases` and its `slow_parts`
+    (each slow part named with its fix; empty when none was); None before any."""
+    steps = step_events(events)
+    if not steps:
+        return None
+    last = steps[-1]
+    return {
+        "action": str(last.name),
+        "t": last.t,
+        "result": last.detail.get("result"),
+        "phases": dict(_phases(last) or {}),
+        "slow_parts": [w for w in _list(last.detail.get("slow_parts")) if isinstance(w, str)],
+    }
+
+
+def step_total(step: JsonObject | None) -> float | None:
+    """A step's total seconds (`last_step`'s), where it was timed."""
+    phases = step.get("phases") if step is not None else None
+    total = phases.get("total_s") if isinstance(phases, dict) else None
+    return _seconds(total)
+
+
+def phase_seconds(event: Event) -> dict[str, float]:
+    """A step event's phases in seconds, by phase (`held`, `stopped`, ..., `total`)."""
+    phases = _phases(event) or {}
+    out = {}
+    for key in PHASE_SECONDS:
+        seconds = _seconds(phases.get(key))
+        if seconds is not None:
+            out[key.removesuffix("_s")] = seconds
+    return out
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+# The histogram's upper bounds (seconds): a drain's fraction of a second to a cold start's
+# quarter of an hour.
+STEP_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0)
+
+
+@dataclass(frozen=True)
+class PhaseHistogram:
+    """One phase's seconds over the steps seen: how many fell in each of `STEP_BUCKETS`
+    (not cumulative; the last count is those above the largest bound), their sum and count."""
+
+    counts: tuple[int, ...] = (0,) * (len(STEP_BUCKETS) + 1)
+    total_s: float = 0.0
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def observed(self, seconds: float) -> PhaseHistogram:
+        at = bisect.bisect_left(STEP_BUCKETS, seconds)
+        counts = list(self.counts)
+        counts[at] += 1
+        return PhaseHistogram(tuple(counts), self.total_s + seconds)
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """(upper bound, count at or below it) as Prometheus counts a histogram's buckets,
+        the last bound infinite."""
+        bounds = (*STEP_BUCKETS, math.inf)
+        return list(zip(bounds, itertools.accumulate(self.counts), strict=True))
+
+
+def observe_steps(
+    before: Mapping[str, PhaseHistogram], events: Iterable[Event]
+) -> dict[str, PhaseHistogram]:
+    """`before` with each step event's phases observed, by phase."""
+    out = dict(before)
+    for event in step_events(events):
+        for phase, seconds in phase_seconds(event).items():
+            out[phase] = out.get(phase, PhaseHistogram()).observed(seconds)
+    return out
+
+
+def under_way_words(action: str, step: str, elapsed_s: float, expected_s: float | None) -> str:
+    """The console's status line while a step runs: the action, its step, the seconds so
+    far and, once a step was seen, the last one's total as the time to expect
+    (`restart: loading weights… 12 s (last 74 s)`; 45 characters at most for vLLM's steps)."""
+    words = f"{action}: {step}… {elapsed_s:.0f} s"
+    return words if expected_s is None else f"{words} (last {expected_s:.0f} s)"
+
+
+# A step's phases as `vramtop status` names them, vramtop's then vLLM's.
+_OWN_WORDS = (
+    ("held_s", "held"),
+    ("drained_s", "drained"),
+    ("stopped_s", "stopped"),
+    ("memory_released_s", "memory released"),
+    ("launched_s", "launched"),
+    ("ready_s", "ready"),
+    ("first_served_s", "first served"),
+)
+_VLLM_WORDS = (("compile_s", "compile"), ("graphs_s", "graphs"))
+
+
+def step_lines(step: JsonObject) -> list[str]:
+    """`last_step` in `vramtop status`'s words: its total and phases on one line
+    (`last restart: 80 s (stopped 1.5 s, ready 66 s; vLLM: weights 18 s at 1.30 GB/s,
+    compile 43 s)`), then each slow part."""
+    phases = step.get("phases")
+    phases = phases if isinstance(phases, dict) else {}
+    total = _seconds(phases.get("total_s"))
+    head = f"last {step.get('action')}" + (f": {total:.0f} s" if total is not None else "")
+    own = [f"{w} {_s(s)}" for k, w in _OWN_WORDS if (s := _seconds(phases.get(k))) is not None]
+    vllm = []
+    weights, rate = _seconds(phases.get("weights_s")), _seconds(phases.get("weights_gb_per_s"))
+    if weights is not None:
+        vllm.append(f"weights {_s(weights)}" + (f" at {rate:.2f} GB/s" if rate else ""))
+    vllm += [f"{w} {_s(s)}" for k, w in _VLLM_WORDS if (s := _seconds(phases.get(k))) is not None]
+    parts = ", ".join(own)
+    if vllm:
+        parts += ("; " if parts else "") + "vLLM: " + ", ".join(vllm)
+    lines = [f"{head} ({parts})" if parts else head]
+    return lines + [f"slow: {w}" for w in _list(step.get("slow_parts")) if isinstance(w, str)]
+
+
+def _s(seconds: float) -> str:
+    """Seconds as a person reads them: a tenth under 10 s, whole ones above."""
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
