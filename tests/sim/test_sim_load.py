@@ -48,15 +48,15 @@ def test_machine_runs_the_agent_as_a_process_of_its_own(
     machine_factory: Any, server_factory: Any
 ) -> None:
     m, s = serving(machine_factory, server_factory, api_key="k")
-    m.start_load(s.url, concurrency=1, api_key="k")
-    load = m.load
+    m.agent.start(s.url, m.server_env(), concurrency=1, api_key="k")
+    load = m.agent.process
     assert load is not None and load.pid != os.getpid()
     proc = psutil.Process(load.pid)
     assert "k" not in proc.cmdline()  # the key travels in the environment, not in `ps`
     # With the key: the server answered it.
     wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=20, what="tokens generated")
-    m.stop_load()
-    assert m.load is None and load.poll() is not None
+    m.agent.stop()
+    assert m.agent.process is None and load.poll() is not None
 
 
 def test_the_agent_stops_when_the_process_that_started_it_dies(

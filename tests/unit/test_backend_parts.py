@@ -7,7 +7,8 @@ from __future__ import annotations
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.export.exporter import Exporter
-from vramtop.machines.interface import Backend, Frame, FrameSource, ServerControl, WatchOnly
+from vramtop.machines.interface import Backend, Frame, FrameSource, ServerControl
+from vramtop.machines.replay_backend import ReplayBackend
 
 CARD = GpuReading(devices=(GpuDevice(0, "sim card", 32 * GIB, 10 * GIB, 22 * GIB),), source="sim")
 
@@ -26,10 +27,15 @@ def test_the_two_parts_are_narrow_and_apart() -> None:
 
 
 def test_what_a_watched_machine_answers_is_listed_once() -> None:
-    """A machine vramtop only watches answers each member of the server control with the
-    part's own refusal: the members are listed in one place, the part."""
-    assert _members(WatchOnly) == set(), sorted(_members(WatchOnly))
-    watched = WatchOnly()
+    """A machine vramtop only watches (a recording) answers each member of the server control
+    with the part's own refusal: the members are listed in one place, the part."""
+    # (a recording's backend words its own reason; every answer is the part's)
+    assert _members(ReplayBackend) & _members(ServerControl) == {"cannot_act"}
+
+    class Watched(ServerControl):
+        """What a recording's backend takes: the part's own answers."""
+
+    watched = Watched()
     assert not watched.can_act and not watched.relaunch(RelaunchOrder(FlagChange(0.8))).ok
     assert watched.stop().message == watched.cannot_act
 

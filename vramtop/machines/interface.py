@@ -5,8 +5,9 @@ or the guard asks the server (`ServerControl`: start, stop, restart, relaunch, t
 Each consumer takes the part it needs: the console's reader and the exporter a `FrameSource`,
 the console, which does both, a `Backend`. Three implementations: the real machine (NVML + a
 supervised or attached vLLM), the simulated machine (`--demo`), both `MachineBackend`s, and a
-recording (`ReplayBackend`, a `WatchOnly`: nothing can be done on it). Every method may block:
-the console calls them from thread workers, never on the event loop. Methods never raise for
+recording (`ReplayBackend`, which takes `ServerControl`'s own answers: nothing can be done on
+it). Every method may block: the console calls them from thread workers, never on the event
+loop. Methods never raise for
 outside-world failures; they report them in the returned values (`Frame`, `ActionResult`).
 """
 
@@ -132,7 +133,8 @@ class ProfileLaunch:
 
 class ServerControl(Protocol):
     """What a person or the guard asks of the server. Each member's body here is what a
-    machine vramtop only watches answers (`WatchOnly`): nothing can be done, and why."""
+    machine vramtop only watches answers (a recording's `ReplayBackend` derives them): nothing can
+    be done, and why."""
 
     @property
     def can_act(self) -> bool:
@@ -201,9 +203,3 @@ class Backend(FrameSource, ServerControl, Protocol):
     def close(self, stop_server: bool) -> None:
         """Leave: stop the server only when asked (the default is to leave it running)."""
         ...
-
-
-class WatchOnly(ServerControl):
-    """`ServerControl` for a machine vramtop only watches (a recording): every action says
-    why it cannot be done (`cannot_act`), and nothing is started or settled. The members and
-    their answers are `ServerControl`'s own: one list."""

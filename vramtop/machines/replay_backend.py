@@ -16,7 +16,7 @@ from vramtop.core.findings import Finding
 from vramtop.core.headroom.live_inputs import live_headroom_inputs
 from vramtop.core.model import GpuReading, Rates, Sample
 from vramtop.core.server_events import Event
-from vramtop.machines.interface import LOG_TAIL, Frame, WatchOnly
+from vramtop.machines.interface import LOG_TAIL, Frame, ServerControl
 from vramtop.session.playback import ReplaySource
 from vramtop.session.session_reader import Record
 
@@ -106,7 +106,7 @@ class Playback:
             self.played.take(records)
 
 
-class ReplayBackend(WatchOnly):
+class ReplayBackend(ServerControl):
     """A `Backend` over a session file: nothing to start, stop or relaunch."""
 
     cannot_act = READ_ONLY

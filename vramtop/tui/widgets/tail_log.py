@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.dom import NoScreen
 from textual.events import Resize
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
@@ -150,13 +151,19 @@ class TailLog(ScrollView, can_focus=True):
 def _viewport_of(log: TailLog) -> Viewport:
     """What the rows of the log's frame are drawn with, now."""
     scroll_x, scroll_y = log.scroll_offset
-    selection = log.text_selection
+    try:
+        selection = log.text_selection
+        selected = (
+            None if selection is None else log.screen.get_component_rich_style("screen--selection")
+        )
+    except NoScreen:  # drawn once more as it is taken off its screen (the console closing)
+        selection, selected = None, None
     return Viewport(
         log.visual_style.rich_style,
         log.scrollable_content_region.width,
         scroll_x,
         scroll_y,
         selection,
-        None if selection is None else log.screen.get_component_rich_style("screen--selection"),
+        selected,
         log.app.console,
     )
