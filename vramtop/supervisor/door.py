@@ -34,6 +34,7 @@ from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.frontdoor.protocol import TOKEN_HEADER
 from vramtop.supervisor import launch, tree
+from vramtop.supervisor.readiness import client_for
 from vramtop.supervisor.state import ServerRecord
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def spawn(
     made = _create_time(child.pid)
     deadline = time.monotonic() + START_TIMEOUT_S
     url = door_url(address)
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
+    with client_for(url, 1.0, trust_env=False) as client:
         while time.monotonic() < deadline:
             if child.poll() is not None:
                 last = _tail(logfile, offset)
@@ -246,9 +247,10 @@ def info(rec: ServerRecord, timeout_s: float = 1.0) -> JsonObject | None:
     """The door's own report (`GET /vramtop/door`), or None when it does not answer."""
     if rec.front_door is None:
         return None
+    url = door_url(rec.front_door)
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            data = client.get(door_url(rec.front_door) + CONTROL).json()
+        with client_for(url, timeout_s, trust_env=False) as client:
+            data = client.get(url + CONTROL).json()
     except (httpx.HTTPError, ValueError, RecursionError):  # (not the door: another's answer)
         return None
     return data if isinstance(data, dict) else None
@@ -269,7 +271,7 @@ def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> 
         return None
     headers = {TOKEN_HEADER: known}
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        with client_for(url, timeout_s, trust_env=False) as client:
             resp = client.post(url, json=body, headers=headers)
             resp.raise_for_status()
             answer: JsonValue = resp.json()

@@ -1,0 +1,96 @@
+"""The front door's control is plain http on loopback: asking it builds no TLS settings.
+
+Building them loads the CA bundle (some 25 ms of CPU a client). The console's housekeeping
+looks at the door every few seconds (`release_stale_hold`), and that load was the largest
+part of the console's own CPU on the demo. Watched through the interpreter's profile hook:
+the real calls, against a door of our own that answers as the front door does."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any, TypeVar
+
+import pytest
+
+from vramtop.frontdoor.protocol import PREFIX as CONTROL
+from vramtop.supervisor import door
+from vramtop.supervisor.state import Lifecycle, ServerRecord
+
+T = TypeVar("T")
+
+
+class _Door(BaseHTTPRequestHandler):
+    """Answers the door's report and its control POSTs as the front door does."""
+
+    def _answer(self, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer({"holding": True, "held": 2} if self.path == CONTROL else {})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._answer({"released": 2})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_door() -> Iterator[ServerRecord]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Door)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+    try:
+        yield ServerRecord(
+            profile="doorcost",
+            state=Lifecycle.RUNNING,
+            front_door=f"127.0.0.1:{port}",
+            internal_port=port + 1,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def tls_contexts_built(call: Callable[[], T]) -> tuple[T, int]:
+    """`call`'s result, and how many TLS contexts with the CA bundle it built."""
+    built = 0
+
+    def watch(frame: FrameType, event: str, _arg: object) -> None:
+        nonlocal built
+        if event == "call" and frame.f_code is ssl.create_default_context.__code__:
+            built += 1
+
+    sys.setprofile(watch)
+    try:
+        result = call()
+    finally:
+        sys.setprofile(None)
+    return result, built
+
+
+def test_the_doors_report_is_read_without_tls_settings(fake_door: ServerRecord) -> None:
+    report, built = tls_contexts_built(lambda: door.info(fake_door))
+    assert report == {"holding": True, "held": 2}
+    assert built == 0
+
+
+def test_a_control_call_to_the_door_builds_no_tls_settings(fake_door: ServerRecord) -> None:
+    door.token(fake_door.profile)  # the token file the control calls send
+    released, built = tls_contexts_built(lambda: door.release(fake_door))
+    assert released == 2
+    assert built == 0
