@@ -2,27 +2,24 @@
 
 Building them loads the CA bundle (some 25 ms of CPU a client). The console's housekeeping
 looks at the door every few seconds (`release_stale_hold`), and that load was the largest
-part of the console's own CPU on the demo. Watched through the interpreter's profile hook:
-the real calls, against a door of our own that answers as the front door does."""
+part of the console's own CPU on the demo. The real calls, watched (tests/support/calls.py),
+against a door of our own that answers as the front door does."""
 
 from __future__ import annotations
 
 import json
 import ssl
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
+from tests.support.calls import calls_into
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.supervisor import door
 from vramtop.supervisor.state import Lifecycle, ServerRecord
-
-T = TypeVar("T")
 
 
 class _Door(BaseHTTPRequestHandler):
@@ -66,31 +63,14 @@ def fake_door() -> Iterator[ServerRecord]:
         thread.join()
 
 
-def tls_contexts_built(call: Callable[[], T]) -> tuple[T, int]:
-    """`call`'s result, and how many TLS contexts with the CA bundle it built."""
-    built = 0
-
-    def watch(frame: FrameType, event: str, _arg: object) -> None:
-        nonlocal built
-        if event == "call" and frame.f_code is ssl.create_default_context.__code__:
-            built += 1
-
-    sys.setprofile(watch)
-    try:
-        result = call()
-    finally:
-        sys.setprofile(None)
-    return result, built
-
-
 def test_the_doors_report_is_read_without_tls_settings(fake_door: ServerRecord) -> None:
-    report, built = tls_contexts_built(lambda: door.info(fake_door))
+    report, built = calls_into(ssl.create_default_context, lambda: door.info(fake_door))
     assert report == {"holding": True, "held": 2}
     assert built == 0
 
 
 def test_a_control_call_to_the_door_builds_no_tls_settings(fake_door: ServerRecord) -> None:
     door.token(fake_door.profile)  # the token file the control calls send
-    released, built = tls_contexts_built(lambda: door.release(fake_door))
+    released, built = calls_into(ssl.create_default_context, lambda: door.release(fake_door))
     assert released == 2
     assert built == 0

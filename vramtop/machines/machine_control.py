@@ -7,6 +7,7 @@ The half of `MachineBackend` that acts; the other half (machine_backend.py) read
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -38,6 +39,15 @@ NO_PROFILE = (
     "vramtop is only watching this server. To let it start and restart vLLM, import your "
     "launch script: vramtop import launch.sh"
 )
+
+
+@functools.lru_cache(maxsize=4)
+def _launch_flags(argv: tuple[str, ...]) -> FlagChange | None:
+    """The budget and --max-model-len `argv` launches with (None: its budget not readable)."""
+    try:
+        return FlagChange(vllm_args.gpu_memory_utilization(argv), vllm_args.max_model_len(argv))
+    except ValueError:
+        return None
 
 
 class MachineControl:
@@ -142,11 +152,8 @@ class MachineControl:
         saved leaves them; None: no profile, or its budget not readable)."""
         if self.supervisor is None:
             return None
-        argv = self.supervisor.file_profile.argv
-        try:
-            return FlagChange(vllm_args.gpu_memory_utilization(argv), vllm_args.max_model_len(argv))
-        except ValueError:
-            return None
+        # Asked on every frame (the way back's offer): parsed once for each command line.
+        return _launch_flags(tuple(self.supervisor.file_profile.argv))
 
     @property
     def settle_s(self) -> float | None:
