@@ -20,6 +20,7 @@ import os
 import secrets as token_maker
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -249,11 +250,24 @@ def info(rec: ServerRecord, timeout_s: float = 1.0) -> JsonObject | None:
         return None
     url = door_url(rec.front_door)
     try:
-        with client_for(url, timeout_s, trust_env=False) as client:
-            data = client.get(url + CONTROL).json()
+        data = _looking(url).get(url + CONTROL, timeout=timeout_s).json()
     except (httpx.HTTPError, ValueError, RecursionError):  # (not the door: another's answer)
         return None
     return data if isinstance(data, dict) else None
+
+
+# The door's report is asked every few seconds, for as long as the console or the guard runs
+# (their housekeeping looks for a hold left behind): one client for each thread that asks,
+# its connection kept between the looks, not a new client and connection each time.
+_LOOKS = threading.local()
+LOOK_KEEPALIVE_S = 30.0  # longer than the housekeeping's 5 s between looks
+
+
+def _looking(url: str) -> httpx.Client:
+    client: httpx.Client | None = getattr(_LOOKS, "client", None)
+    if client is None:
+        client = _LOOKS.client = client_for(url, 1.0, trust_env=False, keepalive_s=LOOK_KEEPALIVE_S)
+    return client
 
 
 def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> JsonValue:
