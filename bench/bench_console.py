@@ -31,6 +31,14 @@ all threads) via getrusage; nothing else on the machine is counted. The runs (`-
     python -m bench.bench_console --real [--streams 3] [--seconds 60] [--settle 15]
     python -m bench.bench_console ... --baseline DIR
 
+--guard measures the guard beside the console that watches the same server: `vramtop guard
+--demo` (1 s samples, notices to the terminal) starts the demo's server, and `vramtop --url` on
+vLLM's own address (in a terminal of its own, 120x40) watches it, side by side over the same
+seconds; each one's own CPU (not its children's: the simulator runs in other processes),
+and guard/url (target <= 1.0x).
+
+    python -m bench.bench_console --guard [--seconds 60] [--settle 5] [--repeat N]
+
 --real measures where users run it: the real vLLM of the end-to-end tests (VRAMTOP_VLLM_PYTHON,
 VRAMTOP_TINY_MODEL; started once, by a profile) under a bounded streaming load of this
 script's own (--streams requests at a time, 400 tokens each, over and over), with the runs
@@ -63,12 +71,15 @@ import json
 import os
 import re
 import resource
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
@@ -460,6 +471,11 @@ def main() -> int:
         "distinct (lines that never fold), or both, comma-separated",
     )
     parser.add_argument("--real", action="store_true", help="the real vLLM under load")
+    parser.add_argument(
+        "--guard",
+        action="store_true",
+        help="the guard on the demo beside `vramtop --url` on its server: CPU and guard/url",
+    )
     parser.add_argument("--streams", type=int, default=3, help="with --real: requests at once")
     parser.add_argument(
         "--baseline",
@@ -493,6 +509,8 @@ def main() -> int:
             return 2
     if args.real:
         return real(args)
+    if args.guard:
+        return guard(args)
     kinds = [k for k in KINDS if k in asked]
     log_runs = [(rate, kind) for kind in log_kinds for rate in rates]
     several = log_runs if len(log_runs) > 1 else None
@@ -533,6 +551,73 @@ def main() -> int:
             ),
         )
         print_medians(beside, str)
+    return 0
+
+
+GUARD_TARGET = 1.0  # the guard's CPU at most the --url console's on the same server
+
+
+def guard(args: argparse.Namespace) -> int:
+    """The guard on the demo and `vramtop --url` on its server, side by side: each one's CPU
+    over the same `--seconds` after `--settle`, and guard/url, `--repeat` times."""
+    from bench.bench_guard_soak import Console, cpu_s, vramtop, wait_for_url
+    from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
+
+    work = tempfile.mkdtemp(prefix="vramtop-bench-guard-")
+    env = {**os.environ, "VRAMTOP_HOME": os.path.join(work, "home"), "VRAMTOP_SIM_STARTUP_S": "0.3"}
+    guarding = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vramtop",
+            "guard",
+            "--demo",
+            "--interval",
+            "1",
+            "--notify",
+            "terminal",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    console: Console | None = None
+    ratios: list[float] = []
+    try:
+        url = wait_for_url(env, guarding)
+        if url is None or guarding.poll() is not None:
+            error = guarding.stderr.read() if guarding.stderr else ""
+            print(f"the guard's server did not come up: {error}")
+            return 1
+        console = Console.start(url, env)
+        time.sleep(1.0 + args.settle)
+        for run in range(1, args.repeat + 1):
+            if args.repeat > 1:
+                print(f"run {run} of {args.repeat}")
+            before = cpu_s(guarding.pid), cpu_s(console.pid)
+            start = time.monotonic()
+            time.sleep(args.seconds)
+            wall = time.monotonic() - start
+            used = cpu_s(guarding.pid) - before[0], cpu_s(console.pid) - before[1]
+            print(f"{'vramtop guard --demo':<27} cpu {used[0]:.3f} s over {wall:.1f} s")
+            print(f"{'vramtop --url, its server':<27} cpu {used[1]:.3f} s over {wall:.1f} s")
+            if used[1] > 0:
+                ratios.append(used[0] / used[1])
+                print(f"ratio guard/url: {ratios[-1]:.2f}x (target <= {GUARD_TARGET:g}x)")
+    finally:
+        if console is not None:
+            console.stop()
+        if guarding.poll() is None:
+            guarding.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                guarding.wait(60)
+        vramtop(env, "stop", "--demo")
+        with contextlib.suppress(WorldUnreachable):  # else it idles out by itself
+            WorldClient(Path(env["VRAMTOP_HOME"], "state", "demo", "gpu.sock")).request("shutdown")
+        shutil.rmtree(work, ignore_errors=True)
+    if len(ratios) > 1:
+        print_medians({"guard/url": ratios}, lambda name: f"ratio {name}")
     return 0
 
 
@@ -592,8 +677,6 @@ def real(args: argparse.Namespace) -> int:
         load.stop.set()
     finally:
         sup.stop()
-        import shutil
-
         shutil.rmtree(home, ignore_errors=True)
     if args.repeat > 1:
         print_medians(ratios, lambda kind: f"ratio {kind if '/' in kind else f'{kind}/floor'}")

@@ -7,6 +7,7 @@ The half of `MachineBackend` that acts; the other half (machine_backend.py) read
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -41,6 +42,15 @@ NO_PROFILE = (
     "vramtop is only watching this server. To let it start and restart vLLM, import your "
     "launch script: vramtop import launch.sh"
 )
+
+
+@functools.lru_cache(maxsize=4)
+def _launch_flags(argv: tuple[str, ...]) -> FlagChange | None:
+    """The budget and --max-model-len `argv` launches with (None: its budget not readable)."""
+    try:
+        return FlagChange(vllm_args.gpu_memory_utilization(argv), vllm_args.max_model_len(argv))
+    except ValueError:
+        return None
 
 
 class MachineControl:
@@ -129,14 +139,8 @@ class MachineControl:
         if self.supervisor is None:
             return None
         profile = self.supervisor.file_profile
-        try:
-            flags = FlagChange(
-                vllm_args.gpu_memory_utilization(profile.argv),
-                vllm_args.max_model_len(profile.argv),
-            )
-        except ValueError:
-            flags = None  # its budget not readable
-        return ProfileLaunch(flags, profile.settle_s)
+        # Asked on every frame (the way back's offer): parsed once for each command line.
+        return ProfileLaunch(_launch_flags(tuple(profile.argv)), profile.settle_s)
 
     def start(self, progress: ProgressCallback | None = None) -> ActionResult:
         if self.supervisor is None:

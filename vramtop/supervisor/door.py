@@ -20,6 +20,7 @@ import os
 import secrets as token_maker
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.frontdoor.protocol import TOKEN_HEADER
 from vramtop.supervisor import launch, tree
+from vramtop.supervisor.readiness import client_for
 from vramtop.supervisor.state import ServerRecord
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,7 @@ def spawn(
     made = _create_time(child.pid)
     deadline = time.monotonic() + START_TIMEOUT_S
     url = door_url(address)
-    with httpx.Client(timeout=1.0, trust_env=False) as client:
+    with client_for(url, 1.0, trust_env=False) as client:
         while time.monotonic() < deadline:
             if child.poll() is not None:
                 last = _tail(logfile, offset)
@@ -246,12 +248,26 @@ def info(rec: ServerRecord, timeout_s: float = 1.0) -> JsonObject | None:
     """The door's own report (`GET /vramtop/door`), or None when it does not answer."""
     if rec.front_door is None:
         return None
+    url = door_url(rec.front_door)
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
-            data = client.get(door_url(rec.front_door) + CONTROL).json()
+        data = _looking(url).get(url + CONTROL, timeout=timeout_s).json()
     except (httpx.HTTPError, ValueError, RecursionError):  # (not the door: another's answer)
         return None
     return data if isinstance(data, dict) else None
+
+
+# The door's report is asked every few seconds, for as long as the console or the guard runs
+# (their housekeeping looks for a hold left behind): one client for each thread that asks,
+# its connection kept between the looks, not a new client and connection each time.
+_LOOKS = threading.local()
+LOOK_KEEPALIVE_S = 30.0  # longer than the housekeeping's 5 s between looks
+
+
+def _looking(url: str) -> httpx.Client:
+    client: httpx.Client | None = getattr(_LOOKS, "client", None)
+    if client is None:
+        client = _LOOKS.client = client_for(url, 1.0, trust_env=False, keepalive_s=LOOK_KEEPALIVE_S)
+    return client
 
 
 def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> JsonValue:
@@ -269,7 +285,7 @@ def _post(rec: ServerRecord, route: str, body: JsonObject, timeout_s: float) -> 
         return None
     headers = {TOKEN_HEADER: known}
     try:
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        with client_for(url, timeout_s, trust_env=False) as client:
             resp = client.post(url, json=body, headers=headers)
             resp.raise_for_status()
             answer: JsonValue = resp.json()

@@ -64,11 +64,24 @@ def healthy(client: httpx.Client, url: str) -> bool:
         return False
 
 
-def client_for(url: str, timeout_s: float) -> httpx.Client:
-    """A client for the server at `url`. Its TLS settings only for an https URL: building
-    them loads the CA bundle, some 80 ms of CPU for each client (each start's wait), and the
-    server's own address is plain http (`server_url`)."""
-    return httpx.Client(timeout=timeout_s, verify=url.startswith("https://"))
+def client_for(
+    url: str, timeout_s: float, *, trust_env: bool = True, keepalive_s: float = 5.0
+) -> httpx.Client:
+    """A client for the server (or the front door) at `url`. Its TLS settings only for an
+    https URL: building them loads the CA bundle, some 25 to 80 ms of CPU for each client
+    (each start's wait, each housekeeping step's look at the door), and the server's own
+    address and the door's are plain http (`server_url`, `door.door_url`). `trust_env`:
+    False to ignore proxy settings in the environment (the door's loopback control).
+    `keepalive_s`: how long an idle connection is kept for the next request (httpx's own
+    limits otherwise)."""
+    return httpx.Client(
+        timeout=timeout_s,
+        verify=url.startswith("https://"),
+        trust_env=trust_env,
+        limits=httpx.Limits(
+            max_connections=100, max_keepalive_connections=20, keepalive_expiry=keepalive_s
+        ),
+    )
 
 
 def healthy_once(url: str, timeout_s: float = 1.0) -> bool:
