@@ -33,7 +33,8 @@ def backend_for(machine: SimMachine, budget: float) -> MachineBackend:
 
 def frames(backend: MachineBackend, count: int) -> list[float | None]:
     """The budget the way back would offer to go back to, asked on `count` frames."""
-    flags = [backend.profile_flags for _ in range(count)]
+    launches = [backend.profile_launch for _ in range(count)]
+    flags = [launch.flags if launch is not None else None for launch in launches]
     return [f.budget if f is not None else None for f in flags]
 
 
