@@ -193,6 +193,8 @@ _NUMBERS = ("interval_s", "min_desktop_headroom_gib")
 def fleet_problem(table: dict[str, str]) -> str | None:
     """What is wrong with a `[fleet]` table (None: nothing): an entry that is not a box's
     name and URL, a bad Prometheus URL."""
+    if not table:
+        return None  # (every console start checks it: the fleet's modules only for a fleet)
     from vramtop.core.fleet_rows import table_sources
 
     try:

@@ -26,6 +26,10 @@ class Console:
         self.way_back_offer: WayBackOffer | None = None
         self.said: list[str | None] = []
         self.reads_asked = 0
+        self.clock = 0.0  # the console's clock: a step's seconds are counted on it
+
+    def now(self) -> float:
+        return self.clock
 
     def say(self, text: str | None, *, news: bool = True) -> None:
         self.said.append(text)

@@ -110,3 +110,10 @@ def test_any_theme_mapping_is_a_theme_or_a_reason(
 def test_bundled_themes_still_load() -> None:
     loaded = load_themes([locations.bundled_themes_dir()])
     assert loaded.notices == [] and len(loaded.themes) >= 3
+
+
+def test_a_colour_naming_a_variable_that_is_no_colour_is_a_reason() -> None:
+    # Found by the property above: `$a` reads as a reference, and only the colour system
+    # finds that it names nothing.
+    with pytest.raises(ThemeFileError, match="as a color"):
+        theme_from_mapping({"primary": "$a 0%"}, default_name="t")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramtop.core.fleet_prometheus import Answers, result_of, rows_from, scrape_interval_s
+from vramtop.core.fleet_queries import Answers, result_of, rows_from, scrape_interval_s
 from vramtop.core.fleet_rows import Status, sources, table_sources
 from vramtop.core.json_types import JsonValue
 

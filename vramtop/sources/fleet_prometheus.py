@@ -1,5 +1,5 @@
 """Reading the fleet through a Prometheus server: the instant queries of
-`core.fleet_prometheus.QUERIES` on its HTTP API (`/api/v1/query`), all evaluated at the same
+`core.fleet_queries.QUERIES` on its HTTP API (`/api/v1/query`), all evaluated at the same
 time, with one timeout.
 
 Read-only: GETs of the query API are all the fleet ever sends.
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 
 import httpx
 
-from vramtop.core.fleet_prometheus import QUERIES, Answers, result_of, rows_from
+from vramtop.core.fleet_queries import QUERIES, Answers, result_of, rows_from
 from vramtop.core.fleet_rows import BoxRow, Page
 from vramtop.core.json_types import JsonValue
 from vramtop.core.secrets import mask_url

@@ -64,6 +64,10 @@ class ActionRunner:
         # A start, restart or relaunch under way: its step's words, when it began and the
         # last step's total (None: none seen), for the status line's seconds.
         self._step: tuple[str, float, float | None] | None = None
+        # What the step's own words last put on the status line: only those are counted on.
+        # Words an action begins with instead ("the front door holds the agent's requests")
+        # stay until its first step.
+        self._step_said: str | None = None
 
     def _worker(self, group: str, work: Callable[[], object]) -> None:
         # One worker at a time in each group, as Textual's @work(exclusive=True) runs them.
@@ -364,7 +368,8 @@ class ActionRunner:
         app = self._app
         self.busy = name
         self._step = (UNDER_WAY[name], app.now(), None) if name in LAUNCHED else None
-        app.say(f"{name}: {UNDER_WAY[name]}…", news=False)
+        self._step_said = f"{name}: {UNDER_WAY[name]}…"
+        app.say(self._step_said, news=False)
         app.render_header()
         self._calls.refresh_bindings()
         self._worker("action", partial(self._run, name, call))
@@ -393,8 +398,14 @@ class ActionRunner:
             _, began, expected = self._step
             if message.expected_s is not None:
                 expected = message.expected_s
+            if message.step == UNDER_WAY.get(message.action):
+                # The first, from the worker: the time to expect, not a step to say.
+                self._step = (message.step, began, expected)
+                self._app.render_header()
+                return
             self._step = (message.step, began, expected)
-        self._app.say(f"{message.action}: {message.step}…", news=False)
+        self._step_said = f"{message.action}: {message.step}…"
+        self._app.say(self._step_said, news=False)
         self._app.render_header()
 
     def count_seconds(self) -> None:
@@ -403,10 +414,11 @@ class ActionRunner:
             return
         app = self._app
         step, began, expected = self._step
-        if app.shown.activity is None or not app.shown.activity.startswith(f"{self.busy}: "):
-            return  # something else is said meanwhile (quitting…)
+        if app.shown.activity != self._step_said:
+            return  # something else is said meanwhile (the action's first words, quitting…)
         words = under_way_words(self.busy, step, max(0.0, app.now() - began), expected)
         if words != app.shown.activity:
+            self._step_said = words
             app.say(words, news=False)
 
     def _last_total(self) -> float | None:

@@ -161,7 +161,8 @@ def theme_from_mapping(data: Any, default_name: str) -> Theme:
     try:
         theme = Theme(**data)
         theme.to_color_system().generate()  # what the console does with it, tried here
-    except (TypeError, ValueError, ArithmeticError, AttributeError) as error:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, ColorParseError) as error:
+        # (a colour that names another, `$a 0%`, is parsed only here: `$a` may not be one)
         raise ThemeFileError(_first_line(error)) from None
     return theme
 
