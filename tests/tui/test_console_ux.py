@@ -80,7 +80,8 @@ async def test_the_demo_left_running_is_stopped_with_demo() -> None:
         await ticks(pilot, 1)
         await pilot.press("q", "l")
         await settle(pilot)
-    assert app.farewell is not None and app.farewell.endswith("vramtop stop --demo")
+    # (The fake demo is the 5090 the WSL2 way: see test_quit_farewell.py for every card.)
+    assert app.farewell is not None and app.farewell.endswith("vramtop stop --demo --wsl")
 
 
 async def test_q_without_a_server_quits_without_asking() -> None:

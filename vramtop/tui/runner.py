@@ -323,7 +323,11 @@ class ActionRunner:
 
             backend = self._app.backend
             self.farewell = left_running(
-                self._app.shown.sample, demo=backend.demo, profile=backend.profile_name
+                self._app.shown.sample,
+                demo=backend.demo,
+                profile=backend.profile_name,
+                wsl=backend.wsl,
+                front_door=backend.front_door,
             )
         self._quit(stop_server=choice == "stop")
 
