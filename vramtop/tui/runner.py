@@ -74,7 +74,7 @@ class ActionRunner:
             # Nothing runs to restart: r starts it, or says why it cannot yet.
             self._armed = None
             if state is None:
-                app.say("restart: the server's state is not read yet: try again in a moment")
+                app.say("restart: the server's state is not read yet: try again")
                 app.render_header()
             elif self.busy is None:
                 self.start("start", lambda progress: backend.start(progress=progress))
