@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 
+from tests.support.console import make_app, ticks
+from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import (
     GIB,
     GpuDevice,
@@ -17,7 +19,7 @@ from vramtop.core.model import (
 )
 from vramtop.core.split import split_card, split_from_windows
 from vramtop.core.windows.reading import WindowsGpuReading, WindowsProcessGpu
-from vramtop.tui.widgets.text_panel import TextPanel
+from vramtop.tui.widgets.text_panel import Facts, TextPanel
 from vramtop.tui.widgets.throughput_panel import _GenerationRow
 from vramtop.tui.widgets.vram_split_panel import VramSplitPanel
 
@@ -127,3 +129,36 @@ def test_one_line_where_it_fits() -> None:
     assert [line.plain for line in row.lay_out(56)] == [
         "generation    16 tok/s  16/req · normal 15 · learned now"
     ]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("happening", ["running", "not answering", "crashed"])
+async def test_no_panel_line_is_wider_than_its_panel(size: tuple[int, int], happening: str) -> None:
+    # The class: at 80 columns the throughput panel's "requests 1 running · 0 waiting (st…"
+    # once the server had gone, and the KV pool's rows on the Spark's seven-digit figures.
+    backend = FakeBackend()
+    backend.pid = 4_194_302
+    app = make_app(backend)
+    async with app.run_test(size=size) as pilot:
+        await ticks(pilot, 2)
+        if happening == "not answering":
+            backend.metrics_error = "/metrics did not answer within 2 s (a hang, or SIGSTOP)"
+        elif happening == "crashed":
+            backend.crash()
+        await ticks(pilot, 2)
+        wide = [
+            (type(panel).__name__, line.plain)
+            for panel in app.query(TextPanel)
+            for line in panel.lines
+            if line.cell_length > panel.content_region.width
+        ]
+        assert wide == []
+
+
+@pytest.mark.parametrize("width", [34, 56])
+def test_a_line_of_facts_breaks_between_them(width: int) -> None:
+    line = Facts.split("126,341 blocks of 16 · KV dtype fp8 · 2,021,456 tokens (stale)")
+    lines = [shown.plain for shown in line.lay_out(width)]
+    assert all(len(shown) <= width for shown in lines), lines
+    for fact in ("126,341 blocks of 16", "KV dtype fp8", "2,021,456 tokens (stale)"):
+        assert any(fact in shown for shown in lines), (fact, lines)

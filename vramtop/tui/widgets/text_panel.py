@@ -61,19 +61,29 @@ class Facts:
     facts: tuple[Content, ...]
     separator: str = "  "
     indent: int = 2
+    whole: Content | None = None  # the line as it was given, drawn as it is where it fits
+
+    @classmethod
+    def split(cls, text: Content | str, separator: str = " · ") -> Facts:
+        """A line of facts joined by `separator`, to break only there where it does not fit
+        (the separator, styled as the line has it, ends the line it breaks)."""
+        line = Content(text) if isinstance(text, str) else text
+        return cls(tuple(line.split(separator, include_separator=True)), "", whole=line)
 
     def lay_out(self, width: int) -> list[Content]:
+        if self.whole is not None and (width <= 0 or self.whole.cell_length <= width):
+            return [self.whole]
         lines: list[Content] = []
         line: Content | None = None
         for fact in self.facts:
             joined = fact if line is None else Content.assemble(line, self.separator, fact)
-            if line is None or width <= 0 or joined.cell_length <= width:
+            if line is None or width <= 0 or joined.rstrip().cell_length <= width:
                 line = joined
                 continue
-            lines.append(line)
+            lines.append(line.rstrip())
             line = Content.assemble(" " * self.indent, fact)
         if line is not None:
-            lines.append(line)
+            lines.append(line.rstrip())
         return [part for line in lines for part in _wrapped(line, width)]
 
 
