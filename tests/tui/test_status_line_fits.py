@@ -9,6 +9,7 @@ console's runner says; a new one is checked without being listed here."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import vramtop
 from tests.support.console import make_app, ticks
 from tests.support.fake_backend import EPOCH, FakeBackend
-from vramtop.core.model import ServerState
+from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import Phase
 from vramtop.supervisor.actions import LAUNCHING
 from vramtop.tui import runner
@@ -183,3 +184,27 @@ async def test_a_longer_message_goes_whole_below_the_state() -> None:
         assert " ".join(line.strip() for line in lines[2:]) == cause
         lines = await _header_lines(app, "restarted")  # short again: two lines
         assert len(lines) == 2 and lines[1].endswith("  restarted")
+
+
+class R9700(FakeBackend):
+    """The R9700 demo's machine: the longest card name, a demo profile of its own."""
+
+    def next_sample(self) -> Sample:
+        sample = super().next_sample()
+        device = replace(sample.gpu.devices[0], name="AMD Radeon AI PRO R9700")
+        info = replace(sample.info, profile="demo-r9700") if sample.info else None
+        return replace(sample, gpu=replace(sample.gpu, devices=(device,)), info=info)
+
+
+async def test_the_call_marker_stays_on_the_machine_line_at_80_columns() -> None:
+    # Seen on --card r9700 at 80 columns: "… · native Linux · demo-r9700 …", the call cut.
+    backend = R9700(demo=True, wsl=False, profile_name="demo-r9700")
+    backend.call_on = True
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 1)
+        header = app.screen.query_one(ConsoleHeader)
+        first = header.lines[0]
+        assert first.cell_length <= header.content_region.width, first.plain
+        assert first.plain.startswith("vramtop demo  AMD Radeon AI PRO R9700 31.8 GiB")
+        assert first.plain.rstrip().endswith("● call on")

@@ -105,13 +105,16 @@ def _machine_line(
         parts.append(f"  {_short_name(device.name)} {device.total_bytes / GIB:.1f} GiB")
     elif gpu and gpu.error:
         parts.append(("  GPU unavailable", "bold $error"))
+    # What gives way to the call marker at 80 columns: the version first, then the system,
+    # then a demo's profile (its card is named already: "demo-r9700" beside the R9700).
     if wsl is not None:
-        parts.append(" · WSL2" if wsl else " · native Linux")
+        parts.append(Optional((" · WSL2" if wsl else " · native Linux", "")))
     info = sample.info if sample else None
     profile_name = (info.profile if info else None) or profile
     # The demo's profile is called "demo": saying it twice costs the call marker its room.
     if profile_name and not (demo and profile_name == "demo"):
-        parts.append(f" · {profile_name}")
+        name = f" · {profile_name}"
+        parts.append(Optional((name, ""), rank=LAST) if demo else name)
     version = _version(sample)
     if version:
         parts.append(Optional((f" · vLLM {version}", "")))
