@@ -672,4 +672,6 @@ async def test_the_restart_prompt_is_whole_at_80_columns() -> None:
         second = text(app, ConsoleHeader).splitlines()[1]
         assert "request(s) running: press r again to restart" in second
         assert "…" not in second and "ready in" not in second
-        assert "● running pid" in second and "budget" in second
+        # (The budget gives way too: beside it the line was 80 columns, cut on screen. The
+        # VRAM panel's budget line says it.)
+        assert "● running pid" in second and len(second) <= 78

@@ -39,7 +39,7 @@ def said(frame: Frame) -> dict[str, tuple[str, str] | None]:
     says none). The door line gives the rate alone."""
     view = frame_view(frame)
     told: dict[str, tuple[str, str] | None] = {}
-    line = generation_row(view, frame.sample.rates.generation_tps).draw(WIDE).plain
+    line = generation_row(view, frame.sample.rates.generation_tps).lay_out(WIDE)[0].plain
     panel = re.search(r"(\S+)/req · normal (\S+)", line)
     told["panel"] = (panel[1], panel[2]) if panel else None
     door = door_row(frame)

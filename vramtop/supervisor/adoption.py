@@ -12,6 +12,8 @@ from vramtop.supervisor import launch, state, tree
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 
 _MARKERS = ("vllm", "api_server", "vramtop.sim.server")
+# vLLM's own default port: where attach looks when given neither a port nor a pid.
+DEFAULT_PORT = 8000
 
 
 def looks_like_vllm(cmdline: list[str]) -> bool:
@@ -24,7 +26,7 @@ def looks_like_vllm(cmdline: list[str]) -> bool:
 def find_server(port: int | None = None, pid: int | None = None) -> psutil.Process | str:
     """The API server process, or why none was found (a sentence for the user)."""
     if pid is None and port is None:
-        port = 8000
+        port = DEFAULT_PORT
     if pid is None:
         assert port is not None
         pid = launch.listening_pid(port)

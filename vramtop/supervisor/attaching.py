@@ -3,10 +3,11 @@ record it as the profile's server."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult
-from vramtop.supervisor import adoption, handle, state, state_moves, tree
+from vramtop.supervisor import adoption, door, handle, launch, state, state_moves, tree
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.state import Lifecycle
@@ -21,7 +22,32 @@ OUTPUT_ELSEWHERE = (
 def attach_locked(
     server: ServerHandle, port: int | None, pid: int | None, log: Path | None = None
 ) -> ActionResult:
-    """Adopt the server found by `port` or `pid` (under the profile's lock)."""
+    """Adopt the server found by `port` or `pid` (under the profile's lock). Given a front
+    door of vramtop's (its port or its pid), the server behind it: said first."""
+    door_pid = pid if pid is not None else launch.listening_pid(port or adoption.DEFAULT_PORT)
+    front = door.door_process(door_pid) if door_pid is not None else None
+    if front is None:
+        return _attach_found(server, port, pid, log)
+    if pid is not None:
+        said = f"pid {pid} is vramtop's front door (on {front.address}), not vLLM"
+    else:
+        named = f"port {port or adoption.DEFAULT_PORT}"
+        said = f"{named} is vramtop's front door (pid {front.pid}, on {front.address}), not vLLM"
+    if front.upstream_port is None:
+        return ActionResult(
+            False,
+            f"{said}, and no vLLM server is behind it now (it holds requests until one "
+            "serves): nothing was attached; start that server, or give --port or --pid of "
+            "the vLLM server itself",
+        )
+    result = _attach_found(server, front.upstream_port, None, log)
+    behind = f"{said}; the vLLM server behind it listens on port {front.upstream_port}"
+    return replace(result, message=f"{behind}: {result.message}")
+
+
+def _attach_found(
+    server: ServerHandle, port: int | None, pid: int | None, log: Path | None
+) -> ActionResult:
     found = adoption.find_server(port=port, pid=pid)
     if isinstance(found, str):
         return ActionResult(False, found)

@@ -69,7 +69,8 @@ class DoorControl:
         self._held = {k: answer[k] for k in HOLD_FACTS if _is_count(answer.get(k))}
         replayed = self._held.get("replayed")
         if replayed:
-            progress(f"{replayed} request(s) not answered yet: sent again to the new server")
+            # (Short: the console's status line has ~65 columns for a step at 80.)
+            progress(f"{replayed} unanswered request(s) will go to the new server")
         if not answer.get("drained", True):
             left = answer.get("in_flight")
             progress(f"{left} request(s) still running after {drain_s:g} s: stopping anyway")

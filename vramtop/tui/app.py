@@ -278,6 +278,10 @@ class VramtopApp(App[int]):
 
     # -- keys ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.actions.quitting:
+            # The quit question answered: a key typed after it (ahead of the dialog closing)
+            # does nothing, rather than open a screen on a console taking its screens down.
+            return False
         if action == "toggle_call":
             return self.backend.demo  # False hides it: outside the demo there is no call
         if action in REPLAY_ONLY:

@@ -84,7 +84,7 @@ class ActionRunner:
             # Nothing runs to restart: r starts it, or says why it cannot yet.
             self._armed = None
             if state is None:
-                app.say("restart: the server's state is not read yet: try again in a moment")
+                app.say("restart: the server's state is not read yet: try again")
                 app.render_header()
             elif self.busy is None:
                 self.start("start", lambda progress: backend.start(progress=progress))
@@ -339,7 +339,11 @@ class ActionRunner:
 
             backend = self._app.backend
             self.farewell = left_running(
-                self._app.shown.sample, demo=backend.demo, profile=backend.profile_name
+                self._app.shown.sample,
+                demo=backend.demo,
+                profile=backend.profile_name,
+                wsl=backend.wsl,
+                front_door=backend.front_door,
             )
         self._quit(stop_server=choice == "stop")
 

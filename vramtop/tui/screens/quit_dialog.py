@@ -53,17 +53,40 @@ class QuitDialog(ModalScreen[QuitChoice | None]):
         self.dismiss(None)
 
 
-def left_running(sample: Sample | None, *, demo: bool, profile: str | None) -> str | None:
-    """What to print once the console has gone and left the server up: its pid, its URL and
-    how to stop it. None when no server was up."""
+def left_running(
+    sample: Sample | None,
+    *,
+    demo: bool,
+    profile: str | None,
+    wsl: bool | None = None,
+    front_door: str | None = None,
+) -> str | None:
+    """What to print once the console has gone and left the server up: its pid, its URL (and
+    the front door the agent reaches it through) and a command that stops it as pasted. None
+    when no server was up."""
     info = sample.info if sample else None
     if info is None or info.pid is None or info.state not in UP:
         return None
     url = sample.server.url if sample and sample.server else None
     where = f" at {url}" if url else ""
+    if front_door is not None:
+        where += f", behind the front door {front_door}"
+    name = info.profile or profile
     if demo:
-        stop = "vramtop stop --demo"
+        stop = f"vramtop stop {_demo_options(name, wsl=bool(wsl))}"
     else:
-        name = info.profile or profile
         stop = f"vramtop stop --profile {name}" if name else "vramtop stop"
     return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"
+
+
+def _demo_options(profile: str | None, *, wsl: bool) -> str:
+    """The options that name the simulated machine of the demo profile `profile`, whatever
+    else runs when they are pasted: `--demo --wsl` (the 5090 the WSL2 way), else the card,
+    also the default one (a bare `--demo` is refused while two simulated servers run)."""
+    from vramtop.machines.demo_world import card_of_profile
+    from vramtop.sim.card import DEFAULT_CARD
+
+    card = (card_of_profile(profile) if profile else None) or DEFAULT_CARD
+    if wsl and card == DEFAULT_CARD:
+        return "--demo --wsl"
+    return f"--demo --card {card}"

@@ -7,9 +7,11 @@ from textual.content import Content
 from vramtop.core.launch_failure import state_word
 from vramtop.core.model import GIB, Sample, ServerState
 from vramtop.tui.format import duration, ready_time, uptime
-from vramtop.tui.widgets.text_panel import TextPanel
+from vramtop.tui.widgets.text_panel import Row, TextPanel, Wrapped
 
 Part = str | tuple[str, str]
+# The rank of the header's parts that give way last (see `Optional`).
+LAST = -1
 
 STATE_STYLE = {
     ServerState.RUNNING: "bold $success",
@@ -23,7 +25,7 @@ STATE_STYLE = {
 class ConsoleHeader(TextPanel):
     DEFAULT_CSS = """
     ConsoleHeader {
-        height: 2; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
+        height: auto; background: $panel; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis;
     }
     """
 
@@ -47,36 +49,46 @@ class ConsoleHeader(TextPanel):
         info = sample.info if sample else None
         if info is not None and info.ready_s is not None:
             self._last_ready_s = info.ready_s
-        # Two rows: the second (state, uptime) changes every second, the first rarely.
+        # Two rows: the second (state, uptime) changes every second, the first rarely. What
+        # happens now (the status line) goes beside the state, or below it where that line
+        # has no room for all its words: never cut.
         width = self.content_region.width or None  # None before the first layout
-        self.set_rows(
-            [
-                _fit(_machine_line(sample, wsl, call_on, demo, profile), width),
-                _fit(
-                    _server_line(
-                        sample, now, activity, recorded=recorded, last_ready_s=self._last_ready_s
-                    ),
-                    width,
-                ),
-            ]
-        )
+        server = _server_line(sample, now, recorded=recorded, last_ready_s=self._last_ready_s)
+        rows: list[Row] = [_fit(_machine_line(sample, wsl, call_on, demo, profile), width)]
+        said: Part | None = (f"  {activity}", "bold $warning") if activity else None
+        beside = _fit([*server, said], width) if said is not None else None
+        if beside is not None and (width is None or beside.cell_length <= width):
+            rows.append(beside)
+        else:
+            rows.append(_fit(server, width))
+            if activity:
+                rows.append(Wrapped(Content.styled(activity, "bold $warning")))
+        self.set_rows(rows)
 
 
 class Optional(tuple[str, str]):
     """A header part that gives way when the line is too long for the terminal: what
-    happens now (a prompt to confirm, the call marker) must stay readable at 80 columns."""
+    happens now (a prompt to confirm, the call marker) must stay readable at 80 columns.
+    Those of the highest `rank` give way first, the last listed first among equals."""
+
+    rank: int
+
+    def __new__(cls, part: tuple[str, str], rank: int = 0) -> Optional:
+        made = super().__new__(cls, part)
+        made.rank = rank
+        return made
 
 
 def _fit(parts: list[Part], width: int | None) -> Content:
-    """The line, its `Optional` parts left out from the last while it is wider than `width`
-    (what still does not fit is cut with an ellipsis)."""
+    """The line, its `Optional` parts left out while it is wider than `width` (what still
+    does not fit is cut with an ellipsis)."""
     kept = list(parts)
     line = Content.assemble(*kept)
     while width is not None and line.cell_length > width:
-        optional = [i for i, part in enumerate(kept) if isinstance(part, Optional)]
+        optional = [(part.rank, i) for i, part in enumerate(kept) if isinstance(part, Optional)]
         if not optional:
             break
-        del kept[optional[-1]]
+        del kept[max(optional)[1]]
         line = Content.assemble(*kept)
     return line
 
@@ -93,13 +105,16 @@ def _machine_line(
         parts.append(f"  {_short_name(device.name)} {device.total_bytes / GIB:.1f} GiB")
     elif gpu and gpu.error:
         parts.append(("  GPU unavailable", "bold $error"))
+    # What gives way to the call marker at 80 columns: the version first, then the system,
+    # then a demo's profile (its card is named already: "demo-r9700" beside the R9700).
     if wsl is not None:
-        parts.append(" · WSL2" if wsl else " · native Linux")
+        parts.append(Optional((" · WSL2" if wsl else " · native Linux", "")))
     info = sample.info if sample else None
     profile_name = (info.profile if info else None) or profile
     # The demo's profile is called "demo": saying it twice costs the call marker its room.
     if profile_name and not (demo and profile_name == "demo"):
-        parts.append(f" · {profile_name}")
+        name = f" · {profile_name}"
+        parts.append(Optional((name, ""), rank=LAST) if demo else name)
     version = _version(sample)
     if version:
         parts.append(Optional((f" · vLLM {version}", "")))
@@ -121,7 +136,6 @@ def _not_answering(sample: Sample | None) -> str | None:
 def _server_line(
     sample: Sample | None,
     now: float,
-    activity: str | None,
     *,
     recorded: bool = False,
     last_ready_s: float | None = None,
@@ -149,7 +163,10 @@ def _server_line(
         else:
             parts.append((f"● {state_word(info)}", STATE_STYLE.get(info.state, "")))
         if info.pid is not None:
-            parts.append(f" recorded pid {info.pid}" if recorded else f" pid {info.pid}")
+            # The pid and the budget give way last (a lower rank), the budget first: the
+            # VRAM panel's budget line says it too.
+            pid = f" recorded pid {info.pid}" if recorded else f" pid {info.pid}"
+            parts.append(Optional((pid, ""), rank=LAST))
         if info.state is ServerState.STARTING and info.started_at is not None:
             # A load takes minutes: how long this one has taken, and the last one in all.
             parts.append(f" · {duration(now - info.started_at)} so far")
@@ -162,9 +179,7 @@ def _server_line(
         if info.ready_s is not None and info.state is not ServerState.STOPPED:
             parts.append(Optional((f" · ready in {ready_time(info.ready_s)}", "")))
         if info.budget is not None:
-            parts.append(f" · budget {info.budget:.2f}")
-    if activity:
-        parts.append((f"  {activity}", "bold $warning"))
+            parts.append(Optional((f" · budget {info.budget:.2f}", ""), rank=LAST))
     return parts
 
 

@@ -8,7 +8,7 @@ from textual.content import Content
 
 from vramtop.core.model import GIB, Sample
 from vramtop.tui.format import count, server_gone
-from vramtop.tui.widgets.text_panel import HISTORY, Detail, Spark, TextPanel
+from vramtop.tui.widgets.text_panel import HISTORY, Detail, Facts, Spark, TextPanel
 
 
 class KvPoolPanel(TextPanel):
@@ -75,8 +75,16 @@ class KvPoolPanel(TextPanel):
         blocks_line = Content.styled(
             f"{count(blocks)} blocks{block_size} · KV dtype {dtype or '—'}", "$text-muted"
         )
+        # Each row breaks between its facts (a fact wider than the panel wraps) where the
+        # panel is narrow: never cut.
         self.set_rows(
-            [size, usage, Detail(Spark(tuple(self._usage), ceiling=1.0)), more, blocks_line]
+            [
+                Facts.split(size),
+                Facts.split(usage),
+                Detail(Spark(tuple(self._usage), ceiling=1.0)),
+                Facts.split(more),
+                Facts.split(blocks_line),
+            ]
         )
 
 

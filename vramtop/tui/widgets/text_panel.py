@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from textual.content import Content
 from textual.geometry import Region
@@ -36,6 +36,14 @@ class Drawn(Protocol):
     def draw(self, width: int) -> Content: ...
 
 
+@runtime_checkable
+class Laid(Protocol):
+    """A row that takes as many lines as the panel's width needs (facts side by side, a
+    figure and where it came from): its words are never cut."""
+
+    def lay_out(self, width: int) -> list[Content]: ...
+
+
 @dataclass(frozen=True)
 class Wrapped:
     """Text that takes as many lines as the panel's width needs (a message, such as why
@@ -44,7 +52,42 @@ class Wrapped:
     text: Content
 
 
-Row = Content | str | Drawn | Wrapped
+@dataclass(frozen=True)
+class Facts:
+    """Facts side by side (a process and its memory, a reading and its figure), on as many
+    lines as the panel's width needs: a line breaks between two facts, never inside one (a
+    fact wider than the panel wraps on its own); the lines after the first are indented."""
+
+    facts: tuple[Content, ...]
+    separator: str = "  "
+    indent: int = 2
+    whole: Content | None = None  # the line as it was given, drawn as it is where it fits
+
+    @classmethod
+    def split(cls, text: Content | str, separator: str = " · ") -> Facts:
+        """A line of facts joined by `separator`, to break only there where it does not fit
+        (the separator, styled as the line has it, ends the line it breaks)."""
+        line = Content(text) if isinstance(text, str) else text
+        return cls(tuple(line.split(separator, include_separator=True)), "", whole=line)
+
+    def lay_out(self, width: int) -> list[Content]:
+        if self.whole is not None and (width <= 0 or self.whole.cell_length <= width):
+            return [self.whole]
+        lines: list[Content] = []
+        line: Content | None = None
+        for fact in self.facts:
+            joined = fact if line is None else Content.assemble(line, self.separator, fact)
+            if line is None or width <= 0 or joined.rstrip().cell_length <= width:
+                line = joined
+                continue
+            lines.append(line.rstrip())
+            line = Content.assemble(" " * self.indent, fact)
+        if line is not None:
+            lines.append(line.rstrip())
+        return [part for line in lines for part in _wrapped(line, width)]
+
+
+Row = Content | str | Laid | Drawn | Wrapped
 
 
 @dataclass(frozen=True)
@@ -205,4 +248,11 @@ def _draw(row: Row, width: int) -> list[Content]:
         return [Content(row)]
     if isinstance(row, Wrapped):
         return row.text.wrap(width) if width > 0 else [row.text]
+    if isinstance(row, Laid):
+        return row.lay_out(width)
     return [row.draw(width)]
+
+
+def _wrapped(text: Content, width: int) -> list[Content]:
+    """`text` whole on one line where it fits, else wrapped."""
+    return text.wrap(width) if width > 0 and text.cell_length > width else [text]

@@ -24,10 +24,18 @@ from rich.cells import cell_len
 from textual.content import Content
 
 from vramtop.core.adaptive_words import LABEL, AdaptiveState, budget_variants
-from vramtop.core.model import DoorReading
+from vramtop.core.model import DoorReading, Sample
 from vramtop.machines.interface import Frame
 from vramtop.tui.format import count, server_gone, tps
-from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
+from vramtop.tui.widgets.text_panel import (
+    HISTORY,
+    Detail,
+    Facts,
+    Row,
+    Spark,
+    TextPanel,
+    Wrapped,
+)
 
 if TYPE_CHECKING:
     # The view comes with the frame: the console's first frame waits for none of the
@@ -69,18 +77,7 @@ class ThroughputPanel(TextPanel):
             self._prompt.append(rates.prompt_tps or 0.0)
         view = frame_view(frame)
         base_prompt = frame.normal.prompt_tps if frame.normal else None
-        metrics = sample.server.metrics if sample.server else None
-        if metrics is None:
-            reason = sample.server.error if sample.server and sample.server.error else "no metrics"
-            line = Content.assemble(("requests: ", "$text-muted"), (reason, "$warning"))
-        else:
-            line = Content(
-                f"requests {count(metrics.requests_running)} running · "
-                f"{count(metrics.requests_waiting)} waiting"
-            )
-            gone = server_gone(sample)
-            if gone:
-                line = Content.assemble(line.stylize("$text-muted"), (" (stale)", "$warning"))
+        line = _requests_row(sample)
         row = generation_row(view, rates.generation_tps)
         door = door_row(frame)
         rows: list[Row | Detail] = [
@@ -96,6 +93,23 @@ class ThroughputPanel(TextPanel):
         if frame.adaptive is not None:  # only while a guard runs adaptively for the profile
             rows.append(AdaptiveRow(frame.adaptive))
         self.set_rows(rows)
+
+
+def _requests_row(sample: Sample) -> Row:
+    """The requests running and waiting (marked stale once the server is gone), or why
+    there are none: on as many lines as the panel needs, never cut."""
+    metrics = sample.server.metrics if sample.server else None
+    if metrics is None:
+        reason = sample.server.error if sample.server and sample.server.error else "no metrics"
+        return Wrapped(Content.assemble(("requests: ", "$text-muted"), (reason, "$warning")))
+    facts: tuple[Content, ...] = (
+        Content(f"requests {count(metrics.requests_running)} running"),
+        Content(f"· {count(metrics.requests_waiting)} waiting"),
+    )
+    if server_gone(sample):
+        stale = Content.styled("(stale)", "$warning")
+        facts = (*(fact.stylize("$text-muted") for fact in facts), stale)
+    return Facts(facts, separator=" ")
 
 
 def frame_view(frame: Frame) -> ThroughputView | None:
@@ -136,31 +150,39 @@ class _GenerationRow:
     each: float | None = None  # per request, from vLLM's latency histogram
     normal_each: float | None = None
 
-    def draw(self, width: int) -> Content:
+    def lay_out(self, width: int) -> list[Content]:
+        """One line where it holds where the normal came from; else that goes on a line of
+        its own below the figures (never dropped: 'learned now' says whether to trust it)."""
+        whole = self._variants(with_origin=True)
+        one = next((v for v in whole if width <= 0 or cell_len(v.plain) <= width), None)
+        if one is not None:
+            return [one]
         variants = self._variants()
-        for variant in variants:
-            if width <= 0 or cell_len(variant.plain) <= width:
-                return variant
-        return variants[-1]
+        fitting = next((v for v in variants if cell_len(v.plain) <= width), None)
+        # Too narrow even for the shortest: its figures on lines of their own, whole.
+        lines = [fitting] if fitting else Facts.split(variants[-1]).lay_out(width)
+        if self.origin:
+            lines.append(Content.styled(f"{'':<11}{self.origin}", "$text-muted"))
+        return lines
 
-    def _variants(self) -> list[Content]:
-        origin = [(f" · {self.origin}", "$text-muted")] if self.origin else []
+    def _variants(self, with_origin: bool = False) -> list[Content]:
+        origin = [(f" · {self.origin}", "$text-muted")] if self.origin and with_origin else []
         if self.each is None or self.normal_each is None:
             # Learned while requests run, per server start (see core/diagnosis/normal_rate.py).
             total = _figure(f"{tps(self.total):>5} tok/s", self.total, self.normal_total)
             normal = (f"  normal {tps(self.normal_total)}", "$text-muted")  # "—" until learned
             return [
                 Content.assemble(f"{'generation':<10} ", total, normal, *origin),
-                Content.assemble(f"{'generation':<10} ", total, normal),
-                Content.assemble("gen ", total, normal),
+                Content.assemble("gen ", total, normal, *origin),
             ]
         total = (f"{tps(self.total):>5} tok/s", "bold")
         each = _figure(f"{tps(self.each)}/req", self.each, self.normal_each)
         normal = (f" · normal {tps(self.normal_each)}", "$text-muted")
         return [
             Content.assemble(f"{'generation':<10} ", total, "  ", each, normal, *origin),
-            Content.assemble(f"{'generation':<10} ", total, "  ", each, normal),
-            Content.assemble("gen ", (f"{tps(self.total)} tok/s", "bold"), " · ", each, normal),
+            Content.assemble(
+                "gen ", (f"{tps(self.total)} tok/s", "bold"), " · ", each, normal, *origin
+            ),
         ]
 
 

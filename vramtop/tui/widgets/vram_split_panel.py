@@ -9,7 +9,7 @@ from textual.content import Content
 from vramtop.core.card_activity import activity_line
 from vramtop.core.model import GpuReading, MemoryKind, ServerInfo, ServerState, Split, SplitMethod
 from vramtop.tui.format import gib
-from vramtop.tui.widgets.text_panel import Detail, Row, TextPanel, Wrapped
+from vramtop.tui.widgets.text_panel import Detail, Facts, Row, TextPanel, Wrapped
 from vramtop.tui.widgets.vram_bar import VramBar
 
 if TYPE_CHECKING:
@@ -71,28 +71,39 @@ class VramSplitPanel(TextPanel):
             activity = activity_line(gpu.devices[0])
             if activity is not None:  # nothing where the card gives none of its figures
                 rows.append(Content(activity))
-            rows.append(Detail(_detail_line(gpu, split).stylize_before(MUTED)))
+            # The rows below wrap rather than end in "…": the panel's words are never cut.
+            rows.append(Detail(_detail_row(gpu, split)))
             if split.server_gtt_bytes is not None:
-                rows.append(_gtt_line(gpu, split).stylize_before(MUTED))
+                rows.append(Wrapped(_gtt_line(gpu, split).stylize_before(MUTED)))
         if windows is not None:
-            rows.append(_windows_line(windows).stylize_before(MUTED))
+            rows.append(_windows_row(windows))
         self.set_rows(rows)
 
 
-def _windows_line(windows: WindowsGpuReading) -> Content:
+def _windows_row(windows: WindowsGpuReading) -> Row:
     """WSL2: what Windows says — the desktop programs by name, and the WSL VM's memory
     in VRAM (dedicated) and in system memory (shared: a spill)."""
     if windows.panel_text is not None:
-        return Content.styled(windows.panel_text, "$text-warning")
-    parts: list[str | tuple[str, str]] = ["windows: "]
+        return Wrapped(Content.styled(windows.panel_text, "$text-warning"))
+    facts: list[Content] = []
     vm = windows.wsl_vm
     if vm is not None:
-        parts.append(f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ")
-        parts.append((f"{gib(vm.shared_bytes)} in system memory", "bold"))
-        parts.append("  ")
+        facts.append(
+            Content.assemble(
+                f"WSL VM {gib(vm.dedicated_bytes)} in VRAM, ",
+                (f"{gib(vm.shared_bytes)} in system memory", "bold"),
+            )
+        )
     top = windows.desktop[:TOP_PROCESSES]
-    parts.append("  ".join(f"{p.name} {gib(p.dedicated_bytes)}" for p in top))
-    return Content.assemble(*parts)
+    facts += [Content(f"{p.name} {gib(p.dedicated_bytes)}") for p in top]
+    return _labelled("windows: ", facts)
+
+
+def _labelled(label: str, facts: list[Content]) -> Facts:
+    """`facts` after `label`, muted (the label joins the first, so that the row reads as one
+    line where it fits)."""
+    first = Content.assemble(label, *facts[:1])
+    return Facts(tuple(fact.stylize_before(MUTED) for fact in (first, *facts[1:])))
 
 
 def _gtt_line(gpu: GpuReading, split: Split) -> Content:
@@ -145,13 +156,13 @@ def _budget_line(split: Split, info: ServerInfo | None, util: float | None) -> C
     return Content.assemble(*parts)
 
 
-def _detail_line(gpu: GpuReading, split: Split) -> Content:
+def _detail_row(gpu: GpuReading, split: Split) -> Row:
+    """The largest processes where the driver names them, else how the split was made."""
     device = gpu.devices[0]
     if split.method is SplitMethod.PER_PROCESS and device.processes:
         top = sorted(device.processes, key=lambda p: p.used_bytes, reverse=True)[:TOP_PROCESSES]
-        names = "  ".join(f"{p.name} ({p.pid}) {gib(p.used_bytes)}" for p in top)
-        return Content(f"top: {names}")
-    return Content(split.detail)
+        return _labelled("top: ", [Content(f"{p.name} ({p.pid}) {gib(p.used_bytes)}") for p in top])
+    return Wrapped(Content(split.detail).stylize_before(MUTED))
 
 
 def _what_to_do(source: str) -> str:

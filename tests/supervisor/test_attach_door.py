@@ -1,0 +1,77 @@
+"""`attach --port P` where P is a front door of vramtop's: it says so and adopts the vLLM
+server behind it (or refuses, saying what to do), never "does not look like a vLLM server"."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from supervisor_helpers import fake_profile, free_port, started_by_hand
+
+from vramtop.profiles import save_profile
+from vramtop.supervisor import Supervisor, door, state
+
+
+def test_attach_at_a_door_adopts_the_server_behind_it(home: Path, ledger: Path) -> None:
+    # Seen: `vramtop attach --port P` on the demo's door said "pid … (python -m
+    # vramtop.frontdoor --listen) does not look like a vLLM server".
+    port, door_port = free_port(), free_port()
+    address = f"127.0.0.1:{door_port}"
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        spawned = door.spawn("elsewhere", address, port, 600.0)
+        assert not isinstance(spawned, str), spawned
+        door_pid, made = spawned
+        try:
+            save_profile(fake_profile("own", port, ledger))
+            sup = Supervisor(fake_profile("own", port, ledger))
+            result = sup.attach(port=door_port)
+            assert result.ok, result.message
+            assert result.message.startswith(
+                f"port {door_port} is vramtop's front door (pid {door_pid}, on {address}), not "
+                f"vLLM; the vLLM server behind it listens on port {port}: attached to pid "
+                f"{server_pid} on port {port}"
+            )
+            rec = state.load("own")
+            assert rec is not None and (rec.pid, rec.port) == (server_pid, port)
+            # By the door's pid: the same server, already attached.
+            again = sup.attach(pid=door_pid)
+            assert again.ok and again.message.endswith(f"already attached to pid {server_pid}")
+            assert again.message.startswith(
+                f"pid {door_pid} is vramtop's front door (on {address}), not vLLM; "
+            )
+        finally:
+            door.stop(
+                state.ServerRecord(
+                    profile="elsewhere",
+                    front_door=address,
+                    door_pid=door_pid,
+                    door_create_time=made,
+                )
+            )
+
+
+def test_attach_at_a_door_with_no_server_behind_it_says_what_to_do(
+    home: Path, ledger: Path
+) -> None:
+    door_port = free_port()
+    address = f"127.0.0.1:{door_port}"
+    spawned = door.spawn("elsewhere", address, None, 600.0)  # holding: no server yet
+    assert not isinstance(spawned, str), spawned
+    door_pid, made = spawned
+    try:
+        sup = Supervisor(fake_profile("own", free_port(), ledger))
+        result = sup.attach(port=door_port)
+        assert not result.ok
+        assert result.message == (
+            f"port {door_port} is vramtop's front door (pid {door_pid}, on {address}), not "
+            "vLLM, and no vLLM server is behind it now (it holds requests until one serves): "
+            "nothing was attached; start that server, or give --port or --pid of the vLLM "
+            "server itself"
+        )
+        assert state.load("own") is None
+    finally:
+        door.stop(
+            state.ServerRecord(
+                profile="elsewhere", front_door=address, door_pid=door_pid, door_create_time=made
+            )
+        )
