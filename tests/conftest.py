@@ -1,11 +1,18 @@
 """Settings for every test."""
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# Compiled modules are kept, also where PYTHONDONTWRITEBYTECODE is set (as in CI's
+# environment): each of xdist's workers imports every test module, and pytest rewrites a
+# module's asserts anew wherever its rewritten copy was not kept (about 7 s of CPU per worker
+# on every run), as Python compiles vramtop's modules anew for each process it starts.
+sys.dont_write_bytecode = False
 
 # The properties are judged by what they assert, never by speed: on a loaded machine
 # (two cores, other work beside) Hypothesis's own timing checks failed them for being slow.

@@ -75,7 +75,7 @@ def test_a_launch_that_never_started_is_said_so_in_the_status_line_and_status(
     ended = Supervisor(made).status()
     assert ended.state is ServerState.CRASHED  # (the session format's word stays)
 
-    line = _server_line(Sample(t=0.0, gpu=GpuReading(), info=ended), 0.0, None)
+    line = _server_line(Sample(t=0.0, gpu=GpuReading(), info=ended), 0.0)
     assert line[0] == ("● never started", "bold $error"), line
     code, said = run_captured(["status", "--profile", "imported"])
     assert code == 0 and said.startswith("imported: never started"), said
