@@ -12,10 +12,10 @@ import socket
 import threading
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.frontdoor.upstreams import upstream
+from tests.support import http
 from tests.support.door import real_door
 from tests.support.waiting import wait_until
 from vramtop.core.model import DoorReading, GpuReading
@@ -49,7 +49,7 @@ def test_the_doors_own_report_is_read_and_a_request_through_it_is_counted(
         assert first is not None
         assert (first.in_flight, first.held, first.served, first.holding) == (0, 0, 0, False)
         assert first.e2e_p50_s is None  # nothing measured yet
-        answer = httpx.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
+        answer = http.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
         assert answer.status_code == 200
         after = reader.read()
         assert after is not None and after.served == 1 and after.failed == 0
@@ -64,7 +64,7 @@ def test_the_sampler_puts_the_door_in_its_sample_and_a_recording_keeps_it(
     with upstream() as up, real_door(up, tmp_path) as (proc, url):
         address = url.removeprefix("http://")
         sampler = Sampler(probe=NoGpu(), url=None, door=DoorReader(url, address))
-        httpx.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
+        http.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
         sample = sampler.tick()
         assert sample.door is not None and sample.door.served == 1
         # `--once --json`: an added `front_door` object with the same figures.

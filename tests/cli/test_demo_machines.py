@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 
+from tests.support import http
 from tests.support.cli_run import run_captured
 from tests.support.waiting import wait_until
 from vramtop import locations
@@ -128,7 +128,7 @@ def test_a_custom_front_door_stays_where_it_was_started(tmp_path: Path) -> None:
         last = status(tmp_path, "status", "--demo")
         assert last["front_door"] == address and last["door_pid"] == before["door_pid"]
         assert last["max_model_len"] == 131072
-        answer = httpx.get(f"http://{address}/health", timeout=10)
+        answer = http.get(f"http://{address}/health", timeout=10)
         assert answer.status_code == 200
         # attach finds the vLLM server behind the door, not the door's process.
         attached = run_vramtop(tmp_path, "attach", "--demo")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import http
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository root: tests.support
 from conftest import SERVED_NAME, free_port, sweep, vllm_argv, vllm_env
@@ -77,7 +79,7 @@ def main() -> int:
 
         def ready() -> bool:
             with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(f"{url}/health", timeout=2, trust_env=False).status_code == 200
+                return http.get(f"{url}/health", timeout=2).status_code == 200
             return False
 
         try:

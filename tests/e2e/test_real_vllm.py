@@ -34,6 +34,7 @@ from tests.e2e.conftest import (
     vllm_argv,
     vllm_titled,
 )
+from tests.support import http
 from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
@@ -77,7 +78,7 @@ def vramtop_cli(lab: Lab, *args: str, timeout: float = 600) -> subprocess.Comple
 
 
 def cache_config_info(url: str) -> dict[str, str]:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
+    text = http.get(f"{url}/metrics", timeout=10).text
     match = CACHE_INFO.search(text)
     assert match, "no vllm:cache_config_info in /metrics"
     return dict(LABEL.findall(match.group("labels")))
@@ -285,8 +286,8 @@ def test_the_server_gives_the_samples_read_alone_and_the_scraper_asks_for_them(
     reads and nothing else, ~a twentieth of the page; the scraper settles on it. The server
     is idle here: the two pages' figures are the same."""
     require_running(served)
-    whole = httpx.get(f"{served.url}{WHOLE_PAGE}", timeout=10).text
-    short = httpx.get(f"{served.url}{SHORT_PAGE}", timeout=10).text
+    whole = http.get(f"{served.url}{WHOLE_PAGE}", timeout=10).text
+    short = http.get(f"{served.url}{SHORT_PAGE}", timeout=10).text
     assert parse_metrics(short) == parse_metrics(whole)
     assert series_read(short) == series_read(whole) and only_read(short)
     assert len(short) * 10 < len(whole)
@@ -371,7 +372,7 @@ def test_once_json_shows_the_real_version_and_kv_numbers(served: Served) -> None
     assert data["server"]["state"] == "running"
     assert data["server"]["pid"] == served.supervisor.status().pid
     assert data["server"]["version"] == VLLM_VERSION
-    assert data["server"]["version"] == httpx.get(f"{served.url}/version").json()["version"]
+    assert data["server"]["version"] == http.get(f"{served.url}/version").json()["version"]
     assert data["server"]["model"] == SERVED_NAME
     assert data["server"]["max_model_len"] == MAX_MODEL_LEN
     raw = cache_config_info(served.url)

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import SERVED_NAME, VLLM_PYTHON_ENV, Lab, free_port, vllm_argv
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
 
@@ -65,7 +66,7 @@ def wait_answering(p: Proc, path: str, timeout_s: float) -> None:
     def answering() -> bool:
         assert p.proc.poll() is None, f"exited {p.proc.returncode}:\n{p.text()[-3000:]}"
         with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(p.url + path, timeout=2).status_code == 200
+            return http.get(p.url + path, timeout=2).status_code == 200
         return False
 
     wait_until(
@@ -208,7 +209,7 @@ def test_the_same_prompts_stream_the_same_through_the_door(
     # A longer answer, whose chunks come over time even when the short ones came at once.
     long = {**body(PROMPTS[0], chat), "max_tokens": 400, "ignore_eos": True}
     assert len(raw_events(door.url, long, chat)) > 10
-    status = httpx.get(door.url + protocol.PREFIX).json()
+    status = http.get(door.url + protocol.PREFIX).json()
     assert status["failed"] == 0 and status["served"] >= len(PROMPTS)
     assert status["ttft_p50_s"] is not None and status["decode_tps_p50"] is not None
     assert status["decode_tps_p50"] > 0 and status["e2e_p50_s"] >= status["ttft_p50_s"]
@@ -258,11 +259,11 @@ def test_the_openai_client_reads_the_same_stream_through_the_door(vllm: Proc, do
 
 def test_vllm_routes_and_the_key_go_through(vllm: Proc, door: Proc) -> None:
     for path in ("/health", "/version"):
-        direct = httpx.get(vllm.url + path, timeout=10)
-        through = httpx.get(door.url + path, timeout=10)
+        direct = http.get(vllm.url + path, timeout=10)
+        through = http.get(door.url + path, timeout=10)
         assert (through.status_code, through.content) == (direct.status_code, direct.content)
     direct, through = (
-        httpx.get(u + "/v1/models", headers=AUTH, timeout=10) for u in (vllm.url, door.url)
+        http.get(u + "/v1/models", headers=AUTH, timeout=10) for u in (vllm.url, door.url)
     )
     assert through.status_code == direct.status_code == 200
 
@@ -271,8 +272,8 @@ def test_vllm_routes_and_the_key_go_through(vllm: Proc, door: Proc) -> None:
         return [{**m, "permission": None, "created": None} for m in answer.json()["data"]]
 
     assert models(through) == models(direct) and models(through)[0]["id"] == SERVED_NAME
-    assert httpx.get(door.url + "/v1/models", timeout=10).status_code == 401
-    metrics = httpx.get(door.url + "/metrics", timeout=10)
+    assert http.get(door.url + "/v1/models", timeout=10).status_code == 401
+    metrics = http.get(door.url + "/metrics", timeout=10)
     assert metrics.status_code == 200 and b"vllm:num_requests_running" in metrics.content
 
 
@@ -293,12 +294,12 @@ def test_held_requests_complete_once_released_to_vllm(lab: Lab, vllm: Proc, tmp_
         for t in threads:
             t.start()
         wait_until(
-            lambda: httpx.get(door.url + protocol.PREFIX).json()["held"] >= 3,
+            lambda: http.get(door.url + protocol.PREFIX).json()["held"] >= 3,
             deadline_s=30,
             what="the three clients held",
         )
         time.sleep(1.0)  # not a wait: the clients are held 1 s, the longest hold read below
-        released = httpx.post(
+        released = http.post(
             door.url + protocol.RELEASE_ROUTE,
             json={"upstream": vllm.url},
             headers={protocol.TOKEN_HEADER: TOKEN},
@@ -308,7 +309,7 @@ def test_held_requests_complete_once_released_to_vllm(lab: Lab, vllm: Proc, tmp_
             t.join(120)
         expected = [text_of(raw_events(vllm.url, body(p, False), False), False) for p in PROMPTS]
         assert results == expected
-        status = httpx.get(door.url + protocol.PREFIX).json()
+        status = http.get(door.url + protocol.PREFIX).json()
         assert (status["served"], status["failed"], status["held"]) == (3, 0, 0)
         assert status["longest_hold_s"] >= 1.0
         print(f"longest hold: {status['longest_hold_s']:.2f} s")

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import ServerState
@@ -67,7 +68,7 @@ class Streams:
 
 
 def running_requests(url: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+    for line in http.get(f"{url}/metrics", timeout=10).text.splitlines():
         if line.startswith("vllm:num_requests_running"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
@@ -96,8 +97,8 @@ def test_a_key_in_another_variable_protects_the_real_server(
 ) -> None:
     sup, profile = keyed
     url = profile.url
-    assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
-    ok = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert http.get(f"{url}/v1/models", timeout=30).status_code == 401
+    ok = http.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
     assert ok.status_code == 200 and ok.json()["data"][0]["id"] == SERVED_NAME
     info = sup.status()
     for pid in info.pids:
@@ -132,4 +133,4 @@ def test_a_restart_confirmed_under_load_ends_the_tree_and_comes_back_keyed(
     assert not [p for p in old_tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     info = sup.status()
     assert info.state is ServerState.RUNNING and info.pid != old.pid
-    assert httpx.get(f"{url}/v1/models", timeout=30).status_code == 401
+    assert http.get(f"{url}/v1/models", timeout=30).status_code == 401

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.frontdoor.upstreams import upstream
+from tests.support import http
 from tests.support.door import real_door
 from vramtop.core.exposition import ExportState, series_for
 from vramtop.core.model import GIB, DoorReading, GpuDevice, GpuReading, Sample
@@ -85,7 +85,7 @@ def test_the_exporter_serves_what_the_real_door_sees(tmp_path: Path) -> None:
     pytest.importorskip("aiohttp")
     with upstream() as up, real_door(up, tmp_path) as (_proc, url):
         for _ in range(2):
-            answer = httpx.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
+            answer = http.post(url + "/v1/completions", json={"prompt": "hi"}, timeout=10)
             assert answer.status_code == 200
         door = DoorReader(url, url.removeprefix("http://"))
         backend = MachineBackend(

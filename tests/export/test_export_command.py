@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop import cli
 from vramtop.commands.export import exposure_warning, parse_listen
@@ -113,7 +113,7 @@ def test_it_serves_a_server_that_is_down_warns_beyond_loopback_and_stops_on_sigt
         assert match, "".join(lines)
         url = f"http://127.0.0.1:{match.group(1)}/metrics"
         text = wait_until(
-            lambda: "vramtop_server_up 0.0" in (page := httpx.get(url, timeout=10).text) and page,
+            lambda: "vramtop_server_up 0.0" in (page := http.get(url, timeout=10).text) and page,
             deadline_s=60,
             what="the server down on the page",
         )
@@ -121,7 +121,7 @@ def test_it_serves_a_server_that_is_down_warns_beyond_loopback_and_stops_on_sigt
         # More failed samples (the error count two higher): still said once.
         first = server_errors(text)
         wait_until(
-            lambda: server_errors(httpx.get(url, timeout=10).text) >= first + 2,
+            lambda: server_errors(http.get(url, timeout=10).text) >= first + 2,
             deadline_s=60,
             what="two more failed samples",
         )

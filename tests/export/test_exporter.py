@@ -8,10 +8,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
 from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
@@ -62,7 +62,7 @@ def serving(exporter: Exporter) -> Iterator[str]:
 
 def scrape(url: str) -> dict[str, float]:
     """One scrape within Prometheus's timeout, as {series: value}."""
-    response = httpx.get(url, timeout=SCRAPE_TIMEOUT_S)
+    response = http.get(url, timeout=SCRAPE_TIMEOUT_S)
     assert response.status_code == 200
     out = {}
     for family in text_string_to_metric_families(response.text):

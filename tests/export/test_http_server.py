@@ -8,10 +8,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.export.test_exporter import CARD
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
@@ -51,7 +51,7 @@ def test_idle_connections_hold_no_thread_and_a_scrape_still_answers() -> None:
         try:
             wait_for(lambda: server.open_connections == min(200, 64))
             during = threading.active_count()
-            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
+            answer = http.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
         finally:
             for sock in sockets:
                 sock.close()
@@ -75,7 +75,7 @@ def test_past_the_limit_the_longest_idle_connection_makes_room_for_a_scrape() ->
         try:
             wait_for(lambda: server.open_connections == 8)
             assert sockets[0].recv(1) == b""  # the first one opened was closed
-            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
+            answer = http.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10)
         finally:
             for sock in sockets:
                 sock.close()
@@ -90,7 +90,7 @@ def test_a_scrape_is_answered_while_clients_send_half_a_request() -> None:
         try:
             for sock in sockets:
                 sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-            answer = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=30)
+            answer = http.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=30)
         finally:
             for sock in sockets:
                 sock.close()
@@ -121,7 +121,7 @@ def test_the_exporter_serves_its_own_process_metrics() -> None:
     exporter = Exporter(OneSample())
     exporter.sample_once()
     with serving(exporter.registry()) as server:
-        text = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text
+        text = http.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10).text
     for name in (
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",

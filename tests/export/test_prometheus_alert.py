@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.support import http
 from tests.support.prometheus import running_prometheus, stop
 from tests.support.waiting import wait_until
 from vramtop.commands.export import RULES_FILE, asset_text
@@ -107,14 +108,14 @@ def prometheus(exporter: Running, tmp_path: Path) -> Iterator[str]:
 
 
 def query(base: str, promql: str) -> list[dict[str, Any]]:
-    body = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=10).json()
+    body = http.get(f"{base}/api/v1/query", params={"query": promql}, timeout=10).json()
     assert body["status"] == "success", body
     result: list[dict[str, Any]] = body["data"]["result"]
     return result
 
 
 def alert_states(base: str, name: str) -> list[str]:
-    body = httpx.get(f"{base}/api/v1/alerts", timeout=10).json()
+    body = http.get(f"{base}/api/v1/alerts", timeout=10).json()
     return [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == name]
 
 
@@ -161,7 +162,7 @@ def test_a_simulated_call_fires_the_collapse_and_spill_alerts_in_prometheus(
         lambda: "firing" in alert_states(prometheus, "VllmSpillToSharedMemory"),
         60,
     )
-    body = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
+    body = http.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
     print(json.dumps(body["data"]["alerts"], indent=1))  # shown with -s: the closing note
     suggested = query(
         prometheus,
@@ -215,5 +216,5 @@ def test_a_crash_and_a_stopped_exporter_fire_their_alerts_in_prometheus(
         assert query(prometheus, 'up{job="vramtop"} == 0')
     finally:
         exporter.proc.send_signal(signal.SIGCONT)
-    body = httpx.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
+    body = http.get(f"{prometheus}/api/v1/alerts", timeout=10).json()
     print(json.dumps(body["data"]["alerts"], indent=1))  # shown with -s

@@ -17,6 +17,7 @@ import pytest
 
 # The simulated machine's fixtures, as the sim tests use them.
 from tests.sim.conftest import home, machine, machine_factory, server_factory
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
 from vramtop.sim.machine import free_port
@@ -43,20 +44,20 @@ class Door:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the door exited {self.proc.returncode}:\n{self.text()}")
             with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(self.url + protocol.PREFIX, timeout=1).status_code == 200
+                return http.get(self.url + protocol.PREFIX, timeout=1).status_code == 200
             return False
 
         wait_until(answering, deadline_s=timeout_s, what=lambda: f"the door:\n{self.text()}")
         return self
 
     def status(self) -> dict[str, Any]:
-        answer: dict[str, Any] = httpx.get(self.url + protocol.PREFIX, timeout=5).json()
+        answer: dict[str, Any] = http.get(self.url + protocol.PREFIX, timeout=5).json()
         return answer
 
     def post(
         self, route: str, body: dict[str, Any], token: str | None = None, timeout: float = 30
     ) -> httpx.Response:
-        return httpx.post(
+        return http.post(
             self.url + route,
             json=body,
             headers={protocol.TOKEN_HEADER: self.token if token is None else token},

@@ -7,10 +7,10 @@ import json
 import socket
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.frontdoor.upstreams import upstream
+from tests.support import http
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,9 +72,9 @@ def test_a_request_the_door_does_not_forward_is_a_400_in_openai_shape(
         assert set(error) == {"message", "type", "param", "code"}
         assert (error["type"], error["code"]) == ("bad_request", 400)
         assert error["message"].startswith("vramtop's front door did not forward this request")
-        assert httpx.get(url + "/seen").json() == [["GET", "/seen"]]  # vLLM saw nothing
+        assert http.get(url + "/seen").json() == [["GET", "/seen"]]  # vLLM saw nothing
         # The door goes on serving, and its log has a line, no traceback.
-        assert httpx.get(door.url + "/echo").status_code == 200
+        assert http.get(door.url + "/echo").status_code == 200
         log = door.text()
         assert "Traceback" not in log and "refused" in log
         assert "10.0.0.1" not in log and "passwd" not in log  # the target is not repeated
@@ -89,8 +89,8 @@ def test_a_body_promised_with_expect_and_never_sent_forwards_nothing(door_factor
             )
             assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue")
             # Others are served meanwhile; vLLM has not seen the waiting request.
-            assert httpx.get(door.url + "/echo").status_code == 200
-            assert ["POST", "/body"] not in httpx.get(url + "/seen").json()
+            assert http.get(door.url + "/echo").status_code == 200
+            assert ["POST", "/body"] not in http.get(url + "/seen").json()
         assert "Traceback" not in door.text()
 
 
@@ -101,7 +101,7 @@ def test_clients_that_never_finish_their_headers_hold_nobody_up(door_factory: An
         try:
             for sock in sockets:
                 sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: door\r\n")
-            assert httpx.get(door.url + "/echo", timeout=30).status_code == 200
+            assert http.get(door.url + "/echo", timeout=30).status_code == 200
         finally:
             for sock in sockets:
                 sock.close()

@@ -14,6 +14,7 @@ import pytest
 
 from tests.frontdoor.test_door_holding import wait_for
 from tests.frontdoor.upstreams import upstream, upstream_server
+from tests.support import http
 from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,7 +31,7 @@ class Post(threading.Thread):
         self.answer: httpx.Response | None = None
 
     def run(self) -> None:
-        self.answer = httpx.post(self.url + self.path, content=self.body, timeout=60)
+        self.answer = http.post(self.url + self.path, content=self.body, timeout=60)
 
 
 def assert_413(answer: httpx.Response) -> None:
@@ -44,10 +45,10 @@ def assert_413(answer: httpx.Response) -> None:
 def test_a_body_over_the_limit_is_a_413_and_not_forwarded(door_factory: Any) -> None:
     with upstream() as url:
         door = door_factory(url, "--max-body-mib", "1")
-        assert_413(httpx.post(door.url + "/body", content=b"x" * (MIB + 1), timeout=60))
-        assert httpx.get(url + "/seen").json() == [["GET", "/seen"]]
+        assert_413(http.post(door.url + "/body", content=b"x" * (MIB + 1), timeout=60))
+        assert http.get(url + "/seen").json() == [["GET", "/seen"]]
         assert door.status()["failed"] == 1
-        ok = httpx.post(door.url + "/body", content=b"x" * MIB, timeout=60)
+        ok = http.post(door.url + "/body", content=b"x" * MIB, timeout=60)
         assert ok.status_code == 200 and len(ok.content) == MIB
 
 
@@ -58,9 +59,9 @@ def test_a_chunked_body_over_the_limit_is_a_413(door_factory: Any) -> None:
 
     with upstream() as url:
         door = door_factory(url, "--max-body-mib", "1")
-        assert_413(httpx.post(door.url + "/body", content=chunks(), timeout=60))
+        assert_413(http.post(door.url + "/body", content=chunks(), timeout=60))
         # One under the limit, chunked too, goes through whole.
-        small = httpx.post(door.url + "/body", content=iter([b"a" * 1000, b"b" * 1000]))
+        small = http.post(door.url + "/body", content=iter([b"a" * 1000, b"b" * 1000]))
         assert small.status_code == 200 and small.content == b"a" * 1000 + b"b" * 1000
         assert door.status()["in_flight"] == 0
 
@@ -92,9 +93,9 @@ def test_a_streamed_body_goes_through_whole(door_factory: Any) -> None:
     body = bytes(range(256)) * (8 * MIB // 256)
     with upstream() as url:
         door = door_factory(url, "--body-memory-mib", "0")
-        answer = httpx.post(door.url + "/body", content=body, timeout=60)
+        answer = http.post(door.url + "/body", content=body, timeout=60)
         assert answer.status_code == 200 and answer.content == body
-        assert json.loads(httpx.get(url + "/seen").content)[0] == ["POST", "/body"]
+        assert json.loads(http.get(url + "/seen").content)[0] == ["POST", "/body"]
 
 
 @pytest.mark.parametrize("value", ["-1", "lots", "nan", "2e9"])
@@ -117,7 +118,7 @@ def test_a_request_vllm_drops_while_holding_is_sent_again_only_when_kept(
         door = door_factory(url, "--body-memory-mib", "1" if kept else "0")
         client = Post(door.url, body, "/drop-once")
         client.start()
-        assert wait_for(lambda: ["POST", "/drop-once"] in httpx.get(url + "/seen").json())
+        assert wait_for(lambda: ["POST", "/drop-once"] in http.get(url + "/seen").json())
         # A restart begins: the door holds, then vLLM goes away before answering.
         assert door.post(protocol.HOLD_ROUTE, {"drain_s": 0}).json()["drained"] is False
         server.drop_now.set()  # type: ignore[attr-defined]
@@ -153,4 +154,4 @@ def test_a_client_that_leaves_mid_body_leaves_nothing_behind(door_factory: Any, 
 
         assert wait_for(settled)
         assert "Traceback" not in door.text()
-        assert httpx.post(door.url + "/body", content=b"next").content == b"next"
+        assert http.post(door.url + "/body", content=b"next").content == b"next"

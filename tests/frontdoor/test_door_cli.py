@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.frontdoor.test_door_holding import wait_for
+from tests.support import http
 from vramtop.frontdoor.stats_file import STATS_KEYS
 from vramtop.sim.machine import free_port
 
@@ -149,6 +149,6 @@ def test_a_file_put_in_the_stats_file_place_is_left_alone(
     assert wait_for(lambda: path.exists())
     path.unlink()
     path.write_text("someone else's\n")  # a new file in its place, between two writes
-    httpx.get(d.url + "/nowhere")  # a change the door would write out
+    http.get(d.url + "/nowhere")  # a change the door would write out
     assert wait_for(lambda: "stopped writing its stats" in d.text())
     assert path.read_text() == "someone else's\n"

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.frontdoor.upstreams import GZIPPED, sse_events, upstream
+from tests.support import http
 from vramtop.sim.machine import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,7 +41,7 @@ def test_an_sse_stream_comes_through_byte_for_byte(door_factory: Any) -> None:
 def test_headers_pass_both_ways_and_hop_by_hop_ones_stop(door_factory: Any) -> None:
     with upstream() as url:
         door = door_factory(url)
-        resp = httpx.get(
+        resp = http.get(
             door.url + "/echo?x=1&y=%2F",
             headers={
                 "Authorization": "Bearer sk-secret-key",
@@ -78,7 +79,7 @@ def test_a_large_body_goes_through_whole(door_factory: Any) -> None:
     body = bytes(range(256)) * (5 * 4096)  # 5 MiB, over aiohttp's own 1 MiB default limit
     with upstream() as url:
         door = door_factory(url)
-        resp = httpx.post(door.url + "/body", content=body, timeout=30)
+        resp = http.post(door.url + "/body", content=body, timeout=30)
         assert resp.status_code == 200 and resp.content == body
 
 
@@ -100,7 +101,7 @@ def test_a_stream_the_upstream_cuts_is_cut_for_the_client_too(door_factory: Any)
 
 def test_upstream_down_is_a_502_in_openai_shape(door_factory: Any) -> None:
     door = door_factory(f"http://127.0.0.1:{free_port()}")
-    resp = httpx.post(door.url + "/v1/completions", json={"prompt": "hi"})
+    resp = http.post(door.url + "/v1/completions", json={"prompt": "hi"})
     assert resp.status_code == 502
     error = resp.json()["error"]
     assert error["type"] == "upstream_unavailable" and error["code"] == 502
@@ -111,10 +112,10 @@ def test_upstream_down_is_a_502_in_openai_shape(door_factory: Any) -> None:
 def test_vllm_routes_through_the_door_answer_as_direct(sim_server: Any, door_factory: Any) -> None:
     door = door_factory(sim_server.url)
     for path in ("/health", "/v1/models", "/version", "/nowhere"):
-        direct, through = httpx.get(sim_server.url + path), httpx.get(door.url + path)
+        direct, through = http.get(sim_server.url + path), http.get(door.url + path)
         assert (through.status_code, through.content) == (direct.status_code, direct.content)
         assert through.headers["content-type"] == direct.headers["content-type"]
-    direct, through = httpx.get(sim_server.url + "/metrics"), httpx.get(door.url + "/metrics")
+    direct, through = http.get(sim_server.url + "/metrics"), http.get(door.url + "/metrics")
     assert through.status_code == 200
     assert through.headers["content-type"] == direct.headers["content-type"]
     names = re.compile(rb"^(vllm:\w+)", re.M)
@@ -170,8 +171,8 @@ def test_the_api_key_reaches_vllm(machine: Any, server_factory: Any, door_factor
     server = server_factory(machine, 0.93, api_key="sk-door-test")
     assert server.wait_ready()
     door = door_factory(server.url)
-    assert httpx.get(door.url + "/v1/models").status_code == 401
-    ok = httpx.get(door.url + "/v1/models", headers={"Authorization": "Bearer sk-door-test"})
+    assert http.get(door.url + "/v1/models").status_code == 401
+    ok = http.get(door.url + "/v1/models", headers={"Authorization": "Bearer sk-door-test"})
     assert ok.status_code == 200 and ok.json()["data"]
     assert "sk-door-test" not in door.text()
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.frontdoor.upstreams import upstream
+from tests.support import http
 from tests.support.waiting import stays, wait_until
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.web_app import MAX_CONTROL_BYTES
@@ -38,6 +39,9 @@ class Client(threading.Thread):
         self.content = b""
         self.error: str | None = None
         self.done_at: float | None = None
+        # Its answer has begun (a first chunk came): the door lets a begun stream finish,
+        # and sends one not begun again to the server after a hold.
+        self.begun = threading.Event()
 
     def run(self) -> None:
         try:
@@ -47,7 +51,9 @@ class Client(threading.Thread):
             ):
                 self.status = resp.status_code
                 self.headers = resp.headers
-                self.content = b"".join(resp.iter_raw())
+                for chunk in resp.iter_raw():
+                    self.content += chunk
+                    self.begun.set()
         except httpx.HTTPError as exc:
             self.error = repr(exc)
         self.done_at = time.monotonic()
@@ -106,6 +112,7 @@ def test_hold_drains_the_requests_in_flight_first(sim_server: Any, door_factory:
     # 2 s of 150 tokens ran out first on a busy machine (the hold then found nothing in flight).
     long = Client(door.url, {**BODY, "max_tokens": 1500})
     long.start()
+    assert long.begun.wait(20)
     assert wait_for(lambda: door.status()["in_flight"] == 1)
     short = door.post(protocol.HOLD_ROUTE, {"drain_s": 0.2}).json()
     assert (short["drained"], short["in_flight"], short["replayed"]) == (False, 1, 0)
@@ -123,7 +130,7 @@ def test_a_request_held_too_long_gets_a_503_it_can_read(door_factory: Any) -> No
     with upstream() as url:
         door = door_factory(url, "--hold-s", "1")
         door.post(protocol.HOLD_ROUTE, {"drain_s": 1})
-        resp = httpx.post(door.url + "/v1/completions", json=BODY, timeout=30)
+        resp = http.post(door.url + "/v1/completions", json=BODY, timeout=30)
         assert resp.status_code == 503
         assert resp.headers["retry-after"] == "30"
         assert resp.json() == {
@@ -163,7 +170,7 @@ def test_fail_answers_every_held_request_at_once(door_factory: Any) -> None:
             assert c.done_at is not None and c.done_at - asked < 5
         # Holding ended: a new request is forwarded again.
         assert door.status()["holding"] is False
-        assert httpx.get(door.url + "/echo").status_code == 200
+        assert http.get(door.url + "/echo").status_code == 200
 
 
 def test_control_routes_need_the_token(door_factory: Any) -> None:
@@ -176,7 +183,7 @@ def test_control_routes_need_the_token(door_factory: Any) -> None:
                 assert resp.json()["error"]["type"] == "forbidden"
         assert door.status()["holding"] is False
         # Reading needs none.
-        assert httpx.get(door.url + protocol.PREFIX).status_code == 200
+        assert http.get(door.url + protocol.PREFIX).status_code == 200
         assert door.post(protocol.RELEASE_ROUTE, {}).json() == {"released": 0}
         untokened = door_factory(url, token=None)
         resp = untokened.post(protocol.HOLD_ROUTE, {}, token="anything")
@@ -198,7 +205,7 @@ def test_a_bad_control_body_is_a_400(door_factory: Any, route: str, body: Any) -
     door = door_factory(f"http://127.0.0.1:{free_port()}")
     resp = door.post(route, body)
     assert resp.status_code == 400 and resp.json()["error"]["type"] == "bad_request"
-    bad_json = httpx.post(
+    bad_json = http.post(
         door.url + route, content=b"{nope", headers={protocol.TOKEN_HEADER: door.token}
     )
     assert bad_json.status_code == 400
@@ -222,6 +229,7 @@ def test_sigterm_lets_the_stream_finish_and_answers_the_held(
     door = door_factory(sim_server.url)
     streaming = Client(door.url, {**BODY, "max_tokens": 80})
     streaming.start()
+    assert streaming.begun.wait(20)
     assert wait_for(lambda: door.status()["in_flight"] == 1)
     # A second client arrives while the door holds (the stream still runs).
     threading.Thread(target=door.post, args=(protocol.HOLD_ROUTE, {"drain_s": 60})).start()
@@ -270,8 +278,8 @@ def test_a_client_gone_while_held_is_not_forwarded(door_factory: Any) -> None:
         status = door.status()
         assert (status["in_flight"], status["served"], status["failed"]) == (0, 0, 0)
         # The upstream never saw it; the next request goes through.
-        assert httpx.get(door.url + "/echo?next=1").status_code == 200
-        assert httpx.get(url + "/seen").json() == [["GET", "/echo?next=1"], ["GET", "/seen"]]
+        assert http.get(door.url + "/echo?next=1").status_code == 200
+        assert http.get(url + "/seen").json() == [["GET", "/echo?next=1"], ["GET", "/seen"]]
 
 
 def test_a_control_body_nested_too_deeply_is_answered_400(door_factory: Any) -> None:
@@ -279,7 +287,7 @@ def test_a_control_body_nested_too_deeply_is_answered_400(door_factory: Any) -> 
     # the size a control body may have: not JSON, as any other damaged body.
     door = door_factory(None)
     depth = MAX_CONTROL_BYTES - 1
-    answer = httpx.post(
+    answer = http.post(
         door.url + protocol.PREFIX + "/hold",
         content=b"[" * depth,
         headers={protocol.TOKEN_HEADER: door.token, "content-type": "application/json"},

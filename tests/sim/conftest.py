@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.sim.machine import SimMachine, free_port
 
@@ -34,7 +35,7 @@ class RunningServer:
             if self.proc.poll() is not None:
                 return True
             with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(self.url + "/health", timeout=0.5).status_code == 200
+                return http.get(self.url + "/health", timeout=0.5).status_code == 200
             return False
 
         wait_until(

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from tests.support import http
 from tests.support.waiting import wait_until
 
 SPEED = 20.0  # simulated time runs 20 times faster (a call ramps up in 0.2 s)
@@ -27,7 +28,7 @@ class Agent:
     def _run(self) -> None:
         body = {"prompt": "x" * 8000, "max_tokens": 10**7, "stream": True}
         try:
-            with httpx.stream("POST", self.url + "/v1/completions", json=body, timeout=30) as r:
+            with http.stream("POST", self.url + "/v1/completions", json=body, timeout=30) as r:
                 for _ in r.iter_lines():
                     if self.stop.is_set():
                         return

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from typing import Any
 
-import httpx
 import psutil
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
@@ -40,7 +40,7 @@ def test_load_generator_streams_requests(machine_factory: Any, server_factory: A
 
 
 def _generated_tokens(url: str) -> float:
-    metrics = parse_metrics(httpx.get(f"{url}/metrics", timeout=5).text)
+    metrics = parse_metrics(http.get(f"{url}/metrics", timeout=5).text)
     return metrics.generation_tokens_total or 0.0
 
 
@@ -121,7 +121,7 @@ def test_agent_mode_varies_how_many_streams_run(machine_factory: Any, server_fac
     try:
 
         def both_seen() -> bool:
-            m = parse_metrics(httpx.get(f"{s.url}/metrics", timeout=5).text)
+            m = parse_metrics(http.get(f"{s.url}/metrics", timeout=5).text)
             if m.requests_running is not None:
                 seen.add(m.requests_running)
             prompts.append(m.prompt_tokens_total or 0.0)

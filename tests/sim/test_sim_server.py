@@ -9,10 +9,10 @@ import subprocess
 import sys
 from typing import Any
 
-import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support import http
 from tests.support.waiting import stays, wait_until
 from vramtop.sim.card import GIB
 
@@ -49,13 +49,13 @@ def test_starts_prints_vllm_lines_and_serves(machine: Any, server_factory: Any) 
     assert f"Starting vLLM server on http://127.0.0.1:{s.port}" in log
     assert "Application startup complete." in log
 
-    assert httpx.get(s.url + "/health").status_code == 200
-    assert httpx.get(s.url + "/version").json() == {"version": "0.29.0"}
-    models = httpx.get(s.url + "/v1/models").json()["data"]
+    assert http.get(s.url + "/health").status_code == 200
+    assert http.get(s.url + "/version").json() == {"version": "0.29.0"}
+    models = http.get(s.url + "/v1/models").json()["data"]
     assert models[0]["id"] == "qwen3.8-27b-nvfp4" and models[0]["max_model_len"] == 262_144
 
     families = {
-        f.name: f for f in text_string_to_metric_families(httpx.get(s.url + "/metrics").text)
+        f.name: f for f in text_string_to_metric_families(http.get(s.url + "/metrics").text)
     }
     for name in (
         "vllm:num_requests_running",
@@ -93,36 +93,36 @@ def test_streaming_and_plain_completions_produce_tokens(
         "stream": True,
     }
     chunks, done = [], False
-    with httpx.stream("POST", s.url + "/v1/completions", json=body, timeout=30) as r:
+    with http.stream("POST", s.url + "/v1/completions", json=body, timeout=30) as r:
         for line in r.iter_lines():
             if line == "data: [DONE]":
                 done = True
             elif line.startswith("data: "):
                 chunks.append(line)
     assert done and len(chunks) >= 2
-    plain = httpx.post(
+    plain = http.post(
         s.url + "/v1/chat/completions",
         timeout=30,
         json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12},
     ).json()
     assert plain["usage"]["completion_tokens"] == 12
     assert plain["choices"][0]["message"]["content"]
-    metrics = httpx.get(s.url + "/metrics").text
+    metrics = http.get(s.url + "/metrics").text
     gen = re.search(r"^vllm:generation_tokens_total\{.*\} ([\d.]+)$", metrics, re.M)
     assert gen and float(gen.group(1)) >= 42
-    wrong = httpx.post(s.url + "/v1/completions", json={"model": "other", "prompt": "x"})
+    wrong = http.post(s.url + "/v1/completions", json={"model": "other", "prompt": "x"})
     assert wrong.status_code == 404
 
 
 def test_api_key_protects_v1_only(machine: Any, server_factory: Any) -> None:
     s = server_factory(machine, 0.93, api_key="sekrit")
     assert s.wait_ready()
-    assert httpx.get(s.url + "/v1/models").status_code == 401
-    assert httpx.get(s.url + "/v1/models").json() == {"error": "Unauthorized"}
-    ok = httpx.get(s.url + "/v1/models", headers={"Authorization": "Bearer sekrit"})
+    assert http.get(s.url + "/v1/models").status_code == 401
+    assert http.get(s.url + "/v1/models").json() == {"error": "Unauthorized"}
+    ok = http.get(s.url + "/v1/models", headers={"Authorization": "Bearer sekrit"})
     assert ok.status_code == 200
-    assert httpx.get(s.url + "/health").status_code == 200
-    assert httpx.get(s.url + "/metrics").status_code == 200
+    assert http.get(s.url + "/health").status_code == 200
+    assert http.get(s.url + "/metrics").status_code == 200
     # vLLM prints the keys given on its command line (a list) among its non-default args.
     assert "non-default args: {" in s.text() and "'api_key': ['sekrit']" in s.text()
 
@@ -133,8 +133,8 @@ def test_the_key_is_read_from_vllm_api_key_and_not_printed(
     """As vLLM: VLLM_API_KEY is the other place a key is read from (no other variable is)."""
     s = server_factory(machine, 0.93, env={**machine.server_env(), "VLLM_API_KEY": "env-key-9"})
     assert s.wait_ready()
-    assert httpx.get(s.url + "/v1/models").status_code == 401
-    ok = httpx.get(s.url + "/v1/models", headers={"Authorization": "Bearer env-key-9"})
+    assert http.get(s.url + "/v1/models").status_code == 401
+    ok = http.get(s.url + "/v1/models", headers={"Authorization": "Bearer env-key-9"})
     assert ok.status_code == 200
     assert "env-key-9" not in s.text() and "api_key" not in s.text()
 
@@ -177,7 +177,7 @@ def test_max_model_len_auto_fits_the_ceiling_to_the_pool(machine: Any, server_fa
     m = re.search(r"Auto-fit max_model_len: reduced from 262144 to (\d+) to fit in available", log)
     assert m, log[-2000:]
     fitted = int(m.group(1))
-    models = httpx.get(s.url + "/v1/models").json()["data"]
+    models = http.get(s.url + "/v1/models").json()["data"]
     assert models[0]["max_model_len"] == fitted < 262_144
     assert re.search(rf"Maximum concurrency for {fitted:,} tokens per request: 1\.00x", log)
 

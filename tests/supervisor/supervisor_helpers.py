@@ -17,6 +17,7 @@ from typing import IO, Any
 import httpx
 import psutil
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import GpuReading
@@ -68,7 +69,7 @@ def ledger_empty(ledger: Path) -> bool:
 def healthy(port: int) -> bool:
     """The server on `port` answers /health."""
     with contextlib.suppress(httpx.HTTPError):
-        return httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+        return http.get(f"http://127.0.0.1:{port}/health").status_code == 200
     return False
 
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
+from tests.support import http
 from vramtop import cli, profiles
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.secrets import MASK
@@ -51,9 +51,9 @@ def test_a_key_in_any_variable_reaches_the_server_as_vllm_api_key(
     assert sup.start().ok, sup.record()
     try:
         url = profile.url
-        assert httpx.get(f"{url}/v1/models", timeout=5).status_code == 401
+        assert http.get(f"{url}/v1/models", timeout=5).status_code == 401
         bearer = {"Authorization": f"Bearer {KEY}"}
-        assert httpx.get(f"{url}/v1/models", headers=bearer, timeout=5).status_code == 200
+        assert http.get(f"{url}/v1/models", headers=bearer, timeout=5).status_code == 200
         info = sup.status()
         assert KEY not in _cmdlines(info.pids)  # never in argv, where `ps` shows it
         (server,) = sim_api_servers(machine)

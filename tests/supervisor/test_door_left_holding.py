@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sim_helpers import sim_profile
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.machines.demo_world import memory_released_check
@@ -76,7 +77,7 @@ def test_a_relaunch_killed_during_its_start_leaves_no_request_held(
 
         answers: list[httpx.Response] = []
         asked = threading.Thread(
-            target=lambda: answers.append(httpx.get(f"{sup.agent_url}/v1/models", timeout=120))
+            target=lambda: answers.append(http.get(f"{sup.agent_url}/v1/models", timeout=120))
         )
         asked.start()
         wait_for(lambda: (door.info(rec) or {}).get("held") == 1)
@@ -126,7 +127,7 @@ def test_the_demos_door_left_holding_after_its_world_went_is_answered_by_status(
 
     answers: list[httpx.Response] = []
     url = f"http://{address}/v1/models"
-    asked = threading.Thread(target=lambda: answers.append(httpx.get(url, timeout=120)))
+    asked = threading.Thread(target=lambda: answers.append(http.get(url, timeout=120)))
     asked.start()
     try:
         wait_for(lambda: (door.info(rec) or {}).get("held") == 1)

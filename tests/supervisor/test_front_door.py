@@ -17,6 +17,7 @@ import psutil
 import pytest
 from sim_helpers import gone, sim_profile
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
@@ -69,7 +70,7 @@ def test_restart_and_relaunch_under_load_fail_no_request(machine: SimMachine) ->
     assert f"--port {rec.internal_port}" in " ".join(rec.argv)
     assert sup.profile.port == profile.port and sup.agent_url == profile.url
     assert sup.scrape_url == f"http://127.0.0.1:{rec.internal_port}"
-    assert httpx.get(f"{sup.scrape_url}/health", timeout=2).status_code == 200
+    assert http.get(f"{sup.scrape_url}/health", timeout=2).status_code == 200
     # The console reads vLLM behind the door, not through it.
     assert live_machine(profile, None, None).sampler.url == sup.scrape_url
 
@@ -253,7 +254,7 @@ def test_a_restart_whose_start_breaks_fails_what_the_door_holds_at_once(
     import threading
 
     def ask() -> None:
-        answers.append(httpx.get(f"{sup.agent_url}/v1/models", timeout=60))
+        answers.append(http.get(f"{sup.agent_url}/v1/models", timeout=60))
 
     held = threading.Thread(target=ask)
     assert not sup.restart().ok
@@ -303,7 +304,7 @@ def test_a_door_started_before_its_server_serves_holds_what_arrives_at_once(
         answers: list[int] = []
         asking = threading.Thread(
             target=lambda: answers.append(
-                httpx.get(f"http://{address}/v1/models", timeout=60, trust_env=False).status_code
+                http.get(f"http://{address}/v1/models", timeout=60).status_code
             )
         )
         asking.start()
@@ -347,7 +348,7 @@ def test_a_restart_sends_a_request_not_answered_yet_again_and_its_event_says_so(
         body = {"prompt": "write at length", "max_tokens": 2000}
         agent = threading.Thread(
             target=lambda: answers.append(
-                httpx.post(f"{sup.agent_url}/v1/completions", json=body, timeout=170)
+                http.post(f"{sup.agent_url}/v1/completions", json=body, timeout=170)
             ),
             daemon=True,
         )

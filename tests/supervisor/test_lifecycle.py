@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import psutil
 from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, healthy, ledger_empty
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
@@ -41,7 +41,7 @@ def _not_zombie(pid: int) -> bool:
 
 
 def cache_util(url: str) -> str:
-    text = httpx.get(f"{url}/metrics", timeout=2).text
+    text = http.get(f"{url}/metrics", timeout=2).text
     return text.split('gpu_memory_utilization="')[1].split('"')[0]
 
 
@@ -56,7 +56,7 @@ def test_start_restart_relaunch_stop_accounts_for_every_process(home: Path, ledg
     first = sup.status()
     assert first.state == ServerState.RUNNING and first.ready_s is not None
     assert len(first.pids) == 2  # the API server and its engine child
-    assert httpx.get(f"{sup.profile.url}/health").status_code == 200
+    assert http.get(f"{sup.profile.url}/health").status_code == 200
 
     assert sup.restart().ok
     second = sup.status()

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
+from tests.support import http
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
@@ -43,7 +43,7 @@ def supervisor_for(machine: SimMachine, profile: Profile) -> Supervisor:
 
 def served_budget(profile: Profile) -> str:
     """The budget the server answering on the profile's port says it runs with."""
-    text = httpx.get(f"{profile.url}/metrics", timeout=2).text
+    text = http.get(f"{profile.url}/metrics", timeout=2).text
     line = next(x for x in text.splitlines() if x.startswith("vllm:cache_config_info{"))
     return line.split('gpu_memory_utilization="')[1].split('"')[0]
 

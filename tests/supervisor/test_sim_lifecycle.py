@@ -7,10 +7,10 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sim_helpers import gone, sim_profile
 
+from tests.support import http
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.demo_world import memory_released_check
@@ -29,7 +29,7 @@ def servers_on(machine: SimMachine) -> list[dict[str, object]]:
 
 
 def cache_util(url: str) -> str:
-    text = httpx.get(f"{url}/metrics", timeout=2).text
+    text = http.get(f"{url}/metrics", timeout=2).text
     line = next(x for x in text.splitlines() if x.startswith("vllm:cache_config_info{"))
     return line.split('gpu_memory_utilization="')[1].split('"')[0]
 

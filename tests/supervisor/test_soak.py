@@ -23,6 +23,7 @@ import psutil
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop import locations, profile_file
 from vramtop.core.model import ServerInfo, ServerState
@@ -78,7 +79,7 @@ def converge(sup: Supervisor, machine: SimMachine, deadline_s: float = 30.0) -> 
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        return http.get(f"{url}/health", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import http
 from tests.support.waiting import wait_until
 from vramtop.sim.machine import free_port
 
@@ -31,7 +32,7 @@ def real_door(upstream_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Po
         def answering() -> bool:
             assert proc.poll() is None, log.read_text()
             with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(url + "/vramtop/door", timeout=1).status_code == 200
+                return http.get(url + "/vramtop/door", timeout=1).status_code == 200
             return False
 
         wait_until(answering, deadline_s=20, what="the door's answer")

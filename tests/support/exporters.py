@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
+from tests.support import http
 from tests.support.waiting import wait_event, wait_until
 
 _SERVING = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
@@ -41,7 +40,7 @@ class DemoExporter:
         return f"{self.name}={self.url}"
 
     def page(self) -> str:
-        return httpx.get(self.url, timeout=10).text
+        return http.get(self.url, timeout=10).text
 
     def stop(self) -> None:
         if self.proc.poll() is None:

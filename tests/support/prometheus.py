@@ -14,6 +14,7 @@ import httpx
 import yaml
 
 from tests.export.promtool import tool
+from tests.support import http
 from tests.support.waiting import wait_until
 
 START_DEADLINE_S = 60.0
@@ -77,7 +78,7 @@ def running_prometheus(
     def ready() -> bool:
         assert proc.poll() is None, Path(log.name).read_text()[-3000:]
         with contextlib.suppress(httpx.HTTPError):
-            return httpx.get(f"{base}/-/ready", timeout=5).status_code == 200
+            return http.get(f"{base}/-/ready", timeout=5).status_code == 200
         return False
 
     try:
