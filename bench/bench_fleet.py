@@ -58,7 +58,7 @@ def child(kind: str, target: str, seconds: float, settle_s: float, size: tuple[i
 
         app = VramtopApp(live_backend(None, target, None), Settings(interval_s=1.0))
     else:
-        from vramtop.core.fleet_rows import Sources, parse_boxes
+        from vramtop.core.fleet_sources import Sources, parse_boxes
         from vramtop.tui.fleet.fleet_app import FleetApp
 
         sources = (

@@ -195,7 +195,7 @@ def fleet_problem(table: dict[str, str]) -> str | None:
     name and URL, a bad Prometheus URL."""
     if not table:
         return None  # (every console start checks it: the fleet's modules only for a fleet)
-    from vramtop.core.fleet_rows import table_sources
+    from vramtop.core.fleet_sources import table_sources
 
     try:
         table_sources(table)

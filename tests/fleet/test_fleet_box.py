@@ -10,7 +10,8 @@ from textual.widgets import Static
 
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
-from vramtop.core.fleet_rows import Box, Status
+from vramtop.core.fleet_rows import Status
+from vramtop.core.fleet_sources import Box
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.fleet_app import FleetApp
 from vramtop.tui.widgets.text_panel import TextPanel

@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Static
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
 from vramtop import cli
-from vramtop.core.fleet_rows import Box, Status
+from vramtop.core.fleet_rows import Status
+from vramtop.core.fleet_sources import Box
 from vramtop.core.news import News
 from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import fetch

@@ -14,7 +14,8 @@ from textual.widgets import DataTable
 from tests.support.exporters import DemoExporter, demo_exporters
 from tests.support.fleet_page import once_json
 from tests.support.waiting import wait_until, wait_until_async
-from vramtop.core.fleet_rows import Box, BoxRow, Status
+from vramtop.core.fleet_rows import BoxRow, Status
+from vramtop.core.fleet_sources import Box
 from vramtop.tui.fleet.cells import COLUMNS
 from vramtop.tui.fleet.fleet_app import FleetApp
 

@@ -15,7 +15,8 @@ from tests.support.exporters import DemoExporter, demo_exporters
 from tests.support.fleet_page import once_json
 from tests.support.prometheus import running_prometheus
 from tests.support.waiting import wait_until, wait_until_async
-from vramtop.core.fleet_rows import Sources, Status
+from vramtop.core.fleet_rows import Status
+from vramtop.core.fleet_sources import Sources
 from vramtop.tui.fleet.fleet_app import FleetApp
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
-from vramtop.core.fleet_rows import Box
+from vramtop.core.fleet_sources import Box
 from vramtop.tui.fleet.fleet_app import FleetApp
 
 NOW = 1_800_000_000.0

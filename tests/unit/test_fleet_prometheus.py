@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from vramtop.core.fleet_queries import Answers, result_of, rows_from, scrape_interval_s
-from vramtop.core.fleet_rows import Status, sources, table_sources
+from vramtop.core.fleet_rows import Status
+from vramtop.core.fleet_sources import sources, table_sources
 from vramtop.core.json_types import JsonValue
 
 NOW = 1_800_000_000.0

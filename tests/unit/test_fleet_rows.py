@@ -10,17 +10,15 @@ import pytest
 from tests.support.fleet_page import PAGE
 from vramtop.core.fleet_rows import (
     STALE_AFTER_S,
-    Box,
     Fetched,
     Platform,
     Status,
     aged,
     collapse_news,
     collapses,
-    parse_box,
-    parse_boxes,
     row_for,
 )
+from vramtop.core.fleet_sources import Box, parse_box, parse_boxes
 from vramtop.tui.fleet.cells import COLUMNS, cells, table_text
 
 NOW = 1_800_000_000.0

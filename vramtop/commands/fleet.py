@@ -28,7 +28,7 @@ from vramtop.commands.shared_options import Given
 from vramtop.outcomes import ExitCode
 
 if TYPE_CHECKING:
-    from vramtop.core.fleet_rows import Sources
+    from vramtop.core.fleet_sources import Sources
     from vramtop.notify.notifier import Notifier
 
 
@@ -93,7 +93,7 @@ NO_BOX = (
 def options_from(args: argparse.Namespace) -> FleetOptions:
     """The options; ValueError with a one-line reason on bad input (ConfigError: config.toml's
     `[fleet]` table, read where the command line names no box and no Prometheus)."""
-    from vramtop.core.fleet_rows import sources, table_sources
+    from vramtop.core.fleet_sources import sources, table_sources
     from vramtop.sources.fleet_client import TIMEOUT_S
 
     given = Given(args)

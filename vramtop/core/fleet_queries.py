@@ -18,15 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from vramtop.core.fleet_rows import (
-    LAST_SAMPLE,
-    STALE_AFTER_S,
-    BoxRow,
-    Labels,
-    Page,
-    Status,
-    up_row,
-)
+from vramtop.core.fleet_rows import LAST_SAMPLE, STALE_AFTER_S, BoxRow, Labels, Page, Status, up_row
 from vramtop.core.json_types import JsonValue
 
 # Where the box's name comes from: this label where the scrape config sets it, else INSTANCE.

@@ -14,7 +14,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-from vramtop.core.fleet_rows import Box, Fetched
+from vramtop.core.fleet_rows import Fetched
+from vramtop.core.fleet_sources import Box
 
 # Seconds one box gets to answer: the exporter answers from memory in milliseconds, so a
 # box past this is down or unreachable (and the others' rows never wait for it).

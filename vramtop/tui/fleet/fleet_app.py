@@ -29,17 +29,8 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
-from vramtop.core.fleet_rows import (
-    Box,
-    BoxRow,
-    Page,
-    Sources,
-    Status,
-    aged,
-    collapse_news,
-    collapses,
-    read_box,
-)
+from vramtop.core.fleet_rows import BoxRow, Page, Status, aged, collapse_news, collapses, read_box
+from vramtop.core.fleet_sources import Box, Sources
 from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import TIMEOUT_S, fetch, http_client
 from vramtop.sources.fleet_prometheus import Read, read
