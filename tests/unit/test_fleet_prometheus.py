@@ -77,6 +77,24 @@ def test_a_fresh_box_reads_its_figures_named_by_its_box_label() -> None:
     ]
 
 
+def test_the_guard_column_reads_the_guard_series_prometheus_holds() -> None:
+    series = [
+        *page("10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_running", 1, "10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_auto_remedy", 0, "10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_adaptive_stepped_down", 1, "10.0.0.2:9464", box="spark"),
+        sample(
+            "vramtop_guard_adaptive_budget_ratio",
+            0.4,
+            "10.0.0.2:9464",
+            box="spark",
+            budget="during",
+        ),
+    ]
+    ((row, _),) = rows_from(answers(series, up={"10.0.0.2:9464": 1}), url=URL, query_time=NOW)
+    assert row.guard == "tells ↓0.40" and row.guard_budget_ratio == 0.4
+
+
 def test_without_a_box_label_the_instance_names_it_and_a_shared_label_is_told_apart() -> None:
     series = [*page("h1:9464", box="desk"), *page("h2:9464", box="desk"), *page("h3:9464")]
     rows = rows_from(
