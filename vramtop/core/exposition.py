@@ -27,7 +27,7 @@ from vramtop.core.metric_list import ERROR_SOURCES
 from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
 from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
-from vramtop.core.step_report import PhaseHistogram
+from vramtop.core.step_report import PhaseHistogram, StepCounts
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -160,6 +160,9 @@ class ExportState:
     counts: Tally = field(default_factory=Tally)
     # The steps' phases seen since the exporter started, by phase (its histogram).
     steps: Mapping[str, PhaseHistogram] = field(default_factory=dict)
+    # The profile's steps written to its timeline: counted since the exporter started, and
+    # the latest of each kind (those before its start included).
+    step_counts: StepCounts | None = None  # None: no profile (a watched URL)
     # The profile's guard (None: no profile, as for a watched URL: no guard series).
     guard: GuardView | None = None
 
@@ -177,6 +180,7 @@ def series_for(state: ExportState) -> list[Series]:
     _add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
     out += _counters(state.counts)
     out += guard_series(state.guard)
+    out += step_series(state.step_counts)
     sample = state.sample
     if sample is None:
         return out
@@ -212,6 +216,27 @@ def door_series(door: DoorReading | None) -> list[Series]:
         _add(out, metric, p95, quantile="0.95")
     _add(out, "vramtop_door_decode_tokens_per_second", door.decode_tps_p50, quantile="0.5")
     _add(out, "vramtop_door_longest_hold_seconds", door.longest_hold_s)
+    return out
+
+
+def step_series(steps: StepCounts | None) -> list[Series]:
+    """The steps counted by kind and who asked, and the latest of each kind: when, how long,
+    whether it ended as asked. None (no profile): nothing."""
+    if steps is None:
+        return []
+    out = [
+        Series("vramtop_steps_total", float(n), (("kind", kind), ("asked_by", asked_by)))
+        for (kind, asked_by), n in sorted(steps.counted.items())
+    ]
+    for kind, last in sorted(steps.latest.items()):
+        out.append(
+            Series(
+                "vramtop_last_step_timestamp_seconds",
+                last.t,
+                (("kind", kind), ("asked_by", last.asked_by), ("result", last.result or "")),
+            )
+        )
+        _add(out, "vramtop_last_step_seconds", last.total_s, kind=kind)
     return out
 
 

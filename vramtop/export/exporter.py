@@ -31,11 +31,17 @@ from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.exposition import ExportState, GuardView, Series, series_for, tally
 from vramtop.core.metric_list import COUNTER, HISTOGRAM, SPECS, MetricSpec
 from vramtop.core.model import Sample
-from vramtop.core.step_report import PhaseHistogram, observe_steps
+from vramtop.core.step_report import (
+    PhaseHistogram,
+    StepCounts,
+    count_steps,
+    latest_steps,
+    observe_steps,
+)
 from vramtop.machines.headless_runner import Runner, Step
 from vramtop.machines.interface import FrameSource
 from vramtop.supervisor.actor import guard_holder
-from vramtop.supervisor.step_phases import StepTimeline
+from vramtop.supervisor.step_phases import StepTimeline, recorded_steps
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,10 @@ class Exporter:
         # The profile's steps written to its timeline from now on (the phases' histogram).
         profile = backend.profile_name
         self._steps = None if profile is None else StepTimeline(profile, since=clock())
+        # The latest step of each kind before that, from the timeline as it is now.
+        if profile is not None:
+            latest = latest_steps({}, recorded_steps(profile))
+            self._state = replace(self._state, step_counts=StepCounts.start(latest))
 
     # --- sampling (the sampler thread) -----------------------------------------------------
     def start(self) -> None:
@@ -172,6 +182,9 @@ class Exporter:
                 desktop_peak_bytes=self._desktop_peak,
                 outside_budget_bytes=outside_budget,
                 steps=observe_steps(self._state.steps, new_steps),
+                step_counts=None
+                if self._state.step_counts is None
+                else count_steps(self._state.step_counts, new_steps),
                 guard=guard,
             )
 
