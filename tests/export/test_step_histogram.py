@@ -65,3 +65,69 @@ def test_each_step_written_while_it_runs_is_counted_once_by_phase() -> None:
         assert seen["_count{phase=total}"] == 2 and seen["_sum{phase=total}"] == 110.25
     finally:
         backend.close(stop_server=False)
+
+
+def step_series_of(exporter: Exporter) -> dict[str, float]:
+    text = generate_latest(exporter.registry()).decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        if family.name in ("vramtop_steps", "vramtop_last_step_timestamp_seconds") or (
+            family.name == "vramtop_last_step_seconds"
+        ):
+            for s in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+
+
+def test_the_steps_are_counted_by_who_asked_and_the_latest_of_each_kind_served() -> None:
+    sup = Supervisor(Profile(name="counted", argv=["vllm", "serve", "m"], port=18_127))
+    backend = MachineBackend(sampler=Sampler(probe=Card(), url=None), supervisor=sup)
+    timeline = EventLog.for_profile("counted")
+    before = {"result": "ok", "asked_by": "key", "phases": {"total_s": 70.0}}
+    timeline.append(900.0, "restart", before)
+    exporter = Exporter(backend, clock=lambda: 1000.0)
+    try:
+        exporter.sample_once()
+        seen = step_series_of(exporter)
+        # Counted from the exporter's start: every kind and asker at 0; the latest restart
+        # is the one before its start.
+        assert seen["vramtop_steps_total{asked_by=guard,kind=relaunch}"] == 0
+        assert sum(v for k, v in seen.items() if k.startswith("vramtop_steps_total")) == 0
+        assert (
+            seen["vramtop_last_step_timestamp_seconds{asked_by=key,kind=restart,result=ok}"] == 900
+        )
+        assert seen["vramtop_last_step_seconds{kind=restart}"] == 70.0
+        assert not any("kind=relaunch" in k for k in seen if "last_step" in k)
+        timeline.append(
+            1100.0, "relaunch", {"result": "rolled_back", "asked_by": "guard", "phases": {}}
+        )
+        timeline.append(
+            1200.0, "relaunch", {"result": "ok", "asked_by": "guard", "phases": {"total_s": 41.5}}
+        )
+        timeline.append(1250.0, "restart", {"result": "ok", "phases": {"total_s": 80.0}})
+        timeline.append(1300.0, "stop", {"result": "ok", "asked_by": "key"})  # not a step
+        exporter.sample_once()
+        exporter.sample_once()  # nothing new: nothing counted twice
+        seen = step_series_of(exporter)
+        assert seen["vramtop_steps_total{asked_by=guard,kind=relaunch}"] == 2
+        # An event that names no asker was a command's (as the timeline's writer says).
+        assert seen["vramtop_steps_total{asked_by=command,kind=restart}"] == 1
+        assert seen["vramtop_steps_total{asked_by=key,kind=restart}"] == 0
+        relaunch = "vramtop_last_step_timestamp_seconds{asked_by=guard,kind=relaunch,result=ok}"
+        assert seen[relaunch] == 1200.0
+        assert seen["vramtop_last_step_seconds{kind=relaunch}"] == 41.5
+        restart = "vramtop_last_step_timestamp_seconds{asked_by=command,kind=restart,result=ok}"
+        assert seen[restart] == 1250.0
+    finally:
+        backend.close(stop_server=False)
+
+
+def test_a_watched_url_serves_no_steps() -> None:
+    backend = MachineBackend(sampler=Sampler(probe=Card(), url=None), supervisor=None)
+    exporter = Exporter(backend, clock=lambda: 1000.0)
+    try:
+        exporter.sample_once()
+        assert step_series_of(exporter) == {}
+    finally:
+        backend.close(stop_server=False)

@@ -1,20 +1,30 @@
 """Enter on a box's row shows its panels, read-only, fed from its exporter's page each second
 (the console's VRAM bar and text panels); a box that stops answering shows why and no
-figure; Escape goes back to the rows; `e` says the box's exporter does not serve its steps
-(no exporter does), rather than showing any. Pilot at 120×40 and 80×24."""
+figure; Escape goes back to the rows; `e` shows the steps the box's exporter serves, and says
+where it serves none, rather than showing any. Pilot at 120×40 and 80×24."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from textual.widgets import Static
 
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
+from vramtop.core.exposition import step_series
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import Box
+from vramtop.core.server_events import Event
+from vramtop.core.step_report import StepCounts, count_steps, latest_steps
+from vramtop.export.exporter import families
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.fleet_app import FleetApp
 from vramtop.tui.widgets.text_panel import TextPanel
+from vramtop.tui.widgets.throughput_panel import local_hhmm
 
 SIZES = [(120, 40), (80, 24)]
 
@@ -80,6 +90,12 @@ async def test_e_says_the_exporter_does_not_serve_the_boxs_steps(
 ) -> None:
     app = FleetApp([Box("r9700", box.url)])
     async with app.run_test(size=size) as pilot:
+        await wait_until_async(
+            lambda: app.page("r9700") is not None,
+            deadline_s=30,
+            what=lambda: f"r9700 up: {app.rows()}",
+            pause=pilot.pause,
+        )
         await pilot.press("e")
         screen = app.screen
         assert isinstance(screen, StepsScreen)
@@ -89,3 +105,67 @@ async def test_e_says_the_exporter_does_not_serve_the_boxs_steps(
         assert isinstance(app.screen, StepsScreen)
         await pilot.press("escape", "escape")
         assert not isinstance(app.screen, BoxScreen | StepsScreen)
+
+
+def served_steps() -> str:
+    """The step series as `vramtop export` writes them (its own exposition and families): a
+    restart before the exporter started, then two relaunches the guard asked for and a
+    restart by a key since."""
+    before = [Event(NOW - 3600, "restart", {"result": "ok", "asked_by": "key", "phases": {}})]
+    since = [
+        Event(NOW - 600, "relaunch", {"result": "rolled_back", "asked_by": "guard", "phases": {}}),
+        Event(NOW - 60, "relaunch", {"result": "ok", "asked_by": "guard", "phases": STEP}),
+        Event(NOW - 30, "restart", {"result": "ok", "asked_by": "key", "phases": {}}),
+    ]
+    counts = count_steps(StepCounts.start(latest_steps({}, before)), since)
+
+    class Steps:
+        def collect(self) -> Iterator[Metric]:
+            yield from families(step_series(counts))
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Steps())  # type: ignore[arg-type]
+    return generate_latest(registry).decode()
+
+
+NOW = 1_800_000_000.0
+STEP = {"total_s": 41.5}
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_e_shows_the_steps_the_boxs_exporter_serves(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    box.extra = served_steps()
+    app = FleetApp([Box("r9700", box.url)])
+    async with app.run_test(size=size) as pilot:
+        await wait_until_async(
+            lambda: app.page("r9700") is not None,
+            deadline_s=30,
+            what=lambda: f"r9700 up: {app.rows()}",
+            pause=pilot.pause,
+        )
+        await pilot.press("e")
+        screen = app.screen
+        assert isinstance(screen, StepsScreen)
+        steps = screen.query_one("#steps", Static)
+        lines = str(steps.render()).splitlines()
+        assert lines[1:] == [
+            "start     none in its timeline · 0 counted",
+            f"restart   last {local_hhmm(NOW - 30)} by key · ok · 1 counted (key 1)",
+            f"relaunch  last {local_hhmm(NOW - 60)} by guard · ok · 42 s · 2 counted (guard 2)",
+        ]
+        # On screen, each step's line whole.
+        region = steps.content_region
+        assert region.bottom <= size[1] and all(len(line) <= region.width for line in lines[1:])
+        # A box that stops serving: no step of an earlier answer.
+        box.sampled_at = time.time() - 3600  # its sampler stuck an hour ago
+        await wait_until_async(
+            lambda: "no steps shown" in str(steps.render()),
+            deadline_s=30,
+            what=lambda: f"the stale box: {steps.render()!s}",
+            pause=pilot.pause,
+        )
+        assert "relaunch" not in str(steps.render())
+        await pilot.press("escape")
+        assert not isinstance(app.screen, StepsScreen)

@@ -4,7 +4,9 @@ hangs never holds the others' rows, a collapse shows the banner naming its box, 
 
 from __future__ import annotations
 
+import re
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -114,6 +116,51 @@ async def test_a_collapse_shows_the_banner_naming_its_box_and_is_told_once(
             what="the banner gone once the collapse closed",
             pause=pilot.pause,
         )
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_down_boxs_reason_is_shown_whole_on_screen(
+    box: FakeExporter, size: tuple[int, int]
+) -> None:
+    stuck = FakeExporter(sampled_at=time.time() - 100)  # a sampler stuck 100 s ago
+    # Port 9 (discard): refused on this machine, as a box whose exporter is stopped.
+    boxes = [Box("r9700", box.url), Box("spark", stuck.url), Box("gone", "http://127.0.0.1:9/")]
+    app = FleetApp(boxes, refresh_s=0.2)
+    try:
+        async with app.run_test(size=size) as pilot:
+            down = app.query_one("#down", Static)
+            await wait_until_async(
+                lambda: (
+                    [row.status for row in app.rows()]
+                    == [Status.UP, Status.STALE, Status.UNREACHABLE]
+                ),
+                deadline_s=30,
+                what=lambda: f"r9700 up, spark stale, gone unreachable: {app.rows()}",
+                pause=pilot.pause,
+            )
+            await pilot.pause()
+            gone = app.rows()[2]
+            assert gone.problem  # the fetch's reason (refused)
+            words = str(down.render())
+            spark_line, gone_line = words.splitlines()
+            assert re.fullmatch(r"spark stale: sample 1\d\d s old", spark_line)
+            assert gone_line == f"gone unreachable: {gone.problem}"
+            # On screen, whole: within the terminal, with room for every line (each wraps).
+            region = down.region
+            assert region.bottom <= size[1] and region.right <= size[0]
+            assert region.height >= sum(
+                -(-len(line) // (region.width - 2)) for line in words.splitlines()
+            )
+            # A box that samples again drops its line.
+            stuck.sampled_at = None
+            await wait_until_async(
+                lambda: str(down.render()) == f"gone unreachable: {gone.problem}",
+                deadline_s=30,
+                what=lambda: f"only gone's line: {down.render()!s}",
+                pause=pilot.pause,
+            )
+    finally:
+        stuck.close()
 
 
 @pytest.mark.parametrize(

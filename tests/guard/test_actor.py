@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from vramtop.supervisor.actor import CONSOLE, GUARD, ActorLock, read_guard_state, write_guard_state
+from vramtop.supervisor.actor import (
+    CONSOLE,
+    GUARD,
+    ActorLock,
+    guard_holder,
+    read_guard_state,
+    write_guard_state,
+)
 
 HOLD = textwrap.dedent(
     """
@@ -51,6 +58,41 @@ def test_a_second_process_cannot_take_the_lock_and_sees_who_holds_it(home: Path)
     assert console.try_acquire() and console.holder() is not None
     console.release()
     assert console.holder() is None
+
+
+GUARD_HOLDS = textwrap.dedent(
+    """
+    import sys
+    from vramtop.supervisor.actor import guard_lock
+    lock = guard_lock("p3", auto_remedy=sys.argv[1] == "auto")
+    print("held" if lock.try_acquire() else "refused", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@pytest.mark.parametrize("auto", [True, False])
+def test_the_guard_lock_says_whether_its_guard_acts_on_its_own(home: Path, auto: bool) -> None:
+    guard = subprocess.Popen(
+        [sys.executable, "-c", GUARD_HOLDS, "auto" if auto else "tells"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert guard.stdout is not None and guard.stdout.readline().strip() == "held"
+        who = guard_holder("p3")
+        assert who is not None and who["pid"] == guard.pid and who["auto_remedy"] is auto
+    finally:
+        assert guard.stdin is not None
+        guard.stdin.close()
+        guard.wait(10)
+    assert guard_holder("p3") is None
+    # A lock that does not say (a console's, an older guard's): unknown, not "off".
+    with ActorLock("p4", GUARD) as lock:
+        assert lock.try_acquire()
+        holder = lock.holder()
+        assert holder is not None and holder["auto_remedy"] is None
 
 
 def test_the_adaptive_state_is_read_only_while_its_guard_holds_the_lock(home: Path) -> None:

@@ -57,6 +57,7 @@ class FakeExporter:
         self.collapse = False
         self.sampled_at = sampled_at  # None: the time of each answer
         self.samples = 0
+        self.extra = ""  # more of the page (series the test adds)
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,7 +69,7 @@ class FakeExporter:
                 text = text.replace(
                     "vramtop_samples_total 12.0", f"vramtop_samples_total {owner.samples}"
                 )
-                body = text.encode()
+                body = (text + owner.extra).encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -6,10 +6,11 @@ from dataclasses import replace
 
 from tests.support.synthetic import Card, build, field_report
 from tests.unit.test_diagnosis_spill import CALL_AT, windows_side
+from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.counter_window import CounterWindow
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.thresholds import COLLAPSE_RATIO
-from vramtop.core.exposition import ExportState, Series, series_for
+from vramtop.core.exposition import ExportState, GuardView, Series, series_for
 from vramtop.core.findings import KINDS, VRAM_CONTENTION
 from vramtop.core.metric_list import ERROR_SOURCES, METRICS, SPECS
 from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
@@ -222,3 +223,38 @@ def test_the_budget_that_would_fit_leaves_the_desktop_its_peak_and_margin_and_no
     assert "vramtop_budget_for_desktop_peak_ratio" not in {
         s.name for s in series_for(ExportState(version="1", sample=sample))
     }
+
+
+GUARD_SERIES = (
+    "vramtop_guard_running",
+    "vramtop_guard_auto_remedy",
+    "vramtop_guard_adaptive_budget_ratio",
+    "vramtop_guard_adaptive_stepped_down",
+)
+
+
+def guard_series_of(guard: GuardView | None) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    series = series_for(ExportState(version="9.9", guard=guard))
+    return {name: found for name in GUARD_SERIES if (found := values(series, name))}
+
+
+def test_the_guard_is_served_where_the_exporter_has_a_profile_each_fact_only_where_known() -> None:
+    # A watched URL (no profile) has no guard: nothing, not a 0 that would read as "none".
+    assert guard_series_of(None) == {}
+    assert guard_series_of(GuardView(running=False)) == {"vramtop_guard_running": {(): 0.0}}
+    # A guard whose lock does not say (an older vramtop's): running, its remedy unknown.
+    assert guard_series_of(GuardView(running=True)) == {"vramtop_guard_running": {(): 1.0}}
+    in_call = AdaptiveState(outside=0.92, during=0.8, down=100.0, up=None)
+    assert guard_series_of(GuardView(running=True, auto_remedy=True, adaptive=in_call)) == {
+        "vramtop_guard_running": {(): 1.0},
+        "vramtop_guard_auto_remedy": {(): 1.0},
+        "vramtop_guard_adaptive_budget_ratio": {
+            (("budget", "outside"),): 0.92,
+            (("budget", "during"),): 0.8,
+        },
+        "vramtop_guard_adaptive_stepped_down": {(): 1.0},
+    }
+    back_up = AdaptiveState(outside=0.92, during=0.8, down=100.0, up=200.0)
+    served = guard_series_of(GuardView(running=True, auto_remedy=False, adaptive=back_up))
+    assert served["vramtop_guard_auto_remedy"] == {(): 0.0}
+    assert served["vramtop_guard_adaptive_stepped_down"] == {(): 0.0}

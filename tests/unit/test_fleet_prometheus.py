@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from vramtop.core.fleet_panels import BoxStep, steps_of
 from vramtop.core.fleet_queries import Answers, result_of, rows_from, scrape_interval_s
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import sources, table_sources
@@ -76,6 +77,51 @@ def test_a_fresh_box_reads_its_figures_named_by_its_box_label() -> None:
     assert got.labels("vramtop_gpu_info") == [
         {"gpu": "0", "memory_kind": "unified", "name": "NVIDIA GB10"}
     ]
+
+
+def test_the_guard_column_reads_the_guard_series_prometheus_holds() -> None:
+    series = [
+        *page("10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_running", 1, "10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_auto_remedy", 0, "10.0.0.2:9464", box="spark"),
+        sample("vramtop_guard_adaptive_stepped_down", 1, "10.0.0.2:9464", box="spark"),
+        sample(
+            "vramtop_guard_adaptive_budget_ratio",
+            0.4,
+            "10.0.0.2:9464",
+            box="spark",
+            budget="during",
+        ),
+    ]
+    ((row, _),) = rows_from(answers(series, up={"10.0.0.2:9464": 1}), url=URL, query_time=NOW)
+    assert row.guard == "tells ↓0.40" and row.guard_budget_ratio == 0.4
+
+
+def test_the_steps_read_through_prometheus_are_those_its_series_give() -> None:
+    at = "10.0.0.2:9464"
+    series = [
+        *page(at, box="spark"),
+        sample("vramtop_steps_total", 2, at, box="spark", kind="relaunch", asked_by="guard"),
+        sample("vramtop_steps_total", 0, at, box="spark", kind="relaunch", asked_by="key"),
+        sample("vramtop_steps_total", 0, at, box="spark", kind="start", asked_by="key"),
+        sample(
+            "vramtop_last_step_timestamp_seconds",
+            NOW - 60,
+            at,
+            box="spark",
+            kind="relaunch",
+            asked_by="guard",
+            result="ok",
+        ),
+        sample("vramtop_last_step_seconds", 41.5, at, box="spark", kind="relaunch"),
+    ]
+    ((_, got),) = rows_from(answers(series, up={at: 1}), url=URL, query_time=NOW)
+    assert got is not None
+    assert steps_of(got) == [
+        BoxStep("start", ()),
+        BoxStep("relaunch", (("guard", 2),), NOW - 60, "guard", "ok", 41.5),
+    ]
+    assert steps_of(rows_from(answers(page(at), up={at: 1}), url=URL, query_time=NOW)[0][1]) is None  # type: ignore[arg-type]
 
 
 def test_without_a_box_label_the_instance_names_it_and_a_shared_label_is_told_apart() -> None:

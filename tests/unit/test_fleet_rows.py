@@ -62,7 +62,7 @@ def test_a_fresh_page_gives_every_figure_of_the_row() -> None:
     assert (row.door_held, row.door_in_flight) == (3, 2)
     assert row.sample_age_s == pytest.approx(0.5) and row.samples == 12
     # Not served by the exporter: unknown, never a made-up value.
-    assert row.max_model_len is None and row.guard is None
+    assert row.max_model_len is None and row.guard is None and row.guard_running is None
     json = row.to_json()
     assert json["query_time"] == NOW and json["status"] == "up" and json["platform"] == "ROCm"
 
@@ -217,3 +217,56 @@ def test_a_collapse_is_told_once_per_finding() -> None:
     assert told == frozenset() and news == []
     told, news = collapse_news(told, [collapsed])
     assert len(news) == 1
+
+
+@pytest.mark.parametrize(
+    ("series", "words", "running", "auto", "down", "budget"),
+    [
+        ("vramtop_guard_running 0\n", "none", False, None, None, None),
+        ("vramtop_guard_running 1\n", "runs", True, None, None, None),
+        (
+            "vramtop_guard_running 1\nvramtop_guard_auto_remedy 0\n",
+            "tells",
+            True,
+            False,
+            None,
+            None,
+        ),
+        (
+            "vramtop_guard_running 1\nvramtop_guard_auto_remedy 1\n"
+            'vramtop_guard_adaptive_budget_ratio{budget="outside"} 0.92\n'
+            'vramtop_guard_adaptive_budget_ratio{budget="during"} 0.8\n'
+            "vramtop_guard_adaptive_stepped_down 1\n",
+            "auto ↓0.80",
+            True,
+            True,
+            True,
+            0.8,
+        ),
+        (
+            "vramtop_guard_running 1\nvramtop_guard_auto_remedy 1\n"
+            'vramtop_guard_adaptive_budget_ratio{budget="outside"} 0.92\n'
+            'vramtop_guard_adaptive_budget_ratio{budget="during"} 0.8\n'
+            "vramtop_guard_adaptive_stepped_down 0\n",
+            "auto ↑0.92",
+            True,
+            True,
+            False,
+            0.92,
+        ),
+    ],
+)
+def test_the_guard_column_reads_the_boxs_guard_series(
+    series: str,
+    words: str,
+    running: bool,
+    auto: bool | None,
+    down: bool | None,
+    budget: float | None,
+) -> None:
+    row = row_for(fetched(page(extra=series)))
+    assert cells(row)[COLUMNS.index("guard")] == words
+    json = row.to_json()
+    assert json["guard"] == words and json["guard_running"] is running
+    assert json["guard_auto_remedy"] is auto and json["guard_stepped_down"] is down
+    assert json["guard_budget_ratio"] == budget

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
 from vramtop.core import sample_facts as read
+from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.diagnosis.suggested_budget import suggest_budget
 from vramtop.core.diagnosis.throughput import ThroughputView
@@ -26,7 +27,7 @@ from vramtop.core.metric_list import ERROR_SOURCES
 from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
 from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
-from vramtop.core.step_report import PhaseHistogram
+from vramtop.core.step_report import PhaseHistogram, StepCounts
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -130,6 +131,17 @@ def serving(sample: Sample) -> bool:
 
 
 @dataclass(frozen=True)
+class GuardView:
+    """The profile's guard as the console knows it: `running` while it holds the guard lock;
+    `auto_remedy` whether it relaunches a collapse on its own (None: its lock does not say);
+    `adaptive` its budgets where it runs adaptively (None: it does not)."""
+
+    running: bool
+    auto_remedy: bool | None = None
+    adaptive: AdaptiveState | None = None
+
+
+@dataclass(frozen=True)
 class ExportState:
     """Everything one exposition is made of; `sample` None before the first sample."""
 
@@ -148,6 +160,11 @@ class ExportState:
     counts: Tally = field(default_factory=Tally)
     # The steps' phases seen since the exporter started, by phase (its histogram).
     steps: Mapping[str, PhaseHistogram] = field(default_factory=dict)
+    # The profile's steps written to its timeline: counted since the exporter started, and
+    # the latest of each kind (those before its start included).
+    step_counts: StepCounts | None = None  # None: no profile (a watched URL)
+    # The profile's guard (None: no profile, as for a watched URL: no guard series).
+    guard: GuardView | None = None
 
 
 def series_for(state: ExportState) -> list[Series]:
@@ -162,6 +179,8 @@ def series_for(state: ExportState) -> list[Series]:
     _add(out, "vramtop_last_sample_timestamp_seconds", state.sampled_at)
     _add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
     out += _counters(state.counts)
+    out += guard_series(state.guard)
+    out += step_series(state.step_counts)
     sample = state.sample
     if sample is None:
         return out
@@ -197,6 +216,45 @@ def door_series(door: DoorReading | None) -> list[Series]:
         _add(out, metric, p95, quantile="0.95")
     _add(out, "vramtop_door_decode_tokens_per_second", door.decode_tps_p50, quantile="0.5")
     _add(out, "vramtop_door_longest_hold_seconds", door.longest_hold_s)
+    return out
+
+
+def step_series(steps: StepCounts | None) -> list[Series]:
+    """The steps counted by kind and who asked, and the latest of each kind: when, how long,
+    whether it ended as asked. None (no profile): nothing."""
+    if steps is None:
+        return []
+    out = [
+        Series("vramtop_steps_total", float(n), (("kind", kind), ("asked_by", asked_by)))
+        for (kind, asked_by), n in sorted(steps.counted.items())
+    ]
+    for kind, last in sorted(steps.latest.items()):
+        out.append(
+            Series(
+                "vramtop_last_step_timestamp_seconds",
+                last.t,
+                (("kind", kind), ("asked_by", last.asked_by), ("result", last.result or "")),
+            )
+        )
+        _add(out, "vramtop_last_step_seconds", last.total_s, kind=kind)
+    return out
+
+
+def guard_series(guard: GuardView | None) -> list[Series]:
+    """Whether a guard runs for the profile, and where one does: whether it acts on its own
+    and its adaptive budgets and step (each only where known)."""
+    if guard is None:
+        return []
+    out = [Series("vramtop_guard_running", 1.0 if guard.running else 0.0)]
+    if not guard.running:
+        return out
+    if guard.auto_remedy is not None:
+        out.append(Series("vramtop_guard_auto_remedy", 1.0 if guard.auto_remedy else 0.0))
+    state = guard.adaptive
+    if state is not None:
+        _add(out, "vramtop_guard_adaptive_budget_ratio", state.outside, budget="outside")
+        _add(out, "vramtop_guard_adaptive_budget_ratio", state.during, budget="during")
+        out.append(Series("vramtop_guard_adaptive_stepped_down", 1.0 if state.in_call else 0.0))
     return out
 
 

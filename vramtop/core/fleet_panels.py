@@ -14,10 +14,60 @@ from vramtop.core.fleet_rows import Page
 from vramtop.core.model import MemoryKind, Split, SplitMethod
 
 STEPS_NOT_SERVED = (
-    "{name}'s exporter does not serve its steps: `vramtop export` has no series for the "
-    "guard's or the console's steps, so none can be shown here. On the box, `vramtop events` "
-    "lists them."
+    "{name}'s exporter does not serve its steps (an older vramtop, or it watches a URL: "
+    "nothing there starts the server), so none can be shown here. On the box, `vramtop "
+    "events` lists them."
 )
+
+
+@dataclass(frozen=True)
+class BoxStep:
+    """One kind of step (start, restart, relaunch) as the box's exporter serves it: how many
+    since the exporter started, by who asked (those not 0), and the latest one (None: none
+    in the box's timeline)."""
+
+    kind: str
+    counted: tuple[tuple[str, int], ...]
+    last_t: float | None = None
+    last_asked_by: str | None = None
+    last_result: str | None = None
+    last_total_s: float | None = None
+
+
+def steps_of(page: Page) -> list[BoxStep] | None:
+    """The box's steps by kind, in the order a server goes through them; None where its
+    exporter serves no `vramtop_steps_total`."""
+    if "vramtop_steps_total" not in page.samples:
+        return None
+    counted: dict[str, dict[str, int]] = {}
+    for labels, value in _series(page, "vramtop_steps_total"):
+        by = counted.setdefault(labels.get("kind", ""), {})
+        if value > 0:
+            by[labels.get("asked_by", "")] = int(value)
+    last = {
+        labels.get("kind", ""): (labels, value)
+        for labels, value in _series(page, "vramtop_last_step_timestamp_seconds")
+    }
+    out = []
+    for kind in sorted(counted.keys() | last.keys(), key=_step_order):
+        step = BoxStep(kind, tuple(sorted(counted.get(kind, {}).items())))
+        if kind in last:
+            labels, t = last[kind]
+            step = BoxStep(
+                kind,
+                step.counted,
+                last_t=t,
+                last_asked_by=labels.get("asked_by") or None,
+                last_result=labels.get("result") or None,
+                last_total_s=page.value("vramtop_last_step_seconds", kind=kind),
+            )
+        out.append(step)
+    return out
+
+
+def _step_order(kind: str) -> tuple[int, str]:
+    order = ("start", "restart", "relaunch")
+    return (order.index(kind) if kind in order else len(order), kind)
 
 
 @dataclass(frozen=True)

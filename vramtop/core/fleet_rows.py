@@ -6,8 +6,8 @@ whose latest sample is older than `STALE_AFTER_S` is a row that says so with eve
 unknown (None): never zeros, never the figures of an earlier answer.
 
 The rows use what the exporter serves (the README's metric list), and
-`vramtop_max_model_len_tokens` where a box serves it; what a box does not serve (the guard)
-is None here, shown as unknown.
+`vramtop_max_model_len_tokens` and the guard's series (`vramtop_guard_*`) where a box
+serves them; what a box does not serve is None here, shown as unknown.
 """
 
 from __future__ import annotations
@@ -93,7 +93,11 @@ class BoxRow:
     open_findings: tuple[str, ...] = ()
     door_held: int | None = None
     door_in_flight: int | None = None
-    guard: str | None = None  # not exported yet: always None
+    guard: str | None = None  # the guard's cell in words (`guard_words`); None: not served
+    guard_running: bool | None = None
+    guard_auto_remedy: bool | None = None
+    guard_stepped_down: bool | None = None  # an adaptive guard's step (None: not adaptive)
+    guard_budget_ratio: float | None = None  # the adaptive guard's budget in force
     model: str | None = None
     samples: int | None = None  # the box's samples_total: the fleet sees it move
     # Read through Prometheus: the scrape target's `instance` label (None: read directly).
@@ -128,6 +132,10 @@ class BoxRow:
             "door_held": self.door_held,
             "door_in_flight": self.door_in_flight,
             "guard": self.guard,
+            "guard_running": self.guard_running,
+            "guard_auto_remedy": self.guard_auto_remedy,
+            "guard_stepped_down": self.guard_stepped_down,
+            "guard_budget_ratio": self.guard_budget_ratio,
             "samples": self.samples,
             "source": "exporter" if self.instance is None else "prometheus",
             "instance": self.instance,
@@ -228,6 +236,7 @@ def up_row(name: str, url: str, query_time: float, page: Page, age: float) -> Bo
     held, in_flight = page.value("vramtop_door_held"), page.value("vramtop_door_in_flight")
     samples = page.value("vramtop_samples_total")
     max_len = page.value(MAX_MODEL_LEN)
+    guard = read_guard(page)
     return BoxRow(
         name=name,
         url=url,
@@ -249,7 +258,58 @@ def up_row(name: str, url: str, query_time: float, page: Page, age: float) -> Bo
         door_in_flight=None if in_flight is None else int(in_flight),
         model=(info[0].get("model") or None) if info else None,
         samples=None if samples is None else int(samples),
+        guard=guard_words(guard),
+        guard_running=guard.running,
+        guard_auto_remedy=guard.auto_remedy,
+        guard_stepped_down=guard.stepped_down,
+        guard_budget_ratio=guard.budget_ratio,
     )
+
+
+@dataclass(frozen=True)
+class GuardFacts:
+    """The box's guard as its `vramtop_guard_*` series say (None: not served)."""
+
+    running: bool | None = None
+    auto_remedy: bool | None = None
+    stepped_down: bool | None = None
+    budget_ratio: float | None = None  # the adaptive budget in force
+
+
+def _flag(value: float | None) -> bool | None:
+    return None if value is None else value == 1
+
+
+def read_guard(page: Page) -> GuardFacts:
+    running = _flag(page.value("vramtop_guard_running"))
+    if not running:
+        return GuardFacts(running=running)
+    down = _flag(page.value("vramtop_guard_adaptive_stepped_down"))
+    budget = "during" if down else "outside"
+    return GuardFacts(
+        running=True,
+        auto_remedy=_flag(page.value("vramtop_guard_auto_remedy")),
+        stepped_down=down,
+        budget_ratio=None
+        if down is None
+        else page.value("vramtop_guard_adaptive_budget_ratio", budget=budget),
+    )
+
+
+def guard_words(guard: GuardFacts) -> str | None:
+    """The guard's cell: "none" where no guard runs; else "auto" (it relaunches a collapse
+    on its own), "tells" (it only tells) or "runs" (its lock does not say), and an adaptive
+    guard's budget in force, "↓" while stepped down for a call; None: not served."""
+    if guard.running is None:
+        return None
+    if not guard.running:
+        return "none"
+    words = {True: "auto", False: "tells", None: "runs"}[guard.auto_remedy]
+    if guard.stepped_down is None:
+        return words
+    arrow = "↓" if guard.stepped_down else "↑"
+    budget = "" if guard.budget_ratio is None else f"{guard.budget_ratio:.2f}"
+    return f"{words} {arrow}{budget}"
 
 
 def platform(page: Page, memory_kind: str | None) -> Platform | None:

@@ -215,6 +215,48 @@ METRICS: tuple[MetricSpec, ...] = (
         "The longest any request has waited at the front door since its start, those "
         "waiting now included.",
     ),
+    # Added: the profile's guard, for `vramtop fleet`'s row (only where the exporter has a
+    # profile: a watched URL has no guard).
+    _g("guard_running", "1 while a vramtop guard holds the profile's guard lock, else 0."),
+    _g(
+        "guard_auto_remedy",
+        "Where a guard runs: 1 when it relaunches a collapse on its own between turns "
+        "(auto remedy), 0 when it only tells.",
+    ),
+    _g(
+        "guard_adaptive_budget_ratio",
+        "Where a guard runs adaptively: its --gpu-memory-utilization outside calls and "
+        "during a call, by `budget` (outside, during).",
+        "budget",
+    ),
+    _g(
+        "guard_adaptive_stepped_down",
+        "Where a guard runs adaptively: 1 while it has stepped the budget down for a call "
+        "(the during budget in force), 0 at the outside budget.",
+    ),
+    # Added: the profile's steps, for `vramtop fleet`'s `e`.
+    _c(
+        "steps",
+        "Starts, restarts and relaunches of the supervised server written to the profile's "
+        "timeline since the exporter started, by `kind` and `asked_by` (key, command, "
+        "guard).",
+        "kind",
+        "asked_by",
+    ),
+    _g(
+        "last_step_timestamp_seconds",
+        "When the profile's latest step of each `kind` was written to its timeline (Unix "
+        "time; steps before the exporter started included), with who asked and its `result` "
+        "(ok, rolled_back, failed).",
+        "kind",
+        "asked_by",
+        "result",
+    ),
+    _g(
+        "last_step_seconds",
+        "How long the latest step of each `kind` took, start to ready (its phases' total).",
+        "kind",
+    ),
     # Added: how long each phase of a start, restart or relaunch took.
     MetricSpec(
         "vramtop_step_phase_seconds",

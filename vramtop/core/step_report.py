@@ -11,12 +11,15 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vramtop.core.json_types import JsonObject, JsonValue
 from vramtop.core.server_events import Event, EventName
 
 STEPS = (EventName.START, EventName.RESTART, EventName.RELAUNCH)
+# Who asks for an action (its event's `asked_by`); an event naming none of them: a command.
+ASKED_BY = ("key", "command", "guard")
+COMMAND = "command"
 
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then
 # vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's
@@ -62,6 +65,63 @@ def last_step(events: Sequence[Event]) -> JsonObject | None:
         "phases": dict(_phases(last) or {}),
         "slow_parts": [w for w in _list(last.detail.get("slow_parts")) if isinstance(w, str)],
     }
+
+
+@dataclass(frozen=True)
+class LastStep:
+    """The latest step of one kind (start, restart, relaunch): when its event was written
+    (Unix time), who asked, its result (`ok`, `failed`...) and total seconds (None: not
+    said)."""
+
+    t: float
+    asked_by: str
+    result: str | None
+    total_s: float | None
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """The steps the exporter saw written: counted by (kind, who asked), and the latest of
+    each kind."""
+
+    counted: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    latest: Mapping[str, LastStep] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, latest: Mapping[str, LastStep]) -> StepCounts:
+        """None counted yet (each kind and asker at 0), the latest as the timeline has them."""
+        return cls({(str(kind), who): 0 for kind in STEPS for who in ASKED_BY}, latest)
+
+
+def asked_by(event: Event) -> str:
+    """Who asked for the step (`ASKED_BY`): as its event says; a command where it says none
+    of them (as the timeline's writer counts it)."""
+    said = event.detail.get("asked_by")
+    return said if isinstance(said, str) and said in ASKED_BY else COMMAND
+
+
+def latest_steps(before: Mapping[str, LastStep], events: Iterable[Event]) -> dict[str, LastStep]:
+    """`before` with each step event as the latest of its kind (the timeline's order)."""
+    out = dict(before)
+    for event in step_events(events):
+        result = event.detail.get("result")
+        out[str(event.name)] = LastStep(
+            t=event.t,
+            asked_by=asked_by(event),
+            result=result if isinstance(result, str) else None,
+            total_s=_seconds((_phases(event) or {}).get("total_s")),
+        )
+    return out
+
+
+def count_steps(before: StepCounts, events: Iterable[Event]) -> StepCounts:
+    """`before` with each new step event counted, and the latest of each kind."""
+    steps = step_events(events)
+    counted = dict(before.counted)
+    for event in steps:
+        key = (str(event.name), asked_by(event))
+        counted[key] = counted.get(key, 0) + 1
+    return StepCounts(counted, latest_steps(before.latest, steps))
 
 
 def step_total(step: JsonObject | None) -> float | None:

@@ -27,15 +27,39 @@ from prometheus_client.core import (
 from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
-from vramtop.core.exposition import ExportState, Series, series_for, tally
+from vramtop.core.adaptive_words import AdaptiveState
+from vramtop.core.exposition import ExportState, GuardView, Series, series_for, tally
 from vramtop.core.metric_list import COUNTER, HISTOGRAM, SPECS, MetricSpec
 from vramtop.core.model import Sample
-from vramtop.core.step_report import PhaseHistogram, observe_steps
+from vramtop.core.step_report import (
+    PhaseHistogram,
+    StepCounts,
+    count_steps,
+    latest_steps,
+    observe_steps,
+)
 from vramtop.machines.headless_runner import Runner, Step
 from vramtop.machines.interface import FrameSource
-from vramtop.supervisor.step_phases import StepTimeline
+from vramtop.supervisor.actor import guard_holder
+from vramtop.supervisor.step_phases import StepTimeline, recorded_steps
 
 log = logging.getLogger(__name__)
+
+
+def guard_view(profile: str | None, adaptive: AdaptiveState | None) -> GuardView | None:
+    """The profile's guard as the console sees it: a guard acts for the profile while it
+    holds the guard lock (`guard_holder`), whose file says whether it acts on its own;
+    `adaptive` is the adaptive guard's state the backend's tick read. None without a profile,
+    or when the lock cannot be read (unknown, never "no guard")."""
+    if profile is None:
+        return None
+    try:
+        holder = guard_holder(profile)
+    except OSError:
+        return None
+    if holder is None:
+        return GuardView(running=False)
+    return GuardView(running=True, auto_remedy=holder["auto_remedy"], adaptive=adaptive)
 
 
 def failed_sources(sample: Sample) -> dict[str, str]:
@@ -85,6 +109,10 @@ class Exporter:
         # The profile's steps written to its timeline from now on (the phases' histogram).
         profile = backend.profile_name
         self._steps = None if profile is None else StepTimeline(profile, since=clock())
+        # The latest step of each kind before that, from the timeline as it is now.
+        if profile is not None:
+            latest = latest_steps({}, recorded_steps(profile))
+            self._state = replace(self._state, step_counts=StepCounts.start(latest))
 
     # --- sampling (the sampler thread) -----------------------------------------------------
     def start(self) -> None:
@@ -137,6 +165,7 @@ class Exporter:
             self._desktop_peak = max(desktop, self._desktop_peak or 0)
         counts = tally(self._state.counts, sample, step.new_events)
         new_steps = self._steps.new_steps() if self._steps is not None else []
+        guard = guard_view(self._backend.profile_name, frame.adaptive)
         with self._lock:
             self._errors.update(failed.keys())
             self._state = replace(
@@ -153,6 +182,10 @@ class Exporter:
                 desktop_peak_bytes=self._desktop_peak,
                 outside_budget_bytes=outside_budget,
                 steps=observe_steps(self._state.steps, new_steps),
+                step_counts=None
+                if self._state.step_counts is None
+                else count_steps(self._state.step_counts, new_steps),
+                guard=guard,
             )
 
     def _tell_changes(self, failed: dict[str, str]) -> None:

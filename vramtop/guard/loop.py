@@ -85,7 +85,7 @@ def run_guard(
     profile: the guard lock is taken before anything starts (a world, an agent); then the
     actor lock, which a console opened first hands over at its next tick."""
     lock = ActorLock(name, GUARD)
-    only_guard = guard_lock(name)
+    only_guard = guard_lock(name, auto_remedy=settings.auto_remedy)
     try:
         if not only_guard.try_acquire():
             notifier.close()

@@ -21,12 +21,11 @@ from dataclasses import dataclass
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
+from vramtop.core.step_report import ASKED_BY as ASKED_BY  # who asks: one rule, re-exported
+from vramtop.core.step_report import COMMAND as COMMAND
 from vramtop.event_log import EventLog
 from vramtop.outcomes import ActionResult, Outcome
 from vramtop.supervisor.state import ServerRecord
-
-ASKED_BY = ("key", "command", "guard")
-COMMAND = "command"
 
 Launch = tuple[str | None, str | None]  # the record's launch id and state
 

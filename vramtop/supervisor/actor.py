@@ -4,7 +4,8 @@ person's keys and commands there still act (the guard gives way to them, and say
 
 An flock on `actor-NAME.lock` in the state directory: the kernel lets it go when its holder
 exits, however it exits, so a guard that systemd restarts finds it free. The file says who
-holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the others to show.
+holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the others to show;
+a guard's lock also says whether it acts on its own (`auto_remedy`).
 """
 
 from __future__ import annotations
@@ -50,22 +51,26 @@ class Holder(TypedDict):
     pid: int | None
     kind: str | None
     since: float | None
+    # A guard's: whether it relaunches a collapse on its own (None: the file does not say).
+    auto_remedy: bool | None
 
 
 # A lock whose file does not say who holds it (being written, or by an older vramtop).
-NOBODY = Holder(pid=None, kind=None, since=None)
+NOBODY = Holder(pid=None, kind=None, since=None, auto_remedy=None)
 
 
 def _holder(record: object) -> Holder | None:
     if not isinstance(record, dict):
         return None
     pid, kind, since = record.get("pid"), record.get("kind"), record.get("since")
+    auto = record.get("auto_remedy")
     return {
         "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
         "kind": kind if isinstance(kind, str) else None,
         "since": float(since)
         if isinstance(since, int | float) and not isinstance(since, bool)
         else None,
+        "auto_remedy": auto if isinstance(auto, bool) else None,
     }
 
 
@@ -73,10 +78,18 @@ class ActorLock:
     """`try_acquire` takes the lock when free; `holder` says who holds it; `release` (or
     the process's exit) lets it go."""
 
-    def __init__(self, profile: str, kind: str, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        profile: str,
+        kind: str,
+        path: Path | None = None,
+        *,
+        auto_remedy: bool | None = None,
+    ) -> None:
         self.profile = profile
         self.kind = kind
         self.path = path or actor_lock_path(profile)
+        self.auto_remedy = auto_remedy  # written in the file where given (a guard's)
         self._fd: int | None = None
 
     @property
@@ -98,7 +111,9 @@ class ActorLock:
                 os.close(fd)
                 return False
             time.sleep(ACQUIRE_PAUSE_S)
-        record = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
+        record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
+        if self.auto_remedy is not None:
+            record["auto_remedy"] = self.auto_remedy
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
         self._fd = fd
@@ -121,7 +136,7 @@ class ActorLock:
         try:
             record = json.loads(data)
         except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
-            return Holder(pid=None, kind=None, since=None)
+            return Holder(pid=None, kind=None, since=None, auto_remedy=None)
         return _holder(record)
 
     def wait_acquire(
@@ -162,14 +177,15 @@ class ActorLock:
         self.release()
 
 
-def guard_lock(profile: str) -> ActorLock:
-    """The profile's guard lock (held by a guard for its whole life, beside the actor lock)."""
-    return ActorLock(profile, GUARD, guard_lock_path(profile))
+def guard_lock(profile: str, *, auto_remedy: bool | None = None) -> ActorLock:
+    """The profile's guard lock (held by a guard for its whole life, beside the actor lock);
+    `auto_remedy`: whether the guard relaunches a collapse on its own, said in its file."""
+    return ActorLock(profile, GUARD, guard_lock_path(profile), auto_remedy=auto_remedy)
 
 
 def guard_holder(profile: str) -> Holder | None:
-    """The guard that holds the profile's guard lock (`pid`, `kind`, `since`); None when no
-    guard runs for it."""
+    """The guard that holds the profile's guard lock (`pid`, `kind`, `since`,
+    `auto_remedy`); None when no guard runs for it."""
     return guard_lock(profile).holder()
 
 

@@ -95,6 +95,18 @@ def start_phases(rec: ServerRecord | None) -> JsonObject:
     return parse_start_phases(last_run(lines)).fields()
 
 
+def recorded_steps(profile: str) -> list[Event]:
+    """The profile's step events as its timeline has them; none for a timeline that cannot
+    be read (said in the log)."""
+    try:
+        return step_events(EventLog.for_profile(profile).read())
+    except FileNotFoundError:
+        return []
+    except (OSError, files.NotYours):
+        log.warning("the timeline of %s cannot be read", profile, exc_info=True)
+        return []
+
+
 def recorded_last_step(profile: str, door_report: object = None) -> JsonObject | None:
     """The profile's last step as its timeline has it (`core.step_report.last_step`), with
     the front door's `first_served_s` (its report's: the first request answered whole after

@@ -2,8 +2,9 @@
 KV pool and the rates, in the console's text panels), fed from the box's exporter page each
 second; Escape goes back to the rows. A box without a fresh sample shows why, and no figure.
 
-`StepsScreen` (`e`): the box's recent steps, where its exporter serves them; it says so where
-it does not (no exporter serves them today).
+`StepsScreen` (`e`): the box's recent steps, where its exporter serves them (the latest of
+each kind, and how many since the exporter started, by who asked); it says so where it does
+not.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from vramtop.core.fleet_panels import STEPS_NOT_SERVED, BoxFigures, figures
+from vramtop.core.fleet_panels import STEPS_NOT_SERVED, BoxFigures, BoxStep, figures, steps_of
 from vramtop.core.fleet_rows import BoxRow, Page, Status
 from vramtop.core.model import GIB
 from vramtop.tui.fleet.cells import findings
 from vramtop.tui.format import count, gib
 from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
+from vramtop.tui.widgets.throughput_panel import local_hhmm
 from vramtop.tui.widgets.vram_bar import VramBar
 from vramtop.tui.widgets.vram_split_panel import split_figures
 
@@ -183,7 +185,8 @@ def _counted_rows(row: BoxRow, shown: BoxFigures) -> list[Row | Detail]:
 
 
 class StepsScreen(Screen[None]):
-    """A box's recent steps, where its exporter serves them; else it says so."""
+    """A box's recent steps, where its exporter serves them; else it says so. Read again
+    each second from the box's page; a box without a fresh sample shows why, no step."""
 
     CSS = "#steps { padding: 1 2; }"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -195,5 +198,47 @@ class StepsScreen(Screen[None]):
         self.box = name
 
     def compose(self) -> ComposeResult:
-        yield Static(STEPS_NOT_SERVED.format(name=self.box), id="steps")
+        yield Static(id="steps")
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_steps()
+        self.set_interval(REFRESH_S, self.refresh_steps)
+
+    def refresh_steps(self) -> None:
+        app: Fleet = self.app  # type: ignore[assignment]  # FleetApp: see fleet_app.py
+        row = next((one for one in app.rows() if one.name == self.box), None)
+        page = app.page(self.box)
+        if row is None or row.status is not Status.UP or page is None:
+            why = "not known" if row is None else f"{row.status.value}: {row.problem or ''}"
+            words = f"{self.box} {why} · no steps shown"
+        else:
+            steps = steps_of(page)
+            words = (
+                STEPS_NOT_SERVED.format(name=self.box)
+                if steps is None
+                else steps_words(self.box, steps)
+            )
+        self.query_one("#steps", Static).update(Content(words))
+
+
+def steps_words(name: str, steps: list[BoxStep]) -> str:
+    """A line per kind: `restart   last 14:02 by guard · ok · 74 s · 2 counted (guard 1,
+    key 1)` (counted since the box's exporter started)."""
+    lines = [f"{name}'s steps (the latest of each kind; counted since its exporter started)"]
+    for step in steps:
+        if step.last_t is None:
+            last = "none in its timeline"
+        else:
+            parts = [f"last {local_hhmm(step.last_t)}"]
+            if step.last_asked_by:
+                parts[0] += f" by {step.last_asked_by}"
+            parts += [one for one in (step.last_result,) if one]
+            if step.last_total_s is not None:
+                parts.append(f"{step.last_total_s:.0f} s")
+            last = " · ".join(parts)
+        total = sum(n for _, n in step.counted)
+        by = ", ".join(f"{who} {n}" for who, n in step.counted)
+        since = f"{total} counted" + (f" ({by})" if by else "")
+        lines.append(f"{step.kind:<8}  {last} · {since}")
+    return "\n".join(lines)

@@ -97,6 +97,13 @@ def age(row: BoxRow) -> str:
     return UNKNOWN if row.sample_age_s is None else f"{row.sample_age_s:.0f}s"
 
 
+def down_words(row: BoxRow) -> str:
+    """A box without a fresh sample, in words: its status and why (`unreachable: no answer
+    (refused)`); the console shows them below the banner, whole, for each such box."""
+    words = row.status.value.replace("_", " ")
+    return f"{words}: {row.problem}" if row.problem else words
+
+
 def table_text(rows: list[BoxRow]) -> str:
     """The rows as plain text columns (`vramtop fleet --once`); a box without figures: its
     name, status and reason on its line."""
@@ -113,6 +120,5 @@ def table_text(rows: list[BoxRow]) -> str:
         if row.status is Status.UP:
             lines.append(line(cells(row)[:-1]))
         else:
-            words = row.status.value.replace("_", " ")
-            lines.append(f"{row.name.ljust(widths[0])}  {words}: {row.problem or ''}".rstrip(": "))
+            lines.append(f"{row.name.ljust(widths[0])}  {down_words(row)}")
     return "\n".join(lines)

@@ -1,5 +1,5 @@
-"""The fleet console: a table of one row per box, and a banner naming the boxes whose
-collapse is open.
+"""The fleet console: a table of one row per box, a banner naming the boxes whose collapse is
+open, and a line per box without figures saying why.
 
 A collapse newly open on a box is also told through the local notifications (the guard's
 senders), once per finding.
@@ -35,7 +35,7 @@ from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import TIMEOUT_S, fetch, http_client
 from vramtop.sources.fleet_prometheus import Read, read
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
-from vramtop.tui.fleet.cells import COLUMNS, cells
+from vramtop.tui.fleet.cells import COLUMNS, cells, down_words
 
 REFRESH_S = 1.0
 
@@ -66,6 +66,8 @@ class FleetApp(App[None]):
     #banner.shown { display: block; }
     #source { color: $text-muted; padding: 0 1; display: none; }
     #source.shown { display: block; }
+    #down { color: $warning; padding: 0 1; display: none; }
+    #down.shown { display: block; }
     DataTable { height: 1fr; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -93,6 +95,7 @@ class FleetApp(App[None]):
         self._http = http_client()  # one for every box and refresh (see http_client)
         self._shown: dict[str, list[Text]] = {}  # each row's cells as last shown
         self._banner = ""
+        self._down = ""  # the down boxes' reasons as last shown
         self._timeout_s = timeout_s
         self._clock = clock
         self._refresh_s = refresh_s
@@ -105,6 +108,7 @@ class FleetApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="source")
         yield Static(id="banner")
+        yield Static(id="down")
         yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -264,6 +268,19 @@ class FleetApp(App[None]):
             self._banner = words
             banner.set_class(bool(collapsed), "shown")
             banner.update(words)
+        self._show_down(rows)
+
+    def _show_down(self, rows: list[BoxRow]) -> None:
+        """Each box without figures, its reason whole on a line of its own above the table:
+        the table's note column is cut at 120 columns and off-screen at 80."""
+        down = "\n".join(
+            f"{row.name} {down_words(row)}" for row in rows if row.status is not Status.UP
+        )
+        if down != self._down:
+            self._down = down
+            line = self.query_one("#down", Static)
+            line.set_class(bool(down), "shown")
+            line.update(Text(down))
 
     def _styled(self, row: BoxRow) -> list[Text]:
         texts = [Text(cell) for cell in cells(row)]
