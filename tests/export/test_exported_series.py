@@ -6,7 +6,7 @@ from __future__ import annotations
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.normal_rate import INTER_TOKEN_LATENCY, PER_REQUEST, NormalRate
 from vramtop.core.diagnosis.throughput import ThroughputView
-from vramtop.core.exposition import ExportState, Series, Tally, series_for, tally
+from vramtop.core.exposition import ExportState, Tally, series_for, tally
 from vramtop.core.model import (
     GIB,
     CacheConfig,
@@ -18,6 +18,7 @@ from vramtop.core.model import (
     ServerReading,
     ServerState,
 )
+from vramtop.core.series import Series
 from vramtop.core.server_events import Event
 
 CARD = GpuReading(devices=(GpuDevice(0, "card", 32 * GIB, 30 * GIB, 2 * GIB),), source="sim")

@@ -5,8 +5,9 @@ adaptive guard's state file says its budgets and step."""
 from __future__ import annotations
 
 from vramtop.config import Profile
-from vramtop.core.exposition import Series, series_for
+from vramtop.core.exposition import series_for
 from vramtop.core.model import GIB, GpuDevice, GpuReading
+from vramtop.core.series import Series
 from vramtop.export.exporter import Exporter
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler

@@ -15,11 +15,11 @@ from textual.widgets import Static
 
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
-from vramtop.core.exposition import step_series
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import Box
 from vramtop.core.server_events import Event
 from vramtop.core.step_report import StepCounts, count_steps, latest_steps
+from vramtop.core.supervision_series import step_series
 from vramtop.export.exporter import families
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.fleet_app import FleetApp

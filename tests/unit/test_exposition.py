@@ -10,10 +10,12 @@ from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.counter_window import CounterWindow
 from vramtop.core.diagnosis.diagnoser import Diagnoser
 from vramtop.core.diagnosis.thresholds import COLLAPSE_RATIO
-from vramtop.core.exposition import ExportState, GuardView, Series, series_for
+from vramtop.core.exposition import ExportState, series_for
 from vramtop.core.findings import KINDS, VRAM_CONTENTION
 from vramtop.core.metric_list import ERROR_SOURCES, METRICS, SPECS
 from vramtop.core.model import GIB, GpuReading, Sample, ServerReading
+from vramtop.core.series import Series
+from vramtop.core.supervision_series import GuardView
 
 
 def state_at(t: float, *, wsl: bool = True) -> ExportState:

@@ -12,34 +12,24 @@ base units, with prometheus_client's naming conventions: a `vramtop_` prefix, `_
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from vramtop.core import budget
 from vramtop.core import sample_facts as read
-from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.diagnosis.normal_rate import REMEMBERED, NormalRate
 from vramtop.core.diagnosis.suggested_budget import suggest_budget
 from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.findings import KINDS, Finding, Kind
 from vramtop.core.metric_list import ERROR_SOURCES
-from vramtop.core.model import DoorReading, Sample, ServerMetrics, ServerState
+from vramtop.core.model import Sample, ServerMetrics, ServerState
+from vramtop.core.series import Series, add
 from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
 from vramtop.core.step_report import PhaseHistogram, StepCounts
+from vramtop.core.supervision_series import GuardView, door_series, guard_series, step_series
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
-
-
-@dataclass(frozen=True)
-class Series:
-    name: str
-    value: float
-    labels: tuple[tuple[str, str], ...] = ()
-
-    def label(self, name: str) -> str | None:
-        return dict(self.labels).get(name)
 
 
 @dataclass(frozen=True)
@@ -131,17 +121,6 @@ def serving(sample: Sample) -> bool:
 
 
 @dataclass(frozen=True)
-class GuardView:
-    """The profile's guard as the console knows it: `running` while it holds the guard lock;
-    `auto_remedy` whether it relaunches a collapse on its own (None: its lock does not say);
-    `adaptive` its budgets where it runs adaptively (None: it does not)."""
-
-    running: bool
-    auto_remedy: bool | None = None
-    adaptive: AdaptiveState | None = None
-
-
-@dataclass(frozen=True)
 class ExportState:
     """Everything one exposition is made of; `sample` None before the first sample."""
 
@@ -176,8 +155,8 @@ def series_for(state: ExportState) -> list[Series]:
         for source in ERROR_SOURCES
     ]
     out.append(Series("vramtop_samples_total", float(state.samples)))
-    _add(out, "vramtop_last_sample_timestamp_seconds", state.sampled_at)
-    _add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
+    add(out, "vramtop_last_sample_timestamp_seconds", state.sampled_at)
+    add(out, "vramtop_sample_duration_seconds", state.sample_duration_s)
     out += _counters(state.counts)
     out += guard_series(state.guard)
     out += step_series(state.step_counts)
@@ -199,88 +178,24 @@ def series_for(state: ExportState) -> list[Series]:
     return out
 
 
-def door_series(door: DoorReading | None) -> list[Series]:
-    """The front door's figures, where one answered this sample (else none at all)."""
-    if door is None:
-        return []
-    out: list[Series] = []
-    _add(out, "vramtop_door_in_flight", door.in_flight)
-    _add(out, "vramtop_door_held", door.held)
-    _add(out, "vramtop_door_requests_total", door.served, result="served")
-    _add(out, "vramtop_door_requests_total", door.failed, result="failed")
-    for metric, p50, p95 in (
-        ("vramtop_door_ttft_seconds", door.ttft_p50_s, door.ttft_p95_s),
-        ("vramtop_door_e2e_seconds", door.e2e_p50_s, door.e2e_p95_s),
-    ):
-        _add(out, metric, p50, quantile="0.5")
-        _add(out, metric, p95, quantile="0.95")
-    _add(out, "vramtop_door_decode_tokens_per_second", door.decode_tps_p50, quantile="0.5")
-    _add(out, "vramtop_door_longest_hold_seconds", door.longest_hold_s)
-    return out
-
-
-def step_series(steps: StepCounts | None) -> list[Series]:
-    """The steps counted by kind and who asked, and the latest of each kind: when, how long,
-    whether it ended as asked. None (no profile): nothing."""
-    if steps is None:
-        return []
-    out = [
-        Series("vramtop_steps_total", float(n), (("kind", kind), ("asked_by", asked_by)))
-        for (kind, asked_by), n in sorted(steps.counted.items())
-    ]
-    for kind, last in sorted(steps.latest.items()):
-        out.append(
-            Series(
-                "vramtop_last_step_timestamp_seconds",
-                last.t,
-                (("kind", kind), ("asked_by", last.asked_by), ("result", last.result or "")),
-            )
-        )
-        _add(out, "vramtop_last_step_seconds", last.total_s, kind=kind)
-    return out
-
-
-def guard_series(guard: GuardView | None) -> list[Series]:
-    """Whether a guard runs for the profile, and where one does: whether it acts on its own
-    and its adaptive budgets and step (each only where known)."""
-    if guard is None:
-        return []
-    out = [Series("vramtop_guard_running", 1.0 if guard.running else 0.0)]
-    if not guard.running:
-        return out
-    if guard.auto_remedy is not None:
-        out.append(Series("vramtop_guard_auto_remedy", 1.0 if guard.auto_remedy else 0.0))
-    state = guard.adaptive
-    if state is not None:
-        _add(out, "vramtop_guard_adaptive_budget_ratio", state.outside, budget="outside")
-        _add(out, "vramtop_guard_adaptive_budget_ratio", state.during, budget="during")
-        out.append(Series("vramtop_guard_adaptive_stepped_down", 1.0 if state.in_call else 0.0))
-    return out
-
-
-def _add(out: list[Series], metric: str, value: float | None, /, **labels: str) -> None:
-    if value is not None and math.isfinite(value):
-        out.append(Series(metric, float(value), tuple(labels.items())))
-
-
 def _card(sample: Sample) -> list[Series]:
     out: list[Series] = []
     for device in sample.gpu.devices:
         gpu = str(device.index)
         kind = device.memory_kind.value
-        _add(out, "vramtop_gpu_info", 1.0, gpu=gpu, name=device.name, memory_kind=kind)
-        _add(out, "vramtop_gpu_memory_total_bytes", device.total_bytes, gpu=gpu)
-        _add(out, "vramtop_gpu_memory_used_bytes", device.used_bytes, gpu=gpu)
-        _add(out, "vramtop_gpu_gtt_total_bytes", device.gtt_total_bytes, gpu=gpu)
-        _add(out, "vramtop_gpu_gtt_used_bytes", device.gtt_used_bytes, gpu=gpu)
+        add(out, "vramtop_gpu_info", 1.0, gpu=gpu, name=device.name, memory_kind=kind)
+        add(out, "vramtop_gpu_memory_total_bytes", device.total_bytes, gpu=gpu)
+        add(out, "vramtop_gpu_memory_used_bytes", device.used_bytes, gpu=gpu)
+        add(out, "vramtop_gpu_gtt_total_bytes", device.gtt_total_bytes, gpu=gpu)
+        add(out, "vramtop_gpu_gtt_used_bytes", device.gtt_used_bytes, gpu=gpu)
     split = sample.split
     if split is not None and sample.gpu.devices:
         gpu, method = str(sample.gpu.devices[0].index), split.method.value
-        _add(out, "vramtop_server_memory_bytes", split.server_bytes, gpu=gpu, method=method)
-        _add(out, "vramtop_desktop_memory_bytes", split.desktop_bytes, gpu=gpu, method=method)
-        _add(out, "vramtop_server_gtt_bytes", split.server_gtt_bytes, gpu=gpu)
-        _add(out, "vramtop_budget_bytes", split.budget_bytes, gpu=gpu)
-        _add(out, "vramtop_desktop_headroom_bytes", split.headroom_bytes, gpu=gpu)
+        add(out, "vramtop_server_memory_bytes", split.server_bytes, gpu=gpu, method=method)
+        add(out, "vramtop_desktop_memory_bytes", split.desktop_bytes, gpu=gpu, method=method)
+        add(out, "vramtop_server_gtt_bytes", split.server_gtt_bytes, gpu=gpu)
+        add(out, "vramtop_budget_bytes", split.budget_bytes, gpu=gpu)
+        add(out, "vramtop_desktop_headroom_bytes", split.headroom_bytes, gpu=gpu)
     return out
 
 
@@ -288,31 +203,31 @@ def _server(sample: Sample, normal_tps: float | None) -> list[Series]:
     out: list[Series] = []
     server, info = sample.server, sample.info
     if server is not None:
-        _add(out, "vramtop_server_up", float(server.reachable and not server.stale))
+        add(out, "vramtop_server_up", float(server.reachable and not server.stale))
     if info is not None:
         for state in ServerState:
-            _add(out, "vramtop_server_state", float(info.state is state), state=state.value)
+            add(out, "vramtop_server_state", float(info.state is state), state=state.value)
     if server is not None or info is not None:
         expected = info is None or info.state not in (ServerState.STOPPED, ServerState.STOPPING)
-        _add(out, "vramtop_server_expected_up", float(expected))
-    _add(out, "vramtop_budget_ratio", server_util(sample))
+        add(out, "vramtop_server_expected_up", float(expected))
+    add(out, "vramtop_budget_ratio", server_util(sample))
     served_len = server.max_model_len if server is not None else None
     launched_len = info.max_model_len if info is not None else None
-    _add(out, "vramtop_max_model_len_tokens", served_len or launched_len)
+    add(out, "vramtop_max_model_len_tokens", served_len or launched_len)
     if not serving(sample):
         # A stopped, crashed or silent server has no pool, queue or rate now: the last
         # reading kept for the console is not exported as if it were current.
         return out
     pool = kv_pool(sample)
-    _add(out, "vramtop_kv_pool_bytes", pool.bytes)
-    _add(out, "vramtop_kv_pool_tokens", pool.tokens)
-    _add(out, "vramtop_kv_cache_usage_ratio", pool.usage)
+    add(out, "vramtop_kv_pool_bytes", pool.bytes)
+    add(out, "vramtop_kv_pool_tokens", pool.tokens)
+    add(out, "vramtop_kv_cache_usage_ratio", pool.usage)
     metrics = _fresh(sample)
     if metrics is not None:
-        _add(out, "vramtop_requests_running", metrics.requests_running)
-        _add(out, "vramtop_requests_waiting", metrics.requests_waiting)
-    _add(out, "vramtop_generation_tokens_per_second", sample.rates.generation_tps)
-    _add(out, "vramtop_generation_normal_tokens_per_second", normal_tps)
+        add(out, "vramtop_requests_running", metrics.requests_running)
+        add(out, "vramtop_requests_waiting", metrics.requests_waiting)
+    add(out, "vramtop_generation_tokens_per_second", sample.rates.generation_tps)
+    add(out, "vramtop_generation_normal_tokens_per_second", normal_tps)
     return out
 
 
@@ -325,8 +240,8 @@ def request_decode(view: ThroughputView | None) -> list[Series]:
         return []
     out: list[Series] = []
     measure = view.measure
-    _add(out, "vramtop_request_decode_tokens_per_second", view.per_request_tps, measure=measure)
-    _add(
+    add(out, "vramtop_request_decode_tokens_per_second", view.per_request_tps, measure=measure)
+    add(
         out,
         "vramtop_request_decode_normal_tokens_per_second",
         view.normal_per_request_tps,
@@ -384,10 +299,10 @@ def _normal(normal: NormalRate | None) -> list[Series]:
     if normal is None:
         return out
     if normal.measure is not None:
-        _add(out, "vramtop_decode_normal_tokens_per_second", normal.tps, measure=normal.measure)
-    _add(out, "vramtop_normal_rate_remembered", float(normal.source == REMEMBERED))
+        add(out, "vramtop_decode_normal_tokens_per_second", normal.tps, measure=normal.measure)
+    add(out, "vramtop_normal_rate_remembered", float(normal.source == REMEMBERED))
     if normal.source == REMEMBERED:
-        _add(out, "vramtop_normal_rate_saved_timestamp_seconds", normal.saved_at)
+        add(out, "vramtop_normal_rate_saved_timestamp_seconds", normal.saved_at)
     return out
 
 
@@ -403,10 +318,10 @@ def _findings(sample: Sample, findings: Sequence[Finding]) -> list[Series]:
         util = suggested_budget(finding)
         if util is None:
             continue
-        _add(out, "vramtop_suggested_budget_ratio", util, kind=finding.kind)
+        add(out, "vramtop_suggested_budget_ratio", util, kind=finding.kind)
         if total and gpu is not None:
             bytes_ = budget.budget_bytes(total, util)
-            _add(out, "vramtop_suggested_budget_bytes", bytes_, gpu=gpu, kind=finding.kind)
+            add(out, "vramtop_suggested_budget_bytes", bytes_, gpu=gpu, kind=finding.kind)
     return out
 
 
@@ -425,8 +340,8 @@ def _budget_for_peak(sample: Sample, peak: int | None, outside: int | None) -> l
         now=read.desktop_bytes(sample),
         smallest_serving=read.smallest_util_that_serves(sample),
     )
-    _add(out, "vramtop_desktop_peak_bytes", peak, gpu=str(device.index))
-    _add(out, "vramtop_budget_for_desktop_peak_ratio", fit.budget)
+    add(out, "vramtop_desktop_peak_bytes", peak, gpu=str(device.index))
+    add(out, "vramtop_budget_for_desktop_peak_ratio", fit.budget)
     return out
 
 
@@ -442,7 +357,7 @@ def _windows(sample: Sample, spill: SpillEvidence | None) -> list[Series]:
     if vm is None:
         return []
     out: list[Series] = []
-    _add(out, "vramtop_wsl_vm_dedicated_bytes", vm.dedicated_bytes)
-    _add(out, "vramtop_wsl_vm_shared_bytes", vm.shared_bytes)
-    _add(out, "vramtop_wsl_vm_spilled_bytes", spill.rise_bytes if spill is not None else 0)
+    add(out, "vramtop_wsl_vm_dedicated_bytes", vm.dedicated_bytes)
+    add(out, "vramtop_wsl_vm_shared_bytes", vm.shared_bytes)
+    add(out, "vramtop_wsl_vm_spilled_bytes", spill.rise_bytes if spill is not None else 0)
     return out

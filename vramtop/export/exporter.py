@@ -28,9 +28,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from vramtop import __version__
 from vramtop.core.adaptive_words import AdaptiveState
-from vramtop.core.exposition import ExportState, GuardView, Series, series_for, tally
+from vramtop.core.exposition import ExportState, series_for, tally
 from vramtop.core.metric_list import COUNTER, HISTOGRAM, SPECS, MetricSpec
 from vramtop.core.model import Sample
+from vramtop.core.series import Series
 from vramtop.core.step_report import (
     PhaseHistogram,
     StepCounts,
@@ -38,6 +39,7 @@ from vramtop.core.step_report import (
     latest_steps,
     observe_steps,
 )
+from vramtop.core.supervision_series import GuardView
 from vramtop.machines.headless_runner import Runner, Step
 from vramtop.machines.interface import FrameSource
 from vramtop.supervisor.actor import guard_holder
