@@ -73,20 +73,9 @@ def left_running(
         where += f", behind the front door {front_door}"
     name = info.profile or profile
     if demo:
-        stop = f"vramtop stop {_demo_options(name, wsl=bool(wsl))}"
+        from vramtop.machines.demo_world import demo_profile_options
+
+        stop = f"vramtop stop {demo_profile_options(name, wsl=bool(wsl))}"
     else:
         stop = f"vramtop stop --profile {name}" if name else "vramtop stop"
     return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"
-
-
-def _demo_options(profile: str | None, *, wsl: bool) -> str:
-    """The options that name the simulated machine of the demo profile `profile`, whatever
-    else runs when they are pasted: `--demo --wsl` (the 5090 the WSL2 way), else the card,
-    also the default one (a bare `--demo` is refused while two simulated servers run)."""
-    from vramtop.machines.demo_world import card_of_profile
-    from vramtop.sim.card import DEFAULT_CARD
-
-    card = (card_of_profile(profile) if profile else None) or DEFAULT_CARD
-    if wsl and card == DEFAULT_CARD:
-        return "--demo --wsl"
-    return f"--demo --card {card}"
