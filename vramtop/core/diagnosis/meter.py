@@ -154,6 +154,12 @@ def interval_rates(prev: Sample | None, s: Sample, state: ServerState | None) ->
     prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
     if prompt is None:
         prompt = s.rates.prompt_tps
+    if decode is None and not gen and fallback_measure(prompt) == PER_REQUEST_PREFILL:
+        # The engine spent the second reading prompts (a request in prefill counts as
+        # running): none decoded, so there is no decode speed to measure, not a fall to
+        # 0/req beside the tokens the seconds around it generate. Requests that decode
+        # nothing while barely a prompt is read are stuck: those still measure 0.
+        return None
     running = now if whole else max(now, before)
     # Per request, so that a change of concurrency is never a fall: vLLM's per-token latency
     # when it has it (prefill does not hide it), else the total over the requests.
