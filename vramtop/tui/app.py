@@ -604,7 +604,7 @@ class VramtopApp(App[int]):
         if until is not None and self.actions.busy is None and self._clock() >= until:
             self.say(None)
         self.actions.count_seconds()
-        self._panels.draw_header(self.shown, self._clock(), self.backend)
+        self._panels.draw_header(self.shown, self._clock(), self.backend, self.actions.acting)
 
     # -- what others read of the console -------------------------------------------------
     @property
