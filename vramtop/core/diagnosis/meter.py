@@ -28,6 +28,7 @@ from vramtop.core.diagnosis.thresholds import (
     PREFILL_TPS,
     RECOVERED_RATIO,
 )
+from vramtop.core.diagnosis.throughput import SMOOTH_S
 from vramtop.core.model import Sample, ServerState
 
 
@@ -39,6 +40,7 @@ class RateMeter:
         self.key: str | None = None
         self._key_argv: tuple[str, ...] | None = None
         self.running = 1.0  # the requests running at the last interval run from end to end
+        self._generated_t: float | None = None  # when an interval last generated a token
 
     def new_epoch(self) -> None:
         """A new server start. The normal decode speed outlives a restart or relaunch (the
@@ -73,6 +75,14 @@ class RateMeter:
         normal (see `interval_rates` for what is measured)."""
         interval = interval_rates(prev, s, state)
         if interval is None:
+            return None
+        if interval.generation_tps > 0:
+            self._generated_t = s.t
+        elif self._generated_t is not None and s.t - self._generated_t < SMOOTH_S:
+            # Requests running, none generating, tokens a moment ago: a request between
+            # decodes, reading its prompt (vLLM counts a prompt's tokens once it is read).
+            # No decode speed to measure, not 0/req beside the generation the screen gives
+            # for the same seconds (SMOOTH_S of them). Longer, it is a stall: measured 0.
             return None
         if interval.whole:
             self.running = interval.running
@@ -154,12 +164,6 @@ def interval_rates(prev: Sample | None, s: Sample, state: ServerState | None) ->
     prompt = counter_rate(pm.prompt_tokens_total, m.prompt_tokens_total, dt)
     if prompt is None:
         prompt = s.rates.prompt_tps
-    if decode is None and not gen and fallback_measure(prompt) == PER_REQUEST_PREFILL:
-        # The engine spent the second reading prompts (a request in prefill counts as
-        # running): none decoded, so there is no decode speed to measure, not a fall to
-        # 0/req beside the tokens the seconds around it generate. Requests that decode
-        # nothing while barely a prompt is read are stuck: those still measure 0.
-        return None
     running = now if whole else max(now, before)
     # Per request, so that a change of concurrency is never a fall: vLLM's per-token latency
     # when it has it (prefill does not hide it), else the total over the requests.
