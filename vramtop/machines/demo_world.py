@@ -78,8 +78,10 @@ def demo_profile_options(profile: str | None, *, wsl: bool = False) -> str:
 def profile_options(profile: str, *, wsl: bool = False) -> str:
     """How a command line names the server of `profile`: a demo profile's machine in the
     demo's own words (`--demo --card spark`, see `demo_options`), else `--profile NAME`."""
+    from vramtop.supervisor.attaching import profile_option
+
     card = card_of_profile(profile)
-    return demo_options(card, wsl=wsl) if card is not None else f"--profile {profile}"
+    return demo_options(card, wsl=wsl) if card is not None else profile_option(profile)
 
 
 def card_of_profile(name: str) -> str | None:

@@ -72,10 +72,10 @@ def left_running(
     if front_door is not None:
         where += f", behind the front door {front_door}"
     name = info.profile or profile
-    if demo:
-        from vramtop.machines.demo_world import demo_profile_options
+    from vramtop.machines.demo_world import demo_profile_options, profile_options
 
+    if demo:
         stop = f"vramtop stop {demo_profile_options(name, wsl=bool(wsl))}"
     else:
-        stop = f"vramtop stop --profile {name}" if name else "vramtop stop"
+        stop = f"vramtop stop {profile_options(name)}" if name else "vramtop stop"
     return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"
