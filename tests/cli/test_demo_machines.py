@@ -193,4 +193,4 @@ def test_a_running_machine_unlike_the_one_asked_for_is_named(
     monkeypatch.setenv("VRAMTOP_SIM_SPEED", "4")
     said = demo_world.unlike_asked(machine, running)
     assert said is not None and "VRAMTOP_SIM_SPEED=4 not applied" in said
-    assert "`vramtop stop --demo --all`" in said
+    assert "`vramtop stop --demo --card 5090 --all`" in said

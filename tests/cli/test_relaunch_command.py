@@ -88,7 +88,7 @@ def test_flags_vllm_would_refuse_are_refused_before_the_server_is_stopped(
 def test_ctrl_c_during_a_start_says_the_server_goes_on_loading(tmp_path: Path, card: str) -> None:
     import signal
 
-    demo = ["--demo"] if card == "5090" else ["--demo", "--card", card]
+    demo = ["--demo", "--card", card]
 
     # A load far longer than the polls that look for it: on a loaded two-core machine each
     # `status` is a process of its own taking seconds, and a 20 s load could be missed.

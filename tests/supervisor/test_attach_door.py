@@ -4,8 +4,10 @@ server behind it (or refuses, saying what to do), never "does not look like a vL
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 
+import pytest
 from supervisor_helpers import fake_profile, free_port, started_by_hand
 
 from vramtop.profiles import save_profile
@@ -75,3 +77,33 @@ def test_attach_at_a_door_with_no_server_behind_it_says_what_to_do(
                 profile="elsewhere", front_door=address, door_pid=door_pid, door_create_time=made
             )
         )
+
+
+@pytest.mark.parametrize(
+    ("owner", "wsl", "said"),
+    [
+        ("demo-spark", False, "act on it with --demo --card spark"),
+        ("demo-r9700", False, "act on it with --demo --card r9700"),
+        ("demo", True, "act on it with --demo --wsl"),
+        ("s1", False, "act on it with --profile s1"),
+    ],
+)
+def test_attach_refusing_another_profiles_server_names_it_as_a_person_would(
+    home: Path, ledger: Path, monkeypatch: pytest.MonkeyPatch, owner: str, wsl: bool, said: str
+) -> None:
+    """The demo's own server is acted on with the demo's words (as the quit farewell's stop
+    command), not with a profile name the demo never asked anyone to type."""
+    from vramtop.machines.demo_world import profile_options
+
+    port = free_port()
+    # As vramtop launches a server for a profile: the child carries both.
+    monkeypatch.setenv("VRAMTOP_LAUNCH_ID", "x1")
+    monkeypatch.setenv("VRAMTOP_PROFILE", owner)
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        sup = Supervisor(fake_profile("own", port, ledger))
+        result = sup.attach(port=port, options_of=partial(profile_options, wsl=wsl))
+        assert not result.ok
+        assert f"pid {server_pid} is the server vramtop launched for profile {owner}" in (
+            result.message
+        )
+        assert result.detail == said

@@ -172,7 +172,7 @@ async def test_crashed_server_is_named_and_the_rest_keeps_updating() -> None:
         (
             "sim",
             "simulated GPU not reachable: gpu.sock: connection refused",
-            "vramtop --demo again",
+            "vramtop --demo --wsl again",
             "nvidia-smi",
         ),
         # A replay whose recording has no GPU reading here: nothing to check on this machine.
@@ -199,6 +199,29 @@ async def test_missing_gpu_readings_are_explained_and_other_panels_update(
         if not_said is not None:
             assert not_said not in vram
         assert "9.26 GiB" in text(app, "KvPoolPanel")
+
+
+@pytest.mark.parametrize(
+    ("profile", "wsl", "command"),
+    [
+        ("demo-spark", False, "vramtop --demo --card spark again"),
+        ("demo-r9700", False, "vramtop --demo --card r9700 again"),
+        ("demo", True, "vramtop --demo --wsl again"),
+        ("demo", False, "vramtop --demo --card 5090 again"),
+    ],
+)
+async def test_a_stopped_simulated_machine_names_the_command_that_brings_it_back(
+    profile: str, wsl: bool, command: str
+) -> None:
+    """The same options the quit farewell's stop command gives: pasted, they name this
+    machine, whatever else runs."""
+    backend = FakeBackend(profile_name=profile, wsl=wsl)
+    backend.nvml_error = "simulated GPU not reachable: gpu.sock: connection refused"
+    backend.gpu_source = "sim"
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 2)
+        assert command in " ".join(text(app, "VramSplitPanel").split())
 
 
 async def test_stale_metrics_are_marked() -> None:

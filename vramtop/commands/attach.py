@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -76,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
             log = log.expanduser().absolute()
             if not log.is_file():
                 raise CommandError(f"--log {options.log}: no such file")
-        return supervised.finish(t.supervisor.attach(port=port, pid=options.pid, log=log))
+        from vramtop.machines.demo_world import profile_options
+
+        # A server found of another profile is named as a person would: a demo's by its machine.
+        options_of = partial(profile_options, wsl=bool(target.wsl))
+        return supervised.finish(
+            t.supervisor.attach(port=port, pid=options.pid, log=log, options_of=options_of)
+        )
 
     return supervised.run_guarded(act, AttachOptions.from_args(args))

@@ -60,9 +60,28 @@ def demo_profile_name(card: str = DEFAULT_CARD) -> str:
     return DEMO_PROFILE if card == DEFAULT_CARD else f"{DEMO_PROFILE}-{card}"
 
 
-def demo_options(card: str) -> str:
-    """How a command line names the simulated machine `card`: `--demo`, `--demo --card spark`."""
-    return "--demo" if card == DEFAULT_CARD else f"--demo --card {card}"
+def demo_options(card: str, *, wsl: bool = False) -> str:
+    """How a command line names the simulated machine `card`, whatever else runs when it is
+    pasted: `--demo --wsl` (the 5090 the WSL2 way), else `--demo --card CARD`, also for the
+    default card (a bare `--demo` is refused while two simulated servers run)."""
+    if wsl and card == DEFAULT_CARD:
+        return "--demo --wsl"
+    return f"--demo --card {card}"
+
+
+def demo_profile_options(profile: str | None, *, wsl: bool = False) -> str:
+    """`demo_options` for the card of the demo profile `profile`; the default card's where
+    it names none (no profile known yet)."""
+    return demo_options(card_of_profile(profile or "") or DEFAULT_CARD, wsl=wsl)
+
+
+def profile_options(profile: str, *, wsl: bool = False) -> str:
+    """How a command line names the server of `profile`: a demo profile's machine in the
+    demo's own words (`--demo --card spark`, see `demo_options`), else `--profile NAME`."""
+    from vramtop.supervisor.attaching import profile_option
+
+    card = card_of_profile(profile)
+    return demo_options(card, wsl=wsl) if card is not None else profile_option(profile)
 
 
 def card_of_profile(name: str) -> str | None:

@@ -132,14 +132,21 @@ class ServerActions:
         return result
 
     def attach(
-        self, port: int | None = None, pid: int | None = None, log: Path | None = None
+        self,
+        port: int | None = None,
+        pid: int | None = None,
+        log: Path | None = None,
+        options_of: attaching.ProfileOptions = attaching.profile_option,
     ) -> ActionResult:
         """Adopt a vLLM server something else started (found by its port or its pid).
 
         `log`: the file its output goes to; without it, its stdout or stderr when that is a
         file. Otherwise its output goes elsewhere, and the console says so rather than show
-        an earlier server's log as this one's."""
-        return self._server.locked(lambda: attaching.attach_locked(self._server, port, pid, log))
+        an earlier server's log as this one's. `options_of`: how a command line names another
+        profile's server, said where that is the one found."""
+        return self._server.locked(
+            lambda: attaching.attach_locked(self._server, port, pid, log, options_of)
+        )
 
     def wait_ready(
         self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S

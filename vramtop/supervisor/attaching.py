@@ -3,6 +3,7 @@ record it as the profile's server."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,16 +19,29 @@ OUTPUT_ELSEWHERE = (
     "Attach with --log PATH to name the file it writes to"
 )
 
+ProfileOptions = Callable[[str], str]
+"""How a command line names a profile's server (the demo's own words are the machines')."""
+
+
+def profile_option(name: str) -> str:
+    return f"--profile {name}"
+
 
 def attach_locked(
-    server: ServerHandle, port: int | None, pid: int | None, log: Path | None = None
+    server: ServerHandle,
+    port: int | None,
+    pid: int | None,
+    log: Path | None = None,
+    options_of: ProfileOptions = profile_option,
 ) -> ActionResult:
     """Adopt the server found by `port` or `pid` (under the profile's lock). Given a front
-    door of vramtop's (its port or its pid), the server behind it: said first."""
+    door of vramtop's (its port or its pid), the server behind it: said first. A server
+    vramtop launched for another profile is refused, with the options that act on it
+    (`options_of` its profile)."""
     door_pid = pid if pid is not None else launch.listening_pid(port or adoption.DEFAULT_PORT)
     front = door.door_process(door_pid) if door_pid is not None else None
     if front is None:
-        return _attach_found(server, port, pid, log)
+        return _attach_found(server, port, pid, log, options_of)
     if pid is not None:
         said = f"pid {pid} is vramtop's front door (on {front.address}), not vLLM"
     else:
@@ -40,13 +54,17 @@ def attach_locked(
             "serves): nothing was attached; start that server, or give --port or --pid of "
             "the vLLM server itself",
         )
-    result = _attach_found(server, front.upstream_port, None, log)
+    result = _attach_found(server, front.upstream_port, None, log, options_of)
     behind = f"{said}; the vLLM server behind it listens on port {front.upstream_port}"
     return replace(result, message=f"{behind}: {result.message}")
 
 
 def _attach_found(
-    server: ServerHandle, port: int | None, pid: int | None, log: Path | None
+    server: ServerHandle,
+    port: int | None,
+    pid: int | None,
+    log: Path | None,
+    options_of: ProfileOptions,
 ) -> ActionResult:
     found = adoption.find_server(port=port, pid=pid)
     if isinstance(found, str):
@@ -57,7 +75,7 @@ def _attach_found(
             False,
             f"pid {found.pid} is the server vramtop launched for profile {owner}; "
             "nothing was attached",
-            f"act on it with --profile {owner}",
+            f"act on it with {options_of(owner)}",
         )
     rec = server.record()
     if rec is not None and server.alive(rec):

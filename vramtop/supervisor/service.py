@@ -24,7 +24,7 @@ from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerInfo
 from vramtop.core.remedy import RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import door, state
+from vramtop.supervisor import attaching, door, state
 from vramtop.supervisor.action_events import (
     COMMAND,
     ActionListener,
@@ -260,9 +260,13 @@ class Supervisor:
         return done.result
 
     def attach(
-        self, port: int | None = None, pid: int | None = None, log: Path | None = None
+        self,
+        port: int | None = None,
+        pid: int | None = None,
+        log: Path | None = None,
+        options_of: attaching.ProfileOptions = attaching.profile_option,
     ) -> ActionResult:
-        return self._actions.attach(port, pid, log)
+        return self._actions.attach(port, pid, log, options_of)
 
     def wait_ready(
         self, progress: ProgressCallback | None = None, timeout_s: float = READY_TIMEOUT_S

@@ -574,6 +574,13 @@ class VramtopApp(App[int]):
         self.render_header()
         self._render_banner()
         start_key = self.key_of("start_stop")
+        if self.backend.demo:
+            # Read each frame: a backend built after the first one names its profile then.
+            from vramtop.machines.demo_world import demo_profile_options
+
+            self._panels.vram.demo_options = demo_profile_options(
+                self.backend.profile_name, wsl=bool(self.backend.wsl)
+            )
         self._panels.draw(self.shown, sample, log_lines, log_kept=log_kept, start_key=start_key)
 
     def _render_banner(self) -> None:
@@ -597,7 +604,7 @@ class VramtopApp(App[int]):
         if until is not None and self.actions.busy is None and self._clock() >= until:
             self.say(None)
         self.actions.count_seconds()
-        self._panels.draw_header(self.shown, self._clock(), self.backend)
+        self._panels.draw_header(self.shown, self._clock(), self.backend, self.actions.acting)
 
     # -- what others read of the console -------------------------------------------------
     @property

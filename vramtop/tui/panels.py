@@ -74,7 +74,10 @@ class Panels:
         )
         return had != bool(findings)
 
-    def draw_header(self, shown: ConsoleState, now: float, backend: FrameSource) -> None:
+    def draw_header(
+        self, shown: ConsoleState, now: float, backend: FrameSource, acting: str | None
+    ) -> None:
+        """`acting`: the state word of the action running (see `ActionRunner.acting`)."""
         self.header.show(
             shown.sample,
             now,
@@ -83,6 +86,7 @@ class Panels:
             demo=backend.demo,
             profile=backend.profile_name,
             activity=shown.activity,
+            acting=acting,
             recorded=backend.recorded,
         )
 

@@ -59,6 +59,7 @@ class ActionRunner:
         self._armed: str | None = None
         self._proposal: FlagChange | None = None  # the what-if's flags, for the relaunch
         self.quitting = False
+        self._quit_stopping = False  # quitting, with the server stopped first
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
         # A start, restart or relaunch under way: its step's words, when it began and the
@@ -321,6 +322,16 @@ class ActionRunner:
         # machine goes with the console, since no server of it is left to keep it for.
         self._quit(stop_server=app.backend.demo)
 
+    @property
+    def acting(self) -> str | None:
+        """The header's state word while an action runs: the action's own ("restarting",
+        "stopping"), never the state of a moment of it ("● stopped" beside "restart:
+        launching…"); None: no action runs, and the server's own state stands. A stop asked
+        for during a load, or on quitting, is the action then."""
+        if self._load_stop_asked or self._quit_stopping:
+            return UNDER_WAY["stop"]
+        return UNDER_WAY.get(self.busy) if self.busy is not None else None
+
     def _server_to_leave(self) -> bool:
         """Whether quitting has a choice: a server vramtop may stop is up (or its state is
         not known yet, or an action is bringing one up)."""
@@ -352,6 +363,7 @@ class ActionRunner:
         self.quitting = True
         state = app.shown.server_state
         stopping = stop_server and state in (ServerState.STARTING, ServerState.RUNNING)
+        self._quit_stopping = stopping
         app.say("stopping vLLM, then quitting…" if stopping else "quitting…", news=False)
         app.render_header()
         self._worker("close", partial(self._close, stop_server))

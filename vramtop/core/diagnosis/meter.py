@@ -28,6 +28,7 @@ from vramtop.core.diagnosis.thresholds import (
     PREFILL_TPS,
     RECOVERED_RATIO,
 )
+from vramtop.core.diagnosis.throughput import SMOOTH_S
 from vramtop.core.model import Sample, ServerState
 
 
@@ -39,6 +40,7 @@ class RateMeter:
         self.key: str | None = None
         self._key_argv: tuple[str, ...] | None = None
         self.running = 1.0  # the requests running at the last interval run from end to end
+        self._generated_t: float | None = None  # when an interval last generated a token
 
     def new_epoch(self) -> None:
         """A new server start. The normal decode speed outlives a restart or relaunch (the
@@ -73,6 +75,14 @@ class RateMeter:
         normal (see `interval_rates` for what is measured)."""
         interval = interval_rates(prev, s, state)
         if interval is None:
+            return None
+        if interval.generation_tps > 0:
+            self._generated_t = s.t
+        elif self._generated_t is not None and s.t - self._generated_t < SMOOTH_S:
+            # Requests running, none generating, tokens a moment ago: a request between
+            # decodes, reading its prompt (vLLM counts a prompt's tokens once it is read).
+            # No decode speed to measure, not 0/req beside the generation the screen gives
+            # for the same seconds (SMOOTH_S of them). Longer, it is a stall: measured 0.
             return None
         if interval.whole:
             self.running = interval.running

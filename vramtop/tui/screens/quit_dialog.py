@@ -72,21 +72,10 @@ def left_running(
     if front_door is not None:
         where += f", behind the front door {front_door}"
     name = info.profile or profile
+    from vramtop.machines.demo_world import demo_profile_options, profile_options
+
     if demo:
-        stop = f"vramtop stop {_demo_options(name, wsl=bool(wsl))}"
+        stop = f"vramtop stop {demo_profile_options(name, wsl=bool(wsl))}"
     else:
-        stop = f"vramtop stop --profile {name}" if name else "vramtop stop"
+        stop = f"vramtop stop {profile_options(name)}" if name else "vramtop stop"
     return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"
-
-
-def _demo_options(profile: str | None, *, wsl: bool) -> str:
-    """The options that name the simulated machine of the demo profile `profile`, whatever
-    else runs when they are pasted: `--demo --wsl` (the 5090 the WSL2 way), else the card,
-    also the default one (a bare `--demo` is refused while two simulated servers run)."""
-    from vramtop.machines.demo_world import card_of_profile
-    from vramtop.sim.card import DEFAULT_CARD
-
-    card = (card_of_profile(profile) if profile else None) or DEFAULT_CARD
-    if wsl and card == DEFAULT_CARD:
-        return "--demo --wsl"
-    return f"--demo --card {card}"

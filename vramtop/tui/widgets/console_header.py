@@ -21,6 +21,9 @@ STATE_STYLE = {
     ServerState.CRASHED: "bold $error",
 }
 
+# An action under way (`acting`): its state word, whatever the server's is meanwhile.
+ACTING_STYLE = "bold $warning"
+
 
 class ConsoleHeader(TextPanel):
     DEFAULT_CSS = """
@@ -43,9 +46,12 @@ class ConsoleHeader(TextPanel):
         demo: bool,
         profile: str | None,
         activity: str | None,
+        acting: str | None = None,
         recorded: bool = False,
     ) -> None:
-        """`recorded`: a replay: the pid is a recorded one, not a process of this machine."""
+        """`acting`: while an action runs, its own state word ("restarting"), said in place
+        of the server's, which moves through stopped and starting meanwhile; `recorded`: a
+        replay: the pid is a recorded one, not a process of this machine."""
         info = sample.info if sample else None
         if info is not None and info.ready_s is not None:
             self._last_ready_s = info.ready_s
@@ -53,7 +59,9 @@ class ConsoleHeader(TextPanel):
         # happens now (the status line) goes beside the state, or below it where that line
         # has no room for all its words: never cut.
         width = self.content_region.width or None  # None before the first layout
-        server = _server_line(sample, now, recorded=recorded, last_ready_s=self._last_ready_s)
+        server = _server_line(
+            sample, now, recorded=recorded, last_ready_s=self._last_ready_s, acting=acting
+        )
         rows: list[Row] = [_fit(_machine_line(sample, wsl, call_on, demo, profile), width)]
         said: Part | None = (f"  {activity}", "bold $warning") if activity else None
         beside = _fit([*server, said], width) if said is not None else None
@@ -139,6 +147,7 @@ def _server_line(
     *,
     recorded: bool = False,
     last_ready_s: float | None = None,
+    acting: str | None = None,
 ) -> list[Part]:
     info = sample.info if sample else None
     parts: list[Part] = []
@@ -154,10 +163,12 @@ def _server_line(
                 f" {server.url} · start vLLM, or: vramtop import launch.sh · vramtop --demo"
             )
     elif info is None:
-        parts.append("server: not known yet")
+        parts.append((f"● {acting}", ACTING_STYLE) if acting else "server: not known yet")
     else:
         silent = _not_answering(sample) if info.state is ServerState.RUNNING else None
-        if silent is not None:
+        if acting is not None:
+            parts.append((f"● {acting}", ACTING_STYLE))
+        elif silent is not None:
             # Its process is there, but it answers nothing (stopped, hung): not "running".
             parts.append((f"● {silent}", STATE_STYLE[ServerState.CRASHED]))
         else:

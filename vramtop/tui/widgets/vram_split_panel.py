@@ -26,6 +26,9 @@ class VramSplitPanel(TextPanel):
     was made), and on WSL2 what Windows says."""
 
     _shown_for: tuple[object, ...] | None = None
+    # With --demo: the options that bring the simulated machine back as pasted (set by the
+    # console on mount: `demo_world.demo_profile_options`).
+    demo_options = "--demo"
 
     def on_mount(self) -> None:
         self.border_title = "VRAM split"
@@ -42,7 +45,7 @@ class VramSplitPanel(TextPanel):
         budget line prints that one beside the bytes it gives, never another server's."""
         # What the rows are made of: the same again (the memory moves far less often than
         # once a second, and a GPU that cannot be read stays so) lays out nothing.
-        shown_for = (gpu, split, info.state if info else None, windows, util)
+        shown_for = (gpu, split, info.state if info else None, windows, util, self.demo_options)
         if shown_for == self._shown_for:
             return
         self._shown_for = shown_for
@@ -59,7 +62,7 @@ class VramSplitPanel(TextPanel):
                 VramBar(None),
                 # Wrapped, not cut: the reason and what to do are the whole point here.
                 Wrapped(Content.assemble(("GPU readings unavailable: ", "bold $error"), reason)),
-                Wrapped(Content(_what_to_do(gpu.source))),
+                Wrapped(Content(_what_to_do(gpu.source, self.demo_options))),
                 Detail(""),
             ]
         else:
@@ -165,10 +168,10 @@ def _detail_row(gpu: GpuReading, split: Split) -> Row:
     return Wrapped(Content(split.detail).stylize_before(MUTED))
 
 
-def _what_to_do(source: str) -> str:
+def _what_to_do(source: str, demo_options: str) -> str:
     if source == "sim":
         # The demo's GPU is a process of vramtop's: no driver to check.
-        return "The simulated machine has stopped: quit, then run vramtop --demo again."
+        return f"The simulated machine has stopped: quit, then run vramtop {demo_options} again."
     if source == "recording":
         # A replay: the GPU in question is the recorded machine's, at the time.
         return "The recorded machine could not read its GPU then; nothing to check on this one."
