@@ -60,7 +60,11 @@ def test_rows_through_prometheus_agree_with_each_boxs_own_within_one_sample(
             mine = own[name]
             assert mine["status"] == "up", mine
             gap = int(str(mine["samples"])) - int(str(row["samples"]))
-            assert 0 <= gap <= 2, (name, row["samples"], mine["samples"])  # read after it
+            assert gap >= 0, (name, row["samples"], mine["samples"])  # read after it
+            if gap > 2:
+                # Read more than a sample apart (a busy machine's slow reads, a late scrape):
+                # no pair to compare yet. The agreement is a pair that saw the same sample.
+                return False
             if gap == 0:
                 same_sample[name] = (row, mine)
             for key in STEADY:
