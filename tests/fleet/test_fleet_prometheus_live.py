@@ -71,7 +71,7 @@ def test_rows_through_prometheus_agree_with_each_boxs_own_within_one_sample(
                 assert row[key] == mine[key], (name, key, row[key], mine[key])
         return set(same_sample) == set(BOXES)
 
-    wait_until(agreeing, deadline_s=90, what=lambda: f"a same-sample pair per box: {same_sample}")
+    wait_until(agreeing, deadline_s=180, what=lambda: f"a same-sample pair per box: {same_sample}")
     for name, (row, mine) in same_sample.items():
         assert row["source"] == "prometheus" and mine["source"] == "exporter"
         address = str(mine["url"]).removeprefix("http://").removesuffix("/metrics")
