@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from tests.support.fleet_page import FakeExporter
@@ -84,21 +85,27 @@ async def test_enter_shows_the_boxs_panels_and_escape_returns(
     assert app.return_code == 0
 
 
+async def steps_of_r9700(app: FleetApp, pilot: Pilot[None]) -> StepsScreen:
+    """`e` pressed once the r9700's page is read: its steps' screen."""
+    await wait_until_async(
+        lambda: app.page("r9700") is not None,
+        deadline_s=30,
+        what=lambda: f"r9700 up: {app.rows()}",
+        pause=pilot.pause,
+    )
+    await pilot.press("e")
+    screen = app.screen
+    assert isinstance(screen, StepsScreen)
+    return screen
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_e_says_the_exporter_does_not_serve_the_boxs_steps(
     box: FakeExporter, size: tuple[int, int]
 ) -> None:
     app = FleetApp([Box("r9700", box.url)])
     async with app.run_test(size=size) as pilot:
-        await wait_until_async(
-            lambda: app.page("r9700") is not None,
-            deadline_s=30,
-            what=lambda: f"r9700 up: {app.rows()}",
-            pause=pilot.pause,
-        )
-        await pilot.press("e")
-        screen = app.screen
-        assert isinstance(screen, StepsScreen)
+        screen = await steps_of_r9700(app, pilot)
         words = str(screen.query_one("#steps", Static).render())
         assert "r9700's exporter does not serve its steps" in words
         await pilot.press("escape", "enter", "e")  # from the box's panels too
@@ -139,15 +146,7 @@ async def test_e_shows_the_steps_the_boxs_exporter_serves(
     box.extra = served_steps()
     app = FleetApp([Box("r9700", box.url)])
     async with app.run_test(size=size) as pilot:
-        await wait_until_async(
-            lambda: app.page("r9700") is not None,
-            deadline_s=30,
-            what=lambda: f"r9700 up: {app.rows()}",
-            pause=pilot.pause,
-        )
-        await pilot.press("e")
-        screen = app.screen
-        assert isinstance(screen, StepsScreen)
+        screen = await steps_of_r9700(app, pilot)
         steps = screen.query_one("#steps", Static)
         lines = str(steps.render()).splitlines()
         assert lines[1:] == [

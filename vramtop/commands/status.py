@@ -91,8 +91,11 @@ def _health(url: str) -> tuple[bool, str | None]:
     """Whether the running server answers /health now, and why not."""
     import httpx
 
+    from vramtop.supervisor.readiness import client_for
+
     try:
-        status = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_S).status_code
+        with client_for(url, HEALTH_TIMEOUT_S) as client:
+            status = client.get(f"{url}/health").status_code
     except httpx.TimeoutException:
         return False, f"/health did not answer within {HEALTH_TIMEOUT_S:g} s (hung or stopped?)"
     except httpx.HTTPError as exc:

@@ -369,8 +369,9 @@ def door_process(pid: int) -> DoorProcess | None:
     if address is None:
         return None
     with contextlib.suppress(httpx.HTTPError, ValueError, RecursionError):
-        with httpx.Client(timeout=1.0, trust_env=False) as client:
-            answer = client.get(door_url(address) + CONTROL).json()
+        url = door_url(address)
+        with client_for(url, 1.0, trust_env=False) as client:
+            answer = client.get(url + CONTROL).json()
         if isinstance(answer, dict) and answer.get("pid") == pid:
             told = answer.get("upstream")
             upstream = told if isinstance(told, str) else None
