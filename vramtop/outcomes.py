@@ -32,6 +32,9 @@ class Outcome(StrEnum):
     ROLLED_BACK = "rolled_back"  # a relaunch whose new flags failed: the previous serve again
     FAILED = "failed"  # it changed the server, and did not end as asked
     REFUSED = "refused"  # it did nothing to the server (refused before anything stopped)
+    # The vramtop carrying it out ended half-way (killed, Ctrl+C): told by whoever settled the
+    # record after it, with what was there.
+    INTERRUPTED = "interrupted"
 
     @classmethod
     def of(cls, result: ActionResult, changed: bool) -> Outcome:

@@ -18,6 +18,7 @@ from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
@@ -45,10 +46,10 @@ def settle(sup: Supervisor, wanted: ServerState, timeout_s: float = 30.0) -> Ser
     return infos[-1]
 
 
-def _start_then_interrupt(profile: Profile, how: signal.Signals) -> None:
+def _start_then_interrupt(profile: Profile, how: signal.Signals, action: str = "start") -> None:
     profiles.save_profile(profile)
     cli = subprocess.Popen(
-        [sys.executable, "-m", "vramtop", "start", "--profile", profile.name, "-q"],
+        [sys.executable, "-m", "vramtop", action, "--profile", profile.name, "-q"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         # Ctrl+C's default action even when the tests run where SIGINT is ignored (a shell's
@@ -83,6 +84,29 @@ def test_a_start_interrupted_while_loading_settles_to_running(
         assert len(sim_api_servers(machine)) == 1
         rec = state.load("cut")
         assert rec is not None and rec.state == "running" and rec.actor_pid is None
+        # The timeline says the start was interrupted, and what came of it, once.
+        (told,) = [e for e in EventLog.for_profile("cut").read() if e.name == "start"]
+        assert told.detail["result"] == "interrupted" and told.detail["asked_by"] == "command"
+        assert f"ready without it (pid {rec.pid})" in str(told.detail["message"])
+        sup.housekeeping()
+        assert [e.name for e in EventLog.for_profile("cut").read()] == ["start"]
+    finally:
+        assert sup.stop().ok
+
+
+def test_a_restart_killed_while_loading_is_told_as_interrupted(machine: SimMachine) -> None:
+    profile = sim_profile(machine, "rk")
+    sup = Supervisor(profile, memory_released=memory_released_check(machine))
+    assert sup.start().ok
+    first = state.load("rk")
+    try:
+        _start_then_interrupt(profile, signal.SIGKILL, action="restart")
+        rec = state.load("rk")
+        assert first is not None and rec is not None and rec.pid != first.pid  # it relaunched
+        assert settle(sup, ServerState.RUNNING).state == ServerState.RUNNING
+        told = [e for e in EventLog.for_profile("rk").read() if e.name == "restart"]
+        assert [e.detail["result"] for e in told] == ["interrupted"]
+        assert "vLLM became ready without it" in str(told[0].detail["message"])
     finally:
         assert sup.stop().ok
 
@@ -108,9 +132,13 @@ def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
         rec = state.load("s")
         assert rec is not None
         rec.state, rec.stop_requested = "stopping", True  # then the vramtop was killed
+        rec.acting, rec.acting_asked_by = "stop", "key"
         state.save(rec)
         assert sup.status().state == ServerState.STOPPING
         assert settle(sup, ServerState.RUNNING, 10).state == ServerState.RUNNING
+        (told,) = [e for e in EventLog.for_profile("s").read() if e.name == "stop"]
+        assert (told.detail["result"], told.detail["asked_by"]) == ("interrupted", "key")
+        assert "vLLM still serves" in str(told.detail["message"])
     finally:
         assert sup.stop().ok
 

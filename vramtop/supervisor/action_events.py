@@ -91,3 +91,17 @@ def write_action(done: ActionDone) -> bool:
         "message": mask_line(done.result.message),
     }
     return EventLog.for_profile(done.profile).append(time.time(), done.name, values)
+
+
+def write_interrupted(rec: ServerRecord, found: str) -> bool:
+    """The action a vramtop left half-done on `rec` (killed, Ctrl+C), told by whoever settled
+    the record after it: `found`, what was there then. Nothing is written for a record that
+    names no action."""
+    if rec.acting is None:
+        return False
+    values: JsonObject = {
+        "result": Outcome.INTERRUPTED.value,
+        "asked_by": rec.acting_asked_by if rec.acting_asked_by in ASKED_BY else COMMAND,
+        "message": f"the vramtop carrying it out ended half-way; {found}",
+    }
+    return EventLog.for_profile(rec.profile).append(time.time(), rec.acting, values)

@@ -244,6 +244,8 @@ class ServerActions:
                 **state.flags_of(argv),
                 **door_facts,
             )
+            if wait_ready:  # (without it, the action's event is written at the launch)
+                self._server.mark_acting(rec)
             # Saved before the launch: a vramtop killed right after it still finds the server
             # by its launch id.
             state.save(rec)
@@ -332,6 +334,7 @@ class ServerActions:
             progress("stopping")
             state_moves.move(rec, Lifecycle.STOPPING)
             rec.stop_requested = True
+            self._server.mark_acting(rec)
             state.save(rec)
         survivors = self._server.end(rec, progress, grace_s, found, self._server.step.mark)
         released = self._server.released
@@ -342,6 +345,7 @@ class ServerActions:
                 f"could not stop every process: {tree.describe(survivors)} still running",
             )
         state_moves.move(rec, Lifecycle.STOPPED)
+        rec.acting = rec.acting_asked_by = None
         rec.restarts, rec.next_restart_at = 0, None
         state.save(rec)
         if not was_running:

@@ -86,6 +86,7 @@ class LoadFollower:
                     rec.phase = causes.READY
                     state_moves.move(rec, Lifecycle.RUNNING)
                     rec.actor_pid = rec.actor_create_time = None
+                    rec.acting = rec.acting_asked_by = None
                     rec.ready_s = round(time.time() - (rec.started_at or time.time()), 3)
                     handle.remember_tree(rec)
                     if self._save_if_ours(rec):  # busy: the next poll tries again
@@ -100,6 +101,7 @@ class LoadFollower:
                     seen_tree_at = now
                 if now > deadline:
                     rec.actor_pid = rec.actor_create_time = None  # housekeeping takes over
+                    rec.acting = rec.acting_asked_by = None  # (its event says it is not ready)
                     self._save_if_ours(rec)
                     return ActionResult(
                         False, f"not ready after {timeout_s:.0f} s; it is still starting"

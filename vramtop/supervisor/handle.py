@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,6 +65,9 @@ class ServerHandle:
         self.released = True  # whether the last `end` saw the GPU give the memory back
         # The moments of the step under way, for its timeline event (`step_phases`).
         self.step = StepClock()
+        # The action this process carries out now and who asked it (`acting_as`), written into
+        # the record while it runs: a vramtop killed half-way leaves it there to be told.
+        self.acting: tuple[str, str] | None = None
         self._records = state.RecordCache()
         # The server as shown on every tick, read from the kept record.
         self.shown = ShownStatus(profile.name, self.recorded)
@@ -93,6 +96,19 @@ class ServerHandle:
             log.info("profile %s changed on disk: read again", path)
             self.profile = fresh
             self.file_profile = fresh
+
+    @contextlib.contextmanager
+    def acting_as(self, action: str, asked_by: str) -> Iterator[None]:
+        """While `action`, asked by `asked_by`, runs in this process."""
+        self.acting = (action, asked_by)
+        try:
+            yield
+        finally:
+            self.acting = None
+
+    def mark_acting(self, rec: ServerRecord) -> None:
+        """`rec` says which action this process carries out on it (none: nothing said)."""
+        rec.acting, rec.acting_asked_by = self.acting or (None, None)
 
     @property
     def name(self) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
 from vramtop.supervisor import causes, door, handle, state, state_moves, tree
+from vramtop.supervisor.action_events import write_interrupted
 from vramtop.supervisor.actions import ServerActions
 from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
@@ -159,7 +160,10 @@ class Housekeeper:
                     return
                 state_moves.move(current, Lifecycle.RUNNING)
                 current.phase = causes.READY
+                if current.actor_pid is not None:  # its vramtop died before it was ready
+                    write_interrupted(current, f"vLLM became ready without it (pid {current.pid})")
                 current.actor_pid = current.actor_create_time = None
+                current.acting = current.acting_asked_by = None
                 handle.remember_tree(current)
                 state.save(current)
                 self._door.release_at_ready(current)
@@ -181,6 +185,8 @@ class Housekeeper:
                 if not handle.server_tree(rec):
                     state_moves.move(rec, Lifecycle.STOPPED)
                     rec.tree = {}
+                    write_interrupted(rec, "vLLM is stopped")
+                    rec.acting = rec.acting_asked_by = None
                     state.save(rec)
                     self._door.fail_held(rec, "the restart was interrupted; vLLM is stopped")
                 elif rec.state == Lifecycle.STOPPING and healthy_once(
@@ -189,6 +195,8 @@ class Housekeeper:
                     # The stop never reached the server (or it ignored it): it serves.
                     state_moves.move(rec, Lifecycle.RUNNING)
                     rec.stop_requested = False
+                    write_interrupted(rec, f"vLLM still serves (pid {rec.pid})")
+                    rec.acting = rec.acting_asked_by = None
                     state.save(rec)
         except state.Busy:
             pass  # the launch or stop is still under way

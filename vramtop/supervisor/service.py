@@ -168,14 +168,17 @@ class Supervisor:
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._actions.start(progress, wait_ready, timeout_s)
+        with self._server.acting_as("start", asked_by):
+            result = self._actions.start(progress, wait_ready, timeout_s)
         return self._told("start", result, asked_by, before, self._step_facts())
 
     def stop(
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        return self._told("stop", self._actions.stop(progress), asked_by, before)
+        with self._server.acting_as("stop", asked_by):
+            result = self._actions.stop(progress)
+        return self._told("stop", result, asked_by, before)
 
     def restart(
         self,
@@ -187,7 +190,8 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
+        with self._server.acting_as("restart", asked_by):
+            result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
     def relaunch(
@@ -199,7 +203,8 @@ class Supervisor:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._relauncher.relaunch(order, progress)
+        with self._server.acting_as("relaunch", asked_by):
+            result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.
         changed: JsonObject = {

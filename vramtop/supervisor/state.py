@@ -92,6 +92,11 @@ class ServerRecord:
     # settles the record itself; once it is gone, `Supervisor.housekeeping` does.
     actor_pid: int | None = None
     actor_create_time: float | None = None
+    # The action that vramtop carries out ("start", "stop", "restart", "relaunch") and who asked
+    # it: a vramtop that dies half-way leaves them, and whoever settles the record tells the
+    # timeline the action was interrupted (`housekeeping`).
+    acting: str | None = None
+    acting_asked_by: str | None = None
     restarts: int = 0  # automatic restarts since the last start asked for by a person
     next_restart_at: float | None = None
     updated_at: float | None = None
