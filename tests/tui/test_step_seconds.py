@@ -63,3 +63,15 @@ def test_the_words_stay_short() -> None:
     longest = under_way_words("relaunch", "capturing graphs", 1234.0, 1234.0)
     assert longest == "relaunch: capturing graphs… 1234 s (last 1234 s)"
     assert len(longest) <= 50
+
+
+async def test_one_clock_while_the_console_steps() -> None:
+    # Seen: "● relaunching pid 9221 · 0s so far (last start: 3.0s) · budget 0.83  relaunch:
+    # launching… 3 s (last 4 s)": the load's seconds beside the step's, two clocks that
+    # disagree. While this console's step runs, the status line's seconds are the only ones.
+    EventLog.for_profile("qwen-27b").append(
+        1000.0, "restart", {"result": "ok", "phases": {"stopped_s": 1.0, "total_s": 74.4}}
+    )
+    shown = await _header_while_loading(3)
+    assert "start: loading weights… 3 s (last 74 s)" in shown
+    assert "so far" not in shown and "last start" not in shown, shown

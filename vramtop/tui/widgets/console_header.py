@@ -178,8 +178,9 @@ def _server_line(
             # VRAM panel's budget line says it too.
             pid = f" recorded pid {info.pid}" if recorded else f" pid {info.pid}"
             parts.append(Optional((pid, ""), rank=LAST))
-        if info.state is ServerState.STARTING and info.started_at is not None:
-            # A load takes minutes: how long this one has taken, and the last one in all.
+        if info.state is ServerState.STARTING and info.started_at is not None and not acting:
+            # A load takes minutes: how long this one has taken, and the last one in all. (A
+            # step this console runs counts its own seconds on the status line: one clock.)
             parts.append(f" · {duration(now - info.started_at)} so far")
             if last_ready_s is not None:
                 parts.append(Optional((f" (last start: {ready_time(last_ready_s)})", "")))
