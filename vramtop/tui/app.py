@@ -448,10 +448,10 @@ class VramtopApp(App[int]):
             self.actions.finished(message)
 
     # -- reading (Reader) ----------------------------------------------------------------
-    def request_tick(self) -> None:
-        """Ask the reader for a read. Asks made while a read runs become one read after it:
-        a hanging source never piles reads up."""
-        self.reader.request_tick()
+    def request_tick(self) -> int:
+        """Ask the reader for a read (returns the ask's number). Asks made while a read runs
+        become one read after it: a hanging source never piles reads up."""
+        return self.reader.request_tick()
 
     @property
     def reads_pending(self) -> bool:
@@ -470,6 +470,7 @@ class VramtopApp(App[int]):
             return
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
+        self.actions.drawn(message.answers)  # an action's outcome waits for no reading
         self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._panels.server_log.say_unread(message.reason)
         self.render_header()
@@ -481,6 +482,10 @@ class VramtopApp(App[int]):
             return  # seen on a busy machine: a frame handled after quitting
         self._panels.server_log.say_unread(None)
         frame = message.frame
+        if not self.actions.drawn(message.answers):
+            # Taken before an action's end: its news is told, its state never drawn after.
+            self._tell_news(message)
+            return
         previous_state = self.shown.server_state
         self.shown = self.shown.arrived(frame, message.normal_origin)
         self._tell_news(message)
