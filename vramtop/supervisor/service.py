@@ -45,6 +45,7 @@ from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.step_phases import recorded_last_step, slow_parts_of, start_phases
 from vramtop.supervisor.stopping import MemoryReleased
+from vramtop.supervisor.under_way import acting
 
 __all__ = [
     "AUTO_RESTART_LIMIT",
@@ -168,14 +169,17 @@ class Supervisor:
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._actions.start(progress, wait_ready, timeout_s)
+        with acting(self.name, "start"):
+            result = self._actions.start(progress, wait_ready, timeout_s)
         return self._told("start", result, asked_by, before, self._step_facts())
 
     def stop(
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        return self._told("stop", self._actions.stop(progress), asked_by, before)
+        with acting(self.name, "stop"):
+            result = self._actions.stop(progress)
+        return self._told("stop", result, asked_by, before)
 
     def restart(
         self,
@@ -187,7 +191,8 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
+        with acting(self.name, "restart"):
+            result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
     def relaunch(
@@ -199,7 +204,8 @@ class Supervisor:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        result = self._relauncher.relaunch(order, progress)
+        with acting(self.name, "relaunch"):
+            result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.
         changed: JsonObject = {
