@@ -107,3 +107,40 @@ def test_attach_refusing_another_profiles_server_names_it_as_a_person_would(
             result.message
         )
         assert result.detail == said
+
+
+@pytest.mark.parametrize(
+    ("owner", "said"),
+    [
+        ("demo-spark", "`vramtop stop --demo --card spark` ends it)"),
+        ("demo", "`vramtop stop --demo --card 5090` ends it)"),
+        ("s1", "`vramtop stop --profile s1` ends it, with profiles/s1.toml in place)"),
+    ],
+)
+@pytest.mark.parametrize("where", ["port", "front_door"])
+def test_a_port_held_by_another_profiles_server_names_the_command_that_ends_it(
+    home: Path,
+    ledger: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    owner: str,
+    said: str,
+    where: str,
+) -> None:
+    """`vramtop start` refused because another profile's server holds the port (or the front
+    door's): the stop command it gives works pasted, in the demo's words for a demo's."""
+    from vramtop import cli
+
+    port = free_port()
+    monkeypatch.setenv("VRAMTOP_LAUNCH_ID", "x1")
+    monkeypatch.setenv("VRAMTOP_PROFILE", owner)
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        monkeypatch.delenv("VRAMTOP_LAUNCH_ID")
+        monkeypatch.delenv("VRAMTOP_PROFILE")
+        profile = fake_profile("own", port if where == "port" else free_port(), ledger)
+        if where == "front_door":
+            profile = profile.model_copy(update={"front_door": f"127.0.0.1:{port}"})
+        save_profile(profile)
+        assert cli.main(["start", "--profile", "own"]) != 0
+        err = capsys.readouterr().err
+        assert f"pid {server_pid}" in err and said in err, err

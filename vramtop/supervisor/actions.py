@@ -193,7 +193,7 @@ class ServerActions:
         internal = self._door_process.internal_port()
         if internal is not None:
             host, port = door.LOOPBACK, internal
-        owner = launch.port_owner(host, port)
+        owner = launch.port_owner(host, port, self._server.options_of)
         if owner is not None:
             return ActionResult(
                 False,

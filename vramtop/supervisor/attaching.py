@@ -3,7 +3,6 @@ record it as the profile's server."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +18,9 @@ OUTPUT_ELSEWHERE = (
     "Attach with --log PATH to name the file it writes to"
 )
 
-ProfileOptions = Callable[[str], str]
-"""How a command line names a profile's server (the demo's own words are the machines')."""
-
-
-def profile_option(name: str) -> str:
-    return f"--profile {name}"
+# How a command line names a profile's server: one rule, with the port's owner (launch).
+ProfileOptions = launch.ProfileOptions
+profile_option = launch.profile_option
 
 
 def attach_locked(

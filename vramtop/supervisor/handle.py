@@ -26,7 +26,7 @@ from vramtop.config import Profile
 from vramtop.core import secrets
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, state, tree
+from vramtop.supervisor import causes, launch, state, tree
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.shown_status import ShownStatus
 from vramtop.supervisor.state import ServerRecord
@@ -54,8 +54,11 @@ class ServerHandle:
         *,
         memory_released: MemoryReleased | None = None,
         health_timeout_s: float = 1.0,
+        options_of: launch.ProfileOptions = launch.profile_option,
     ) -> None:
         self.profile = profile
+        # How a command line names a profile's server, said where another one is in the way.
+        self.options_of = options_of
         # The profile as its file says it: a relaunch not saved changes `profile` only.
         self.file_profile = profile
         self._profile_file = _file_key(profile.loaded_from)

@@ -71,9 +71,15 @@ class Supervisor:
         *,
         memory_released: MemoryReleased | None = None,
         health_timeout_s: float = 1.0,
+        options_of: attaching.ProfileOptions = attaching.profile_option,
     ) -> None:
+        """`options_of`: how a command line names a profile's server (a demo's in the demo's
+        words), said where another profile's server holds a port this one needs."""
         self._server = ServerHandle(
-            profile, memory_released=memory_released, health_timeout_s=health_timeout_s
+            profile,
+            memory_released=memory_released,
+            health_timeout_s=health_timeout_s,
+            options_of=options_of,
         )
         # The one owner of the front door's control, which every part asks; the door's
         # process (started with a launch, stopped, started again) is apart.
