@@ -225,11 +225,15 @@ class VramtopApp(App[int]):
             return
         details = self.shown.banner_details and bool(self.shown.findings)
         details_room = details and size.height < SHORT_HEIGHT
-        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or details_room
+        # An open finding on a short terminal: the banner's rows come from the panels'
+        # history, or the log and the footer went below the screen (80x24).
+        banner_room = bool(self.shown.findings) and size.height < SHORT_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or banner_room
         # The console's own screen, also when a dialog is on top: resized under the help,
         # it kept its layout for the old size once the help closed.
         main = self.screen_stack[0]
         main.set_class(details_room, "-details")
+        main.set_class(banner_room and not details_room, "-banner")
         if compact != main.has_class("-compact"):
             main.set_class(compact, "-compact")
             for panel in main.query(TextPanel):
@@ -595,6 +599,7 @@ class VramtopApp(App[int]):
             self.shown, short=short, can_act=self.backend.can_act, keys=keys
         ):
             self.refresh_bindings()  # d (details) is offered while a finding is open
+            self._lay_out(self.size)  # its rows, on a short terminal
 
     def now(self) -> float:
         """The console's clock (a test's own)."""
