@@ -144,3 +144,44 @@ def test_a_port_held_by_another_profiles_server_names_the_command_that_ends_it(
         assert cli.main(["start", "--profile", "own"]) != 0
         err = capsys.readouterr().err
         assert f"pid {server_pid}" in err and said in err, err
+
+
+@pytest.mark.parametrize("through", ["door", "server"])
+@pytest.mark.parametrize("whose", ["own", "elsewhere"])
+def test_attach_names_the_door_in_front_of_the_server_and_adopts_its_own(
+    home: Path, ledger: Path, through: str, whose: str
+) -> None:
+    """Found at its door or at its own port, a server with a front door in front of it: the
+    door is this profile's (its token), adopted with the server; or another profile's,
+    named, with how this profile gets one of its own."""
+    port, door_port = free_port(), free_port()
+    address = f"127.0.0.1:{door_port}"
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        spawned = door.spawn(whose, address, port, 600.0)
+        assert not isinstance(spawned, str), spawned
+        door_pid, made = spawned
+        try:
+            sup = Supervisor(fake_profile("own", port, ledger))
+            result = sup.attach(port=door_port if through == "door" else port)
+            assert result.ok and f"attached to pid {server_pid}" in result.message
+            where = f"the front door on {address} (pid {door_pid}) in front of it is"
+            rec = state.load("own")
+            assert rec is not None and rec.pid == server_pid
+            if whose == "own":
+                assert f"{where} this profile's and is kept with it" in result.message
+                assert (rec.front_door, rec.door_pid, rec.internal_port) == (
+                    address,
+                    door_pid,
+                    port,
+                )
+            else:
+                assert f"{where} profile elsewhere's and stays so" in result.message
+                assert "stop that door (`vramtop stop --profile elsewhere`)" in result.message
+                assert f'give this profile front_door = "{address}"' in result.message
+                assert rec.front_door is None
+        finally:
+            door.stop(
+                state.ServerRecord(
+                    profile=whose, front_door=address, door_pid=door_pid, door_create_time=made
+                )
+            )
