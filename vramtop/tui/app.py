@@ -649,7 +649,11 @@ def run_console(backend: Backend, settings: Settings | None = None) -> int:
     app = VramtopApp(backend, settings)
     result = app.run()
     if app.farewell:
-        print(app.farewell)
+        import shutil
+
+        from vramtop.tui.screens.quit_dialog import wrapped
+
+        print(wrapped(app.farewell, shutil.get_terminal_size().columns))
     if app.crashed or (app.return_code or 0) != 0:
         return 1  # ExitCode.ERROR: an unexpected error, its traceback in the own log
     return result if isinstance(result, int) else 0
