@@ -100,3 +100,32 @@ def test_status_json_gives_the_last_steps_phases(
         "phases": phases,
         "slow_parts": slow,
     }
+
+
+def test_status_says_an_action_under_way_from_another_terminal(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A console's r, a guard or a command restarting the server holds the profile's step
+    # lock; the record meanwhile says a moment of it (stopped, starting).
+    from vramtop.config import Profile
+    from vramtop.profiles import save_profile
+    from vramtop.supervisor.handle import ServerHandle
+    from vramtop.supervisor.under_way import acting
+
+    profile = Profile(name="busy", argv=["vllm", "serve", "m"], port=18_125)
+    save_profile(profile)
+    with acting(ServerHandle(profile), "restart", "key"):
+        assert cli.main(["status"]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first.startswith("busy: restarting, ") and "s so far" in first, first
+        assert "the server is stopped" in first, first
+        assert cli.main(["status", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["state"] == "stopped"  # the record's, as before
+        assert data["under_way"]["action"] == "restart"
+        assert data["under_way"]["state_word"] == "restarting"
+        assert isinstance(data["under_way"]["seconds"], float)
+    assert cli.main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["under_way"] is None  # done: the record's state
+    assert cli.main(["status"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "busy: stopped"

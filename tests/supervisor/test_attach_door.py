@@ -107,3 +107,81 @@ def test_attach_refusing_another_profiles_server_names_it_as_a_person_would(
             result.message
         )
         assert result.detail == said
+
+
+@pytest.mark.parametrize(
+    ("owner", "said"),
+    [
+        ("demo-spark", "`vramtop stop --demo --card spark` ends it)"),
+        ("demo", "`vramtop stop --demo --card 5090` ends it)"),
+        ("s1", "`vramtop stop --profile s1` ends it, with profiles/s1.toml in place)"),
+    ],
+)
+@pytest.mark.parametrize("where", ["port", "front_door"])
+def test_a_port_held_by_another_profiles_server_names_the_command_that_ends_it(
+    home: Path,
+    ledger: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    owner: str,
+    said: str,
+    where: str,
+) -> None:
+    """`vramtop start` refused because another profile's server holds the port (or the front
+    door's): the stop command it gives works pasted, in the demo's words for a demo's."""
+    from vramtop import cli
+
+    port = free_port()
+    monkeypatch.setenv("VRAMTOP_LAUNCH_ID", "x1")
+    monkeypatch.setenv("VRAMTOP_PROFILE", owner)
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        monkeypatch.delenv("VRAMTOP_LAUNCH_ID")
+        monkeypatch.delenv("VRAMTOP_PROFILE")
+        profile = fake_profile("own", port if where == "port" else free_port(), ledger)
+        if where == "front_door":
+            profile = profile.model_copy(update={"front_door": f"127.0.0.1:{port}"})
+        save_profile(profile)
+        assert cli.main(["start", "--profile", "own"]) != 0
+        err = capsys.readouterr().err
+        assert f"pid {server_pid}" in err and said in err, err
+
+
+@pytest.mark.parametrize("through", ["door", "server"])
+@pytest.mark.parametrize("whose", ["own", "elsewhere"])
+def test_attach_names_the_door_in_front_of_the_server_and_adopts_its_own(
+    home: Path, ledger: Path, through: str, whose: str
+) -> None:
+    """Found at its door or at its own port, a server with a front door in front of it: the
+    door is this profile's (its token), adopted with the server; or another profile's,
+    named, with how this profile gets one of its own."""
+    port, door_port = free_port(), free_port()
+    address = f"127.0.0.1:{door_port}"
+    with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
+        spawned = door.spawn(whose, address, port, 600.0)
+        assert not isinstance(spawned, str), spawned
+        door_pid, made = spawned
+        try:
+            sup = Supervisor(fake_profile("own", port, ledger))
+            result = sup.attach(port=door_port if through == "door" else port)
+            assert result.ok and f"attached to pid {server_pid}" in result.message
+            where = f"the front door on {address} (pid {door_pid}) in front of it is"
+            rec = state.load("own")
+            assert rec is not None and rec.pid == server_pid
+            if whose == "own":
+                assert f"{where} this profile's and is kept with it" in result.message
+                assert (rec.front_door, rec.door_pid, rec.internal_port) == (
+                    address,
+                    door_pid,
+                    port,
+                )
+            else:
+                assert f"{where} profile elsewhere's and stays so" in result.message
+                assert "stop that door (`vramtop stop --profile elsewhere`)" in result.message
+                assert f'give this profile front_door = "{address}"' in result.message
+                assert rec.front_door is None
+        finally:
+            door.stop(
+                state.ServerRecord(
+                    profile=whose, front_door=address, door_pid=door_pid, door_create_time=made
+                )
+            )

@@ -4,6 +4,7 @@ processes (tests/supervisor/fake_server.py) for the moments."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,28 @@ def test_the_restart_event_names_its_slow_parts(
     assert str(slow[1]).startswith("compilation took 43 s against 5 s the start before")
     assert "torch_compile_cache" in str(slow[1])
     assert "compilation" not in str(events["start"].get("slow_parts"))  # no start before it
+
+
+def test_each_action_says_it_is_under_way_while_it_runs(home: Path, ledger: Path) -> None:
+    from vramtop.supervisor.under_way import under_way
+
+    sup = Supervisor(
+        fake_profile("busy", free_port(), ledger), memory_released=lambda: ledger_empty(ledger)
+    )
+    seen: dict[str, set[object]] = {}
+
+    def watching(action: str) -> Callable[[str], None]:
+        def progress(_step: str) -> None:
+            holder = under_way("busy")
+            seen.setdefault(action, set()).add(holder["kind"] if holder else None)
+
+        return progress
+
+    try:
+        assert sup.start(watching("start")).ok
+        assert sup.restart(watching("restart")).ok
+        assert under_way("busy") is None  # done: nothing said under way
+    finally:
+        assert sup.stop(watching("stop")).ok
+    assert seen == {"start": {"start"}, "restart": {"restart"}, "stop": {"stop"}}
+    assert under_way("busy") is None

@@ -40,8 +40,9 @@ class Console:
     def key_of(self, binding_id: str) -> str:
         return {"restart": "r", "start_stop": "s"}[binding_id]
 
-    def request_tick(self) -> None:
+    def request_tick(self) -> int:
         self.reads_asked += 1
+        return self.reads_asked
 
 
 class AtOnce:
@@ -108,8 +109,11 @@ def test_r_asks_while_requests_run_forgets_the_question_then_restarts_on_a_secon
     assert [m.result.ok for m in finished] == [True]
     assert any(isinstance(m, ActionProgress) for m in calls.posted)
     runner.finished(finished[0])
-    assert runner.busy is None and console.said[-1] == "restarted"
-    assert console.reads_asked == 1
+    assert runner.busy is None and console.reads_asked == 1
+    assert runner.acting == "restarting" and console.said[-1] != "restarted"
+    assert not runner.drawn(0)  # a reading taken while it ran: not drawn, nothing told
+    assert runner.drawn(1) and console.said[-1] == "restarted"
+    assert runner.acting is None
 
 
 def test_s_while_a_start_loads_stops_the_load() -> None:

@@ -9,11 +9,13 @@ import threading
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.console import make_app, settle, text, ticks, wait_for
+from tests.support.console import NO_TIMER, make_app, settle, text, ticks, wait_for
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import ServerState
+from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp
+from vramtop.tui.messages import ActionFinished, SampleArrived
 from vramtop.tui.widgets.console_header import ConsoleHeader
 
 
@@ -109,3 +111,68 @@ async def test_quitting_with_a_stop_says_stopping() -> None:
         assert "● stopping" in _state_line(app)
         backend.go.release()
         await wait_for(pilot, lambda: not app.is_running)
+
+
+class _HeldRead(_Paused):
+    """A read that the test holds once it has taken its sample: what a read begun while the
+    action runs (the new server still starting) brings after the action has ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold: threading.Event | None = None
+        self.inside = threading.Event()
+
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        frame = super().tick(log_limit)
+        hold = self.hold
+        if hold is not None:
+            self.hold = None
+            self.inside.set()
+            assert hold.wait(timeout=30)
+        return frame
+
+
+class _Frames(VramtopApp):
+    """The console, its header's state line written down after each message it handles."""
+
+    lines: list[str]
+
+    def on_sample_arrived(self, message: SampleArrived) -> None:
+        super().on_sample_arrived(message)
+        self.lines.append(_state_line(self))
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        super().on_action_finished(message)
+        self.lines.append(_state_line(self))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_a_reading_taken_during_a_restart_is_not_drawn_after_it(
+    size: tuple[int, int],
+) -> None:
+    backend = _HeldRead()
+    app = _Frames(backend, NO_TIMER, clock=backend.clock)
+    app.lines = []
+    async with app.run_test(size=size) as pilot:
+        await ticks(pilot, 1)
+        await pilot.press("r", "r")
+        for step in ("memory released", "launching", "loading weights"):
+            await _step_shown(pilot, app, backend, step)
+            if step != "loading weights":
+                backend.go.release()
+        # A read begins while the new server loads, and is held with its sample (starting) …
+        held = threading.Event()
+        backend.hold = held
+        app.request_tick()
+        assert backend.inside.wait(timeout=30)
+        app.lines.clear()
+        backend.go.release()  # … the restart ends (the server runs) …
+        await wait_for(pilot, lambda: app.busy is None)
+        held.set()  # … and the read taken before its end arrives after it.
+        await settle(pilot)
+        assert "● running" in _state_line(app) and "restarted" in _state_line(app)
+        for line in app.lines:
+            # Every frame: the action's own word, or the server's state once a reading taken
+            # after the end says it, beside the outcome.
+            assert "● starting" not in line, app.lines
+            assert ("restarted" in line) == ("● running" in line), app.lines

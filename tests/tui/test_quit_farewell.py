@@ -79,3 +79,23 @@ async def test_behind_a_front_door_the_farewell_names_the_door() -> None:
         "vLLM is still running (pid 4242) at http://127.0.0.1:8000, behind the front door "
         "127.0.0.1:8001. To stop it: vramtop stop --profile qwen-27b"
     )
+
+
+@pytest.mark.parametrize("width", [120, 80, 60, 40])
+def test_the_farewell_is_wrapped_between_words_with_the_command_whole(width: int) -> None:
+    # Seen: printed at 80 columns the terminal cut it inside a word ("fron" / "t door").
+    from vramtop.tui.screens.quit_dialog import left_running, wrapped
+
+    backend = FakeBackend(demo=True, wsl=False, profile_name=demo_world.demo_profile_name("spark"))
+    farewell = left_running(
+        backend.tick().sample,
+        demo=True,
+        profile=backend.profile_name,
+        front_door="127.0.0.1:18001",
+    )
+    assert farewell is not None
+    lines = wrapped(farewell, width).splitlines()
+    assert all(len(line) <= width for line in lines), lines
+    assert " ".join(lines).split() == farewell.split()  # every word whole, in its order
+    assert "vramtop stop --demo --card spark" in lines[-1]  # pasted whole
+    assert (len(lines) == 1) == (len(farewell) <= width)

@@ -17,6 +17,7 @@ from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.adaptive_words import AdaptiveState, budget_words
 from vramtop.core.model import GIB, Sample
+from vramtop.core.rate_figures import rate_text
 from vramtop.core.secrets import mask_url
 from vramtop.outcomes import ExitCode
 from vramtop.settings import MIN_INTERVAL_S, interval_problem
@@ -311,7 +312,7 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
     lines.append(f"KV pool {kv_gib} GiB, {kv['tokens'] or UNKNOWN} tokens, usage {usage}")
     rates = data["rates"]
     gen = rates["generation_tps"]
-    lines.append(f"generation {UNKNOWN if gen is None else f'{gen:.1f}'} tok/s")
+    lines.append(f"generation {rate_text(gen, 1)} tok/s")
     normal = data.get("normal_rate")
     lines.append(normal["text"] if normal else "normal rate: not known yet (cannot judge it)")
     # Where a guard runs adaptively for the profile, the panel's line (local clock times).

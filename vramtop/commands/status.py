@@ -14,10 +14,11 @@ from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
 from vramtop.core.launch_failure import state_word
 from vramtop.core.shell_words import shell_line
-from vramtop.core.step_report import step_lines
+from vramtop.core.step_report import UNDER_WAY, step_lines
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 from vramtop.supervisor.step_phases import recorded_last_step
+from vramtop.supervisor.under_way import under_way
 
 HEALTH_TIMEOUT_S = 3.0
 NO_PROFILE = (
@@ -82,9 +83,29 @@ def run(args: argparse.Namespace) -> int:
             data.update(door_fields(rec))
         # Added: the last start, restart or relaunch and its phases (null before any).
         data["last_step"] = recorded_last_step(t.supervisor.name, data.get("door"))
+        # Added: the action another vramtop (a console, a guard, a command) is taking on the
+        # server now, null when none: the record says only a moment of it.
+        data["under_way"] = _under_way(t.supervisor.name)
         return _print(options.json, data)
 
     return supervised.run_guarded(act, StatusOptions.from_args(args))
+
+
+def _under_way(profile: str) -> dict[str, object] | None:
+    """`under_way`: the action (`action`, its word `state_word` as the console's header says
+    it), the process taking it (`pid`), since when (`since`, Unix time) and its seconds so far
+    (`seconds`); None when no action is under way."""
+    holder = under_way(profile)
+    if holder is None or holder["kind"] not in UNDER_WAY:
+        return None
+    since = holder["since"]
+    return {
+        "action": holder["kind"],
+        "state_word": UNDER_WAY[holder["kind"]],
+        "pid": holder["pid"],
+        "since": since,
+        "seconds": round(max(0.0, time.time() - since), 1) if since is not None else None,
+    }
 
 
 def _health(url: str) -> tuple[bool, str | None]:
@@ -111,7 +132,14 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
         data["query_time"] = query_time()
         print(json.dumps(data, indent=2, default=str))
         return 0
-    lines = [f"{data.get('profile')}: {data.get('state_word') or data['state']}"]
+    word = data.get("state_word") or data["state"]
+    acting = data.get("under_way")
+    if isinstance(acting, dict):
+        # The action's own word, as the console's header says it; the record's state beside.
+        so_far = acting.get("seconds")
+        seconds = f", {so_far:.0f} s so far" if isinstance(so_far, float) else ""
+        word = f"{acting['state_word']}{seconds} · the server is {word}"
+    lines = [f"{data.get('profile')}: {word}"]
     if data.get("pid"):
         lines[0] += f" (pid {data['pid']}, port {data.get('port')}, {data.get('started_by')})"
     if data.get("phase") and data["state"] == "starting":

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import TypeVar
 
 import psutil
@@ -166,7 +167,12 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
             print(f"vramtop: {begun.unlike_asked}", file=sys.stderr)
         profile = demo_world.demo_profile(machine, demo_world.demo_door(chosen.front_door, card))
         return Supervised(
-            Supervisor(profile, memory_released=demo_world.memory_released_check(machine)), True
+            Supervisor(
+                profile,
+                memory_released=demo_world.memory_released_check(machine),
+                options_of=partial(demo_world.profile_options, wsl=bool(chosen.wsl)),
+            ),
+            True,
         )
     if chosen.front_door is not None:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
@@ -180,9 +186,12 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
         if not without_profile or name is not None or _default_named():
             raise
         profile, placeholder = _placeholder_profile(), True
-    return Supervised(
-        Supervisor(profile, memory_released=nvml_memory_released()), False, placeholder
+    from vramtop.machines import profile_options
+
+    supervisor = Supervisor(
+        profile, memory_released=nvml_memory_released(), options_of=profile_options
     )
+    return Supervised(supervisor, False, placeholder)
 
 
 def load_profile(name: str | None) -> config.Profile:

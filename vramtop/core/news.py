@@ -23,6 +23,7 @@ from vramtop.core.findings import (
 )
 from vramtop.core.json_types import JsonValue
 from vramtop.core.model import GIB
+from vramtop.core.rate_figures import rate_text
 from vramtop.core.windows.spill import SPILL_THRESHOLD_BYTES
 
 
@@ -131,8 +132,8 @@ def _lead(finding: Finding) -> str:
     if finding.kind == VRAM_CONTENTION and finding.confidence == NO_NORMAL_RATE:
         return _memory_lead(evidence, rate)
     if finding.kind in (VRAM_CONTENTION, VRAM_SLOWDOWN) and rate is not None:
-        was = f" (normally {normal:.0f})" if normal else ""
-        return f"vLLM slowed to {rate:.0f} tok/s{was}: the desktop took its memory."
+        was = f" (normally {rate_text(normal)})" if normal else ""
+        return f"vLLM slowed to {rate_text(rate)} tok/s{was}: the desktop took its memory."
     if finding.kind == SERVER_CRASHED:
         return finding.summary or "vLLM went down without being asked to."
     return finding.summary
@@ -156,7 +157,7 @@ def _memory_lead(evidence: Mapping[str, JsonValue], rate: float | None) -> str:
     else:
         seen = f"the desktop took {whose} memory"
     if rate:
-        return f"vLLM runs at {rate:.0f} tok/s ({unsure}): {seen}."
+        return f"vLLM runs at {rate_text(rate)} tok/s ({unsure}): {seen}."
     return f"{seen[:1].upper()}{seen[1:]} ({unsure})."
 
 

@@ -20,6 +20,14 @@ STEPS = (EventName.START, EventName.RESTART, EventName.RELAUNCH)
 # Who asks for an action (its event's `asked_by`); an event naming none of them: a command.
 ASKED_BY = ("key", "command", "guard")
 COMMAND = "command"
+# An action's own word while it runs, said where the server's state would be: the console's
+# header (● restarting) and `vramtop status` from any terminal (demo: restarting, 12 s so far).
+UNDER_WAY = {
+    "start": "starting",
+    "stop": "stopping",
+    "restart": "restarting",
+    "relaunch": "relaunching",
+}
 
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then
 # vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from vramtop.core.model import ServerState
@@ -26,6 +27,7 @@ from vramtop.machines.demo_world import (
     demo_profile,
     finish_demo_world,
     memory_released_check,
+    profile_options,
     stop_demo_world,
 )
 from vramtop.sim.card import DEFAULT_CARD
@@ -90,7 +92,11 @@ def begin_demo(
         profile = demo_profile(machine, front_door)
         from vramtop.supervisor.service import Supervisor
 
-        supervisor = Supervisor(profile, memory_released=memory_released_check(machine))
+        supervisor = Supervisor(
+            profile,
+            memory_released=memory_released_check(machine),
+            options_of=partial(profile_options, wsl=wsl),
+        )
         finish_demo_world(machine)
         settled = supervisor.housekeeping()
     except BaseException:  # Ctrl+C too: a world this call started is not left behind

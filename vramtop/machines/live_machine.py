@@ -65,10 +65,13 @@ def live_machine(
     probe = DeferredProbe(gpu_probe)
     supervisor = None
     if profile is not None:
+        from vramtop.machines import profile_options
         from vramtop.supervisor.service import Supervisor
         from vramtop.supervisor.stopping import memory_released_on
 
-        supervisor = Supervisor(profile, memory_released=memory_released_on(probe))
+        supervisor = Supervisor(
+            profile, memory_released=memory_released_on(probe), options_of=profile_options
+        )
         if url is not None and not supervisor.owns_its_port():
             # `--url` on the profile's port, held by a server the profile did not start (one
             # started by hand): that server is shown, not the profile's record of another.

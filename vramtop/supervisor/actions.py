@@ -31,6 +31,7 @@ from vramtop.supervisor.handle import (
 )
 from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.state import Lifecycle, ServerRecord
+from vramtop.supervisor.under_way import mark_acting
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +194,7 @@ class ServerActions:
         internal = self._door_process.internal_port()
         if internal is not None:
             host, port = door.LOOPBACK, internal
-        owner = launch.port_owner(host, port)
+        owner = launch.port_owner(host, port, self._server.options_of)
         if owner is not None:
             return ActionResult(
                 False,
@@ -245,7 +246,7 @@ class ServerActions:
                 **door_facts,
             )
             if wait_ready:  # (without it, the action's event is written at the launch)
-                self._server.mark_acting(rec)
+                mark_acting(self._server, rec)
             # Saved before the launch: a vramtop killed right after it still finds the server
             # by its launch id.
             state.save(rec)
@@ -334,7 +335,7 @@ class ServerActions:
             progress("stopping")
             state_moves.move(rec, Lifecycle.STOPPING)
             rec.stop_requested = True
-            self._server.mark_acting(rec)
+            mark_acting(self._server, rec)
             state.save(rec)
         survivors = self._server.end(rec, progress, grace_s, found, self._server.step.mark)
         released = self._server.released

@@ -3,7 +3,6 @@ record it as the profile's server."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +18,9 @@ OUTPUT_ELSEWHERE = (
     "Attach with --log PATH to name the file it writes to"
 )
 
-ProfileOptions = Callable[[str], str]
-"""How a command line names a profile's server (the demo's own words are the machines')."""
-
-
-def profile_option(name: str) -> str:
-    return f"--profile {name}"
+# How a command line names a profile's server: one rule, with the port's owner (launch).
+ProfileOptions = launch.ProfileOptions
+profile_option = launch.profile_option
 
 
 def attach_locked(
@@ -41,7 +37,7 @@ def attach_locked(
     door_pid = pid if pid is not None else launch.listening_pid(port or adoption.DEFAULT_PORT)
     front = door.door_process(door_pid) if door_pid is not None else None
     if front is None:
-        return _attach_found(server, port, pid, log, options_of)
+        return _attach_found(server, port, pid, log, options_of, None)
     if pid is not None:
         said = f"pid {pid} is vramtop's front door (on {front.address}), not vLLM"
     else:
@@ -54,7 +50,7 @@ def attach_locked(
             "serves): nothing was attached; start that server, or give --port or --pid of "
             "the vLLM server itself",
         )
-    result = _attach_found(server, front.upstream_port, None, log, options_of)
+    result = _attach_found(server, front.upstream_port, None, log, options_of, front)
     behind = f"{said}; the vLLM server behind it listens on port {front.upstream_port}"
     return replace(result, message=f"{behind}: {result.message}")
 
@@ -65,7 +61,10 @@ def _attach_found(
     pid: int | None,
     log: Path | None,
     options_of: ProfileOptions,
+    front: door.DoorProcess | None,
 ) -> ActionResult:
+    """`front`: the door it was found through (else the doors in front of it are looked
+    for)."""
     found = adoption.find_server(port=port, pid=pid)
     if isinstance(found, str):
         return ActionResult(False, found)
@@ -89,7 +88,40 @@ def _attach_found(
     new.log_path = str(log) if log is not None else adoption.output_file(found.pid)
     if healthy_once(server_url(new.host, new.port)):  # else starting, as found
         state_moves.move(new, Lifecycle.RUNNING)
+    fronts = [front] if front is not None else []
+    if front is None and new.port is not None:
+        fronts = door.doors_in_front_of(new.port)
+    fronted = _door_in_front(server.name, new, fronts, options_of)
     handle.remember_tree(new)
     state.save(new)
     output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
-    return ActionResult(True, f"attached to pid {found.pid} on port {new.port}{output}")
+    return ActionResult(True, f"attached to pid {found.pid} on port {new.port}{fronted}{output}")
+
+
+def _door_in_front(
+    profile: str,
+    new: state.ServerRecord,
+    fronts: list[door.DoorProcess],
+    options_of: ProfileOptions,
+) -> str:
+    """What attach says of the front door in front of the server adopted: this profile's
+    (started with its token) is adopted too, into `new`, so that its restarts hold the door's
+    requests; another profile's stays that profile's (its token is not this one's), and is
+    named with how this profile gets a door of its own. "": no door in front of it."""
+    if not fronts:
+        return ""
+    front = fronts[0]
+    where = f"the front door on {front.address} (pid {front.pid}) in front of it"
+    if front.of_profile(profile):
+        new.front_door, new.door_pid = front.address, front.pid
+        new.door_create_time = handle.create_time(front.pid)
+        new.internal_port = new.port
+        return f"; {where} is this profile's and is kept with it"
+    owner = door.profile_of_token_file(front.token_file)
+    whose = f"profile {owner}'s" if owner is not None else "another profile's"
+    stop = f" (`vramtop stop {options_of(owner)}`)" if owner is not None else ""
+    return (
+        f"; {where} is {whose} and stays so: requests sent to it reach this server, but this "
+        f"profile's restarts do not hold them. To have them held, stop that door{stop} and "
+        f'give this profile front_door = "{front.address}"'
+    )

@@ -353,6 +353,12 @@ class DoorProcess:
     address: str  # where it listens (HOST:PORT)
     # The port of the vLLM server it sends requests to now; None: none (it holds them).
     upstream_port: int | None
+    # The token file it was started with: its profile's (`token_path`); None: not named.
+    token_file: str | None = None
+
+    def of_profile(self, profile: str) -> bool:
+        """Whether this door is `profile`'s: started with that profile's token."""
+        return self.token_file == str(token_path(profile))
 
 
 def door_process(pid: int) -> DoorProcess | None:
@@ -376,7 +382,28 @@ def door_process(pid: int) -> DoorProcess | None:
             told = answer.get("upstream")
             upstream = told if isinstance(told, str) else None
     port = urlsplit(upstream).port if upstream else None
-    return DoorProcess(pid, address, port)
+    return DoorProcess(pid, address, port, _option(argv, "--token-file"))
+
+
+def doors_in_front_of(port: int) -> list[DoorProcess]:
+    """The front doors (any profile's) that send their requests to the server on `port`."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info.get("cmdline") or []
+        if MODULE in argv[:4]:
+            front = door_process(proc.pid)
+            if front is not None and front.upstream_port == port:
+                found.append(front)
+    return found
+
+
+def profile_of_token_file(path: str | None) -> str | None:
+    """The profile (as its files name it) whose door token `path` is; None for another."""
+    name = Path(path).name if path else ""
+    prefix, suffix = "door-", ".token"
+    if name.startswith(prefix) and name.endswith(suffix):
+        return name[len(prefix) : -len(suffix)] or None
+    return None
 
 
 def _option(argv: list[str], name: str) -> str | None:

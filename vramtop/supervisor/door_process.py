@@ -65,7 +65,7 @@ class DoorProcess:
             if prev is not None and door.alive(prev):
                 door.stop(prev)  # the profile's door moved: the old address is closed
             host, port = parse_door_address(address)
-            owner = launch.port_owner(host, port)
+            owner = launch.port_owner(host, port, self._server.options_of)
             if owner is not None:
                 return ActionResult(
                     False,

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from vramtop.config import Profile
 from vramtop.core import secrets
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
-from vramtop.supervisor import causes, state, tree
+from vramtop.supervisor import causes, launch, state, tree
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.shown_status import ShownStatus
 from vramtop.supervisor.state import ServerRecord
@@ -54,8 +54,11 @@ class ServerHandle:
         *,
         memory_released: MemoryReleased | None = None,
         health_timeout_s: float = 1.0,
+        options_of: launch.ProfileOptions = launch.profile_option,
     ) -> None:
         self.profile = profile
+        # How a command line names a profile's server, said where another one is in the way.
+        self.options_of = options_of
         # The profile as its file says it: a relaunch not saved changes `profile` only.
         self.file_profile = profile
         self._profile_file = _file_key(profile.loaded_from)
@@ -65,8 +68,8 @@ class ServerHandle:
         self.released = True  # whether the last `end` saw the GPU give the memory back
         # The moments of the step under way, for its timeline event (`step_phases`).
         self.step = StepClock()
-        # The action this process carries out now and who asked it (`acting_as`), written into
-        # the record while it runs: a vramtop killed half-way leaves it there to be told.
+        # The action this process carries out now and who asked it (`under_way.acting`),
+        # written into the record while it runs: a vramtop killed half-way leaves it there.
         self.acting: tuple[str, str] | None = None
         self._records = state.RecordCache()
         # The server as shown on every tick, read from the kept record.
@@ -96,19 +99,6 @@ class ServerHandle:
             log.info("profile %s changed on disk: read again", path)
             self.profile = fresh
             self.file_profile = fresh
-
-    @contextlib.contextmanager
-    def acting_as(self, action: str, asked_by: str) -> Iterator[None]:
-        """While `action`, asked by `asked_by`, runs in this process."""
-        self.acting = (action, asked_by)
-        try:
-            yield
-        finally:
-            self.acting = None
-
-    def mark_acting(self, rec: ServerRecord) -> None:
-        """`rec` says which action this process carries out on it (none: nothing said)."""
-        rec.acting, rec.acting_asked_by = self.acting or (None, None)
 
     @property
     def name(self) -> str:

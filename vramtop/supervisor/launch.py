@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -232,8 +232,20 @@ def spawn(
         os.close(fd)
 
 
-def port_owner(host: str | None, port: int) -> str | None:
-    """Who holds `port` already, in words; None when it is free."""
+ProfileOptions = Callable[[str], str]
+"""How a command line names a profile's server (the demo's own words are the machines')."""
+
+
+def profile_option(name: str) -> str:
+    return f"--profile {name}"
+
+
+def port_owner(
+    host: str | None, port: int, options_of: ProfileOptions = profile_option
+) -> str | None:
+    """Who holds `port` already, in words; None when it is free. `options_of`: how a
+    command line names the server of the profile that holds it (a demo's: `--demo --card
+    spark`), said in the command that ends it."""
     bind_host = host if host and host not in ("localhost",) else "127.0.0.1"
     if bind_host in ("0.0.0.0", "::"):
         bind_host = "0.0.0.0"
@@ -256,11 +268,14 @@ def port_owner(host: str | None, port: int) -> str | None:
         shown = f"pid {pid} ({' '.join(words) or proc.name()})"
         profile = tree.launched_for(proc)
         if profile is not None and is_profile_name(profile):
-            # Said: its profile's file may have been renamed while it ran (`stop` finds a
-            # server by its profile's file name).
+            options = options_of(profile)
+            # Said of a profile's file: it may have been renamed while it ran (`stop` finds
+            # a server by its profile's file name). A demo's machine needs none.
+            in_place = options == profile_option(profile)
+            kept = f", with profiles/{profile}.toml in place" if in_place else ""
             shown += (
                 f", the server vramtop launched for profile '{profile}' (`vramtop stop "
-                f"--profile {profile}` ends it, with profiles/{profile}.toml in place)"
+                f"{options}` ends it{kept})"
             )
         return shown
     return f"pid {pid}"

@@ -45,6 +45,7 @@ from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
 from vramtop.supervisor.step_phases import recorded_last_step, slow_parts_of, start_phases
 from vramtop.supervisor.stopping import MemoryReleased
+from vramtop.supervisor.under_way import acting
 
 __all__ = [
     "AUTO_RESTART_LIMIT",
@@ -70,9 +71,15 @@ class Supervisor:
         *,
         memory_released: MemoryReleased | None = None,
         health_timeout_s: float = 1.0,
+        options_of: attaching.ProfileOptions = attaching.profile_option,
     ) -> None:
+        """`options_of`: how a command line names a profile's server (a demo's in the demo's
+        words), said where another profile's server holds a port this one needs."""
         self._server = ServerHandle(
-            profile, memory_released=memory_released, health_timeout_s=health_timeout_s
+            profile,
+            memory_released=memory_released,
+            health_timeout_s=health_timeout_s,
+            options_of=options_of,
         )
         # The one owner of the front door's control, which every part asks; the door's
         # process (started with a launch, stopped, started again) is apart.
@@ -168,7 +175,7 @@ class Supervisor:
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        with self._server.acting_as("start", asked_by):
+        with acting(self._server, "start", asked_by):
             result = self._actions.start(progress, wait_ready, timeout_s)
         return self._told("start", result, asked_by, before, self._step_facts())
 
@@ -176,7 +183,7 @@ class Supervisor:
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        with self._server.acting_as("stop", asked_by):
+        with acting(self._server, "stop", asked_by):
             result = self._actions.stop(progress)
         return self._told("stop", result, asked_by, before)
 
@@ -190,7 +197,7 @@ class Supervisor:
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        with self._server.acting_as("restart", asked_by):
+        with acting(self._server, "restart", asked_by):
             result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
@@ -203,7 +210,7 @@ class Supervisor:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
         self._server.step.begin()
-        with self._server.acting_as("relaunch", asked_by):
+        with acting(self._server, "relaunch", asked_by):
             result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.

@@ -225,11 +225,15 @@ class VramtopApp(App[int]):
             return
         details = self.shown.banner_details and bool(self.shown.findings)
         details_room = details and size.height < SHORT_HEIGHT
-        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or details_room
+        # An open finding on a short terminal: the banner's rows come from the panels'
+        # history, or the log and the footer went below the screen (80x24).
+        banner_room = bool(self.shown.findings) and size.height < SHORT_HEIGHT
+        compact = size.width < COMPACT_WIDTH or size.height < COMPACT_HEIGHT or banner_room
         # The console's own screen, also when a dialog is on top: resized under the help,
         # it kept its layout for the old size once the help closed.
         main = self.screen_stack[0]
         main.set_class(details_room, "-details")
+        main.set_class(banner_room and not details_room, "-banner")
         if compact != main.has_class("-compact"):
             main.set_class(compact, "-compact")
             for panel in main.query(TextPanel):
@@ -448,10 +452,10 @@ class VramtopApp(App[int]):
             self.actions.finished(message)
 
     # -- reading (Reader) ----------------------------------------------------------------
-    def request_tick(self) -> None:
-        """Ask the reader for a read. Asks made while a read runs become one read after it:
-        a hanging source never piles reads up."""
-        self.reader.request_tick()
+    def request_tick(self) -> int:
+        """Ask the reader for a read (returns the ask's number). Asks made while a read runs
+        become one read after it: a hanging source never piles reads up."""
+        return self.reader.request_tick()
 
     @property
     def reads_pending(self) -> bool:
@@ -470,6 +474,7 @@ class VramtopApp(App[int]):
             return
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
+        self.actions.drawn(message.answers)  # an action's outcome waits for no reading
         self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
         self._panels.server_log.say_unread(message.reason)
         self.render_header()
@@ -481,6 +486,10 @@ class VramtopApp(App[int]):
             return  # seen on a busy machine: a frame handled after quitting
         self._panels.server_log.say_unread(None)
         frame = message.frame
+        if not self.actions.drawn(message.answers):
+            # Taken before an action's end: its news is told, its state never drawn after.
+            self._tell_news(message)
+            return
         previous_state = self.shown.server_state
         self.shown = self.shown.arrived(frame, message.normal_origin)
         self._tell_news(message)
@@ -590,6 +599,7 @@ class VramtopApp(App[int]):
             self.shown, short=short, can_act=self.backend.can_act, keys=keys
         ):
             self.refresh_bindings()  # d (details) is offered while a finding is open
+            self._lay_out(self.size)  # its rows, on a short terminal
 
     def now(self) -> float:
         """The console's clock (a test's own)."""
@@ -639,7 +649,11 @@ def run_console(backend: Backend, settings: Settings | None = None) -> int:
     app = VramtopApp(backend, settings)
     result = app.run()
     if app.farewell:
-        print(app.farewell)
+        import shutil
+
+        from vramtop.tui.screens.quit_dialog import wrapped
+
+        print(wrapped(app.farewell, shutil.get_terminal_size().columns))
     if app.crashed or (app.return_code or 0) != 0:
         return 1  # ExitCode.ERROR: an unexpected error, its traceback in the own log
     return result if isinstance(result, int) else 0

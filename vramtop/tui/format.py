@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from vramtop.core.model import GIB, Sample, ServerState
+from vramtop.core.rate_figures import rate_text
 
 
 def gib(value: int | float | None, digits: int = 1) -> str:
@@ -12,7 +13,8 @@ def gib(value: int | float | None, digits: int = 1) -> str:
 
 
 def tps(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f}"
+    """A token rate: whole, never 0 above 0 (the core's one rule)."""
+    return rate_text(value)
 
 
 def count(value: float | int | None) -> str:

@@ -8,6 +8,7 @@ A person may move any of them (`[keys]` in the settings); what the console says 
 from __future__ import annotations
 
 from vramtop.core.keymap import ACTIONS, DEFAULT_KEYS
+from vramtop.core.step_report import UNDER_WAY  # an action's word while it runs
 
 __all__ = [
     "ACTIONS",
@@ -26,13 +27,6 @@ REPLAY_ONLY = {"pause", "step"}
 QUIT_AT_ONCE = "quit"
 # What the status line says once a launch succeeded (the header has its pid and ready time).
 LAUNCHED = {"start": "started", "restart": "restarted", "relaunch": "relaunched"}
-# What the status line says as an action begins, until its first step is known.
-UNDER_WAY = {
-    "start": "starting",
-    "stop": "stopping",
-    "restart": "restarting",
-    "relaunch": "relaunching",
-}
 KEY_DISPLAY = {"slash": "/", "question_mark": "?", "space": "Space", "left": "←", "right": "→"}
 # d (details) is offered by the banner itself, the only time it does anything.
 FOOTER_HIDDEN = {"focus_log", "cycle_theme", "search_log", "details"}

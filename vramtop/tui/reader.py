@@ -77,10 +77,11 @@ class Reader:
             thread=True,
         )
 
-    def request_tick(self) -> None:
-        """Ask for a read."""
+    def request_tick(self) -> int:
+        """Ask for a read; returns the ask's number (the read that answers it says so)."""
         self._asked += 1
         self._wanted.set()
+        return self._asked
 
     @property
     def reads_pending(self) -> bool:

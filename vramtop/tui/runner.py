@@ -69,6 +69,10 @@ class ActionRunner:
         # Words an action begins with instead ("the front door holds the agent's requests")
         # stay until its first step.
         self._step_said: str | None = None
+        # An action that has ended, its outcome, and the read asked for at its end: the
+        # outcome is told with the first reading taken after the end (one taken while the
+        # action ran would put the server's state of then beside it).
+        self._ended: tuple[str, ActionResult, int] | None = None
 
     def _worker(self, group: str, work: Callable[[], object]) -> None:
         # One worker at a time in each group, as Textual's @work(exclusive=True) runs them.
@@ -330,6 +334,8 @@ class ActionRunner:
         for during a load, or on quitting, is the action then."""
         if self._load_stop_asked or self._quit_stopping:
             return UNDER_WAY["stop"]
+        if self.busy is None and self._ended is not None:
+            return UNDER_WAY[self._ended[0]]  # until a reading taken after its end is shown
         return UNDER_WAY.get(self.busy) if self.busy is not None else None
 
     def _server_to_leave(self) -> bool:
@@ -463,7 +469,22 @@ class ActionRunner:
                 result = ActionResult(ok=True, message=f"{message.action} stopped while loading")
         self.busy = None
         self._step = None
+        self._ended = (action, result, self._app.request_tick())
+        self._app.render_header()
+        self._calls.refresh_bindings()
+
+    def drawn(self, answers: int) -> bool:
+        """Whether a reading that answers the asks up to `answers` is drawn: not one taken
+        before the last action's end, which would show a state the action has left ("●
+        starting" beside "restarted"). The first taken after it brings the outcome."""
+        if self._ended is None:
+            return True
+        action, result, asked_at_end = self._ended
+        if answers < asked_at_end:
+            return False
+        self._ended = None
         self._tell(action, result)
+        return True
 
     def _tell(self, action: str, result: ActionResult) -> None:
         """An action's outcome on the status line; a failure in a toast as well."""
@@ -483,7 +504,6 @@ class ActionRunner:
             )
         app.render_header()
         self._calls.refresh_bindings()
-        app.request_tick()
 
 
 def _no_precheck(_change: FlagChange) -> str | None:

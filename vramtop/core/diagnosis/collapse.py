@@ -28,6 +28,7 @@ from vramtop.core.findings import (
     Severity,
 )
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
+from vramtop.core.rate_figures import rate_text
 from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -180,7 +181,7 @@ def _ladder(device: GpuDevice, collapse: Collapse, ruled_out: dict[str, RuledOut
     )
     latency = collapse.points[-1].measure == INTER_TOKEN_LATENCY
     observed = [
-        f"tokens/s per request fell to {rate:.1f} from a normal {base:.1f}"
+        f"tokens/s per request fell to {rate_text(rate, 1)} from a normal {rate_text(base, 1)}"
         f"{_normal_origin(collapse)} with {collapse.points[-1].running:.0f} request(s) running"
         + (" (vLLM's per-token latency)" if latency else ""),
         fill,
@@ -221,7 +222,7 @@ def _summary(collapse: Collapse, device: GpuDevice) -> str:
     if base and kv is not None:
         return collapse_words(rate, base, _normal_origin(collapse), kv, where, fill)
     return (
-        f"Generation fell to {rate:.1f} tok/s with {where} {fill:.0%} full: "
+        f"Generation fell to {rate_text(rate, 1)} tok/s with {where} {fill:.0%} full: "
         "the desktop is squeezing vLLM's memory."
     )
 
@@ -233,7 +234,7 @@ def collapse_words(
     ' remembered from an earlier run'), KV usage and how full `where` is. The banner says it
     with the frame's throughput view's figures (`throughput.summary_now`)."""
     return (
-        f"Generation fell to {rate:.1f} tok/s per request ({rate / base:.0%} of the normal "
-        f"{base:.0f}{origin}) with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
+        f"Generation fell to {rate_text(rate, 1)} tok/s per request ({rate / base:.0%} of the "
+        f"normal {rate_text(base)}{origin}) with KV cache at {kv:.1%} and {where} {fill:.0%} full: "
         "the desktop is squeezing vLLM's memory."
     )

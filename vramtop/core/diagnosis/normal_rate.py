@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from vramtop.core.diagnosis.rates import NormalQuantile, counter_delta
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import Sample, ServerMetrics
+from vramtop.core.rate_figures import rate_text
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.vllm.metrics import tokens_per_observation
 
@@ -145,7 +146,7 @@ class NormalRate:
     def describe(self, now: float) -> str:
         """'normal 77 tok/s (learned now)' or 'normal 77 tok/s (remembered from 2 h ago)'."""
         tps = self.tps
-        figure = "normal —" if tps is None else f"normal {tps:.0f} tok/s"
+        figure = "normal —" if tps is None else f"normal {rate_text(tps)} tok/s"
         age = self.age_s(now)
         if self.source == REMEMBERED and age is not None:
             return f"{figure} (remembered from {ago(age)})"

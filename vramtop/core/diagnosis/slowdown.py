@@ -53,6 +53,7 @@ from vramtop.core.findings import (
     Severity,
 )
 from vramtop.core.model import GIB, MIB, GpuDevice, MemoryKind, Sample
+from vramtop.core.rate_figures import rate_text
 from vramtop.core.windows.prose import cite_spill
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -197,8 +198,8 @@ def slowdown_words(rate: float, normal: float, remedy: Remedy) -> str:
     """The slowdown's summary: its per-request rate against the normal, and the remedy's
     trade-off. The banner says it with the frame's throughput view's figures."""
     said = (
-        f"vLLM runs at {rate:.0f} of its normal {normal:.0f} tok/s per request while the "
-        "desktop's memory squeezes it"
+        f"vLLM runs at {rate_text(rate)} of its normal {rate_text(normal)} tok/s per request "
+        "while the desktop's memory squeezes it"
     )
     return f"{said}; {trade_off(remedy)}."
 
@@ -291,8 +292,8 @@ def _ladder(
     )
     unified = device.memory_kind is MemoryKind.UNIFIED
     observed = [
-        f"tokens/s per request at {slowdown.rate:.1f} against a normal "
-        f"{slowdown.normal_tps:.1f}{origin} on {len(slowdown.points)} of the last "
+        f"tokens/s per request at {rate_text(slowdown.rate, 1)} against a normal "
+        f"{rate_text(slowdown.normal_tps, 1)}{origin} on {len(slowdown.points)} of the last "
         f"{slowdown.judged} judged seconds, with {last.running:.0f} request(s) running"
         + (" (vLLM's per-token latency)" if last.measure == INTER_TOKEN_LATENCY else ""),
         f"system memory, shared with the GPU, is {squeeze.fill:.0%} in use"

@@ -22,6 +22,7 @@ from textual.widgets import Footer, Static
 from vramtop.core.fleet_panels import STEPS_NOT_SERVED, BoxFigures, BoxStep, figures, steps_of
 from vramtop.core.fleet_rows import BoxRow, Page, Status
 from vramtop.core.model import GIB
+from vramtop.core.rate_figures import rate_text
 from vramtop.tui.fleet.cells import findings
 from vramtop.tui.format import count, gib
 from vramtop.tui.widgets.text_panel import HISTORY, Detail, Row, Spark, TextPanel
@@ -156,15 +157,12 @@ def _kv_rows(shown: BoxFigures) -> list[Row | Detail]:
     ]
 
 
-def _rate(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0f}"
-
-
 def _rate_rows(shown: BoxFigures) -> list[Row | Detail]:
     return [
-        f"generation {_rate(shown.generation_tps)} tok/s (normal "
-        f"{_rate(shown.generation_normal_tps)})",
-        f"per request {_rate(shown.request_tps)} tok/s (normal {_rate(shown.request_normal_tps)})",
+        f"generation {rate_text(shown.generation_tps)} tok/s (normal "
+        f"{rate_text(shown.generation_normal_tps)})",
+        f"per request {rate_text(shown.request_tps)} tok/s "
+        f"(normal {rate_text(shown.request_normal_tps)})",
     ]
 
 

@@ -5,6 +5,7 @@ whose sample is stale, shows its status and reason where its figures would be.""
 from __future__ import annotations
 
 from vramtop.core.fleet_rows import BoxRow, Status
+from vramtop.core.rate_figures import rate_text
 from vramtop.tui.format import gib
 
 # Most telling first: at 80 columns the table shows up to the headroom, the rest scrolls.
@@ -75,8 +76,7 @@ def rate(row: BoxRow) -> str:
     """Tokens/s per request against its normal: `38/41`; `—` while none is decoding."""
     if row.request_tps is None:
         return UNKNOWN
-    normal = UNKNOWN if row.request_normal_tps is None else f"{row.request_normal_tps:.0f}"
-    return f"{row.request_tps:.0f}/{normal}"
+    return f"{rate_text(row.request_tps)}/{rate_text(row.request_normal_tps)}"
 
 
 def findings(row: BoxRow) -> str:

@@ -19,6 +19,8 @@ from vramtop.core.model import Sample, ServerState
 QuitChoice = Literal["leave", "stop"]
 # A server in these states is there to be left running, or stopped.
 UP = (ServerState.STARTING, ServerState.RUNNING)
+# What leads the farewell's stop command: the command after it is pasted whole.
+STOP_LEAD = "To stop it: "
 
 
 class QuitDialog(ModalScreen[QuitChoice | None]):
@@ -78,4 +80,20 @@ def left_running(
         stop = f"vramtop stop {demo_profile_options(name, wsl=bool(wsl))}"
     else:
         stop = f"vramtop stop {profile_options(name)}" if name else "vramtop stop"
-    return f"vLLM is still running (pid {info.pid}){where}. To stop it: {stop}"
+    return f"vLLM is still running (pid {info.pid}){where}. {STOP_LEAD}{stop}"
+
+
+def wrapped(farewell: str, width: int) -> str:
+    """The farewell as printed to a terminal `width` columns wide: wrapped between words
+    (the terminal cut them: "fron|t door"), never inside a word, an address or an option,
+    and the stop command whole on a line of its own where the line cannot hold it, to be
+    pasted as it is."""
+    import textwrap
+
+    if len(farewell) <= width:
+        return farewell
+    said, lead, command = farewell.partition(STOP_LEAD)
+    lines = textwrap.wrap(
+        f"{said}{lead}".rstrip(), width, break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join([*lines, command] if command else lines)

@@ -1,0 +1,54 @@
+"""An action under way on a profile, for every other process to see: the process that starts,
+stops, restarts or relaunches the server (a console's key, a guard, a command) holds
+`step-NAME.lock` while it acts, its file saying which action, by which process and since
+when (`ActorLock`'s file). The record alone says a moment of it (stopped, starting), read
+from another terminal as if nothing were being done; `vramtop status` reads this instead.
+
+The kernel lets the lock go when its holder exits, however it exits: a lock left behind
+never says an action is under way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vramtop import locations
+from vramtop.supervisor.actor import ActorLock, Holder
+from vramtop.supervisor.handle import ServerHandle
+from vramtop.supervisor.state import ServerRecord
+
+
+def step_lock_path(profile: str) -> Path:
+    return locations.state_dir() / f"step-{locations.profile_file_name(profile)}.lock"
+
+
+@contextmanager
+def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
+    """Hold the profile's step lock, naming `action`, while the body acts. Taken where free
+    only: an action begun beside another (a stop of a load being started) acts all the
+    same, and the first one stays the one said. The handle knows it too (`server.acting`):
+    the record it writes meanwhile names the action and who asked (`mark_acting`), so that
+    one left half-done by a vramtop that died is told (`action_events.write_interrupted`)."""
+    lock = ActorLock(server.name, action, step_lock_path(server.name))
+    taken = lock.try_acquire(tries=1)
+    server.acting = (action, asked_by)
+    try:
+        yield
+    finally:
+        server.acting = None
+        if taken:
+            lock.release()
+
+
+def mark_acting(server: ServerHandle, rec: ServerRecord) -> None:
+    """`rec` says which action `server`'s process carries out on it (none: nothing said)."""
+    rec.acting, rec.acting_asked_by = server.acting or (None, None)
+
+
+def under_way(profile: str) -> Holder | None:
+    """The action under way on `profile` (`kind`: start, stop, restart, relaunch; its
+    holder's `pid`; `since`: Unix time); None when none is."""
+    holder = ActorLock(profile, "", step_lock_path(profile)).holder()
+    return holder if holder is not None and holder["kind"] else None
