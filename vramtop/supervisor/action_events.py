@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
@@ -37,8 +37,8 @@ def launch_of(rec: ServerRecord | None) -> Launch:
 @dataclass(frozen=True)
 class ActionDone:
     """An action that answered: its name, its result (with its `outcome` set), who asked,
-    whether it changed the server (its launch or state), and its detail (a relaunch's
-    changed flags, None where unchanged)."""
+    whether it changed the server (its launch or state), its detail (a relaunch's
+    changed flags, None where unchanged) and when it answered (`t`, its event's time)."""
 
     profile: str
     name: str
@@ -46,6 +46,7 @@ class ActionDone:
     asked_by: str
     changed: bool
     detail: JsonObject
+    t: float = field(default_factory=time.time)  # the time its event says (Unix time)
 
     @property
     def outcome(self) -> Outcome:
@@ -90,4 +91,4 @@ def write_action(done: ActionDone) -> bool:
         "asked_by": done.asked_by,
         "message": mask_line(done.result.message),
     }
-    return EventLog.for_profile(done.profile).append(time.time(), done.name, values)
+    return EventLog.for_profile(done.profile).append(done.t, done.name, values)

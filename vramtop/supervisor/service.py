@@ -36,6 +36,7 @@ from vramtop.supervisor.action_events import (
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
+from vramtop.supervisor.first_served import FirstServedWatch
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
 from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
@@ -94,6 +95,10 @@ class Supervisor:
         # Told of each action once it has answered, its outcome set: the lasting timeline's
         # writer first, then whoever asks (`tell_actions_to`: a console's session).
         self._listeners: list[ActionListener] = [write_action]
+        # After a step's event, the first request the door serves, in an event of its own.
+        self._first_served = FirstServedWatch(
+            self.name, self._server.recorded, lambda: self._server.profile.front_door_hold_s
+        )
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -167,7 +172,7 @@ class Supervisor:
         """`asked_by` (here and in each action below): who asked, for the lasting timeline
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         result = self._actions.start(progress, wait_ready, timeout_s)
         return self._told("start", result, asked_by, before, self._step_facts())
 
@@ -175,6 +180,7 @@ class Supervisor:
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
+        self._first_served.cancel()
         return self._told("stop", self._actions.stop(progress), asked_by, before)
 
     def restart(
@@ -186,7 +192,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
 
@@ -198,7 +204,7 @@ class Supervisor:
     ) -> ActionResult:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.
@@ -209,6 +215,12 @@ class Supervisor:
             **self._step_facts(),
         }
         return self._told("relaunch", result, asked_by, before, changed)
+
+    def _begin_step(self) -> None:
+        """A start, restart or relaunch begins: its moments counted from now, and the look for
+        the previous step's first request served ended (a release from now on is this one's)."""
+        self._server.step.begin()
+        self._first_served.cancel()
 
     def _step_facts(self) -> JsonObject:
         """A step's own facts for its event: the door's part (requests sent again, the
@@ -257,6 +269,10 @@ class Supervisor:
                 listener(done)
             except Exception:  # the action happened: a record that cannot say so is logged
                 log.exception("recording the %s failed", name)
+        phases = done.detail.get("phases")
+        released = isinstance(phases, dict) and "ready_s" in phases  # (at ready, by the door)
+        if done.changed and released and self._server.profile.front_door is not None:
+            self._first_served.watch(name, done.t)
         return done.result
 
     def attach(
