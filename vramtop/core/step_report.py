@@ -18,8 +18,10 @@ from vramtop.core.server_events import Event, EventName
 
 STEPS = (EventName.START, EventName.RESTART, EventName.RELAUNCH)
 # Who asks for an action (its event's `asked_by`); an event naming none of them: a command.
-ASKED_BY = ("key", "command", "guard")
+# `auto_restart`: the profile's automatic restart after a crash (a `restart` event).
+ASKED_BY = ("key", "command", "guard", "auto_restart")
 COMMAND = "command"
+AUTO_RESTART = "auto_restart"
 
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then
 # vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's

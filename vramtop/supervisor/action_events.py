@@ -1,6 +1,7 @@
 """The supervisor's actions in the lasting timeline: each start, stop, restart and relaunch
 written to the profile's event log once it has answered, with who asked (`key`: a key in the
-console; `command`: a command line; `guard`: the guard's own decision) and what came of it.
+console; `command`: a command line; `guard`: the guard's own decision; `auto_restart`: the
+profile's automatic restart after a crash, a `restart` event) and what came of it.
 
 An action that changed nothing (a start that found the server already running, a stop with
 nothing to stop, a relaunch refused before the old server stopped) is no event: nothing
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
 from vramtop.core.step_report import ASKED_BY as ASKED_BY  # who asks: one rule, re-exported
+from vramtop.core.step_report import AUTO_RESTART as AUTO_RESTART
 from vramtop.core.step_report import COMMAND as COMMAND
 from vramtop.event_log import EventLog
 from vramtop.outcomes import ActionResult, Outcome

@@ -26,6 +26,7 @@ from vramtop.core.remedy import RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import attaching, door, state
 from vramtop.supervisor.action_events import (
+    AUTO_RESTART,
     COMMAND,
     ActionListener,
     Launch,
@@ -86,7 +87,14 @@ class Supervisor:
         )
         self._relauncher = Relauncher(self._actions, self._server, self._follower, self._door)
         self._housekeeper = Housekeeper(
-            self._server, self._door, self._follower, self._actions, door_process, repair
+            self._server,
+            self._door,
+            self._follower,
+            self._actions,
+            door_process,
+            repair,
+            step_begun=self._begin_step,
+            restarted=self._auto_restarted,
         )
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
@@ -215,6 +223,11 @@ class Supervisor:
             **self._step_facts(),
         }
         return self._told("relaunch", result, asked_by, before, changed)
+
+    def _auto_restarted(self, result: ActionResult, before: Launch) -> None:
+        """The profile's automatic restart after a crash has answered: a `restart` event as one
+        asked for has, with its phases, asked by `auto_restart`."""
+        self._told("restart", result, AUTO_RESTART, before, self._step_facts())
 
     def _begin_step(self) -> None:
         """A start, restart or relaunch begins: its moments counted from now, and the look for
