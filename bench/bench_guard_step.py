@@ -2,11 +2,12 @@
 the adaptive guard (`vramtop guard --demo --adaptive --auto-remedy between-turns`), which
 steps the budget down for each call and back up after it, with an agent sending through the
 front door throughout (`--streams` streaming clients, `--plain` clients whose requests are
-not streamed). The day's calls come `--lead` simulated seconds later than the scenario says,
-so that the guard's first start is done before the first call. Run twice in one go: with the
-door's replay (a hold sends the generations with no answer begun again to the new server)
-and with today's drain (`VRAMTOP_DOOR_REPLAY=0`: the hold lets every request in flight
-finish, up to `drain_s`).
+not streamed; the guard's demo runs its own coding agent through the door too, two streams
+of up to 256 tokens, in both runs). The day's calls come `--lead` simulated seconds later
+than the scenario says, so that the guard's first start is done before the first call. Run
+twice in one go: with the door's replay (a hold sends the generations with no answer begun
+again to the new server) and with today's drain (`VRAMTOP_DOOR_REPLAY=0`: the hold lets
+every request in flight finish, up to `drain_s`).
 
 Printed per step (each relaunch the guard wrote to the timeline), side by side: the agent's
 longest wait over the requests under way during the step (a stream's send to its first
