@@ -73,6 +73,20 @@ def test_the_table_reads_in_words(home: Path, capsys: pytest.CaptureFixture[str]
     assert "vram_contention opened: s" in lines[3]
 
 
+def test_the_first_request_served_after_a_step_reads_in_words(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = time.time()
+    log = EventLog.for_profile("demo")
+    log.append(now - 60, "restart", {"result": "ok", "asked_by": "key", "message": "x"})
+    served = {"step": "restart", "step_t": now - 60, "first_served_s": 1.234}
+    log.append(now - 59, "first_served", served)
+    assert cli.main(["events", "--demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "first_served" in lines[2].split()
+    assert lines[2].endswith("the first request served 1.23 s after the restart's release")
+
+
 @pytest.mark.parametrize("bad", ["yesterday", "2h ago", "-5m", "99999999999d", "2026-13-01"])
 def test_a_bad_since_is_a_message_and_exit_2(
     home: Path, capsys: pytest.CaptureFixture[str], bad: str

@@ -5,6 +5,9 @@ finish; a request on any other route is waited for as before."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -182,3 +185,28 @@ def test_a_generation_whose_body_streamed_is_waited_for_as_before(door_factory: 
         wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=20, what="it was sent")
         held = _hold(door, 0.3)
         assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
+
+
+def test_with_replay_off_a_hold_waits_for_every_request_as_before(
+    door_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The switch a bench sets to measure today's drain against the replay.
+    monkeypatch.setenv("VRAMTOP_DOOR_REPLAY", "0")
+    with upstream_server(slow="answer") as old:
+        door = door_factory(_url(old))
+        client = Post(door.url + "/v1/completions", {"prompt": "x", "max_tokens": 2000})
+        client.start()
+        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=20, what="it was sent")
+        held = _hold(door, 0.3)
+        assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
+        assert door.status()["replayed_total"] == 0
+
+
+def test_a_replay_switch_that_is_neither_0_nor_1_is_refused() -> None:
+    env = {**os.environ, "VRAMTOP_DOOR_REPLAY": "off"}
+    argv = [sys.executable, "-m", "vramtop.frontdoor", "--listen", "127.0.0.1:1"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "vramtop front door: VRAMTOP_DOOR_REPLAY='off': set it to 1 or 0"
+    )

@@ -13,7 +13,9 @@ from supervisor_helpers import fake_profile, free_port, ledger_empty
 
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerInfo, ServerState
-from vramtop.supervisor import Supervisor, state
+from vramtop.core.server_events import Event
+from vramtop.event_log import EventLog
+from vramtop.supervisor import Supervisor, state, step_phases
 from vramtop.supervisor.service import AUTO_RESTART_LIMIT
 
 
@@ -97,4 +99,31 @@ def test_a_stop_asked_for_is_not_undone(home: Path, ledger: Path) -> None:
     assert sup.start().ok
     assert sup.stop().ok
     assert poll_until(sup, ServerState.RUNNING, 2.5).state is ServerState.STOPPED
+    assert ledger_empty(ledger)
+
+
+def test_an_automatic_restart_is_timed_in_its_event_as_a_restart_asked_for(
+    home: Path, ledger: Path
+) -> None:
+    sup = auto_supervisor("timed", ledger)
+    try:
+        assert sup.start().ok
+        crash(sup)
+        assert poll_until(sup, ServerState.RUNNING, 10).state is ServerState.RUNNING
+
+        def restarts() -> list[Event]:
+            return [e for e in EventLog.for_profile("timed").read() if e.name == "restart"]
+
+        # Written by the thread that followed its load to ready, once it answered.
+        wait_until(lambda: restarts() != [], deadline_s=20, what="the restart's event")
+        (restart,) = restarts()
+        assert restart.detail["asked_by"] == "auto_restart"
+        assert restart.detail["result"] == "ok"
+        phases = restart.detail["phases"]
+        assert isinstance(phases, dict)
+        assert {"launched_s", "ready_s", "total_s"} <= phases.keys()
+        last = step_phases.recorded_last_step("timed")
+        assert last is not None and last["action"] == "restart"
+    finally:
+        sup.stop()
     assert ledger_empty(ledger)

@@ -34,6 +34,26 @@ def test_the_last_step_is_the_last_start_restart_or_relaunch_with_phases() -> No
     assert last_step(events[2:]) is None and step_total(None) is None
 
 
+def test_the_first_request_served_after_a_step_is_added_from_its_own_event() -> None:
+    restart = Event(10.5, "restart", {"result": "ok", "phases": {"total_s": 70.0}})
+    events = [
+        Event(1.0, "start", {"result": "ok", "phases": {"total_s": 60.0}}),
+        Event(2.0, "first_served", {"step": "start", "step_t": 1.0, "first_served_s": 0.4}),
+        restart,
+        # Another step's, and one of the same kind at another time: neither is this one's.
+        Event(11.0, "first_served", {"step": "relaunch", "step_t": 10.5, "first_served_s": 9}),
+        Event(11.5, "first_served", {"step": "restart", "step_t": 9.0, "first_served_s": 8}),
+    ]
+    assert last_step(events)["phases"] == {"total_s": 70.0}  # type: ignore[index]
+    events.append(
+        Event(12.0, "first_served", {"step": "restart", "step_t": 10.5, "first_served_s": 1.25})
+    )
+    assert last_step(events)["phases"] == {  # type: ignore[index]
+        "total_s": 70.0,
+        "first_served_s": 1.25,
+    }
+
+
 def test_only_seconds_count_as_phases() -> None:
     event = Event(
         1.0,

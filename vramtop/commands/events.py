@@ -200,6 +200,9 @@ def describe(event: Event, room: int | None = None) -> str:
         if change == "closed" and isinstance(lasted, int | float):
             return f"{kind} closed after {lasted:.0f} s"
         return f"{kind} {change}: {detail.get('summary', '')}".strip()
+    served = detail.get("first_served_s")
+    if event.name == EventName.FIRST_SERVED and isinstance(served, int | float):
+        return f"the first request served {served:.2f} s after the {detail.get('step')}'s release"
     parts: list[str] = []
     budget = detail.get("gpu_memory_utilization")
     if isinstance(budget, int | float) and not isinstance(budget, bool):

@@ -3,8 +3,9 @@
 The names are the session format's (`EventName`: `start`, `ready`, `stop`, `restart`,
 `relaunch`, `exit`, `log`, `finding`) and vramtop's additions (`guard`, a guard's decision;
 `door_restarted`, the front door started again after it died; `recording_failed`, the live
-session's recording stopped); `detail` holds each event's own values as the format writes
-them. `ServerAction` names what vramtop can do to the server (the console's keys, the
+session's recording stopped; `first_served`, the first request the front door answered after
+a step's release, tied to the step's event); `detail` holds each event's own values as the
+format writes them. `ServerAction` names what vramtop can do to the server (the console's keys, the
 supervisor's methods), each of which a session records as the event of the same name.
 """
 
@@ -32,6 +33,7 @@ class EventName(StrEnum):
     GUARD = "guard"
     DOOR_RESTARTED = "door_restarted"
     RECORDING_FAILED = "recording_failed"
+    FIRST_SERVED = "first_served"
 
 
 class ServerAction(StrEnum):

@@ -18,7 +18,8 @@ from vramtop.core.server_events import Event, EventName
 
 STEPS = (EventName.START, EventName.RESTART, EventName.RELAUNCH)
 # Who asks for an action (its event's `asked_by`); an event naming none of them: a command.
-ASKED_BY = ("key", "command", "guard")
+# `auto_restart`: the profile's automatic restart after a crash (a `restart` event).
+ASKED_BY = ("key", "command", "guard", "auto_restart")
 COMMAND = "command"
 # An action's own word while it runs, said where the server's state would be: the console's
 # header (● restarting) and `vramtop status` from any terminal (demo: restarting, 12 s so far).
@@ -29,10 +30,13 @@ UNDER_WAY = {
     "relaunch": "relaunching",
 }
 
+AUTO_RESTART = "auto_restart"
+
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then
 # vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's
 # `phase` label). `total` is the whole step. (The door's `first_served_s` comes after the
-# event is written: `status --json` adds it, the event and the histogram have none.)
+# event is written: a `first_served` event of its own carries it, which `last_step` adds;
+# the histogram has none.)
 PHASE_SECONDS = (
     "held_s",
     "drained_s",
@@ -60,19 +64,37 @@ def step_events(events: Iterable[Event]) -> list[Event]:
 
 def last_step(events: Sequence[Event]) -> JsonObject | None:
     """The last step as `status --json` and `--once --json` give it (`last_step`): what it
-    was (`action`), when (`t`, Unix time), its `result`, its `phases` and its `slow_parts`
-    (each slow part named with its fix; empty when none was); None before any."""
+    was (`action`), when (`t`, Unix time), its `result`, its `phases` (with `first_served_s`
+    where its `first_served` event came) and its `slow_parts` (each slow part named with its
+    fix; empty when none was); None before any."""
     steps = step_events(events)
     if not steps:
         return None
     last = steps[-1]
+    phases = dict(_phases(last) or {})
+    served = first_served(events, last)
+    if served is not None:
+        phases["first_served_s"] = served
     return {
         "action": str(last.name),
         "t": last.t,
         "result": last.detail.get("result"),
-        "phases": dict(_phases(last) or {}),
+        "phases": phases,
         "slow_parts": [w for w in _list(last.detail.get("slow_parts")) if isinstance(w, str)],
     }
+
+
+def first_served(events: Iterable[Event], step: Event) -> float | None:
+    """The seconds from the step's release to the first request the front door answered
+    whole after it, as its `first_served` event says (written after the step's own, tied to
+    it by the step's kind and its event's time: `step`, `step_t`); None where none came."""
+    for event in events:
+        if event.name != EventName.FIRST_SERVED:
+            continue
+        detail = event.detail
+        if detail.get("step") == str(step.name) and detail.get("step_t") == step.t:
+            return _seconds(detail.get("first_served_s"))
+    return None
 
 
 @dataclass(frozen=True)

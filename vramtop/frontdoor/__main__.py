@@ -30,6 +30,9 @@ from vramtop.outcomes import ExitCode
 # After the stop's deadline, the time the requests cut then have to end (their 503 written,
 # their connections closed) before aiohttp stops waiting for them.
 _LAST_WORDS_S = 2.0
+# `0`: a hold lets every request in flight finish instead of sending the unanswered
+# generations again (the door before replay; `bench/bench_guard_step.py` measures both).
+REPLAY_ENV = "VRAMTOP_DOOR_REPLAY"
 
 
 def _listen(text: str) -> tuple[str, int]:
@@ -195,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.stats_file is not None and (why := stats_file.problem(args.stats_file)):
         print(f"vramtop front door: {why}", file=sys.stderr)
         return ExitCode.USAGE
+    replay = os.environ.get(REPLAY_ENV, "1")
+    if replay not in ("0", "1"):
+        print(f"vramtop front door: {REPLAY_ENV}={replay!r}: set it to 1 or 0", file=sys.stderr)
+        return ExitCode.USAGE
     settings = DoorSettings(
         upstream=args.upstream,
         hold_s=args.hold_s,
@@ -203,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         max_body_bytes=args.max_body_mib,
         body_memory_bytes=args.body_memory_mib,
         stop_grace_s=args.stop_grace_s,
+        replay=replay == "1",
     )
     host, port = args.listen
     try:

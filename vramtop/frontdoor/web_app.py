@@ -45,6 +45,10 @@ class DoorSettings:
     max_body_bytes: int = protocol.MAX_BODY_BYTES
     body_memory_bytes: int = protocol.BODY_MEMORY_BYTES
     stop_grace_s: float = protocol.STOP_GRACE_S
+    # A hold sends the generations with no answer begun again to the new server (False: it
+    # lets every request in flight finish, as the door did before; `REPLAY_ENV`, to measure
+    # the one against the other).
+    replay: bool = True
 
 
 GATE = web.AppKey("gate", Gate)
@@ -134,7 +138,7 @@ async def _hold(request: web.Request) -> web.Response:
     gate.start_holding()
     # The generations with no answer begun wait at the door for the new server instead of
     # holding the restart up; the answers begun are let finish, up to `drain_s`.
-    replayed = request.app[FORWARDER].recall()
+    replayed = request.app[FORWARDER].recall() if request.app[SETTINGS].replay else 0
     draining = gate.in_flight  # the answers begun (and other routes' requests), let finish
     began = gate.clock()
     drained = await gate.drain(float(drain_s))

@@ -1,6 +1,7 @@
 """The supervisor's actions in the lasting timeline: each start, stop, restart and relaunch
 written to the profile's event log once it has answered, with who asked (`key`: a key in the
-console; `command`: a command line; `guard`: the guard's own decision) and what came of it.
+console; `command`: a command line; `guard`: the guard's own decision; `auto_restart`: the
+profile's automatic restart after a crash, a `restart` event) and what came of it.
 
 An action that changed nothing (a start that found the server already running, a stop with
 nothing to stop, a relaunch refused before the old server stopped) is no event: nothing
@@ -17,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vramtop.core.json_types import JsonObject
 from vramtop.core.secrets import mask_line
 from vramtop.core.step_report import ASKED_BY as ASKED_BY  # who asks: one rule, re-exported
+from vramtop.core.step_report import AUTO_RESTART as AUTO_RESTART
 from vramtop.core.step_report import COMMAND as COMMAND
 from vramtop.event_log import EventLog
 from vramtop.outcomes import ActionResult, Outcome
@@ -37,8 +39,8 @@ def launch_of(rec: ServerRecord | None) -> Launch:
 @dataclass(frozen=True)
 class ActionDone:
     """An action that answered: its name, its result (with its `outcome` set), who asked,
-    whether it changed the server (its launch or state), and its detail (a relaunch's
-    changed flags, None where unchanged)."""
+    whether it changed the server (its launch or state), its detail (a relaunch's
+    changed flags, None where unchanged) and when it answered (`t`, its event's time)."""
 
     profile: str
     name: str
@@ -46,6 +48,7 @@ class ActionDone:
     asked_by: str
     changed: bool
     detail: JsonObject
+    t: float = field(default_factory=time.time)  # the time its event says (Unix time)
 
     @property
     def outcome(self) -> Outcome:
@@ -90,7 +93,7 @@ def write_action(done: ActionDone) -> bool:
         "asked_by": done.asked_by,
         "message": mask_line(done.result.message),
     }
-    return EventLog.for_profile(done.profile).append(time.time(), done.name, values)
+    return EventLog.for_profile(done.profile).append(done.t, done.name, values)
 
 
 def write_interrupted(rec: ServerRecord, found: str) -> bool:

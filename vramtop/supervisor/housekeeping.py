@@ -20,7 +20,7 @@ from collections.abc import Callable
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
 from vramtop.supervisor import causes, door, handle, state, state_moves, tree
-from vramtop.supervisor.action_events import write_interrupted
+from vramtop.supervisor.action_events import Launch, launch_of, write_interrupted
 from vramtop.supervisor.actions import ServerActions
 from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
@@ -34,10 +34,17 @@ log = logging.getLogger(__name__)
 
 AUTO_RESTART_LIMIT = 3
 
+# What the supervisor is told of an automatic restart: its step begins (`StepBegun`), and it
+# has answered (`Restarted`: its result once the new server serves or failed, and the launch
+# it replaced), to be timed and written as a restart asked for is.
+StepBegun = Callable[[], None]
+Restarted = Callable[[ActionResult, Launch], object]
+
 
 class Housekeeper:
     """One profile's housekeeping, over the server's record (`server`), its door's control,
-    its load follower and its actions (an automatic restart is a start)."""
+    its load follower and its actions (an automatic restart is a start, timed as a step:
+    `step_begun`, `restarted`)."""
 
     def __init__(
         self,
@@ -47,8 +54,12 @@ class Housekeeper:
         actions: ServerActions,
         door_process: DoorProcess,
         repair: RecordRepair,
+        step_begun: StepBegun = lambda: None,
+        restarted: Restarted = lambda result, before: None,
     ) -> None:
         self._server = server
+        self._step_begun = step_begun
+        self._restarted = restarted
         self._door = door_control
         self._follower = follower
         self._actions = actions
@@ -224,30 +235,37 @@ class Housekeeper:
             ):
                 return ActionResult(True, "nothing to do")
             restarts = current.restarts + 1
-            result = self._actions.start_locked(no_progress, wait_ready=False)
+            before = launch_of(current)
+            self._step_begun()
+            started = self._actions.start_locked(no_progress, wait_ready=False)
+            result = started if isinstance(started, ActionResult) else ActionResult(True, "started")
             new = self._server.record()
             if new is not None:
                 new.restarts = restarts
                 if new.state == Lifecycle.STARTING:
                     new.actor_pid, new.actor_create_time = os.getpid(), own_create_time()
                 state.save(new)
-                if new.state == Lifecycle.STARTING:
-                    self._follow_in_background(new)
-            return result if isinstance(result, ActionResult) else ActionResult(True, "started")
+            if new is not None and new.state == Lifecycle.STARTING:
+                self._follow_in_background(new, before)
+            else:  # (it failed to launch: told now)
+                self._restarted(result, before)
+            return result
 
         result = self._server.locked(act)
         log.info("automatic restart of %s: %s", self._server.name, result.message)
 
-    def _follow_in_background(self, rec: ServerRecord) -> None:
+    def _follow_in_background(self, rec: ServerRecord, before: Launch) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
         holding up the housekeeping step that launched it (it runs when a tick finds
         something to settle, and at least every 5 s). Left alone, the record would say
-        "starting" for as long as the server runs."""
+        "starting" for as long as the server runs. Once it answered, the supervisor is told
+        (`restarted`, the launch it replaced: `before`)."""
 
         def follow() -> None:
             result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
             self._door.after_action(result)
             log.info("automatic restart of %s: %s", self._server.name, result.message)
+            self._restarted(result, before)
 
         threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()
 

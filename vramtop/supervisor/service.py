@@ -26,6 +26,7 @@ from vramtop.core.remedy import RelaunchOrder
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import attaching, door, state
 from vramtop.supervisor.action_events import (
+    AUTO_RESTART,
     COMMAND,
     ActionListener,
     Launch,
@@ -36,6 +37,7 @@ from vramtop.supervisor.action_events import (
 from vramtop.supervisor.actions import LOST_REQUESTS_GRACE_S, ServerActions
 from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
+from vramtop.supervisor.first_served import FirstServedWatch
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import MEMORY_RELEASE_TIMEOUT_S, ServerHandle
 from vramtop.supervisor.housekeeping import AUTO_RESTART_LIMIT, Housekeeper
@@ -92,7 +94,14 @@ class Supervisor:
         )
         self._relauncher = Relauncher(self._actions, self._server, self._follower, self._door)
         self._housekeeper = Housekeeper(
-            self._server, self._door, self._follower, self._actions, door_process, repair
+            self._server,
+            self._door,
+            self._follower,
+            self._actions,
+            door_process,
+            repair,
+            step_begun=self._begin_step,
+            restarted=self._auto_restarted,
         )
         # The door restarts the record counted when this supervisor last told of them (from
         # its making: one started again at its first housekeeping step is told too).
@@ -101,6 +110,10 @@ class Supervisor:
         # Told of each action once it has answered, its outcome set: the lasting timeline's
         # writer first, then whoever asks (`tell_actions_to`: a console's session).
         self._listeners: list[ActionListener] = [write_action]
+        # After a step's event, the first request the door serves, in an event of its own.
+        self._first_served = FirstServedWatch(
+            self.name, self._server.recorded, lambda: self._server.profile.front_door_hold_s
+        )
 
     # --- the server as recorded (the handle's) ------------------------------------------
 
@@ -174,7 +187,7 @@ class Supervisor:
         """`asked_by` (here and in each action below): who asked, for the lasting timeline
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         with acting(self._server, "start", asked_by):
             result = self._actions.start(progress, wait_ready, timeout_s)
         return self._told("start", result, asked_by, before, self._step_facts())
@@ -183,6 +196,7 @@ class Supervisor:
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
+        self._first_served.cancel()
         with acting(self._server, "stop", asked_by):
             result = self._actions.stop(progress)
         return self._told("stop", result, asked_by, before)
@@ -196,7 +210,7 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         with acting(self._server, "restart", asked_by):
             result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
         return self._told("restart", result, asked_by, before, self._step_facts())
@@ -209,7 +223,7 @@ class Supervisor:
     ) -> ActionResult:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
-        self._server.step.begin()
+        self._begin_step()
         with acting(self._server, "relaunch", asked_by):
             result = self._relauncher.relaunch(order, progress)
         change = order.change
@@ -221,6 +235,17 @@ class Supervisor:
             **self._step_facts(),
         }
         return self._told("relaunch", result, asked_by, before, changed)
+
+    def _auto_restarted(self, result: ActionResult, before: Launch) -> None:
+        """The profile's automatic restart after a crash has answered: a `restart` event as one
+        asked for has, with its phases, asked by `auto_restart`."""
+        self._told("restart", result, AUTO_RESTART, before, self._step_facts())
+
+    def _begin_step(self) -> None:
+        """A start, restart or relaunch begins: its moments counted from now, and the look for
+        the previous step's first request served ended (a release from now on is this one's)."""
+        self._server.step.begin()
+        self._first_served.cancel()
 
     def _step_facts(self) -> JsonObject:
         """A step's own facts for its event: the door's part (requests sent again, the
@@ -269,6 +294,10 @@ class Supervisor:
                 listener(done)
             except Exception:  # the action happened: a record that cannot say so is logged
                 log.exception("recording the %s failed", name)
+        phases = done.detail.get("phases")
+        released = isinstance(phases, dict) and "ready_s" in phases  # (at ready, by the door)
+        if done.changed and released and self._server.profile.front_door is not None:
+            self._first_served.watch(name, done.t)
         return done.result
 
     def attach(

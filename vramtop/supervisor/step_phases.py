@@ -108,10 +108,11 @@ def recorded_steps(profile: str) -> list[Event]:
 
 
 def recorded_last_step(profile: str, door_report: object = None) -> JsonObject | None:
-    """The profile's last step as its timeline has it (`core.step_report.last_step`), with
-    the front door's `first_served_s` (its report's: the first request answered whole after
-    its last release, which comes after the step's event was written) where known; None
-    before any step, or for a timeline that cannot be read."""
+    """The profile's last step as its timeline has it (`core.step_report.last_step`, with
+    the first request served after it where its `first_served` event came), else with the
+    front door's `first_served_s` (its report's: the first request answered whole after its
+    last release) where known; None before any step, or for a timeline that cannot be
+    read."""
     try:
         events = EventLog.for_profile(profile).read()
     except (OSError, files.NotYours):
@@ -121,7 +122,7 @@ def recorded_last_step(profile: str, door_report: object = None) -> JsonObject |
     if step is not None and isinstance(served, int | float) and not isinstance(served, bool):
         phases = step["phases"]
         if isinstance(phases, dict):
-            phases["first_served_s"] = served
+            phases.setdefault("first_served_s", served)
     return step
 
 
