@@ -70,7 +70,6 @@ import importlib.util
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import statistics
@@ -85,11 +84,6 @@ from typing import Any, NamedTuple
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def child(
     kind: str,
     seconds: float,
@@ -99,6 +93,7 @@ def child(
     log_kind: str = "access",
 ) -> None:
     from bench._bench_apps import FloorApp, FloorLogApp, console_app, demo_console_app
+    from bench._measured import measured_run
 
     app: Any
     if kind == "vllmstat":
@@ -132,26 +127,7 @@ def child(
         else:
             app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
-    result: dict[str, float] = {}
-
-    def begin() -> None:
-        if not ready():
-            app.set_timer(0.5, begin)
-            return
-        app.set_timer(settle_s, measure)
-
-    def measure() -> None:
-        start_cpu, start_wall = _cpu(), time.monotonic()
-
-        def end() -> None:
-            result["cpu_s"] = _cpu() - start_cpu
-            result["wall_s"] = time.monotonic() - start_wall
-            app.exit()
-
-        app.set_timer(seconds, end)
-
-    app.call_later(lambda: app.set_timer(1.0, begin))
-    app.run(headless=True, size=size)
+    result = measured_run(app, seconds, size, settle_s, ready)
     close()
     print(json.dumps(result))
 

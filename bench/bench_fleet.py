@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import socket
 import subprocess
@@ -43,13 +42,10 @@ KINDS = ("url", "fleet", "fleet-prometheus")
 EXPORT = (sys.executable, "-m", "vramtop", "export", "--demo", "--card")
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def child(kind: str, target: str, seconds: float, settle_s: float, size: tuple[int, int]) -> None:
     """One console, headless; prints {"cpu_s", "wall_s"} as JSON."""
+    from bench._measured import measured_run
+
     app: Any
     if kind == "url":
         from vramtop.machines.machine_backend import live_backend
@@ -67,21 +63,7 @@ def child(kind: str, target: str, seconds: float, settle_s: float, size: tuple[i
             else Sources(boxes=tuple(parse_boxes(target.split())))
         )
         app = FleetApp(sources)
-    result: dict[str, float] = {}
-
-    def measure() -> None:
-        start_cpu, start_wall = _cpu(), time.monotonic()
-
-        def end() -> None:
-            result["cpu_s"] = _cpu() - start_cpu
-            result["wall_s"] = time.monotonic() - start_wall
-            app.exit()
-
-        app.set_timer(seconds, end)
-
-    app.call_later(lambda: app.set_timer(settle_s, measure))
-    app.run(headless=True, size=size)
-    print(json.dumps(result))
+    print(json.dumps(measured_run(app, seconds, size, settle_s)))
 
 
 def _wait(what: str, ready: Any, deadline_s: float = START_S) -> Any:
