@@ -1,13 +1,19 @@
-"""The measured minute of a console bench's child: an app run headless, and its own process's
-CPU over a span of its life (bench_console, bench_fleet)."""
+"""The measured minute of the console benches (bench_console, bench_fleet): in each child, an
+app run headless and its own process's CPU over a span of its life; in the bench, the
+children's figures collected.
+"""
 
 from __future__ import annotations
 
+import json
 import resource
+import subprocess
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from textual.app import App
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 def own_cpu_s() -> float:
@@ -51,3 +57,15 @@ def measured_run(
         app.call_later(lambda: app.set_timer(1.0, begin))
     app.run(headless=True, size=size)
     return result
+
+
+def collected(children: dict[str, subprocess.Popen[str]]) -> dict[str, dict[str, float]]:
+    """Each child's figures (the JSON it printed last), by its name, once all have ended; a
+    child that failed ends the bench with its error."""
+    results = {}
+    for name, child in children.items():
+        out, err = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"the {name} run failed:\n{err[-3000:]}")
+        results[name] = json.loads(out.strip().splitlines()[-1])
+    return results

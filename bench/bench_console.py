@@ -81,6 +81,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench._measured import collected
+
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
 
 
@@ -266,13 +268,7 @@ def measure(
             )
             for name, run in runs.items()
         }
-        results = {}
-        for kind, child in children.items():
-            out, err = child.communicate()
-            if child.returncode != 0:
-                raise SystemExit(f"the {kind} run failed:\n{err}")
-            results[kind] = json.loads(out.strip().splitlines()[-1])
-    return results
+        return collected(children)
 
 
 def baseline_problem(checkout: str, kinds: list[str]) -> str | None:

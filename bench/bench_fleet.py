@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench._measured import collected
+
 CARDS = {"desk": "5090", "spark": "spark", "r9700": "r9700"}
 SERVING = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
 START_S = 120.0  # an exporter's start and its simulated server's, on a loaded machine
@@ -244,13 +246,7 @@ def run_children(
             text=True,
             env={**os.environ, "VRAMTOP_HOME": str(home)},
         )
-    results = {}
-    for kind, proc in children.items():
-        out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit(f"the {kind} run failed:\n{err[-3000:]}")
-        results[kind] = json.loads(out.strip().splitlines()[-1])
-    return results
+    return collected(children)
 
 
 if __name__ == "__main__":
