@@ -70,7 +70,6 @@ import importlib.util
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import statistics
@@ -82,12 +81,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bench._measured import collected
+
 WARMUP_S = 3.0  # after the server serves: the first samples carry one-off work (startup facts)
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def child(
@@ -99,6 +95,7 @@ def child(
     log_kind: str = "access",
 ) -> None:
     from bench._bench_apps import FloorApp, FloorLogApp, console_app, demo_console_app
+    from bench._measured import measured_run
 
     app: Any
     if kind == "vllmstat":
@@ -132,26 +129,7 @@ def child(
         else:
             app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
-    result: dict[str, float] = {}
-
-    def begin() -> None:
-        if not ready():
-            app.set_timer(0.5, begin)
-            return
-        app.set_timer(settle_s, measure)
-
-    def measure() -> None:
-        start_cpu, start_wall = _cpu(), time.monotonic()
-
-        def end() -> None:
-            result["cpu_s"] = _cpu() - start_cpu
-            result["wall_s"] = time.monotonic() - start_wall
-            app.exit()
-
-        app.set_timer(seconds, end)
-
-    app.call_later(lambda: app.set_timer(1.0, begin))
-    app.run(headless=True, size=size)
+    result = measured_run(app, seconds, size, settle_s, ready)
     close()
     print(json.dumps(result))
 
@@ -290,13 +268,7 @@ def measure(
             )
             for name, run in runs.items()
         }
-        results = {}
-        for kind, child in children.items():
-            out, err = child.communicate()
-            if child.returncode != 0:
-                raise SystemExit(f"the {kind} run failed:\n{err}")
-            results[kind] = json.loads(out.strip().splitlines()[-1])
-    return results
+        return collected(children)
 
 
 def baseline_problem(checkout: str, kinds: list[str]) -> str | None:

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import socket
 import subprocess
@@ -36,6 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench._measured import collected
+
 CARDS = {"desk": "5090", "spark": "spark", "r9700": "r9700"}
 SERVING = re.compile(r"serving http://127\.0\.0\.1:(\d+)/metrics")
 START_S = 120.0  # an exporter's start and its simulated server's, on a loaded machine
@@ -43,13 +44,10 @@ KINDS = ("url", "fleet", "fleet-prometheus")
 EXPORT = (sys.executable, "-m", "vramtop", "export", "--demo", "--card")
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def child(kind: str, target: str, seconds: float, settle_s: float, size: tuple[int, int]) -> None:
     """One console, headless; prints {"cpu_s", "wall_s"} as JSON."""
+    from bench._measured import measured_run
+
     app: Any
     if kind == "url":
         from vramtop.machines.machine_backend import live_backend
@@ -67,21 +65,7 @@ def child(kind: str, target: str, seconds: float, settle_s: float, size: tuple[i
             else Sources(boxes=tuple(parse_boxes(target.split())))
         )
         app = FleetApp(sources)
-    result: dict[str, float] = {}
-
-    def measure() -> None:
-        start_cpu, start_wall = _cpu(), time.monotonic()
-
-        def end() -> None:
-            result["cpu_s"] = _cpu() - start_cpu
-            result["wall_s"] = time.monotonic() - start_wall
-            app.exit()
-
-        app.set_timer(seconds, end)
-
-    app.call_later(lambda: app.set_timer(settle_s, measure))
-    app.run(headless=True, size=size)
-    print(json.dumps(result))
+    print(json.dumps(measured_run(app, seconds, size, settle_s)))
 
 
 def _wait(what: str, ready: Any, deadline_s: float = START_S) -> Any:
@@ -262,13 +246,7 @@ def run_children(
             text=True,
             env={**os.environ, "VRAMTOP_HOME": str(home)},
         )
-    results = {}
-    for kind, proc in children.items():
-        out, err = proc.communicate()
-        if proc.returncode != 0:
-            raise SystemExit(f"the {kind} run failed:\n{err[-3000:]}")
-        results[kind] = json.loads(out.strip().splitlines()[-1])
-    return results
+    return collected(children)
 
 
 if __name__ == "__main__":

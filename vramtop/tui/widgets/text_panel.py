@@ -15,19 +15,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
+from textual.cache import LRUCache
 from textual.content import Content
 from textual.geometry import Region
 from textual.reactive import Reactive
 from textual.selection import Selection
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.visual import Visual
 from textual.widget import Widget
 
 SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
 # Values a panel keeps for its sparklines: four minutes at 1 Hz.
 HISTORY = 240
+# Lines a panel keeps drawn, beside those it shows (see TextPanel._drawn).
+LINES_KEPT = 64
 
 
 class Drawn(Protocol):
@@ -145,6 +149,11 @@ class TextPanel(Widget):
         # Strips of the rows drawn so far, by row; valid for one width and one look.
         self._strips: dict[int, Strip] = {}
         self._strips_width = -1
+        # Lines turned into Strips before, by their text, with the Content and the look each
+        # was drawn from (a line's own Strip, not yet told which row it is on): a figure that
+        # comes back (0 running, then 1, then 0 again) is not turned into a Strip again. For
+        # one width, as `_strips`.
+        self._drawn: LRUCache[str, tuple[Content, VisualStyle, Strip]] = LRUCache(LINES_KEPT)
         # The Wrapped rows laid out last time, by the line they began on: (text, width, lines).
         self._wrapped: dict[int, tuple[Content, int, list[Content]]] = {}
 
@@ -206,6 +215,7 @@ class TextPanel(Widget):
     def notify_style_update(self) -> None:
         # A new theme or class: the rows' colours change with it.
         self._strips.clear()
+        self._drawn.clear()
         super().notify_style_update()
 
     def selection_updated(self, selection: Selection | None) -> None:
@@ -216,6 +226,7 @@ class TextPanel(Widget):
         width = self.size.width
         if width != self._strips_width:
             self._strips.clear()
+            self._drawn.clear()
             self._strips_width = width
         self._dirty_regions.clear()  # what Widget's own render_line would have redrawn
         strip = self._strips.get(y)
@@ -229,16 +240,34 @@ class TextPanel(Widget):
                 self._strips.update(enumerate(strips))
                 strip = self._strips.get(y)
             elif y < len(self._lines):
-                strips = Visual.to_strips(self, self._lines[y], width, 1, style)
+                drawn = self._drawn_line(self._lines[y], width, style)
                 # Each cell says where it is, for a mouse selection: this row, not line 0.
-                strip = strips[0].apply_offsets(0, y) if strips else None
+                strip = drawn.apply_offsets(0, y) if drawn is not None else None
             if strip is None:
                 strip = Strip.blank(width, style.rich_style)
             self._strips[y] = strip
         return strip
 
+    def _drawn_line(self, line: Content, width: int, style: VisualStyle) -> Strip | None:
+        """`line` as a Strip of its own (its cells say line 0), drawn once for as long as it
+        is kept."""
+        kept = self._drawn.get(line.plain)
+        if kept is not None and kept[0].is_same(line) and kept[1] == style:
+            return kept[2]
+        strips = Visual.to_strips(self, line, width, 1, style)
+        if not strips:
+            return None
+        self._drawn.set(line.plain, (line, style, strips[0]))
+        return strips[0]
+
     def render(self) -> Content:
         return Content("\n").join(self._lines)
+
+
+# Whether a class of rows lays itself out on lines (Laid) or draws one (Drawn), by class:
+# checked once. Checking against a runtime Protocol looks up its members on each call, and
+# was a third of what drawing a frame's rows cost.
+_LAYS_OUT: dict[type, bool] = {}
 
 
 def _draw(row: Row, width: int) -> list[Content]:
@@ -248,9 +277,12 @@ def _draw(row: Row, width: int) -> list[Content]:
         return [Content(row)]
     if isinstance(row, Wrapped):
         return row.text.wrap(width) if width > 0 else [row.text]
-    if isinstance(row, Laid):
-        return row.lay_out(width)
-    return [row.draw(width)]
+    lays_out = _LAYS_OUT.get(type(row))
+    if lays_out is None:
+        lays_out = _LAYS_OUT[type(row)] = isinstance(row, Laid)
+    if lays_out:
+        return cast(Laid, row).lay_out(width)
+    return [cast(Drawn, row).draw(width)]
 
 
 def _wrapped(text: Content, width: int) -> list[Content]:
