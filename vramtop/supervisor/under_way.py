@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vramtop import locations
+from vramtop.core.step_report import UNDER_WAY, UnderWay
 from vramtop.supervisor.actor import ActorLock, Holder
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import ServerRecord
@@ -52,3 +53,13 @@ def under_way(profile: str) -> Holder | None:
     holder's `pid`; `since`: Unix time); None when none is."""
     holder = ActorLock(profile, "", step_lock_path(profile)).holder()
     return holder if holder is not None and holder["kind"] else None
+
+
+def action_under_way(profile: str) -> UnderWay | None:
+    """`under_way` as a value (None also for a kind that is no action: a damaged file). One
+    open of the lock's file, and one read of it while it is held: cheap enough for every
+    tick of a console."""
+    holder = under_way(profile)
+    if holder is None or holder["kind"] not in UNDER_WAY:
+        return None
+    return UnderWay(action=holder["kind"], pid=holder["pid"], since=holder["since"])
