@@ -127,3 +127,30 @@ def test_an_automatic_restart_is_timed_in_its_event_as_a_restart_asked_for(
     finally:
         sup.stop()
     assert ledger_empty(ledger)
+
+
+def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
+    home: Path, ledger: Path
+) -> None:
+    # `vramtop status` and a console's header, from any terminal, read the profile's step
+    # lock: while the automatic restart's server loads (the record: starting), a restart.
+    from vramtop.supervisor.under_way import action_under_way
+
+    profile = fake_profile("said", free_port(), ledger, FAKE_STARTUP_S="1.5")
+    sup = Supervisor(
+        profile.model_copy(update={"auto_restart": True}),
+        memory_released=lambda: ledger_empty(ledger),
+    )
+    try:
+        assert sup.start().ok
+        crash(sup)
+        assert action_under_way("said") is None  # crashed; its restart not due yet
+        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        acting = action_under_way("said")  # the load takes 1.5 s at least
+        assert acting is not None and (acting.action, acting.pid) == ("restart", os.getpid())
+        assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
+        wait_until(
+            lambda: action_under_way("said") is None, deadline_s=30, what="the restart's end"
+        )
+    finally:
+        sup.stop()

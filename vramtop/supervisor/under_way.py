@@ -32,15 +32,23 @@ def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
     same, and the first one stays the one said. The handle knows it too (`server.acting`):
     the record it writes meanwhile names the action and who asked (`mark_acting`), so that
     one left half-done by a vramtop that died is told (`action_events.write_interrupted`)."""
-    lock = ActorLock(server.name, action, step_lock_path(server.name))
-    taken = lock.try_acquire(tries=1)
+    lock = taken(server.name, action)
     server.acting = (action, asked_by)
     try:
         yield
     finally:
         server.acting = None
-        if taken:
-            lock.release()
+        lock.release()
+
+
+def taken(profile: str, action: str) -> ActorLock:
+    """The profile's step lock naming `action`, taken where free (held by another, the first
+    action stays the one said), for an action whose end comes later, on another thread (an
+    automatic restart, its load followed in the background). Its `release` lets it go (and
+    does nothing where it was not taken): called once, by whoever ends the action."""
+    lock = ActorLock(profile, action, step_lock_path(profile))
+    lock.try_acquire(tries=1)
+    return lock
 
 
 def mark_acting(server: ServerHandle, rec: ServerRecord) -> None:
