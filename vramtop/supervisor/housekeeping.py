@@ -20,7 +20,7 @@ from collections.abc import Callable
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
 from vramtop.supervisor import causes, door, handle, state, state_moves, tree, under_way
-from vramtop.supervisor.action_events import Launch, launch_of, write_interrupted
+from vramtop.supervisor.action_events import AUTO_RESTART, Launch, launch_of, write_interrupted
 from vramtop.supervisor.actions import ServerActions
 from vramtop.supervisor.actor import ActorLock
 from vramtop.supervisor.door_process import DoorProcess
@@ -250,6 +250,8 @@ class Housekeeper:
                 new.restarts = restarts
                 if new.state == Lifecycle.STARTING:
                     new.actor_pid, new.actor_create_time = os.getpid(), own_create_time()
+                    # Named in the record: a vramtop that dies before the load ends is told.
+                    new.acting, new.acting_asked_by = "restart", AUTO_RESTART
                 state.save(new)
             if new is not None and new.state == Lifecycle.STARTING:
                 self._follow_in_background(new, before, said)
