@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -127,3 +129,72 @@ def test_an_automatic_restart_is_timed_in_its_event_as_a_restart_asked_for(
     finally:
         sup.stop()
     assert ledger_empty(ledger)
+
+
+def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
+    home: Path, ledger: Path
+) -> None:
+    # `vramtop status` and a console's header, from any terminal, read the profile's step
+    # lock: while the automatic restart's server loads (the record: starting), a restart.
+    from vramtop.supervisor.under_way import action_under_way
+
+    profile = fake_profile("said", free_port(), ledger, FAKE_STARTUP_S="1.5")
+    sup = Supervisor(
+        profile.model_copy(update={"auto_restart": True}),
+        memory_released=lambda: ledger_empty(ledger),
+    )
+    try:
+        assert sup.start().ok
+        crash(sup)
+        assert action_under_way("said") is None  # crashed; its restart not due yet
+        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        acting = action_under_way("said")  # the load takes 1.5 s at least
+        assert acting is not None and (acting.action, acting.pid) == ("restart", os.getpid())
+        assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
+        wait_until(
+            lambda: action_under_way("said") is None, deadline_s=30, what="the restart's end"
+        )
+    finally:
+        sup.stop()
+
+
+# A vramtop (a console, a command) that runs the housekeeping step which restarts the crashed
+# server, then dies while the new server loads (its terminal closed, kill -9).
+DIES_DURING_THE_LOAD = """
+import os, sys
+from vramtop.config import Profile
+from vramtop.supervisor import Supervisor
+sup = Supervisor(Profile.model_validate_json(sys.argv[1]))
+print(sup.housekeeping().state.value, flush=True)
+os._exit(0)
+"""
+
+
+def test_an_automatic_restart_whose_vramtop_died_is_told_interrupted(
+    home: Path, ledger: Path
+) -> None:
+    profile = fake_profile("cut", free_port(), ledger, FAKE_STARTUP_S="1.0")
+    profile = profile.model_copy(update={"auto_restart": True})
+    sup = Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
+    try:
+        assert sup.start().ok
+        crash(sup)
+        record = state.load("cut")
+        assert record is not None
+        record.next_restart_at = time.time()  # due now
+        state.save(record)
+        died = subprocess.run(
+            [sys.executable, "-c", DIES_DURING_THE_LOAD, profile.model_dump_json()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert died.stdout.strip() == "starting", died.stderr
+        # This vramtop settles the load nobody follows: ready without it.
+        assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
+        (told,) = [e for e in EventLog.for_profile("cut").read() if e.name == "restart"]
+        assert told.detail["result"] == "interrupted"
+        assert told.detail["asked_by"] == "auto_restart"
+        assert "vLLM became ready without it" in str(told.detail["message"])
+    finally:
+        sup.stop()

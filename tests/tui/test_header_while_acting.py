@@ -4,14 +4,17 @@ server's state moves through stopped and starting meanwhile, and "● stopped" b
 
 from __future__ import annotations
 
+import re
 import threading
+from dataclasses import replace
 
 import pytest
 from textual.pilot import Pilot
 
 from tests.support.console import NO_TIMER, make_app, settle, text, ticks, wait_for
 from tests.support.fake_backend import FakeBackend
-from vramtop.core.model import ServerState
+from vramtop.core.model import Sample, ServerState
+from vramtop.core.step_report import UnderWay
 from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp
@@ -176,3 +179,34 @@ async def test_a_reading_taken_during_a_restart_is_not_drawn_after_it(
             # after the end says it, beside the outcome.
             assert "● starting" not in line, app.lines
             assert ("restarted" in line) == ("● running" in line), app.lines
+
+
+class _Elsewhere(FakeBackend):
+    """A server another process acts on (another terminal's `vramtop restart`, a guard, an
+    automatic restart): its frames carry that process's action, as its step lock says it."""
+
+    under_way: UnderWay | None = None
+
+    def framed(self, sample: Sample, log_limit: int) -> Frame:
+        return replace(super().framed(sample, log_limit), under_way=self.under_way)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_a_restart_from_another_process_says_restarting(size: tuple[int, int]) -> None:
+    backend = _Elsewhere()
+    app = make_app(backend)
+    async with app.run_test(size=size) as pilot:
+        await ticks(pilot, 1)
+        backend.under_way = UnderWay("restart", pid=9999, since=backend.clock() - 12)
+        for state in (ServerState.RUNNING, ServerState.STOPPED, ServerState.STARTING):
+            backend.state = state
+            await ticks(pilot, 1)
+            line = _state_line(app)
+            # Its own word and its seconds so far, as `vramtop status` says them.
+            assert re.search(r"● restarting( pid \d+)? · \d+s so far", line), (state, line)
+            for word in ("running", "stopped", "starting"):
+                assert f"● {word}" not in line, (state, line)
+        backend.under_way = None  # done: the server's own state
+        backend.state = ServerState.RUNNING
+        await ticks(pilot, 1)
+        assert "● running" in _state_line(app)

@@ -253,6 +253,11 @@ def _once(
         from vramtop.supervisor.step_phases import recorded_last_step
 
         data["last_step"] = recorded_last_step(backend.profile_name)
+    # ... and the action under way on the profile's server, taken by any vramtop (another
+    # terminal's restart, a guard, an automatic restart), as `status --json` gives it (null:
+    # none, or no profile) ...
+    acting = frame.under_way
+    data["under_way"] = acting.to_json(time.time()) if acting is not None else None
     # ... and, where a guard runs adaptively for this profile, its two budgets and last steps.
     if backend.profile_name is not None:
         from vramtop.supervisor.actor import read_guard_state
@@ -301,8 +306,13 @@ def _text(sample: Sample, data: dict[str, Any]) -> str:
             f"free {_gib(split['free_bytes'])}  ({split['method']})"
         )
     server = data["server"]
+    words = _server_words(sample, server)
+    if data.get("under_way") is not None:
+        from vramtop.core.step_report import under_way_said
+
+        words = under_way_said(data["under_way"], words)  # as `status` says it
     lines.append(
-        f"server {server['url']}: {_server_words(sample, server)}"
+        f"server {server['url']}: {words}"
         f"  vLLM {server['version'] or UNKNOWN}"
         f"  budget {server['gpu_memory_utilization'] or UNKNOWN}"
     )

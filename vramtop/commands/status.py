@@ -12,13 +12,14 @@ from vramtop.commands.catalog import summary
 from vramtop.commands.common import query_time
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target
+from vramtop.core.json_types import JsonObject
 from vramtop.core.launch_failure import state_word
 from vramtop.core.shell_words import shell_line
-from vramtop.core.step_report import UNDER_WAY, step_lines
+from vramtop.core.step_report import step_lines, under_way_said
 from vramtop.supervisor import state
 from vramtop.supervisor.service import server_url
 from vramtop.supervisor.step_phases import recorded_last_step
-from vramtop.supervisor.under_way import under_way
+from vramtop.supervisor.under_way import action_under_way
 
 HEALTH_TIMEOUT_S = 3.0
 NO_PROFILE = (
@@ -91,21 +92,12 @@ def run(args: argparse.Namespace) -> int:
     return supervised.run_guarded(act, StatusOptions.from_args(args))
 
 
-def _under_way(profile: str) -> dict[str, object] | None:
+def _under_way(profile: str) -> JsonObject | None:
     """`under_way`: the action (`action`, its word `state_word` as the console's header says
     it), the process taking it (`pid`), since when (`since`, Unix time) and its seconds so far
     (`seconds`); None when no action is under way."""
-    holder = under_way(profile)
-    if holder is None or holder["kind"] not in UNDER_WAY:
-        return None
-    since = holder["since"]
-    return {
-        "action": holder["kind"],
-        "state_word": UNDER_WAY[holder["kind"]],
-        "pid": holder["pid"],
-        "since": since,
-        "seconds": round(max(0.0, time.time() - since), 1) if since is not None else None,
-    }
+    acting = action_under_way(profile)
+    return acting.to_json(time.time()) if acting is not None else None
 
 
 def _health(url: str) -> tuple[bool, str | None]:
@@ -136,9 +128,7 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
     acting = data.get("under_way")
     if isinstance(acting, dict):
         # The action's own word, as the console's header says it; the record's state beside.
-        so_far = acting.get("seconds")
-        seconds = f", {so_far:.0f} s so far" if isinstance(so_far, float) else ""
-        word = f"{acting['state_word']}{seconds} · the server is {word}"
+        word = under_way_said(acting, str(word))
     lines = [f"{data.get('profile')}: {word}"]
     if data.get("pid"):
         lines[0] += f" (pid {data['pid']}, port {data.get('port')}, {data.get('started_by')})"

@@ -32,6 +32,49 @@ UNDER_WAY = {
 
 AUTO_RESTART = "auto_restart"
 
+
+@dataclass(frozen=True)
+class UnderWay:
+    """An action under way on a profile's server, by whichever vramtop takes it (a console's
+    key, a guard, a command, an automatic restart after a crash): which (`action`, a key of
+    `UNDER_WAY`), the process taking it (`pid`) and since when (`since`, Unix time; None for
+    either where its lock's file does not say)."""
+
+    action: str
+    pid: int | None
+    since: float | None
+
+    @property
+    def state_word(self) -> str:
+        """Its own word, said where the server's state would be ("restarting")."""
+        return UNDER_WAY[self.action]
+
+    def seconds(self, now: float) -> float | None:
+        """Its seconds so far at `now` (Unix time); None where its start is not known."""
+        return None if self.since is None else max(0.0, now - self.since)
+
+    def to_json(self, now: float) -> JsonObject:
+        """`under_way` as `status --json` and `--once --json` give it: `action`,
+        `state_word`, `pid`, `since` and `seconds` (so far, at `now`)."""
+        seconds = self.seconds(now)
+        return {
+            "action": self.action,
+            "state_word": self.state_word,
+            "pid": self.pid,
+            "since": self.since,
+            "seconds": None if seconds is None else round(seconds, 1),
+        }
+
+
+def under_way_said(under_way: Mapping[str, JsonValue], state: str) -> str:
+    """An action under way (`UnderWay.to_json`'s) where the server's `state` would be said,
+    its own word first and the record's beside it, as `status` and `--once` say it
+    (`restarting, 12 s so far · the server is stopped`)."""
+    so_far = under_way.get("seconds")
+    seconds = f", {so_far:.0f} s so far" if isinstance(so_far, int | float) else ""
+    return f"{under_way.get('state_word')}{seconds} · the server is {state}"
+
+
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then
 # vLLM's from its log), by their name in the event's `phases` (less `_s`: the exporter's
 # `phase` label). `total` is the whole step. (The door's `first_served_s` comes after the

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from vramtop.core.findings import Finding
     from vramtop.core.headroom.terms import HeadroomInputs
     from vramtop.core.server_events import Event
+    from vramtop.core.step_report import UnderWay
     from vramtop.core.windows.spill import SpillEvidence
     from vramtop.session.live import LiveSession
 
@@ -66,6 +67,10 @@ class Frame:
     # measured), and its evidence of memory spilled to system RAM (WSL2), if any.
     outside_budget_bytes: int | None = None
     spill: SpillEvidence | None = None
+    # The action under way on the profile's server, by whichever process takes it (another
+    # terminal's `vramtop restart`, a guard, an automatic restart, this console's own key):
+    # its step lock, read with the frame. None: none, or no profile.
+    under_way: UnderWay | None = None
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ from vramtop.session.normal_store import NormalRateStore
 if TYPE_CHECKING:
     # pydantic comes with a profile: watching a URL reads none before its first frame.
     from vramtop.config import Profile
+    from vramtop.core.step_report import UnderWay
 
     # Imported where a profile needs one: watching a URL (`--once --url`) never acts, and
     # the supervisor brings httpx and psutil.
@@ -121,6 +122,7 @@ class MachineBackend(MachineControl):
             throughput=session.throughput(),
             outside_budget_bytes=session.diagnoser.outside_budget_bytes,
             spill=session.spill_evidence(),
+            under_way=self.under_way(),
         )
 
     def log_notice(self) -> str | None:
@@ -146,6 +148,18 @@ class MachineBackend(MachineControl):
         self._adaptive_read_at = now
         self._adaptive = _read_adaptive(name)
         return self._adaptive
+
+    def under_way(self) -> UnderWay | None:
+        """The action under way on the profile's server (None: none, or no profile), read on
+        the tick's thread: one open of its step lock's file, and one read while it is held."""
+        if self.supervisor is None:
+            return None
+        from vramtop.supervisor.under_way import action_under_way
+
+        try:
+            return action_under_way(self.supervisor.name)
+        except OSError:  # the lock unreadable (another user's): nothing said, never a failed tick
+            return None
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

@@ -19,9 +19,10 @@ from collections.abc import Callable
 
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
-from vramtop.supervisor import causes, door, handle, state, state_moves, tree
-from vramtop.supervisor.action_events import Launch, launch_of, write_interrupted
+from vramtop.supervisor import causes, door, handle, state, state_moves, tree, under_way
+from vramtop.supervisor.action_events import AUTO_RESTART, Launch, launch_of, write_interrupted
 from vramtop.supervisor.actions import ServerActions
+from vramtop.supervisor.actor import ActorLock
 from vramtop.supervisor.door_process import DoorProcess
 from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
@@ -225,8 +226,10 @@ class Housekeeper:
         """The automatic restart of a crashed server (asked for once its delay has passed)."""
         if not self._server.profile.auto_restart:
             return
+        said: ActorLock | None = None  # the step lock: let go here, or by the load's follower
 
         def act() -> ActionResult:
+            nonlocal said
             current = self._server.record()
             if (
                 current is None
@@ -234,6 +237,9 @@ class Housekeeper:
                 or current.next_restart_at is None
             ):
                 return ActionResult(True, "nothing to do")
+            # Said as a restart under way (`status`, a console's header) from its launch to
+            # the end of its load.
+            said = under_way.taken(self._server.name, "restart")
             restarts = current.restarts + 1
             before = launch_of(current)
             self._step_begun()
@@ -244,26 +250,37 @@ class Housekeeper:
                 new.restarts = restarts
                 if new.state == Lifecycle.STARTING:
                     new.actor_pid, new.actor_create_time = os.getpid(), own_create_time()
+                    # Named in the record: a vramtop that dies before the load ends is told.
+                    new.acting, new.acting_asked_by = "restart", AUTO_RESTART
                 state.save(new)
             if new is not None and new.state == Lifecycle.STARTING:
-                self._follow_in_background(new, before)
+                self._follow_in_background(new, before, said)
+                said = None  # the follower lets it go
             else:  # (it failed to launch: told now)
                 self._restarted(result, before)
             return result
 
-        result = self._server.locked(act)
+        try:
+            result = self._server.locked(act)
+        finally:
+            if said is not None:
+                said.release()
         log.info("automatic restart of %s: %s", self._server.name, result.message)
 
-    def _follow_in_background(self, rec: ServerRecord, before: Launch) -> None:
+    def _follow_in_background(self, rec: ServerRecord, before: Launch, said: ActorLock) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
         holding up the housekeeping step that launched it (it runs when a tick finds
         something to settle, and at least every 5 s). Left alone, the record would say
         "starting" for as long as the server runs. Once it answered, the supervisor is told
-        (`restarted`, the launch it replaced: `before`)."""
+        (`restarted`, the launch it replaced: `before`). `said`: the step lock that says the
+        restart is under way, let go once the load is followed."""
 
         def follow() -> None:
-            result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
-            self._door.after_action(result)
+            try:
+                result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
+                self._door.after_action(result)
+            finally:
+                said.release()
             log.info("automatic restart of %s: %s", self._server.name, result.message)
             self._restarted(result, before)
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vramtop import locations
+from vramtop.core.step_report import UNDER_WAY, UnderWay
 from vramtop.supervisor.actor import ActorLock, Holder
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import ServerRecord
@@ -31,15 +32,23 @@ def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
     same, and the first one stays the one said. The handle knows it too (`server.acting`):
     the record it writes meanwhile names the action and who asked (`mark_acting`), so that
     one left half-done by a vramtop that died is told (`action_events.write_interrupted`)."""
-    lock = ActorLock(server.name, action, step_lock_path(server.name))
-    taken = lock.try_acquire(tries=1)
+    lock = taken(server.name, action)
     server.acting = (action, asked_by)
     try:
         yield
     finally:
         server.acting = None
-        if taken:
-            lock.release()
+        lock.release()
+
+
+def taken(profile: str, action: str) -> ActorLock:
+    """The profile's step lock naming `action`, taken where free (held by another, the first
+    action stays the one said), for an action whose end comes later, on another thread (an
+    automatic restart, its load followed in the background). Its `release` lets it go (and
+    does nothing where it was not taken): called once, by whoever ends the action."""
+    lock = ActorLock(profile, action, step_lock_path(profile))
+    lock.try_acquire(tries=1)
+    return lock
 
 
 def mark_acting(server: ServerHandle, rec: ServerRecord) -> None:
@@ -52,3 +61,13 @@ def under_way(profile: str) -> Holder | None:
     holder's `pid`; `since`: Unix time); None when none is."""
     holder = ActorLock(profile, "", step_lock_path(profile)).holder()
     return holder if holder is not None and holder["kind"] else None
+
+
+def action_under_way(profile: str) -> UnderWay | None:
+    """`under_way` as a value (None also for a kind that is no action: a damaged file). One
+    open of the lock's file, and one read of it while it is held: cheap enough for every
+    tick of a console."""
+    holder = under_way(profile)
+    if holder is None or holder["kind"] not in UNDER_WAY:
+        return None
+    return UnderWay(action=holder["kind"], pid=holder["pid"], since=holder["since"])

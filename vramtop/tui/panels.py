@@ -88,6 +88,7 @@ class Panels:
             activity=shown.activity,
             acting=acting,
             recorded=backend.recorded,
+            under_way=shown.frame.under_way,
         )
 
 

@@ -6,6 +6,7 @@ from textual.content import Content
 
 from vramtop.core.launch_failure import state_word
 from vramtop.core.model import GIB, Sample, ServerState
+from vramtop.core.step_report import UnderWay
 from vramtop.tui.format import duration, ready_time, uptime
 from vramtop.tui.widgets.text_panel import Row, TextPanel, Wrapped
 
@@ -48,10 +49,13 @@ class ConsoleHeader(TextPanel):
         activity: str | None,
         acting: str | None = None,
         recorded: bool = False,
+        under_way: UnderWay | None = None,
     ) -> None:
         """`acting`: while an action runs, its own state word ("restarting"), said in place
         of the server's, which moves through stopped and starting meanwhile; `recorded`: a
-        replay: the pid is a recorded one, not a process of this machine."""
+        replay: the pid is a recorded one, not a process of this machine; `under_way`: the
+        action under way on the server by any process (another terminal's `vramtop restart`,
+        a guard, an automatic restart), said the same way, with its seconds so far."""
         info = sample.info if sample else None
         if info is not None and info.ready_s is not None:
             self._last_ready_s = info.ready_s
@@ -60,7 +64,12 @@ class ConsoleHeader(TextPanel):
         # has no room for all its words: never cut.
         width = self.content_region.width or None  # None before the first layout
         server = _server_line(
-            sample, now, recorded=recorded, last_ready_s=self._last_ready_s, acting=acting
+            sample,
+            now,
+            recorded=recorded,
+            last_ready_s=self._last_ready_s,
+            acting=acting,
+            under_way=under_way,
         )
         rows: list[Row] = [_fit(_machine_line(sample, wsl, call_on, demo, profile), width)]
         said: Part | None = (f"  {activity}", "bold $warning") if activity else None
@@ -148,8 +157,15 @@ def _server_line(
     recorded: bool = False,
     last_ready_s: float | None = None,
     acting: str | None = None,
+    under_way: UnderWay | None = None,
 ) -> list[Part]:
     info = sample.info if sample else None
+    # Another process's action (this console's own counts its seconds on the status line).
+    so_far: Part | None = None
+    if acting is None and under_way is not None:
+        acting = under_way.state_word
+        seconds = under_way.seconds(now)
+        so_far = f" · {duration(seconds)} so far" if seconds is not None else None
     parts: list[Part] = []
     server = sample.server if sample else None
     if info is None and server is not None:
@@ -164,6 +180,8 @@ def _server_line(
             )
     elif info is None:
         parts.append((f"● {acting}", ACTING_STYLE) if acting else "server: not known yet")
+        if so_far is not None:
+            parts.append(so_far)
     else:
         silent = _not_answering(sample) if info.state is ServerState.RUNNING else None
         if acting is not None:
@@ -178,6 +196,8 @@ def _server_line(
             # VRAM panel's budget line says it too.
             pid = f" recorded pid {info.pid}" if recorded else f" pid {info.pid}"
             parts.append(Optional((pid, ""), rank=LAST))
+        if so_far is not None:
+            parts.append(so_far)
         if info.state is ServerState.STARTING and info.started_at is not None and not acting:
             # A load takes minutes: how long this one has taken, and the last one in all. (A
             # step this console runs counts its own seconds on the status line: one clock.)

@@ -1,0 +1,79 @@
+"""`vramtop --once` says an action under way on the profile's server from another process (a
+real one here, holding the profile's step lock as `vramtop restart` does) as `status` says it:
+`under_way` in its JSON, the action's own word before the server's state in its text."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from vramtop.outcomes import ExitCode
+
+RESTART_CODE = """
+import sys
+from vramtop.profiles import load_profile
+from vramtop.supervisor.handle import ServerHandle
+from vramtop.supervisor.under_way import acting
+with acting(ServerHandle(load_profile("busy")), "restart", "command"):
+    print("acting", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop", "--once", "--interval", "0.2", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=90,
+    )
+    assert done.returncode == ExitCode.NOT_SERVING, done.stderr  # nothing serves meanwhile
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path) -> None:
+    from vramtop.config import Profile
+    from vramtop.profiles import save_profile
+
+    save_profile(Profile(name="busy", argv=["vllm", "serve", "m"], port=_free_port()))
+    env = {**os.environ, "VRAMTOP_HOME": str(private_home)}
+    other = subprocess.Popen(
+        [sys.executable, "-c", RESTART_CODE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "acting"
+        data = json.loads(_once(env, "--json").stdout)
+        assert data["server"]["state"] == "stopped"  # the record's, as before
+        acting = data["under_way"]
+        assert (acting["action"], acting["state_word"], acting["pid"]) == (
+            "restart",
+            "restarting",
+            other.pid,
+        )
+        assert isinstance(acting["seconds"], float)
+        text = _once(env).stdout
+        assert re.search(r": restarting, \d+ s so far · the server is stopped", text), text
+    finally:
+        assert other.stdin is not None
+        other.stdin.close()
+        assert other.wait(30) == 0
+    assert json.loads(_once(env, "--json").stdout)["under_way"] is None  # done
+    assert "restarting" not in _once(env).stdout
