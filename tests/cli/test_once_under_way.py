@@ -1,5 +1,5 @@
 """`vramtop --once` says an action under way on the profile's server from another process (a
-real one here, holding the profile's step lock as `vramtop restart` does) as `status` says it:
+real one here, holding the profile's action lock as `vramtop restart` does) as `status` says it:
 `under_way` in its JSON, the action's own word before the server's state in its text."""
 
 from __future__ import annotations

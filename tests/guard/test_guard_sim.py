@@ -194,7 +194,7 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
                 thread.join(60)
         end = card.clock.now() + seconds
         while card.clock.now() < end:
-            supervisor.server.step()
+            supervisor.server.advance()
         polls.append(card.state())
         if card.clock.now() >= end_t:
             stop.set()

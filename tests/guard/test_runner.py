@@ -50,15 +50,15 @@ def test_findings_open_and_close_by_id_and_events_are_new_once() -> None:
         frame(4.0, (), (start, ready, same_time)),
     ]
     runner = Runner(Scripted(frames), interval_s=1.0)
-    first = runner.step()
+    first = runner.tick()
     assert first.opened == (a,) and first.closed == () and first.new_events == (start,)
-    second = runner.step()
+    second = runner.tick()
     # `a` seen again with a later last_seen_t is the same finding: not opened twice.
     assert second.opened == (b,) and second.closed == () and second.new_events == (ready,)
-    third = runner.step()
+    third = runner.tick()
     assert third.opened == () and [f.first_seen_t for f in third.closed] == [1.0]
     assert len(third.new_events) == 1 and third.new_events[0] is same_time
-    fourth = runner.step()
+    fourth = runner.tick()
     assert [f.first_seen_t for f in fourth.closed] == [2.0] and fourth.new_events == ()
 
 
@@ -76,12 +76,12 @@ def test_run_paces_steps_and_stops_when_asked() -> None:
     backend = Scripted([frame(float(n)) for n in range(10)])
     seen: list[float] = []
 
-    def on_step(step: object) -> None:
+    def on_tick(step: object) -> None:
         now[0] += 0.25  # each step takes a quarter of the interval
         seen.append(now[0])
 
     runner = Runner(backend, interval_s=1.0, clock=clock, sleep=sleep)
-    runner.run(lambda: len(seen) >= 3, on_step)
+    runner.run(lambda: len(seen) >= 3, on_tick)
     assert len(seen) == 3 and backend.ticks == 3
     assert slept == [0.75, 0.75]  # the rest of each interval; none after the last step
 

@@ -21,7 +21,7 @@ from vramtop.core.remedy import RelaunchOrder
 from vramtop.event_log import EventLog
 from vramtop.guard.choices import GuardSettings
 from vramtop.guard.watch import Watch
-from vramtop.machines.headless_runner import Step
+from vramtop.machines.headless_runner import TickNews
 from vramtop.machines.interface import Frame
 from vramtop.outcomes import ActionResult
 
@@ -92,23 +92,23 @@ def test_a_key_in_another_process_cancels_the_pending_relaunch(timeline: EventLo
     notifier = Notifier()
     watch = watch_of(timeline, notifier)
     found = collapse()
-    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
-    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    watch.on_tick(TickNews(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(sample(20.0, running=2), (found,))))
     decisions = [e.detail.get("decision") for e in timeline.read() if e.name == "guard"]
     assert decisions == [WAITED]  # pending: a request runs
     # The guard's own relaunch, written as asked by the guard, is no person's.
     another_process_appends("relaunch", {"result": "ok", "asked_by": "guard"})
-    watch.on_step(Step(Frame(sample(21.0, running=2), (found,))))
+    watch.on_tick(TickNews(Frame(sample(21.0, running=2), (found,))))
     assert watch.policy.pending() is not None
     another_process_appends("relaunch", {"result": "ok", "asked_by": "key"})
-    watch.on_step(Step(Frame(sample(22.0, running=2), (found,))))
+    watch.on_tick(TickNews(Frame(sample(22.0, running=2), (found,))))
     assert watch.policy.pending() is None
     guard = [e.detail for e in timeline.read() if e.name == "guard"]
     assert [d["decision"] for d in guard] == [WAITED, CANCELLED]
     assert "a relaunch (key) was asked" in str(guard[-1]["why"])
     assert "cancelled" in notifier.sent[-1].title
     # Nothing acts afterwards, at the quiet moment it had waited for.
-    watch.on_step(Step(Frame(sample(23.0, running=0), (found,))))
+    watch.on_tick(TickNews(Frame(sample(23.0, running=0), (found,))))
     assert [e.detail["decision"] for e in timeline.read() if e.name == "guard"] == [
         WAITED,
         CANCELLED,
@@ -124,8 +124,8 @@ def test_the_watch_stamps_what_it_writes_by_the_one_clock_it_is_given(
     settings = GuardSettings(None, None, auto_remedy=True, adaptive=False, settle_s=300.0)
     watch = Watch(Backend(), Notifier(), settings, timeline, wall=lambda: wall)  # type: ignore[arg-type]
     found = collapse()
-    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
-    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    watch.on_tick(TickNews(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(sample(20.0, running=2), (found,))))
     written = timeline.read()
     assert [e.name for e in written] == ["finding", "guard"]
     assert {e.t for e in written} == {wall}
@@ -150,8 +150,8 @@ def test_the_door_the_sample_read_lets_the_relaunch_go_while_requests_run(
     watch = Watch(Behind(), Notifier(), settings, timeline)  # type: ignore[arg-type]
     found = collapse()
     door = DoorReading(address="127.0.0.1:8000", in_flight=1)
-    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
-    watch.on_step(Step(Frame(replace(sample(20.0, running=2), door=door), (found,))))
+    watch.on_tick(TickNews(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(replace(sample(20.0, running=2), door=door), (found,))))
     guard = [e.detail for e in timeline.read() if e.name == "guard"]
     # Pending from that sample (2 running), and let go by the door the same sample read.
     assert [d["decision"] for d in guard] == [WAITED, ACTED]
@@ -167,8 +167,8 @@ def test_waiting_is_in_the_timeline_but_is_not_news(timeline: EventLog) -> None:
     notifier = Notifier()
     watch = watch_of(timeline, notifier)
     found = collapse()
-    watch.on_step(Step(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
-    watch.on_step(Step(Frame(sample(20.0, running=2), (found,))))
+    watch.on_tick(TickNews(Frame(sample(10.0, running=2), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(sample(20.0, running=2), (found,))))
     assert [e.detail.get("decision") for e in timeline.read() if e.name == "guard"] == [WAITED]
     assert [n.change for n in notifier.sent] == ["opened"]  # the finding's news, no more
 
@@ -189,13 +189,13 @@ def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLo
     watch = watch_of(timeline, notifier)
     watch.begin()
     found = collapse()
-    watch.on_step(Step(Frame(sample(10.0), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(sample(10.0), (found,)), opened=(found,)))
     assert [n.change for n in notifier.sent] == []  # told by the console already
     findings = [e.detail["change"] for e in timeline.read() if e.name == "finding"]
     assert findings == ["opened"]  # the console's, once
     # Its closing is the guard's to tell, once.
     closed = replace(found, closed_t=30.0)
-    watch.on_step(Step(Frame(sample(30.0)), closed=(closed,)))
+    watch.on_tick(TickNews(Frame(sample(30.0)), closed=(closed,)))
     assert [n.change for n in notifier.sent] == ["closed"]
     assert [e.detail["change"] for e in timeline.read() if e.name == "finding"] == [
         "opened",
@@ -203,7 +203,7 @@ def test_a_finding_the_console_recorded_open_is_not_told_again(timeline: EventLo
     ]
     # The next collapse is new: told and written.
     again = collapse(first_seen=40.0)
-    watch.on_step(Step(Frame(sample(41.0), (again,)), opened=(again,)))
+    watch.on_tick(TickNews(Frame(sample(41.0), (again,)), opened=(again,)))
     assert [n.change for n in notifier.sent] == ["closed", "opened"]
 
 
@@ -233,7 +233,7 @@ def test_a_finding_open_when_the_guard_starts_that_no_console_told_now_is_told_o
     watch = watch_of(timeline, notifier)
     watch.begin()
     found = collapse()
-    watch.on_step(Step(Frame(sample(10.0, started_at=started_at), (found,)), opened=(found,)))
+    watch.on_tick(TickNews(Frame(sample(10.0, started_at=started_at), (found,)), opened=(found,)))
     assert [n.change for n in notifier.sent] == ["opened"]
     findings = [e.detail for e in timeline.read() if e.name == "finding"]
     assert [(d["change"], d.get("told_by")) for d in findings] == [
@@ -241,7 +241,7 @@ def test_a_finding_open_when_the_guard_starts_that_no_console_told_now_is_told_o
         ("opened", "guard"),
     ]
     assert "told it before the guard took over" not in capsys.readouterr().err
-    watch.on_step(Step(Frame(sample(11.0, started_at=started_at), (found,))))
+    watch.on_tick(TickNews(Frame(sample(11.0, started_at=started_at), (found,))))
     assert [n.change for n in notifier.sent] == ["opened"]  # once
 
 
@@ -255,14 +255,14 @@ def test_a_persons_key_is_said_by_the_guard_in_its_output_and_the_timeline(
     watch = watch_of(timeline, notifier)
     another_process_appends("relaunch", {"result": "ok", "asked_by": "guard"})
     another_process_appends("restart", {"result": "ok", "asked_by": "key"})
-    watch.on_step(Step(Frame(sample(10.0, running=0))))
+    watch.on_tick(TickNews(Frame(sample(10.0, running=0))))
     guard = [e.detail for e in timeline.read() if e.name == "guard"]
     said = "a person acted: a restart by a key in a console: ok"
     assert guard == [{"decision": "noted", "why": said}]
     assert f"vramtop guard: noted: {said}" in capsys.readouterr().err
     assert notifier.sent == []
     # Said once: the next step reads nothing new.
-    watch.on_step(Step(Frame(sample(11.0, running=0))))
+    watch.on_tick(TickNews(Frame(sample(11.0, running=0))))
     assert len([e for e in timeline.read() if e.name == "guard"]) == 1
 
 

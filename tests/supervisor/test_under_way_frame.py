@@ -1,5 +1,5 @@
 """The machine backend's frames carry the action under way on the profile's server from any
-process: here a real second process holding the profile's step lock as `vramtop restart`
+process: here a real second process holding the profile's action lock as `vramtop restart`
 does (`under_way.acting`), the console's header says it from the frame; nothing once that
 process has gone, nor for a backend without a profile."""
 
@@ -19,7 +19,7 @@ from vramtop.supervisor import Supervisor
 
 NAME = "elsewhere"
 
-# Another terminal's `vramtop restart`, as far as the step lock goes: it acts on the profile's
+# Another terminal's `vramtop restart`, as far as the action lock goes: it acts on the profile's
 # server, says so, and holds on until its stdin closes.
 RESTART_CODE = f"""
 import sys

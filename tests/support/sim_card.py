@@ -93,7 +93,7 @@ class Server:
             self._request.close()
             self._request = None
 
-    def step(self) -> None:
+    def advance(self) -> None:
         """One step of the server: the world re-asked and the stats line said when due, and
         the request's next tokens (or, idle, one simulated second)."""
         clock = self.card.clock
@@ -111,14 +111,14 @@ class Server:
     def run(self, seconds: float) -> None:
         end = self.card.clock.now() + seconds
         while self.card.clock.now() < end:
-            self.step()
+            self.advance()
 
     def run_until(self, done: Any, limit_s: float = 600.0) -> None:
-        """Step until `done()` holds; fail after `limit_s` simulated seconds."""
+        """Advance until `done()` holds; fail after `limit_s` simulated seconds."""
         end = self.card.clock.now() + limit_s
         while not done():
             assert self.card.clock.now() < end, f"not within {limit_s} simulated seconds"
-            self.step()
+            self.advance()
 
     def rate(self, window_s: float = 20.0) -> float:
         """Generation tokens per simulated second over the next `window_s` simulated seconds."""

@@ -183,7 +183,7 @@ async def test_a_reading_taken_during_a_restart_is_not_drawn_after_it(
 
 class _Elsewhere(FakeBackend):
     """A server another process acts on (another terminal's `vramtop restart`, a guard, an
-    automatic restart): its frames carry that process's action, as its step lock says it."""
+    automatic restart): its frames carry that process's action, as its action lock says it."""
 
     under_way: UnderWay | None = None
 

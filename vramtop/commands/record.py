@@ -91,7 +91,7 @@ def record_loop(
     the recording goes through so that the diagnosis runs once; without one (a ticking object
     that keeps none) a session is made here and fed each tick's sample. A tick that raises
     ends the recording with its error, as it did before the runner."""
-    from vramtop.machines.headless_runner import Runner, Step
+    from vramtop.machines.headless_runner import Runner, TickNews
 
     observe = session is None
     live = LiveSession(log_lines=log_lines) if session is None else session
@@ -99,17 +99,17 @@ def record_loop(
     start = clock()
     done = False
 
-    def on_step(step: Step) -> None:
+    def on_tick(news: TickNews) -> None:
         nonlocal done
         if observe:
-            live.observe(step.frame.sample)
+            live.observe(news.frame.sample)
         # The file cannot take more (a full disk): the recording has failed.
         failed = live.recording_error is not None
         done = failed or (duration_s is not None and clock() - start >= duration_s)
 
     runner = Runner(backend, interval_s=interval_s, clock=clock, sleep=sleep)
     try:
-        runner.run(lambda: done or should_stop(), on_step, max_failures=1)
+        runner.run(lambda: done or should_stop(), on_tick, max_failures=1)
     finally:
         live.record_to(None)
     return live.diagnoser

@@ -40,7 +40,8 @@ LOG_ROUNDING_BYTES = round(0.005 * GIB)
 START_MARGIN_BYTES = 256 * MIB
 # A budget is never proposed above this: the desktop always keeps something.
 MAX_PROPOSED_UTIL = 0.99
-STEP = 0.01
+# The least a budget moves: a +/- in the dialogs, the guard's own moves.
+BUDGET_NUDGE = 0.01
 
 
 def budget_bytes(total: int, util: float) -> int:
@@ -71,7 +72,7 @@ def largest_util_within(total: int, room: int) -> float:
         return 0.0
     util = min(1.0, math.floor(room / total * 100 + 1e-9) / 100)
     while util > 0 and budget_bytes(total, util) > room:
-        util = round(util - STEP, 2)
+        util = round(util - BUDGET_NUDGE, 2)
     return max(util, 0.0)
 
 

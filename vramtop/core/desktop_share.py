@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vramtop.core.budget import (
+    BUDGET_NUDGE,
     GIB,
     MIB,
     START_MARGIN_BYTES,
-    STEP,
     desktop_headroom_bytes,
     largest_util_for_desktop,
 )
@@ -133,7 +133,7 @@ def suggested_budget(
         need = max(need, demand.now + START_MARGIN_BYTES)
     util = largest_util_for_desktop(total, need, outside_budget_bytes)
     if util_now is not None:
-        util = min(util, round(util_now - STEP, 2))
+        util = min(util, round(util_now - BUDGET_NUDGE, 2))
     leaves = True
     if smallest_serving is not None and util < smallest_serving:
         util, leaves = smallest_serving, False

@@ -40,7 +40,7 @@ from vramtop.core.step_report import (
     observe_steps,
 )
 from vramtop.core.supervision_series import GuardView
-from vramtop.machines.headless_runner import Runner, Step
+from vramtop.machines.headless_runner import Runner, TickNews
 from vramtop.machines.interface import FrameSource
 from vramtop.supervisor.actor import guard_holder
 from vramtop.supervisor.step_phases import StepTimeline, recorded_steps
@@ -144,7 +144,7 @@ class Exporter:
         failing tick is counted as the sampler's error and the previous sample stays."""
         self._woke = self._monotonic()
         try:
-            self._store(self._runner.step())
+            self._store(self._runner.tick())
         except Exception as exc:
             log.exception("vramtop export: a sample failed")
             self._failed(exc)
@@ -155,9 +155,9 @@ class Exporter:
             self._errors["sampler"] += 1
             self._state = replace(self._state, errors=dict(self._errors))
 
-    def _store(self, step: Step) -> None:
+    def _store(self, news: TickNews) -> None:
         """A step's sample, findings and new events as the exposition's new state."""
-        frame = step.frame
+        frame = news.frame
         sample, findings = frame.sample, frame.findings
         spill, outside_budget = frame.spill, frame.outside_budget_bytes
         failed = failed_sources(sample)
@@ -165,7 +165,7 @@ class Exporter:
         desktop = sample.split.desktop_bytes if sample.split else None
         if desktop is not None:
             self._desktop_peak = max(desktop, self._desktop_peak or 0)
-        counts = tally(self._state.counts, sample, step.new_events)
+        counts = tally(self._state.counts, sample, news.new_events)
         new_steps = self._steps.new_steps() if self._steps is not None else []
         guard = guard_view(self._backend.profile_name, frame.adaptive)
         with self._lock:

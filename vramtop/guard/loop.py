@@ -140,7 +140,7 @@ def guard_loop(
     runner = Runner(backend, interval_s=interval_s, clock=clock.samples, sleep=clock.sleep)
     why, code = "asked to stop; vLLM keeps running", ExitCode.OK
     try:
-        runner.run(stop.is_set, watch.on_step)
+        runner.run(stop.is_set, watch.on_tick)
     except Exception as exc:
         # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
         # leave with a reason, for systemd's Restart=on-failure to begin afresh.

@@ -1,4 +1,4 @@
-"""The guard's watch: the runner's steps into news, the lasting timeline and the policies'
+"""The guard's watch: the runner's ticks into news, the lasting timeline and the policies'
 decisions, and the relaunches those decisions take, on a thread of their own so that the
 sampling goes on while a server restarts.
 
@@ -37,7 +37,7 @@ from vramtop.core.secrets import mask_line
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
 from vramtop.guard.others import TimelineNews, asked_by_a_person, told_open_kinds
-from vramtop.machines.headless_runner import Step
+from vramtop.machines.headless_runner import TickNews
 from vramtop.machines.interface import ServerControl
 from vramtop.outcomes import Outcome
 from vramtop.session.finding_events import GUARD_TOLD, record_findings
@@ -82,14 +82,14 @@ class Guarded(ServerControl, Protocol):
         ...
 
     def housekeeping(self) -> None:
-        """One step that settles the server's record against what is really there."""
+        """One housekeeping pass that settles the server's record against what is really there."""
         ...
 
     def close(self, stop_server: bool) -> None: ...
 
 
 class Watch:
-    """What the guard does with each step. `wall`: the Unix time it stamps what others read
+    """What the guard does with each tick. `wall`: the Unix time it stamps what others read
     by (the lasting timeline, the adaptive state); the policies count in the samples'."""
 
     def __init__(
@@ -173,17 +173,17 @@ class Watch:
         self.notifier.close()
         self.backend.close(stop_server=False)
 
-    # -- each step -------------------------------------------------------------------------
-    def on_step(self, step: Step) -> None:
-        sample = step.frame.sample
+    # -- each tick -------------------------------------------------------------------------
+    def on_tick(self, news: TickNews) -> None:
+        sample = news.frame.sample
         self._last_t = sample.t
         policy = self.policy
-        opened = tuple(f for f in step.opened if not self._told_already(f, sample))
+        opened = tuple(f for f in news.opened if not self._told_already(f, sample))
         for finding in opened:
             self.notifier.send(finding_opened(finding, plan=self._plan(finding)))
-        for finding in step.closed:
+        for finding in news.closed:
             self.notifier.send(finding_closed(finding))
-        self._record_findings(opened, step.closed)
+        self._record_findings(opened, news.closed)
         decisions: list[Decision] = self._people(sample.t)
         answer, self._answer = self._answer, None
         if answer is not None:
@@ -191,8 +191,8 @@ class Watch:
         door = _door(sample) if policy.door_needed(sample.t) else None
         decisions += policy.observe(
             sample,
-            step.frame.findings,
-            outside_budget_bytes=step.frame.outside_budget_bytes,
+            news.frame.findings,
+            outside_budget_bytes=news.frame.outside_budget_bytes,
             door=door,
         )
         if door is None and policy.pending() is not None:
@@ -299,7 +299,7 @@ class Watch:
 
     def _act(self, action: Action) -> None:
         """Relaunch with the action's flags on a thread; its answer is taken at the next
-        step."""
+        tick."""
         backend = self.backend
 
         def relaunch() -> None:
@@ -340,7 +340,7 @@ TOLD_GRACE_S = 60.0
 
 
 def _door(sample: Sample) -> Door:
-    """The front door's requests in flight as this step's sample read them (the sampler asks
+    """The front door's requests in flight as this tick's sample read them (the sampler asks
     the door each tick); none where the profile has no door or it did not answer."""
     return Door(sample.door.in_flight if sample.door is not None else None)
 

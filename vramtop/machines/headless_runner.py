@@ -23,7 +23,7 @@ MAX_FAILURES = 10
 
 
 @dataclass(frozen=True)
-class Step:
+class TickNews:
     """One tick: its frame, the findings that opened and closed since the previous tick (a
     closed one as the diagnosis closed it, where the backend keeps it), and the events the
     session gained."""
@@ -53,9 +53,9 @@ class Runner:
         self._sleep = sleep
         self._open: dict[str, Finding] = {}
         self._last_event: Event | None = None
-        self.steps = 0
+        self.ticks = 0
 
-    def step(self, log_limit: int = 0) -> Step:
+    def tick(self, log_limit: int = 0) -> TickNews:
         """Tick once (with up to `log_limit` of the server's log lines: the console shows
         them); what changed since the previous step."""
         frame = self.backend.tick(log_limit=log_limit)
@@ -63,18 +63,18 @@ class Runner:
         opened = tuple(f for key, f in now.items() if key not in self._open)
         gone = [f for key, f in self._open.items() if key not in now]
         self._open = now
-        self.steps += 1
-        return Step(frame, opened, tuple(self._closed(gone)), self._new_events(frame.events))
+        self.ticks += 1
+        return TickNews(frame, opened, tuple(self._closed(gone)), self._new_events(frame.events))
 
     def run(
         self,
         should_stop: Callable[[], bool],
-        on_step: Callable[[Step], None],
+        on_tick: Callable[[TickNews], None],
         *,
         on_error: Callable[[Exception], None] | None = None,
         max_failures: int | None = MAX_FAILURES,
     ) -> None:
-        """Step, hand each step to `on_step`, wait out the rest of the interval; until
+        """Tick, hand each tick's news to `on_tick`, wait out the rest of the interval; until
         `should_stop()` (asked before each step and after each wait).
 
         A step that raises is logged with its traceback and the next one tried: a watcher
@@ -85,7 +85,7 @@ class Runner:
         while not should_stop():
             began = self._clock()
             try:
-                on_step(self.step())
+                on_tick(self.tick())
                 failures = 0
             except Exception as exc:
                 failures += 1

@@ -69,7 +69,7 @@ class Frame:
     spill: SpillEvidence | None = None
     # The action under way on the profile's server, by whichever process takes it (another
     # terminal's `vramtop restart`, a guard, an automatic restart, this console's own key):
-    # its step lock, read with the frame. None: none, or no profile.
+    # its action lock, read with the frame. None: none, or no profile.
     under_way: UnderWay | None = None
 
 
@@ -81,7 +81,7 @@ class ReplayControls(Protocol):
         """Pause, or play on; returns whether paused."""
         ...
 
-    def step(self, forward: bool) -> bool:
+    def seek(self, forward: bool) -> bool:
         """Pause and move one recorded sample; False where there is none that way."""
         ...
 

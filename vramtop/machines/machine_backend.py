@@ -151,7 +151,7 @@ class MachineBackend(MachineControl):
 
     def under_way(self) -> UnderWay | None:
         """The action under way on the profile's server (None: none, or no profile), read on
-        the tick's thread: one open of its step lock's file, and one read while it is held."""
+        the tick's thread: one open of its action lock's file, and one read while it is held."""
         if self.supervisor is None:
             return None
         from vramtop.supervisor.under_way import action_under_way

@@ -70,7 +70,7 @@ class Playback:
         self.paused = not self.paused
         return self.paused
 
-    def step(self, forward: bool) -> bool:
+    def seek(self, forward: bool) -> bool:
         """Pause, and move one recorded sample forward or back; False where there is none
         that way (the first sample, the end of the file)."""
         self._follow_clock()
@@ -160,15 +160,15 @@ class ReplayBackend(ServerControl):
             outside_budget_bytes=outside,
         )
 
-    # -- the person's controls: pause, step -----------------------------------------------
+    # -- the person's controls: pause, seek -----------------------------------------------
     def toggle_pause(self) -> bool:
         """Pause the playback, or play on from where it stands; returns whether paused."""
         return self.playback.toggle_pause()
 
-    def step(self, forward: bool) -> bool:
+    def seek(self, forward: bool) -> bool:
         """Pause, and move one recorded sample forward or back; False where there is none
         that way (the first sample, the end of the file)."""
-        return self.playback.step(forward)
+        return self.playback.seek(forward)
 
     # -- what has been played -------------------------------------------------------------
     def findings(self) -> list[Finding]:

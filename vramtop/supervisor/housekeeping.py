@@ -226,7 +226,7 @@ class Housekeeper:
         """The automatic restart of a crashed server (asked for once its delay has passed)."""
         if not self._server.profile.auto_restart:
             return
-        said: ActorLock | None = None  # the step lock: let go here, or by the load's follower
+        said: ActorLock | None = None  # the action lock: let go here, or by the load's follower
 
         def act() -> ActionResult:
             nonlocal said
@@ -272,7 +272,7 @@ class Housekeeper:
         holding up the housekeeping step that launched it (it runs when a tick finds
         something to settle, and at least every 5 s). Left alone, the record would say
         "starting" for as long as the server runs. Once it answered, the supervisor is told
-        (`restarted`, the launch it replaced: `before`). `said`: the step lock that says the
+        (`restarted`, the launch it replaced: `before`). `said`: the action lock that says the
         restart is under way, let go once the load is followed."""
 
         def follow() -> None:

@@ -1,6 +1,6 @@
 """An action under way on a profile, for every other process to see: the process that starts,
 stops, restarts or relaunches the server (a console's key, a guard, a command) holds
-`step-NAME.lock` while it acts, its file saying which action, by which process and since
+`action-NAME.lock` while it acts, its file saying which action, by which process and since
 when (`ActorLock`'s file). The record alone says a moment of it (stopped, starting), read
 from another terminal as if nothing were being done; `vramtop status` reads this instead.
 
@@ -21,13 +21,13 @@ from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import ServerRecord
 
 
-def step_lock_path(profile: str) -> Path:
-    return locations.state_dir() / f"step-{locations.profile_file_name(profile)}.lock"
+def action_lock_path(profile: str) -> Path:
+    return locations.state_dir() / f"action-{locations.profile_file_name(profile)}.lock"
 
 
 @contextmanager
 def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
-    """Hold the profile's step lock, naming `action`, while the body acts. Taken where free
+    """Hold the profile's action lock, naming `action`, while the body acts. Taken where free
     only: an action begun beside another (a stop of a load being started) acts all the
     same, and the first one stays the one said. The handle knows it too (`server.acting`):
     the record it writes meanwhile names the action and who asked (`mark_acting`), so that
@@ -42,11 +42,11 @@ def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
 
 
 def taken(profile: str, action: str) -> ActorLock:
-    """The profile's step lock naming `action`, taken where free (held by another, the first
+    """The profile's action lock naming `action`, taken where free (held by another, the first
     action stays the one said), for an action whose end comes later, on another thread (an
     automatic restart, its load followed in the background). Its `release` lets it go (and
     does nothing where it was not taken): called once, by whoever ends the action."""
-    lock = ActorLock(profile, action, step_lock_path(profile))
+    lock = ActorLock(profile, action, action_lock_path(profile))
     lock.try_acquire(tries=1)
     return lock
 
@@ -59,7 +59,7 @@ def mark_acting(server: ServerHandle, rec: ServerRecord) -> None:
 def under_way(profile: str) -> Holder | None:
     """The action under way on `profile` (`kind`: start, stop, restart, relaunch; its
     holder's `pid`; `since`: Unix time); None when none is."""
-    holder = ActorLock(profile, "", step_lock_path(profile)).holder()
+    holder = ActorLock(profile, "", action_lock_path(profile)).holder()
     return holder if holder is not None and holder["kind"] else None
 
 

@@ -416,10 +416,10 @@ class VramtopApp(App[int]):
             paused = backend.toggle_pause()
             self._replay_moved(f"paused · {self.key_of('pause')} plays on" if paused else None)
 
-    def action_step(self, forward: bool) -> None:
+    def action_seek(self, forward: bool) -> None:
         backend = self.backend
         if isinstance(backend, ReplayControls):
-            moved = backend.step(forward)
+            moved = backend.seek(forward)
             where = "forward" if forward else "back"
             self._replay_moved(
                 f"paused · stepped {where}" if moved else f"paused · nothing further {where}"

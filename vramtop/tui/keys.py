@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 # A replay's keys: the console on a live machine neither shows nor offers them.
-REPLAY_ONLY = {"pause", "step"}
+REPLAY_ONLY = {"pause", "seek"}
 # The help's words for q where quitting asks nothing (a replay, a URL watched).
 QUIT_AT_ONCE = "quit"
 # What the status line says once a launch succeeded (the header has its pid and ready time).

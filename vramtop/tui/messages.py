@@ -46,12 +46,12 @@ class TickFailed(Message):
 
 
 class ActionProgress(Message):
-    """A step of a long action: "stopping", "memory released", "loading", … "ready"."""
+    """A phase of a long action: "stopping", "memory released", "loading", … "ready"."""
 
-    def __init__(self, action: str, step: str, expected_s: float | None = None) -> None:
+    def __init__(self, action: str, phase: str, expected_s: float | None = None) -> None:
         super().__init__()
         self.action = action
-        self.step = step
+        self.phase = phase
         # The last step's total (the first message of a start, restart or relaunch only).
         self.expected_s = expected_s
 

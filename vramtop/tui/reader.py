@@ -131,7 +131,7 @@ class Reader:
                 from vramtop.machines.headless_runner import Runner
 
                 self._runner = Runner(self._backend, interval_s=READER_CHECK_S)
-            step = self._runner.step(limit)
+            step = self._runner.tick(limit)
             frame = step.frame
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
             # none is known yet), as the frame's throughput view says it.

@@ -420,13 +420,13 @@ class ActionRunner:
             _, began, expected = self._step
             if message.expected_s is not None:
                 expected = message.expected_s
-            if message.step == UNDER_WAY.get(message.action):
+            if message.phase == UNDER_WAY.get(message.action):
                 # The first, from the worker: the time to expect, not a step to say.
-                self._step = (message.step, began, expected)
+                self._step = (message.phase, began, expected)
                 self._app.render_header()
                 return
-            self._step = (message.step, began, expected)
-        self._step_said = f"{message.action}: {message.step}…"
+            self._step = (message.phase, began, expected)
+        self._step_said = f"{message.action}: {message.phase}…"
         self._app.say(self._step_said, news=False)
         self._app.render_header()
 

@@ -11,6 +11,7 @@ from vramtop.core.bounds import (
     plain_number,
 )
 from vramtop.core.budget import (
+    BUDGET_NUDGE,
     CONFIRM,
     BudgetWarning,
     budget_warnings,
@@ -21,8 +22,6 @@ from vramtop.core.headroom.calculator import predict
 from vramtop.core.headroom.flags import MIN_PROPOSED_MODEL_LEN, RelaunchFlags, relaunch_flags
 from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Prediction, dtype_bytes
 from vramtop.core.remedy import FlagChange
-
-STEP = 0.01
 
 
 @dataclass(frozen=True)
@@ -124,9 +123,9 @@ def check_budget(
     return BudgetCheck(util, prediction, refused, tuple(w for w in found if not w.refuse), flags)
 
 
-def step(util: float, delta: float) -> float:
-    """`util` moved by `delta`, within [STEP, 1]."""
-    return round(min(1.0, max(STEP, util + delta)), 2)
+def nudged(util: float, delta: float) -> float:
+    """`util` moved by `delta`, within [BUDGET_NUDGE, 1]."""
+    return round(min(1.0, max(BUDGET_NUDGE, util + delta)), 2)
 
 
 @dataclass(frozen=True)

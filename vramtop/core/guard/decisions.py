@@ -21,7 +21,7 @@ class Wanter(StrEnum):
     ADAPTIVE = "adaptive"
 
 
-class ActionStep(StrEnum):
+class GuardStep(StrEnum):
     """Which step an action is: the `guard` event's `step`."""
 
     REMEDY = "remedy"  # the automatic remedy's relaunch (a collapse's flags)
@@ -45,7 +45,7 @@ class Decided(StrEnum):
 
 # The names the policies and their callers use (each equal to its string in the timeline).
 AUTO_REMEDY, ADAPTIVE = Wanter.AUTO_REMEDY, Wanter.ADAPTIVE
-REMEDY, DOWN, UP = ActionStep.REMEDY, ActionStep.DOWN, ActionStep.UP
+REMEDY, DOWN, UP = GuardStep.REMEDY, GuardStep.DOWN, GuardStep.UP
 WAITED, ACTED, SKIPPED = Decided.WAITED, Decided.ACTED, Decided.SKIPPED
 CANCELLED, DONE = Decided.CANCELLED, Decided.DONE
 NOTED, STARTED, STOPPED = Decided.NOTED, Decided.STARTED, Decided.STOPPED

@@ -12,12 +12,18 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from vramtop.core.bounds import budget_problem
-from vramtop.core.budget import change_words, fit_now, is_cpu_server, outside_budget
+from vramtop.core.budget import (
+    BUDGET_NUDGE,
+    change_words,
+    fit_now,
+    is_cpu_server,
+    outside_budget,
+)
 from vramtop.core.headroom.calculator import predict
 from vramtop.core.headroom.terms import HeadroomInputs, Prediction
 from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
-from vramtop.tui.whatif import STEP, BudgetCheck, Machine, RelaunchChoice, check_budget, step
+from vramtop.tui.whatif import BudgetCheck, Machine, RelaunchChoice, check_budget, nudged
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
@@ -27,8 +33,8 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # Priority: the field has focus, and a budget never needs a typed "+" or "-".
-        Binding("minus", "step(-1)", "-0.01", priority=True),
-        Binding("plus,equals_sign", "step(1)", "+0.01", priority=True),
+        Binding("minus", "nudge(-1)", "-0.01", priority=True),
+        Binding("plus,equals_sign", "nudge(1)", "+0.01", priority=True),
         Binding("escape", "cancel", "Cancel"),
     ]
 
@@ -68,7 +74,7 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
             yield Static(id="budget-reason")
             yield Static(
                 Content.styled(
-                    f"+/- step {STEP:.2f} · enter relaunches · esc cancels", "$text-muted"
+                    f"+/- by {BUDGET_NUDGE:.2f} · enter relaunches · esc cancels", "$text-muted"
                 )
             )
 
@@ -80,11 +86,11 @@ class BudgetDialog(ModalScreen[RelaunchChoice | None]):
     def value_text(self) -> str:
         return self.query_one("#budget-value", Input).value
 
-    def action_step(self, direction: int) -> None:
+    def action_nudge(self, direction: int) -> None:
         field = self.query_one("#budget-value", Input)
         check = self._check(field.value)
         base = check.budget if check.budget is not None else self._suggested
-        field.value = f"{step(base, direction * STEP):.2f}"
+        field.value = f"{nudged(base, direction * BUDGET_NUDGE):.2f}"
         field.cursor_position = len(field.value)
 
     def action_cancel(self) -> None:

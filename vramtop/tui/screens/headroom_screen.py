@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from vramtop.core.budget import GIB, change_words, shortfall_words
+from vramtop.core.budget import BUDGET_NUDGE, GIB, change_words, shortfall_words
 from vramtop.core.diagnosis.suggested_budget import suggest_budget
 from vramtop.core.headroom.calculator import largest_util_for_headroom, predict
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
@@ -20,7 +20,7 @@ from vramtop.core.headroom.terms import HeadroomError, HeadroomInputs, Predictio
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.remedy import FlagChange
 from vramtop.tui.format import gib
-from vramtop.tui.whatif import STEP, WhatIfFields, step, what_if_inputs
+from vramtop.tui.whatif import WhatIfFields, nudged, what_if_inputs
 from vramtop.tui.widgets.typed_input import TypedInput
 
 
@@ -30,8 +30,8 @@ class HeadroomScreen(ModalScreen[FlagChange | None]):
     # No field focused at first: a focused field would swallow the b and +/- keys.
     AUTO_FOCUS = ""
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("minus", "step(-1)", "-0.01", priority=True),
-        Binding("plus,equals_sign", "step(1)", "+0.01", priority=True),
+        Binding("minus", "nudge(-1)", "-0.01", priority=True),
+        Binding("plus,equals_sign", "nudge(1)", "+0.01", priority=True),
         Binding("b", "propose", "Relaunch with this", priority=True),
         Binding("escape,c", "close", "Close"),
     ]
@@ -99,8 +99,8 @@ class HeadroomScreen(ModalScreen[FlagChange | None]):
         fields = self._fields()
         return fields.inputs if fields is not None else None
 
-    def action_step(self, direction: int) -> None:
-        self.proposed = step(self.proposed, direction * STEP)
+    def action_nudge(self, direction: int) -> None:
+        self.proposed = nudged(self.proposed, direction * BUDGET_NUDGE)
         self._refresh()
 
     def on_input_changed(self) -> None:
