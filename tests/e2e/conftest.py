@@ -7,7 +7,9 @@ Without them every test here is skipped, so a developer without vLLM still gets 
 
 Every server start costs most of a minute on two cores, so one server is shared by the tests
 of a module (`lab`), and every process any of them launched is killed at the end, whatever
-happened: each carries a marker in its environment and the finaliser sweeps by it.
+happened: each carries a marker in its environment and the finaliser sweeps by it. A test
+that ends or replaces a server does so to a server no other test reads, or leaves the shared
+one as the others need it: the tests pass in any order (pytest-randomly).
 """
 
 from __future__ import annotations
@@ -158,17 +160,23 @@ class Lab:
         return {**os.environ, "VRAMTOP_HOME": str(self.home), MARKER_ENV: self.marker}
 
 
+@contextlib.contextmanager
+def swept_lab(home: Path) -> Iterator[Lab]:
+    """A lab with a marker of its own in `home`; its processes are killed when it closes."""
+    marker = uuid.uuid4().hex
+    try:
+        yield Lab(home=home, marker=marker, env=vllm_env(marker))
+    finally:
+        left = sweep(marker)
+        if left:
+            print(f"e2e: killed leftover processes {left}", file=sys.stderr)
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     home = tmp_path_factory.mktemp("e2e") / "home"
-    marker = uuid.uuid4().hex
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, swept_lab(home) as made:
         mp.setenv("VRAMTOP_HOME", str(home))
         # The CLI processes and the servers find vramtop and the marker the same way.
-        mp.setenv(MARKER_ENV, marker)
-        try:
-            yield Lab(home=home, marker=marker, env=vllm_env(marker))
-        finally:
-            left = sweep(marker)
-            if left:
-                print(f"e2e: killed leftover processes {left}", file=sys.stderr)
+        mp.setenv(MARKER_ENV, made.marker)
+        yield made

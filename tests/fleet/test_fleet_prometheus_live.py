@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable
@@ -29,10 +30,10 @@ MOVING = ("kv_cache_usage_ratio", "desktop_headroom_bytes", "request_decode_toke
 Row = dict[str, object]
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[DemoExporter], str]]:
-    """The three exporters and the URL of a Prometheus that scrapes them (a `box` label each)."""
-    tmp_path = tmp_path_factory.mktemp("fleet")
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[list[DemoExporter], str]]:
+    """The three exporters and the URL of a Prometheus that scrapes them (a `box` label each).
+    A test's own: one test stops an exporter, which another run after it would find down."""
     with demo_exporters(tmp_path, BOXES) as started:
         targets = [(f"127.0.0.1:{one.port}", {"box": one.name}) for one in started]
         with running_prometheus(tmp_path, targets) as base:
