@@ -13,6 +13,7 @@ from vramtop.core.headroom.calculator import (
     calibrate,
     largest_util_for_headroom,
     predict,
+    request_bytes_by_length,
     util_for_kv_tokens,
 )
 from vramtop.core.headroom.from_startup import gib, inputs_from_startup
@@ -374,6 +375,28 @@ def test_more_budget_never_means_fewer_tokens(
     assert p_high.kv_cache_tokens >= p_low.kv_cache_tokens
     assert p_high.max_concurrency >= p_low.max_concurrency
     assert p_high.desktop_headroom_bytes <= p_low.desktop_headroom_bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    arch=architectures,
+    kv_dtype=st.sampled_from(["auto", "fp8"]),
+    tp=st.sampled_from([1, 2, 4]),
+    per_token=st.none() | st.floats(min_value=1, max_value=1e6),
+    length=st.integers(min_value=1, max_value=1_048_576),
+)
+def test_a_requests_memory_at_any_length_is_what_the_prediction_at_that_length_needs(
+    arch: Architecture, kv_dtype: str, tp: int, per_token: float | None, length: int
+) -> None:
+    """The bisections over lengths (vLLM's estimated maximum model length, a remedy's
+    shorter ceiling) make the layout once and ask it for many lengths: each answer is what a
+    server configured with that --max-model-len needs for one request."""
+    inputs = HeadroomInputs(
+        total_bytes=gib(80), architecture=arch, weights_bytes=gib(10), kv_cache_dtype=kv_dtype,
+        tensor_parallel_size=tp, request_bytes_per_token=per_token,
+    )  # fmt: skip
+    configured = predict(replace(inputs, max_model_len=length), 0.9)
+    assert request_bytes_by_length(inputs)(length) == configured.request_bytes
 
 
 @settings(max_examples=200, deadline=None)
