@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tests.support import systemd_unit
 from tests.support.cli_run import run_apart
+from tests.support.examples import examples
 
 
 def vramtop(
@@ -95,7 +96,7 @@ def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printe
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     on_finding=st.text(alphabet=st.sampled_from(" \n\r\t\0\"'\\$%;#=[]ax\u2028"), max_size=30)
     | st.text(max_size=30),

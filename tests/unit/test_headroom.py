@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.budget import GIB, MIB, desktop_headroom_bytes
 from vramtop.core.headroom.calculator import (
     calibrate,
@@ -231,7 +232,7 @@ def test_a_model_that_does_not_fit_has_no_pool_and_a_shortfall() -> None:
     assert more.kv_cache_bytes == 0 and more.kv_shortfall_bytes == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     util=st.floats(min_value=5e-324, max_value=1.0, exclude_min=False),
     weights_gib=st.floats(min_value=0, max_value=200),
@@ -347,7 +348,7 @@ utils = st.integers(min_value=1, max_value=100).map(lambda n: n / 100)
 architectures = st.sampled_from([LLAMA_8B, QWEN25_7B, GEMMA2_9B, QWEN3_NEXT])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arch=architectures,
     total_gib=st.floats(min_value=8, max_value=192),
@@ -377,7 +378,7 @@ def test_more_budget_never_means_fewer_tokens(
     assert p_high.desktop_headroom_bytes <= p_low.desktop_headroom_bytes
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arch=architectures,
     kv_dtype=st.sampled_from(["auto", "fp8"]),
@@ -399,7 +400,7 @@ def test_a_requests_memory_at_any_length_is_what_the_prediction_at_that_length_n
     assert request_bytes_by_length(inputs)(length) == configured.request_bytes
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arch=architectures,
     util=st.integers(min_value=50, max_value=98).map(lambda n: n / 100),
