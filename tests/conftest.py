@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support import examples
+
 # Compiled modules are kept, also where PYTHONDONTWRITEBYTECODE is set (as in CI's
 # environment): each of xdist's workers imports every test module, and pytest rewrites a
 # module's asserts anew wherever its rewritten copy was not kept (about 7 s of CPU per worker
@@ -18,6 +20,19 @@ sys.dont_write_bytecode = False
 # (two cores, other work beside) Hypothesis's own timing checks failed them for being slow.
 settings.register_profile("vramtop", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("vramtop")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The fast loop (`-m "not slow and not e2e"`) tries a quarter of each property's examples
+    (tests/support/examples.py; `VRAMTOP_TEST_EXAMPLES=full` tries them all), the properties
+    that name no count included; the full command tries every example, as CI runs it."""
+    if "not slow" in (config.option.markexpr or ""):
+        os.environ.setdefault(examples.ENV, "fast")
+    if os.environ.get(examples.ENV) == "fast":
+        fast = settings(settings.get_profile("vramtop"), max_examples=examples.examples(100))
+        settings.register_profile("vramtop-fast", fast)
+        settings.load_profile("vramtop-fast")
+
 
 # Where vramtop would keep its files when VRAMTOP_HOME is unset (platformdirs reads these).
 XDG_DIRS = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME")

@@ -12,6 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from tests.support.waiting import wait_until
 from vramtop.sources.windows_counters import MAX_READING_BYTES, WindowsGpuSource, bounded_lines
 
@@ -51,7 +52,7 @@ def test_a_line_without_a_newline_is_dropped_in_bounded_memory() -> None:
     assert peak < 8 * MAX_READING_BYTES  # the 200 MB line was held whole
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=2000), limit=st.integers(min_value=1, max_value=64))
 def test_any_bytes_are_lines_within_the_limit_or_dropped(data: bytes, limit: int) -> None:
     lines = list(bounded_lines(io.BufferedReader(io.BytesIO(data)), limit))  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop import cli
 
 
@@ -157,7 +158,7 @@ numbers = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     flag=st.sampled_from(
         [["logs", "-n"], ["attach", "--pid"], ["attach", "--port"],

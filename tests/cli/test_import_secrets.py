@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.cli_run import run_captured
+from tests.support.examples import examples
 from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.supervisor import launch
@@ -300,7 +301,7 @@ def _fresh_home() -> Iterator[Path]:
                 os.environ["VRAMTOP_HOME"] = before
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(_script())
 def test_no_key_in_a_launch_script_reaches_any_output(drawn: tuple[str, str]) -> None:
     script, mark = drawn
@@ -349,7 +350,7 @@ _PROFILE_FIELDS = st.sampled_from(
 )
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(
     st.lists(_PROFILE_FIELDS, min_size=1, max_size=5, unique=True),
     st.text(alphabet="0123456789", min_size=9, max_size=12),

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.support.cli_run import run_apart
 from vramtop.outcomes import ExitCode
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "supervisor" / "fake_vllm.py"
@@ -115,13 +116,14 @@ def test_a_url_that_does_not_answer_is_unreachable(home: Path) -> None:
 
 
 def test_a_stopped_and_a_frozen_server_are_said_so(home: Path, profile_port: int) -> None:
-    started = _vramtop(home, "start")
-    assert started.returncode == 0, started.stderr
-    status = json.loads(_vramtop(home, "status", "--json").stdout)
-    pid = status["pid"]
-    serving = _vramtop(home, "--once", "--json")
-    assert serving.returncode == 0, serving.stderr
-    assert json.loads(serving.stdout)["server"]["healthy"] is True
+    # The start, the look at it serving and the stop run in the test's own process (each
+    # process of its own cost half a second of CPU); the snapshots not serving are processes.
+    code, _, err = run_apart(["start"])
+    assert code == 0, err
+    pid = json.loads(run_apart(["status", "--json"])[1])["pid"]
+    code, out, err = run_apart(["--once", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["server"]["healthy"] is True
 
     os.kill(pid, signal.SIGSTOP)  # frozen: its port still accepts, nothing answers
     try:
@@ -134,8 +136,8 @@ def test_a_stopped_and_a_frozen_server_are_said_so(home: Path, profile_port: int
     finally:
         os.kill(pid, signal.SIGCONT)
 
-    stopped = _vramtop(home, "stop")
-    assert stopped.returncode == 0, stopped.stderr
+    code, _, err = run_apart(["stop"])
+    assert code == 0, err
     data = _assert_snapshot_of_a_server_not_serving(_vramtop(home, "--once", "--json"))
     assert data["server"]["state"] == "stopped"
     text = _vramtop(home, "--once")

@@ -100,10 +100,10 @@ def test_a_streamed_body_goes_through_whole(door_factory: Any) -> None:
 
 @pytest.mark.parametrize("value", ["-1", "lots", "nan", "2e9"])
 def test_a_bad_body_size_is_refused(value: str) -> None:
-    from tests.frontdoor.test_door_cli import door
+    from tests.frontdoor.test_door_cli import refused
 
     for option in ("--max-body-mib", "--body-memory-mib"):
-        done = door("--listen", "127.0.0.1:1", option, value)
+        done = refused("--listen", "127.0.0.1:1", option, value)
         assert done.returncode == 2 and "MiB" in done.stderr
         assert "Traceback" not in done.stderr
 

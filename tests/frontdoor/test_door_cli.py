@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
@@ -14,6 +16,7 @@ import pytest
 
 from tests.frontdoor.test_door_holding import wait_for
 from tests.support import http
+from vramtop.frontdoor.__main__ import main as door_main
 from vramtop.frontdoor.stats_file import STATS_KEYS
 from vramtop.sim.machine import free_port
 
@@ -26,6 +29,22 @@ def door(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def refused(*args: str) -> subprocess.CompletedProcess[str]:
+    """The door's `main` in the test's own process, as `python -m vramtop.frontdoor ARGS`
+    runs it (`sys.exit(main())`), for arguments it refuses before serving: its exit code and
+    what it printed. A process of its own spent about 0.3 s of CPU (Python, aiohttp) to say
+    one line; `door` starts one where the process is the subject (its exit code, an address
+    in use)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = door_main(list(args))
+        except SystemExit as exc:  # argparse's refusals
+            code = int(exc.code or 0)
+    argv = ["vramtop.frontdoor", *args]
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def token_file(tmp_path: Path, mode: int, text: str = "tok") -> Path:
@@ -51,15 +70,21 @@ def token_file(tmp_path: Path, mode: int, text: str = "tok") -> Path:
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(args: list[str], words: str) -> None:
-    done = door(*args)
+    done = refused(*args)
     assert done.returncode == 2
     assert words in done.stderr
     assert "Traceback" not in done.stderr
 
 
+def test_a_refusal_is_the_processs_exit_2_and_one_message() -> None:
+    done = door("--listen", "8000")
+    assert done.returncode == 2 and "is not HOST:PORT" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
 def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
     shared = token_file(tmp_path, 0o644)
-    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(shared))
+    done = refused("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(shared))
     assert done.returncode == 2 and "chmod 600" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -67,7 +92,7 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
 def test_a_token_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     theirs = token_file(tmp_path, 0o600)
     os.chown(theirs, 65534, -1)  # (nobody's: the tests may run as root)
-    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(theirs))
+    done = refused("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(theirs))
     assert done.returncode == 2 and "belongs to another user" in done.stderr
     assert "chown" in done.stderr and "Traceback" not in done.stderr
 
@@ -81,7 +106,7 @@ def test_an_unusable_token_file_is_refused(tmp_path: Path, case: str) -> None:
         os.symlink(token_file(tmp_path, 0o600).rename(tmp_path / "real"), path)
     elif case == "directory":  # was exit 1: "IsADirectoryError: [Errno 21] Is a directory: 3"
         path.mkdir(mode=0o700)
-    done = door("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(path))
+    done = refused("--listen", f"127.0.0.1:{free_port()}", "--token-file", str(path))
     assert done.returncode == 2 and "token file" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -120,7 +145,7 @@ def test_a_stats_file_the_door_did_not_write_is_refused(tmp_path: Path, case: st
     elif case == "dir":
         path.mkdir()
     before = target.read_bytes()
-    done = door(*stats_args(path))
+    done = refused(*stats_args(path))
     assert done.returncode == 2
     assert f"--stats-file {path}" in done.stderr
     assert "Traceback" not in done.stderr
@@ -129,7 +154,7 @@ def test_a_stats_file_the_door_did_not_write_is_refused(tmp_path: Path, case: st
 
 
 def test_a_stats_file_in_a_missing_directory_is_refused(tmp_path: Path) -> None:
-    done = door(*stats_args(tmp_path / "nowhere" / "stats.json"))
+    done = refused(*stats_args(tmp_path / "nowhere" / "stats.json"))
     assert done.returncode == 2 and "does not exist" in done.stderr
 
 

@@ -73,8 +73,8 @@ def test_the_default_grace_is_the_one_the_docs_state() -> None:
 
 @pytest.mark.parametrize("value", ["-1", "soon", "inf"])
 def test_a_bad_grace_is_refused(value: str) -> None:
-    from tests.frontdoor.test_door_cli import door
+    from tests.frontdoor.test_door_cli import refused
 
-    done = door("--listen", "127.0.0.1:1", "--stop-grace-s", value)
+    done = refused("--listen", "127.0.0.1:1", "--stop-grace-s", value)
     assert done.returncode == 2 and "second" in done.stderr
     assert "Traceback" not in done.stderr

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from tests.support import systemd_unit
 from tests.support.cli_run import run_apart
+from tests.support.examples import examples
 
 
 def vramtop(
@@ -29,6 +30,16 @@ def vramtop(
         env=env,
         timeout=timeout,
     )
+
+
+def printed_here(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`vramtop ARGS` for what it only prints (a unit, a refusal), run through the command
+    line in the test's own process: a process of its own cost a quarter of a second of CPU
+    each. `vramtop` runs one where the process is the subject (the unit's own command)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VRAMTOP_HOME", str(home))
+        code, out, err = run_apart(list(args))
+    return subprocess.CompletedProcess(["vramtop", *args], code, out, err)
 
 
 def saved_profile(home: Path, name: str) -> None:
@@ -56,7 +67,7 @@ def test_print_unit_runs_this_vramtop_and_restarts_on_failure(tmp_path: Path) ->
 
 def test_print_unit_runs_the_guard_as_it_was_asked_for(tmp_path: Path) -> None:
     """The unit's guard is this one: its machine and every option given, not the defaults."""
-    done = vramtop(
+    done = printed_here(
         "guard", "--demo", "--wsl", "--card", "r9700", "--auto-remedy", "between-turns",
         "--adaptive", "--settle", "90", "--on-finding", "notify me", "--print-unit",
         home=tmp_path,
@@ -69,7 +80,7 @@ def test_print_unit_runs_the_guard_as_it_was_asked_for(tmp_path: Path) -> None:
         "--adaptive --settle 90"
     )
     # What the guard would refuse, the unit is not printed for.
-    refused = vramtop("guard", "--wsl", "--print-unit", home=tmp_path)
+    refused = printed_here("guard", "--wsl", "--print-unit", home=tmp_path)
     assert refused.returncode == 2 and "--wsl only applies" in refused.stderr
     assert "ExecStart" not in refused.stdout
 
@@ -86,7 +97,7 @@ def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printe
     tmp_path: Path,
 ) -> None:
     injected = "echo\nExecStart=/bin/touch /tmp/X\n#"
-    done = vramtop("guard", "--demo", "--on-finding", injected, "--print-unit", home=tmp_path)
+    done = printed_here("guard", "--demo", "--on-finding", injected, "--print-unit", home=tmp_path)
     assert done.returncode == 2, done.stdout
     assert done.stdout == ""
     assert done.stderr == (
@@ -95,7 +106,7 @@ def test_a_value_that_would_add_a_line_to_the_unit_is_refused_and_nothing_printe
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     on_finding=st.text(alphabet=st.sampled_from(" \n\r\t\0\"'\\$%;#=[]ax\u2028"), max_size=30)
     | st.text(max_size=30),
@@ -144,7 +155,9 @@ def test_any_unit_printed_has_its_own_settings_only_and_the_words_asked(
 def test_a_key_written_in_on_finding_is_not_put_in_a_unit_file(
     tmp_path: Path, on_finding: str
 ) -> None:
-    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    done = printed_here(
+        "guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path
+    )
     assert (done.returncode, done.stdout) == (2, "")
     assert "--on-finding carries a key" in done.stderr
     assert "abc123" not in done.stderr and "hunter2" not in done.stderr
@@ -153,7 +166,9 @@ def test_a_key_written_in_on_finding_is_not_put_in_a_unit_file(
 def test_a_key_named_by_a_variable_is_put_in_the_unit_as_written(tmp_path: Path) -> None:
     # The guard runs the command without a shell: here a shell of its own reads the variable.
     on_finding = """sh -c 'curl -H "Authorization: Bearer ${HOOK_TOKEN}" https://hooks.example/x'"""
-    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    done = printed_here(
+        "guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     argv = systemd_unit.exec_argv(unit_settings(done.stdout)["ExecStart"])
     assert argv[-1] == on_finding
@@ -163,7 +178,9 @@ def test_the_units_command_is_read_by_systemd_as_the_words_given(tmp_path: Path)
     """`$` and `%` reach the guard as typed (not the service's $HOME, not a specifier), and
     quotes, backslashes and spaces stay inside their word."""
     on_finding = 'notify-send "$HOME" %h \\o/ ${USER} 100%'
-    done = vramtop("guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path)
+    done = printed_here(
+        "guard", "--demo", "--on-finding", on_finding, "--print-unit", home=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     argv = systemd_unit.exec_argv(unit_settings(done.stdout)["ExecStart"])
     assert argv[-4:] == ["guard", "--demo", "--on-finding", on_finding]

@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 from vramtop.supervisor import door_steps
 
 PACKAGE = Path(vramtop.__file__).parent
@@ -19,7 +20,7 @@ def test_the_doors_hold_release_and_fail_are_asked_only_by_its_owner() -> None:
     callers: list[str] = []
     owner_calls = 0
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = tree_of(path)
         for node in ast.walk(tree):
             asks = (
                 isinstance(node, ast.Call)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from supervisor_helpers import fake_profile, free_port
 
+from tests.support.examples import examples
 from vramtop.supervisor import state
 from vramtop.supervisor.service import Supervisor
 
@@ -64,7 +65,7 @@ def _records(bystander_pid: int, created: float) -> st.SearchStrategy[object]:
 
 
 @settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

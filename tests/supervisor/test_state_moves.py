@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import vramtop
+from tests.support.source_trees import tree_of
 from vramtop.supervisor import state_moves
 from vramtop.supervisor.state import Lifecycle, ServerRecord
 from vramtop.supervisor.state_moves import BORN, MOVES, RefusedMove, allowed, move
@@ -33,10 +34,7 @@ def _targets(node: ast.AST) -> list[ast.expr]:
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:
-    return [
-        (path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
-        for path in sorted(PACKAGE.rglob("*.py"))
-    ]
+    return [(path, tree_of(path)) for path in sorted(PACKAGE.rglob("*.py"))]
 
 
 def test_no_state_is_assigned_outside_the_move_function() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from textual.widgets import Input
 
 from tests.support.console import make_app, settle, text, ticks
+from tests.support.examples import examples
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.headroom.terms import Architecture, HeadroomInputs
 from vramtop.tui.screens.budget_dialog import BudgetDialog
@@ -104,7 +105,7 @@ typed_text = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(typed=typed_text)
 def test_any_typed_budget_is_a_budget_in_range_or_a_reason(typed: str) -> None:
     check = check_budget(typed, INPUTS)
@@ -114,7 +115,7 @@ def test_any_typed_budget_is_a_budget_in_range_or_a_reason(typed: str) -> None:
         assert math.isfinite(check.budget)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(length=typed_text, dtype=typed_text)
 def test_any_typed_what_if_gives_usable_inputs_or_a_reason(length: str, dtype: str) -> None:
     fields = what_if_inputs(INPUTS, length, dtype)

@@ -17,6 +17,7 @@ import pytest
 import vramtop
 from tests.support.console import make_app, ticks
 from tests.support.fake_backend import EPOCH, FakeBackend
+from tests.support.source_trees import tree_of
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.vllm.log import Phase
 from vramtop.supervisor.actions import LAUNCHING
@@ -54,7 +55,7 @@ def _words(node: ast.expr, names: dict[str, object]) -> list[str]:
 
 
 def _calls(path: Path) -> list[ast.Call]:
-    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
+    return [n for n in ast.walk(tree_of(path)) if isinstance(n, ast.Call)]
 
 
 def _called(call: ast.Call) -> str | None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from textual.theme import Theme
 
 from tests.support.console import make_app, ticks
+from tests.support.examples import examples
 from vramtop import locations
 from vramtop.tui.themes import ThemeFileError, load_themes, theme_from_file, theme_from_mapping
 
@@ -88,7 +89,7 @@ fields = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     data=st.dictionaries(fields, values, max_size=6),
     variables=st.dictionaries(

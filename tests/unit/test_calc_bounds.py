@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.cli import main
 from vramtop.commands.calc_inputs import read_log
 from vramtop.core.headroom.model_config import ModelConfigError, architecture_from_config
@@ -185,7 +186,7 @@ keys = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config=st.dictionaries(keys, numbers, max_size=10))
 def test_any_model_config_is_an_architecture_or_a_reason(config: dict[str, Any]) -> None:
     tracemalloc.start()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.source_trees import tree_of
+
 PACKAGE = Path(__file__).resolve().parents[2] / "vramtop"
 
 
@@ -16,7 +18,7 @@ def _bases(root: Path) -> dict[str, set[str]]:
     a dotted base, its subscript dropped: `textual.app.App[int]` is `App`)."""
     bases: dict[str, set[str]] = {}
     for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree_of(path)):
             if isinstance(node, ast.ClassDef):
                 names = bases.setdefault(node.name, set())
                 for base in node.bases:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import vramtop
+from tests.support.source_trees import tree_of
 
 PACKAGE = Path(vramtop.__file__).parent
 LIMIT = 15
@@ -23,7 +24,7 @@ SPLIT = {
 
 
 def _methods(module: Path, name: str) -> int:
-    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree_of(module)):
         if isinstance(node, ast.ClassDef) and node.name == name:
             return sum(isinstance(b, ast.FunctionDef | ast.AsyncFunctionDef) for b in node.body)
     raise AssertionError(f"{name} is not in {module}")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import vramtop.core
+from tests.support.source_trees import tree_of
 
 FORBIDDEN = ("textual", "httpx", "psutil", "pynvml", "rich", "subprocess", "socket")
 
@@ -28,7 +29,7 @@ def test_core_never_reads_the_clock() -> None:
     core = Path(vramtop.core.__file__).parent
     offenders = []
     for path in core.rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = tree_of(path)
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)

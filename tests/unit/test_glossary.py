@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_trees import tree_of
 from vramtop.core.findings import Kind
 from vramtop.core.metric_list import METRICS
 
@@ -62,7 +63,7 @@ class Definitions:
         self.members: dict[str, set[str]] = defaultdict(set)
         self.strings: list[str] = []
         for path in PACKAGE.rglob("*.py"):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = tree_of(path)
             for node in ast.walk(tree):
                 self._add(node)
 

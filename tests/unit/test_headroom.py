@@ -8,11 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.budget import GIB, MIB, desktop_headroom_bytes
 from vramtop.core.headroom.calculator import (
     calibrate,
     largest_util_for_headroom,
     predict,
+    request_bytes_by_length,
     util_for_kv_tokens,
 )
 from vramtop.core.headroom.from_startup import gib, inputs_from_startup
@@ -230,7 +232,7 @@ def test_a_model_that_does_not_fit_has_no_pool_and_a_shortfall() -> None:
     assert more.kv_cache_bytes == 0 and more.kv_shortfall_bytes == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     util=st.floats(min_value=5e-324, max_value=1.0, exclude_min=False),
     weights_gib=st.floats(min_value=0, max_value=200),
@@ -346,7 +348,7 @@ utils = st.integers(min_value=1, max_value=100).map(lambda n: n / 100)
 architectures = st.sampled_from([LLAMA_8B, QWEN25_7B, GEMMA2_9B, QWEN3_NEXT])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arch=architectures,
     total_gib=st.floats(min_value=8, max_value=192),
@@ -376,7 +378,29 @@ def test_more_budget_never_means_fewer_tokens(
     assert p_high.desktop_headroom_bytes <= p_low.desktop_headroom_bytes
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    arch=architectures,
+    kv_dtype=st.sampled_from(["auto", "fp8"]),
+    tp=st.sampled_from([1, 2, 4]),
+    per_token=st.none() | st.floats(min_value=1, max_value=1e6),
+    length=st.integers(min_value=1, max_value=1_048_576),
+)
+def test_a_requests_memory_at_any_length_is_what_the_prediction_at_that_length_needs(
+    arch: Architecture, kv_dtype: str, tp: int, per_token: float | None, length: int
+) -> None:
+    """The bisections over lengths (vLLM's estimated maximum model length, a remedy's
+    shorter ceiling) make the layout once and ask it for many lengths: each answer is what a
+    server configured with that --max-model-len needs for one request."""
+    inputs = HeadroomInputs(
+        total_bytes=gib(80), architecture=arch, weights_bytes=gib(10), kv_cache_dtype=kv_dtype,
+        tensor_parallel_size=tp, request_bytes_per_token=per_token,
+    )  # fmt: skip
+    configured = predict(replace(inputs, max_model_len=length), 0.9)
+    assert request_bytes_by_length(inputs)(length) == configured.request_bytes
+
+
+@settings(max_examples=examples(200), deadline=None)
 @given(
     arch=architectures,
     util=st.integers(min_value=50, max_value=98).map(lambda n: n / 100),

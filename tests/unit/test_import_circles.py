@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 
 PACKAGE = Path(vramtop.__file__).parent
 
@@ -40,7 +41,7 @@ def _graph(package: Path) -> dict[str, set[str]]:
     for name, path in modules.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree_of(path)):
             if isinstance(node, ast.Import):
                 found.update(filter(None, (holder(alias.name) for alias in node.names)))
             elif isinstance(node, ast.ImportFrom):

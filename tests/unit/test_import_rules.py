@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 
 PACKAGE = Path(vramtop.__file__).parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
@@ -20,7 +21,7 @@ def _imports(path: Path) -> set[str]:
     """Every module `path` imports, as dotted names (relative imports resolved)."""
     package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree_of(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 from vramtop import locks
 
 PACKAGE = Path(vramtop.__file__).parent
@@ -30,7 +31,7 @@ def test_only_the_locks_module_takes_locks() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == PACKAGE / "locks.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree_of(path)):
             names = (
                 [alias.name for alias in node.names]
                 if isinstance(node, ast.Import)

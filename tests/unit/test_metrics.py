@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.model import CacheConfig, ServerMetrics
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.core.vllm.prometheus_text import _read_line, read_samples
@@ -179,13 +180,13 @@ def test_non_finite_values_are_unknown() -> None:
     assert parse_metrics("vllm:kv_cache_usage_perc NaN\n").kv_cache_usage is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text())
 def test_arbitrary_text_never_raises(text: str) -> None:
     assert isinstance(parse_metrics(text), ServerMetrics)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_truncations_and_mutations_of_the_real_page_never_raise(
     page: str, data: st.DataObject
@@ -227,7 +228,7 @@ _VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(series=_SERIES, value=_VALUES, timestamp=st.sampled_from(["", " 1700000000000", " 5 6"]))
 def test_a_known_series_with_any_value_reads_as_the_library_reads_it(
     series: str, value: str, timestamp: str
@@ -244,7 +245,7 @@ def _escaped(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     labels=st.lists(st.tuples(_LABEL_NAMES, st.text(max_size=12)), max_size=4), comma=st.booleans()
 )
@@ -259,7 +260,7 @@ def test_a_plain_series_reads_as_the_library_reads_it(
     assert _same(read_samples(line), _read_line(line)), line
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     series=st.text(alphabet=st.sampled_from(list('vlm:_ab{}=",\\n xé0')), min_size=1, max_size=30)
 )

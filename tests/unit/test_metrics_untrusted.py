@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.model import ServerMetrics
 from vramtop.core.vllm.metrics import (
     MAX_COUNT,
@@ -212,7 +213,7 @@ def _in_bounds(m: ServerMetrics) -> bool:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_LINES, _INFO_LINES), max_size=40))
 def test_no_page_raises_and_no_absurd_value_reaches_the_sample(lines: list[str]) -> None:
     page = "\n".join(lines) + "\n"
@@ -220,7 +221,7 @@ def test_no_page_raises_and_no_absurd_value_reaches_the_sample(lines: list[str])
     assert _in_bounds(m), m
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_LINES, min_size=1, max_size=10))
 def test_the_same_page_twice_reads_as_the_page_once(lines: list[str]) -> None:
     page = "\n".join(lines) + "\n"
@@ -230,7 +231,7 @@ def test_the_same_page_twice_reads_as_the_page_once(lines: list[str]) -> None:
     assert twice.kv_cache_usage == once.kv_cache_usage
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=400))
 def test_any_text_parses_without_raising(text: str) -> None:
     assert _in_bounds(parse_metrics("vllm:" + text))

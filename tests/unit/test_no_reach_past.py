@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 
 PACKAGE = Path(vramtop.__file__).parent
 # What a getattr must not be called on: the parsed arguments, and a backend however it is held.
@@ -36,7 +37,7 @@ def offences(package: Path) -> list[str]:
     """Every `getattr(<args or a backend>, …)` in the package at `package`, as `file:line`."""
     found = []
     for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = tree_of(path)
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)

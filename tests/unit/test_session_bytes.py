@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop import cli
 from vramtop.core.bounds import MAX_LINE_BYTES
 from vramtop.core.model import Sample
@@ -72,7 +73,7 @@ def test_a_header_that_is_not_utf8_or_endless_is_not_a_session(tmp_path: Path) -
         SessionReader("/dev/zero")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lines=st.lists(
         st.one_of(

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.settings import ConfigError, Settings, load_settings, settings_from
 from vramtop.tui.keys import DEFAULT_KEYS
 
@@ -45,7 +46,7 @@ def test_moving_keys_past_each_other_is_taken(tmp_path: Path) -> None:
     assert loaded.keys == {"relaunch": "r", "restart": "b", "help": "question_mark,f1"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     table=st.dictionaries(
         st.one_of(st.sampled_from(sorted(DEFAULT_KEYS)), st.text(max_size=8)),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.shell_words import shell_line
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
@@ -39,7 +40,7 @@ def bash_reads(line: str) -> list[bytes]:
     return done.stdout.split(b"\0")[:-1]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(word, min_size=1, max_size=5))
 @example(["vllm", "serve", "m", "--chat-template", "{{ a }}\n  status: ready\n"])
 @example(["--api-key", "it's", "$HOME", "`id`", "a;b", "", "\x1b[2J"])

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import vramtop
+from tests.support.source_trees import tree_of
 from vramtop import profile_file
 from vramtop.config import Profile, ProfileChange
 from vramtop.settings import Settings, settings_from, settings_to_toml
@@ -19,7 +20,7 @@ PACKAGE = Path(vramtop.__file__).parent
 
 def _imported(path: Path) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree_of(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

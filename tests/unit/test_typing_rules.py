@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.source_trees import parsed
+
 PACKAGE = Path(__file__).resolve().parents[2] / "vramtop"
 ANY_DICT = re.compile(r"\b(?:dict|Mapping)\[str, Any\]")
 FORMATS = {"json", "tomllib", "tomlkit", "yaml"}
@@ -32,7 +34,7 @@ def offenders() -> set[str]:
     found = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        if ANY_DICT.search(text) and not _imports_a_format(ast.parse(text)):
+        if ANY_DICT.search(text) and not _imports_a_format(parsed(text)):
             found.add(path.relative_to(PACKAGE).as_posix())
     return found
 

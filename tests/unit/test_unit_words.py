@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.support import systemd_unit
+from tests.support.examples import examples
 from vramtop.core.unit_words import (
     UnitValueError,
     environment_line,
@@ -26,7 +27,7 @@ def unit_with(line: str) -> str:
     return f"[Service]\n{line}\nRestart=on-failure\n"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(text, max_size=6))
 @example(["echo\nExecStart=/bin/touch /tmp/X\n#"])
 @example(["$HOME", "${HOME}", "$$", "%h", "%%", "%n%", ";", "\\;", "a ; b", "", "'", '"'])
@@ -43,7 +44,7 @@ def test_an_accepted_command_reads_back_as_given_on_one_line(argv: list[str]) ->
     assert systemd_unit.exec_argv(value) == [PYTHON, *argv]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text)
 @example("/home/me/$HOME%h dir")
 def test_an_accepted_environment_value_reads_back_as_given(home: str) -> None:

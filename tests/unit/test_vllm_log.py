@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from vramtop.core.model import StartupFacts, StatsLine
 from vramtop.core.vllm.log import (
     StartupParser,
@@ -367,7 +368,7 @@ def test_detect_phase(line: str, phase: str | None) -> None:
     assert detect_phase(line) == phase
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_unexpected_text_never_raises(text: str) -> None:
     parser = StartupParser()
@@ -385,7 +386,7 @@ def test_unexpected_text_never_raises(text: str) -> None:
     assert isinstance(strip_prefix(text), str)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(line=st.sampled_from(GPU_START), cut=st.integers(min_value=0, max_value=400))
 def test_cut_lines_never_raise(line: str, cut: int) -> None:
     # The startup parser skips a line that raises: that it counted none is what says so.

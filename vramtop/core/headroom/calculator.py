@@ -34,6 +34,7 @@ per token (kv_lora_rank + qk_rope_head_dim values, no separate V) on every GPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vramtop.core.budget import (
@@ -140,20 +141,25 @@ def _layout(inputs: HeadroomInputs) -> _Layout:
         layers_per_group=group_size,
         groups=groups,
         min_block_size=min_block,
-        pages_per_request=sum(_pages_per_request(g, inputs, block_size) for g in groups),
+        pages_per_request=sum(
+            _pages_per_request(g, inputs, block_size, inputs.max_model_len) for g in groups
+        ),
         recurrent_page_bytes=recurrent_page,
     )
 
 
-def _pages_per_request(group: str, inputs: HeadroomInputs, block_size: int) -> int:
+def _pages_per_request(
+    group: str, inputs: HeadroomInputs, block_size: int, max_model_len: int
+) -> int:
+    """The pages of `group` one request of `max_model_len` tokens takes."""
     if group == "recurrent":
         return 1
     if group == "sliding" and inputs.architecture.sliding_window:
         # SlidingWindowSpec.max_memory_usage_bytes: window + one scheduled batch, +1 block
         # because the window need not start on a block boundary.
         window = inputs.architecture.sliding_window - 1 + inputs.max_num_batched_tokens
-        return _cdiv(min(window, inputs.max_model_len), block_size) + 1
-    return _cdiv(inputs.max_model_len, block_size)
+        return _cdiv(min(window, max_model_len), block_size) + 1
+    return _cdiv(max_model_len, block_size)
 
 
 @dataclass(frozen=True)
@@ -267,16 +273,29 @@ def _request_bytes(inputs: HeadroomInputs, layout: _Layout) -> int:
 
 def request_bytes(inputs: HeadroomInputs, max_model_len: int) -> int:
     """The memory one request of `max_model_len` tokens needs in the KV pool."""
-    other = replace(inputs, max_model_len=max_model_len)
-    return _request_bytes(other, _layout(other))
+    return request_bytes_by_length(inputs)(max_model_len)
+
+
+def request_bytes_by_length(inputs: HeadroomInputs) -> Callable[[int], int]:
+    """`request_bytes` for any length, the layout made once: a request's length changes only
+    how many pages it takes (a bisection over lengths asks dozens of them, on every tick of
+    an open collapse)."""
+    per_token = inputs.request_bytes_per_token
+    if per_token is not None:
+        return lambda n: max(1, math.ceil(per_token * n))
+    layout = _layout(inputs)
+
+    def needed(n: int) -> int:
+        pages = sum(_pages_per_request(g, inputs, layout.block_size, n) for g in layout.groups)
+        return pages * layout.bytes_per_block
+
+    return needed
 
 
 def estimated_max_model_len(inputs: HeadroomInputs, kv_cache_bytes: int) -> int:
     """vLLM's "estimated maximum model length": the longest request (up to the configured
     --max-model-len) whose memory fits in `kv_cache_bytes`; 0 when not one token fits."""
-    return longest_that_fits(
-        kv_cache_bytes, inputs.max_model_len, lambda n: request_bytes(inputs, n)
-    )
+    return longest_that_fits(kv_cache_bytes, inputs.max_model_len, request_bytes_by_length(inputs))
 
 
 def startup_refusal(
@@ -290,7 +309,7 @@ def startup_refusal(
         if refused is not None:
             return refused
     return pool_refusal(
-        p.kv_cache_bytes, p.num_blocks, inputs.max_model_len, lambda n: request_bytes(inputs, n)
+        p.kv_cache_bytes, p.num_blocks, inputs.max_model_len, request_bytes_by_length(inputs)
     )
 
 
