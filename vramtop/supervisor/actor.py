@@ -114,8 +114,12 @@ class ActorLock:
         record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
         if self.auto_remedy is not None:
             record["auto_remedy"] = self.auto_remedy
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
+        except OSError:  # (a full disk): not held, nothing left open
+            os.close(fd)
+            raise
         self._fd = fd
         return True
 

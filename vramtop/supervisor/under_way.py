@@ -10,6 +10,7 @@ never says an action is under way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,8 @@ from vramtop.core.step_report import UNDER_WAY, UnderWay
 from vramtop.supervisor.actor import ActorLock, Holder
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import ServerRecord
+
+log = logging.getLogger(__name__)
 
 
 def action_lock_path(profile: str) -> Path:
@@ -47,7 +50,10 @@ def taken(profile: str, action: str) -> ActorLock:
     automatic restart, its load followed in the background). Its `release` lets it go (and
     does nothing where it was not taken): called once, by whoever ends the action."""
     lock = ActorLock(profile, action, action_lock_path(profile))
-    lock.try_acquire(tries=1)
+    try:
+        lock.try_acquire(tries=1)
+    except OSError as exc:  # (a full disk): the action goes on, only unsaid; its own writes
+        log.warning("the action lock of %s not written: %s", profile, exc)  # say the disk
     return lock
 
 
