@@ -11,17 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.acting_elsewhere import acting_elsewhere
 from vramtop.outcomes import ExitCode
-
-RESTART_CODE = """
-import sys
-from vramtop.profiles import load_profile
-from vramtop.supervisor.handle import ServerHandle
-from vramtop.supervisor.under_way import acting
-with acting(ServerHandle(load_profile("busy")), "restart", "command"):
-    print("acting", flush=True)
-    sys.stdin.read()
-"""
 
 
 def _free_port() -> int:
@@ -51,15 +42,7 @@ def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path)
 
     save_profile(Profile(name="busy", argv=["vllm", "serve", "m"], port=_free_port()))
     env = {**os.environ, "VRAMTOP_HOME": str(private_home)}
-    other = subprocess.Popen(
-        [sys.executable, "-c", RESTART_CODE],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert other.stdout is not None and other.stdout.readline().strip() == "acting"
+    with acting_elsewhere("busy", env=env) as other:
         data = json.loads(_once(env, "--json").stdout)
         assert data["server"]["state"] == "stopped"  # the record's, as before
         acting = data["under_way"]
@@ -71,9 +54,5 @@ def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path)
         assert isinstance(acting["seconds"], float)
         text = _once(env).stdout
         assert re.search(r": restarting, \d+ s so far · the server is stopped", text), text
-    finally:
-        assert other.stdin is not None
-        other.stdin.close()
-        assert other.wait(30) == 0
     assert json.loads(_once(env, "--json").stdout)["under_way"] is None  # done
     assert "restarting" not in _once(env).stdout

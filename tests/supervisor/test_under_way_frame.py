@@ -5,32 +5,18 @@ process has gone, nor for a backend without a profile."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from supervisor_helpers import NoGpu, fake_profile, free_port
 
+from tests.support.acting_elsewhere import acting_elsewhere
 from vramtop.core.step_report import UnderWay
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.supervisor import Supervisor
 
 NAME = "elsewhere"
-
-# Another terminal's `vramtop restart`, as far as the action lock goes: it acts on the profile's
-# server, says so, and holds on until its stdin closes.
-RESTART_CODE = f"""
-import sys
-from vramtop.config import Profile
-from vramtop.supervisor.handle import ServerHandle
-from vramtop.supervisor.under_way import acting
-profile = Profile(name={NAME!r}, argv=["vllm", "serve", "m"], port=1)
-with acting(ServerHandle(profile), "restart", "command"):
-    print("acting", flush=True)
-    sys.stdin.read()
-"""
 
 
 def test_another_process_restarting_the_server_is_in_the_frame(home: Path, ledger: Path) -> None:
@@ -39,22 +25,11 @@ def test_another_process_restarting_the_server_is_in_the_frame(home: Path, ledge
     try:
         assert backend.tick(log_limit=0).under_way is None  # nothing under way
         before = time.time()
-        other = subprocess.Popen(
-            [sys.executable, "-c", RESTART_CODE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert other.stdout is not None and other.stdout.readline().strip() == "acting"
+        with acting_elsewhere(NAME) as other:
             acting = backend.tick(log_limit=0).under_way
             assert acting is not None and (acting.action, acting.pid) == ("restart", other.pid)
             assert acting.state_word == "restarting"
             assert acting.since is not None and acting.since >= before
-        finally:
-            assert other.stdin is not None
-            other.stdin.close()
-            assert other.wait(30) == 0
         assert backend.tick(log_limit=0).under_way is None  # done: its lock let go
     finally:
         backend.close(stop_server=False)
