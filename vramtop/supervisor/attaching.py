@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vramtop.outcomes import ActionResult
-from vramtop.supervisor import adoption, door, handle, launch, state, state_moves, tree
+from vramtop.supervisor import adoption, doors_found, handle, launch, state, state_moves, tree
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.state import Lifecycle
@@ -35,7 +35,7 @@ def attach_locked(
     vramtop launched for another profile is refused, with the options that act on it
     (`options_of` its profile)."""
     door_pid = pid if pid is not None else launch.listening_pid(port or adoption.DEFAULT_PORT)
-    front = door.door_process(door_pid) if door_pid is not None else None
+    front = doors_found.door_process(door_pid) if door_pid is not None else None
     if front is None:
         return _attach_found(server, port, pid, log, options_of, None)
     if pid is not None:
@@ -61,7 +61,7 @@ def _attach_found(
     pid: int | None,
     log: Path | None,
     options_of: ProfileOptions,
-    front: door.DoorProcess | None,
+    front: doors_found.FoundDoor | None,
 ) -> ActionResult:
     """`front`: the door it was found through (else the doors in front of it are looked
     for)."""
@@ -90,7 +90,7 @@ def _attach_found(
         state_moves.move(new, Lifecycle.RUNNING)
     fronts = [front] if front is not None else []
     if front is None and new.port is not None:
-        fronts = door.doors_in_front_of(new.port)
+        fronts = doors_found.doors_in_front_of(new.port)
     fronted = _door_in_front(server.name, new, fronts, options_of)
     handle.remember_tree(new)
     state.save(new)
@@ -101,7 +101,7 @@ def _attach_found(
 def _door_in_front(
     profile: str,
     new: state.ServerRecord,
-    fronts: list[door.DoorProcess],
+    fronts: list[doors_found.FoundDoor],
     options_of: ProfileOptions,
 ) -> str:
     """What attach says of the front door in front of the server adopted: this profile's
@@ -117,7 +117,7 @@ def _door_in_front(
         new.door_create_time = handle.create_time(front.pid)
         new.internal_port = new.port
         return f"; {where} is this profile's and is kept with it"
-    owner = door.profile_of_token_file(front.token_file)
+    owner = doors_found.profile_of_token_file(front.token_file)
     whose = f"profile {owner}'s" if owner is not None else "another profile's"
     stop = f" (`vramtop stop {options_of(owner)}`)" if owner is not None else ""
     return (

@@ -23,9 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -343,72 +341,6 @@ def adopt(rec: ServerRecord, profile: Profile) -> None:
         return
     rec.front_door, rec.door_pid, rec.door_create_time = profile.front_door, pid, made
     rec.internal_port = rec.port
-
-
-@dataclass(frozen=True)
-class DoorProcess:
-    """A process that is a vramtop front door (any profile's), as `attach` meets it."""
-
-    pid: int
-    address: str  # where it listens (HOST:PORT)
-    # The port of the vLLM server it sends requests to now; None: none (it holds them).
-    upstream_port: int | None
-    # The token file it was started with: its profile's (`token_path`); None: not named.
-    token_file: str | None = None
-
-    def of_profile(self, profile: str) -> bool:
-        """Whether this door is `profile`'s: started with that profile's token."""
-        return self.token_file == str(token_path(profile))
-
-
-def door_process(pid: int) -> DoorProcess | None:
-    """The front door `pid` is, as its command line says (the door's module, `--listen`),
-    with the server behind it as the door itself answers (else as its command line named it
-    at its start); None for any other process."""
-    try:
-        argv = psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return None
-    if MODULE not in argv[:4]:
-        return None
-    address, upstream = _option(argv, "--listen"), _option(argv, "--upstream")
-    if address is None:
-        return None
-    with contextlib.suppress(httpx.HTTPError, ValueError, RecursionError):
-        url = door_url(address)
-        with client_for(url, 1.0, trust_env=False) as client:
-            answer = client.get(url + CONTROL).json()
-        if isinstance(answer, dict) and answer.get("pid") == pid:
-            told = answer.get("upstream")
-            upstream = told if isinstance(told, str) else None
-    port = urlsplit(upstream).port if upstream else None
-    return DoorProcess(pid, address, port, _option(argv, "--token-file"))
-
-
-def doors_in_front_of(port: int) -> list[DoorProcess]:
-    """The front doors (any profile's) that send their requests to the server on `port`."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        argv = proc.info.get("cmdline") or []
-        if MODULE in argv[:4]:
-            front = door_process(proc.pid)
-            if front is not None and front.upstream_port == port:
-                found.append(front)
-    return found
-
-
-def profile_of_token_file(path: str | None) -> str | None:
-    """The profile (as its files name it) whose door token `path` is; None for another."""
-    name = Path(path).name if path else ""
-    prefix, suffix = "door-", ".token"
-    if name.startswith(prefix) and name.endswith(suffix):
-        return name[len(prefix) : -len(suffix)] or None
-    return None
-
-
-def _option(argv: list[str], name: str) -> str | None:
-    index = argv.index(name) if name in argv else len(argv)
-    return argv[index + 1] if index + 1 < len(argv) else None
 
 
 DOOR_FIELDS = ("front_door", "door_pid", "door_create_time", "door_restarts", "internal_port")
