@@ -26,8 +26,14 @@ from vramtop.core.model import Sample, ServerMetrics, ServerState
 from vramtop.core.series import Series, add
 from vramtop.core.server_events import Event
 from vramtop.core.snapshot import kv_pool, server_util
-from vramtop.core.step_report import PhaseHistogram, StepCounts
-from vramtop.core.supervision_series import GuardView, door_series, guard_series, step_series
+from vramtop.core.step_report import PhaseHistogram, StepCounts, UnderWay
+from vramtop.core.supervision_series import (
+    GuardView,
+    door_series,
+    guard_series,
+    step_series,
+    under_way_series,
+)
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.windows.spill import SpillEvidence
 
@@ -144,6 +150,8 @@ class ExportState:
     step_counts: StepCounts | None = None  # None: no profile (a watched URL)
     # The profile's guard (None: no profile, as for a watched URL: no guard series).
     guard: GuardView | None = None
+    # The action any vramtop is taking on the profile's server now (None: none, or no profile).
+    under_way: UnderWay | None = None
 
 
 def series_for(state: ExportState) -> list[Series]:
@@ -160,6 +168,7 @@ def series_for(state: ExportState) -> list[Series]:
     out += _counters(state.counts)
     out += guard_series(state.guard)
     out += step_series(state.step_counts)
+    out += under_way_series(state.under_way, state.sampled_at)
     sample = state.sample
     if sample is None:
         return out

@@ -166,6 +166,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "is starting, running or crashed), 0 when it was stopped on request.",
     ),
     _g(
+        "action_under_way_seconds",
+        "Seconds so far of the start, stop, restart or relaunch any vramtop is taking on the "
+        "profile's server now (a console's key, a guard, a command, the automatic restart "
+        "after a crash); absent while none is.",
+        "action",
+    ),
+    _g(
         "server_info",
         "1; the watched server's identity: profile, model and vLLM version (empty: unknown).",
         "profile",

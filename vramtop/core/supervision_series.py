@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.model import DoorReading
 from vramtop.core.series import Series, add
-from vramtop.core.step_report import StepCounts
+from vramtop.core.step_report import StepCounts, UnderWay
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,17 @@ def step_series(steps: StepCounts | None) -> list[Series]:
         )
         add(out, "vramtop_last_step_seconds", last.total_s, kind=kind)
     return out
+
+
+def under_way_series(under_way: UnderWay | None, now: float | None) -> list[Series]:
+    """The action under way on the server, as its seconds so far at `now` (Unix time): the
+    record's state alone says `stopped`, then `starting`, during another process's restart."""
+    if under_way is None or now is None:
+        return []
+    seconds = under_way.seconds(now)
+    if seconds is None:
+        return []
+    return [Series("vramtop_action_under_way_seconds", seconds, (("action", under_way.action),))]
 
 
 def guard_series(guard: GuardView | None) -> list[Series]:

@@ -188,6 +188,7 @@ class Exporter:
                 if self._state.step_counts is None
                 else count_steps(self._state.step_counts, new_steps),
                 guard=guard,
+                under_way=frame.under_way,
             )
 
     def _tell_changes(self, failed: dict[str, str]) -> None:
