@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -38,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from vramtop.sim.machine import world_socket
 from vramtop.sim.scenario import SCENARIO_DIR
 from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
 
@@ -250,7 +252,7 @@ def run_day(
         text=True,
         env=env,
     )
-    world = WorldClient(work / "home" / "state" / "demo" / "gpu.sock")
+    world = WorldClient(world_socket(work / "home" / "state" / "demo"))
     agent: Agent | None = None
     try:
         url = door_url(env, guard, 120)
@@ -260,7 +262,14 @@ def run_day(
         agent = Agent(url, args.streams, args.plain, args.stream_tokens, args.tokens)
         agent.start()
         print(f"{mode}: the agent sends from simulated second {sim_t(world)}", flush=True)
-        while guard.poll() is None and (sim_t(world) or 0.0) < end_t:
+        # The day's end in simulated time; a world that stops answering for a minute ends it.
+        answered = time.monotonic()
+        while guard.poll() is None and time.monotonic() - answered < 60.0:
+            now = sim_t(world)
+            if now is not None:
+                answered = time.monotonic()
+                if now >= end_t:
+                    break
             time.sleep(1.0)
         agent.end()
         events = json.loads(vramtop(env, "events", "--demo", "--json").stdout)["events"]
@@ -291,6 +300,7 @@ def run_day(
         vramtop(env, "stop", "--demo")
         with contextlib.suppress(WorldUnreachable):
             world.request("shutdown")
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _s(value: float | None) -> str:
@@ -319,7 +329,7 @@ def _cells(f: StepFigures | None) -> str:
 def report(days: dict[str, list[StepFigures]]) -> None:
     replay, drain = days["replay"], days["drain"]
     head = "wait s  plain s  repl cut fail   own s  total  drain  result     "
-    print(f"{'':12}| {'with replay':<63}| {'today`s drain':<63}| drain / replay")
+    print(f"{'':12}| {'with replay':<63}| {'today’s drain':<63}| drain / replay")
     print(f"step budget | {head}| {head}| wait  plain  own")
     for n in range(max(len(replay), len(drain))):
         a = replay[n] if n < len(replay) else None

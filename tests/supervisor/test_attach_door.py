@@ -147,28 +147,38 @@ def test_a_port_held_by_another_profiles_server_names_the_command_that_ends_it(
 
 
 @pytest.mark.parametrize("through", ["door", "server"])
-@pytest.mark.parametrize("whose", ["own", "elsewhere"])
+@pytest.mark.parametrize("whose", ["own", "own-unnamed", "elsewhere"])
 def test_attach_names_the_door_in_front_of_the_server_and_adopts_its_own(
     home: Path, ledger: Path, through: str, whose: str
 ) -> None:
     """Found at its door or at its own port, a server with a front door in front of it: the
     door is this profile's (its token), adopted with the server; or another profile's,
-    named, with how this profile gets one of its own."""
+    named, with how this profile gets one of its own. A door of this profile that the profile
+    does not name (`front_door`) is adopted, and attach says how to keep it past the next
+    start (a launch stops a door its profile does not name)."""
+    owner = "elsewhere" if whose == "elsewhere" else "own"
     port, door_port = free_port(), free_port()
     address = f"127.0.0.1:{door_port}"
     with started_by_hand(ledger, port, subprocess.DEVNULL) as server_pid:
-        spawned = door.spawn(whose, address, port, 600.0)
+        spawned = door.spawn(owner, address, port, 600.0)
         assert not isinstance(spawned, str), spawned
         door_pid, made = spawned
         try:
-            sup = Supervisor(fake_profile("own", port, ledger))
+            profile = fake_profile("own", port, ledger)
+            if whose == "own":
+                profile = profile.model_copy(update={"front_door": address})
+            sup = Supervisor(profile)
             result = sup.attach(port=door_port if through == "door" else port)
             assert result.ok and f"attached to pid {server_pid}" in result.message
             where = f"the front door on {address} (pid {door_pid}) in front of it is"
             rec = state.load("own")
             assert rec is not None and rec.pid == server_pid
-            if whose == "own":
-                assert f"{where} this profile's and is kept with it" in result.message
+            if whose != "elsewhere":
+                if whose == "own":
+                    assert f"{where} this profile's and is kept with it" in result.message
+                else:
+                    keep = "to keep it past the next start, give this profile front_door"
+                    assert f'{where} this profile\'s; {keep} = "{address}"' in result.message
                 assert (rec.front_door, rec.door_pid, rec.internal_port) == (
                     address,
                     door_pid,
@@ -176,12 +186,13 @@ def test_attach_names_the_door_in_front_of_the_server_and_adopts_its_own(
                 )
             else:
                 assert f"{where} profile elsewhere's and stays so" in result.message
-                assert "stop that door (`vramtop stop --profile elsewhere`)" in result.message
+                # (not `vramtop stop --profile elsewhere`: that stops the server it names)
+                assert f"end that door (pid {door_pid})" in result.message
                 assert f'give this profile front_door = "{address}"' in result.message
                 assert rec.front_door is None
         finally:
             door.stop(
                 state.ServerRecord(
-                    profile=whose, front_door=address, door_pid=door_pid, door_create_time=made
+                    profile=owner, front_door=address, door_pid=door_pid, door_create_time=made
                 )
             )

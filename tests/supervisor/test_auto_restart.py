@@ -170,7 +170,7 @@ os._exit(0)
 """
 
 
-def test_an_automatic_restart_whose_vramtop_died_is_told_interrupted(
+def test_an_automatic_restart_whose_vramtop_died_is_told_as_served(
     home: Path, ledger: Path
 ) -> None:
     profile = fake_profile("cut", free_port(), ledger, FAKE_STARTUP_S="1.0")
@@ -193,7 +193,9 @@ def test_an_automatic_restart_whose_vramtop_died_is_told_interrupted(
         # This vramtop settles the load nobody follows: ready without it.
         assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
         (told,) = [e for e in EventLog.for_profile("cut").read() if e.name == "restart"]
-        assert told.detail["result"] == "interrupted"
+        # Served: nobody waited on the vramtop that launched it (`vramtop status` runs
+        # housekeeping and ends by design); it was said `interrupted` before.
+        assert told.detail["result"] == "ok"
         assert told.detail["asked_by"] == "auto_restart"
         assert "vLLM became ready without it" in str(told.detail["message"])
     finally:

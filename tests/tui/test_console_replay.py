@@ -82,7 +82,7 @@ async def test_space_pauses_the_replay_and_the_arrows_step_it(tmp_path: Path) ->
         await pilot.press("right")
         await ticks(pilot, 1)
         forward = app.sample.t
-        assert forward > at and "stepped forward" in text(app, ConsoleHeader)
+        assert forward > at and "one sample forward" in text(app, ConsoleHeader)
         await pilot.press("left")
         await ticks(pilot, 1)
         assert app.sample.t == at

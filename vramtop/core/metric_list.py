@@ -246,7 +246,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "steps",
         "Starts, restarts and relaunches of the supervised server written to the profile's "
         "timeline since the exporter started, by `kind` and `asked_by` (key, command, "
-        "guard).",
+        "guard, auto_restart).",
         "kind",
         "asked_by",
     ),
@@ -254,7 +254,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "last_step_timestamp_seconds",
         "When the profile's latest step of each `kind` was written to its timeline (Unix "
         "time; steps before the exporter started included), with who asked and its `result` "
-        "(ok, rolled_back, failed).",
+        "(ok, rolled_back, failed, interrupted).",
         "kind",
         "asked_by",
         "result",

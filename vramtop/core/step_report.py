@@ -266,11 +266,11 @@ def observe_steps(
     return out
 
 
-def under_way_words(action: str, step: str, elapsed_s: float, expected_s: float | None) -> str:
-    """The console's status line while a step runs: the action, its step, the seconds so
+def under_way_words(action: str, phase: str, elapsed_s: float, expected_s: float | None) -> str:
+    """The console's status line while a step runs: the action, its phase, the seconds so
     far and, once a step was seen, the last one's total as the time to expect
-    (`restart: loading weights… 12 s (last 74 s)`; 45 characters at most for vLLM's steps)."""
-    words = f"{action}: {step}… {elapsed_s:.0f} s"
+    (`restart: loading weights… 12 s (last 74 s)`; 45 characters at most for vLLM's phases)."""
+    words = f"{action}: {phase}… {elapsed_s:.0f} s"
     return words if expected_s is None else f"{words} (last {expected_s:.0f} s)"
 
 

@@ -131,7 +131,7 @@ class Exporter:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
-        # A failing step is counted and the next one tried, for as long as the exporter serves.
+        # A failing tick is counted and the next one tried, for as long as the exporter serves.
         self._woke = self._monotonic()
         self._runner.run(self._stop.is_set, self._store, on_error=self._failed, max_failures=None)
 
@@ -150,13 +150,13 @@ class Exporter:
             self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
-        """A step that raised, counted as the sampler's error (the runner logs it)."""
+        """A tick that raised, counted as the sampler's error (the runner logs it)."""
         with self._lock:
             self._errors["sampler"] += 1
             self._state = replace(self._state, errors=dict(self._errors))
 
     def _store(self, news: TickNews) -> None:
-        """A step's sample, findings and new events as the exposition's new state."""
+        """A tick's sample, findings and new events as the exposition's new state."""
         frame = news.frame
         sample, findings = frame.sample, frame.findings
         spill, outside_budget = frame.spill, frame.outside_budget_bytes

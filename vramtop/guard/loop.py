@@ -1,5 +1,5 @@
 """The guard's run: one guard per profile (its locks), its clock, and the loop that hands each
-of the runner's steps to the watch (watch.py) until it is asked to stop.
+of the runner's ticks to the watch (watch.py) until it is asked to stop.
 
 Time: the policies count in the samples' clock. On the simulated machine that clock is the
 simulator's (real time × `VRAMTOP_SIM_SPEED`: rates per simulated second) and the guard
@@ -142,7 +142,7 @@ def guard_loop(
     try:
         runner.run(stop.is_set, watch.on_tick)
     except Exception as exc:
-        # Every step of the last MAX_FAILURES failed (each is in the log with its traceback):
+        # Every tick of the last MAX_FAILURES failed (each is in the log with its traceback):
         # leave with a reason, for systemd's Restart=on-failure to begin afresh.
         why = f"{MAX_FAILURES} samples in a row failed (the last: {mask_line(str(exc))}); leaving"
         code = ExitCode.ERROR

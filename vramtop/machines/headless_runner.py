@@ -18,7 +18,7 @@ from vramtop.machines.interface import Frame, FrameSource
 
 log = logging.getLogger(__name__)
 
-# Steps that fail in a row before `run` gives up (the last one's error goes up).
+# Ticks that fail in a row before `run` gives up (the last one's error goes up).
 MAX_FAILURES = 10
 
 
@@ -35,7 +35,7 @@ class TickNews:
 
 
 class Runner:
-    """Ticks `backend` every `interval_s` (of `clock`) and reports each step."""
+    """Ticks `backend` every `interval_s` (of `clock`) and reports each tick's news."""
 
     def __init__(
         self,
@@ -57,7 +57,7 @@ class Runner:
 
     def tick(self, log_limit: int = 0) -> TickNews:
         """Tick once (with up to `log_limit` of the server's log lines: the console shows
-        them); what changed since the previous step."""
+        them); what changed since the previous tick."""
         frame = self.backend.tick(log_limit=log_limit)
         now = {finding_id(f): f for f in frame.findings}
         opened = tuple(f for key, f in now.items() if key not in self._open)
@@ -75,12 +75,12 @@ class Runner:
         max_failures: int | None = MAX_FAILURES,
     ) -> None:
         """Tick, hand each tick's news to `on_tick`, wait out the rest of the interval; until
-        `should_stop()` (asked before each step and after each wait).
+        `should_stop()` (asked before each tick and after each wait).
 
-        A step that raises is logged with its traceback and the next one tried: a watcher
+        A tick that raises is logged with its traceback and the next one tried: a watcher
         that runs for hours outlives one bad tick. `max_failures` in a row raise the last
         (None: never; the exporter samples as long as it serves). `on_error` is told of each
-        failed step (the exporter counts them)."""
+        failed tick (the exporter counts them)."""
         failures = 0
         while not should_stop():
             began = self._clock()
@@ -93,7 +93,7 @@ class Runner:
                     on_error(exc)
                 if max_failures is not None and failures >= max_failures:
                     raise
-                log.exception("a step failed (%d in a row); the next one is tried", failures)
+                log.exception("a tick failed (%d in a row); the next one is tried", failures)
             if should_stop():
                 return
             self._sleep(max(0.0, self.interval_s - (self._clock() - began)))

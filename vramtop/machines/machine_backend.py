@@ -156,10 +156,7 @@ class MachineBackend(MachineControl):
             return None
         from vramtop.supervisor.under_way import action_under_way
 
-        try:
-            return action_under_way(self.supervisor.name)
-        except OSError:  # the lock unreadable (another user's): nothing said, never a failed tick
-            return None
+        return action_under_way(self.supervisor.name)  # (unreadable: None, never a failed tick)
 
     def log_lines(self, limit: int = LOG_TAIL) -> list[str]:
         return self.sampler.log_lines(limit)

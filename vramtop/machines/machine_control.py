@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How often the housekeeping step runs at the least (`MachineControl.run_housekeeping`); a tick
+# How often housekeeping runs at the least (`MachineControl.run_housekeeping`); a tick
 # that finds something to settle runs it at once.
 HOUSEKEEPING_S = 5.0
 
@@ -99,13 +99,13 @@ class MachineControl:
         return self.supervisor.status().state if self.supervisor is not None else None
 
     def housekeeping(self) -> None:
-        """One housekeeping step: the server's record settled against what is really there
+        """One housekeeping pass: the server's record settled against what is really there
         (a crash noticed, an interrupted start or stop, an automatic restart due). It may
         take seconds (ending a crashed server's tree, waiting for its memory), so it is
         never part of `tick`: `run_housekeeping` runs it on a thread of its own."""
         if self.supervisor is not None:
             self.supervisor.housekeeping()
-            # A front door that died and was started again (by this step or another vramtop's):
+            # A front door that died and was started again (by this pass or another vramtop's):
             # the timeline says so (`door_restarted`).
             for _ in range(self.supervisor.door_restarts_since()):
                 self._told.planned(
@@ -192,8 +192,8 @@ class HousekeepingThread:
     The ticks read the record as it is meanwhile. A thread that woke every second to find a
     running server alive cost more than the tick's own look (`Supervisor.settling`)."""
 
-    def __init__(self, step: Callable[[], None]) -> None:
-        self._step = step
+    def __init__(self, keep_house: Callable[[], None]) -> None:
+        self._keep_house = keep_house
         self._thread: threading.Thread | None = None
         self._due = threading.Event()  # set by a tick that found something to settle
         self._closed = threading.Event()
@@ -210,8 +210,8 @@ class HousekeepingThread:
             while not self._closed.is_set():
                 self._due.clear()
                 try:
-                    self._step()
-                except Exception:  # a bug must not end the loop: the next step tries again
+                    self._keep_house()
+                except Exception:  # a bug must not end the loop: the next pass tries again
                     log.exception("housekeeping failed")
                 self._due.wait(interval_s)
 
@@ -219,11 +219,11 @@ class HousekeepingThread:
         self._thread.start()
 
     def wake(self) -> None:
-        """Something to settle: the next step runs now."""
+        """Something to settle: the next pass runs now."""
         self._due.set()
 
     def close(self) -> None:
-        """The thread ends now, not at its next step."""
+        """The thread ends now, not at its next pass."""
         self._closed.set()
         self._due.set()
 

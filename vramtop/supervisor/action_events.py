@@ -96,15 +96,18 @@ def write_action(done: ActionDone) -> bool:
     return EventLog.for_profile(done.profile).append(done.t, done.name, values)
 
 
-def write_interrupted(rec: ServerRecord, found: str) -> bool:
+def write_interrupted(rec: ServerRecord, found: str, *, served: bool = False) -> bool:
     """The action a vramtop left half-done on `rec` (killed, Ctrl+C), told by whoever settled
-    the record after it: `found`, what was there then. Nothing is written for a record that
-    names no action."""
+    the record after it: `found`, what was there then (`served`: the new server serves).
+    Nothing is written for a record that names no action. An automatic restart that serves
+    is `ok`: nobody waited on its vramtop (a one-shot command that launched it has ended by
+    design), and its load's end is its outcome."""
     if rec.acting is None:
         return False
-    values: JsonObject = {
-        "result": Outcome.INTERRUPTED.value,
-        "asked_by": rec.acting_asked_by if rec.acting_asked_by in ASKED_BY else COMMAND,
-        "message": f"the vramtop carrying it out ended half-way; {found}",
-    }
+    asked_by = rec.acting_asked_by if rec.acting_asked_by in ASKED_BY else COMMAND
+    if served and asked_by == AUTO_RESTART:
+        outcome, said = Outcome.OK, f"{found}; the vramtop that launched it had ended"
+    else:
+        outcome, said = Outcome.INTERRUPTED, f"the vramtop carrying it out ended half-way; {found}"
+    values: JsonObject = {"result": outcome.value, "asked_by": asked_by, "message": said}
     return EventLog.for_profile(rec.profile).append(time.time(), rec.acting, values)

@@ -340,6 +340,8 @@ class ServerActions:
         survivors = self._server.end(rec, progress, grace_s, found, self._server.step.mark)
         released = self._server.released
         if survivors:
+            # Its event says it failed (written now): nothing left to tell as interrupted.
+            rec.acting = rec.acting_asked_by = None
             state.save(rec)
             return ActionResult(
                 False,

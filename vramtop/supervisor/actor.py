@@ -5,7 +5,8 @@ person's keys and commands there still act (the guard gives way to them, and say
 An flock on `actor-NAME.lock` in the state directory: the kernel lets it go when its holder
 exits, however it exits, so a guard that systemd restarts finds it free. The file says who
 holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the others to show;
-a guard's lock also says whether it acts on its own (`auto_remedy`).
+a guard's lock also says whether it acts on its own (`auto_remedy`). The same lock, on its own
+file, says an action under way (`under_way.py`: `kind` is the action, "restart" …).
 """
 
 from __future__ import annotations

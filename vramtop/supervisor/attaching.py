@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from vramtop.config import Profile
 from vramtop.outcomes import ActionResult
 from vramtop.supervisor import adoption, doors_found, handle, launch, state, state_moves, tree
 from vramtop.supervisor.handle import ServerHandle
@@ -91,7 +92,7 @@ def _attach_found(
     fronts = [front] if front is not None else []
     if front is None and new.port is not None:
         fronts = doors_found.doors_in_front_of(new.port)
-    fronted = _door_in_front(server.name, new, fronts, options_of)
+    fronted = _door_in_front(server.profile, new, fronts)
     handle.remember_tree(new)
     state.save(new)
     output = f"; its output: {new.log_path}" if new.log_path else OUTPUT_ELSEWHERE
@@ -99,29 +100,30 @@ def _attach_found(
 
 
 def _door_in_front(
-    profile: str,
-    new: state.ServerRecord,
-    fronts: list[doors_found.FoundDoor],
-    options_of: ProfileOptions,
+    profile: Profile, new: state.ServerRecord, fronts: list[doors_found.FoundDoor]
 ) -> str:
     """What attach says of the front door in front of the server adopted: this profile's
     (started with its token) is adopted too, into `new`, so that its restarts hold the door's
-    requests; another profile's stays that profile's (its token is not this one's), and is
+    requests, where the profile names it (`front_door`; a launch stops a door the profile does
+    not name); another profile's stays that profile's (its token is not this one's), and is
     named with how this profile gets a door of its own. "": no door in front of it."""
     if not fronts:
         return ""
     front = fronts[0]
     where = f"the front door on {front.address} (pid {front.pid}) in front of it"
-    if front.of_profile(profile):
+    name_it = f'give this profile front_door = "{front.address}"'
+    if front.of_profile(profile.name):
         new.front_door, new.door_pid = front.address, front.pid
         new.door_create_time = handle.create_time(front.pid)
         new.internal_port = new.port
+        if profile.front_door != front.address:  # its next start would stop it
+            return f"; {where} is this profile's; to keep it past the next start, {name_it}"
         return f"; {where} is this profile's and is kept with it"
     owner = doors_found.profile_of_token_file(front.token_file)
     whose = f"profile {owner}'s" if owner is not None else "another profile's"
-    stop = f" (`vramtop stop {options_of(owner)}`)" if owner is not None else ""
+    # (not `vramtop stop` of its profile: that stops the server it names, maybe this one)
     return (
         f"; {where} is {whose} and stays so: requests sent to it reach this server, but this "
-        f"profile's restarts do not hold them. To have them held, stop that door{stop} and "
-        f'give this profile front_door = "{front.address}"'
+        f"profile's restarts do not hold them. To have them held, end that door (pid "
+        f"{front.pid}) and {name_it}"
     )

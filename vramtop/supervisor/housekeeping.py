@@ -68,7 +68,7 @@ class Housekeeper:
         self._repair = repair
 
     def housekeeping(self) -> ServerInfo:
-        """One step that settles the record against the live process tree and /health, then
+        """One pass that settles the record against the live process tree and /health, then
         returns the server as it now is. Run by the console's housekeeping thread, by each
         command before it reports, and by anything else that reads the state for a person.
 
@@ -80,19 +80,19 @@ class Housekeeper:
 
         Never waits for the lock: an action under way settles the record itself."""
         self._server.record_note = None
-        step = self.settling()
-        if step is not None:
-            step()
+        settle = self.settling()
+        if settle is not None:
+            settle()
         if self._server.recorded() is None:
             self._rebuild()
         self._door.release_stale_hold()
         return self._server.shown.status()
 
     def settling(self) -> Callable[[], None] | None:
-        """The step `housekeeping` would take now, or None when the record already says what
+        """What `housekeeping` would do now, or None when the record already says what
         is there (a stopped server; a running one whose process lives). Only reads, and
         cheaply (the kept record, one read of the process's /proc entry): the console asks
-        on every tick, and wakes its housekeeping thread only when there is a step to take."""
+        on every tick, and wakes its housekeeping thread only when there is something to settle."""
         rec = self._server.recorded()  # read only: what changes it reads its own copy
         if rec is None:
             # A file lost while the server was shown alive: rebuilt at once, not in 5 s.
@@ -173,7 +173,8 @@ class Housekeeper:
                 state_moves.move(current, Lifecycle.RUNNING)
                 current.phase = causes.READY
                 if current.actor_pid is not None:  # its vramtop died before it was ready
-                    write_interrupted(current, f"vLLM became ready without it (pid {current.pid})")
+                    found = f"vLLM became ready without it (pid {current.pid})"
+                    write_interrupted(current, found, served=True)
                 current.actor_pid = current.actor_create_time = None
                 current.acting = current.acting_asked_by = None
                 handle.remember_tree(current)
@@ -269,7 +270,7 @@ class Housekeeper:
 
     def _follow_in_background(self, rec: ServerRecord, before: Launch, said: ActorLock) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
-        holding up the housekeeping step that launched it (it runs when a tick finds
+        holding up the housekeeping pass that launched it (it runs when a tick finds
         something to settle, and at least every 5 s). Left alone, the record would say
         "starting" for as long as the server runs. Once it answered, the supervisor is told
         (`restarted`, the launch it replaced: `before`). `said`: the action lock that says the

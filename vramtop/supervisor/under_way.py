@@ -51,7 +51,8 @@ def taken(profile: str, action: str) -> ActorLock:
     does nothing where it was not taken): called once, by whoever ends the action."""
     lock = ActorLock(profile, action, action_lock_path(profile))
     try:
-        lock.try_acquire(tries=1)
+        # (its default tries: a console's reader probes the lock for an instant each second)
+        lock.try_acquire()
     except OSError as exc:  # (a full disk): the action goes on, only unsaid; its own writes
         log.warning("the action lock of %s not written: %s", profile, exc)  # say the disk
     return lock
@@ -73,7 +74,11 @@ def action_under_way(profile: str) -> UnderWay | None:
     """`under_way` as a value (None also for a kind that is no action: a damaged file). One
     open of the lock's file, and one read of it while it is held: cheap enough for every
     tick of a console."""
-    holder = under_way(profile)
+    try:
+        holder = under_way(profile)
+    except OSError as exc:  # unreadable (another user's file): nothing said, never a failure
+        log.warning("the action lock of %s cannot be read: %s", profile, exc)
+        return None
     if holder is None or holder["kind"] not in UNDER_WAY:
         return None
     return UnderWay(action=holder["kind"], pid=holder["pid"], since=holder["since"])

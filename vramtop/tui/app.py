@@ -422,11 +422,11 @@ class VramtopApp(App[int]):
             moved = backend.seek(forward)
             where = "forward" if forward else "back"
             self._replay_moved(
-                f"paused · stepped {where}" if moved else f"paused · nothing further {where}"
+                f"paused · one sample {where}" if moved else f"paused · nothing further {where}"
             )
 
     def _replay_moved(self, words: str | None) -> None:
-        """The replay paused, played on or stepped: the frame it stands at, and the clock
+        """The replay paused, played on or moved one sample: the frame it stands at, and the clock
         going again where it had stopped at the end of the file."""
         if self.shown.ended and not self.backend.finished:
             self.shown = replace(self.shown, ended=False)

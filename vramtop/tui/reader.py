@@ -46,7 +46,7 @@ class Reader:
         the console is quitting (the backend is being closed, and its reads fail by
         design: no failure is logged)."""
         self._backend = backend
-        # The runner's step: the frame, and what opened and closed since the last one (made
+        # The runner's tick: the frame, and what opened and closed since the last one (made
         # at the first read: the first frame is drawn before the diagnosis' modules load).
         self._runner: Runner | None = None
         self._post = post
@@ -131,8 +131,8 @@ class Reader:
                 from vramtop.machines.headless_runner import Runner
 
                 self._runner = Runner(self._backend, interval_s=READER_CHECK_S)
-            step = self._runner.tick(limit)
-            frame = step.frame
+            news = self._runner.tick(limit)
+            frame = news.frame
             # Where the normal rate came from ('remembered 2 h ago', 'learned now', or that
             # none is known yet), as the frame's throughput view says it.
             origin = frame.throughput.origin if frame.throughput is not None else None
@@ -156,7 +156,7 @@ class Reader:
                 normal_origin=origin,
                 answers=answers,
                 log_kept=kept,
-                opened=step.opened,
-                closed=step.closed,
+                opened=news.opened,
+                closed=news.closed,
             )
         )

@@ -62,12 +62,12 @@ class ActionRunner:
         self._quit_stopping = False  # quitting, with the server stopped first
         # Printed once the console has gone: where the server left running is, how to stop it.
         self.farewell: str | None = None
-        # A start, restart or relaunch under way: its step's words, when it began and the
+        # A start, restart or relaunch under way: its phase's words, when it began and the
         # last step's total (None: none seen), for the status line's seconds.
         self._step: tuple[str, float, float | None] | None = None
-        # What the step's own words last put on the status line: only those are counted on.
+        # What the phase's own words last put on the status line: only those are counted on.
         # Words an action begins with instead ("the front door holds the agent's requests")
-        # stay until its first step.
+        # stay until its first phase.
         self._step_said: str | None = None
         # An action that has ended, its outcome, and the read asked for at its end: the
         # outcome is told with the first reading taken after the end (one taken while the
@@ -102,7 +102,7 @@ class ActionRunner:
             self._armed = None
             if self.busy is None:
                 self.start("restart", lambda progress: backend.restart(progress=progress))
-                app.say(f"restart: {DOOR_HOLDS}", news=False)  # until its first step
+                app.say(f"restart: {DOOR_HOLDS}", news=False)  # until its first phase
                 app.render_header()
             return
         running = self._requests_running()
@@ -400,8 +400,8 @@ class ActionRunner:
         """Run `call` on this (worker) thread: its steps and its result go back as messages."""
         post = self._calls.post_message
 
-        def progress(step: str) -> None:
-            post(ActionProgress(name, step))
+        def progress(phase: str) -> None:
+            post(ActionProgress(name, phase))
 
         if name in LAUNCHED:
             post(ActionProgress(name, UNDER_WAY[name], self._last_total()))
@@ -421,7 +421,7 @@ class ActionRunner:
             if message.expected_s is not None:
                 expected = message.expected_s
             if message.phase == UNDER_WAY.get(message.action):
-                # The first, from the worker: the time to expect, not a step to say.
+                # The first, from the worker: the time to expect, not a phase to say.
                 self._step = (message.phase, began, expected)
                 self._app.render_header()
                 return
@@ -435,10 +435,10 @@ class ActionRunner:
         if self._step is None or self.busy is None:
             return
         app = self._app
-        step, began, expected = self._step
+        phase, began, expected = self._step
         if app.shown.activity != self._step_said:
             return  # something else is said meanwhile (the action's first words, quitting…)
-        words = under_way_words(self.busy, step, max(0.0, app.now() - began), expected)
+        words = under_way_words(self.busy, phase, max(0.0, app.now() - began), expected)
         if words != app.shown.activity:
             self._step_said = words
             app.say(words, news=False)

@@ -220,6 +220,7 @@ class TextPanel(Widget):
 
     def selection_updated(self, selection: Selection | None) -> None:
         self._strips.clear()  # selected text is drawn highlighted
+        self._drawn.clear()  # (a line drawn with or without the selection's highlight)
         super().selection_updated(selection)
 
     def render_line(self, y: int) -> Strip:
