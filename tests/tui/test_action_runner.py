@@ -116,6 +116,20 @@ def test_r_asks_while_requests_run_forgets_the_question_then_restarts_on_a_secon
     assert runner.acting is None
 
 
+def test_an_action_begun_before_the_last_ones_reading_says_that_outcome_first() -> None:
+    # A second key within a second of a restart's end: the restart's "restarted", waiting for
+    # a reading taken after its end, came later over the new action's words (or was lost).
+    backend = FakeBackend()
+    runner, console, calls = _runner(backend)
+    runner.start("restart", lambda progress: backend.restart(progress=progress))
+    runner.finished([m for m in calls.posted if isinstance(m, ActionFinished)][-1])
+    assert console.said[-1] != "restarted"  # its reading is not drawn yet
+    runner.start("stop", lambda progress: backend.stop(progress=progress))
+    assert console.said[-2:] == ["restarted", "stop: stopping…"]
+    runner.finished([m for m in calls.posted if isinstance(m, ActionFinished)][-1])
+    assert runner.drawn(console.reads_asked) and console.said[-1] != "restarted"
+
+
 def test_s_while_a_start_loads_stops_the_load() -> None:
     backend = FakeBackend()
     runner, _console, calls = _runner(backend)

@@ -388,6 +388,10 @@ class ActionRunner:
         if self.busy is not None:
             return
         app = self._app
+        if self._ended is not None:  # the last one's outcome, its reading not drawn yet:
+            ended, result, _ = self._ended  # said now, before this one's words (not after,
+            self._ended = None  # over them, nor lost)
+            self._tell(ended, result)
         self.busy = name
         self._step = (UNDER_WAY[name], app.now(), None) if name in LAUNCHED else None
         self._step_said = f"{name}: {UNDER_WAY[name]}…"
