@@ -115,7 +115,7 @@ def deliveries(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
+def test_a_collapse_reaches_on_finding_critical_with_a_remedy_opened_after_its_onset(
     guard_on_day: Guarded,
 ) -> None:
     g = guard_on_day
@@ -140,7 +140,11 @@ def test_a_collapse_reaches_on_finding_within_15_simulated_seconds_of_its_onset(
     first_call = CALLS[0][0]
     # (counted from the simulator's previous clock step: the earliest it can have been)
     assert first_call - 1 <= onset < first_call + 10  # the first call's onset
-    assert found["t"] - onset <= 15.0, (found["t"], onset)
+    # Opened after the onset, in the samples' clock (the simulator's), and delivered after it
+    # opened. How soon it opens is counted on a clock the test moves (the test after this):
+    # here the simulator runs in real time, which a busy machine stretches.
+    opened = found["finding"]["first_seen_t"]
+    assert onset <= opened <= found["t"], (onset, opened, found["t"])
     assert found["finding"]["severity"] == "critical" and found["finding"]["remedy"]
     # SIGTERM ends the guard cleanly; the server keeps serving.
     g.proc.send_signal(signal.SIGTERM)
@@ -167,22 +171,26 @@ class Notifier:
         pass
 
 
-def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The guard's own loop (`guard_loop`: its watch, policies and relaunches, as `vramtop
-    guard --auto-remedy between-turns --adaptive --settle 60` runs them) over the field
-    report's day on the simulated card, all in this process on a clock the loop's waits move
-    (tests/support/sim_card.py): the day's 790 simulated seconds take a few real ones. The
-    agent's one long request runs throughout; the profile's front door holds it across each
-    relaunch."""
-    home = tmp_path / "home"
+@dataclass
+class Day:
+    """What the guard's own loop did over (part of) the field report's day, run in this
+    process on a clock the loop's waits move: the card's state after each wait, the news
+    it sent, its session's events, the relaunches it asked for."""
+
+    polls: list[dict[str, Any]]
+    sent: list[News]
+    events: list[Any]
+    relaunches: list[dict[str, Any]]
+
+
+def guard_the_day(home: Path, settings: GuardSettings, end_t: float) -> Day:
+    """The guard's loop (`guard_loop`: its watch, policies and relaunches, as `vramtop guard`
+    runs them with `settings`) on the simulated card until `end_t` simulated seconds
+    (tests/support/sim_card.py): simulated minutes take a few real seconds. The agent's one
+    long request runs throughout."""
     home.mkdir(mode=0o700)
-    monkeypatch.setenv("VRAMTOP_HOME", str(home))
     card = SimCard("field_report", speed=SPEED)
     supervisor = CardSupervisor(card, "day", 0.93)
-    settle = 60.0
-    end_t = CALLS[-1][1] + settle + 130  # the second step up, with a turn's wait
     polls: list[dict[str, Any]] = []
     stop = threading.Event()
 
@@ -199,15 +207,52 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
         if card.clock.now() >= end_t:
             stop.set()
 
+    notifier = Notifier()
+    with supervisor.backend() as backend:
+        code = guard_loop(backend, notifier, settings, 1.0, stop, GuardClock(card.clock.now, sleep))
+        events = backend.session.events()
+    assert code == 0
+    return Day(polls, notifier.sent, list(events), supervisor.relaunches)
+
+
+def test_the_first_calls_collapse_is_named_within_15_simulated_seconds_of_its_onset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard watching only (no remedy of its own) names the first call's collapse within
+    15 simulated seconds of the simulator's onset, both in the samples' clock."""
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    settings = GuardSettings(
+        notify=(), on_finding=None, auto_remedy=False, adaptive=False, settle_s=60.0
+    )
+    day = guard_the_day(tmp_path / "home", settings, CALLS[0][0] + 40)
+    onset = min(
+        s["slowed_at"] for p in day.polls for s in p["servers"] if s.get("slowed_at") is not None
+    )
+    assert CALLS[0][0] - 1 <= onset < CALLS[0][0] + 10, onset
+    opened = [n.finding for n in day.sent if n.finding is not None and n.change == "opened"]
+    kinds = [f["kind"] for f in opened]
+    assert "vram_contention" in kinds, kinds
+    found = opened[kinds.index("vram_contention")]
+    assert found["severity"] == "critical" and found["remedy"]
+    first_seen = found["first_seen_t"]
+    assert isinstance(first_seen, float)
+    assert onset <= first_seen <= onset + 15.0, (onset, first_seen)
+
+
+def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard's own loop as `vramtop guard --auto-remedy between-turns --adaptive --settle
+    60` runs it, over the field report's day (`guard_the_day`); the profile's front door
+    holds the agent's request across each relaunch."""
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    settle = 60.0
+    end_t = CALLS[-1][1] + settle + 130  # the second step up, with a turn's wait
     settings = GuardSettings(
         notify=(), on_finding=None, auto_remedy=True, adaptive=True, settle_s=settle
     )
-    with supervisor.backend() as backend:
-        code = guard_loop(
-            backend, Notifier(), settings, 1.0, stop, GuardClock(card.clock.now, sleep)
-        )
-        events = backend.session.events()
-    assert code == 0
+    day = guard_the_day(tmp_path / "home", settings, end_t)
+    events, polls = day.events, day.polls
     steps = [
         (e.detail["step"], e.detail["gpu_memory_utilization"], e.t)
         for e in events
@@ -216,7 +261,7 @@ def test_each_call_steps_down_and_back_up_and_the_agent_stays_fast(
         and e.detail.get("result") == "ok"
     ]
     assert [s for s, _, _ in steps] == ["down", "up", "down", "up"], steps
-    relaunches = supervisor.relaunches
+    relaunches = day.relaunches
     assert relaunches and all(r["result"] == "ok" and r["asked_by"] == "guard" for r in relaunches)
     for n, (start, end) in enumerate(CALLS):
         (_, down_util, down_t), (_, up_util, up_t) = steps[2 * n], steps[2 * n + 1]
