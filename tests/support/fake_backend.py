@@ -119,6 +119,9 @@ class FakeBackend:
             Event(0.0, "ready", {"ready_s": 94.0}),
         ]
         self._findings: list[Finding] = []
+        # Open findings are refreshed at each sample, as a rule that still holds refreshes its
+        # own; False: held open with the numbers of when they were set (a squeeze that eased).
+        self.refreshed = True
         # What the console asked for, in order: ("restart",), ("relaunch", 0.85), ("close", False)
         self.calls: list[tuple[Any, ...]] = []
         self.changes: list[FlagChange] = []  # each relaunch's flags, as the backend got them
@@ -246,7 +249,10 @@ class FakeBackend:
     # -- optional console extras ------------------------------------------------------------
     def findings(self) -> list[Finding]:
         with self._lock:
-            return [f for f in self._findings if f.closed_t is None]
+            found = [f for f in self._findings if f.closed_t is None]
+            if not self.refreshed:
+                return found
+            return [replace(f, last_seen_t=max(f.last_seen_t, self.t)) for f in found]
 
     def events(self) -> list[Event]:
         with self._lock:

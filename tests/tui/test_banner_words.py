@@ -89,3 +89,48 @@ async def test_details_longer_than_the_room_scroll_with_the_keys() -> None:
         await pilot.press("d")
         await settle(pilot)
         assert not banner.has_focus
+
+
+async def test_numbers_its_rule_no_longer_refreshes_are_told_with_their_age() -> None:
+    """A finding held open without a refresh (the squeeze eased, not yet closed) keeps the
+    numbers of when it last held: the banner says how old they are, not that they hold now."""
+    backend = FakeBackend()
+    backend._findings = [open_finding(summary=SUMMARY)]
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 5)
+        assert "numbers as of" not in _screen_words(app)  # refreshed on each sample
+        backend.refreshed = False  # from here on its rule holds it open without a refresh
+        with backend._lock:
+            backend._findings = [open_finding(summary=SUMMARY)]  # last refreshed at t=0
+        await ticks(pilot, 2)
+        age = app.query_one(FindingBanner).text.splitlines()[0]
+        assert f"(numbers as of {backend.t:.0f} s ago)" in age, age
+        assert _words(SUMMARY) in _screen_words(app)
+
+
+async def test_details_open_when_the_finding_closes_give_the_keys_back() -> None:
+    """`d` opened long details (the arrows scroll them, the status line says so); the finding
+    closes: the status line stops saying it and the banner lets the focus go."""
+    long_ladder = Ladder(
+        observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)),
+        inferred=LADDER.inferred,
+        hypothesis=LADDER.hypothesis,
+    )
+    backend = FakeBackend()
+    backend._findings = [
+        open_finding(summary=SUMMARY, ladder=long_ladder, remedy=Remedy(0.85, why=WHY))
+    ]
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("d")
+        await settle(pilot)
+        banner = app.query_one(FindingBanner)
+        assert banner.has_focus and "scroll the finding's details" in _screen_words(app)
+        with backend._lock:
+            backend._findings = []
+        await ticks(pilot, 2)
+        await settle(pilot)
+        assert not banner.has_focus
+        assert "scroll the finding's details" not in _screen_words(app)

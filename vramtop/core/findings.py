@@ -55,6 +55,11 @@ SERVER_NOT_ANSWERING = Kind.SERVER_NOT_ANSWERING
 VRAM_SLOWDOWN = Kind.VRAM_SLOWDOWN
 LAUNCH_FAILED = Kind.LAUNCH_FAILED
 KINDS = tuple(Kind)
+# The kinds whose rule refreshes their numbers on each sample while they hold (the others tell
+# an event: a crash, a failed start). One of these may be held open without a refresh (a
+# squeeze that eased, no request running): numbers older than STALE_NUMBERS_S are told as old.
+MEASURED_KINDS = (VRAM_CONTENTION, VRAM_SLOWDOWN, KV_PRESSURE, GPU_THROTTLING, SERVER_NOT_ANSWERING)
+STALE_NUMBERS_S = 3.0
 # What each kind means, in words: the console's headline (the kind stays the id in JSON).
 HEADLINES: dict[str, str] = {
     Kind.VRAM_CONTENTION: "The desktop is squeezing vLLM's memory",
@@ -286,6 +291,16 @@ class Finding:
     @property
     def is_open(self) -> bool:
         return self.closed_t is None
+
+    def numbers_age_s(self, t: float) -> float | None:
+        """How old this open finding's numbers are at `t`, when older than `STALE_NUMBERS_S`:
+        a rule may hold a finding open without refreshing it (the squeeze eased, the finding
+        not yet closed), and its words then tell what held, not what holds. None while they
+        are fresh, or once it closed."""
+        if not self.is_open or self.kind not in MEASURED_KINDS:
+            return None
+        age = t - self.last_seen_t
+        return age if age >= STALE_NUMBERS_S else None
 
     @property
     def duration_s(self) -> float | None:

@@ -339,7 +339,7 @@ class VramtopApp(App[int]):
         """Details longer than the banner's room scroll: the banner takes the arrow keys
         while they are open, and the status line says so; closed, it gives them back."""
         banner = self._panels.banner
-        if self.shown.banner_details and banner.max_scroll_y > 0:
+        if self.shown.banner_details and self.shown.findings and banner.max_scroll_y > 0:
             banner.can_focus = True
             banner.focus()
             self.say("↑ ↓ PgUp PgDn scroll the finding's details", news=False)
@@ -600,6 +600,9 @@ class VramtopApp(App[int]):
         ):
             self.refresh_bindings()  # d (details) is offered while a finding is open
             self._lay_out(self.size)  # its rows, on a short terminal
+            # Details open when a finding closes: the arrows and the status line's word for
+            # them go back to the log (and come back with the next finding's details).
+            self.call_after_refresh(self._details_room)
 
     def now(self) -> float:
         """The console's clock (a test's own)."""

@@ -71,6 +71,7 @@ class Panels:
             can_act=can_act,
             keys=keys,
             throughput=shown.frame.throughput,
+            now=shown.sample.t if shown.sample is not None else None,
         )
         return had != bool(findings)
 

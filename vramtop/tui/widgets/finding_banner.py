@@ -74,6 +74,7 @@ class FindingBanner(VerticalScroll, can_focus=False):
         can_act: bool = True,
         keys: Mapping[str, str] = DEFAULT_KEYS,
         throughput: ThroughputView | None = None,
+        now: float | None = None,
     ) -> None:
         """`details`: the evidence ladder and the finding's id too (else the compact form).
 
@@ -89,6 +90,9 @@ class FindingBanner(VerticalScroll, can_focus=False):
 
         `throughput`: the frame's throughput view, whose per-request rate and normal a
         collapse's or a slowdown's words give (the figures the throughput panel shows).
+
+        `now`: the frame's time, in the samples' clock: numbers its rule has not refreshed
+        for a while are told with their age.
         """
         if not findings:
             if self.has_class("-open"):
@@ -103,6 +107,7 @@ class FindingBanner(VerticalScroll, can_focus=False):
             can_act=can_act,
             keys=keys,
             throughput=throughput,
+            now=now,
         )
         if self._shown is None or not self._shown.is_same(text):
             # Only on change: an update lays the whole screen out again (the banner's height
@@ -119,6 +124,7 @@ def banner_text(
     can_act: bool = True,
     keys: Mapping[str, str] = DEFAULT_KEYS,
     throughput: ThroughputView | None = None,
+    now: float | None = None,
 ) -> Content:
     from vramtop.core.diagnosis.throughput import summary_now
     from vramtop.core.findings import headline
@@ -129,6 +135,9 @@ def banner_text(
     note = confidence_note(finding)
     if note:
         parts.append((f"  ({note})", "bold"))
+    age = finding.numbers_age_s(now) if now is not None else None
+    if age is not None:
+        parts.append((f"  (numbers as of {age:.0f} s ago)", "$text-muted"))
     if more:
         parts.append((f"  (+{more} more: {key['timeline']})", "$text-muted"))
     parts += ["\n", summary_now(finding, throughput)]
