@@ -65,6 +65,7 @@ class LiveTarget:
 
 
 CARD_WITHOUT_DEMO = "--card picks a simulated machine: use it with --demo."
+WSL_WITHOUT_DEMO = "--wsl only applies to the simulated machine: use it with --demo."
 FRONT_DOOR_WITHOUT_DEMO = (
     "--front-door goes with --demo: a profile's door is its front_door field "
     "(vramtop import launch.sh --front-door ADDR)"
@@ -155,6 +156,8 @@ def live_target(target: Target) -> LiveTarget:
     options or a profile they name cannot be used."""
     if target.card:
         raise CommandError(CARD_WITHOUT_DEMO)
+    if target.wsl:
+        raise CommandError(WSL_WITHOUT_DEMO)
     if target.front_door is not None:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     from vramtop.profiles import load_default_profile, load_profile

@@ -73,6 +73,7 @@ class EventsOptions:
     profile: str | None
     json: bool
     since: float | None
+    wsl: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> EventsOptions:
@@ -83,6 +84,7 @@ class EventsOptions:
             profile=given.text("profile"),
             json=given.flag("json"),
             since=given.number("since"),
+            wsl=given.flag("wsl"),
         )
 
 
@@ -140,6 +142,10 @@ def _profile_name(options: EventsOptions) -> str:
         from vramtop.commands.common import CARD_WITHOUT_DEMO
 
         raise CommandError(CARD_WITHOUT_DEMO)
+    if options.wsl and not options.demo:
+        from vramtop.commands.common import WSL_WITHOUT_DEMO
+
+        raise CommandError(WSL_WITHOUT_DEMO)
     if options.demo:
         from vramtop.commands.common import demo_card
         from vramtop.machines.demo_world import demo_profile_name

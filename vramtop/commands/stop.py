@@ -35,6 +35,12 @@ def run(args: argparse.Namespace) -> int:
     def act(options: StopOptions) -> int:
         card: str | None = None
         target = options.target
+        if options.all and not target.demo:
+            from vramtop.commands.errors import CommandError
+
+            raise CommandError(
+                "--all also stops the simulated GPU: use it with --demo (vramtop stop --demo --all)"
+            )
         if target.demo:
             from vramtop.commands.common import demo_card
             from vramtop.machines import demo_world

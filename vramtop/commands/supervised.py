@@ -16,7 +16,12 @@ import psutil
 
 from vramtop import config
 from vramtop.commands.argtypes import positive_seconds
-from vramtop.commands.common import CARD_WITHOUT_DEMO, FRONT_DOOR_WITHOUT_DEMO, demo_card
+from vramtop.commands.common import (
+    CARD_WITHOUT_DEMO,
+    FRONT_DOOR_WITHOUT_DEMO,
+    WSL_WITHOUT_DEMO,
+    demo_card,
+)
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Given, Target, add_shared_options
 from vramtop.outcomes import ActionResult, ExitCode, ProgressCallback
@@ -178,6 +183,8 @@ def target(chosen: Target, without_profile: bool = False) -> Supervised:
         raise CommandError(FRONT_DOOR_WITHOUT_DEMO)
     if chosen.card is not None:
         raise CommandError(CARD_WITHOUT_DEMO)
+    if chosen.wsl:
+        raise CommandError(WSL_WITHOUT_DEMO)
     name = chosen.profile
     placeholder = False
     try:
