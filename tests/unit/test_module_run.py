@@ -27,6 +27,7 @@ LISTEN = ["--listen", "127.0.0.1:8000"]
         (["python", "--check-hash-based-pycs", "never", "-m", DOOR], 5),
         (["python3.13t", "-m", DOOR], 3),
         (["pypy3", "-m", DOOR], 3),
+        (["/usr/bin/python3.12-dbg", "-m", DOOR], 3),
     ],
 )
 def test_a_door_is_told_with_any_interpreter_options(argv: list[str], start: int) -> None:

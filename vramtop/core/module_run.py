@@ -6,8 +6,8 @@ Read as CPython's own option parser reads it: short options may be grouped (`-uI
 the module the same way (`-m vramtop.frontdoor`, `-mvramtop.frontdoor`, `-Im …`) and ends the
 interpreter's options, as `-c`, a script, `-` and `--` do (not a module run then). The first
 word is the interpreter, by its name (`python`, `python3`, `/usr/bin/python3.12`,
-`python3.13t`, `pypy3`): a shell's `sh -c "python -m …"` is the shell, not the module's
-process.
+`python3.13t`, `python3-dbg`, `pypy3`): a shell's `sh -c "python -m …"` is the shell, not
+the module's process.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_INTERPRETER = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[dmt]?$")
+_INTERPRETER = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[dmt]?(-dbg)?$")
 # Options whose value is the rest of their word or the next word; `-c` and `-m` end the
 # interpreter's own options.
 _TAKES_VALUE = "WXcm"
