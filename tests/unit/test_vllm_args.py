@@ -26,6 +26,10 @@ FIELD = [
         (["/usr/bin/python3.12", "-u", "-m", "vllm.entrypoints.openai.api_server"], "api-server"),
         (["python3", "-m", "vllm.entrypoints.cli.main", "serve", "m"], "cli-main"),
         (["python", "-m", "vramtop.sim.server", "m"], "sim"),
+        # Interpreter options with a value, read as the front door's are (core/module_run).
+        (["python", "-X", "utf8", "-m", "vllm.entrypoints.openai.api_server"], "api-server"),
+        (["python3", "-W", "ignore", "-u", "-m", "vllm.entrypoints.cli.main", "serve"], "cli-main"),
+        (["python3.12", "-mvllm.entrypoints.openai.api_server", "--model", "m"], "api-server"),
     ],
 )
 def test_launch_forms_are_recognised(argv: list[str], kind: str) -> None:
@@ -35,7 +39,16 @@ def test_launch_forms_are_recognised(argv: list[str], kind: str) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["vllm", "bench"], ["python", "-m", "http.server"], ["python", "serve.py"], ["docker"], []],
+    [
+        ["vllm", "bench"],
+        ["python", "-m", "http.server"],
+        ["python", "serve.py"],
+        ["python", "-X", "utf8", "-m", "http.server"],
+        ["python3", "-m", "vllm.entrypoints.cli.main", "bench"],
+        ["sh", "-c", "python -m vllm.entrypoints.openai.api_server"],
+        ["docker"],
+        [],
+    ],
 )
 def test_other_commands_are_not_vllm(argv: list[str]) -> None:
     assert va.launch_form(argv) is None

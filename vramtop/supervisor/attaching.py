@@ -8,7 +8,16 @@ from pathlib import Path
 
 from vramtop.config import Profile
 from vramtop.outcomes import ActionResult
-from vramtop.supervisor import adoption, doors_found, handle, launch, state, state_moves, tree
+from vramtop.supervisor import (
+    adoption,
+    door,
+    doors_found,
+    handle,
+    launch,
+    state,
+    state_moves,
+    tree,
+)
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.state import Lifecycle
@@ -113,9 +122,8 @@ def _door_in_front(
     where = f"the front door on {front.address} (pid {front.pid}) in front of it"
     name_it = f'give this profile front_door = "{front.address}"'
     if front.of_profile(profile.name):
-        new.front_door, new.door_pid = front.address, front.pid
-        new.door_create_time = handle.create_time(front.pid)
-        new.internal_port = new.port
+        if not door.adopt_door(new, front.address, front.pid):
+            return ""  # it ended since it was found: no door in front of it now
         if profile.front_door != front.address:  # its next start would stop it
             return f"; {where} is this profile's; to keep it past the next start, {name_it}"
         return f"; {where} is this profile's and is kept with it"

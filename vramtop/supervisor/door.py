@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -32,6 +32,7 @@ from vramtop import files, locations
 from vramtop.config import Profile, parse_door_address
 from vramtop.core import secrets
 from vramtop.core.json_types import JsonObject, JsonValue
+from vramtop.core.module_run import module_run
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.frontdoor.protocol import TOKEN_HEADER
 from vramtop.supervisor import launch, tree
@@ -228,7 +229,16 @@ def is_door_of(pid: int, profile: str) -> bool:
         argv = psutil.Process(pid).cmdline()
     except psutil.Error:
         return False
-    return MODULE in argv[:4] and str(token_path(profile)) in argv
+    return is_door_command(argv) and str(token_path(profile)) in argv
+
+
+def is_door_command(argv: Sequence[str]) -> bool:
+    """Whether a process's command line is a front door's: a Python interpreter running the
+    door's module, with whatever interpreter options (`python -X utf8 -m vramtop.frontdoor`,
+    `/usr/bin/python3 -Im vramtop.frontdoor`). A shell that starts one (`sh -c "python -m
+    vramtop.frontdoor …"`) is not the door."""
+    run = module_run(argv)
+    return run is not None and run.module == MODULE
 
 
 def _end(pid: int, made: float | None) -> None:
@@ -326,21 +336,28 @@ def vllm_address(profile: Profile) -> tuple[str | None, int]:
 
 def adopt(rec: ServerRecord, profile: Profile) -> None:
     """A record rebuilt from the running server (its state file lost): the profile's door
-    found again where it listens (its process carries the door's module), named in it."""
+    found again where it listens, named in it."""
     if profile.front_door is None:
         return
     pid = launch.listening_pid(parse_door_address(profile.front_door)[1])
-    if pid is None:
-        return
+    if pid is not None:
+        adopt_door(rec, profile.front_door, pid)
+
+
+def adopt_door(rec: ServerRecord, address: str, pid: int) -> bool:
+    """`rec` names the door `pid`, listening on `address`, as its own, in front of its server
+    (its restarts hold the door's requests); False, `rec` unchanged, where `pid` is not a
+    door's process (any longer)."""
     try:
         proc = psutil.Process(pid)
-        if MODULE not in " ".join(proc.cmdline()[:4]):
-            return
+        if not is_door_command(proc.cmdline()):
+            return False
         made = proc.create_time()
     except psutil.Error:
-        return
-    rec.front_door, rec.door_pid, rec.door_create_time = profile.front_door, pid, made
+        return False
+    rec.front_door, rec.door_pid, rec.door_create_time = address, pid, made
     rec.internal_port = rec.port
+    return True
 
 
 DOOR_FIELDS = ("front_door", "door_pid", "door_create_time", "door_restarts", "internal_port")

@@ -42,7 +42,7 @@ def door_process(pid: int) -> FoundDoor | None:
         argv = psutil.Process(pid).cmdline()
     except psutil.Error:
         return None
-    if door.MODULE not in argv[:4]:
+    if not door.is_door_command(argv):
         return None
     address, upstream = _option(argv, "--listen"), _option(argv, "--upstream")
     if address is None:
@@ -63,7 +63,7 @@ def doors_in_front_of(port: int) -> list[FoundDoor]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         argv = proc.info.get("cmdline") or []
-        if door.MODULE in argv[:4]:
+        if door.is_door_command(argv):
             front = door_process(proc.pid)
             if front is not None and front.upstream_port == port:
                 found.append(front)

@@ -27,6 +27,7 @@ from typing import Literal
 
 from vramtop.core import secrets
 from vramtop.core.json_types import JsonValue
+from vramtop.core.module_run import module_run
 
 GPU_MEMORY_UTILIZATION = "--gpu-memory-utilization"
 MAX_MODEL_LEN = "--max-model-len"
@@ -76,7 +77,6 @@ _MODULES: dict[str, LaunchKind] = {
     "vllm.entrypoints.cli.main": "cli-main",
     "vramtop.sim.server": "sim",
 }
-_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
 @dataclass(frozen=True)
@@ -113,23 +113,15 @@ def launch_form(argv: Sequence[str]) -> LaunchForm | None:
         if len(argv) > 1 and argv[1] == "serve":
             return LaunchForm("vllm-serve", 2)
         return None
-    if not _PYTHON.match(exe):
+    run = module_run(argv)  # interpreter options (-u, -X dev, ...) may precede -m
+    kind = _MODULES.get(run.module) if run is not None else None
+    if run is None or kind is None:
         return None
-    # Interpreter options (-u, -X dev, ...) may precede -m.
-    for i in range(1, len(argv) - 1):
-        if argv[i] == "-m":
-            kind = _MODULES.get(argv[i + 1])
-            if kind is None:
-                return None
-            start = i + 2
-            if kind == "cli-main":
-                if start < len(argv) and argv[start] == "serve":
-                    return LaunchForm(kind, start + 1)
-                return None
-            return LaunchForm(kind, start)
-        if not argv[i].startswith("-"):
-            return None  # `python script.py`: not a module launch
-    return None
+    if kind == "cli-main":
+        if run.args_start < len(argv) and argv[run.args_start] == "serve":
+            return LaunchForm(kind, run.args_start + 1)
+        return None
+    return LaunchForm(kind, run.args_start)
 
 
 def is_vllm_command(argv: Sequence[str]) -> bool:
