@@ -474,8 +474,10 @@ class VramtopApp(App[int]):
             return
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
-        self.actions.drawn(message.answers)  # an action's outcome waits for no reading
-        self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
+        self.actions.read_failed(message.answers)  # an action's outcome waits no longer
+        # After the outcome, not over it: both are told.
+        failed = f"reading failed ({message.reason}); details in {locations.own_log_file().name}"
+        self.say(failed, after=True)
         self._panels.server_log.say_unread(message.reason)
         self.render_header()
         self.refresh_bindings()  # a backend that could not be built offers no action
@@ -605,9 +607,10 @@ class VramtopApp(App[int]):
         """The console's clock (a test's own)."""
         return self._clock()
 
-    def say(self, text: str | None, *, news: bool = True) -> None:
-        """Set the status line; `news` (a result) fades after a while, progress stays."""
-        self.shown = self.shown.said(text, self._clock(), news=news)
+    def say(self, text: str | None, *, news: bool = True, after: bool = False) -> None:
+        """Set the status line; `news` (a result) fades after a while, progress stays;
+        `after`: said after the result it leads with while that is news, not over it."""
+        self.shown = self.shown.said(text, self._clock(), news=news, after=after)
 
     def render_header(self) -> None:
         until = self.shown.activity_until
