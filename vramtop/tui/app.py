@@ -547,9 +547,14 @@ class VramtopApp(App[int]):
             )
         was, self.way_back_offer = self.way_back_offer, offer
         key = self.key_of("relaunch")
-        if offer is not None and offer != was:
-            self.say(offer.words(key), news=False)
-        elif offer is None and was is not None and self.shown.activity == was.words(key):
+        said = self.shown.activity
+        if offer is not None and said != offer.words(key):
+            # Said when it is new, after a result being told (never over it, before it could
+            # be read), and again on a status line left empty while it still holds.
+            news = self.shown.activity_until is not None
+            if said is None or (offer != was and not news):
+                self.say(offer.words(key), news=False)
+        elif offer is None and was is not None and said == was.words(key):
             self.say(None)
 
     def _telling(self) -> ConsoleTelling:
