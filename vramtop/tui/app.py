@@ -523,10 +523,10 @@ class VramtopApp(App[int]):
             self._door_told_t = doors[-1].t
             detail = doors[-1].detail
             words = detail.get("message") or "the front door had died; it was started again"
-            self.say(f"{words} ({detail.get('front_door')})")
+            self.say(f"{words} ({detail.get('front_door')})", after=True)
         self._telling().findings_changed(message.opened, message.closed)
         for words in self._telling().take_said():  # a guard took over for the profile, or left
-            self.say(words)
+            self.say(words, after=True)
 
     def _offer_way_back(self) -> None:
         """Once a call is over and the server still runs below the profile's launch budget,

@@ -86,9 +86,7 @@ class ConsoleState:
         is news ("restarted · reading failed (…)"), not over it, until the result fades; said
         again (a reading that fails each second), it follows the same result."""
         lead = self.lead if self.activity_until is not None and now < self.activity_until else None
-        if after and text is not None and lead is not None:
+        if after and text is not None and lead is not None and text != lead:
             return replace(self, activity=f"{lead} · {text}")
         until = now + RESULT_SHOWN_S if news and text else None
-        # Only a result said on its own leads what is said after it.
-        lead = text if until is not None and not after else None
-        return replace(self, activity=text, activity_until=until, lead=lead)
+        return replace(self, activity=text, activity_until=until, lead=text if until else None)
