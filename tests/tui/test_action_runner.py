@@ -117,6 +117,21 @@ def test_r_asks_while_requests_run_forgets_the_question_then_restarts_on_a_secon
     assert runner.acting is None
 
 
+def test_a_question_that_lapses_takes_only_its_own_words_off_the_status_line() -> None:
+    # Its timer cleared the status line whatever it said by then: a result said since (a
+    # call started, a reading that failed) went after less than its time.
+    backend = FakeBackend()
+    runner, console, calls = _runner(backend)
+    runner.restart()
+    console.say("simulated call started")
+    [(_delay, disarm)] = calls.timers
+    disarm()
+    assert console.said[-1] == "simulated call started"
+    runner.restart()  # the question lapsed: r asks again, and its timer takes it off
+    calls.timers[-1][1]()
+    assert console.said[-1] is None
+
+
 def test_an_action_begun_before_the_last_ones_reading_says_that_outcome_first() -> None:
     # A second key within a second of a restart's end: the restart's "restarted", waiting for
     # a reading taken after its end, came later over the new action's words (or was lost).

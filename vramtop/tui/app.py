@@ -86,6 +86,8 @@ SHORT_DIALOG_HEIGHT = 30
 SETTLE_S = 1.0
 # Below this, the finding banner's details put the evidence ladder on one line.
 SHORT_HEIGHT = 36
+# The status line while a finding's details take the arrow keys.
+DETAILS_SCROLL = "↑ ↓ PgUp PgDn scroll the finding's details"
 
 
 class VramtopApp(App[int]):
@@ -342,12 +344,13 @@ class VramtopApp(App[int]):
         if self.shown.banner_details and banner.max_scroll_y > 0:
             banner.can_focus = True
             banner.focus()
-            self.say("↑ ↓ PgUp PgDn scroll the finding's details", news=False)
+            self.say(DETAILS_SCROLL, news=False)
         elif banner.can_focus:
             banner.can_focus = False
             if banner.has_focus:
                 self.screen.set_focus(None)
-            self.say(None)
+            if self.shown.activity == DETAILS_SCROLL:  # not what was said since (a result)
+                self.say(None)
         self.render_header()
 
     def on_finding_banner_toggled(self) -> None:

@@ -159,15 +159,17 @@ class ActionRunner:
             return True
         self._armed = action
         key = app.key_of("restart" if action == "restart" else "start_stop")
-        app.say(f"{running} request(s) running: press {key} again to {action}", news=False)
+        question = f"{running} request(s) running: press {key} again to {action}"
+        app.say(question, news=False)
         app.render_header()
-        self._calls.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action))
+        self._calls.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action, question))
         return False
 
-    def _disarm(self, action: str) -> None:
+    def _disarm(self, action: str, question: str) -> None:
         if self._armed == action:
             self._armed = None
-            self._app.say(None)
+            if self._app.shown.activity == question:  # not what was said since (a result)
+                self._app.say(None)
             self._app.render_header()
 
     # -- relaunch and the what-if ----------------------------------------------------------
