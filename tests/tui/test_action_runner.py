@@ -11,7 +11,7 @@ from tests.support.fake_backend import FakeBackend
 from vramtop.settings import Settings
 from vramtop.tui.console_state import ConsoleState
 from vramtop.tui.messages import ActionFinished, ActionProgress
-from vramtop.tui.runner import RESTART_CONFIRM_S, ActionRunner
+from vramtop.tui.runner import NOT_READ_YET, OUTCOME_WAIT_S, RESTART_CONFIRM_S, ActionRunner
 from vramtop.tui.screens.quit_dialog import QuitDialog
 from vramtop.tui.way_back import WayBackOffer
 
@@ -31,8 +31,9 @@ class Console:
     def now(self) -> float:
         return self.clock
 
-    def say(self, text: str | None, *, news: bool = True) -> None:
-        self.said.append(text)
+    def say(self, text: str | None, *, news: bool = True, after: bool = False) -> None:
+        self.shown = self.shown.said(text, self.clock, news=news, after=after)
+        self.said.append(self.shown.activity)
 
     def render_header(self) -> None:
         pass
@@ -116,6 +117,21 @@ def test_r_asks_while_requests_run_forgets_the_question_then_restarts_on_a_secon
     assert runner.acting is None
 
 
+def test_a_question_that_lapses_takes_only_its_own_words_off_the_status_line() -> None:
+    # Its timer cleared the status line whatever it said by then: a result said since (a
+    # call started, a reading that failed) went after less than its time.
+    backend = FakeBackend()
+    runner, console, calls = _runner(backend)
+    runner.restart()
+    console.say("simulated call started")
+    [(_delay, disarm)] = calls.timers
+    disarm()
+    assert console.said[-1] == "simulated call started"
+    runner.restart()  # the question lapsed: r asks again, and its timer takes it off
+    calls.timers[-1][1]()
+    assert console.said[-1] is None
+
+
 def test_an_action_begun_before_the_last_ones_reading_says_that_outcome_first() -> None:
     # A second key within a second of a restart's end: the restart's "restarted", waiting for
     # a reading taken after its end, came later over the new action's words (or was lost).
@@ -125,9 +141,53 @@ def test_an_action_begun_before_the_last_ones_reading_says_that_outcome_first() 
     runner.finished([m for m in calls.posted if isinstance(m, ActionFinished)][-1])
     assert console.said[-1] != "restarted"  # its reading is not drawn yet
     runner.start("stop", lambda progress: backend.stop(progress=progress))
-    assert console.said[-2:] == ["restarted", "stop: stopping…"]
+    # The new action's first words after it, not over it: the outcome is read.
+    assert console.said[-2:] == ["restarted", "restarted · stop: stopping…"]
     runner.finished([m for m in calls.posted if isinstance(m, ActionFinished)][-1])
-    assert runner.drawn(console.reads_asked) and console.said[-1] != "restarted"
+    assert runner.drawn(console.reads_asked) and console.said[-1] == "vLLM stopped."
+
+
+def _restarted(backend: FakeBackend) -> tuple[ActionRunner, Console, AtOnce]:
+    """A runner whose restart has just ended, the reading asked for at its end not shown."""
+    runner, console, calls = _runner(backend)
+    runner.start("restart", lambda progress: backend.restart(progress=progress))
+    runner.finished([m for m in calls.posted if isinstance(m, ActionFinished)][-1])
+    assert runner.acting == "restarting" and "restarted" not in console.said
+    return runner, console, calls
+
+
+def test_an_outcome_whose_reading_hangs_is_said_once_the_wait_is_over() -> None:
+    # The reading asked for at a restart's end hung (a dead source): "restarted" waited for
+    # it, and the person saw nothing of the end until it came, if ever.
+    backend = FakeBackend()
+    runner, console, calls = _restarted(backend)
+    [(delay, due)] = calls.timers
+    assert delay == OUTCOME_WAIT_S
+    due()  # the console's clock has not moved: it waits on
+    assert "restarted" not in console.said and runner.acting == "restarting"
+    console.clock += OUTCOME_WAIT_S
+    calls.timers[-1][1]()
+    assert console.said[-1] == "restarted"
+    # Never the state of a frame read before the end beside it: not read yet.
+    assert runner.acting == NOT_READ_YET
+    assert not runner.drawn(0)  # a reading taken while it ran: still not drawn
+    said = len(console.said)
+    assert runner.drawn(console.reads_asked)  # the one taken after the end, at last
+    assert runner.acting is None and len(console.said) == said  # told once
+
+
+def test_an_outcome_whose_reading_fails_is_said_and_the_failure_after_it() -> None:
+    backend = FakeBackend()
+    runner, console, _calls = _restarted(backend)
+    runner.read_failed(0)  # a reading taken while it ran failed: it still waits
+    assert "restarted" not in console.said
+    runner.read_failed(console.reads_asked)
+    assert console.said[-1] == "restarted" and runner.acting == NOT_READ_YET
+    console.say("reading failed (gone)", after=True)  # as the console says a failure
+    console.clock += 1.0
+    console.say("reading failed (gone)", after=True)  # and again a second later
+    assert console.said[-1] == "restarted · reading failed (gone)"
+    assert runner.drawn(console.reads_asked) and runner.acting is None
 
 
 def test_s_while_a_start_loads_stops_the_load() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.console import make_app, open_finding, settle, ticks
+from tests.support.console import make_app, open_finding, settle, status_line, ticks
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Ladder, Remedy
 from vramtop.tui.app import VramtopApp
@@ -134,3 +134,22 @@ async def test_details_open_when_the_finding_closes_give_the_keys_back() -> None
         await settle(pilot)
         assert not banner.has_focus
         assert "scroll the finding's details" not in _screen_words(app)
+
+
+async def test_closing_the_details_takes_only_their_words_off_the_status_line() -> None:
+    # Closing them cleared the status line whatever it said by then (a call started).
+    long_ladder = Ladder(observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)))
+    backend = FakeBackend()
+    backend._findings = [open_finding(summary=SUMMARY, ladder=long_ladder)]
+    app = make_app(backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ticks(pilot, 2)
+        await pilot.press("d")
+        await settle(pilot)
+        assert "scroll the finding's details" in status_line(app)
+        await pilot.press("v")
+        await settle(pilot)
+        assert status_line(app) == "simulated call started"
+        await pilot.press("d")
+        await settle(pilot)
+        assert status_line(app) == "simulated call started"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, settle, status_line, ticks
 from tests.support.fake_backend import FakeBackend
 from tests.support.waiting import wait_until_async
 from vramtop.core.diagnosis.throughput import ThroughputView
@@ -169,6 +169,23 @@ async def test_a_door_started_again_is_said_once_on_the_status_line() -> None:
         backend._events.append(Event(backend.t, "door_restarted", DOOR_RESTARTED))
         await ticks(pilot, 1)
         assert said in shown(app, ConsoleHeader)
+
+
+async def test_a_door_started_again_as_a_restart_ends_is_said_after_its_outcome() -> None:
+    # Both came with the restart's reading: the door's words were said over "restarted".
+    backend = DoorBackend()
+    backend.release.clear()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ticks(pilot, 3)
+        await pilot.press("r")
+        await pilot.pause()
+        backend._events.append(Event(backend.t, "door_restarted", DOOR_RESTARTED))
+        backend.release.set()
+        await settle(pilot)
+        assert status_line(app) == (
+            "restarted · the front door had died; it was started again (127.0.0.1:8000)"
+        )
 
 
 async def test_r_behind_a_door_restarts_at_once_and_says_the_door_holds() -> None:

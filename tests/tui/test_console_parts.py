@@ -47,6 +47,15 @@ def test_the_state_is_a_value_replaced_on_each_change() -> None:
     # News fades after RESULT_SHOWN_S; progress stays.
     assert shown.said("done", 100.0).activity_until == 100.0 + RESULT_SHOWN_S
     assert shown.said("loading", 100.0, news=False).activity_until is None
+    # Said after a result: after it while it is news, said again after the same result, and
+    # alone once it has faded.
+    failed = shown.said("done", 100.0).said("failed", 101.0, after=True)
+    assert failed.said("failed", 102.0, after=True).activity == "done · failed"
+    assert failed.activity_until == 100.0 + RESULT_SHOWN_S
+    assert failed.said("failed", 100.0 + RESULT_SHOWN_S, after=True).activity == "failed"
+    assert shown.said("failed", 100.0, after=True).said("failed", 101.0, after=True).activity == (
+        "failed"
+    )
 
 
 class _Broken(FakeBackend):

@@ -5,8 +5,11 @@ dialog at it; never at the launch budget, never while an adaptive guard steps up
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from tests.support.console import make_app, open_budget_dialog, settle, status_line, ticks
 from tests.support.fake_backend import MAX_MODEL_LEN, FakeBackend
@@ -14,6 +17,7 @@ from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.headroom.terms import HeadroomInputs
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.machines.interface import ProfileLaunch
+from vramtop.tui.console_state import RESULT_SHOWN_S
 
 SETTLE_S = 5.0
 OFFER = "call over: b relaunches at 0.93"
@@ -119,4 +123,42 @@ async def test_no_offer_while_an_adaptive_guard_steps_up_itself() -> None:
         # The guard left: the console offers it from then on.
         backend.guard = None
         await ticks(pilot, int(SETTLE_S) + 1)
+        assert status_line(app).startswith(OFFER), status_line(app)
+
+
+class RestartHeld(LaunchedAt):
+    """Its restart waits for the test, which reads meanwhile (the offer is not made while an
+    action runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+
+    def restart(self, progress: Any = None, requests_lost: bool = False) -> Any:
+        assert self.go.wait(timeout=30)
+        return super().restart(progress, requests_lost)
+
+
+@pytest.mark.parametrize("read_while_it_runs", [False, True])
+async def test_a_restarts_outcome_is_read_before_the_offer_comes_back(
+    read_while_it_runs: bool,
+) -> None:
+    # A reading shown while the restart ran: the offer, made again with the restart's
+    # reading, replaced its "restarted" in the same frame. None: the offer, replaced by the
+    # restart's words, was never said again while it still held.
+    backend = RestartHeld()
+    app = make_app(backend)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ticks(pilot, 2)
+        backend.relaunch(RelaunchOrder(DURING))
+        await ticks(pilot, int(SETTLE_S) + 1)
+        assert status_line(app).startswith(OFFER), status_line(app)
+        await pilot.press("r", "r")  # a request runs: r asks first
+        if read_while_it_runs:
+            await ticks(pilot, 1)
+        backend.go.set()
+        await settle(pilot)
+        assert status_line(app) == "restarted"
+        assert app.way_back_offer is not None  # b still takes it
+        await ticks(pilot, int(RESULT_SHOWN_S) + 1)  # once the outcome has been news
         assert status_line(app).startswith(OFFER), status_line(app)

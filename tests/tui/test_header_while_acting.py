@@ -11,7 +11,15 @@ from dataclasses import replace
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.console import NO_TIMER, make_app, settle, text, ticks, wait_for
+from tests.support.console import (
+    NO_TIMER,
+    make_app,
+    settle,
+    status_line,
+    text,
+    ticks,
+    wait_for,
+)
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.step_report import UnderWay
@@ -19,6 +27,7 @@ from vramtop.machines.interface import LOG_TAIL, Frame
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.messages import ActionFinished, SampleArrived
+from vramtop.tui.runner import NOT_READ_YET, OUTCOME_WAIT_S
 from vramtop.tui.widgets.console_header import ConsoleHeader
 
 
@@ -208,5 +217,86 @@ async def test_a_restart_from_another_process_says_restarting(size: tuple[int, i
                 assert f"● {word}" not in line, (state, line)
         backend.under_way = None  # done: the server's own state
         backend.state = ServerState.RUNNING
+        await ticks(pilot, 1)
+        assert "● running" in _state_line(app)
+
+
+class _Unread(_Paused):
+    """Reads that, once the test says so, hang on an Event it holds (a slow or dead source:
+    the sample never comes) or fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang: threading.Event | None = None
+        self.inside = threading.Event()
+        self.fail: str | None = None
+
+    def tick(self, log_limit: int = LOG_TAIL) -> Frame:
+        if self.fail is not None:
+            raise RuntimeError(self.fail)
+        hang = self.hang
+        if hang is not None:
+            self.inside.set()
+            assert hang.wait(timeout=60)
+        return super().tick(log_limit)
+
+
+async def _restart_to_its_last_step(pilot: Pilot[int], app: VramtopApp, backend: _Paused) -> None:
+    """r (twice: a request runs), its steps let go but the last, which waits for the test."""
+    await ticks(pilot, 1)
+    await pilot.press("r", "r")
+    for step in ("memory released", "launching", "loading weights"):
+        await _step_shown(pilot, app, backend, step)
+        if step != "loading weights":
+            backend.go.release()
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_a_restarts_outcome_is_said_while_the_reading_after_it_hangs(
+    size: tuple[int, int],
+) -> None:
+    # The reading asked for at the end hung: "restarted" waited for it, and the person saw
+    # "● restarting" with the last step's words as long as it hung.
+    backend = _Unread()
+    app = make_app(backend)
+    async with app.run_test(size=size) as pilot:
+        await _restart_to_its_last_step(pilot, app, backend)
+        hang = backend.hang = threading.Event()
+        try:
+            backend.go.release()  # the restart ends; the reading asked at its end hangs
+            await wait_for(pilot, lambda: app.busy is None and backend.inside.is_set())
+            assert "● restarting" in _state_line(app)  # a moment for that reading first
+            backend.t += OUTCOME_WAIT_S
+            await wait_for(pilot, lambda: status_line(app) == "restarted", timeout=10)
+            line = _state_line(app)
+            # Not the state of the frame read while it ran ("● starting"), nor its own word.
+            assert f"● {NOT_READ_YET}" in line and "restarted" in line, line
+        finally:
+            backend.hang = None
+            hang.set()
+        await settle(pilot)  # the reading comes at last: the state it read
+        assert "● running" in _state_line(app) and status_line(app) == "restarted"
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_a_reading_that_fails_after_a_restart_is_said_after_its_outcome(
+    size: tuple[int, int],
+) -> None:
+    # The reading asked for at the end failed: "reading failed" was said over "restarted",
+    # which nobody saw.
+    backend = _Unread()
+    app = make_app(backend)
+    async with app.run_test(size=size) as pilot:
+        await _restart_to_its_last_step(pilot, app, backend)
+        backend.fail = "the source went away"
+        backend.go.release()
+        await settle(pilot)
+        failed = "reading failed (RuntimeError: the source went away)"
+        for _ in range(2):  # and once more a second later: the outcome still leads
+            assert status_line(app).startswith(f"restarted · {failed}"), status_line(app)
+            line = _state_line(app)
+            assert f"● {NOT_READ_YET}" in line and "● starting" not in line, line
+            await ticks(pilot, 1)
+        backend.fail = None
         await ticks(pilot, 1)
         assert "● running" in _state_line(app)

@@ -90,6 +90,8 @@ def said_by_the_runner() -> set[str]:
     for call in _calls(PACKAGE / "tui" / "runner.py"):
         if _called(call) == "say" and call.args:
             found.update(_words(call.args[0], names))
+        # An action's first words, given to the runner's start.
+        found.update(w for k in call.keywords if k.arg == "words" for w in _words(k.value, names))
     return found
 
 

@@ -86,6 +86,8 @@ SHORT_DIALOG_HEIGHT = 30
 SETTLE_S = 1.0
 # Below this, the finding banner's details put the evidence ladder on one line.
 SHORT_HEIGHT = 36
+# The status line while a finding's details take the arrow keys.
+DETAILS_SCROLL = "↑ ↓ PgUp PgDn scroll the finding's details"
 
 
 class VramtopApp(App[int]):
@@ -342,12 +344,13 @@ class VramtopApp(App[int]):
         if self.shown.banner_details and self.shown.findings and banner.max_scroll_y > 0:
             banner.can_focus = True
             banner.focus()
-            self.say("↑ ↓ PgUp PgDn scroll the finding's details", news=False)
+            self.say(DETAILS_SCROLL, news=False)
         elif banner.can_focus:
             banner.can_focus = False
             if banner.has_focus:
                 self.screen.set_focus(None)
-            self.say(None)
+            if self.shown.activity == DETAILS_SCROLL:  # not what was said since (a result)
+                self.say(None)
         self.render_header()
 
     def on_finding_banner_toggled(self) -> None:
@@ -474,8 +477,10 @@ class VramtopApp(App[int]):
             return
         if self.actions.quitting:
             return  # the status line says what the quit is doing until it is done
-        self.actions.drawn(message.answers)  # an action's outcome waits for no reading
-        self.say(f"reading failed ({message.reason}); details in {locations.own_log_file().name}")
+        self.actions.read_failed(message.answers)  # an action's outcome waits no longer
+        # After the outcome, not over it: both are told.
+        failed = f"reading failed ({message.reason}); details in {locations.own_log_file().name}"
+        self.say(failed, after=True)
         self._panels.server_log.say_unread(message.reason)
         self.render_header()
         self.refresh_bindings()  # a backend that could not be built offers no action
@@ -521,10 +526,10 @@ class VramtopApp(App[int]):
             self._door_told_t = doors[-1].t
             detail = doors[-1].detail
             words = detail.get("message") or "the front door had died; it was started again"
-            self.say(f"{words} ({detail.get('front_door')})")
+            self.say(f"{words} ({detail.get('front_door')})", after=True)
         self._telling().findings_changed(message.opened, message.closed)
         for words in self._telling().take_said():  # a guard took over for the profile, or left
-            self.say(words)
+            self.say(words, after=True)
 
     def _offer_way_back(self) -> None:
         """Once a call is over and the server still runs below the profile's launch budget,
@@ -545,9 +550,14 @@ class VramtopApp(App[int]):
             )
         was, self.way_back_offer = self.way_back_offer, offer
         key = self.key_of("relaunch")
-        if offer is not None and offer != was:
-            self.say(offer.words(key), news=False)
-        elif offer is None and was is not None and self.shown.activity == was.words(key):
+        said = self.shown.activity
+        if offer is not None and said != offer.words(key):
+            # Said when it is new, after a result being told (never over it, before it could
+            # be read), and again on a status line left empty while it still holds.
+            news = self.shown.activity_until is not None
+            if said is None or (offer != was and not news):
+                self.say(offer.words(key), news=False)
+        elif offer is None and was is not None and said == was.words(key):
             self.say(None)
 
     def _telling(self) -> ConsoleTelling:
@@ -608,9 +618,10 @@ class VramtopApp(App[int]):
         """The console's clock (a test's own)."""
         return self._clock()
 
-    def say(self, text: str | None, *, news: bool = True) -> None:
-        """Set the status line; `news` (a result) fades after a while, progress stays."""
-        self.shown = self.shown.said(text, self._clock(), news=news)
+    def say(self, text: str | None, *, news: bool = True, after: bool = False) -> None:
+        """Set the status line; `news` (a result) fades after a while, progress stays;
+        `after`: said after the result it leads with while that is news, not over it."""
+        self.shown = self.shown.said(text, self._clock(), news=news, after=after)
 
     def render_header(self) -> None:
         until = self.shown.activity_until

@@ -37,6 +37,9 @@ class ConsoleState:
     normal_origin: str | None = None  # 'learned now', 'remembered 2 h ago', …
     activity: str | None = None  # the status line: progress, or the last action's result
     activity_until: float | None = None  # when a result stops being news
+    # The result the status line leads with while it is news: what is said after it (a
+    # reading that failed) follows it rather than replacing it before it could be read.
+    lead: str | None = None
     desktop_peak_bytes: int | None = None  # the desktop's largest share seen this session
     ended: bool = False  # a replay reached the end of its file
     banner_details: bool = False  # the finding banner's ladder, shown on demand (d)
@@ -75,8 +78,15 @@ class ConsoleState:
             self, frame=frame, sample=sample, normal_origin=normal_origin, desktop_peak_bytes=peak
         )
 
-    def said(self, text: str | None, now: float, *, news: bool = True) -> ConsoleState:
+    def said(
+        self, text: str | None, now: float, *, news: bool = True, after: bool = False
+    ) -> ConsoleState:
         """The status line set to `text`; `news` (a result) fades after RESULT_SHOWN_S,
-        progress stays."""
+        progress stays. `after`: said after the result the status line leads with while that
+        is news ("restarted · reading failed (…)"), not over it, until the result fades; said
+        again (a reading that fails each second), it follows the same result."""
+        lead = self.lead if self.activity_until is not None and now < self.activity_until else None
+        if after and text is not None and lead is not None and text != lead:
+            return replace(self, activity=f"{lead} · {text}")
         until = now + RESULT_SHOWN_S if news and text else None
-        return replace(self, activity=text, activity_until=until)
+        return replace(self, activity=text, activity_until=until, lead=text if until else None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,27 @@ DOOR_HOLDS = "the front door holds the agent's requests"
 # What `s` says behind a front door: the requests running finish before the server stops.
 DOOR_LETS_FINISH = "the door lets the requests finish"
 
+# An action's outcome waits this long (on the console's clock) for a reading taken after its
+# end, to be said beside the state that reading shows; a reading that hangs (a slow or dead
+# source) does not hold it back longer: it is said then, and the header says the state is
+# not read yet (`NOT_READ_YET`) until such a reading is shown.
+OUTCOME_WAIT_S = 1.0
+NOT_READ_YET = "not read yet"
+
 Call = Callable[[Callable[[str], None]], ActionResult]
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """An action that has ended: its outcome, the read asked for at its end (a reading that
+    answers an earlier ask was taken before it), when it ended, and whether the outcome has
+    been said (it waited `OUTCOME_WAIT_S` for that reading in vain)."""
+
+    action: str
+    result: ActionResult
+    asked_at_end: int
+    at: float
+    told: bool = False
 
 
 class ActionRunner:
@@ -69,10 +90,10 @@ class ActionRunner:
         # Words an action begins with instead ("the front door holds the agent's requests")
         # stay until its first phase.
         self._step_said: str | None = None
-        # An action that has ended, its outcome, and the read asked for at its end: the
-        # outcome is told with the first reading taken after the end (one taken while the
-        # action ran would put the server's state of then beside it).
-        self._ended: tuple[str, ActionResult, int] | None = None
+        # An action that has ended, until a reading taken after its end is shown: the outcome
+        # is told with that reading (one taken while the action ran would put the server's
+        # state of then beside it), or after OUTCOME_WAIT_S without it.
+        self._ended: _Ended | None = None
 
     def _worker(self, group: str, work: Callable[[], object]) -> None:
         # One worker at a time in each group, as Textual's @work(exclusive=True) runs them.
@@ -92,18 +113,22 @@ class ActionRunner:
                 app.say("restart: the server's state is not read yet: try again")
                 app.render_header()
             elif self.busy is None:
-                self.start("start", lambda progress: backend.start(progress=progress))
-                app.say("restart: the server was stopped: starting it", news=False)
-                app.render_header()
+                self.start(
+                    "start",
+                    lambda progress: backend.start(progress=progress),
+                    words="restart: the server was stopped: starting it",
+                )
             return
         if backend.front_door is not None:
             # Behind a front door a restart lets the requests in flight finish (up to the
             # profile's drain_s) and holds new ones: nothing is lost, nothing to confirm.
             self._armed = None
             if self.busy is None:
-                self.start("restart", lambda progress: backend.restart(progress=progress))
-                app.say(f"restart: {DOOR_HOLDS}", news=False)  # until its first phase
-                app.render_header()
+                self.start(
+                    "restart",
+                    lambda progress: backend.restart(progress=progress),
+                    words=f"restart: {DOOR_HOLDS}",  # until its first phase
+                )
             return
         running = self._requests_running()
         if running and not self._ask_again("restart", running):
@@ -134,15 +159,17 @@ class ActionRunner:
             return True
         self._armed = action
         key = app.key_of("restart" if action == "restart" else "start_stop")
-        app.say(f"{running} request(s) running: press {key} again to {action}", news=False)
+        question = f"{running} request(s) running: press {key} again to {action}"
+        app.say(question, news=False)
         app.render_header()
-        self._calls.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action))
+        self._calls.set_timer(RESTART_CONFIRM_S, partial(self._disarm, action, question))
         return False
 
-    def _disarm(self, action: str) -> None:
+    def _disarm(self, action: str, question: str) -> None:
         if self._armed == action:
             self._armed = None
-            self._app.say(None)
+            if self._app.shown.activity == question:  # not what was said since (a result)
+                self._app.say(None)
             self._app.render_header()
 
     # -- relaunch and the what-if ----------------------------------------------------------
@@ -259,9 +286,11 @@ class ActionRunner:
                 # The door lets the requests in flight finish before the server stops.
                 self._armed = None
                 if self.busy is None:
-                    self.start("stop", lambda progress: backend.stop(progress=progress))
-                    self._app.say(f"stop: {DOOR_LETS_FINISH}", news=False)
-                    self._app.render_header()
+                    self.start(
+                        "stop",
+                        lambda progress: backend.stop(progress=progress),
+                        words=f"stop: {DOOR_LETS_FINISH}",
+                    )
                 return
             running = self._requests_running()
             if running and not self._ask_again("stop", running):
@@ -334,8 +363,11 @@ class ActionRunner:
         for during a load, or on quitting, is the action then."""
         if self._load_stop_asked or self._quit_stopping:
             return UNDER_WAY["stop"]
-        if self.busy is None and self._ended is not None:
-            return UNDER_WAY[self._ended[0]]  # until a reading taken after its end is shown
+        ended = self._ended
+        if self.busy is None and ended is not None:
+            # Until a reading taken after its end is shown: its own word, or, once its
+            # outcome is said without that reading, that the state is not read yet.
+            return NOT_READ_YET if ended.told else UNDER_WAY[ended.action]
         return UNDER_WAY.get(self.busy) if self.busy is not None else None
 
     def _server_to_leave(self) -> bool:
@@ -383,19 +415,21 @@ class ActionRunner:
         self._calls.call_from_thread(self._calls.exit, 0)
 
     # -- running one action ----------------------------------------------------------------
-    def start(self, name: str, call: Call) -> None:
-        """Run `call` as action `name` unless one runs already."""
+    def start(self, name: str, call: Call, *, words: str | None = None) -> None:
+        """Run `call` as action `name` unless one runs already; `words`: what the status line
+        says until its first phase, in place of its own ("restart: restarting…")."""
         if self.busy is not None:
             return
         app = self._app
-        if self._ended is not None:  # the last one's outcome, its reading not drawn yet:
-            ended, result, _ = self._ended  # said now, before this one's words (not after,
-            self._ended = None  # over them, nor lost)
-            self._tell(ended, result)
+        ended, self._ended = self._ended, None
+        if ended is not None and not ended.told:
+            # The last one's outcome, its reading not drawn yet: said now (not later, over
+            # this one's words, nor lost), and this one's first words after it.
+            self._tell(ended.action, ended.result)
         self.busy = name
         self._step = (UNDER_WAY[name], app.now(), None) if name in LAUNCHED else None
         self._step_said = f"{name}: {UNDER_WAY[name]}…"
-        app.say(self._step_said, news=False)
+        app.say(words or self._step_said, news=False, after=ended is not None)
         app.render_header()
         self._calls.refresh_bindings()
         self._worker("action", partial(self._run, name, call))
@@ -473,22 +507,48 @@ class ActionRunner:
                 result = ActionResult(ok=True, message=f"{message.action} stopped while loading")
         self.busy = None
         self._step = None
-        self._ended = (action, result, self._app.request_tick())
-        self._app.render_header()
+        app = self._app
+        self._ended = ended = _Ended(action, result, app.request_tick(), app.now())
+        self._calls.set_timer(OUTCOME_WAIT_S, partial(self._outcome_due, ended))
+        app.render_header()
         self._calls.refresh_bindings()
+
+    def _outcome_due(self, ended: _Ended) -> None:
+        """The outcome of `ended`, said once OUTCOME_WAIT_S have passed on the console's clock
+        and no reading taken after its end has been shown (the one asked for hangs)."""
+        if self._ended is not ended:
+            return  # shown with its reading, or said as the next action began
+        left = ended.at + OUTCOME_WAIT_S - self._app.now()
+        if left > 0:  # the console's clock is behind the timer's (a test's own clock)
+            self._calls.set_timer(left, partial(self._outcome_due, ended))
+            return
+        # Readings taken before the end are still not drawn after it (`drawn`).
+        self._ended = replace(ended, told=True)
+        self._tell(ended.action, ended.result)
 
     def drawn(self, answers: int) -> bool:
         """Whether a reading that answers the asks up to `answers` is drawn: not one taken
         before the last action's end, which would show a state the action has left ("●
         starting" beside "restarted"). The first taken after it brings the outcome."""
-        if self._ended is None:
+        ended = self._ended
+        if ended is None:
             return True
-        action, result, asked_at_end = self._ended
-        if answers < asked_at_end:
+        if answers < ended.asked_at_end:
             return False
         self._ended = None
-        self._tell(action, result)
+        if not ended.told:
+            self._tell(ended.action, ended.result)
         return True
+
+    def read_failed(self, answers: int) -> None:
+        """A reading that answers the asks up to `answers` failed: if it was taken after the
+        last action's end, the outcome waits no longer and is said now (the failure is said
+        after it); the state stays not read until a reading taken after the end is shown."""
+        ended = self._ended
+        if ended is None or ended.told or answers < ended.asked_at_end:
+            return
+        self._ended = replace(ended, told=True)
+        self._tell(ended.action, ended.result)
 
     def _tell(self, action: str, result: ActionResult) -> None:
         """An action's outcome on the status line; a failure in a toast as well."""
