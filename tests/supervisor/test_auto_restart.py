@@ -158,6 +158,39 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
         sup.stop()
 
 
+def test_a_restart_asked_for_while_an_automatic_one_loads_is_timed_as_its_own(
+    home: Path, ledger: Path
+) -> None:
+    # The automatic restart's load is followed on a thread of its own; a person's restart
+    # meanwhile (the action lock lets both act) replaces its server. Each event carries its
+    # own step's phases: the automatic one stopped nothing, the person's took the whole way.
+    profile = fake_profile("both", free_port(), ledger, FAKE_STARTUP_S="1.5")
+    sup = Supervisor(
+        profile.model_copy(update={"auto_restart": True}),
+        memory_released=lambda: ledger_empty(ledger),
+    )
+    try:
+        assert sup.start().ok
+        crash(sup)
+        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        assert sup.restart(asked_by="key").ok
+
+        def restarts() -> dict[str, dict[str, object]]:
+            events = EventLog.for_profile("both").read()
+            return {str(e.detail["asked_by"]): e.detail for e in events if e.name == "restart"}
+
+        wait_until(lambda: len(restarts()) == 2, deadline_s=30, what="both restarts' events")
+        told = restarts()
+        automatic, mine = told["auto_restart"]["phases"], told["key"]["phases"]
+        assert isinstance(automatic, dict) and isinstance(mine, dict)
+        assert {"stopped_s", "launched_s", "ready_s", "total_s"} <= mine.keys(), mine
+        assert "launched_s" in automatic, automatic
+        assert "stopped_s" not in automatic and "ready_s" not in automatic, automatic
+    finally:
+        sup.stop()
+    assert ledger_empty(ledger)
+
+
 # A vramtop (a console, a command) that runs the housekeeping step which restarts the crashed
 # server, then dies while the new server loads (its terminal closed, kill -9).
 DIES_DURING_THE_LOAD = """
