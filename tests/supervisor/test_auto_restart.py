@@ -150,6 +150,7 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
         assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
         acting = action_under_way("said")  # the load takes 1.5 s at least
         assert acting is not None and (acting.action, acting.pid) == ("restart", os.getpid())
+        assert acting.asked_by == "auto_restart"  # said as automatic, not a person's
         assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
         wait_until(
             lambda: action_under_way("said") is None, deadline_s=30, what="the restart's end"

@@ -243,7 +243,7 @@ class Housekeeper:
                 return ActionResult(True, "nothing to do")
             # Said as a restart under way (`status`, a console's header) from its launch to
             # the end of its load.
-            said = under_way.taken(self._server.name, "restart")
+            said = under_way.taken(self._server.name, "restart", AUTO_RESTART)
             restarts = current.restarts + 1
             before = launch_of(current)
             with self._step_begun() as step:

@@ -1,6 +1,7 @@
 """An action under way on a profile, for every other process to see: the process that starts,
 stops, restarts or relaunches the server (a console's key, a guard, a command) holds
-`action-NAME.lock` while it acts, its file saying which action, by which process and since
+`action-NAME.lock` while it acts, its file saying which action, who asked for it (`asked_by`:
+a key, a command, the guard, the automatic restart after a crash), by which process and since
 when (`ActorLock`'s file). The record alone says a moment of it (stopped, starting), read
 from another terminal as if nothing were being done; `vramtop status` reads this instead.
 
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vramtop import locations
-from vramtop.core.step_report import UNDER_WAY, UnderWay
+from vramtop.core.step_report import ASKED_BY, UNDER_WAY, UnderWay
 from vramtop.supervisor.actor import ActorLock, Holder
 from vramtop.supervisor.handle import ServerHandle
 from vramtop.supervisor.state import ServerRecord
@@ -35,7 +36,7 @@ def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
     same, and the first one stays the one said. The handle knows it too (`server.acting`):
     the record it writes meanwhile names the action and who asked (`mark_acting`), so that
     one left half-done by a vramtop that died is told (`action_events.write_interrupted`)."""
-    lock = taken(server.name, action)
+    lock = taken(server.name, action, asked_by)
     server.acting = (action, asked_by)
     try:
         yield
@@ -44,12 +45,13 @@ def acting(server: ServerHandle, action: str, asked_by: str) -> Iterator[None]:
         lock.release()
 
 
-def taken(profile: str, action: str) -> ActorLock:
-    """The profile's action lock naming `action`, taken where free (held by another, the first
-    action stays the one said), for an action whose end comes later, on another thread (an
-    automatic restart, its load followed in the background). Its `release` lets it go (and
-    does nothing where it was not taken): called once, by whoever ends the action."""
-    lock = ActorLock(profile, action, action_lock_path(profile))
+def taken(profile: str, action: str, asked_by: str) -> ActorLock:
+    """The profile's action lock naming `action` and who asked (`asked_by`), taken where
+    free (held by another, the first action stays the one said), for an action whose end
+    comes later, on another thread (an automatic restart, its load followed in the
+    background). Its `release` lets it go (and does nothing where it was not taken): called
+    once, by whoever ends the action."""
+    lock = ActorLock(profile, action, action_lock_path(profile), asked_by=asked_by)
     try:
         # (its default tries: a console's reader probes the lock for an instant each second)
         lock.try_acquire()
@@ -64,14 +66,15 @@ def mark_acting(server: ServerHandle, rec: ServerRecord) -> None:
 
 
 def under_way(profile: str) -> Holder | None:
-    """The action under way on `profile` (`kind`: start, stop, restart, relaunch; its
-    holder's `pid`; `since`: Unix time); None when none is."""
+    """The action under way on `profile` (`kind`: start, stop, restart, relaunch; who asked,
+    `asked_by`; its holder's `pid`; `since`: Unix time); None when none is."""
     holder = ActorLock(profile, "", action_lock_path(profile)).holder()
     return holder if holder is not None and holder["kind"] else None
 
 
 def action_under_way(profile: str) -> UnderWay | None:
-    """`under_way` as a value (None also for a kind that is no action: a damaged file). One
+    """`under_way` as a value (None also for a kind that is no action: a damaged file; its
+    `asked_by` None where the file names nobody `ASKED_BY` knows: an older vramtop's). One
     open of the lock's file, and one read of it while it is held: cheap enough for every
     tick of a console."""
     try:
@@ -81,4 +84,5 @@ def action_under_way(profile: str) -> UnderWay | None:
         return None
     if holder is None or holder["kind"] not in UNDER_WAY:
         return None
-    return UnderWay(action=holder["kind"], pid=holder["pid"], since=holder["since"])
+    asked_by = holder["asked_by"] if holder["asked_by"] in ASKED_BY else None
+    return UnderWay(holder["kind"], holder["pid"], holder["since"], asked_by)
