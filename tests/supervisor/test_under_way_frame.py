@@ -17,7 +17,7 @@ from vramtop.core.step_report import UnderWay
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
 from vramtop.supervisor import Supervisor
-from vramtop.supervisor.under_way import action_lock_path, action_under_way
+from vramtop.supervisor.under_way import action_lock_path, action_under_way, taken
 
 NAME = "elsewhere"
 
@@ -95,3 +95,27 @@ def test_a_lock_that_does_not_say_who_asked_plainly_says_nobody(
 def test_a_damaged_lock_says_no_action(home: Path, content: str) -> None:
     with lock_held_elsewhere(action_lock_path(NAME), content):
         assert action_under_way(NAME) is None
+
+
+def test_an_action_begun_beside_another_of_this_process_is_said_once_that_one_ends(
+    home: Path,
+) -> None:
+    # A person's restart while this process's automatic restart's server loads: both act;
+    # the lock names the first, then the one still under way, from its own beginning.
+    automatic = taken(NAME, "restart", "auto_restart")
+    began = time.time()
+    mine = taken(NAME, "restart", "key")
+    acting = action_under_way(NAME)
+    assert acting is not None and acting.asked_by == "auto_restart"
+    automatic.release()
+    acting = action_under_way(NAME)
+    assert acting is not None and (acting.action, acting.asked_by) == ("restart", "key")
+    assert acting.since is not None and began <= acting.since <= time.time()
+    mine.release()
+    assert action_under_way(NAME) is None
+    later = taken(NAME, "stop", "command")  # nothing left waiting: taken afresh
+    try:
+        acting = action_under_way(NAME)
+        assert acting is not None and (acting.action, acting.asked_by) == ("stop", "command")
+    finally:
+        later.release()

@@ -91,12 +91,14 @@ class ActorLock:
         *,
         auto_remedy: bool | None = None,
         asked_by: str | None = None,
+        since: float | None = None,
     ) -> None:
         self.profile = profile
         self.kind = kind
         self.path = path or actor_lock_path(profile)
         self.auto_remedy = auto_remedy  # written in the file where given (a guard's)
         self.asked_by = asked_by  # written in the file where given (an action's)
+        self.since = since  # its `since` where given, else when it is taken
         self._fd: int | None = None
 
     @property
@@ -118,7 +120,8 @@ class ActorLock:
                 os.close(fd)
                 return False
             time.sleep(ACQUIRE_PAUSE_S)
-        record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
+        since = self.since if self.since is not None else time.time()
+        record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": since}
         if self.auto_remedy is not None:
             record["auto_remedy"] = self.auto_remedy
         if self.asked_by is not None:
