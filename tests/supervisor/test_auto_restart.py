@@ -21,8 +21,10 @@ from vramtop.supervisor import Supervisor, state, step_phases
 from vramtop.supervisor.service import AUTO_RESTART_LIMIT
 
 
-def auto_supervisor(name: str, ledger: Path) -> Supervisor:
-    profile = fake_profile(name, free_port(), ledger).model_copy(update={"auto_restart": True})
+def auto_supervisor(name: str, ledger: Path, **env: str) -> Supervisor:
+    """A profile with auto_restart; `env`: the fake server's (`FAKE_STARTUP_S`: its load)."""
+    profile = fake_profile(name, free_port(), ledger, **env)
+    profile = profile.model_copy(update={"auto_restart": True})
     return Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
 
 
@@ -138,11 +140,7 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
     # lock: while the automatic restart's server loads (the record: starting), a restart.
     from vramtop.supervisor.under_way import action_under_way
 
-    profile = fake_profile("said", free_port(), ledger, FAKE_STARTUP_S="1.5")
-    sup = Supervisor(
-        profile.model_copy(update={"auto_restart": True}),
-        memory_released=lambda: ledger_empty(ledger),
-    )
+    sup = auto_supervisor("said", ledger, FAKE_STARTUP_S="1.5")
     try:
         assert sup.start().ok
         crash(sup)
@@ -165,11 +163,7 @@ def test_a_restart_asked_for_while_an_automatic_one_loads_is_timed_as_its_own(
     # The automatic restart's load is followed on a thread of its own; a person's restart
     # meanwhile (the action lock lets both act) replaces its server. Each event carries its
     # own step's phases: the automatic one stopped nothing, the person's took the whole way.
-    profile = fake_profile("both", free_port(), ledger, FAKE_STARTUP_S="1.5")
-    sup = Supervisor(
-        profile.model_copy(update={"auto_restart": True}),
-        memory_released=lambda: ledger_empty(ledger),
-    )
+    sup = auto_supervisor("both", ledger, FAKE_STARTUP_S="1.5")
     try:
         assert sup.start().ok
         crash(sup)
