@@ -99,7 +99,13 @@ def test_an_adaptive_state_or_lock_nested_too_deeply_reads_as_damaged() -> None:
         holder = actor.ActorLock("p1", actor.CONSOLE, lock.path).holder()
     finally:
         lock.release()
-    assert holder == {"pid": None, "kind": None, "since": None, "auto_remedy": None}
+    assert holder == {
+        "pid": None,
+        "kind": None,
+        "since": None,
+        "auto_remedy": None,
+        "asked_by": None,
+    }
 
 
 def test_a_theme_nested_too_deeply_is_skipped_with_a_notice() -> None:

@@ -52,7 +52,9 @@ def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path)
             other.pid,
         )
         assert isinstance(acting["seconds"], float)
+        assert acting["asked_by"] == "command"
         text = _once(env).stdout
-        assert re.search(r": restarting, \d+ s so far · the server is stopped", text), text
+        said = r": restarting, \d+ s so far, by a command · the server is stopped"
+        assert re.search(said, text), text
     assert json.loads(_once(env, "--json").stdout)["under_way"] is None  # done
     assert "restarting" not in _once(env).stdout

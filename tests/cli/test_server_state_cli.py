@@ -118,12 +118,13 @@ def test_status_says_an_action_under_way_from_another_terminal(
         assert cli.main(["status"]) == 0
         first = capsys.readouterr().out.splitlines()[0]
         assert first.startswith("busy: restarting, ") and "s so far" in first, first
-        assert "the server is stopped" in first, first
+        assert "s so far, by a key in a console · the server is stopped" in first, first
         assert cli.main(["status", "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert data["state"] == "stopped"  # the record's, as before
         assert data["under_way"]["action"] == "restart"
         assert data["under_way"]["state_word"] == "restarting"
+        assert data["under_way"]["asked_by"] == "key"
         assert isinstance(data["under_way"]["seconds"], float)
     assert cli.main(["status", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["under_way"] is None  # done: the record's state

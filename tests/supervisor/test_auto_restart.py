@@ -21,8 +21,10 @@ from vramtop.supervisor import Supervisor, state, step_phases
 from vramtop.supervisor.service import AUTO_RESTART_LIMIT
 
 
-def auto_supervisor(name: str, ledger: Path) -> Supervisor:
-    profile = fake_profile(name, free_port(), ledger).model_copy(update={"auto_restart": True})
+def auto_supervisor(name: str, ledger: Path, **env: str) -> Supervisor:
+    """A profile with auto_restart; `env`: the fake server's (`FAKE_STARTUP_S`: its load)."""
+    profile = fake_profile(name, free_port(), ledger, **env)
+    profile = profile.model_copy(update={"auto_restart": True})
     return Supervisor(profile, memory_released=lambda: ledger_empty(ledger))
 
 
@@ -138,11 +140,7 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
     # lock: while the automatic restart's server loads (the record: starting), a restart.
     from vramtop.supervisor.under_way import action_under_way
 
-    profile = fake_profile("said", free_port(), ledger, FAKE_STARTUP_S="1.5")
-    sup = Supervisor(
-        profile.model_copy(update={"auto_restart": True}),
-        memory_released=lambda: ledger_empty(ledger),
-    )
+    sup = auto_supervisor("said", ledger, FAKE_STARTUP_S="1.5")
     try:
         assert sup.start().ok
         crash(sup)
@@ -150,12 +148,42 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
         assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
         acting = action_under_way("said")  # the load takes 1.5 s at least
         assert acting is not None and (acting.action, acting.pid) == ("restart", os.getpid())
+        assert acting.asked_by == "auto_restart"  # said as automatic, not a person's
         assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
         wait_until(
             lambda: action_under_way("said") is None, deadline_s=30, what="the restart's end"
         )
     finally:
         sup.stop()
+
+
+def test_a_restart_asked_for_while_an_automatic_one_loads_is_timed_as_its_own(
+    home: Path, ledger: Path
+) -> None:
+    # The automatic restart's load is followed on a thread of its own; a person's restart
+    # meanwhile (the action lock lets both act) replaces its server. Each event carries its
+    # own step's phases: the automatic one stopped nothing, the person's took the whole way.
+    sup = auto_supervisor("both", ledger, FAKE_STARTUP_S="1.5")
+    try:
+        assert sup.start().ok
+        crash(sup)
+        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        assert sup.restart(asked_by="key").ok
+
+        def restarts() -> dict[str, dict[str, object]]:
+            events = EventLog.for_profile("both").read()
+            return {str(e.detail["asked_by"]): e.detail for e in events if e.name == "restart"}
+
+        wait_until(lambda: len(restarts()) == 2, deadline_s=30, what="both restarts' events")
+        told = restarts()
+        automatic, mine = told["auto_restart"]["phases"], told["key"]["phases"]
+        assert isinstance(automatic, dict) and isinstance(mine, dict)
+        assert {"stopped_s", "launched_s", "ready_s", "total_s"} <= mine.keys(), mine
+        assert "launched_s" in automatic, automatic
+        assert "stopped_s" not in automatic and "ready_s" not in automatic, automatic
+    finally:
+        sup.stop()
+    assert ledger_empty(ledger)
 
 
 # A vramtop (a console, a command) that runs the housekeeping step which restarts the crashed

@@ -4,6 +4,7 @@ processes (tests/supervisor/fake_server.py) for the moments."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from supervisor_helpers import fake_profile, free_port, ledger_empty
 
 from vramtop.event_log import EventLog
 from vramtop.supervisor import Supervisor, step_phases
-from vramtop.supervisor.step_phases import StepClock
+from vramtop.supervisor.step_phases import StepClock, Steps
 
 
 class _Ticks:
@@ -61,6 +62,55 @@ def test_a_start_counts_its_launch_from_the_steps_beginning() -> None:
     ticks.now = 131.0
     clock.mark("ready")
     assert clock.phases() == {"launched_s": 1.0, "ready_s": 30.0, "total_s": 31.0}
+
+
+def test_two_steps_at_once_each_count_their_own_moments() -> None:
+    # An automatic restart launched on the housekeeping thread, its load followed on another;
+    # meanwhile a person's restart on a third. Each marks its moments on its own thread.
+    ticks = _Ticks()
+    steps = Steps(ticks)
+    steps.mark("launched")  # no step under way on this thread: nothing counted
+    with steps.timing() as automatic:  # the housekeeping thread: begun at 100
+        ticks.now = 101.0
+        steps.mark("launched")
+    assert steps.current() is None  # the housekeeping thread times nothing after it
+
+    def person() -> None:
+        ticks.now = 110.0
+        with steps.timing() as mine:
+            for moment, at in (("held", 111.0), ("sigterm", 111.5), ("exited", 113.0)):
+                ticks.now = at
+                steps.mark(moment)
+            steps.held({"replayed": 2})
+            ticks.now = 114.0
+            steps.mark("launched")
+            ticks.now = 150.0
+            steps.mark("ready")
+        done.append(mine)
+
+    def follower() -> None:
+        with steps.timing(automatic):  # carried on from the housekeeping thread
+            person_thread.start()
+            person_thread.join()
+            ticks.now = 151.0
+            steps.mark("ready")  # (never seen in this run: its server was replaced)
+
+    done: list[StepClock] = []
+    person_thread = threading.Thread(target=person)
+    follow_thread = threading.Thread(target=follower)
+    follow_thread.start()
+    follow_thread.join()
+    (mine,) = done
+    assert automatic.phases() == {"launched_s": 1.0, "ready_s": 50.0, "total_s": 51.0}
+    assert automatic.held == {}  # the person's hold is not the automatic restart's
+    assert mine.phases() == {
+        "held_s": 1.0,
+        "stopped_s": 1.5,
+        "launched_s": 1.0,
+        "ready_s": 36.0,
+        "total_s": 40.0,
+    }
+    assert mine.held == {"replayed": 2}
 
 
 def test_the_start_and_restart_events_carry_vramtops_phases(home: Path, ledger: Path) -> None:

@@ -300,3 +300,17 @@ async def test_a_reading_that_fails_after_a_restart_is_said_after_its_outcome(
         backend.fail = None
         await ticks(pilot, 1)
         assert "● running" in _state_line(app)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_an_automatic_restart_from_another_process_says_so(size: tuple[int, int]) -> None:
+    backend = _Elsewhere()
+    backend.state = ServerState.STARTING
+    app = make_app(backend)
+    async with app.run_test(size=size) as pilot:
+        backend.under_way = UnderWay("restart", 9999, backend.clock() - 12, "auto_restart")
+        await ticks(pilot, 1)
+        line = _state_line(app)
+        assert re.search(r"● restarting( pid \d+)? · \d+s so far", line), line
+        if size[0] >= 120:  # (at 80 columns it gives way to the words beside it)
+            assert "· automatic (the server had crashed)" in line, line

@@ -31,18 +31,32 @@ UNDER_WAY = {
 }
 
 AUTO_RESTART = "auto_restart"
+# Who asked, in words ("a restart by a key in a console"); the automatic restart is said
+# apart (`asked_by_words`).
+ASKER_WORDS = {"key": "a key in a console", "command": "a command", "guard": "the guard"}
+
+
+def asked_by_words(asked_by: object) -> str | None:
+    """Who asked for an action under way, said beside it: "by a key in a console", "automatic
+    (the server had crashed)"; None for anyone else (a lock that does not say)."""
+    if asked_by == AUTO_RESTART:
+        return "automatic (the server had crashed)"
+    who = ASKER_WORDS.get(asked_by) if isinstance(asked_by, str) else None
+    return None if who is None else f"by {who}"
 
 
 @dataclass(frozen=True)
 class UnderWay:
     """An action under way on a profile's server, by whichever vramtop takes it (a console's
     key, a guard, a command, an automatic restart after a crash): which (`action`, a key of
-    `UNDER_WAY`), the process taking it (`pid`) and since when (`since`, Unix time; None for
-    either where its lock's file does not say)."""
+    `UNDER_WAY`), the process taking it (`pid`), since when (`since`, Unix time) and who asked
+    for it (`asked_by`, one of `ASKED_BY`); None for any where its lock's file does not say
+    (`asked_by`: written by an older vramtop)."""
 
     action: str
     pid: int | None
     since: float | None
+    asked_by: str | None = None
 
     @property
     def state_word(self) -> str:
@@ -55,7 +69,7 @@ class UnderWay:
 
     def to_json(self, now: float) -> JsonObject:
         """`under_way` as `status --json` and `--once --json` give it: `action`,
-        `state_word`, `pid`, `since` and `seconds` (so far, at `now`)."""
+        `state_word`, `pid`, `since`, `seconds` (so far, at `now`) and `asked_by`."""
         seconds = self.seconds(now)
         return {
             "action": self.action,
@@ -63,16 +77,20 @@ class UnderWay:
             "pid": self.pid,
             "since": self.since,
             "seconds": None if seconds is None else round(seconds, 1),
+            "asked_by": self.asked_by,
         }
 
 
 def under_way_said(under_way: Mapping[str, JsonValue], state: str) -> str:
     """An action under way (`UnderWay.to_json`'s) where the server's `state` would be said,
-    its own word first and the record's beside it, as `status` and `--once` say it
-    (`restarting, 12 s so far · the server is stopped`)."""
+    its own word first, who asked where known, and the record's state beside it, as `status`
+    and `--once` say it (`restarting, 12 s so far, automatic (the server had crashed) · the
+    server is stopped`)."""
     so_far = under_way.get("seconds")
     seconds = f", {so_far:.0f} s so far" if isinstance(so_far, int | float) else ""
-    return f"{under_way.get('state_word')}{seconds} · the server is {state}"
+    who = asked_by_words(under_way.get("asked_by"))
+    by = f", {who}" if who is not None else ""
+    return f"{under_way.get('state_word')}{seconds}{by} · the server is {state}"
 
 
 # The phases counted in seconds, in the order a step goes through them (vramtop's own, then

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from vramtop.core.news import OPENED
 from vramtop.core.server_events import EventName, ServerAction
+from vramtop.core.step_report import ASKER_WORDS
 from vramtop.session.finding_events import CONSOLE_TOLD, TOLD_BY
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 # A person's actions, as the lasting timeline records them (`asked_by`).
 PERSON_ACTIONS = tuple(ServerAction)
 PERSON = ("key", "command")
-_ASKER_WORDS = {"key": "a key in a console", "command": "a command"}
+_ASKER_WORDS = {who: ASKER_WORDS[who] for who in PERSON}
 
 
 def told_open_kinds(events: list[Event]) -> dict[str, float]:

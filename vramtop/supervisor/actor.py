@@ -6,7 +6,8 @@ An flock on `actor-NAME.lock` in the state directory: the kernel lets it go when
 exits, however it exits, so a guard that systemd restarts finds it free. The file says who
 holds it (`pid`, `kind`: "guard" or "console", `since`: Unix time) for the others to show;
 a guard's lock also says whether it acts on its own (`auto_remedy`). The same lock, on its own
-file, says an action under way (`under_way.py`: `kind` is the action, "restart" …).
+file, says an action under way (`under_way.py`: `kind` is the action, "restart" …, and
+`asked_by` who asked for it).
 """
 
 from __future__ import annotations
@@ -54,17 +55,19 @@ class Holder(TypedDict):
     since: float | None
     # A guard's: whether it relaunches a collapse on its own (None: the file does not say).
     auto_remedy: bool | None
+    # An action's: who asked for it (None: the file does not say, an older vramtop's).
+    asked_by: str | None
 
 
 # A lock whose file does not say who holds it (being written, or by an older vramtop).
-NOBODY = Holder(pid=None, kind=None, since=None, auto_remedy=None)
+NOBODY = Holder(pid=None, kind=None, since=None, auto_remedy=None, asked_by=None)
 
 
 def _holder(record: object) -> Holder | None:
     if not isinstance(record, dict):
         return None
     pid, kind, since = record.get("pid"), record.get("kind"), record.get("since")
-    auto = record.get("auto_remedy")
+    auto, asked_by = record.get("auto_remedy"), record.get("asked_by")
     return {
         "pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
         "kind": kind if isinstance(kind, str) else None,
@@ -72,6 +75,7 @@ def _holder(record: object) -> Holder | None:
         if isinstance(since, int | float) and not isinstance(since, bool)
         else None,
         "auto_remedy": auto if isinstance(auto, bool) else None,
+        "asked_by": asked_by if isinstance(asked_by, str) else None,
     }
 
 
@@ -86,11 +90,15 @@ class ActorLock:
         path: Path | None = None,
         *,
         auto_remedy: bool | None = None,
+        asked_by: str | None = None,
+        since: float | None = None,
     ) -> None:
         self.profile = profile
         self.kind = kind
         self.path = path or actor_lock_path(profile)
         self.auto_remedy = auto_remedy  # written in the file where given (a guard's)
+        self.asked_by = asked_by  # written in the file where given (an action's)
+        self.since = since  # its `since` where given, else when it is taken
         self._fd: int | None = None
 
     @property
@@ -112,9 +120,12 @@ class ActorLock:
                 os.close(fd)
                 return False
             time.sleep(ACQUIRE_PAUSE_S)
-        record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": time.time()}
+        since = self.since if self.since is not None else time.time()
+        record: JsonObject = {"pid": os.getpid(), "kind": self.kind, "since": since}
         if self.auto_remedy is not None:
             record["auto_remedy"] = self.auto_remedy
+        if self.asked_by is not None:
+            record["asked_by"] = self.asked_by
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(record).encode() + b"\n", 0)
@@ -141,7 +152,7 @@ class ActorLock:
         try:
             record = json.loads(data)
         except (ValueError, RecursionError):  # (nested deeper than the parser recurses)
-            return Holder(pid=None, kind=None, since=None, auto_remedy=None)
+            return NOBODY
         return _holder(record)
 
     def wait_acquire(

@@ -33,8 +33,6 @@ class DoorControl:
     def __init__(self, server: ServerHandle, process: DoorProcess) -> None:
         self._server = server
         self._process = process  # the door's process itself: started, stopped
-        # What the last hold before a stop did, for the step's timeline event (`held_facts`).
-        self._held: JsonObject = {}
 
     def open_for_launch(
         self, prev: ServerRecord | None, internal: int
@@ -66,8 +64,9 @@ class DoorControl:
         progress("holding new requests at the front door")
         answer = door.hold(rec, drain_s) or {}
         self._server.step.mark("held")
-        self._held = {k: answer[k] for k in HOLD_FACTS if _is_count(answer.get(k))}
-        replayed = self._held.get("replayed")
+        held: JsonObject = {k: answer[k] for k in HOLD_FACTS if _is_count(answer.get(k))}
+        self._server.step.held(held)  # for the step's own timeline event
+        replayed = held.get("replayed")
         if replayed:
             # (Short: the console's status line has ~65 columns for a step at 80.)
             progress(f"{replayed} unanswered request(s) will go to the new server")
@@ -75,14 +74,6 @@ class DoorControl:
             left = answer.get("in_flight")
             progress(f"{left} request(s) still running after {drain_s:g} s: stopping anyway")
         return None
-
-    def held_facts(self) -> JsonObject:
-        """What the last hold before a stop did, taken once for the step's timeline event:
-        `replayed` (the requests cancelled upstream, sent again to the new server) and
-        `drain_took_s` (how long the answers begun took to finish), `drained_requests` (how
-        many were let finish); empty without a hold."""
-        facts, self._held = self._held, {}
-        return facts
 
     def release_back(self) -> None:
         """A stop that failed (the old server still runs): what the door held goes to it."""

@@ -30,7 +30,7 @@ from vramtop.supervisor import causes, launch, state, tree
 from vramtop.supervisor.readiness import tail
 from vramtop.supervisor.shown_status import ShownStatus
 from vramtop.supervisor.state import ServerRecord
-from vramtop.supervisor.step_phases import StepClock
+from vramtop.supervisor.step_phases import Steps
 from vramtop.supervisor.stopping import MemoryReleased, end_server
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,9 @@ class ServerHandle:
         self.health_timeout_s = health_timeout_s
         self.child: Any = None  # our own Popen, when this process launched the server
         self.released = True  # whether the last `end` saw the GPU give the memory back
-        # The moments of the step under way, for its timeline event (`step_phases`).
-        self.step = StepClock()
+        # The moments of each step under way, for its timeline event (`step_phases`): a
+        # moment marked on a thread is the step that thread carries out.
+        self.step = Steps()
         # The action this process carries out now and who asked it (`under_way.acting`),
         # written into the record while it runs: a vramtop killed half-way leaves it there.
         self.acting: tuple[str, str] | None = None

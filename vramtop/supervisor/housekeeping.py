@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from vramtop.core.model import ServerInfo
 from vramtop.outcomes import ActionResult
@@ -30,16 +31,18 @@ from vramtop.supervisor.handle import ServerHandle, no_progress, own_create_time
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.state import Lifecycle, ServerRecord
+from vramtop.supervisor.step_phases import StepClock
 
 log = logging.getLogger(__name__)
 
 AUTO_RESTART_LIMIT = 3
 
-# What the supervisor is told of an automatic restart: its step begins (`StepBegun`), and it
-# has answered (`Restarted`: its result once the new server serves or failed, and the launch
-# it replaced), to be timed and written as a restart asked for is.
-StepBegun = Callable[[], None]
-Restarted = Callable[[ActionResult, Launch], object]
+# What the supervisor is told of an automatic restart: its step begins (`StepBegun`: timed
+# on this thread while the `with` runs, by a clock of its own), and it has answered
+# (`Restarted`: its result once the new server serves or failed, the launch it replaced and
+# its step), to be timed and written as a restart asked for is.
+StepBegun = Callable[[], AbstractContextManager[StepClock]]
+Restarted = Callable[[ActionResult, Launch, StepClock], object]
 
 
 class Housekeeper:
@@ -55,11 +58,11 @@ class Housekeeper:
         actions: ServerActions,
         door_process: DoorProcess,
         repair: RecordRepair,
-        step_begun: StepBegun = lambda: None,
-        restarted: Restarted = lambda result, before: None,
+        step_begun: StepBegun | None = None,
+        restarted: Restarted = lambda result, before, step: None,
     ) -> None:
         self._server = server
-        self._step_begun = step_begun
+        self._step_begun = step_begun or server.step.timing
         self._restarted = restarted
         self._door = door_control
         self._follower = follower
@@ -240,11 +243,11 @@ class Housekeeper:
                 return ActionResult(True, "nothing to do")
             # Said as a restart under way (`status`, a console's header) from its launch to
             # the end of its load.
-            said = under_way.taken(self._server.name, "restart")
+            said = under_way.taken(self._server.name, "restart", AUTO_RESTART)
             restarts = current.restarts + 1
             before = launch_of(current)
-            self._step_begun()
-            started = self._actions.start_locked(no_progress, wait_ready=False)
+            with self._step_begun() as step:
+                started = self._actions.start_locked(no_progress, wait_ready=False)
             result = started if isinstance(started, ActionResult) else ActionResult(True, "started")
             new = self._server.record()
             if new is not None:
@@ -255,10 +258,10 @@ class Housekeeper:
                     new.acting, new.acting_asked_by = "restart", AUTO_RESTART
                 state.save(new)
             if new is not None and new.state == Lifecycle.STARTING:
-                self._follow_in_background(new, before, said)
+                self._follow_in_background(new, before, said, step)
                 said = None  # the follower lets it go
             else:  # (it failed to launch: told now)
-                self._restarted(result, before)
+                self._restarted(result, before, step)
             return result
 
         try:
@@ -268,22 +271,26 @@ class Housekeeper:
                 said.release()
         log.info("automatic restart of %s: %s", self._server.name, result.message)
 
-    def _follow_in_background(self, rec: ServerRecord, before: Launch, said: ActorLock) -> None:
+    def _follow_in_background(
+        self, rec: ServerRecord, before: Launch, said: ActorLock, step: StepClock
+    ) -> None:
         """Follow an automatic restart's load to ready, as a start asked for would, without
         holding up the housekeeping pass that launched it (it runs when a tick finds
         something to settle, and at least every 5 s). Left alone, the record would say
         "starting" for as long as the server runs. Once it answered, the supervisor is told
         (`restarted`, the launch it replaced: `before`). `said`: the action lock that says the
-        restart is under way, let go once the load is followed."""
+        restart is under way, let go once the load is followed. `step`: the restart's own
+        clock, carried on by the follower's thread (its ready is this step's)."""
 
         def follow() -> None:
             try:
-                result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
+                with self._server.step.timing(step):
+                    result = self._follower.follow(rec, no_progress, READY_TIMEOUT_S)
                 self._door.after_action(result)
             finally:
                 said.release()
             log.info("automatic restart of %s: %s", self._server.name, result.message)
-            self._restarted(result, before)
+            self._restarted(result, before, step)
 
         threading.Thread(target=follow, name=f"follow-{self._server.name}", daemon=True).start()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from vramtop.config import Profile
@@ -45,7 +46,12 @@ from vramtop.supervisor.readiness import server_url
 from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.relaunching import Relauncher
 from vramtop.supervisor.state import ServerRecord
-from vramtop.supervisor.step_phases import recorded_last_step, slow_parts_of, start_phases
+from vramtop.supervisor.step_phases import (
+    StepClock,
+    recorded_last_step,
+    slow_parts_of,
+    start_phases,
+)
 from vramtop.supervisor.stopping import MemoryReleased
 from vramtop.supervisor.under_way import acting
 
@@ -100,7 +106,7 @@ class Supervisor:
             self._actions,
             door_process,
             repair,
-            step_begun=self._begin_step,
+            step_begun=self._step_begun,
             restarted=self._auto_restarted,
         )
         # The door restarts the record counted when this supervisor last told of them (from
@@ -187,10 +193,9 @@ class Supervisor:
         """`asked_by` (here and in each action below): who asked, for the lasting timeline
         (`key`, `command`, `guard`)."""
         before = launch_of(self._server.recorded())
-        self._begin_step()
-        with acting(self._server, "start", asked_by):
+        with self._step_begun() as step, acting(self._server, "start", asked_by):
             result = self._actions.start(progress, wait_ready, timeout_s)
-        return self._told("start", result, asked_by, before, self._step_facts())
+        return self._told("start", result, asked_by, before, self._step_facts(step))
 
     def stop(
         self, progress: ProgressCallback | None = None, asked_by: str = COMMAND
@@ -210,10 +215,9 @@ class Supervisor:
         asked_by: str = COMMAND,
     ) -> ActionResult:
         before = launch_of(self._server.recorded())
-        self._begin_step()
-        with acting(self._server, "restart", asked_by):
+        with self._step_begun() as step, acting(self._server, "restart", asked_by):
             result = self._actions.restart(progress, wait_ready, timeout_s, requests_lost)
-        return self._told("restart", result, asked_by, before, self._step_facts())
+        return self._told("restart", result, asked_by, before, self._step_facts(step))
 
     def relaunch(
         self,
@@ -223,8 +227,7 @@ class Supervisor:
     ) -> ActionResult:
         """The relaunch `order` asks (`Relauncher`), told as the other actions are."""
         before = launch_of(self._server.recorded())
-        self._begin_step()
-        with acting(self._server, "relaunch", asked_by):
+        with self._step_begun() as step, acting(self._server, "relaunch", asked_by):
             result = self._relauncher.relaunch(order, progress)
         change = order.change
         # The event names all three flags, null where unchanged, as it always has.
@@ -232,28 +235,30 @@ class Supervisor:
             "gpu_memory_utilization": change.budget,
             "max_model_len": change.max_model_len,
             "kv_cache_dtype": change.kv_cache_dtype,
-            **self._step_facts(),
+            **self._step_facts(step),
         }
         return self._told("relaunch", result, asked_by, before, changed)
 
-    def _auto_restarted(self, result: ActionResult, before: Launch) -> None:
+    def _auto_restarted(self, result: ActionResult, before: Launch, step: StepClock) -> None:
         """The profile's automatic restart after a crash has answered: a `restart` event as one
-        asked for has, with its phases, asked by `auto_restart`."""
-        self._told("restart", result, AUTO_RESTART, before, self._step_facts())
+        asked for has, with its phases (`step`), asked by `auto_restart`."""
+        self._told("restart", result, AUTO_RESTART, before, self._step_facts(step))
 
-    def _begin_step(self) -> None:
-        """A start, restart or relaunch begins: its moments counted from now, and the look for
-        the previous step's first request served ended (a release from now on is this one's)."""
-        self._server.step.begin()
+    def _step_begun(self) -> AbstractContextManager[StepClock]:
+        """A start, restart or relaunch begins: its moments counted from now by a clock of its
+        own (an automatic restart loading meanwhile keeps its own), timed on this thread while
+        the `with` runs; the look for the previous step's first request served ended (a
+        release from now on is this one's)."""
         self._first_served.cancel()
+        return self._server.step.timing()
 
-    def _step_facts(self) -> JsonObject:
+    def _step_facts(self, step: StepClock) -> JsonObject:
         """A step's own facts for its event: the door's part (requests sent again, the
         drain's seconds) and its `phases`: the moments vramtop saw (held, drained, stopped,
         memory released, launched, ready) with the new start's from vLLM's log."""
-        facts = self._door.held_facts()
+        facts = dict(step.held)
         before = recorded_last_step(self.name)  # (this step's event is not written yet)
-        phases = self._server.step.phases()
+        phases = step.phases()
         if "drain_took_s" in facts:
             phases["drained_s"] = facts["drain_took_s"]
         if "drained_requests" in facts:

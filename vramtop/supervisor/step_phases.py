@@ -1,13 +1,16 @@
 """A step's phases for its timeline event: the moments vramtop saw itself (`StepClock`: held,
 drained, stopped, memory released, launched, ready) and what vLLM's log says of the start the
-step made (`core.vllm.start_phases`), read from the record's log since that start's offset."""
+step made (`core.vllm.start_phases`), read from the record's log since that start's offset.
+Each step under way has its own clock (`Steps`): two at once never share their moments."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from vramtop import files
@@ -58,6 +61,8 @@ class StepClock:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._at: dict[str, float] = {}
+        # What the front door's hold before the step's stop did (`Steps.held`).
+        self.held: JsonObject = {}
 
     def begin(self) -> None:
         self._at = {"began": self._clock()}
@@ -84,6 +89,54 @@ class StepClock:
         if len(at) > 1:
             out["total_s"] = round(max(at.values()) - at["began"], 3)
         return out
+
+
+class Steps:
+    """The steps under way on one server, each timed by a clock of its own: an action carries
+    out its step on one thread (a person's restart on a console's action thread or a
+    command's), so a moment marked on a thread is that thread's step's. An automatic restart
+    launches on the housekeeping thread and follows its load on another, which carries the
+    same step on (`timing(step)`). Two at once (a person's restart while an automatic
+    restart's server loads: the action lock lets both act, `under_way.acting`) never count
+    each other's moments nor take each other's door facts."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._here = threading.local()  # (`step`: the step this thread times now)
+
+    @contextmanager
+    def timing(self, step: StepClock | None = None) -> Iterator[StepClock]:
+        """The step this thread times while the body runs: a new one begun now, or `step`,
+        begun on another thread and carried on here; the thread's step before it after."""
+        if step is None:
+            step = StepClock(self._clock)
+            step.begin()
+        outer = self.current()
+        self._here.step = step
+        try:
+            yield step
+        finally:
+            self._here.step = outer
+
+    def current(self) -> StepClock | None:
+        """This thread's step under way; None outside one (a stop: nothing timed)."""
+        step: StepClock | None = getattr(self._here, "step", None)
+        return step
+
+    def mark(self, moment: str) -> None:
+        """A moment of this thread's step (none under way: nothing counted)."""
+        step = self.current()
+        if step is not None:
+            step.mark(moment)
+
+    def held(self, facts: JsonObject) -> None:
+        """What the front door's hold before this thread's step's stop did, for its event:
+        `replayed` (the requests cancelled upstream, sent again to the new server),
+        `drain_took_s` (how long the answers begun took to finish) and `drained_requests`
+        (how many were let finish)."""
+        step = self.current()
+        if step is not None:
+            step.held = facts
 
 
 def start_phases(rec: ServerRecord | None) -> JsonObject:

@@ -6,7 +6,7 @@ from textual.content import Content
 
 from vramtop.core.launch_failure import state_word
 from vramtop.core.model import GIB, Sample, ServerState
-from vramtop.core.step_report import UnderWay
+from vramtop.core.step_report import UnderWay, asked_by_words
 from vramtop.tui.format import duration, ready_time, uptime
 from vramtop.tui.widgets.text_panel import Row, TextPanel, Wrapped
 
@@ -161,11 +161,15 @@ def _server_line(
 ) -> list[Part]:
     info = sample.info if sample else None
     # Another process's action (this console's own counts its seconds on the status line).
-    so_far: Part | None = None
+    so_far: list[Part] = []
     if acting is None and under_way is not None:
         acting = under_way.state_word
         seconds = under_way.seconds(now)
-        so_far = f" · {duration(seconds)} so far" if seconds is not None else None
+        if seconds is not None:
+            so_far.append(f" · {duration(seconds)} so far")
+        who = asked_by_words(under_way.asked_by)
+        if who is not None:  # (gives way before the pid and the budget)
+            so_far.append(Optional((f" · {who}", "")))
     parts: list[Part] = []
     server = sample.server if sample else None
     if info is None and server is not None:
@@ -180,8 +184,7 @@ def _server_line(
             )
     elif info is None:
         parts.append((f"● {acting}", ACTING_STYLE) if acting else "server: not known yet")
-        if so_far is not None:
-            parts.append(so_far)
+        parts.extend(so_far)
     else:
         silent = _not_answering(sample) if info.state is ServerState.RUNNING else None
         if acting is not None:
@@ -196,8 +199,7 @@ def _server_line(
             # VRAM panel's budget line says it too.
             pid = f" recorded pid {info.pid}" if recorded else f" pid {info.pid}"
             parts.append(Optional((pid, ""), rank=LAST))
-        if so_far is not None:
-            parts.append(so_far)
+        parts.extend(so_far)
         if info.state is ServerState.STARTING and info.started_at is not None and not acting:
             # A load takes minutes: how long this one has taken, and the last one in all. (A
             # step this console runs counts its own seconds on the status line: one clock.)
