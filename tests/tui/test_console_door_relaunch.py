@@ -21,6 +21,7 @@ from tests.support.http import get
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.core.model import DoorReading
 from vramtop.machines.demo_backend import demo_backend
+from vramtop.machines.interface import Backend
 from vramtop.sim.serving import BASE_TPS
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.screens.budget_dialog import BudgetDialog
@@ -111,8 +112,11 @@ def door_of(app: VramtopApp) -> DoorReading:
 
 
 @pytest.mark.slow
-async def test_b_during_a_call_behind_the_door_fails_no_request() -> None:
+async def test_b_during_a_call_behind_the_door_fails_no_request(
+    closed_at_end: Callable[[Backend], None],
+) -> None:
     backend, _ = demo_backend(wsl=False)
+    closed_at_end(backend)
     app = VramtopApp(backend, FAST)
     seen = DoorSeen()
     async with app.run_test(size=(120, 40)) as pilot:
