@@ -258,6 +258,7 @@ async def test_the_demo_behind_its_door_shows_the_doors_line_and_restarts_on_one
             door_now = app.sample.door if app.sample else None
             assert door_now is not None and door_now.failed == 0, door_now
     finally:
+        backend.close(stop_server=True)  # its housekeeping too (`closed_at_end`)
         stop_demo_world()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 
 import pytest
 from textual.widgets import DataTable
@@ -14,6 +15,7 @@ from tests.support.console import FAST, wait_for
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import DEMO_PROFILE
+from vramtop.machines.interface import Backend
 from vramtop.supervisor import door, state
 from vramtop.tui.app import VramtopApp
 from vramtop.tui.widgets.console_header import ConsoleHeader
@@ -27,8 +29,11 @@ def served(rec: state.ServerRecord) -> int:
 
 
 @pytest.mark.slow
-async def test_the_demo_console_goes_through_its_front_door() -> None:
+async def test_the_demo_console_goes_through_its_front_door(
+    closed_at_end: Callable[[Backend], None],
+) -> None:
     backend, _ = demo_backend(wsl=False)
+    closed_at_end(backend)
     app = VramtopApp(backend, FAST)
     async with app.run_test(size=(120, 40)) as pilot:
 

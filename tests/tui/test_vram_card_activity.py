@@ -90,4 +90,5 @@ async def test_the_demo_shows_what_the_simulated_card_does() -> None:
             text = shown()
             assert "PCIe RX" and "GPU" in text and "mem" in text, text
     finally:
+        backend.close(stop_server=True)  # its housekeeping too (`closed_at_end`)
         stop_demo_world()

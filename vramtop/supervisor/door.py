@@ -182,17 +182,23 @@ def spawn(
     made = _create_time(child.pid)
     deadline = time.monotonic() + START_TIMEOUT_S
     url = door_url(address)
-    with client_for(url, 1.0, trust_env=False) as client:
-        while time.monotonic() < deadline:
-            if child.poll() is not None:
-                last = _tail(logfile, offset)
-                return f"the front door on {address} exited at its start{last}"
-            with contextlib.suppress(httpx.HTTPError, ValueError, RecursionError):
-                info = client.get(url + CONTROL).json()
-                if isinstance(info, dict) and info.get("pid") == child.pid:
-                    log.info("front door of %s on %s: pid %d", profile, address, child.pid)
-                    return child.pid, made
-            time.sleep(_POLL_S)
+    try:
+        with client_for(url, 1.0, trust_env=False) as client:
+            while time.monotonic() < deadline:
+                if child.poll() is not None:
+                    last = _tail(logfile, offset)
+                    return f"the front door on {address} exited at its start{last}"
+                with contextlib.suppress(httpx.HTTPError, ValueError, RecursionError):
+                    info = client.get(url + CONTROL).json()
+                    if isinstance(info, dict) and info.get("pid") == child.pid:
+                        log.info("front door of %s on %s: pid %d", profile, address, child.pid)
+                        return child.pid, made
+                time.sleep(_POLL_S)
+    except BaseException:
+        # Ctrl+C while it starts: no record names it yet, and it would hold its port (and
+        # the requests it is sent) for nobody; `vramtop stop` could not find it.
+        _end(child.pid, made)
+        raise
     _end(child.pid, made)
     return f"the front door on {address} did not answer within {START_TIMEOUT_S:.0f} s"
 
