@@ -39,6 +39,15 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def _long_ladder() -> Ladder:
+    """LADDER with six observed lines: details longer than an 80x24 banner's room."""
+    return Ladder(
+        observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)),
+        inferred=LADDER.inferred,
+        hypothesis=LADDER.hypothesis,
+    )
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_banner_wraps_every_word_of_the_finding(size: tuple[int, int]) -> None:
     backend = FakeBackend()
@@ -65,11 +74,7 @@ async def test_the_banner_wraps_every_word_of_the_finding(size: tuple[int, int])
 
 
 async def test_details_longer_than_the_room_scroll_with_the_keys() -> None:
-    long_ladder = Ladder(
-        observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)),
-        inferred=LADDER.inferred,
-        hypothesis=LADDER.hypothesis,
-    )
+    long_ladder = _long_ladder()
     backend = FakeBackend()
     backend._findings = [
         open_finding(summary=SUMMARY, ladder=long_ladder, remedy=Remedy(0.85, why=WHY))
@@ -112,11 +117,7 @@ async def test_numbers_its_rule_no_longer_refreshes_are_told_with_their_age() ->
 async def test_details_open_when_the_finding_closes_give_the_keys_back() -> None:
     """`d` opened long details (the arrows scroll them, the status line says so); the finding
     closes: the status line stops saying it and the banner lets the focus go."""
-    long_ladder = Ladder(
-        observed=tuple(f"{i}: {LADDER.observed[0]}" for i in range(6)),
-        inferred=LADDER.inferred,
-        hypothesis=LADDER.hypothesis,
-    )
+    long_ladder = _long_ladder()
     backend = FakeBackend()
     backend._findings = [
         open_finding(summary=SUMMARY, ladder=long_ladder, remedy=Remedy(0.85, why=WHY))

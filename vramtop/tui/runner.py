@@ -522,9 +522,7 @@ class ActionRunner:
         if left > 0:  # the console's clock is behind the timer's (a test's own clock)
             self._calls.set_timer(left, partial(self._outcome_due, ended))
             return
-        # Readings taken before the end are still not drawn after it (`drawn`).
-        self._ended = replace(ended, told=True)
-        self._tell(ended.action, ended.result)
+        self._tell_unread(ended)
 
     def drawn(self, answers: int) -> bool:
         """Whether a reading that answers the asks up to `answers` is drawn: not one taken
@@ -547,6 +545,11 @@ class ActionRunner:
         ended = self._ended
         if ended is None or ended.told or answers < ended.asked_at_end:
             return
+        self._tell_unread(ended)
+
+    def _tell_unread(self, ended: _Ended) -> None:
+        """`ended`'s outcome said before a reading taken after its end is shown; readings
+        taken before the end are still not drawn after it (`drawn`)."""
         self._ended = replace(ended, told=True)
         self._tell(ended.action, ended.result)
 
