@@ -602,9 +602,10 @@ def real(args: argparse.Namespace) -> int:
     home = tempfile.mkdtemp(prefix="vramtop-bench-")
     os.environ["VRAMTOP_HOME"] = home
     from bench.bench_restart_under_load import Streams, running_requests
-    from tests.e2e.conftest import free_port, vllm_argv, vllm_env
+    from tests.e2e.conftest import vllm_argv, vllm_env
     from vramtop.config import profile_from_argv
     from vramtop.profiles import save_profile
+    from vramtop.sim.machine import free_port
     from vramtop.supervisor import Supervisor
 
     profile = profile_from_argv(

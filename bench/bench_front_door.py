@@ -62,8 +62,9 @@ from bench._front_door_wire import (
     stream_tps,
     timed_stream,
 )
-from tests.e2e.conftest import SERVED_NAME, free_port, vllm_argv, vllm_env
+from tests.e2e.conftest import SERVED_NAME, vllm_argv, vllm_env
 from vramtop.core.door_stats import percentile
+from vramtop.sim.machine import free_port
 
 
 def cpu_s(proc: psutil.Process) -> float:

@@ -35,8 +35,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from tests.e2e.conftest import SERVED_NAME, free_port, vllm_argv, vllm_env  # noqa: E402
+from tests.e2e.conftest import SERVED_NAME, vllm_argv, vllm_env  # noqa: E402
 from vramtop.config import profile_from_argv  # noqa: E402
+from vramtop.sim.machine import free_port  # noqa: E402
 
 
 class Streams:

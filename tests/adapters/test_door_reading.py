@@ -17,13 +17,13 @@ import pytest
 from tests.frontdoor.upstreams import upstream
 from tests.support import http
 from tests.support.door import real_door
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.core.model import DoorReading, GpuReading
 from vramtop.core.snapshot import snapshot
 from vramtop.machines.sampler import Sampler
 from vramtop.session.session_reader import read_session
 from vramtop.session.writer import SessionWriter, make_header
-from vramtop.sim.machine import free_port
 from vramtop.sources import door_reading
 from vramtop.sources.door_reading import DoorReader
 

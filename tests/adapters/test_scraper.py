@@ -7,7 +7,6 @@ import contextlib
 import json
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import ports
 from vramtop.core.model import ServerReading
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sources import scraper as scraper_module
@@ -200,9 +200,7 @@ def server() -> Iterator[FakeVllm]:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ports.free_port()
 
 
 @pytest.fixture

@@ -17,13 +17,13 @@ import pytest
 
 from tests.support import http
 from tests.support.cli_run import run_captured
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop import locations
 from vramtop.commands.common import demo_card
 from vramtop.commands.errors import CommandError
 from vramtop.commands.shared_options import Target
 from vramtop.machines import demo_world
-from vramtop.sim.machine import free_port
 from vramtop.supervisor import state
 
 

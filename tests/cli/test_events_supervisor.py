@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.supervisor.supervisor_helpers import fake_profile, free_port
+from tests.supervisor.supervisor_helpers import fake_profile
+from tests.support.ports import free_port
 from vramtop import cli
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.event_log import EventLog

@@ -112,7 +112,7 @@ def test_demo_wsl_with_the_windows_side_names_the_desktop(tmp_path: Path) -> Non
 def test_unreachable_url_is_a_snapshot_and_a_clear_message_with_exit_code_6(
     tmp_path: Path,
 ) -> None:
-    from vramtop.sim.machine import free_port
+    from tests.support.ports import free_port
 
     result = run_vramtop(tmp_path, "--once", "--json", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 6  # ExitCode.NOT_SERVING; 2 is bad usage

@@ -21,17 +21,10 @@ import psutil
 import pytest
 
 from tests.support.cli_run import run_apart
+from tests.support.ports import free_port
 from vramtop.outcomes import ExitCode
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "supervisor" / "fake_vllm.py"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +72,7 @@ def profile_port(home: Path, tmp_path: Path) -> int:
     from vramtop.config import Profile
     from vramtop.profiles import save_profile
 
-    port = _free_port()
+    port = free_port()
     ledger = tmp_path / "ledger"
     ledger.mkdir()
     save_profile(
@@ -105,7 +98,7 @@ def test_a_profiles_server_that_is_down_still_gets_its_snapshot(
 
 @pytest.mark.slow
 def test_a_url_that_does_not_answer_is_unreachable(home: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     data = _assert_snapshot_of_a_server_not_serving(
         _vramtop(home, "--once", "--json", "--url", url)
     )

@@ -12,15 +12,8 @@ import sys
 from pathlib import Path
 
 from tests.support.acting_elsewhere import acting_elsewhere
+from tests.support.ports import free_port
 from vramtop.outcomes import ExitCode
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +33,7 @@ def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path)
     from vramtop.config import Profile
     from vramtop.profiles import save_profile
 
-    save_profile(Profile(name="busy", argv=["vllm", "serve", "m"], port=_free_port()))
+    save_profile(Profile(name="busy", argv=["vllm", "serve", "m"], port=free_port()))
     env = {**os.environ, "VRAMTOP_HOME": str(private_home)}
     with acting_elsewhere("busy", env=env) as other:
         data = json.loads(_once(env, "--json").stdout)

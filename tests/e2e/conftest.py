@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -58,12 +57,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                     "(run .ci/setup-vllm and export what it prints)"
                 )
             )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def vllm_argv(port: int, util: float = 0.9) -> list[str]:

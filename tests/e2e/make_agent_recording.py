@@ -23,10 +23,11 @@ from pathlib import Path
 import httpx
 
 from tests.support import http
+from tests.support.ports import free_port
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository root: tests.support
-from conftest import SERVED_NAME, free_port, sweep, vllm_argv, vllm_env
+from conftest import SERVED_NAME, sweep, vllm_argv, vllm_env
 
 from tests.support.waiting import wait_until
 

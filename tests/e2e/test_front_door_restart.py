@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
+from tests.e2e.conftest import SERVED_NAME, Lab, vllm_argv
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.config import profile_from_argv
 from vramtop.core.remedy import FlagChange, RelaunchOrder

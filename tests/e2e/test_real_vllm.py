@@ -33,12 +33,12 @@ from tests.e2e.conftest import (
     MAX_MODEL_LEN,
     SERVED_NAME,
     Lab,
-    free_port,
     swept_lab,
     vllm_argv,
     vllm_titled,
 )
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv

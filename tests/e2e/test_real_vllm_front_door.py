@@ -27,8 +27,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import SERVED_NAME, VLLM_PYTHON_ENV, Lab, free_port, vllm_argv
+from tests.e2e.conftest import SERVED_NAME, VLLM_PYTHON_ENV, Lab, vllm_argv
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
 

@@ -16,8 +16,9 @@ import httpx
 import psutil
 import pytest
 
-from tests.e2e.conftest import SERVED_NAME, Lab, free_port, vllm_argv
+from tests.e2e.conftest import SERVED_NAME, Lab, vllm_argv
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import ServerState

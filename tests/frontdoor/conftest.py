@@ -18,9 +18,9 @@ import pytest
 # The simulated machine's fixtures, as the sim tests use them.
 from tests.sim.conftest import home, machine, machine_factory, server_factory
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.frontdoor import protocol
-from vramtop.sim.machine import free_port
 
 __all__ = ["home", "machine", "machine_factory", "server_factory"]
 

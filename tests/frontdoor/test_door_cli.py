@@ -16,9 +16,9 @@ import pytest
 
 from tests.frontdoor.test_door_holding import wait_for
 from tests.support import http
+from tests.support.ports import free_port
 from vramtop.frontdoor.__main__ import main as door_main
 from vramtop.frontdoor.stats_file import STATS_KEYS
-from vramtop.sim.machine import free_port
 
 
 def door(*args: str) -> subprocess.CompletedProcess[str]:

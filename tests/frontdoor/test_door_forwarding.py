@@ -13,7 +13,7 @@ import pytest
 
 from tests.frontdoor.upstreams import GZIPPED, sse_events, upstream
 from tests.support import http
-from vramtop.sim.machine import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

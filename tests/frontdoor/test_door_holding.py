@@ -17,10 +17,10 @@ import pytest
 
 from tests.frontdoor.upstreams import upstream
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import stays, wait_until
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.web_app import MAX_CONTROL_BYTES
-from vramtop.sim.machine import free_port
 
 pytestmark = pytest.mark.timeout(180)
 

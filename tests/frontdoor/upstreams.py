@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.ports import free_port
+
 GZIPPED = gzip.compress(b'{"zipped": true}' * 50)
 
 
@@ -164,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
 def upstream_server(slow: str | None = None) -> Iterator[ThreadingHTTPServer]:
     """A running test upstream; yields the server (`drop_now` releases `/drop-once`;
     `stopping` set: the slow answers end, their connections closed unanswered)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Handler)
     server.slow = slow  # type: ignore[attr-defined]
     server.daemon_threads = True
     server.seen = []  # type: ignore[attr-defined]

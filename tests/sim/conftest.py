@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.machine import SimMachine
 
 
 class RunningServer:

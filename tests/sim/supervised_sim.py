@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.ports import free_port
 from vramtop.config import Profile
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.machine_backend import MachineBackend
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.machine import SimMachine
 from vramtop.supervisor.service import Supervisor
 
 _SIM_ENV = ("VRAMTOP_SIM_SOCKET", "VRAMTOP_SIM_SPEED", "VRAMTOP_SIM_STARTUP_S")

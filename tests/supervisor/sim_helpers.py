@@ -7,8 +7,9 @@ from collections.abc import Iterable
 
 import psutil
 
+from tests.support.ports import free_port
 from vramtop.config import Profile
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.machine import SimMachine
 
 
 def sim_profile(machine: SimMachine, name: str, util: float = 0.93) -> Profile:

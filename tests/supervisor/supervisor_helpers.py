@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,12 +32,6 @@ class NoGpu:
 
     def close(self) -> None:
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fake_profile(name: str, port: int, ledger: Path, util: float = 0.9, **env: str) -> Profile:

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from supervisor_helpers import fake_profile, free_port
+from supervisor_helpers import fake_profile
 
+from tests.support.ports import free_port
 from vramtop.core.adaptive_words import AdaptiveState
 from vramtop.core.model import GpuReading
 from vramtop.machines.machine_backend import MachineBackend

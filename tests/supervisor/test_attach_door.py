@@ -8,8 +8,9 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from supervisor_helpers import fake_profile, free_port, started_by_hand
+from supervisor_helpers import fake_profile, started_by_hand
 
+from tests.support.ports import free_port
 from vramtop.profiles import save_profile
 from vramtop.supervisor import Supervisor, door, state
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from supervisor_helpers import NoGpu, fake_profile, free_port, started_by_hand
+from supervisor_helpers import NoGpu, fake_profile, started_by_hand
 
+from tests.support.ports import free_port
 from vramtop import cli
 from vramtop.commands.status import live_pids
 from vramtop.machines.machine_backend import LOG_ELSEWHERE, MachineBackend

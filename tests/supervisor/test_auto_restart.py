@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.server_events import Event

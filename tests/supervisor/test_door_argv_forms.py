@@ -19,9 +19,10 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from supervisor_helpers import fake_profile, free_port, started_by_hand
+from supervisor_helpers import fake_profile, started_by_hand
 
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.supervisor import Supervisor, door, doors_found, state

@@ -103,8 +103,8 @@ def test_the_demos_door_left_holding_after_its_world_went_is_answered_by_status(
 ) -> None:
     """`status --demo` once the demo's world has gone (it idles out after its servers die)
     still settles the door the record names: it said "stopped" and left the request held."""
+    from tests.support.ports import free_port
     from vramtop.machines import demo_world
-    from vramtop.sim.machine import free_port
 
     address = f"127.0.0.1:{free_port()}"
     env = {**os.environ, "VRAMTOP_HOME": str(home)}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.ports import free_port
 from vramtop.config import Profile, parse_door_address
-from vramtop.sim.machine import free_port
 from vramtop.supervisor import Supervisor, launch, state
 
 

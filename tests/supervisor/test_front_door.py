@@ -18,6 +18,7 @@ import pytest
 from sim_helpers import gone, sim_profile
 
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.config import Profile
 from vramtop.core.model import ServerState
@@ -26,7 +27,7 @@ from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.machines.live_machine import live_machine
 from vramtop.sim.load import LoadGenerator
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, door, launch, state
 
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from tests.support.waiting import stays, wait_until
 from vramtop.core.model import GpuReading, ServerInfo, ServerState
 from vramtop.machines.machine_backend import MachineBackend

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from vramtop.core.model import ServerState
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.state import LAUNCHING, ServerRecord

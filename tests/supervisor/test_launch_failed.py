@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from sim_helpers import gone
-from supervisor_helpers import free_port
 
 from tests.support.cli_run import run_captured
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop import locations, profile_file
 from vramtop.config import Profile

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from supervisor_helpers import fake_profile, free_port, ledger_empty, started_by_hand
+from supervisor_helpers import fake_profile, ledger_empty, started_by_hand
 
+from tests.support.ports import free_port
 from vramtop import cli, profiles
 from vramtop.core.model import ServerState
 from vramtop.supervisor import Supervisor, state

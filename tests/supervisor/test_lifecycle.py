@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import psutil
-from supervisor_helpers import FAKE_SERVER, fake_profile, free_port, healthy, ledger_empty
+from supervisor_helpers import FAKE_SERVER, fake_profile, healthy, ledger_empty
 
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder

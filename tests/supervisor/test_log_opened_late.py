@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from supervisor_helpers import NoGpu, fake_profile, free_port, ledger_empty
+from supervisor_helpers import NoGpu, fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from vramtop.core.model import Sample
 from vramtop.core.secrets import mask_line
 from vramtop.machines import sampler as sampler_module

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from vramtop import profiles
 from vramtop.supervisor import Supervisor
 

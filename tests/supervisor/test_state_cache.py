@@ -12,8 +12,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from supervisor_helpers import fake_profile, free_port
+from supervisor_helpers import fake_profile
 
+from tests.support.ports import free_port
 from vramtop.core.model import ServerState
 from vramtop.supervisor import Supervisor, state
 from vramtop.supervisor.state import RecordCache, ServerRecord

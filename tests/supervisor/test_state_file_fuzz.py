@@ -14,9 +14,10 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from supervisor_helpers import fake_profile, free_port
+from supervisor_helpers import fake_profile
 
 from tests.support.examples import examples
+from tests.support.ports import free_port
 from vramtop.supervisor import state
 from vramtop.supervisor.service import Supervisor
 

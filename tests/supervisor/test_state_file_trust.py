@@ -10,8 +10,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from supervisor_helpers import fake_profile, free_port
+from supervisor_helpers import fake_profile
 
+from tests.support.ports import free_port
 from tests.support.waiting import stays
 from vramtop.supervisor import state
 from vramtop.supervisor.service import Supervisor

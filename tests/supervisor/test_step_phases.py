@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from supervisor_helpers import fake_profile, free_port, ledger_empty
+from supervisor_helpers import fake_profile, ledger_empty
 
+from tests.support.ports import free_port
 from vramtop.event_log import EventLog
 from vramtop.supervisor import Supervisor, step_phases
 from vramtop.supervisor.step_phases import StepClock, Steps

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from supervisor_helpers import NoGpu, fake_profile, free_port
+from supervisor_helpers import NoGpu, fake_profile
 
 from tests.support.acting_elsewhere import acting_elsewhere, lock_held_elsewhere
+from tests.support.ports import free_port
 from vramtop.core.step_report import UnderWay
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
-from vramtop.sim.machine import free_port
 
 
 @contextlib.contextmanager

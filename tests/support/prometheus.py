@@ -5,7 +5,6 @@ test's own directory."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -15,15 +14,10 @@ import yaml
 
 from tests.export.promtool import tool
 from tests.support import http
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 START_DEADLINE_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

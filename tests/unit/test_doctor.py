@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
 from vramtop import cli
 from vramtop.core.model import (
     GIB,
@@ -19,7 +20,6 @@ from vramtop.core.model import (
 )
 from vramtop.machines.doctor_report import render, run_checks
 from vramtop.machines.setup_checks import Facts
-from vramtop.sim.machine import free_port
 
 
 def card(

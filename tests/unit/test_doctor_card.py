@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
 from vramtop import cli
 from vramtop.core.model import GIB, GpuDevice, GpuReading
 from vramtop.machines.doctor_report import render, run_checks
 from vramtop.machines.setup_checks import Facts
-from vramtop.sim.machine import free_port
 from vramtop.sources import dxg_kmsg, host
 
 

@@ -3,6 +3,7 @@ with the person running it."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import ports
 from vramtop import locations
+from vramtop.sim import machine as sim_machine
+from vramtop.sim.machine import ephemeral_floor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +85,73 @@ def test_auto_starts_two_workers_per_core(
     assert workers == 2 * len(os.sched_getaffinity(0))
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "3")
     assert pytestconfig.hook.pytest_xdist_auto_num_workers(config=pytestconfig) == 3
+
+
+def test_the_ports_a_test_is_given_are_its_own_and_below_the_ephemeral_range() -> None:
+    # Chosen from the ephemeral range, a port could be taken by any test's outgoing
+    # connection before its server binds it ("Address already in use" from a real vLLM
+    # 20 s later); given twice in a run, a reader of one test could ask another's server.
+    given = [ports.free_port() for _ in range(50)]
+    assert len(set(given)) == len(given)
+    assert all(ports.LOW <= port < ephemeral_floor() for port in given), given
+    slice_ = ports._slice()
+    assert all(port in slice_ for port in given)
+
+
+def test_each_worker_has_a_slice_no_other_worker_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    slices = []
+    for index in range(4):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+        slices.append(set(ports._slice()))
+    assert all(len(s) >= 100 for s in slices)
+    assert all(not (a & b) for i, a in enumerate(slices) for b in slices[i + 1 :])
+
+
+def test_the_demo_chooses_its_port_below_the_ephemeral_range_and_free() -> None:
+    chosen = {sim_machine.free_port() for _ in range(20)}
+    assert all(port < ephemeral_floor() for port in chosen), chosen
+    assert not any(port in range(ports.LOW, ports.HIGH) for port in chosen), chosen
+
+
+def _chooses_a_port_itself(source: str) -> bool:
+    """Whether the source binds a socket to port 0 and returns the port from inside the
+    `with` that closes the socket: the port handed on, free for anyone until bound again."""
+    for block in ast.walk(ast.parse(source)):
+        if not isinstance(block, ast.With):
+            continue
+        inner = list(ast.walk(ast.Module(body=block.body, type_ignores=[])))
+        binds_zero = any(
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "bind"
+            and node.args
+            and isinstance(node.args[0], ast.Tuple)
+            and isinstance(node.args[0].elts[-1], ast.Constant)
+            and node.args[0].elts[-1].value == 0
+            for node in inner
+        )
+        returns_port = any(
+            isinstance(node, ast.Return) and "getsockname" in ast.unparse(node) for node in inner
+        )
+        if binds_zero and returns_port:
+            return True
+    return False
+
+
+def test_no_test_module_chooses_a_port_by_binding_to_zero_and_handing_it_on() -> None:
+    # A port handed on is bound later, by another process: it comes from tests/support/ports.
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path.name != "ports.py" and _chooses_a_port_itself(path.read_text())
+    ]
+    assert offenders == []
+
+
+def test_the_rule_above_sees_a_planted_port_chooser() -> None:
+    planted = (
+        "def pick():\n    with socket.socket() as s:\n"
+        '        s.bind(("127.0.0.1", 0))\n        return s.getsockname()[1]\n'
+    )
+    assert _chooses_a_port_itself(planted)
