@@ -34,7 +34,6 @@ from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
-from textual.widgets import Footer
 
 from vramtop import locations
 from vramtop.core.model import Sample, ServerState
@@ -57,6 +56,7 @@ from vramtop.tui.panels import Panels
 from vramtop.tui.reader import Reader
 from vramtop.tui.runner import ActionRunner
 from vramtop.tui.themes import install_themes, with_vram_variables
+from vramtop.tui.widgets.console_footer import ConsoleFooter
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import DEFAULT_KEYS as BANNER_KEYS
 from vramtop.tui.widgets.finding_banner import FindingBanner
@@ -172,7 +172,7 @@ class VramtopApp(App[int]):
             yield ThroughputPanel(classes="panel")
         with Container(id="bottom"):
             yield ServerLog(id="server-log")
-            yield Footer(compact=True)
+            yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._panels = Panels(self)
