@@ -669,8 +669,12 @@ def _set_aside_start_up() -> None:
     start-up built, and lives as long as the console, is never looked at again.
 
     Until now the collector was held off (vramtop/entry.py): the first frame, the backend's
-    build and the first reading are start-up too.
+    build and the first reading are start-up too. A console opened where the collector runs
+    (a test's process, a program that opens it) leaves it as it found it: it would freeze
+    that process's objects too, and walk all of them each time a console opens.
     """
+    if gc.isenabled():
+        return
     gc.collect()
     gc.freeze()
     gc.enable()
