@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -129,6 +130,10 @@ def child(
         else:
             app = FloorApp()
         ready, close = (lambda: True), (lambda: None)
+    if not isinstance(app, (FloorApp, FloorLogApp)):
+        # The console starts as the vramtop command starts it: the collector held off until
+        # it has settled (vramtop/entry.py, then VramtopApp's own set-aside).
+        gc.disable()
     result = measured_run(app, seconds, size, settle_s, ready)
     close()
     print(json.dumps(result))

@@ -29,6 +29,9 @@ NO_TIMER = Settings(interval_s=3600)
 # A console on the simulated machine (real processes, on the wall clock) reads four times a
 # second; its tests wait for what they expect (`wait_for`).
 FAST = Settings(interval_s=0.25)
+# How often a test asks whether a read it asked for has been shown (the fake backend reads in
+# well under a millisecond).
+POLL_S = 0.002
 
 
 def make_app(backend: FakeBackend | None = None, settings: Settings | None = None) -> VramtopApp:
@@ -119,19 +122,22 @@ async def ticks(pilot: Pilot[int], count: int) -> None:
     await _reads_shown(pilot)  # the read asked for at mount, first: one read per tick
     for _ in range(count):
         app.request_tick()
-        await _reads_shown(pilot)
+        await _reads_shown(pilot, idle=False)
 
 
-async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
+async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0, *, idle: bool = True) -> None:
+    """Wait until every read asked for is shown, then until the console is `idle` (what
+    follows a frame done: a first frame's own read asked for, an action's outcome), or, for
+    a read asked by a tick, until the messages its sample posted are handled."""
     app = pilot.app
     assert isinstance(app, VramtopApp)
     waited = 0.0
     while app.reads_pending:
         if waited > timeout_s:
             raise AssertionError(f"no sample shown within {timeout_s} s of asking for a read")
-        await pilot.pause(0.01)
-        waited += 0.01
-    await pilot.pause()
+        await pilot.pause(POLL_S)
+        waited += POLL_S
+    await pilot.pause(None if idle else 0)
 
 
 def text(app: VramtopApp, selector: str | type[Widget]) -> str:

@@ -558,6 +558,17 @@ async def test_what_start_up_built_is_set_aside_from_the_collector() -> None:
         gc.unfreeze()
 
 
+async def test_a_console_opened_where_the_collector_runs_leaves_it_as_it_was() -> None:
+    # A test's process, or a program opening the console: its objects are not frozen.
+    gc.unfreeze()
+    assert gc.isenabled()
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(SETTLE_S + 0.5)
+        assert gc.get_freeze_count() == 0
+        assert gc.isenabled()
+
+
 class _HangingBackend(FakeBackend):
     """A source that hangs while `hang` is clear: the read blocks, the reads are counted."""
 

@@ -34,7 +34,6 @@ from textual.geometry import Size
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
-from textual.widgets import Footer
 
 from vramtop import locations
 from vramtop.core.model import Sample, ServerState
@@ -57,6 +56,7 @@ from vramtop.tui.panels import Panels
 from vramtop.tui.reader import Reader
 from vramtop.tui.runner import ActionRunner
 from vramtop.tui.themes import install_themes, with_vram_variables
+from vramtop.tui.widgets.console_footer import ConsoleFooter
 from vramtop.tui.widgets.console_header import ConsoleHeader
 from vramtop.tui.widgets.finding_banner import DEFAULT_KEYS as BANNER_KEYS
 from vramtop.tui.widgets.finding_banner import FindingBanner
@@ -174,7 +174,7 @@ class VramtopApp(App[int]):
             yield ThroughputPanel(classes="panel")
         with Container(id="bottom"):
             yield ServerLog(id="server-log")
-            yield Footer(compact=True)
+            yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self._panels = Panels(self)
@@ -683,8 +683,12 @@ def _set_aside_start_up() -> None:
     start-up built, and lives as long as the console, is never looked at again.
 
     Until now the collector was held off (vramtop/entry.py): the first frame, the backend's
-    build and the first reading are start-up too.
+    build and the first reading are start-up too. A console opened where the collector runs
+    (a test's process, a program that opens it) leaves it as it found it: it would freeze
+    that process's objects too, and walk all of them each time a console opens.
     """
+    if gc.isenabled():
+        return
     gc.collect()
     gc.freeze()
     gc.enable()
