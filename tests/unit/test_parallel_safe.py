@@ -94,18 +94,27 @@ def test_the_ports_a_test_is_given_are_its_own_and_below_the_ephemeral_range() -
     given = [ports.free_port() for _ in range(50)]
     assert len(set(given)) == len(given)
     assert all(ports.LOW <= port < ephemeral_floor() for port in given), given
-    slice_ = ports._slice()
-    assert all(port in slice_ for port in given)
+    assert all(port in ports.claimed() for port in given)
 
 
-def test_each_worker_has_a_slice_no_other_worker_has(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
-    slices = []
-    for index in range(4):
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
-        slices.append(set(ports._slice()))
+def test_a_slice_held_by_one_process_is_not_claimed_by_another(tmp_path: Path) -> None:
+    # Two runs of the suite side by side have workers of the same names: the lock decides.
+    first = ports.claim_slice(3, tmp_path)
+    assert first is not None and first[0] == 3
+    second = ports.claim_slice(3, tmp_path)  # another open file: flock sees a second holder
+    assert second is not None and second[0] == 4
+    os.close(first[1])
+    again = ports.claim_slice(3, tmp_path)  # given back when its holder closes it
+    assert again is not None and again[0] == 3
+    os.close(second[1])
+    os.close(again[1])
+
+
+def test_the_slices_do_not_overlap_and_stay_below_the_ephemeral_range() -> None:
+    slices = [set(ports.slice_range(n)) for n in range(ports.SLICES)]
     assert all(len(s) >= 100 for s in slices)
     assert all(not (a & b) for i, a in enumerate(slices) for b in slices[i + 1 :])
+    assert max(max(s) for s in slices) < min(ports.HIGH, ephemeral_floor())
 
 
 def test_the_demo_chooses_its_port_below_the_ephemeral_range_and_free() -> None:
