@@ -197,3 +197,40 @@ def test_a_process_holds_simulated_memory_while_it_runs() -> None:
     assert not pid_alive(child.pid)  # a zombie holds no memory
     child.wait()
     assert not pid_alive(child.pid)  # gone
+
+
+def test_a_slow_world_is_waited_for_by_the_simulated_server_not_left(tmp_path: Path) -> None:
+    # On a loaded machine the world daemon can take seconds to answer; the simulated vLLM's
+    # start asked it with a 2 s limit and exited ("gpu.sock: timed out"), where a real vLLM
+    # waits on its GPU. A daemon that is gone still fails at once (no socket).
+    import socket
+    import threading
+    import time
+
+    from vramtop.sim.world_protocol import WorldUnreachable
+
+    path = tmp_path / "slow.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            time.sleep(3.0)  # not a wait: the daemon's slowness is the subject
+            conn.sendall(b'{"ok": true, "t": 0}\n')
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert WorldClient(path).request("ping")["ok"] is True
+    finally:
+        thread.join(10.0)
+        listener.close()
+    try:
+        WorldClient(tmp_path / "gone.sock").request("ping")
+    except WorldUnreachable as exc:
+        assert "gone.sock" in str(exc)
+    else:
+        raise AssertionError("a missing daemon was answered")

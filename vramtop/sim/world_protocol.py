@@ -33,10 +33,17 @@ class WorldRequests(Protocol):
     def request(self, op: str, **fields: JsonValue) -> dict[str, Any]: ...
 
 
+# How long the simulated server and engine wait for the world daemon's answer. A daemon
+# that is gone fails at once (no socket, connection refused); this wait is for one that is
+# there but slow, on a loaded machine, where a real vLLM would wait on its GPU rather than
+# exit. The console's probes pass a short wait of their own.
+WORLD_ANSWER_S = 15.0
+
+
 class WorldClient:
     """A small blocking client; opens one connection per request (robust across restarts)."""
 
-    def __init__(self, socket_path: str | Path, timeout_s: float = 2.0) -> None:
+    def __init__(self, socket_path: str | Path, timeout_s: float = WORLD_ANSWER_S) -> None:
         self.socket_path = str(socket_path)
         self.timeout_s = timeout_s
 
