@@ -184,3 +184,15 @@ def distinct_lines(count: int, prefix: str) -> list[str]:
     """Log lines that do not fold into one row: each says something else (the log folds
     lines that differ only in their numbers)."""
     return [f"INFO {prefix} " + "".join("ghijklmnop"[int(d)] for d in str(i)) for i in range(count)]
+
+
+async def toggle_call(pilot: Pilot[int]) -> None:
+    """Press `v` and wait for the simulated call to have begun or ended: the key acts in a
+    worker, and ticks read what it did only once it is done, whatever the machine's load."""
+    app = pilot.app
+    assert isinstance(app, VramtopApp)
+    await pilot.press("v")
+    calls = [w for w in app.workers if w.group == "call"]
+    if calls:
+        with contextlib.suppress(WorkerCancelled):
+            await app.workers.wait_for_complete(calls)

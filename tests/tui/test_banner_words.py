@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.console import make_app, open_finding, settle, status_line, ticks
+from tests.support.console import make_app, open_finding, settle, status_line, ticks, toggle_call
 from tests.support.fake_backend import FakeBackend
 from vramtop.core.findings import Ladder, Remedy
 from vramtop.tui.app import VramtopApp
@@ -148,7 +148,7 @@ async def test_closing_the_details_takes_only_their_words_off_the_status_line() 
         await pilot.press("d")
         await settle(pilot)
         assert "scroll the finding's details" in status_line(app)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         assert status_line(app) == "simulated call started"
         await pilot.press("d")

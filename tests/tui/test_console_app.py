@@ -23,6 +23,7 @@ from tests.support.console import (
     start_a_call_and_let_it_collapse,
     text,
     ticks,
+    toggle_call,
 )
 from tests.support.fake_backend import FakeBackend
 from tests.support.waiting import wait_until_async
@@ -289,7 +290,7 @@ async def test_call_key_only_in_the_demo() -> None:
     backend = FakeBackend(demo=False)
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         assert app.check_action("toggle_call", ()) is False
         assert ("toggle_call", True) not in backend.calls
@@ -505,7 +506,7 @@ async def test_demo_header_fits_80_columns_with_the_call_marker_and_a_quick_star
     app = make_app(backend)
     async with app.run_test(size=(80, 24)) as pilot:
         await ticks(pilot, 1)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         await ticks(pilot, 1)
         first, second = text(app, ConsoleHeader).splitlines()[:2]
@@ -523,7 +524,7 @@ async def test_a_result_leaves_the_status_line_once_it_is_old_news() -> None:
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 1)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         assert "simulated call started" in text(app, ConsoleHeader)
         await ticks(pilot, 20)  # the fake clock moves one second a tick
@@ -646,7 +647,7 @@ async def test_a_call_that_cannot_be_toggled_is_said_on_screen() -> None:
     app = make_app(_DeadWorldBackend())
     async with app.run_test(size=(120, 30)) as pilot:
         await ticks(pilot, 1)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         header = text(app, ConsoleHeader)
         assert "simulated call not changed" in header

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.console import FAST, wait_for
+from tests.support.console import FAST, toggle_call, wait_for
 from vramtop.core.model import MemoryKind, ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.tui.app import VramtopApp
@@ -59,7 +59,7 @@ async def test_spark_console_says_unified_memory() -> None:
         assert split.memory_kind is MemoryKind.UNIFIED
         assert split.total_bytes > 100 * 1024**3  # the shared pool, not a card
         desktop_before = split.desktop_bytes or 0
-        await pilot.press("v")  # the pressure scenario: a build grows in system memory
+        await toggle_call(pilot)  # the pressure scenario: a build grows in system memory
         await wait_for(
             pilot,
             lambda: bool(
@@ -85,7 +85,7 @@ async def test_r9700_console_shows_vllm_spilling_into_gtt() -> None:
             return (split.server_gtt_bytes or 0) if split else 0
 
         assert gtt() == 0
-        await pilot.press("v")  # a video call needs ~2.9 GiB of the card
+        await toggle_call(pilot)  # a video call needs ~2.9 GiB of the card
         await wait_for(pilot, lambda: gtt() > 1024**3)
         assert "gtt: vLLM" in panel(app)
         await quit_stopping(pilot, app)

@@ -16,7 +16,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.support import console
-from tests.support.console import FAST, running_pid
+from tests.support.console import FAST, running_pid, toggle_call
 from tests.support.http import get
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.core.model import DoorReading
@@ -133,7 +133,7 @@ async def test_b_during_a_call_behind_the_door_fails_no_request(
         assert address is not None and door_of(app).address == address
         old_pid = running_pid(app)
         await wait_for(pilot, seen, lambda: backend.session.normal_rate() is not None, 120)
-        await pilot.press("v")  # the call begins: the desktop takes the card's memory
+        await toggle_call(pilot)  # the call begins: the desktop takes the card's memory
 
         def offer() -> bool:  # the collapse banner offers a relaunch
             return suggested_relaunch_flags(app.shown.findings) is not None

@@ -10,7 +10,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.support.console import make_app, settle, ticks
+from tests.support.console import make_app, settle, ticks, toggle_call
 from tests.support.fake_backend import FakeBackend
 
 SIZES = [(80, 24), (160, 48)]
@@ -67,7 +67,7 @@ def test_collapse_banner(snap_compare, size: tuple[int, int]) -> None:  # type: 
 
     async def collapse(pilot: Pilot[int]) -> None:
         await _warm(pilot)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await ticks(pilot, 6)
 
     assert snap_compare(make_app(backend), terminal_size=size, run_before=collapse)
@@ -79,7 +79,7 @@ def test_collapse_banner_details(snap_compare, size: tuple[int, int]) -> None:  
 
     async def collapse(pilot: Pilot[int]) -> None:
         await _warm(pilot)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await ticks(pilot, 6)
         await pilot.press("d")
         await settle(pilot)

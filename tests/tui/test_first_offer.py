@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.support.console import FAST, header, running_pid, wait_for
+from tests.support.console import FAST, header, running_pid, toggle_call, wait_for
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.tui.app import VramtopApp
@@ -38,7 +38,7 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
         await wait_for(pilot, lambda: running_pid(app) is not None and serving_rate(app) > 1)
         old_pid = running_pid(app)
         await wait_for(pilot, lambda: backend.session.normal_rate() is not None, timeout=60)
-        await pilot.press("v")  # the card's call (or build) begins
+        await toggle_call(pilot)  # the card's call (or build) begins
         await wait_for(pilot, lambda: suggested_relaunch_flags(app.shown.findings) is not None, 90)
         offered = suggested_relaunch_flags(app.shown.findings)
         assert offered is not None

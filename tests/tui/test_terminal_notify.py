@@ -12,7 +12,7 @@ import pytest
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widgets import DataTable
 
-from tests.support.console import make_app, open_timeline, settle, ticks
+from tests.support.console import make_app, open_timeline, settle, ticks, toggle_call
 from tests.support.fake_backend import FakeBackend
 from vramtop.event_log import EventLog
 from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -42,7 +42,7 @@ async def test_a_finding_opening_and_closing_sets_and_clears_the_taskbar_and_not
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 2)
         assert osc(written) == []  # nothing open: nothing said
-        await pilot.press("v")  # a simulated call: the fake backend collapses
+        await toggle_call(pilot)  # a simulated call: the fake backend collapses
         await settle(pilot)
         await ticks(pilot, 4)
         assert backend.findings_open("vram_contention")
@@ -76,7 +76,7 @@ async def test_a_recording_played_back_tells_nothing(written: list[str]) -> None
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 2)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         await ticks(pilot, 4)
         assert backend.findings_open("vram_contention")
@@ -90,7 +90,7 @@ async def test_inside_tmux_the_sequences_are_wrapped_for_passthrough(
     app = make_app(FakeBackend())
     async with app.run_test(size=(100, 30)) as pilot:
         await ticks(pilot, 2)
-        await pilot.press("v")
+        await toggle_call(pilot)
         await settle(pilot)
         await ticks(pilot, 4)
     wrapped = [w for w in written if w.startswith("\x1bPtmux;")]
@@ -160,7 +160,7 @@ async def test_while_a_guard_holds_the_actor_lock_the_console_only_shows(
         app = make_app(backend)
         async with app.run_test(size=(100, 30)) as pilot:
             await ticks(pilot, 2)
-            await pilot.press("v")
+            await toggle_call(pilot)
             await settle(pilot)
             await ticks(pilot, 4)
             assert backend.findings_open("vram_contention")  # shown in the banner …
@@ -223,7 +223,7 @@ async def test_a_guard_started_beside_the_console_takes_over_and_it_only_shows(
             holding = ActorLock("qwen-27b", CONSOLE).holder()
             assert holding is not None and holding["kind"] == GUARD
             before = len(written)
-            await pilot.press("v")
+            await toggle_call(pilot)
             await settle(pilot)
             await ticks(pilot, 4)
             assert backend.findings_open("vram_contention")  # shown …
