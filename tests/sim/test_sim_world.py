@@ -110,9 +110,11 @@ def test_world_survives_clients_that_send_garbage(machine: Any) -> None:
     assert WorldClient(machine.socket_path).request("ping")["ok"]
 
 
-def _one_answer_server(path: Path, answer: bytes) -> Any:
+def _one_answer_server(path: Path, answer: bytes, delay_s: float = 0.0) -> Any:
+    """A daemon at `path` that answers one request with `answer`, `delay_s` after reading it."""
     import socket
     import threading
+    import time
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -122,6 +124,7 @@ def _one_answer_server(path: Path, answer: bytes) -> Any:
         conn, _ = listener.accept()
         with conn:
             conn.recv(65536)
+            time.sleep(delay_s)  # not a wait: a daemon slow to answer is what some tests ask
             conn.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -203,26 +206,10 @@ def test_a_slow_world_is_waited_for_by_the_simulated_server_not_left(tmp_path: P
     # On a loaded machine the world daemon can take seconds to answer; the simulated vLLM's
     # start asked it with a 2 s limit and exited ("gpu.sock: timed out"), where a real vLLM
     # waits on its GPU. A daemon that is gone still fails at once (no socket).
-    import socket
-    import threading
-    import time
-
     from vramtop.sim.world_protocol import WorldUnreachable
 
     path = tmp_path / "slow.sock"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(1)
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            time.sleep(3.0)  # not a wait: the daemon's slowness is the subject
-            conn.sendall(b'{"ok": true, "t": 0}\n')
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    listener, thread = _one_answer_server(path, b'{"ok": true, "t": 0}\n', delay_s=3.0)
     try:
         assert WorldClient(path).request("ping")["ok"] is True
     finally:
