@@ -609,8 +609,8 @@ def real(args: argparse.Namespace) -> int:
     from bench.bench_restart_under_load import Streams, running_requests
     from tests.e2e.conftest import vllm_argv, vllm_env
     from vramtop.config import profile_from_argv
+    from vramtop.ports import free_port
     from vramtop.profiles import save_profile
-    from vramtop.sim.machine import free_port
     from vramtop.supervisor import Supervisor
 
     profile = profile_from_argv(

@@ -64,7 +64,7 @@ from bench._front_door_wire import (
 )
 from tests.e2e.conftest import SERVED_NAME, vllm_argv, vllm_env
 from vramtop.core.door_stats import percentile
-from vramtop.sim.machine import free_port
+from vramtop.ports import free_port
 
 
 def cpu_s(proc: psutil.Process) -> float:

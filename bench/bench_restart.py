@@ -23,7 +23,8 @@ from pathlib import Path
 import httpx
 
 from vramtop.config import Profile
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.ports import free_port
+from vramtop.sim.machine import SimMachine
 
 
 def bare_start(machine: SimMachine, argv: list[str], url: str) -> tuple[float, float]:

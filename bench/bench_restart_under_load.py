@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from tests.e2e.conftest import SERVED_NAME, vllm_argv, vllm_env  # noqa: E402
 from vramtop.config import profile_from_argv  # noqa: E402
-from vramtop.sim.machine import free_port  # noqa: E402
+from vramtop.ports import free_port  # noqa: E402
 
 
 class Streams:

@@ -40,7 +40,8 @@ from typing import Any
 import httpx
 
 from vramtop.machines.sampler import Sampler
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.ports import free_port
+from vramtop.sim.machine import SimMachine
 
 
 def response_ok(response: http.client.HTTPResponse) -> http.client.HTTPResponse:

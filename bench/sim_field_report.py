@@ -22,7 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from vramtop.sim.machine import SimMachine, free_port
+from vramtop.ports import free_port
+from vramtop.sim.machine import SimMachine
 
 
 def generated(url: str) -> float:

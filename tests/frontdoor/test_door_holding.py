@@ -8,7 +8,6 @@ import signal
 import socket
 import stat
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ class Client(threading.Thread):
         self.headers: httpx.Headers | None = None
         self.content = b""
         self.error: str | None = None
-        self.done_at: float | None = None
         # Its answer has begun (a first chunk came): the door lets a begun stream finish,
         # and sends one not begun again to the server after a hold.
         self.begun = threading.Event()
@@ -56,7 +54,6 @@ class Client(threading.Thread):
                     self.begun.set()
         except httpx.HTTPError as exc:
             self.error = repr(exc)
-        self.done_at = time.monotonic()
 
 
 def wait_for(check: Any, timeout_s: float = 20.0) -> Any:
@@ -155,7 +152,6 @@ def test_fail_answers_every_held_request_at_once(door_factory: Any) -> None:
         for c in clients:
             c.start()
         assert wait_for(lambda: door.status()["held"] == 2)
-        asked = time.monotonic()
         answer = door.post(protocol.FAIL_ROUTE, {"reason": "vLLM exited with code 1"})
         assert answer.json() == {"failed": 2}
         for c in clients:
@@ -164,10 +160,9 @@ def test_fail_answers_every_held_request_at_once(door_factory: Any) -> None:
             assert c.headers["retry-after"] == "30"
             error = json.loads(c.content)["error"]
             assert error["type"] == "server_restarting"
+            # Answered by the failure said (its reason), not at the end of the 600 s a
+            # request is held: the join's deadline is far short of that.
             assert error["message"].endswith("did not start again: vLLM exited with code 1")
-            # wall clock: answered when the failure was said, not at the end of the 600 s a
-            # request is held; 5 s leaves room for any load.
-            assert c.done_at is not None and c.done_at - asked < 5
         # Holding ended: a new request is forwarded again.
         assert door.status()["holding"] is False
         assert http.get(door.url + "/echo").status_code == 200

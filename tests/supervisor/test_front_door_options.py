@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vramtop import cli
+from vramtop import cli, ports
 from vramtop.config import ConfigError, Profile, parse_door_address
 from vramtop.profile_file import load_profile_file
-from vramtop.supervisor import state
+from vramtop.supervisor import door, state
 
 
 @pytest.mark.parametrize(
@@ -96,3 +96,12 @@ def test_the_profile_keeps_its_port_with_a_door() -> None:
         name="p", argv=["vllm", "serve", "m", "--port", "8000"], front_door="127.0.0.1:8000"
     )
     assert profile.port == 8000 and profile.url == "http://127.0.0.1:8000"
+
+
+def test_the_port_behind_the_door_is_chosen_below_the_ephemeral_range_and_kept() -> None:
+    # vLLM binds it only after its imports; a port of the ephemeral range could be taken by
+    # any outgoing connection meanwhile ("Address already in use" from vLLM).
+    door_port = door.kept_internal_port("p")  # as if the door listened where vLLM was
+    port = door.internal_port_for_launch("p", door_port=door_port)
+    assert port != door_port and ports.CHOSEN_FROM <= port < ports.ephemeral_floor()
+    assert door.kept_internal_port("p") == port  # written, and kept for the next launch

@@ -15,19 +15,17 @@ what is handed out is checked free.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import itertools
 import os
-import socket
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from vramtop.sim.machine import ephemeral_floor
+from vramtop.ports import ephemeral_floor, is_free
 
-# Below the product's own choices for the demo (vramtop.sim.machine.free_port) and above
+# Below the product's own choices for the demo (vramtop.ports.free_port) and above
 # the ports services usually hold.
 LOW = 10_000
 HIGH = 20_000
@@ -89,7 +87,6 @@ def free_port() -> int:
         assert _walk is not None
         for _ in range(len(ports)):
             port = next(_walk)
-            with socket.socket() as sock, contextlib.suppress(OSError):
-                sock.bind(("127.0.0.1", port))
+            if is_free(port):
                 return port  # else held by something else on this machine: the next one
     raise AssertionError("no free port left in this process's slice")

@@ -13,8 +13,8 @@ import pytest
 
 from tests.support import ports
 from vramtop import locations
-from vramtop.sim import machine as sim_machine
-from vramtop.sim.machine import ephemeral_floor
+from vramtop import ports as product_ports
+from vramtop.ports import ephemeral_floor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,8 +117,8 @@ def test_the_slices_do_not_overlap_and_stay_below_the_ephemeral_range() -> None:
     assert max(max(s) for s in slices) < min(ports.HIGH, ephemeral_floor())
 
 
-def test_the_demo_chooses_its_port_below_the_ephemeral_range_and_free() -> None:
-    chosen = {sim_machine.free_port() for _ in range(20)}
+def test_the_product_chooses_its_ports_below_the_ephemeral_range_and_apart_from_the_tests() -> None:
+    chosen = {product_ports.free_port() for _ in range(20)}
     assert all(port < ephemeral_floor() for port in chosen), chosen
     assert not any(port in range(ports.LOW, ports.HIGH) for port in chosen), chosen
 

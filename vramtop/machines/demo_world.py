@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramtop import files, locations
+from vramtop.ports import free_port
 from vramtop.sim.card import CARDS, DEFAULT_CARD
-from vramtop.sim.machine import SimMachine, free_port, sweep_sim_processes
+from vramtop.sim.machine import SimMachine, sweep_sim_processes
 from vramtop.sim.world_protocol import SOCKET_ENV, SPEED_ENV, STARTUP_ENV, WorldUnreachable
 
 if TYPE_CHECKING:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,43 +55,6 @@ SIM_MARKS = (
     "VLLM::EngineCore",
     "vramtop.frontdoor",
 )
-
-
-# Where this machine's ephemeral ports begin when /proc does not say (Linux's default).
-_EPHEMERAL_FLOOR = 32768
-# The demo's ports are chosen from here up to the ephemeral range.
-_DEMO_PORTS_FROM = 20_000
-
-
-def ephemeral_floor() -> int:
-    """The first port of the range outgoing connections take their local port from."""
-    try:
-        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-        return int(text.split()[0])
-    except (OSError, ValueError, IndexError):
-        return _EPHEMERAL_FLOOR
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now, chosen below the ephemeral
-    range: the server that is given it binds it seconds later, and a port from that range
-    can be taken meanwhile by any outgoing connection on this machine."""
-    floor = ephemeral_floor()
-    if floor - _DEMO_PORTS_FROM >= 1000:
-        start = random.randrange(_DEMO_PORTS_FROM, floor)
-        for offset in range(200):
-            port = _DEMO_PORTS_FROM + (start - _DEMO_PORTS_FROM + offset) % (
-                floor - _DEMO_PORTS_FROM
-            )
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def world_socket(home: Path) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from vramtop import files, locations
+from vramtop import files, locations, ports
 from vramtop.config import Profile, parse_door_address
 from vramtop.core import secrets
 from vramtop.core.json_types import JsonObject, JsonValue
@@ -48,7 +48,7 @@ START_TIMEOUT_S = 20.0
 # The door's own SIGTERM lets requests in flight finish for up to 10 s.
 STOP_TIMEOUT_S = 12.0
 _POLL_S = 0.05
-LOOPBACK = "127.0.0.1"
+LOOPBACK = ports.LOOPBACK
 
 
 def token_path(profile: str) -> Path:
@@ -98,14 +98,9 @@ def internal_port_for_launch(profile: str, door_port: int | None = None) -> int:
 
 
 def _new_internal_port(profile: str, avoid: int | None = None) -> int:
-    import socket
-
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((LOOPBACK, 0))
-            port = int(s.getsockname()[1])
-        if port != avoid:
-            break
+    # Below the ephemeral range: vLLM binds it only after its imports, and a port from that
+    # range can meanwhile be taken by any outgoing connection on the machine.
+    port = ports.free_port(avoid=() if avoid is None else (avoid,))
     files.write_atomic(_port_path(profile), f"{port}\n".encode())
     return port
 
