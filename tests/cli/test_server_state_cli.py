@@ -97,6 +97,7 @@ def test_status_json_gives_the_last_steps_phases(
         "action": "restart",
         "t": 3000.0,
         "result": "ok",
+        "message": None,
         "phases": phases,
         "slow_parts": slow,
     }

@@ -18,10 +18,12 @@ from tests.support.waiting import wait_until
 from vramtop import profiles
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo, ServerState
+from vramtop.core.step_report import step_lines
 from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.sim.machine import SimMachine
 from vramtop.supervisor import Supervisor, state
+from vramtop.supervisor.step_phases import recorded_last_step, recorded_last_total
 
 LOAD_S = 4.0
 
@@ -107,8 +109,26 @@ def test_a_restart_killed_while_loading_is_told_as_interrupted(machine: SimMachi
         told = [e for e in EventLog.for_profile("rk").read() if e.name == "restart"]
         assert [e.detail["result"] for e in told] == ["interrupted"]
         assert "vLLM became ready without it" in str(told[0].detail["message"])
+        # It is the last step `status` gives, not the start before it, with the phases the
+        # new server's log told (vramtop's own timer died with the restart's vramtop).
+        step = recorded_last_step("rk")
+        assert step is not None
+        assert (step["action"], step["result"]) == ("restart", "interrupted")
+        assert "weights_s" in step["phases"] and "total_s" not in step["phases"]  # type: ignore[operator]
+        head, said = step_lines(step)[:2]
+        assert head.startswith("last restart, interrupted (vLLM: weights ")
+        assert "ended half-way; vLLM became ready without it" in said
+        # The next step's expected time is still the last timed one's: the start's.
+        assert recorded_last_total("rk") == last_step_total_of_start("rk")
     finally:
         assert sup.stop().ok
+
+
+def last_step_total_of_start(profile: str) -> float:
+    (start,) = [e for e in EventLog.for_profile(profile).read() if e.name == "start"]
+    phases = start.detail["phases"]
+    assert isinstance(phases, dict) and isinstance(phases["total_s"], float)
+    return phases["total_s"]
 
 
 def test_status_only_reads_and_housekeeping_notices_a_crash(machine: SimMachine) -> None:

@@ -8,10 +8,10 @@ from vramtop.core.server_events import Event
 from vramtop.core.step_report import (
     PhaseHistogram,
     last_step,
+    last_total,
     observe_steps,
     phase_seconds,
     step_lines,
-    step_total,
 )
 
 
@@ -27,11 +27,43 @@ def test_the_last_step_is_the_last_start_restart_or_relaunch_with_phases() -> No
         "action": "relaunch",
         "t": 2.0,
         "result": "rolled_back",
+        "message": None,
         "phases": {"total_s": 90.0},
         "slow_parts": [],
     }
-    assert step_total(step) == 90.0
-    assert last_step(events[2:]) is None and step_total(None) is None
+    assert last_total(events) == 90.0
+    assert last_step(events[2:]) is None and last_total(events[2:]) is None
+
+
+def test_a_step_left_half_done_is_the_last_step_and_says_so_but_was_not_timed() -> None:
+    said = "the vramtop carrying it out ended half-way; vLLM became ready without it (pid 7)"
+    events = [
+        Event(1.0, "start", {"result": "ok", "phases": {"total_s": 60.0, "ready_s": 58.0}}),
+        # As an interrupted step's event is written: its phases only vLLM's log told.
+        Event(2.0, "restart", {"result": "interrupted", "message": said, "phases": {}}),
+    ]
+    step = last_step(events)
+    assert step is not None
+    assert (step["action"], step["result"], step["message"]) == ("restart", "interrupted", said)
+    assert step_lines(step) == ["last restart, interrupted", f"  {said}"]
+    # The time the console gives the next step to expect is the last one timed.
+    assert last_total(events) == 60.0
+    events.append(
+        Event(
+            3.0,
+            "relaunch",
+            {
+                "result": "failed",
+                "message": "vLLM exited with code 1",
+                "phases": {"total_s": 12.0, "weights_s": 4.0},
+            },
+        )
+    )
+    assert step_lines(last_step(events) or {}) == [
+        "last relaunch: 12 s, failed (vLLM: weights 4.0 s)",
+        "  vLLM exited with code 1",
+    ]
+    assert last_total(events) == 12.0
 
 
 def test_the_first_request_served_after_a_step_is_added_from_its_own_event() -> None:

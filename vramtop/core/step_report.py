@@ -125,9 +125,11 @@ def step_events(events: Iterable[Event]) -> list[Event]:
 
 def last_step(events: Sequence[Event]) -> JsonObject | None:
     """The last step as `status --json` and `--once --json` give it (`last_step`): what it
-    was (`action`), when (`t`, Unix time), its `result`, its `phases` (with `first_served_s`
-    where its `first_served` event came) and its `slow_parts` (each slow part named with its
-    fix; empty when none was); None before any."""
+    was (`action`), when (`t`, Unix time), its `result`, its `message` (what its event says:
+    why it failed, what an interrupted one left; None where it says nothing), its `phases`
+    (with `first_served_s` where its `first_served` event came; empty where none were timed:
+    one left half-done by a vramtop that was killed) and its `slow_parts` (each slow part
+    named with its fix; empty when none was); None before any."""
     steps = step_events(events)
     if not steps:
         return None
@@ -140,6 +142,7 @@ def last_step(events: Sequence[Event]) -> JsonObject | None:
         "action": str(last.name),
         "t": last.t,
         "result": last.detail.get("result"),
+        "message": message if isinstance(message := last.detail.get("message"), str) else None,
         "phases": phases,
         "slow_parts": [w for w in _list(last.detail.get("slow_parts")) if isinstance(w, str)],
     }
@@ -215,11 +218,14 @@ def count_steps(before: StepCounts, events: Iterable[Event]) -> StepCounts:
     return StepCounts(counted, latest_steps(before.latest, steps))
 
 
-def step_total(step: JsonObject | None) -> float | None:
-    """A step's total seconds (`last_step`'s), where it was timed."""
-    phases = step.get("phases") if step is not None else None
-    total = phases.get("total_s") if isinstance(phases, dict) else None
-    return _seconds(total)
+def last_total(events: Sequence[Event]) -> float | None:
+    """The total seconds of the last step that was timed (one left half-done was not): what
+    the console gives as the next step's expected time; None before any."""
+    for event in reversed(step_events(events)):
+        total = _seconds((_phases(event) or {}).get("total_s"))
+        if total is not None:
+            return total
+    return None
 
 
 def phase_seconds(event: Event) -> dict[str, float]:
@@ -322,7 +328,13 @@ def step_lines(step: JsonObject) -> list[str]:
     parts = ", ".join(own)
     if vllm:
         parts += ("; " if parts else "") + "vLLM: " + ", ".join(vllm)
+    result = step.get("result")
+    if isinstance(result, str) and result != "ok":
+        head += f", {result.replace('_', ' ')}"
     lines = [f"{head} ({parts})" if parts else head]
+    message = step.get("message")
+    if result != "ok" and isinstance(message, str) and message:
+        lines.append(f"  {message}")
     return lines + [f"slow: {w}" for w in _list(step.get("slow_parts")) if isinstance(w, str)]
 
 

@@ -96,12 +96,17 @@ def write_action(done: ActionDone) -> bool:
     return EventLog.for_profile(done.profile).append(done.t, done.name, values)
 
 
-def write_interrupted(rec: ServerRecord, found: str, *, served: bool = False) -> bool:
+def write_interrupted(
+    rec: ServerRecord, found: str, *, served: bool = False, phases: JsonObject | None = None
+) -> bool:
     """The action a vramtop left half-done on `rec` (killed, Ctrl+C), told by whoever settled
-    the record after it: `found`, what was there then (`served`: the new server serves).
-    Nothing is written for a record that names no action. An automatic restart that serves
-    is `ok`: nobody waited on its vramtop (a one-shot command that launched it has ended by
-    design), and its load's end is its outcome."""
+    the record after it: `found`, what was there then (`served`: the new server serves), and
+    the `phases` known of it (vLLM's, from its log, where the new server served; none timed
+    by vramtop, whose timer died with it). Its event carries `phases` (empty when none are
+    known), as a step's event does, so a start, restart or relaunch left half-done is the
+    profile's last step. Nothing is written for a record that names no action. An automatic
+    restart that serves is `ok`: nobody waited on its vramtop (a one-shot command that
+    launched it has ended by design), and its load's end is its outcome."""
     if rec.acting is None:
         return False
     asked_by = rec.acting_asked_by if rec.acting_asked_by in ASKED_BY else COMMAND
@@ -110,4 +115,5 @@ def write_interrupted(rec: ServerRecord, found: str, *, served: bool = False) ->
     else:
         outcome, said = Outcome.INTERRUPTED, f"the vramtop carrying it out ended half-way; {found}"
     values: JsonObject = {"result": outcome.value, "asked_by": asked_by, "message": said}
+    values["phases"] = dict(phases or {})
     return EventLog.for_profile(rec.profile).append(time.time(), rec.acting, values)

@@ -31,7 +31,7 @@ from vramtop.supervisor.handle import ServerHandle, no_progress, own_create_time
 from vramtop.supervisor.readiness import healthy_once, server_url
 from vramtop.supervisor.record_repair import RecordRepair
 from vramtop.supervisor.state import Lifecycle, ServerRecord
-from vramtop.supervisor.step_phases import StepClock
+from vramtop.supervisor.step_phases import StepClock, start_phases
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class Housekeeper:
                 current.phase = causes.READY
                 if current.actor_pid is not None:  # its vramtop died before it was ready
                     found = f"vLLM became ready without it (pid {current.pid})"
-                    write_interrupted(current, found, served=True)
+                    write_interrupted(current, found, served=True, phases=start_phases(current))
                 current.actor_pid = current.actor_create_time = None
                 current.acting = current.acting_asked_by = None
                 handle.remember_tree(current)

@@ -24,7 +24,7 @@ from vramtop.core.slow_part import (
     slow_place,
     weights_dir,
 )
-from vramtop.core.step_report import last_step, step_events
+from vramtop.core.step_report import last_step, last_total, step_events
 from vramtop.core.vllm import args as vllm_args
 from vramtop.core.vllm.log_run import last_run
 from vramtop.core.vllm.start_phases import parse_start_phases
@@ -146,6 +146,15 @@ def start_phases(rec: ServerRecord | None) -> JsonObject:
         return {}
     lines = tail(Path(rec.log_path), rec.log_offset, READ_LIMIT)
     return parse_start_phases(last_run(lines)).fields()
+
+
+def recorded_last_total(profile: str) -> float | None:
+    """The total seconds of the profile's last timed step (`core.step_report.last_total`);
+    None before any, or for a timeline that cannot be read."""
+    try:
+        return last_total(EventLog.for_profile(profile).read())
+    except (OSError, files.NotYours):
+        return None
 
 
 def recorded_steps(profile: str) -> list[Event]:

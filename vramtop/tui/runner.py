@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from vramtop import locations
 from vramtop.core.model import ServerState
 from vramtop.core.server_events import ServerAction
-from vramtop.core.step_report import step_total, under_way_words
+from vramtop.core.step_report import under_way_words
 from vramtop.outcomes import ActionResult
 from vramtop.tui.keys import LAUNCHED, UNDER_WAY
 from vramtop.tui.messages import ActionFinished, ActionProgress
@@ -486,9 +486,9 @@ class ActionRunner:
         profile = self._app.backend.profile_name
         if profile is None:
             return None
-        from vramtop.supervisor.step_phases import recorded_last_step
+        from vramtop.supervisor.step_phases import recorded_last_total
 
-        return step_total(recorded_last_step(profile))
+        return recorded_last_total(profile)
 
     def finished(self, message: ActionFinished) -> None:
         action, result = message.action, message.result
