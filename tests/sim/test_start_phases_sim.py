@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from vramtop.core.vllm.log_run import last_run
@@ -10,17 +9,16 @@ from vramtop.core.vllm.start_phases import parse_start_phases
 
 
 def test_the_simulators_start(machine: Any, server_factory: Any) -> None:
-    began = time.monotonic()
     server = server_factory(machine, 0.93)
     assert server.wait_ready()
-    took_s = time.monotonic() - began
     phases = parse_start_phases(last_run(server.text().splitlines()))
     # The simulator prints vLLM's lines with the figures its own start took: a step's phases
-    # read from them never say more seconds than the start itself lasted (it printed a
-    # nominal 9.84 s of weights in a start of 4 s).
+    # read from them never say more seconds than the start itself lasted by its log's own
+    # stamps (it printed a nominal 9.84 s of weights in a start of 4 s).
     assert phases.weights_gib is not None and phases.weights_gib > 0
     assert phases.weights_s is not None and phases.weights_gb_per_s is not None
     assert phases.graphs_s is not None and phases.engine_init_s is not None
     assert phases.to_ready_s is not None and phases.to_ready_s >= 0
-    # wall clock: the log's own seconds against the start that contains them, never a bound
-    assert phases.weights_s <= took_s and phases.engine_init_s <= took_s, (phases, took_s)
+    # The log's stamps are whole seconds: a phase may outlast their difference by one.
+    lasted = phases.to_ready_s + 1
+    assert phases.weights_s <= lasted and phases.engine_init_s <= lasted, phases

@@ -50,10 +50,12 @@ def claim_slice(first: int, lock_dir: Path) -> tuple[int, int] | None:
         number = (first + step) % SLICES
         try:
             fd = os.open(
-                lock_dir / f"vramtop-test-ports-{number}.lock", os.O_RDWR | os.O_CREAT, 0o600
+                lock_dir / f"vramtop-test-ports-{number}.lock",
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                0o600,
             )
         except OSError:
-            continue  # another user's file: that slice is theirs
+            continue  # another user's file, or a link (never followed): not this slice
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

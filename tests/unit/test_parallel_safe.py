@@ -110,6 +110,16 @@ def test_a_slice_held_by_one_process_is_not_claimed_by_another(tmp_path: Path) -
     os.close(again[1])
 
 
+def test_a_slice_whose_lock_file_is_a_link_is_not_claimed(tmp_path: Path) -> None:
+    target = tmp_path / "someone-elses-file"
+    target.write_text("kept\n")
+    (tmp_path / "vramtop-test-ports-5.lock").symlink_to(target)
+    held = ports.claim_slice(5, tmp_path)
+    assert held is not None and held[0] == 6  # the link was not followed, nor its slice taken
+    os.close(held[1])
+    assert target.read_text() == "kept\n"
+
+
 def test_the_slices_do_not_overlap_and_stay_below_the_ephemeral_range() -> None:
     slices = [set(ports.slice_range(n)) for n in range(ports.SLICES)]
     assert all(len(s) >= 100 for s in slices)
