@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import wait_until_async
@@ -41,6 +42,15 @@ def test_a_collapse_beside_a_box_that_is_down(  # type: ignore[no-untyped-def]
             lambda: app.fetches == len(boxes),
             deadline_s=30,
             what="both boxes read",
+            pause=pilot.pause,
+        )
+        # The table sizes its columns to the new cells when it is next idle, not when they
+        # are set: until then it shows them cut to the widths of "asking…" (1 run in 8).
+        table = app.query_one(DataTable)
+        await wait_until_async(
+            lambda: not (table._updated_cells or table._require_update_dimensions),
+            deadline_s=30,
+            what="the table's columns sized to the boxes' answers",
             pause=pilot.pause,
         )
         await pilot.pause()
