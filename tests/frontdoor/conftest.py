@@ -19,7 +19,7 @@ import pytest
 from tests.sim.conftest import home, machine, machine_factory, server_factory
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.frontdoor import protocol
 
 __all__ = ["home", "machine", "machine_factory", "server_factory"]
@@ -38,7 +38,7 @@ class Door:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_ready(self, timeout_s: float = 20.0) -> Door:
+    def wait_ready(self, timeout_s: float = PROCESS_S) -> Door:
 
         def answering() -> bool:
             if self.proc.poll() is not None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.frontdoor.upstreams import sse_events, upstream_server
-from tests.support.waiting import stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until
 from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(180)
@@ -72,13 +72,15 @@ def test_a_generation_with_no_answer_begun_is_sent_again_to_the_new_server(
         door = door_factory(_url(old))
         client = Post(door.url + path, body)
         client.start()
-        wait_until(lambda: _seen(old, path), deadline_s=20, what="the old server asked")
+        wait_until(lambda: _seen(old, path), deadline_s=PROCESS_S, what="the old server asked")
         # The old server has not answered (it would not until it stops): the hold answers
         # without waiting for it, the request cancelled there and held at the door.
         held = _hold(door, 120)
         assert not old.stopping.is_set() and client.status is None
         assert held["replayed"] == 1 and held["drained"] is True and held["in_flight"] == 0
-        wait_until(lambda: door.status()["held"] == 1, deadline_s=20, what="the request held")
+        wait_until(
+            lambda: door.status()["held"] == 1, deadline_s=PROCESS_S, what="the request held"
+        )
         old.stopping.set()  # the old server stops
         answer = door.post(protocol.RELEASE_ROUTE, {"upstream": _url(new)}).json()
         assert answer == {"released": 1}
@@ -99,9 +101,9 @@ def test_every_request_sent_again_gets_its_own_answer(door_factory: Any) -> None
             path = f"/v1/completions?n={n}"
             clients.append(Post(door.url + path, {"n": n}))
             clients[-1].start()
-            wait_until(lambda p=path: _seen(old, p), deadline_s=20, what=f"request {n} sent")
+            wait_until(lambda p=path: _seen(old, p), deadline_s=PROCESS_S, what=f"request {n} sent")
         assert _hold(door, 120)["replayed"] == 3
-        wait_until(lambda: door.status()["held"] == 3, deadline_s=20, what="3 held")
+        wait_until(lambda: door.status()["held"] == 3, deadline_s=PROCESS_S, what="3 held")
         old.stopping.set()
         assert door.post(protocol.RELEASE_ROUTE, {"upstream": _url(new)}).json() == {"released": 3}
         for c in clients:
@@ -119,7 +121,7 @@ def test_a_stream_begun_is_let_finish(door_factory: Any) -> None:
         client = Post(door.url + "/v1/completions", {"prompt": "x", "stream": True})
         client.start()
         first = sse_events(3)[1]
-        wait_until(lambda: client.content == first, deadline_s=20, what="the first event")
+        wait_until(lambda: client.content == first, deadline_s=PROCESS_S, what="the first event")
         answers: list[dict[str, Any]] = []
         holding = threading.Thread(target=lambda: answers.append(_hold(door, 60)), daemon=True)
         holding.start()
@@ -142,7 +144,7 @@ def test_a_request_on_another_route_is_waited_for_as_before(door_factory: Any, p
         door = door_factory(_url(old))
         client = Post(door.url + path, {"prompt": "x"})
         client.start()
-        wait_until(lambda: _seen(old, path), deadline_s=20, what="the request sent")
+        wait_until(lambda: _seen(old, path), deadline_s=PROCESS_S, what="the request sent")
         held = _hold(door, 0.3)
         assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
         assert door.status()["held"] == 0
@@ -158,7 +160,7 @@ def test_a_long_answer_in_flight_through_a_restart_gets_the_new_servers_answer(
     body = {"prompt": "write at length", "max_tokens": 2000}  # not streamed: ~25 s simulated
     client = Post(door.url + "/v1/completions", body)
     client.start()
-    wait_until(lambda: door.status()["in_flight"] == 1, deadline_s=20, what="it forwarded")
+    wait_until(lambda: door.status()["in_flight"] == 1, deadline_s=PROCESS_S, what="it forwarded")
     held = _hold(door, 120)
     # The restart begins without waiting for the answer: none has come yet.
     assert client.status is None
@@ -182,7 +184,7 @@ def test_a_generation_whose_body_streamed_is_waited_for_as_before(door_factory: 
         door = door_factory(_url(old), "--body-memory-mib", "0")
         client = Post(door.url + "/v1/completions", {"prompt": "x" * 1000})
         client.start()
-        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=20, what="it was sent")
+        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=PROCESS_S, what="it was sent")
         held = _hold(door, 0.3)
         assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
 
@@ -196,7 +198,7 @@ def test_with_replay_off_a_hold_waits_for_every_request_as_before(
         door = door_factory(_url(old))
         client = Post(door.url + "/v1/completions", {"prompt": "x", "max_tokens": 2000})
         client.start()
-        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=20, what="it was sent")
+        wait_until(lambda: _seen(old, "/v1/completions"), deadline_s=PROCESS_S, what="it was sent")
         held = _hold(door, 0.3)
         assert (held["drained"], held["in_flight"], held["replayed"]) == (False, 1, 0)
         assert door.status()["replayed_total"] == 0

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.sim.machine import SimMachine
 
 
@@ -29,7 +29,7 @@ class RunningServer:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_ready(self, timeout_s: float = 15.0) -> bool:
+    def wait_ready(self, timeout_s: float = PROCESS_S) -> bool:
         """True once /health answers 200; False if the process exited first."""
 
         def ready_or_exited() -> bool:

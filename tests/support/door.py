@@ -14,7 +14,7 @@ import httpx
 
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 
 
 @contextlib.contextmanager
@@ -35,7 +35,7 @@ def real_door(upstream_url: str, tmp_path: Path) -> Iterator[tuple[subprocess.Po
                 return http.get(url + "/vramtop/door", timeout=1).status_code == 200
             return False
 
-        wait_until(answering, deadline_s=20, what="the door's answer")
+        wait_until(answering, deadline_s=PROCESS_S, what="the door's answer")
         yield proc, url
     finally:
         if proc.poll() is None:
