@@ -151,10 +151,7 @@ def start_phases(rec: ServerRecord | None) -> JsonObject:
 def recorded_last_total(profile: str) -> float | None:
     """The total seconds of the profile's last timed step (`core.step_report.last_total`);
     None before any, or for a timeline that cannot be read."""
-    try:
-        return last_total(EventLog.for_profile(profile).read())
-    except (OSError, files.NotYours):
-        return None
+    return last_total(recorded_steps(profile))
 
 
 def recorded_steps(profile: str) -> list[Event]:
