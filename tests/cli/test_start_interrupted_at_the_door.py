@@ -1,7 +1,9 @@
 """Ctrl+C while `vramtop start --demo` waits for its front door to answer (the door's start
 takes the most of a second, more on a busy machine). Before, the door went on running with no
 record naming it: `vramtop stop --demo` said "not running", and the next start refused, its
-port "already in use by" the door. Now the interrupted start ends the door it started."""
+port "already in use by" the door. Now the interrupted start ends the door it started, and
+where it cannot (interrupted inside the spawn itself, or killed), the next `stop` or start
+ends the door no record names."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.support.waiting import wait_until
 
@@ -42,7 +45,14 @@ def gone(proc: psutil.Process) -> bool:
         return True
 
 
-def test_ctrl_c_while_the_door_starts_leaves_no_door_behind(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("sent", "ended_with"),
+    [(signal.SIGINT, (130, -signal.SIGINT)), (signal.SIGKILL, (-signal.SIGKILL,))],
+    ids=["ctrl-c", "killed"],
+)
+def test_a_start_stopped_while_the_door_starts_leaves_no_door_behind(
+    tmp_path: Path, sent: signal.Signals, ended_with: tuple[int, ...]
+) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     start = subprocess.Popen(
@@ -59,9 +69,9 @@ def test_ctrl_c_while_the_door_starts_leaves_no_door_behind(tmp_path: Path) -> N
         # Interrupted as soon as the door's process runs: it answers only once Python and
         # aiohttp have loaded, which the start waits for.
         door = wait_until(lambda: door_of(home), deadline_s=60, what="the door's process")
-        start.send_signal(signal.SIGINT)
+        start.send_signal(sent)
         _, err = start.communicate(timeout=60)
-        assert start.returncode in (130, -signal.SIGINT), err
+        assert start.returncode in ended_with, err
         # Whatever the start had reached, `stop` leaves no door: ended by the start, or named
         # by its record (then stopped here).
         stopped = vramtop(home, "stop", "--demo")

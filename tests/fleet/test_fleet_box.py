@@ -86,7 +86,9 @@ async def test_enter_shows_the_boxs_panels_and_escape_returns(
 
 
 async def steps_of_r9700(app: FleetApp, pilot: Pilot[None]) -> StepsScreen:
-    """`e` pressed once the r9700's page is read: its steps' screen."""
+    """`e` pressed once the r9700's page is read: its steps' screen, once it shows a fresh
+    page (a busy machine can leave the box's next answer later than the 3 s a row stays
+    fresh, and the screen then rightly shows none)."""
     await wait_until_async(
         lambda: app.page("r9700") is not None,
         deadline_s=30,
@@ -96,6 +98,13 @@ async def steps_of_r9700(app: FleetApp, pilot: Pilot[None]) -> StepsScreen:
     await pilot.press("e")
     screen = app.screen
     assert isinstance(screen, StepsScreen)
+    steps = screen.query_one("#steps", Static)
+    await wait_until_async(
+        lambda: "no steps shown" not in str(steps.render()),
+        deadline_s=30,
+        what=lambda: f"the steps of a fresh page: {steps.render()!s}",
+        pause=pilot.pause,
+    )
     return screen
 
 

@@ -250,7 +250,7 @@ class ServerActions:
             # Saved before the launch: a vramtop killed right after it still finds the server
             # by its launch id.
             state.save(rec)
-        except OSError:  # (a full disk): the door opened for this launch goes with it
+        except BaseException:  # (a full disk, Ctrl+C): the door opened for this launch goes too
             self._door_process.close_opened(prev, door_facts)
             raise
         env = launch.build_env(

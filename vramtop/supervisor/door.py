@@ -174,10 +174,11 @@ def spawn(
         child = launch.spawn(command, _door_env(profile_env or {}), None, logfile)
     except OSError as exc:
         return f"the front door could not be started: {exc}"
-    made = _create_time(child.pid)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    url = door_url(address)
+    made = None  # (our child, not yet waited for: its pid cannot be reused meanwhile)
     try:
+        made = _create_time(child.pid)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = door_url(address)
         with client_for(url, 1.0, trust_env=False) as client:
             while time.monotonic() < deadline:
                 if child.poll() is not None:
@@ -191,7 +192,8 @@ def spawn(
                 time.sleep(_POLL_S)
     except BaseException:
         # Ctrl+C while it starts: no record names it yet, and it would hold its port (and
-        # the requests it is sent) for nobody; `vramtop stop` could not find it.
+        # the requests it is sent) for nobody. (Interrupted inside the spawn itself, or
+        # killed, it is left: the profile's next `stop` or start ends it, `DoorProcess.end_strays`.)
         _end(child.pid, made)
         raise
     _end(child.pid, made)

@@ -8,8 +8,12 @@ for one, and started again when it died.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from typing import TypedDict
+
+import psutil
 
 from vramtop.config import parse_door_address
 from vramtop.outcomes import ActionResult
@@ -29,6 +33,24 @@ class DoorFields(TypedDict, total=False):
     door_create_time: float | None
     door_restarts: int
     internal_port: int
+
+
+def strays(profile: str, named: int | None) -> list[psutil.Process]:
+    """This user's front doors of `profile` that no record names (`named`: the record's door
+    pid, or None): a door whose start was interrupted or killed before the record named it.
+    Under the profile's lock no other vramtop starts one, so each holds its port, and any
+    request sent to it, for nobody. Found by command line (`door.is_door_of`'s test);
+    another user's process is never one."""
+    token_file = str(door.token_path(profile))
+    uid = os.getuid()
+    found = []
+    for proc in psutil.process_iter(["uids", "cmdline"]):
+        uids, argv = proc.info["uids"], proc.info["cmdline"] or []
+        if proc.pid == named or uids is None or uids.real != uid:
+            continue
+        if door.is_door_command(argv) and token_file in argv:
+            found.append(proc)
+    return found
 
 
 class DoorProcess:
@@ -64,6 +86,7 @@ class DoorProcess:
                 log.warning("front door of %s had died; starting it again", prev.profile)
             if prev is not None and door.alive(prev):
                 door.stop(prev)  # the profile's door moved: the old address is closed
+            self.end_strays(None)  # else one holds the port asked for
             host, port = parse_door_address(address)
             owner = launch.port_owner(host, port, self._server.options_of)
             if owner is not None:
@@ -91,9 +114,10 @@ class DoorProcess:
 
     def close_opened(self, prev: ServerRecord | None, facts: DoorFields) -> None:
         """A launch that could not go on after `open_for_launch` (its state file or its log
-        could not be written: a full disk): the door it started is stopped again, since no
-        record would name it and it would hold its port, and what it holds, for nobody. The
-        previous record's door stays: that record still names it."""
+        could not be written: a full disk; or Ctrl+C before the record was saved): the door
+        it started is stopped again, since no record would name it and it would hold its
+        port, and what it holds, for nobody. The previous record's door stays: that record
+        still names it."""
         pid = facts.get("door_pid")
         if pid is None or (prev is not None and prev.door_pid == pid):
             return
@@ -107,13 +131,31 @@ class DoorProcess:
 
     def stop(self) -> None:
         """`vramtop stop`: the door stops first (it lets its requests in flight finish while
-        the server still serves them), and the record forgets it."""
+        the server still serves them), and the record forgets it. A door no record names
+        (its start was interrupted or killed) is ended too."""
         rec = self._server.record()
+        self.end_strays(rec.door_pid if rec is not None else None)
         if rec is None or rec.door_pid is None:
             return
         door.stop(rec)
         rec.door_pid = rec.door_create_time = None
         state.save(rec)
+
+    def end_strays(self, named: int | None) -> None:
+        """Under the lock: the profile's `strays` ended, as `door.stop` ends a door."""
+        for proc in strays(self._server.name, named):
+            with contextlib.suppress(psutil.Error):
+                made = proc.create_time()
+                door.stop(
+                    ServerRecord(
+                        profile=self._server.name, door_pid=proc.pid, door_create_time=made
+                    )
+                )
+                log.warning(
+                    "front door of %s left by an interrupted start (pid %d): ended",
+                    self._server.name,
+                    proc.pid,
+                )
 
     def restart_dead(self) -> bool:
         """Under the lock: the record's door, found dead, started again at its address with the
