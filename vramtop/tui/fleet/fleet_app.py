@@ -36,7 +36,7 @@ from vramtop.sources.fleet_client import TIMEOUT_S, fetch, http_client
 from vramtop.sources.fleet_prometheus import Read, read
 from vramtop.tui.fleet.box_screen import BoxScreen, StepsScreen
 from vramtop.tui.fleet.cells import COLUMNS, cells, down_words
-from vramtop.tui.fleet.table import FleetTable
+from vramtop.tui.widgets.measured_table import MeasuredTable
 
 REFRESH_S = 1.0
 
@@ -110,7 +110,7 @@ class FleetApp(App[None]):
         yield Static(id="source")
         yield Static(id="banner")
         yield Static(id="down")
-        yield FleetTable(id="fleet", cursor_type="row", zebra_stripes=True)
+        yield MeasuredTable(id="fleet", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:

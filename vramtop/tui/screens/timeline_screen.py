@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 
 from vramtop.core.server_events import Event
 from vramtop.tui.format import duration, ready_time
+from vramtop.tui.widgets.measured_table import MeasuredTable
 
 
 class TimelineScreen(ModalScreen[None]):
@@ -56,7 +57,7 @@ class TimelineScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="timeline", classes="dialog"):
             yield Label(self._empty_words(), id="timeline-empty")
-            yield DataTable(cursor_type="row", zebra_stripes=True)
+            yield MeasuredTable(cursor_type="row", zebra_stripes=True)
             yield Label(
                 Content.styled("enter shows the whole event · esc closes", "$text-muted"),
                 id="timeline-keys",
