@@ -1,10 +1,12 @@
 """A front door no record names: its start was interrupted (inside the spawn itself) or killed
 before the record was saved. It holds its port, and any request sent to it, for nobody; the
-profile's next `stop` ends it, and its next start does too instead of refusing the port.
+profile's next `stop` ends it and says so, its next start does too instead of refusing the
+port, and `status` names it.
 Doors of another profile, the record's own door, and another user's processes are left."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,8 +16,9 @@ import pytest
 from supervisor_helpers import fake_profile
 
 from tests.support.ports import free_port
+from vramtop import cli, profiles
 from vramtop.config import Profile
-from vramtop.supervisor import Supervisor, door, door_process, state, tree
+from vramtop.supervisor import Supervisor, door, state, tree
 
 
 @contextmanager
@@ -45,6 +48,9 @@ def test_stop_ends_a_door_no_record_names_and_leaves_another_profiles(
     with stray("p1") as (pid, made, address), stray("p2") as (other, other_made, _):
         result = Supervisor(door_profile("p1", address, ledger)).stop()
         assert result.ok, result.message
+        assert result.message == (
+            f"not running; ended a front door left by an interrupted start (pid {pid})"
+        )
         assert not tree.process_alive(pid, made), "the stray door was left"
         assert tree.process_alive(other, other_made), "another profile's door was ended"
 
@@ -68,7 +74,38 @@ def test_the_records_own_door_and_another_users_are_not_strays(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with stray("p1") as (pid, _, _):
-        assert [p.pid for p in door_process.strays("p1", None)] == [pid]
-        assert door_process.strays("p1", pid) == []  # the record's door
+        assert [p.pid for p in door.strays("p1", None)] == [pid]
+        assert door.strays("p1", pid) == []  # the record's door
         monkeypatch.setattr(os, "getuid", lambda: os.geteuid() + 1)
-        assert door_process.strays("p1", None) == []  # the same command line, another user's
+        assert door.strays("p1", None) == []  # the same command line, another user's
+
+
+def test_status_names_a_stray_door_and_stop_ends_it(
+    home: Path, ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with stray("p1") as (pid, made, address):
+        profiles.save_profile(door_profile("p1", address, ledger))
+        assert cli.main(["status", "--profile", "p1", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["stray_door_pids"] == [pid]
+        assert cli.main(["status", "--profile", "p1"]) == 0
+        said = capsys.readouterr().out
+        assert f"stray front door (pid {pid}): left by an interrupted start; stop ends it" in said
+        assert cli.main(["stop", "--profile", "p1"]) == 0
+        assert f"ended a front door left by an interrupted start (pid {pid})" in (
+            capsys.readouterr().out
+        )
+        assert not tree.process_alive(pid, made)
+        assert cli.main(["status", "--profile", "p1", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["stray_door_pids"] == []
+
+
+def test_a_stray_door_alone_is_something_left_for_the_demo(home: Path) -> None:
+    """With the demo's simulated machine gone (idled out), a stray door is still something
+    running: `stop --demo` and `status --demo` go on to end it and name it."""
+    from vramtop.machines import demo_world
+
+    machine = demo_world.demo_machine()
+    profile = demo_world.demo_profile_name(demo_world.DEFAULT_CARD)
+    assert demo_world.nothing_left(machine, profile)
+    with stray(profile):
+        assert not demo_world.nothing_left(machine, profile)

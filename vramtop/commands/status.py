@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
             if info.state == "running":
                 data["healthy"], data["reason"] = _health(url)
             data.update(door_fields(rec))
+        # Added: the profile's stray front doors (glossary), which `stop` ends; [] when none.
+        from vramtop.supervisor import door
+
+        named = rec.door_pid if rec is not None else None
+        data["stray_door_pids"] = [proc.pid for proc in door.strays(t.supervisor.name, named)]
         # Added: the last start, restart or relaunch and its phases (null before any).
         data["last_step"] = recorded_last_step(t.supervisor.name, data.get("door"))
         # Added: the action another vramtop (a console, a guard, a command) is taking on the
@@ -158,6 +163,10 @@ def _print(as_json: bool, data: dict[str, object]) -> int:
         lines.append(f"  not healthy: {data.get('reason')}")
     if data.get("front_door"):
         lines.append("  " + _door_line(data))
+    strays = data.get("stray_door_pids")
+    if isinstance(strays, list) and strays:
+        pids = ", ".join(str(pid) for pid in strays)
+        lines.append(f"  stray front door (pid {pids}): left by an interrupted start; stop ends it")
     step = data.get("last_step")
     if isinstance(step, dict):
         lines += [f"  {line}" for line in step_lines(step)]

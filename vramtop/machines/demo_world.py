@@ -173,15 +173,18 @@ def unlike_asked(machine: SimMachine, running: dict[str, object]) -> str | None:
 
 def nothing_left(machine: SimMachine, profile: str = DEMO_PROFILE) -> bool:
     """Whether the demo has nothing running to look after: its world does not answer, and no
-    front door its record names runs. A door outlives the world (a relaunch killed during
-    its start leaves it holding, the world idles out): housekeeping, which starts the world
-    again, must then answer what the door holds rather than leave it to the hold's limit."""
+    front door of its profile runs, named by its record or a stray one. A door outlives the
+    world (a relaunch killed during its start leaves it holding, the world idles out):
+    housekeeping, which starts the world again, must then answer what the door holds rather
+    than leave it to the hold's limit; `stop` ends a stray and `status` names it."""
     if world_alive(machine):
         return False
     from vramtop.supervisor import door, state
 
     rec = state.load(profile)
-    return rec is None or not door.alive(rec)
+    if rec is not None and door.alive(rec):
+        return False
+    return not door.strays(profile, rec.door_pid if rec is not None else None)
 
 
 @dataclass(frozen=True)

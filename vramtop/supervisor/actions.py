@@ -13,13 +13,13 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vramtop.core.vllm import args as vllm_args
 from vramtop.outcomes import ActionResult, ProgressCallback
 from vramtop.supervisor import attaching, door, handle, launch, state, state_moves, tree
-from vramtop.supervisor.door_process import DoorFields, DoorProcess
+from vramtop.supervisor.door_process import DoorFields, DoorProcess, strays_said
 from vramtop.supervisor.door_steps import DoorControl
 from vramtop.supervisor.following import READY_TIMEOUT_S, LoadFollower
 from vramtop.supervisor.handle import (
@@ -88,8 +88,11 @@ class ServerActions:
 
     def stop(self, progress: ProgressCallback | None = None) -> ActionResult:
         def act() -> ActionResult:
-            self._door_process.stop()  # first: its requests in flight finish
-            return self.stop_locked(progress or no_progress)
+            ended = self._door_process.stop()  # first: its requests in flight finish
+            result = self.stop_locked(progress or no_progress)
+            if not ended:
+                return result
+            return replace(result, message=f"{result.message}; {strays_said(ended)}")
 
         return self._server.locked(act)
 

@@ -232,7 +232,29 @@ def is_door_of(pid: int, profile: str) -> bool:
         argv = psutil.Process(pid).cmdline()
     except psutil.Error:
         return False
+    return is_door_argv(argv, profile)
+
+
+def is_door_argv(argv: Sequence[str], profile: str) -> bool:
+    """Whether a command line is the profile's front door: the door's module, reading this
+    profile's token file."""
     return is_door_command(argv) and str(token_path(profile)) in argv
+
+
+def strays(profile: str, named: int | None) -> list[psutil.Process]:
+    """This user's front doors of `profile` that no record names (`named`: the record's door
+    pid, or None): a door whose start was interrupted or killed before the record named it.
+    Under the profile's lock no other vramtop starts one, so each holds its port, and any
+    request sent to it, for nobody. Another user's process is never one."""
+    uid = os.getuid()
+    found = []
+    for proc in psutil.process_iter(["uids", "cmdline"]):
+        uids, argv = proc.info["uids"], proc.info["cmdline"] or []
+        if proc.pid == named or uids is None or uids.real != uid:
+            continue
+        if is_door_argv(argv, profile):
+            found.append(proc)
+    return found
 
 
 def is_door_command(argv: Sequence[str]) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from typing import TypedDict
 
 import psutil
@@ -35,22 +34,11 @@ class DoorFields(TypedDict, total=False):
     internal_port: int
 
 
-def strays(profile: str, named: int | None) -> list[psutil.Process]:
-    """This user's front doors of `profile` that no record names (`named`: the record's door
-    pid, or None): a door whose start was interrupted or killed before the record named it.
-    Under the profile's lock no other vramtop starts one, so each holds its port, and any
-    request sent to it, for nobody. Found by command line (`door.is_door_of`'s test);
-    another user's process is never one."""
-    token_file = str(door.token_path(profile))
-    uid = os.getuid()
-    found = []
-    for proc in psutil.process_iter(["uids", "cmdline"]):
-        uids, argv = proc.info["uids"], proc.info["cmdline"] or []
-        if proc.pid == named or uids is None or uids.real != uid:
-            continue
-        if door.is_door_command(argv) and token_file in argv:
-            found.append(proc)
-    return found
+def strays_said(pids: list[int]) -> str:
+    """`stop`'s words for the stray doors it ended (glossary: stray door)."""
+    which = f"pid {pids[0]}" if len(pids) == 1 else "pids " + ", ".join(map(str, pids))
+    doors = "a front door" if len(pids) == 1 else f"{len(pids)} front doors"
+    return f"ended {doors} left by an interrupted start ({which})"
 
 
 class DoorProcess:
@@ -129,21 +117,24 @@ class DoorProcess:
         if prev is not None and prev.door_pid is not None and door.alive(prev):
             door.stop(prev)
 
-    def stop(self) -> None:
+    def stop(self) -> list[int]:
         """`vramtop stop`: the door stops first (it lets its requests in flight finish while
         the server still serves them), and the record forgets it. A door no record names
-        (its start was interrupted or killed) is ended too."""
+        (its start was interrupted or killed) is ended too: the pids of those ended."""
         rec = self._server.record()
-        self.end_strays(rec.door_pid if rec is not None else None)
+        ended = self.end_strays(rec.door_pid if rec is not None else None)
         if rec is None or rec.door_pid is None:
-            return
+            return ended
         door.stop(rec)
         rec.door_pid = rec.door_create_time = None
         state.save(rec)
+        return ended
 
-    def end_strays(self, named: int | None) -> None:
-        """Under the lock: the profile's `strays` ended, as `door.stop` ends a door."""
-        for proc in strays(self._server.name, named):
+    def end_strays(self, named: int | None) -> list[int]:
+        """Under the lock: the profile's `door.strays` ended, as `door.stop` ends a door; the
+        pids of those ended."""
+        ended = []
+        for proc in door.strays(self._server.name, named):
             with contextlib.suppress(psutil.Error):
                 made = proc.create_time()
                 door.stop(
@@ -151,11 +142,13 @@ class DoorProcess:
                         profile=self._server.name, door_pid=proc.pid, door_create_time=made
                     )
                 )
+                ended.append(proc.pid)
                 log.warning(
                     "front door of %s left by an interrupted start (pid %d): ended",
                     self._server.name,
                     proc.pid,
                 )
+        return ended
 
     def restart_dead(self) -> bool:
         """Under the lock: the record's door, found dead, started again at its address with the
