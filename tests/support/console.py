@@ -119,7 +119,16 @@ async def wait_for(
 async def ticks(pilot: Pilot[int], count: int) -> None:
     app = pilot.app
     assert isinstance(app, VramtopApp)
-    await _reads_shown(pilot)  # the read asked for at mount, first: one read per tick
+    # The first frame's own read is asked once that frame is drawn, which a busy machine can
+    # put off past here: asked beside the first tick's, the two were one read, and the
+    # console showed a sample fewer than the ticks asked for.
+    await wait_until_async(
+        lambda: app.reader.asked > 0,
+        deadline_s=30,
+        what="the first frame's own read asked for",
+        pause=pilot.pause,
+    )
+    await _reads_shown(pilot)  # that read, first: one read per tick
     for _ in range(count):
         app.request_tick()
         await _reads_shown(pilot, idle=False)

@@ -84,6 +84,11 @@ class Reader:
         return self._asked
 
     @property
+    def asked(self) -> int:
+        """The reads asked for so far (the console's first is its first frame's own)."""
+        return self._asked
+
+    @property
     def reads_pending(self) -> bool:
         """A read was asked for and its sample has not been shown yet."""
         return self._answered < self._asked
