@@ -582,9 +582,11 @@ def test_an_https_url_is_read_over_tls_with_the_certificate_checked(
 
 
 @pytest.fixture
-def read(scraper: Scraper) -> Callable[[], ServerReading]:
-    """One read of the fake server."""
-    return scraper.read_sync
+def read(patient: Callable[[], ServerReading]) -> Callable[[], ServerReading]:
+    """One read of the fake server, with time to spare on a busy machine: a read that timed
+    out asks no /health, and the tests below count the asks (the one that hangs the server
+    reads with its own short timeout)."""
+    return patient
 
 
 def _health_asks(server: FakeVllm, read: Callable[[], ServerReading], reads: int) -> int:
@@ -618,8 +620,9 @@ def test_a_failing_metrics_has_health_asked_on_every_read(
 
 
 def test_metrics_not_answering_has_health_asked_on_the_next_read(
-    server: FakeVllm, read: Callable[[], ServerReading]
+    server: FakeVllm, scraper: Scraper
 ) -> None:
+    read = scraper.read_sync
     read()
     server.hang.set()
     hung = read()

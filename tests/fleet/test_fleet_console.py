@@ -203,3 +203,18 @@ def test_a_fetch_reads_the_boxs_clock_from_its_answer(box: FakeExporter) -> None
     assert before <= got.query_time <= after
     gone = fetch(Box("gone", "http://127.0.0.1:9/metrics"))
     assert gone.text is None and gone.box_time is None and gone.error
+
+
+async def test_an_answer_shown_while_the_console_closes_is_dropped(box: FakeExporter) -> None:
+    """Closing, the console's widgets go one by one: an answer handled then (the table still
+    there, the banner gone) has nowhere to go and is dropped, not raised."""
+    app = FleetApp([Box("r9700", box.url)], refresh_s=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until_async(
+            lambda: app.fetches == 1, deadline_s=30, what="the box read", pause=pilot.pause
+        )
+        await app.query_one("#banner", Static).remove()
+        await app.query_one("#source", Static).remove()
+        app._show()
+        app._show_source()
+        assert app.query_one(DataTable).row_count == 1

@@ -199,7 +199,10 @@ class FleetApp(App[None]):
             words += " (the exporters named beside it are not read)"
         if self._prometheus_problem:
             words += f" · {self._prometheus_problem}"
-        line = self.query_one("#source", Static)
+        try:
+            line = self.query_one("#source", Static)
+        except NoMatches:  # the app is closing (see _show)
+            return
         line.set_class(True, "shown")
         line.update(words)
 
@@ -246,9 +249,14 @@ class FleetApp(App[None]):
 
     def _show(self) -> None:
         try:
-            table = self.query_one(DataTable)
-        except NoMatches:  # the app is closing: a late answer has nowhere to go
+            self._draw()
+        except NoMatches:
+            # The app is closing: a late answer has nowhere to go, and its widgets go one by
+            # one (a busy run saw the table still there and the banner gone).
             return
+
+    def _draw(self) -> None:
+        table = self.query_one(DataTable)
         rows = self.rows()
         for row in rows:
             # Only the cells that read differently: each update lays the table out again.
