@@ -190,7 +190,7 @@ class FleetApp(App[None]):
     def _show_source(self) -> None:
         """Through Prometheus: the line that says so (and why it gives nothing, if so)."""
         url = self._sources.prometheus
-        if url is None or self._table_gone():
+        if url is None:
             return
         from vramtop.core.secrets import mask_url
 
