@@ -4,7 +4,9 @@ CI runs, the real-vLLM tests included where they are set up).
 
 Each runs as a fresh `python -m pytest` from the repository root; printed per run: its wall
 time, how many tests it collected and how they ended, and the ratio of the wall time to its
-target (3 minutes for the fast loop, 10 for the full command), a ratio above 1 missing it.
+target (3 minutes for the fast loop, 10 for the full command), a ratio above 1 missing it;
+under a fast loop, its five longest tests (one phase each, pytest's `--durations`), those past
+2.5 s flagged: the longest process tests are marked `slow` and left to the full command.
 
 `--busy N` runs N Python busy loops beside it (a machine whose cores other work keeps busy:
 the suite must still pass, only slower); `--runs` repeats each command (the flakiness check:
@@ -35,6 +37,12 @@ TARGETS_S = {"fast": 180.0, "full": 600.0}
 FAST_MARKERS = "not slow and not e2e"
 # pytest's closing line: "1 failed, 1,400 passed, 18 skipped, 3 deselected in 142.31s".
 OUTCOME = re.compile(r"(\d[\d,]*) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)")
+# pytest's --durations lines: "2.81s call     tests/frontdoor/test_x.py::test_y[case]".
+DURATION = re.compile(r"^(\d+\.\d+)s (?:setup|call|teardown) +(\S+)$", re.M)
+# The fast loop's longest tests are printed (a test past SLOW_S of one worker's time is a
+# candidate for `slow`: the fast loop stays within its target as the suite grows).
+LONGEST = 5
+SLOW_S = 2.5
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,7 @@ class Run:
     wall_s: float
     returncode: int
     outcomes: dict[str, int]
+    longest: tuple[tuple[float, str], ...] = ()
 
     @property
     def collected(self) -> int:
@@ -58,7 +67,7 @@ def has(module: str) -> bool:
 def pytest_argv(loop: str, seed: int | None, workers: str, select: list[str]) -> list[str]:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     if loop == "fast":
-        argv += ["-m", FAST_MARKERS]
+        argv += ["-m", FAST_MARKERS, f"--durations={3 * LONGEST}"]  # a test has 3 phases
     if workers != "0":
         argv += ["-n", workers]
     if seed is not None:
@@ -90,7 +99,15 @@ def run_once(argv: list[str], loop: str, seed: int | None, timeout_s: float) -> 
     wall = time.monotonic() - start
     if returncode != 0:
         print(output[-4000:], file=sys.stderr)
-    return Run(loop, seed, wall, returncode, outcomes(output))
+    return Run(loop, seed, wall, returncode, outcomes(output), longest(output))
+
+
+def longest(output: str) -> tuple[tuple[float, str], ...]:
+    """The tests pytest's --durations named, each with its longest phase, longest first."""
+    took: dict[str, float] = {}
+    for seconds, test in DURATION.findall(output):
+        took[test] = max(took.get(test, 0.0), float(seconds))
+    return tuple(sorted(((s, test) for test, s in took.items()), reverse=True)[:LONGEST])
 
 
 def busy_loops(count: int) -> list[subprocess.Popen[bytes]]:
@@ -103,10 +120,14 @@ def report(run: Run) -> str:
     ended = ", ".join(f"{n:,} {kind}" for kind, n in run.outcomes.items()) or "no summary"
     seed = f" seed {run.seed}" if run.seed is not None else ""
     verdict = "ok" if run.returncode == 0 else f"FAILED (exit {run.returncode})"
-    return (
+    line = (
         f"{run.loop:<4}{seed:<12} {run.wall_s:7.1f} s  {run.collected:5,} collected ({ended})"
         f"  {run.wall_s / target:4.2f} of the {target / 60:g} min target  {verdict}"
     )
+    for took, test in run.longest:
+        mark = f"  (over {SLOW_S:g} s: mark it slow?)" if took >= SLOW_S else ""
+        line += f"\n    {took:5.2f} s  {test}{mark}"
+    return line
 
 
 def main() -> int:

@@ -305,6 +305,7 @@ def test_simulated_windows_side_shows_a_spill_during_a_call(tmp_path: Path) -> N
         assert source.read().error is not None
 
 
+@pytest.mark.slow
 def test_a_silent_powershell_is_killed_and_started_again(
     make_source: Any, fake_env: dict[str, str]
 ) -> None:

@@ -108,6 +108,7 @@ def test_a_url_that_does_not_answer_is_unreachable(home: Path) -> None:
     assert "unreachable: " in text.stdout, text.stdout
 
 
+@pytest.mark.slow
 def test_a_stopped_and_a_frozen_server_are_said_so(home: Path, profile_port: int) -> None:
     # The start, the look at it serving and the stop run in the test's own process (each
     # process of its own cost half a second of CPU); the snapshots not serving are processes.
@@ -167,6 +168,7 @@ def refusing() -> Iterator[str]:
         thread.join(5)
 
 
+@pytest.mark.slow
 def test_a_server_answering_401_is_not_up(home: Path, refusing: str) -> None:
     data = _assert_snapshot_of_a_server_not_serving(
         _vramtop(home, "--once", "--json", "--url", refusing)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.acting_elsewhere import acting_elsewhere
 from tests.support.ports import free_port
 from vramtop.outcomes import ExitCode
@@ -29,6 +31,7 @@ def _once(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.slow
 def test_once_says_a_restart_under_way_from_another_terminal(private_home: Path) -> None:
     from vramtop.config import Profile
     from vramtop.profiles import save_profile

@@ -111,6 +111,7 @@ def test_the_first_reading_begins_before_the_diagnosis_loads_and_a_rate_is_print
     assert data["server"]["healthy"] is True
 
 
+@pytest.mark.slow
 def test_a_window_of_five_seconds_or_more_still_gives_a_rate(tmp_path: Path, server: str) -> None:
     # The README advises longer windows on a busy machine: the rate timeline's own 5 s window
     # must not drop the first reading of one.

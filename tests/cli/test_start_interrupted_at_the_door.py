@@ -45,6 +45,7 @@ def gone(proc: psutil.Process) -> bool:
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sent", "ended_with"),
     [(signal.SIGINT, (130, -signal.SIGINT)), (signal.SIGKILL, (-signal.SIGKILL,))],

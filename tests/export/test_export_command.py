@@ -97,6 +97,7 @@ def start_export(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_it_serves_a_server_that_is_down_warns_beyond_loopback_and_stops_on_sigterm(
     tmp_path: Path,
 ) -> None:

@@ -40,6 +40,7 @@ def shown(app: FleetApp, name: str) -> list[str]:
     return [str(cell) for cell in app.query_one(DataTable).get_row(name)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
     box: FakeExporter, hung: str, size: tuple[int, int]

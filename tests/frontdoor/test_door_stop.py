@@ -40,6 +40,7 @@ class Get(threading.Thread):
             self.error = exc
 
 
+@pytest.mark.slow
 def test_past_the_grace_requests_to_a_hung_vllm_are_answered_or_cut(door_factory: Any) -> None:
     with upstream() as url:
         door = door_factory(url, "--stop-grace-s", "1")

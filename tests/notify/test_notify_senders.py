@@ -201,6 +201,7 @@ def test_on_finding_is_run_without_a_shell(tmp_path: Path) -> None:
         OnFindingSender("echo 'unclosed")
 
 
+@pytest.mark.slow
 def test_a_hanging_command_is_killed_with_what_it_started(tmp_path: Path, news: News) -> None:
     marker = f"hang-{tmp_path.name}"
     hang = tmp_path / "hang.py"

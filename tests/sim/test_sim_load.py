@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.support import http
 from tests.support.waiting import wait_until
@@ -59,6 +60,7 @@ def test_machine_runs_the_agent_as_a_process_of_its_own(
     assert m.agent.process is None and load.poll() is not None
 
 
+@pytest.mark.slow
 def test_the_agent_stops_when_the_process_that_started_it_dies(
     machine_factory: Any, server_factory: Any
 ) -> None:

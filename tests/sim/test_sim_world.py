@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.support.waiting import wait_until
 from vramtop.sim.card import GIB
@@ -202,6 +203,7 @@ def test_a_process_holds_simulated_memory_while_it_runs() -> None:
     assert not pid_alive(child.pid)  # gone
 
 
+@pytest.mark.slow
 def test_a_slow_world_is_waited_for_by_the_simulated_server_not_left(tmp_path: Path) -> None:
     # On a loaded machine the world daemon can take seconds to answer; the simulated vLLM's
     # start asked it with a 2 s limit and exited ("gpu.sock: timed out"), where a real vLLM

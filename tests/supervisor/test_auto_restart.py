@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from supervisor_helpers import fake_profile, ledger_empty
 
 from tests.support.ports import free_port
@@ -109,6 +110,7 @@ def test_restarts_stop_at_the_limit_and_a_person_starting_resets_them(
         sup.stop()
 
 
+@pytest.mark.slow
 def test_a_stop_asked_for_is_not_undone(home: Path, ledger: Path) -> None:
     sup = auto_supervisor("asked", ledger)
     assert sup.start().ok
@@ -144,6 +146,7 @@ def test_an_automatic_restart_is_timed_in_its_event_as_a_restart_asked_for(
     assert ledger_empty(ledger)
 
 
+@pytest.mark.slow
 def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
     home: Path, ledger: Path
 ) -> None:
@@ -168,6 +171,7 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
         sup.stop()
 
 
+@pytest.mark.slow
 def test_a_restart_asked_for_while_an_automatic_one_loads_is_timed_as_its_own(
     home: Path, ledger: Path
 ) -> None:
@@ -209,6 +213,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 def test_an_automatic_restart_whose_vramtop_died_is_told_as_served(
     home: Path, ledger: Path
 ) -> None:

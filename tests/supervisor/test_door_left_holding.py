@@ -35,6 +35,7 @@ def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
     wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
+@pytest.mark.slow
 def test_a_relaunch_killed_during_its_start_leaves_no_request_held(
     machine: SimMachine, home: Path
 ) -> None:

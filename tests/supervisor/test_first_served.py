@@ -29,6 +29,7 @@ def _events(name: str, kind: str) -> list[Event]:
     return [e for e in EventLog.for_profile(name).read() if e.name == kind]
 
 
+@pytest.mark.slow
 def test_the_first_request_served_after_a_restart_is_written_tied_to_it(
     machine: SimMachine,
 ) -> None:

@@ -169,6 +169,7 @@ def test_a_start_whose_door_port_is_taken_starts_nothing(machine: SimMachine) ->
     assert rec is None or rec.state != state.Lifecycle.RUNNING
 
 
+@pytest.mark.slow
 def test_a_crash_with_auto_restart_holds_what_arrives_until_the_server_is_back(
     machine: SimMachine,
 ) -> None:
@@ -189,6 +190,7 @@ def test_a_crash_with_auto_restart_holds_what_arrives_until_the_server_is_back(
     assert sup.stop().ok
 
 
+@pytest.mark.slow
 def test_a_hold_left_by_a_vramtop_killed_mid_restart_is_released(machine: SimMachine) -> None:
     sup = Supervisor(door_profile(machine, "left"), memory_released=memory_released_check(machine))
     assert sup.start().ok

@@ -72,6 +72,7 @@ def _start_then_interrupt(profile: Profile, how: signal.Signals, action: str = "
     cli.wait(timeout=20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_a_start_interrupted_while_loading_settles_to_running(
     machine: SimMachine, how: signal.Signals
@@ -96,6 +97,7 @@ def test_a_start_interrupted_while_loading_settles_to_running(
         assert sup.stop().ok
 
 
+@pytest.mark.slow
 def test_a_restart_killed_while_loading_is_told_as_interrupted(machine: SimMachine) -> None:
     profile = sim_profile(machine, "rk")
     sup = Supervisor(profile, memory_released=memory_released_check(machine))
@@ -131,6 +133,7 @@ def last_step_total_of_start(profile: str) -> float:
     return phases["total_s"]
 
 
+@pytest.mark.slow
 def test_status_only_reads_and_housekeeping_notices_a_crash(machine: SimMachine) -> None:
     sup = Supervisor(sim_profile(machine, "c"), memory_released=memory_released_check(machine))
     assert sup.start().ok
@@ -143,6 +146,7 @@ def test_status_only_reads_and_housekeeping_notices_a_crash(machine: SimMachine)
     assert settle(sup, ServerState.CRASHED, 10).state == ServerState.CRASHED
 
 
+@pytest.mark.slow
 def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
     machine: SimMachine,
 ) -> None:

@@ -79,6 +79,7 @@ def test_the_cause_shown_is_vllms_own_line_not_the_engines_death(machine: SimMac
     assert sup.stop().ok
 
 
+@pytest.mark.slow
 def test_a_failed_relaunchs_flags_do_not_stick(machine: SimMachine) -> None:
     sup = supervisor_for(machine, sim_profile(machine, "stick"))
     assert sup.start().ok
