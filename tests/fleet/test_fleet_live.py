@@ -41,24 +41,35 @@ def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachabl
 ) -> None:
     boxes = [exporter.box for exporter in exporters]
 
-    def agreeing() -> list[dict[str, object]]:
-        """Rows read between two reads of every page that saw the same sample (else none)."""
+    # Each box's row, kept from a fleet read that saw the same sample as that box's page read
+    # just before and just after it. Each box is waited for on its own: under load one read of
+    # three boxes takes long enough that some box nearly always samples during it.
+    agreed: dict[str, dict[str, object]] = {}
+    seen: list[str] = []  # the last read's rows, for the message
+    order: list[object] = []  # the boxes in the fleet's rows, as it listed them
+
+    def agreeing() -> bool:
         before = [exporter.page() for exporter in exporters]
         rows = once_json(capsys, *boxes)
         after = [exporter.page() for exporter in exporters]
-        same = all(
-            value(b, "vramtop_samples_total") == row["samples"] == value(a, "vramtop_samples_total")
-            for b, row, a in zip(before, rows, after, strict=True)
-        )
-        # (a page serves once its server answers; on a loaded machine its record can still say
-        # `starting` for a sample or two until the load's follower settles it: waited for)
-        same = same and all(row["server_state"] == "running" for row in rows)
-        return (
-            [dict(row, page=page) for row, page in zip(rows, before, strict=True)] if same else []
-        )
+        seen[:] = [f"{row['name']}: {row['samples']} {row['server_state']}" for row in rows]
+        order[:] = [row["name"] for row in rows]
+        for b, row, a in zip(before, rows, after, strict=True):
+            same = value(b, "vramtop_samples_total") == row["samples"]
+            same = same and row["samples"] == value(a, "vramtop_samples_total")
+            # (a page serves once its server answers; on a loaded machine its record can still
+            # say `starting` for a sample or two until the load's follower settles it)
+            if same and row["server_state"] == "running":
+                agreed.setdefault(str(row["name"]), dict(row, page=b))
+        return len(agreed) == len(BOXES)
 
-    rows = wait_until(agreeing, deadline_s=60, what="one sample seen by the pages and the fleet")
-    assert [row["name"] for row in rows] == list(BOXES)
+    wait_until(
+        agreeing,
+        deadline_s=60,
+        what=lambda: f"each box's row on the sample its page showed: {sorted(agreed)}, {seen}",
+    )
+    assert order == list(BOXES)
+    rows = [agreed[name] for name in BOXES]
     for row in rows:
         page = str(row["page"])
         assert row["status"] == "up" and isinstance(row["query_time"], float)
