@@ -32,12 +32,14 @@ KEY = f"sk-e2e-{uuid.uuid4().hex[:12]}"
 
 
 class Streams:
-    """Streaming completions on a few threads until stopped or cut by a restart."""
+    """Streaming completions on a few threads until stopped (a request cut short, by the
+    restart or by a read timed out on a loaded machine, is sent again)."""
 
     def __init__(self, url: str, n: int = 3) -> None:
         self.url = url
         self.stop = threading.Event()
         self.chunks = 0
+        self.errors: list[str] = []  # what ended a request early, for a failure's message
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
 
     def start(self) -> Streams:
@@ -64,8 +66,11 @@ class Streams:
                         self.chunks += 1
                         if self.stop.is_set():
                             return
-            except httpx.HTTPError:
-                return  # cut by the restart: the load is over
+            except httpx.HTTPError as exc:
+                # Cut by the restart, or, on a loaded machine, a read timed out before it: the
+                # next request goes once a moment has passed, until the load is stopped.
+                self.errors.append(repr(exc))
+                self.stop.wait(0.2)
 
 
 def running_requests(url: str) -> float:
@@ -124,7 +129,11 @@ def test_a_restart_confirmed_under_load_ends_the_tree_and_comes_back_keyed(
         # Requests in flight, as the server's gauge says once. Asked again, vLLM 0.32's gauge
         # can read 0 between two steps of a streaming load: the check failed with the load
         # running.
-        wait_until(lambda: running_requests(url) >= 1, deadline_s=120, what="the load running")
+        wait_until(
+            lambda: running_requests(url) >= 1,
+            deadline_s=120,
+            what=lambda: f"the load running ({load.chunks} lines read; {load.errors[-3:]})",
+        )
         old = sup.status()
         old_tree = [psutil.Process(p) for p in old.pids if psutil.pid_exists(p)]
         result = sup.restart(requests_lost=True, timeout_s=START_TIMEOUT_S)
