@@ -183,14 +183,19 @@ def framing(events: list[bytes]) -> list[str]:
     return [kind for kind, _ in groupby(kinds)]
 
 
-def text_of(events: list[bytes], chat: bool) -> str:
+def pieces(events: list[bytes], chat: bool) -> list[str]:
+    """The text of each event, in order."""
     out = []
     for event in events:
         if event.startswith(b"data: {"):
             for choice in json.loads(event[6:])["choices"]:
                 piece = (choice.get("delta") or {}).get("content") if chat else choice.get("text")
                 out.append(piece or "")
-    return "".join(out)
+    return out
+
+
+def text_of(events: list[bytes], chat: bool) -> str:
+    return "".join(pieces(events, chat))
 
 
 @pytest.mark.parametrize("chat", [False, True])
@@ -203,7 +208,9 @@ def test_the_same_prompts_stream_the_same_through_the_door(
         # Every event is `data: …` and a blank line, of the same kinds in the same order.
         assert all(e.startswith(b"data: ") for e in through[:-1]) and through[-1] == b""
         assert framing(through) == framing(direct)
-        if len(through) == len(direct):  # no tokens put together: the same events exactly
+        # Where vLLM put the tokens together alike in both (it does so where it falls behind,
+        # which differs from one request to the next under load): the same events exactly.
+        if pieces(through, chat) == pieces(direct, chat):
             assert [without_ids(e) for e in through] == [without_ids(e) for e in direct]
         text = text_of(through, chat)
         assert text and text == text_of(direct, chat)
