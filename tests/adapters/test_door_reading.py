@@ -18,7 +18,7 @@ from tests.frontdoor.upstreams import upstream
 from tests.support import http
 from tests.support.door import real_door
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import DoorReading, GpuReading
 from vramtop.core.snapshot import snapshot
 from vramtop.machines.sampler import Sampler
@@ -116,7 +116,7 @@ def test_a_door_that_never_answers_is_none_and_is_left_alone_for_a_few_reads() -
         assert len(accepted) == 1  # asked once, then left alone while it was skipped
         assert reader.read() is None
         # Asked again after the skipped reads.
-        wait_until(lambda: len(accepted) == 2, deadline_s=5, what="the door asked again")
+        wait_until(lambda: len(accepted) == 2, deadline_s=PROCESS_S, what="the door asked again")
     finally:
         stop.set()
         thread.join(2)

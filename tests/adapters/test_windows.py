@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import GIB
 from vramtop.core.windows.reading import WindowsGpuReading
 from vramtop.core.windows.spill import SpillTracker
@@ -67,7 +67,7 @@ def make_source(fake_env: dict[str, str]) -> Iterator[Callable[..., WindowsGpuSo
 def wait_for(
     source: WindowsGpuSource | SimWindowsSource,
     ok: Callable[[WindowsGpuReading], bool],
-    timeout_s: float = 10.0,
+    timeout_s: float = PROCESS_S,
 ) -> WindowsGpuReading:
     last = [source.read()]
 
@@ -126,7 +126,7 @@ def test_read_never_waits_for_a_slow_start(make_source: Any, fake_env: dict[str,
     first = source.read()
     assert first.error is not None and first.error.startswith("waiting for PowerShell")
     # The fake is running (it logged its start) and still silent: every read answers anyway.
-    wait_until(lambda: starts(fake_env), deadline_s=10, what="the fake PowerShell's start")
+    wait_until(lambda: starts(fake_env), deadline_s=PROCESS_S, what="the fake PowerShell's start")
     assert len(starts(fake_env)) == 1
     clock.now += 7
     readings = [source.read() for _ in range(50)]
@@ -139,7 +139,7 @@ def test_a_crashing_powershell_is_restarted(make_source: Any, fake_env: dict[str
     wait_for(source, lambda r: r.available)
     wait_until(
         lambda: source.restarts >= 2 and len(starts(fake_env)) >= 3,
-        deadline_s=10,
+        deadline_s=PROCESS_S,
         what="two restarts",
     )
     assert source.restarts >= 2
@@ -160,7 +160,7 @@ def test_execution_policy_is_named(make_source: Any, fake_env: dict[str, str]) -
     source = make_source("policy")
     r = wait_for(source, lambda r: "execution policy" in (r.error or ""))
     assert r.panel_text is not None and "running scripts is disabled" in r.panel_text
-    wait_until(lambda: len(starts(fake_env)) >= 2, deadline_s=10, what="a second start")
+    wait_until(lambda: len(starts(fake_env)) >= 2, deadline_s=PROCESS_S, what="a second start")
     assert len(starts(fake_env)) >= 2  # retried with backoff, not given up or spinning dead
 
 
@@ -218,7 +218,7 @@ def test_the_field_report_call_is_observed_as_a_spill(make_source: Any) -> None:
             tracker.add(r)
         return tracker.spill_evidence() is not None and len(seen) > 8
 
-    wait_until(spill_seen, deadline_s=15, what="the spill seen in 9 readings", poll_s=0.005)
+    wait_until(spill_seen, deadline_s=PROCESS_S, what="the spill seen in 9 readings", poll_s=0.005)
     ev = tracker.spill_evidence()
     assert ev is not None and ev.level == "observed"
     assert ev.baseline_shared_bytes < 200 * 1024**2
@@ -323,7 +323,7 @@ def test_close_during_a_slow_start_leaves_no_powershell(
 ) -> None:
     source = make_source("slow", {"VRAMTOP_FAKE_PS_START_DELAY_S": "30"})
     source.start()
-    wait_until(lambda: starts(fake_env), deadline_s=10, what="the fake PowerShell's start")
+    wait_until(lambda: starts(fake_env), deadline_s=PROCESS_S, what="the fake PowerShell's start")
     (pid,) = starts(fake_env)
     source.close()
     assert not alive(pid)

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.sources.windows_counters import MAX_READING_BYTES, WindowsGpuSource, bounded_lines
 
 FAKE = Path(__file__).parent.parent / "fixtures" / "fake_powershell" / "powershell.exe"
@@ -82,6 +82,6 @@ def test_readings_after_an_endless_line_still_arrive(tmp_path: Path) -> None:
     }
     source = WindowsGpuSource(interval_s=0.05, env=env, check_interop=False, backoff_s=(0.05,))
     try:
-        wait_until(lambda: source.read().available, deadline_s=30, what="a reading")
+        wait_until(lambda: source.read().available, deadline_s=PROCESS_S, what="a reading")
     finally:
         source.close()

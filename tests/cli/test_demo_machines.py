@@ -18,7 +18,7 @@ import pytest
 from tests.support import http
 from tests.support.cli_run import run_captured
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop import locations
 from vramtop.commands.common import demo_card
 from vramtop.commands.errors import CommandError
@@ -101,7 +101,9 @@ def test_every_command_acts_on_the_card_named_or_the_one_running(tmp_path: Path)
 
         stopped = run_vramtop(tmp_path, "stop", "--demo", "--card", "spark", "-q")
         assert stopped.returncode == 0, stopped.stderr
-        wait_until(lambda: not psutil.pid_exists(pid), deadline_s=30, what="the spark server ends")
+        wait_until(
+            lambda: not psutil.pid_exists(pid), deadline_s=PROCESS_S, what="the spark server ends"
+        )
         data = status(tmp_path, "status", "--demo", "--card", "spark")
         assert (data["profile"], data["state"]) == ("demo-spark", "stopped")
     finally:

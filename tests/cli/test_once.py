@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import GIB
 
 
@@ -73,7 +73,7 @@ def test_demo_once_json_shows_the_field_report_machine_and_cleans_up(tmp_path: P
     # Processes signalled a moment ago may still be exiting on a loaded machine.
     wait_until(
         lambda: not sim_processes_under(tmp_path),
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the demo's simulated processes to end",
     )
 
@@ -184,7 +184,7 @@ def test_demo_once_stops_the_server_it_started_where_the_simulated_gpu_ran_alrea
             lambda: all(
                 "vramtop.sim.world" in " ".join(p.cmdline()) for p in sim_processes_under(tmp_path)
             ),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="only the simulated world left running",
         )
         left = [" ".join(p.cmdline()) for p in sim_processes_under(tmp_path)]
@@ -228,7 +228,9 @@ def _demo_once_interrupted(home: Path, script: str) -> subprocess.CompletedProce
 
 
 def _sim_processes_left(home: Path) -> list[psutil.Process]:
-    """The simulated machine's processes under `home` still there after up to 30 s."""
+    """The simulated machine's processes under `home` still there once `PROCESS_S` has passed."""
     with contextlib.suppress(AssertionError):
-        wait_until(lambda: not sim_processes_under(home), deadline_s=30, what="no process left")
+        wait_until(
+            lambda: not sim_processes_under(home), deadline_s=PROCESS_S, what="no process left"
+        )
     return sim_processes_under(home)

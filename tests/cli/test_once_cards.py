@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_once import run_vramtop, sim_processes_under
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import GIB
 
 
@@ -19,7 +19,7 @@ def once(tmp_path: Path, card: str) -> dict:
     # Processes signalled a moment ago may still be exiting on a loaded machine.
     wait_until(
         lambda: not sim_processes_under(tmp_path),
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the demo's simulated processes to end",
     )
     return json.loads(result.stdout)

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 
 
 def vramtop(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,7 +77,9 @@ def test_a_start_stopped_while_the_door_starts_leaves_no_door_behind(
         # by its record (then stopped here).
         stopped = vramtop(home, "stop", "--demo")
         assert stopped.returncode == 0, stopped.stderr
-        wait_until(lambda: gone(door), deadline_s=30, what=f"the door (pid {door.pid}) ended")
+        wait_until(
+            lambda: gone(door), deadline_s=PROCESS_S, what=f"the door (pid {door.pid}) ended"
+        )
         # And the next start is not refused for the door's port.
         again = vramtop(home, "start", "--demo")
         assert again.returncode == 0, again.stderr

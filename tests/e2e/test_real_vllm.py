@@ -39,7 +39,7 @@ from tests.e2e.conftest import (
 )
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerInfo, ServerReading, ServerState
@@ -276,7 +276,7 @@ def require_running(served: Served) -> None:
         pytest.fail(f"the server is {info.state.value}:\n" + "\n".join(log_end))
 
 
-def ticks_until(backend: MachineBackend, done: Any, timeout: float = 30) -> Sample:
+def ticks_until(backend: MachineBackend, done: Any, timeout: float = PROCESS_S) -> Sample:
     """The first sample that is `done`, ticked every 0.5 s; at `timeout`, the last one."""
     samples = [backend.tick().sample]
 
@@ -388,7 +388,7 @@ def test_tokens_per_second_under_load_match_the_counters(served: Served) -> None
         return generated(last) - generated(samples[0]) >= load.completion_tokens
 
     # The counters settle: read until the last reading has counted the whole load.
-    wait_until(settled, deadline_s=30, what="the counter to count the load", poll_s=0.5)
+    wait_until(settled, deadline_s=PROCESS_S, what="the counter to count the load", poll_s=0.5)
 
     # The counter moved by exactly what the server streamed back.
     assert generated(samples[-1]) - generated(samples[0]) == load.completion_tokens
@@ -407,7 +407,7 @@ def test_tokens_per_second_under_load_match_the_counters(served: Served) -> None
         assert sample.rates.generation_tps == pytest.approx(increase / span, rel=1e-6)
 
     # The `Engine 000: ...` stats line (CPU wording) came through the log too.
-    stats = ticks_until(backend, lambda s: s.stats is not None, timeout=15).stats
+    stats = ticks_until(backend, lambda s: s.stats is not None).stats
     assert stats is not None, "no 'Engine 000: ... throughput' line was parsed"
     assert stats.kv_cache_usage is not None
 
@@ -576,7 +576,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(doomed: Served) -> None
 
     api.send_signal(signal.SIGKILL)
     # Not reaped here: the supervisor that launched it (this process) does that.
-    wait_until(lambda: not alive([api]), deadline_s=10, what="the API server's end")
+    wait_until(lambda: not alive([api]), deadline_s=PROCESS_S, what="the API server's end")
     # Real vLLM: the EngineCore outlives its API server (and would keep its memory).
     stays(
         lambda: alive(engine),
@@ -588,7 +588,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(doomed: Served) -> None
     watcher = Supervisor(doomed.profile)
     wait_until(
         lambda: watcher.housekeeping().state is ServerState.CRASHED,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the crash noticed",
     )
     crashed = watcher.status()
@@ -596,7 +596,7 @@ def test_api_server_sigkilled_is_reported_and_cleaned_up(doomed: Served) -> None
     # Clean-up leaves no VLLM:: process of this server behind.
     wait_until(
         lambda: not alive(engine),
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what=lambda: f"no VLLM:: process left; alive: {alive(engine)}",
     )
     assert watcher.stop().ok

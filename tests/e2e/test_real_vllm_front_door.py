@@ -30,7 +30,7 @@ import pytest
 from tests.e2e.conftest import SERVED_NAME, VLLM_PYTHON_ENV, Lab, vllm_argv
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.frontdoor import protocol
 
 pytestmark = pytest.mark.timeout(900)
@@ -306,7 +306,7 @@ def test_held_requests_complete_once_released_to_vllm(lab: Lab, vllm: Proc, tmp_
             t.start()
         wait_until(
             lambda: http.get(door.url + protocol.PREFIX).json()["held"] >= 3,
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="the three clients held",
         )
         time.sleep(1.0)  # not a wait: the clients are held 1 s, the longest hold read below

@@ -12,7 +12,7 @@ from prometheus_client import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import GIB, GpuDevice, GpuReading, Sample
 from vramtop.export.exporter import Exporter
 from vramtop.machines.interface import Frame
@@ -44,7 +44,7 @@ class HangingProbe:
         self.release.set()
 
 
-def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def wait_for(condition, timeout_s: float = PROCESS_S) -> None:  # type: ignore[no-untyped-def]
     wait_until(condition, deadline_s=timeout_s, what="the condition")
 
 

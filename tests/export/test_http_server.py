@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from tests.export.test_exporter import CARD
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import Sample
 from vramtop.export.exporter import Exporter
 from vramtop.export.http_server import MAX_HEAD_BYTES, WORKERS, MetricsServer
@@ -40,7 +40,7 @@ def idle(port: int, count: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(count)]
 
 
-def wait_for(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+def wait_for(condition, timeout_s: float = PROCESS_S) -> None:  # type: ignore[no-untyped-def]
     wait_until(condition, deadline_s=timeout_s, what="the condition")
 
 

@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from tests.support.fleet_page import FakeExporter
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import Box
 from vramtop.core.server_events import Event
@@ -46,7 +46,7 @@ async def test_enter_shows_the_boxs_panels_and_escape_returns(
     async with app.run_test(size=size) as pilot:
         await wait_until_async(
             lambda: any(row.status is Status.UP for row in app.rows()),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"r9700 up: {app.rows()}",
             pause=pilot.pause,
         )
@@ -55,7 +55,7 @@ async def test_enter_shows_the_boxs_panels_and_escape_returns(
         assert isinstance(screen, BoxScreen) and screen.box == "r9700"
         await wait_until_async(
             lambda: "usage 25.0 %" in panel_text(screen, "kv"),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"the KV panel: {panel_text(screen, 'kv')!r}",
             pause=pilot.pause,
         )
@@ -71,7 +71,7 @@ async def test_enter_shows_the_boxs_panels_and_escape_returns(
         box.close()  # the box stops answering: its panels show no figure of before
         await wait_until_async(
             lambda: "unreachable" in status_text(screen),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"the box unreachable: {status_text(screen)!r}",
             pause=pilot.pause,
         )
@@ -91,7 +91,7 @@ async def steps_of_r9700(app: FleetApp, pilot: Pilot[None]) -> StepsScreen:
     fresh, and the screen then rightly shows none)."""
     await wait_until_async(
         lambda: app.page("r9700") is not None,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what=lambda: f"r9700 up: {app.rows()}",
         pause=pilot.pause,
     )
@@ -101,7 +101,7 @@ async def steps_of_r9700(app: FleetApp, pilot: Pilot[None]) -> StepsScreen:
     steps = screen.query_one("#steps", Static)
     await wait_until_async(
         lambda: "no steps shown" not in str(steps.render()),
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what=lambda: f"the steps of a fresh page: {steps.render()!s}",
         pause=pilot.pause,
     )
@@ -170,7 +170,7 @@ async def test_e_shows_the_steps_the_boxs_exporter_serves(
         box.sampled_at = time.time() - 3600  # its sampler stuck an hour ago
         await wait_until_async(
             lambda: "no steps shown" in str(steps.render()),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"the stale box: {steps.render()!s}",
             pause=pilot.pause,
         )

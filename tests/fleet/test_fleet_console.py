@@ -13,7 +13,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from tests.support.fleet_page import FakeExporter
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import Box
@@ -50,7 +50,7 @@ async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
         # While the hung box's one request waits for its 5 s, r9700 is read again and again.
         await wait_until_async(
             lambda: box.samples >= 3 and shown(app, "r9700")[2] == "AI PRO R9700",
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"r9700 read 3 times: {box.samples}, {shown(app, 'r9700')}",
             pause=pilot.pause,
         )
@@ -59,7 +59,7 @@ async def test_a_hung_box_never_holds_the_others_and_reads_unreachable(
         # Once its last answer is older than the stale limit, it says it has not answered.
         await wait_until_async(
             lambda: shown(app, "hung")[2] == "unreachable",
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"the hung box unreachable: {shown(app, 'hung')}",
             pause=pilot.pause,
         )
@@ -91,7 +91,7 @@ async def test_a_collapse_shows_the_banner_naming_its_box_and_is_told_once(
     async with app.run_test(size=size) as pilot:
         await wait_until_async(
             lambda: app.rows()[0].status is Status.UP,
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="r9700 up",
             pause=pilot.pause,
         )
@@ -100,21 +100,27 @@ async def test_a_collapse_shows_the_banner_naming_its_box_and_is_told_once(
         assert not banner.has_class("shown")
         box.collapse = True
         await wait_until_async(
-            lambda: banner.has_class("shown"), deadline_s=30, what="the banner", pause=pilot.pause
+            lambda: banner.has_class("shown"),
+            deadline_s=PROCESS_S,
+            what="the banner",
+            pause=pilot.pause,
         )
         assert "collapse on r9700" in str(banner.render())
         assert "collapse" in shown(app, "r9700")[COLUMNS.index("findings")]
         # Told once, however many refreshes still show it.
         seen = box.samples
         await wait_until_async(
-            lambda: box.samples >= seen + 3, deadline_s=30, what="3 more reads", pause=pilot.pause
+            lambda: box.samples >= seen + 3,
+            deadline_s=PROCESS_S,
+            what="3 more reads",
+            pause=pilot.pause,
         )
         notifier.flush()
         assert [news.title for news in told.news] == ["vramtop fleet: collapse on r9700"]
         box.collapse = False
         await wait_until_async(
             lambda: not banner.has_class("shown"),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="the banner gone once the collapse closed",
             pause=pilot.pause,
         )
@@ -136,7 +142,7 @@ async def test_a_down_boxs_reason_is_shown_whole_on_screen(
                     [row.status for row in app.rows()]
                     == [Status.UP, Status.STALE, Status.UNREACHABLE]
                 ),
-                deadline_s=30,
+                deadline_s=PROCESS_S,
                 what=lambda: f"r9700 up, spark stale, gone unreachable: {app.rows()}",
                 pause=pilot.pause,
             )
@@ -157,7 +163,7 @@ async def test_a_down_boxs_reason_is_shown_whole_on_screen(
             stuck.sampled_at = None
             await wait_until_async(
                 lambda: str(down.render()) == f"gone unreachable: {gone.problem}",
-                deadline_s=30,
+                deadline_s=PROCESS_S,
                 what=lambda: f"only gone's line: {down.render()!s}",
                 pause=pilot.pause,
             )
@@ -212,7 +218,7 @@ async def test_an_answer_shown_while_the_console_closes_is_dropped(box: FakeExpo
     app = FleetApp([Box("r9700", box.url)], refresh_s=3600)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until_async(
-            lambda: app.fetches == 1, deadline_s=30, what="the box read", pause=pilot.pause
+            lambda: app.fetches == 1, deadline_s=PROCESS_S, what="the box read", pause=pilot.pause
         )
         await app.query_one("#banner", Static).remove()
         await app.query_one("#source", Static).remove()

@@ -16,7 +16,7 @@ from textual.widgets import DataTable
 from tests.support.exporters import DemoExporter, demo_exporters
 from tests.support.fleet_page import once_json
 from tests.support.prometheus import running_prometheus
-from tests.support.waiting import wait_until, wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until, wait_until_async
 from vramtop import cli
 from vramtop.core.fleet_rows import Status
 from vramtop.core.fleet_sources import Sources
@@ -137,7 +137,7 @@ async def test_a_stopped_exporter_reads_unreachable_through_prometheus(
         exporters[1].stop()  # spark: Prometheus still holds its last figures
         await wait_until_async(
             lambda: shown(app, "spark")[2] == "unreachable",
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"spark's row unreachable: {shown(app, 'spark')}",
             pause=pilot.pause,
         )
@@ -150,7 +150,7 @@ async def test_a_stopped_exporter_reads_unreachable_through_prometheus(
                 for row in app.rows()
                 if row.name in seen
             ),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what=lambda: f"desk and r9700 updating after {seen}: {app.rows()}",
             pause=pilot.pause,
         )

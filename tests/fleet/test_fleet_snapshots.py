@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from tests.support.fleet_page import FakeExporter
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.fleet_sources import Box
 from vramtop.tui.fleet.fleet_app import FleetApp
 
@@ -40,7 +40,7 @@ def test_a_collapse_beside_a_box_that_is_down(  # type: ignore[no-untyped-def]
     async def read_once(pilot: Pilot[None]) -> None:
         await wait_until_async(
             lambda: app.fetches == len(boxes),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="both boxes read",
             pause=pilot.pause,
         )
@@ -49,7 +49,7 @@ def test_a_collapse_beside_a_box_that_is_down(  # type: ignore[no-untyped-def]
         table = app.query_one(DataTable)
         await wait_until_async(
             lambda: not (table._updated_cells or table._require_update_dimensions),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="the table's columns sized to the boxes' answers",
             pause=pilot.pause,
         )

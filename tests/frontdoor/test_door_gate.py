@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.frontdoor.gate import Gate, Refusal
 
 UP = "http://127.0.0.1:8001"
@@ -24,7 +24,7 @@ async def test_held_requests_go_in_arrival_order_to_the_new_upstream() -> None:
     for i in range(5):
         tasks.append(asyncio.create_task(request(i)))
         await asyncio.sleep(0)  # each arrives after the one before
-    await wait_until_async(lambda: gate.held == 5, deadline_s=5, what="five requests held")
+    await wait_until_async(lambda: gate.held == 5, deadline_s=PROCESS_S, what="five requests held")
     assert done == []
     assert gate.release("http://127.0.0.1:9002") == 5
     await asyncio.gather(*tasks)
@@ -50,7 +50,9 @@ async def test_a_request_sent_again_keeps_its_place_by_its_first_arrival() -> No
         now[0] = at
         tasks.append(asyncio.create_task(request(name, arrived)))
         count = len(tasks)
-        await wait_until_async(lambda n=count: gate.held == n, deadline_s=5, what=f"{count} held")
+        await wait_until_async(
+            lambda n=count: gate.held == n, deadline_s=PROCESS_S, what=f"{count} held"
+        )
     assert gate.release(None) == 4
     await asyncio.gather(*tasks)
     assert done == ["again99", "new1", "again100", "new2"]
@@ -61,7 +63,7 @@ async def test_hold_returns_once_the_last_request_in_flight_ends() -> None:
     assert await gate.admit() == UP
     assert await gate.admit() == UP
     drain = asyncio.create_task(gate.hold(drain_s=30))
-    await wait_until_async(lambda: gate.holding, deadline_s=5, what="the hold begun")
+    await wait_until_async(lambda: gate.holding, deadline_s=PROCESS_S, what="the hold begun")
     gate.finished(ok=True)
     for _ in range(5):  # turns of the loop in which a wrong drain would end
         await asyncio.sleep(0)
@@ -83,7 +85,7 @@ async def test_fail_refuses_every_held_request_and_ends_holding() -> None:
     gate = Gate(UP, hold_s=60)
     await gate.hold(drain_s=0)
     tasks = [asyncio.create_task(gate.admit()) for _ in range(3)]
-    await wait_until_async(lambda: gate.held == 3, deadline_s=5, what="three requests held")
+    await wait_until_async(lambda: gate.held == 3, deadline_s=PROCESS_S, what="three requests held")
     assert gate.fail("the new server exited") == 3
     for task in tasks:
         with pytest.raises(Refusal) as refused:
@@ -109,7 +111,7 @@ async def test_the_longest_hold_counts_the_requests_still_waiting() -> None:
     gate = Gate(None, hold_s=600, clock=lambda: now[0])
     assert gate.holding  # no upstream: nothing to forward to yet
     task = asyncio.create_task(gate.admit())
-    await wait_until_async(lambda: gate.held == 1, deadline_s=5, what="the request held")
+    await wait_until_async(lambda: gate.held == 1, deadline_s=PROCESS_S, what="the request held")
     now[0] = 142.5
     assert gate.longest_hold_now() == 42.5
     with pytest.raises(ValueError):

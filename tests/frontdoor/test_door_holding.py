@@ -17,7 +17,7 @@ import pytest
 from tests.frontdoor.upstreams import upstream
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until
 from vramtop.frontdoor import protocol
 from vramtop.frontdoor.web_app import MAX_CONTROL_BYTES
 
@@ -56,7 +56,7 @@ class Client(threading.Thread):
             self.error = repr(exc)
 
 
-def wait_for(check: Any, timeout_s: float = 20.0) -> Any:
+def wait_for(check: Any, timeout_s: float = PROCESS_S) -> Any:
     return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import psutil
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.findings import Finding
 
 # Each call saved whole (through a rename) under a name that sorts by the time of the call:
@@ -45,7 +45,7 @@ wait
 T = TypeVar("T")
 
 
-def wait_for(check: Callable[[], T], what: str, timeout_s: float = 30.0) -> T:
+def wait_for(check: Callable[[], T], what: str, timeout_s: float = PROCESS_S) -> T:
     """`check()`'s first true value, asked until `timeout_s` has passed."""
     return wait_until(check, deadline_s=timeout_s, what=what)
 

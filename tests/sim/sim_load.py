@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 
 SPEED = 20.0  # simulated time runs 20 times faster (a call ramps up in 0.2 s)
 
@@ -43,6 +43,6 @@ class Agent:
 def wait_call_level(machine: Any, level: float) -> None:
     wait_until(
         lambda: machine.state()["call_level"] == level,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what=f"the simulated call at level {level}",
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from supervised_sim import supervised
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.sim.machine import SimMachine
 
@@ -27,7 +27,9 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         def ticked_until_known() -> bool:
             return backend.tick().headroom_inputs is not None
 
-        wait_until(ticked_until_known, deadline_s=30, what="the headroom's inputs", poll_s=0.2)
+        wait_until(
+            ticked_until_known, deadline_s=PROCESS_S, what="the headroom's inputs", poll_s=0.2
+        )
         pid = supervisor.status().pid
         # 262,144 tokens do not fit in 0.85's pool: refused, in vLLM's words, before a stop.
         refused = backend.relaunch(RelaunchOrder(FlagChange(0.85)))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.sim.sim_load import SPEED, Agent, wait_call_level
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.sim import scenario as scenarios
 from vramtop.sim.card import CARDS, MIB, plan_kv
 from vramtop.sim.ledger import Ledger
@@ -109,7 +109,7 @@ def test_the_probe_reads_them_from_a_running_world(
         assert during.pcie_rx_bytes_per_s is not None and during.pcie_rx_bytes_per_s < 14 * GB
         wait_until(
             lambda: probe.read().residency_failures,
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="a residency failure read",
             poll_s=0.1,
         )
@@ -118,7 +118,7 @@ def test_the_probe_reads_them_from_a_running_world(
         probe.close()
 
 
-def _read_until(probe: Any, ok: Any, timeout_s: float = 30.0) -> Any:
+def _read_until(probe: Any, ok: Any, timeout_s: float = PROCESS_S) -> Any:
     last: list[Any] = [None]
 
     def read() -> Any:

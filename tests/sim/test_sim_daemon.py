@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.sim.world import ALREADY_SERVED
 from vramtop.sim.world_protocol import WorldClient, WorldUnreachable
 
@@ -30,7 +30,7 @@ def test_daemons_started_at_once_leave_one_serving_the_socket(tmp_path: Path) ->
     try:
         wait_until(
             lambda: sum(d.poll() is None for d in daemons) <= 1,
-            deadline_s=20,
+            deadline_s=PROCESS_S,
             what="all daemons but one gone",
         )
         running = [d for d in daemons if d.poll() is None]
@@ -55,7 +55,7 @@ def test_an_unused_daemon_leaves_by_itself_and_a_used_one_stays(tmp_path: Path) 
             return unused.poll() is not None
 
         # Asked every 0.2 s, well inside its 1.5 s: the used one stays.
-        wait_until(unused_gone, deadline_s=20, what="the unused daemon gone", poll_s=0.2)
+        wait_until(unused_gone, deadline_s=PROCESS_S, what="the unused daemon gone", poll_s=0.2)
         assert unused.poll() == 0  # left by itself
         assert used.poll() is None  # asked every 0.2 s: still there
         assert not (tmp_path / "unused.sock").exists()

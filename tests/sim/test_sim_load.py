@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.vllm.metrics import parse_metrics
 from vramtop.sim.load import LoadGenerator
 
@@ -29,7 +29,7 @@ def test_load_generator_streams_requests(machine_factory: Any, server_factory: A
     _, s = serving(machine_factory, server_factory, api_key="k")
     gen = LoadGenerator(s.url, concurrency=2, api_key="k", pause_s=(0.01, 0.05)).start()
     with contextlib.suppress(AssertionError):  # the assert below says what was missing
-        wait_until(lambda: gen.completed >= 2, deadline_s=20, what="two requests")
+        wait_until(lambda: gen.completed >= 2, deadline_s=PROCESS_S, what="two requests")
     gen.stop()
     assert gen.completed >= 2 and gen.tokens > 0 and gen.errors == 0
     out = subprocess.run(
@@ -55,7 +55,7 @@ def test_machine_runs_the_agent_as_a_process_of_its_own(
     proc = psutil.Process(load.pid)
     assert "k" not in proc.cmdline()  # the key travels in the environment, not in `ps`
     # With the key: the server answered it.
-    wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=20, what="tokens generated")
+    wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=PROCESS_S, what="tokens generated")
     m.agent.stop()
     assert m.agent.process is None and load.poll() is not None
 
@@ -80,7 +80,9 @@ def test_the_agent_stops_when_the_process_that_started_it_dies(
     try:
         assert starter.stdout is not None
         agent = psutil.Process(int(starter.stdout.readline()))
-        wait_until(lambda: _generated_tokens(s.url) > 0, deadline_s=20, what="tokens generated")
+        wait_until(
+            lambda: _generated_tokens(s.url) > 0, deadline_s=PROCESS_S, what="tokens generated"
+        )
         assert agent.is_running()
         starter.kill()
         starter.wait(5)
@@ -130,7 +132,7 @@ def test_agent_mode_varies_how_many_streams_run(machine_factory: Any, server_fac
             return {1.0, 2.0} <= seen and len(set(prompts)) > 3
 
         with contextlib.suppress(AssertionError):  # the asserts below say what was missing
-            wait_until(both_seen, deadline_s=20, what="1 and 2 running", poll_s=0.05)
+            wait_until(both_seen, deadline_s=PROCESS_S, what="1 and 2 running", poll_s=0.05)
     finally:
         gen.stop()
     assert {1.0, 2.0} <= seen, seen

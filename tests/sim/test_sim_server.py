@@ -13,11 +13,11 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import http
-from tests.support.waiting import stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until
 from vramtop.sim.card import GIB
 
 
-def wait_for(check: Any, timeout_s: float = 30.0) -> Any:
+def wait_for(check: Any, timeout_s: float = PROCESS_S) -> Any:
     return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.sim.card import GIB
 from vramtop.sim.gpu_probe import SimGpuProbe
 from vramtop.sim.world import pid_alive
 from vramtop.sim.world_protocol import WorldClient
 
 
-def eventually(check: Any, timeout_s: float = 30.0) -> Any:
+def eventually(check: Any, timeout_s: float = PROCESS_S) -> Any:
     return wait_until(check, deadline_s=timeout_s, what="the check (see the line above)")
 
 
@@ -195,7 +195,7 @@ def test_a_process_holds_simulated_memory_while_it_runs() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     wait_until(
         lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the child ended, not yet reaped",
     )
     assert not pid_alive(child.pid)  # a zombie holds no memory

@@ -17,7 +17,7 @@ import httpx
 import psutil
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.config import Profile
 from vramtop.core.model import GpuReading
 
@@ -74,7 +74,7 @@ def started_by_hand(ledger: Path, port: int, stdout: IO[Any] | int) -> Iterator[
         argv, env=env, start_new_session=True, stdout=stdout, stderr=subprocess.STDOUT
     )
     try:
-        wait_until(lambda: healthy(port), deadline_s=30, what="the fake server's /health")
+        wait_until(lambda: healthy(port), deadline_s=PROCESS_S, what="the fake server's /health")
         yield proc.pid
     finally:
         if proc.poll() is None:

@@ -15,7 +15,7 @@ import pytest
 from supervisor_helpers import fake_profile, ledger_empty
 
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.server_events import Event
 from vramtop.event_log import EventLog
@@ -50,7 +50,7 @@ def crash(sup: Supervisor) -> tuple[float, float]:
     the crash was seen: the moment vramtop noticed it lies between the two."""
     killed_at = time.time()
     os.kill(sup.status().pid or 0, signal.SIGKILL)
-    assert poll_until(sup, ServerState.CRASHED, 5).state is ServerState.CRASHED
+    assert poll_until(sup, ServerState.CRASHED, PROCESS_S).state is ServerState.CRASHED
     return killed_at, time.time()
 
 
@@ -72,7 +72,7 @@ def test_a_crash_is_restarted_after_a_delay_that_grows(home: Path, ledger: Path)
         assert killed_at <= noticed_at(restart_at, 0) <= seen_at
         assert restart_at is not None
 
-        info = poll_until(sup, ServerState.RUNNING, 10)
+        info = poll_until(sup, ServerState.RUNNING, PROCESS_S)
         assert info.state is ServerState.RUNNING and info.pid not in (None, first)
         # Not restarted before its time: the new launch began after it, on the same clock.
         assert info.started_at is not None and info.started_at >= restart_at
@@ -126,13 +126,13 @@ def test_an_automatic_restart_is_timed_in_its_event_as_a_restart_asked_for(
     try:
         assert sup.start().ok
         crash(sup)
-        assert poll_until(sup, ServerState.RUNNING, 10).state is ServerState.RUNNING
+        assert poll_until(sup, ServerState.RUNNING, PROCESS_S).state is ServerState.RUNNING
 
         def restarts() -> list[Event]:
             return [e for e in EventLog.for_profile("timed").read() if e.name == "restart"]
 
         # Written by the thread that followed its load to ready, once it answered.
-        wait_until(lambda: restarts() != [], deadline_s=20, what="the restart's event")
+        wait_until(lambda: restarts() != [], deadline_s=PROCESS_S, what="the restart's event")
         (restart,) = restarts()
         assert restart.detail["asked_by"] == "auto_restart"
         assert restart.detail["result"] == "ok"
@@ -159,13 +159,13 @@ def test_an_automatic_restart_is_said_under_way_until_its_load_is_done(
         assert sup.start().ok
         crash(sup)
         assert action_under_way("said") is None  # crashed; its restart not due yet
-        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        assert poll_until(sup, ServerState.STARTING, PROCESS_S).state is ServerState.STARTING
         acting = action_under_way("said")  # the load takes 1.5 s at least
         assert acting is not None and (acting.action, acting.pid) == ("restart", os.getpid())
         assert acting.asked_by == "auto_restart"  # said as automatic, not a person's
-        assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
+        assert poll_until(sup, ServerState.RUNNING, PROCESS_S).state is ServerState.RUNNING
         wait_until(
-            lambda: action_under_way("said") is None, deadline_s=30, what="the restart's end"
+            lambda: action_under_way("said") is None, deadline_s=PROCESS_S, what="the restart's end"
         )
     finally:
         sup.stop()
@@ -182,14 +182,14 @@ def test_a_restart_asked_for_while_an_automatic_one_loads_is_timed_as_its_own(
     try:
         assert sup.start().ok
         crash(sup)
-        assert poll_until(sup, ServerState.STARTING, 10).state is ServerState.STARTING
+        assert poll_until(sup, ServerState.STARTING, PROCESS_S).state is ServerState.STARTING
         assert sup.restart(asked_by="key").ok
 
         def restarts() -> dict[str, dict[str, object]]:
             events = EventLog.for_profile("both").read()
             return {str(e.detail["asked_by"]): e.detail for e in events if e.name == "restart"}
 
-        wait_until(lambda: len(restarts()) == 2, deadline_s=30, what="both restarts' events")
+        wait_until(lambda: len(restarts()) == 2, deadline_s=PROCESS_S, what="both restarts' events")
         told = restarts()
         automatic, mine = told["auto_restart"]["phases"], told["key"]["phases"]
         assert isinstance(automatic, dict) and isinstance(mine, dict)
@@ -235,7 +235,7 @@ def test_an_automatic_restart_whose_vramtop_died_is_told_as_served(
         )
         assert died.stdout.strip() == "starting", died.stderr
         # This vramtop settles the load nobody follows: ready without it.
-        assert poll_until(sup, ServerState.RUNNING, 30).state is ServerState.RUNNING
+        assert poll_until(sup, ServerState.RUNNING, PROCESS_S).state is ServerState.RUNNING
         (told,) = [e for e in EventLog.for_profile("cut").read() if e.name == "restart"]
         # Served: nobody waited on the vramtop that launched it (`vramtop status` runs
         # housekeeping and ends by design); it was said `interrupted` before.

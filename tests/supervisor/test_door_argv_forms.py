@@ -23,7 +23,7 @@ from supervisor_helpers import fake_profile, started_by_hand
 
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.frontdoor.protocol import PREFIX as CONTROL
 from vramtop.supervisor import Supervisor, door, doors_found, state
 
@@ -64,7 +64,10 @@ def door_by_hand(interpreter: list[str], address: str, upstream: int) -> Iterato
         return None
 
     try:
-        yield wait_until(answering, deadline_s=30, what=f"the door's answer on {address}"), proc.pid
+        yield (
+            wait_until(answering, deadline_s=PROCESS_S, what=f"the door's answer on {address}"),
+            proc.pid,
+        )
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -11,7 +11,7 @@ import pytest
 from sim_helpers import sim_profile
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.server_events import Event
 from vramtop.event_log import EventLog
 from vramtop.machines.demo_world import memory_released_check
@@ -50,7 +50,9 @@ def test_the_first_request_served_after_a_restart_is_written_tied_to_it(
         def tied() -> list[Event]:
             return [e for e in _events("served", "first_served") if e.detail["step_t"] == restart.t]
 
-        wait_until(lambda: tied() != [], deadline_s=30, what="the restart's first_served event")
+        wait_until(
+            lambda: tied() != [], deadline_s=PROCESS_S, what="the restart's first_served event"
+        )
         (served,) = tied()
         assert served.detail["step"] == "restart" and served.t >= restart.t
         seconds = served.detail["first_served_s"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop import profiles
 from vramtop.config import Profile
 from vramtop.core.model import ServerInfo, ServerState
@@ -34,7 +34,7 @@ def machine(home: Path) -> Iterator[SimMachine]:
         yield sim
 
 
-def settle(sup: Supervisor, wanted: ServerState, timeout_s: float = 30.0) -> ServerInfo:
+def settle(sup: Supervisor, wanted: ServerState, timeout_s: float = PROCESS_S) -> ServerInfo:
     """The first housekeeping step that finds `wanted`; at `timeout_s`, the last one."""
     infos = [sup.housekeeping()]
 
@@ -143,7 +143,7 @@ def test_status_only_reads_and_housekeeping_notices_a_crash(machine: SimMachine)
     before = state.state_path("c").read_text()
     assert sup.status().state == ServerState.RUNNING
     assert state.state_path("c").read_text() == before  # reading wrote nothing
-    assert settle(sup, ServerState.CRASHED, 10).state == ServerState.CRASHED
+    assert settle(sup, ServerState.CRASHED).state == ServerState.CRASHED
 
 
 @pytest.mark.slow
@@ -159,7 +159,7 @@ def test_a_stop_whose_vramtop_died_before_it_acted_settles_to_running(
         rec.acting, rec.acting_asked_by = "stop", "key"
         state.save(rec)
         assert sup.status().state == ServerState.STOPPING
-        assert settle(sup, ServerState.RUNNING, 10).state == ServerState.RUNNING
+        assert settle(sup, ServerState.RUNNING).state == ServerState.RUNNING
         (told,) = [e for e in EventLog.for_profile("s").read() if e.name == "stop"]
         assert (told.detail["result"], told.detail["asked_by"]) == ("interrupted", "key")
         assert "vLLM still serves" in str(told.detail["message"])

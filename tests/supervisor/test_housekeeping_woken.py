@@ -13,7 +13,7 @@ import pytest
 from supervisor_helpers import fake_profile, ledger_empty
 
 from tests.support.ports import free_port
-from tests.support.waiting import stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until
 from vramtop.core.model import GpuReading, ServerInfo, ServerState
 from vramtop.machines.machine_backend import MachineBackend
 from vramtop.machines.sampler import Sampler
@@ -30,7 +30,7 @@ class NoGpu:
         pass
 
 
-def _wait(predicate: Callable[[], object], timeout_s: float = 30.0) -> bool:
+def _wait(predicate: Callable[[], object], timeout_s: float = PROCESS_S) -> bool:
     return bool(wait_until(predicate, deadline_s=timeout_s, what="(see the line above)"))
 
 

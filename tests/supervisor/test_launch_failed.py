@@ -12,7 +12,7 @@ from sim_helpers import gone
 
 from tests.support.cli_run import run_captured
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop import locations, profile_file
 from vramtop.config import Profile
 from vramtop.core.findings import LAUNCH_FAILED, SERVER_CRASHED
@@ -130,4 +130,6 @@ def test_a_prelude_that_hangs_is_ended_with_all_it_started(home: Path, tmp_path:
     )
     assert launch_problem(hangs, prelude_timeout_s=2) is None  # not known in time
     (child,) = [int(pid) for pid in pids.read_text().split()]
-    wait_until(lambda: gone([child]), deadline_s=30, what="the prelude's sleep ended by the check")
+    wait_until(
+        lambda: gone([child]), deadline_s=PROCESS_S, what="the prelude's sleep ended by the check"
+    )

@@ -17,7 +17,7 @@ from supervisor_helpers import FAKE_SERVER, fake_profile, healthy, ledger_empty
 
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.supervisor import Supervisor, state
@@ -111,7 +111,7 @@ def test_a_second_vramtop_reattaches_instead_of_starting_twice(home: Path, ledge
         assert other.status().pid == sup.status().pid
         # (the engine writes its ledger file once its own interpreter is up: on a busy
         # machine, after the server answered /health)
-        wait_until(lambda: any(ledger.iterdir()), deadline_s=30, what="the engine holding")
+        wait_until(lambda: any(ledger.iterdir()), deadline_s=PROCESS_S, what="the engine holding")
         assert len(list(ledger.iterdir())) == 1  # one engine, not two
     finally:
         assert Supervisor(sup.profile, memory_released=lambda: ledger_empty(ledger)).stop().ok
@@ -128,7 +128,7 @@ def test_sigkill_of_the_api_server_is_a_crash_and_its_engine_is_ended(
     engine = [p for p in info.pids if p != info.pid]
     wait_until(
         lambda: sup.housekeeping().state == ServerState.CRASHED,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the crash seen by housekeeping",
     )
     crashed = sup.status()
@@ -174,7 +174,7 @@ def test_attach_adopts_a_server_started_elsewhere_and_restart_supervises_it(
     env = {**os.environ, "FAKE_LEDGER_DIR": str(ledger), "FAKE_STARTUP_S": "0.1"}
     outside = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
     try:
-        wait_until(lambda: healthy(port), deadline_s=30, what="the fake server's /health")
+        wait_until(lambda: healthy(port), deadline_s=PROCESS_S, what="the fake server's /health")
         sup = Supervisor(
             fake_profile("adopt", port, ledger), memory_released=lambda: ledger_empty(ledger)
         )
@@ -192,7 +192,9 @@ def test_attach_adopts_a_server_started_elsewhere_and_restart_supervises_it(
         # The new server's engine writes its ledger file once its own interpreter is up: on a
         # busy machine, after the server answered /health.
         wait_until(
-            lambda: len(list(ledger.iterdir())) == 1, deadline_s=30, what="one engine holding"
+            lambda: len(list(ledger.iterdir())) == 1,
+            deadline_s=PROCESS_S,
+            what="one engine holding",
         )
     finally:
         if outside.poll() is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.findings import SERVER_CRASHED
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_backend import begin_demo, demo_backend
@@ -37,7 +37,7 @@ def fast_sim(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 async def wait_for(
-    pilot: Pilot[int], what: Callable[[], bool], words: str, timeout: float = 30
+    pilot: Pilot[int], what: Callable[[], bool], words: str, timeout: float = PROCESS_S
 ) -> None:
     await wait_until_async(what, deadline_s=timeout, what=words, pause=pilot.pause)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.supervisor import tree
 
 
@@ -34,7 +34,7 @@ def test_a_process_that_exited_is_dead_and_reaped(child: subprocess.Popen[bytes]
     child.kill()
     wait_until(
         lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the killed child a zombie",
     )
     assert not tree.process_alive(child.pid, started)  # a zombie: dead, and reaped

@@ -24,7 +24,7 @@ import pytest
 from sim_helpers import sim_api_servers, sim_profile
 
 from tests.support import http
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop import locations, profile_file
 from vramtop.core.model import ServerInfo, ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
@@ -54,7 +54,7 @@ def sim_processes(socket_path: str) -> list[psutil.Process]:
     return found
 
 
-def converge(sup: Supervisor, machine: SimMachine, deadline_s: float = 30.0) -> ServerInfo:
+def converge(sup: Supervisor, machine: SimMachine, deadline_s: float = PROCESS_S) -> ServerInfo:
     """Housekeeping steps until the record says what is there: running when the server
     answers /health, stopped or crashed when there is no server, starting only while one
     loads. Fails, naming the last record, when it never did within `deadline_s`."""
@@ -123,7 +123,7 @@ def test_randomized_soak_leaves_nothing_behind(machine: SimMachine, home: Path) 
                 # noticed by the next poll (here, or in the next operation's start)
                 wait_until(
                     lambda sup=sup: sup.housekeeping().state.value == "crashed",
-                    deadline_s=30,
+                    deadline_s=PROCESS_S,
                     what=f"op {i}: the killed server's record to say crashed",
                 )
         elif op == "kill_vramtop":

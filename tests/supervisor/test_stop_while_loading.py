@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import gone, sim_api_servers, sim_profile
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.model import ServerState
 from vramtop.machines.demo_world import memory_released_check
 from vramtop.outcomes import ActionResult
@@ -52,7 +52,7 @@ def wait_until_loading(name: str, machine: SimMachine) -> ServerRecord:
         return rec if loads else None
 
     return wait_until(
-        loading, deadline_s=20, what=lambda: f"the server loading; last: {state.load(name)}"
+        loading, deadline_s=PROCESS_S, what=lambda: f"the server loading; last: {state.load(name)}"
     )
 
 

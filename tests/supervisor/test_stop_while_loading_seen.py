@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from sim_helpers import sim_profile
 
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.core.findings import Kind
 from vramtop.core.model import GpuReading, Sample, ServerState
 from vramtop.session.live import LiveSession
@@ -58,7 +58,7 @@ def test_a_stop_from_another_process_while_loading_is_never_a_crash(
     assert started.ok, started.message
     loading = wait_until(
         lambda: (r := state.load("loading")) is not None and r.state == "starting" and r,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what=lambda: f"the server loading: {state.load('loading')}",
     )
     assert loading.pid is not None

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from textual.worker import WorkerCancelled
 
 from tests.support.fake_backend import FakeBackend
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.findings import Finding
 from vramtop.core.model import ServerState
 from vramtop.machines.replay_backend import ReplayBackend
@@ -63,7 +63,7 @@ async def settle(pilot: Pilot[int]) -> None:
         await _reads_shown(pilot)
 
 
-async def open_timeline(pilot: Pilot[int], timeout_s: float = 10.0) -> None:
+async def open_timeline(pilot: Pilot[int], timeout_s: float = PROCESS_S) -> None:
     """Press e, and wait until the timeline has read the profile's lasting events (in a
     thread: the screen opens before)."""
     from vramtop.tui.screens.timeline_screen import TimelineScreen
@@ -100,7 +100,7 @@ async def open_budget_dialog(pilot: Pilot[int]) -> BudgetDialog:
 async def wait_for(
     pilot: Pilot[int],
     what: Callable[[], bool],
-    timeout: float = 40,
+    timeout: float = PROCESS_S,
     about: Callable[[], object] = lambda: "the console",
 ) -> None:
     """Wait until `what()` holds, for a console on real processes (`FAST`); `about()`, the
@@ -124,7 +124,7 @@ async def ticks(pilot: Pilot[int], count: int) -> None:
     # console showed a sample fewer than the ticks asked for.
     await wait_until_async(
         lambda: app.reader.asked > 0,
-        deadline_s=30,
+        deadline_s=PROCESS_S,
         what="the first frame's own read asked for",
         pause=pilot.pause,
     )
@@ -134,7 +134,9 @@ async def ticks(pilot: Pilot[int], count: int) -> None:
         await _reads_shown(pilot, idle=False)
 
 
-async def _reads_shown(pilot: Pilot[int], timeout_s: float = 10.0, *, idle: bool = True) -> None:
+async def _reads_shown(
+    pilot: Pilot[int], timeout_s: float = PROCESS_S, *, idle: bool = True
+) -> None:
     """Wait until every read asked for is shown, then until the console is `idle` (what
     follows a frame done: a first frame's own read asked for, an action's outcome), or, for
     a read asked by a tick, until the messages its sample posted are handled."""

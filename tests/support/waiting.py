@@ -21,9 +21,11 @@ T = TypeVar("T")
 # that asking costs nothing beside the processes being waited for.
 POLL_S = 0.02
 
-# The most a test waits for a process it started to answer, or for a request to reach one: a
-# deadline costs nothing while things work. A busy full run (two busy loops beside the suite,
-# a real vLLM loading) saw a front door's Python take more than 20 s to answer.
+# The deadline of every wait for something a test's own process, socket or console must come
+# to (a process answering or ending, a request reaching one, a frame, a state, an event
+# written): a deadline costs nothing while things work, and a shorter guess is what a loaded
+# machine breaks. A busy full run (two busy loops beside the suite, a real vLLM loading) saw a
+# front door's Python take more than 20 s to answer.
 PROCESS_S = 60.0
 
 Words = str | Callable[[], str]

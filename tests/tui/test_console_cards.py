@@ -7,6 +7,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.support.console import FAST, toggle_call, wait_for
+from tests.support.waiting import PROCESS_S
 from vramtop.core.model import MemoryKind, ServerState
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.tui.app import VramtopApp
@@ -42,7 +43,7 @@ async def quit_stopping(pilot: Pilot[int], app: VramtopApp) -> None:
     await pilot.press("q")
     await pilot.pause()
     await pilot.press("s")  # stop vLLM and the simulated machine
-    await wait_for(pilot, lambda: not app.is_running, timeout=20)
+    await wait_for(pilot, lambda: not app.is_running, timeout=PROCESS_S)
 
 
 @pytest.mark.slow

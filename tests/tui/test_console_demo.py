@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from tests.support.console import FAST, header, running_pid, wait_for
-from tests.support.waiting import wait_until
+from tests.support.waiting import PROCESS_S, wait_until
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.machines.demo_world import stop_demo_world
 from vramtop.tui.app import VramtopApp
@@ -65,7 +65,7 @@ async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
         await pilot.pause()
         assert isinstance(app.screen, QuitDialog)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not app.is_running, timeout=10)
+        await wait_for(pilot, lambda: not app.is_running, timeout=PROCESS_S)
     assert relaunched_pid is not None and psutil.pid_exists(relaunched_pid)
 
     # a second console re-attaches to the same server instead of starting another
@@ -78,7 +78,7 @@ async def test_restart_budget_relaunch_and_reattach_on_the_simulator() -> None:
         await pilot.press("q")
         await pilot.pause()
         await pilot.press("s")  # this time: stop vLLM
-        await wait_for(pilot, lambda: not app2.is_running, timeout=20)
+        await wait_for(pilot, lambda: not app2.is_running, timeout=PROCESS_S)
     assert not psutil.pid_exists(relaunched_pid) or (
         psutil.Process(relaunched_pid).status() == "zombie"
     )
@@ -98,6 +98,6 @@ def test_a_call_on_a_simulated_machine_that_is_gone_raises_instead_of_saying_end
             return False
 
         with pytest.raises(WorldUnreachable):
-            wait_until(toggled, deadline_s=30, what="the world gone", poll_s=0.1)
+            wait_until(toggled, deadline_s=PROCESS_S, what="the world gone", poll_s=0.1)
     finally:
         backend.close(True)

@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 
 from tests.support.console import make_app, settle, status_line, ticks
 from tests.support.fake_backend import FakeBackend
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.diagnosis.throughput import ThroughputView
 from vramtop.core.model import DoorReading, Sample, ServerState
 from vramtop.core.server_events import Event
@@ -232,7 +232,7 @@ async def test_the_demo_behind_its_door_shows_the_doors_line_and_restarts_on_one
         app = VramtopApp(backend, Settings(interval_s=0.25))
         async with app.run_test(size=(160, 48)) as pilot:
 
-            def seen(what: Callable[[], bool], timeout_s: float = 30.0) -> Awaitable[None]:
+            def seen(what: Callable[[], bool], timeout_s: float = PROCESS_S) -> Awaitable[None]:
                 return _until(pilot, what, timeout_s)
 
             await seen(lambda: app.sample is not None and app.sample.door is not None)

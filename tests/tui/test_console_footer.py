@@ -7,7 +7,7 @@ from textual.pilot import Pilot
 from textual.widgets._footer import FooterKey
 
 from tests.support.console import make_app, ticks
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.tui.widgets.console_footer import ConsoleFooter
 
 
@@ -16,7 +16,9 @@ async def _refreshed(pilot: Pilot[int]) -> None:
     done: list[bool] = []
     pilot.app.call_after_refresh(lambda: done.append(True))
     pilot.app.screen.refresh()
-    await wait_until_async(lambda: done, deadline_s=10, what="the next frame", pause=pilot.pause)
+    await wait_until_async(
+        lambda: done, deadline_s=PROCESS_S, what="the next frame", pause=pilot.pause
+    )
 
 
 def _keys(footer: ConsoleFooter) -> list[FooterKey]:

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from tests.support.console import FAST, header, running_pid, toggle_call, wait_for
+from tests.support.waiting import PROCESS_S
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.machines.demo_backend import demo_backend
 from vramtop.tui.app import VramtopApp
@@ -96,4 +97,4 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
         await pilot.press("q")
         await pilot.pause()
         await pilot.press("s")  # stop vLLM and leave
-        await wait_for(pilot, lambda: not app.is_running, timeout=30)
+        await wait_for(pilot, lambda: not app.is_running, timeout=PROCESS_S)

@@ -21,6 +21,7 @@ from tests.support.console import (
     wait_for,
 )
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import PROCESS_S
 from vramtop.core.model import Sample, ServerState
 from vramtop.core.step_report import UnderWay
 from vramtop.machines.interface import LOG_TAIL, Frame
@@ -267,7 +268,7 @@ async def test_a_restarts_outcome_is_said_while_the_reading_after_it_hangs(
             await wait_for(pilot, lambda: app.busy is None and backend.inside.is_set())
             assert "● restarting" in _state_line(app)  # a moment for that reading first
             backend.t += OUTCOME_WAIT_S
-            await wait_for(pilot, lambda: status_line(app) == "restarted", timeout=10)
+            await wait_for(pilot, lambda: status_line(app) == "restarted", timeout=PROCESS_S)
             line = _state_line(app)
             # Not the state of the frame read while it ran ("● starting"), nor its own word.
             assert f"● {NOT_READ_YET}" in line and "restarted" in line, line

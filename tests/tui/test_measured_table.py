@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from textual.app import App, ComposeResult
 
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.tui.widgets.measured_table import MeasuredTable
 
 LONG = "collapse: the desktop took 3.2 GiB"
@@ -47,7 +47,7 @@ async def test_a_row_drawn_before_its_column_was_measured_is_drawn_again_whole(
         assert LONG not in table.render_line(1).text
         await wait_until_async(
             lambda: not (table._updated_cells or table._require_update_dimensions),
-            deadline_s=30,
+            deadline_s=PROCESS_S,
             what="the note's column measured",
             pause=pilot.pause,
         )

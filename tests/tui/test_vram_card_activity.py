@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.card_activity import activity_line
 from vramtop.core.model import (
     GIB,
@@ -82,7 +82,7 @@ async def test_the_demo_shows_what_the_simulated_card_does() -> None:
 
             await wait_until_async(
                 lambda: "PCIe RX" in shown(),
-                deadline_s=30,
+                deadline_s=PROCESS_S,
                 what=lambda: f"PCIe RX shown:\n{shown()}",
                 pause=pilot.pause,
                 poll_s=0.1,
