@@ -15,13 +15,14 @@ from textual.widgets import DataTable, Static
 from tests.support.fleet_page import FakeExporter
 from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop import cli
-from vramtop.core.fleet_rows import Status
-from vramtop.core.fleet_sources import Box
+from vramtop.core.fleet_rows import BoxRow, Status
+from vramtop.core.fleet_sources import Box, Sources
 from vramtop.core.news import News
 from vramtop.notify.notifier import Notifier
 from vramtop.sources.fleet_client import fetch
+from vramtop.sources.fleet_prometheus import Read
 from vramtop.tui.fleet.cells import COLUMNS
-from vramtop.tui.fleet.fleet_app import FleetApp
+from vramtop.tui.fleet.fleet_app import FleetApp, PrometheusRead, RowFetched
 
 SIZES = [(120, 40), (80, 24)]
 
@@ -223,5 +224,40 @@ async def test_an_answer_shown_while_the_console_closes_is_dropped(box: FakeExpo
         await app.query_one("#banner", Static).remove()
         await app.query_one("#source", Static).remove()
         app._show()
-        app._show_source()
         assert app.query_one(DataTable).row_count == 1
+        # And with the table gone too: the answer is recorded, nothing is drawn or raised.
+        (row,) = app.rows()
+        await app.query_one(DataTable).remove()
+        app.on_row_fetched(RowFetched(row, None))
+        assert app.fetches == 2
+
+
+async def test_a_box_prometheus_names_first_gets_its_row_and_a_late_read_is_dropped() -> None:
+    """Through Prometheus, a box named for the first time gets its row at that read's show;
+    a read handled while the console closes (its source line and table gone) is recorded and
+    drawn nowhere, not raised."""
+    app = FleetApp(Sources(prometheus="http://127.0.0.1:9"), refresh_s=3600)
+
+    def answer(*names: str) -> PrometheusRead:
+        rows = tuple(
+            (BoxRow(name, "", Status.UNREACHABLE, time.time(), "down"), None) for name in names
+        )
+        return PrometheusRead(Read(query_time=time.time(), rows=rows, error="gave nothing"))
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        source = app.query_one("#source", Static)
+        await wait_until_async(  # the console's own first read, refused, told on its line
+            lambda: " · " in str(source.render()),
+            deadline_s=PROCESS_S,
+            what="the first read's problem",
+            pause=pilot.pause,
+        )
+        app.on_prometheus_read(answer("spark", "r9700"))
+        await pilot.pause()
+        table = app.query_one(DataTable)
+        assert [str(key.value) for key in table.rows] == ["spark", "r9700"]
+        assert "gave nothing" in str(source.render())
+        await source.remove()
+        await table.remove()
+        app.on_prometheus_read(answer("spark", "r9700", "home"))
+        assert [row.name for row in app.rows()] == ["spark", "r9700", "home"]

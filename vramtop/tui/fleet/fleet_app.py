@@ -11,6 +11,9 @@ N s" once its last answer is older than the stale limit (`core.fleet.aged`), whi
 others keep updating. Through Prometheus (`Sources.prometheus`), one worker a second asks
 it for every box, and a box it names for the first time gets its row then.
 
+An answer only records the row; every widget is drawn in one place (`_show`), which a
+closing console, whose widgets go one by one, turns into nothing.
+
 Enter on a row shows that box's panels (`BoxScreen`), `e` its recent steps where its
 exporter serves them.
 """
@@ -97,6 +100,7 @@ class FleetApp(App[None]):
         self._shown: dict[str, list[Text]] = {}  # each row's cells as last shown
         self._banner = ""
         self._down = ""  # the down boxes' reasons as last shown
+        self._source = ""  # the Prometheus line as last shown
         self._timeout_s = timeout_s
         self._clock = clock
         self._refresh_s = refresh_s
@@ -114,19 +118,13 @@ class FleetApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
+        self.query_one(DataTable).add_columns(*COLUMNS)
         for box in self._sources.boxes:
-            self._add_row(BoxRow(box.name, box.url, Status.NO_SAMPLE, self._clock(), "asking…"))
-        self._show_source()
-        self._tick()
+            self._rows[box.name] = BoxRow(
+                box.name, box.url, Status.NO_SAMPLE, self._clock(), "asking…"
+            )
+        self._tick()  # its show draws the rows
         self.set_interval(self._refresh_s, self._tick)
-
-    def _add_row(self, row: BoxRow) -> None:
-        self._rows[row.name] = row
-        if row.name not in self._names:
-            self._names.append(row.name)
-        self.query_one(DataTable).add_row(*self._styled(row), key=row.name)
 
     # --- timers trigger, workers fetch ---------------------------------------------------------
     def _tick(self) -> None:
@@ -168,43 +166,16 @@ class FleetApp(App[None]):
         for row, page in answer.rows:
             self._took(row, page)
         self._tell([row for row, _ in answer.rows])
-        self._show_source()
         self._show()
 
     def _took(self, row: BoxRow, page: Page | None) -> None:
-        if self._table_gone():
-            return
-        if row.name not in self._rows:
-            self._add_row(row)
+        """The box's row and page recorded (a box named for the first time, last in the
+        table's order); `_show` draws them."""
+        if row.name not in self._names:
+            self._names.append(row.name)
         self._rows[row.name] = row
         self._pages[row.name] = page
         self.fetches += 1
-
-    def _table_gone(self) -> bool:
-        try:
-            self.query_one(DataTable)
-        except NoMatches:  # the app is closing: a late answer has nowhere to go
-            return True
-        return False
-
-    def _show_source(self) -> None:
-        """Through Prometheus: the line that says so (and why it gives nothing, if so)."""
-        url = self._sources.prometheus
-        if url is None:
-            return
-        from vramtop.core.secrets import mask_url
-
-        words = f"through Prometheus at {mask_url(url)}"
-        if self._sources.said:
-            words += " (the exporters named beside it are not read)"
-        if self._prometheus_problem:
-            words += f" · {self._prometheus_problem}"
-        try:
-            line = self.query_one("#source", Static)
-        except NoMatches:  # the app is closing (see _show)
-            return
-        line.set_class(True, "shown")
-        line.update(words)
 
     def _tell(self, rows: list[BoxRow]) -> None:
         """A collapse newly open on a box, told through the local notifications once."""
@@ -259,13 +230,17 @@ class FleetApp(App[None]):
         table = self.query_one(DataTable)
         rows = self.rows()
         for row in rows:
-            # Only the cells that read differently: each update lays the table out again.
-            before = self._shown.get(row.name, ())
             styled = self._styled(row)
-            for index, (column, cell) in enumerate(zip(table.columns, styled, strict=True)):
-                if index >= len(before) or not _same(before[index], cell):
-                    table.update_cell(row.name, column, cell, update_width=True)
+            before = self._shown.get(row.name)
+            if before is None:
+                table.add_row(*styled, key=row.name)  # a box new to the table, in its order
+            else:
+                # Only the cells that read differently: each update lays the table out again.
+                for index, (column, cell) in enumerate(zip(table.columns, styled, strict=True)):
+                    if not _same(before[index], cell):
+                        table.update_cell(row.name, column, cell, update_width=True)
             self._shown[row.name] = styled
+        self._show_source()
         banner = self.query_one("#banner", Static)
         collapsed = collapses(rows)
         words = (
@@ -278,6 +253,24 @@ class FleetApp(App[None]):
             banner.set_class(bool(collapsed), "shown")
             banner.update(words)
         self._show_down(rows)
+
+    def _show_source(self) -> None:
+        """Through Prometheus: the line that says so (and why it gives nothing, if so)."""
+        url = self._sources.prometheus
+        if url is None:
+            return
+        from vramtop.core.secrets import mask_url
+
+        words = f"through Prometheus at {mask_url(url)}"
+        if self._sources.said:
+            words += " (the exporters named beside it are not read)"
+        if self._prometheus_problem:
+            words += f" · {self._prometheus_problem}"
+        if words != self._source:
+            self._source = words
+            line = self.query_one("#source", Static)
+            line.set_class(True, "shown")
+            line.update(words)
 
     def _show_down(self, rows: list[BoxRow]) -> None:
         """Each box without figures, its reason whole on a line of its own above the table:
