@@ -10,7 +10,9 @@ import pytest
 from supervised_sim import supervised
 
 from tests.support.waiting import PROCESS_S, wait_until
+from vramtop.core.model import GIB
 from vramtop.core.remedy import FlagChange, RelaunchOrder
+from vramtop.core.sample_facts import desktop_bytes
 from vramtop.sim.machine import SimMachine
 
 
@@ -49,3 +51,45 @@ def test_flags_vllm_would_refuse_leave_the_server_serving(
         assert supervisor.status().pid != pid
         relaunches = [e for e in backend.session.events() if e.name == "relaunch"]
         assert [e.detail.get("result") for e in relaunches] == ["ok"]
+
+
+def test_a_restart_the_call_leaves_no_room_for_is_refused_before_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's restart (its r key, the banner's first remedy) while a call holds the
+    memory the budget needs: vLLM's free-memory check would refuse the start, so the
+    restart is refused before the stop and the server keeps serving; after the call it
+    restarts."""
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    with (
+        SimMachine(tmp_path / "sim", speed=4.0, startup_s=0.2) as machine,
+        supervised(machine, "pre") as served,  # 0.93 with 262,144 tokens
+    ):
+        backend, supervisor = served.backend, served.supervisor
+        pid = supervisor.status().pid
+
+        def desktop() -> int | None:
+            frame = backend.tick()
+            return desktop_bytes(frame.sample) if frame.headroom_inputs is not None else None
+
+        before = wait_until(desktop, deadline_s=PROCESS_S, what="the desktop's share", poll_s=0.2)
+
+        def sampled(call: bool) -> bool:
+            # The call's memory seen in what the console samples, or gone from it.
+            now = desktop()
+            return now is not None and (now > before + 2 * GIB if call else now <= before)
+
+        machine.set_call(True)
+        wait_until(lambda: sampled(True), deadline_s=PROCESS_S, what="the call seen", poll_s=0.2)
+        refused = backend.restart()
+        assert not refused.ok
+        assert refused.message.startswith("not restarted (the server keeps serving)")
+        assert "Free memory on device" in refused.message
+        assert supervisor.status().pid == pid
+        assert not [e for e in backend.session.events() if e.name == "restart"]
+
+        machine.set_call(False)
+        wait_until(lambda: sampled(False), deadline_s=PROCESS_S, what="the call gone", poll_s=0.2)
+        restarted = backend.restart()
+        assert restarted.ok, restarted.message
+        assert supervisor.status().pid != pid

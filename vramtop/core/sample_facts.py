@@ -91,7 +91,7 @@ def relaunch_refusal(
     checks, in its own words; None when it would start, or when the server's model or the
     card is not known well enough to say. The free memory is the card less the desktop's
     share and the new server's memory outside its budget (the current server's memory counts
-    as free: it is stopped first)."""
+    as free: it is stopped first). A restart is the relaunch with no change: "not restarted"."""
     inputs = live_headroom_inputs(s, outside_budget_bytes)
     device = primary(s)
     if (
@@ -116,9 +116,10 @@ def relaunch_refusal(
     try:
         refused = startup_refusal(inputs, util, free)
     except HeadroomError as error:
-        return str(error)
-    return (
-        None
-        if refused is None
-        else f"not relaunched (the server keeps serving): vLLM would refuse it: {refused.message}"
-    )
+        # A restart keeps the flags the server started with: what vramtop cannot model of
+        # them says nothing (vLLM checks anyway).
+        return None if change.empty else str(error)
+    if refused is None:
+        return None
+    step = "restarted" if change.empty else "relaunched"
+    return f"not {step} (the server keeps serving): vLLM would refuse it: {refused.message}"

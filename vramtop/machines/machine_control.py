@@ -18,6 +18,7 @@ from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
 from vramtop.core.sample_facts import relaunch_refusal
+from vramtop.core.sample_facts import state as sampled_state
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ProfileLaunch
@@ -158,6 +159,11 @@ class MachineControl:
     ) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
+        # A serving server's restart that vLLM would refuse (a call holds the memory its
+        # budget needs) is refused before the stop: the server keeps serving.
+        refused = self._refusal(FlagChange(), serving=True)
+        if refused is not None:
+            return ActionResult(False, refused)
         self._told.planned("restart", {"reason": "asked"})
         return self.supervisor.restart(
             progress=progress, requests_lost=requests_lost, asked_by=self.asked_by
@@ -174,15 +180,18 @@ class MachineControl:
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
 
-        def as_last_sampled(change: FlagChange) -> str | None:
-            latest = self.sampler.timeline.latest
-            if latest is None:
-                return None
-            return relaunch_refusal(latest, change, self._outside_budget)
-
         if order.precheck is None:
-            order = replace(order, precheck=as_last_sampled)
+            order = replace(order, precheck=self._refusal)
         return supervisor.relaunch(order, progress=progress, asked_by=self.asked_by)
+
+    def _refusal(self, change: FlagChange, serving: bool = False) -> str | None:
+        """vLLM's startup checks for a relaunch with `change` (a restart: none) against the
+        machine as last sampled; None where nothing is sampled yet, or (`serving`) where the
+        server was not seen running."""
+        latest = self.sampler.timeline.latest
+        if latest is None or (serving and sampled_state(latest) is not ServerState.RUNNING):
+            return None
+        return relaunch_refusal(latest, change, self._outside_budget)
 
 
 class HousekeepingThread:

@@ -26,6 +26,7 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.findings import KvCost, RelaunchFigures, Remedy, RemedyAction
 from vramtop.core.model import GIB, GpuDevice, Sample
+from vramtop.core.remedy import FlagChange
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,9 @@ def collapse_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Reme
         max_model_len=flags.max_model_len if lowers and flags is not None else None,
         current_max_model_len=flags.current_max_model_len if lowers and flags else None,
         why=why,
+        # While the desktop holds more than the budget leaves it (a call's memory), vLLM's
+        # own startup check refuses a restart at the same budget: only the relaunch helps.
+        restart_fails=read.relaunch_refusal(s, FlagChange(), desktop.outside_budget) is not None,
         kv_pool_bytes=cost.kv_pool_bytes if cost is not None else None,
         kv_pool_bytes_after=cost.kv_pool_bytes_after if cost is not None else None,
         relaunch=figures,
