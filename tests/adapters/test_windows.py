@@ -206,19 +206,29 @@ def test_close_kills_powershell(make_source: Any, fake_env: dict[str, str]) -> N
     assert source.read().error is not None
 
 
-def test_the_field_report_call_is_observed_as_a_spill(make_source: Any) -> None:
-    source = make_source("call", {"VRAMTOP_FAKE_PS_CALL_AT": "3"})
+def test_the_field_report_call_is_observed_as_a_spill(make_source: Any, tmp_path: Path) -> None:
+    # The call starts once the test has seen the desktop without it (at a line of its own, a
+    # busy machine's first look came after the call had begun, with no baseline before it).
+    call = tmp_path / "call"
+    source = make_source("call", {"VRAMTOP_FAKE_PS_CALL_FILE": str(call)})
     tracker = SpillTracker()
     seen: list[WindowsGpuReading] = []
 
-    def spill_seen() -> bool:
+    def seen_now() -> int:
         r = source.read()
         if r.available and (not seen or r is not seen[-1]):
             seen.append(r)
             tracker.add(r)
-        return tracker.spill_evidence() is not None and len(seen) > 8
+        return len(seen)
 
-    wait_until(spill_seen, deadline_s=PROCESS_S, what="the spill seen in 9 readings", poll_s=0.005)
+    wait_until(lambda: seen_now() >= 3, deadline_s=PROCESS_S, what="3 readings", poll_s=0.005)
+    call.touch()
+    wait_until(
+        lambda: seen_now() > 8 and tracker.spill_evidence() is not None,
+        deadline_s=PROCESS_S,
+        what="the spill seen in 9 readings",
+        poll_s=0.005,
+    )
     ev = tracker.spill_evidence()
     assert ev is not None and ev.level == "observed"
     assert ev.baseline_shared_bytes < 200 * 1024**2

@@ -39,7 +39,7 @@ from tests.e2e.conftest import (
 )
 from tests.support import http
 from tests.support.ports import free_port
-from tests.support.waiting import PROCESS_S, stays, wait_until
+from tests.support.waiting import PROCESS_S, stays, wait_until, wait_until_async
 from vramtop import profiles
 from vramtop.config import Profile, profile_from_argv
 from vramtop.core.model import Sample, ServerInfo, ServerReading, ServerState
@@ -463,19 +463,25 @@ async def test_console_shows_the_same_numbers_as_the_json(served: Served) -> Non
     kv = data["kv_pool"]
     backend = served.backend()
     app = VramtopApp(backend)
+    pool = f"{kv['gib']:.2f} GiB · {count(kv['tokens'])} tokens"
+    version = f"vLLM {data['server']['version']}"
     async with app.run_test(size=(140, 45)) as pilot:
-        for _ in range(100):
-            sample = app.sample
-            if sample and sample.server and sample.server.metrics and sample.startup:
-                break
-            await pilot.pause(0.1)
-        await pilot.pause(0.3)
+        # The pool's panel and the header drawn from the server's metrics and its log.
+        await wait_until_async(
+            lambda: (
+                pool in str(app.query_one(KvPoolPanel).render())
+                and version in str(app.query_one(ConsoleHeader).render())
+            ),
+            deadline_s=PROCESS_S,
+            what=lambda: f"the pool and the version shown: {app.query_one(KvPoolPanel).render()}",
+            pause=pilot.pause,
+        )
         shown = str(app.query_one(KvPoolPanel).render())
         header = str(app.query_one(ConsoleHeader).render())
-    assert f"{kv['gib']:.2f} GiB · {count(kv['tokens'])} tokens" in shown, shown
+    assert pool in shown, shown
     assert f"{count(kv['blocks'])} blocks of {kv['block_size']}" in shown, shown
     assert f"{kv['max_concurrency']:.2f}×" in shown, shown
-    assert f"vLLM {data['server']['version']}" in header, header
+    assert version in header, header
     # Leaving the console must not take the server down.
     assert served.supervisor.status().state is ServerState.RUNNING
 

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from tests.support.exporters import DemoExporter, demo_exporters
 from tests.support.fleet_page import once_json
-from tests.support.waiting import wait_until, wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until, wait_until_async
 from vramtop.core.fleet_rows import BoxRow, Status
 from vramtop.core.fleet_sources import Box
 from vramtop.tui.fleet.cells import COLUMNS
@@ -86,7 +86,18 @@ def test_once_json_agrees_with_each_boxs_page_and_a_stopped_box_reads_unreachabl
     }
 
     exporters[1].stop()
-    rows = once_json(capsys, *boxes)
+    # One read each (the command's own), until the running two read up: a read of a box on
+    # a busy machine can take past its timeout, or find its sample just past stale.
+    rows = wait_until(
+        lambda: (
+            (read := once_json(capsys, *boxes))
+            and [row["status"] for row in (read[0], read[2])] == ["up", "up"]
+            and read
+        ),
+        deadline_s=PROCESS_S,
+        what="desk and r9700 up beside the stopped spark",
+        poll_s=0.5,
+    )
     spark = rows[1]
     assert spark["status"] == "unreachable" and "no answer" in str(spark["problem"])
     figures = ("card", "budget_bytes", "kv_cache_usage_ratio", "desktop_headroom_bytes")

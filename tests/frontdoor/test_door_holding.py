@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.frontdoor.upstreams import upstream
+from tests.frontdoor.upstreams import upstream, upstream_server
 from tests.support import http
 from tests.support.ports import free_port
 from tests.support.waiting import PROCESS_S, stays, wait_until
@@ -68,13 +68,11 @@ def test_held_requests_wait_and_go_to_the_new_upstream(
     door = door_factory(old.url)
     answer = door.post(protocol.HOLD_ROUTE, {"drain_s": 5})
     assert answer.status_code == 200
-    assert answer.json() == {
-        "drained": True,
-        "in_flight": 0,
-        "replayed": 0,
-        "drain_took_s": 0.0,
-        "drained_requests": 0,
-    }
+    body = answer.json()
+    # Nothing to drain: at once (two readings of the clock, in ms: a busy machine can put
+    # one between them).
+    assert body.pop("drain_took_s") < 1.0
+    assert body == {"drained": True, "in_flight": 0, "replayed": 0, "drained_requests": 0}
     clients = [Client(door.url) for _ in range(3)]
     for c in clients:
         c.start()
@@ -109,7 +107,7 @@ def test_hold_drains_the_requests_in_flight_first(sim_server: Any, door_factory:
     # 2 s of 150 tokens ran out first on a busy machine (the hold then found nothing in flight).
     long = Client(door.url, {**BODY, "max_tokens": 1500})
     long.start()
-    assert long.begun.wait(20)
+    assert long.begun.wait(PROCESS_S)
     assert wait_for(lambda: door.status()["in_flight"] == 1)
     short = door.post(protocol.HOLD_ROUTE, {"drain_s": 0.2}).json()
     assert (short["drained"], short["in_flight"], short["replayed"]) == (False, 1, 0)
@@ -218,26 +216,34 @@ def test_a_door_without_upstream_holds_until_released(sim_server: Any, door_fact
     assert client.status == 200 and client.content.endswith(b"data: [DONE]\n\n")
 
 
-def test_sigterm_lets_the_stream_finish_and_answers_the_held(
-    sim_server: Any, door_factory: Any
-) -> None:
-    door = door_factory(sim_server.url)
-    streaming = Client(door.url, {**BODY, "max_tokens": 80})
-    streaming.start()
-    assert streaming.begun.wait(20)
-    assert wait_for(lambda: door.status()["in_flight"] == 1)
-    # A second client arrives while the door holds (the stream still runs).
-    threading.Thread(target=door.post, args=(protocol.HOLD_ROUTE, {"drain_s": 60})).start()
-    assert wait_for(lambda: door.status()["holding"])
-    held = Client(door.url)
-    held.start()
-    assert wait_for(lambda: door.status()["held"] == 1)
-    door.proc.send_signal(signal.SIGTERM)
-    assert door.proc.wait(15) == 0
-    streaming.join(5)
-    held.join(5)
-    assert streaming.status == 200 and streaming.content.endswith(b"data: [DONE]\n\n")
-    assert held.status == 503 and json.loads(held.content)["error"]["type"] == "server_restarting"
+def test_sigterm_lets_the_stream_finish_and_answers_the_held(door_factory: Any) -> None:
+    # The stream runs until the test ends it (a simulated one of 80 tokens lasted about a
+    # second, which a busy machine's first look at the door could miss); the grace is long
+    # enough that it is the test, not the clock, that ends it.
+    with upstream_server(slow="stream") as server:
+        door = door_factory(f"http://127.0.0.1:{server.server_address[1]}", "--stop-grace-s", "60")
+        streaming = Client(door.url)
+        streaming.start()
+        assert streaming.begun.wait(PROCESS_S)
+        assert wait_for(lambda: door.status()["in_flight"] == 1)
+        # A second client arrives while the door holds (the stream still runs).
+        threading.Thread(
+            target=door.post, args=(protocol.HOLD_ROUTE, {"drain_s": 60}), daemon=True
+        ).start()
+        assert wait_for(lambda: door.status()["holding"])
+        held = Client(door.url)
+        held.start()
+        assert wait_for(lambda: door.status()["held"] == 1)
+        door.proc.send_signal(signal.SIGTERM)
+        held.join(PROCESS_S)
+        assert held.status == 503
+        assert json.loads(held.content)["error"]["type"] == "server_restarting"
+        # The held one answered at once; the stream begun is still let run.
+        assert door.proc.poll() is None and not streaming.content.endswith(b"data: [DONE]\n\n")
+        server.finish_now.set()  # type: ignore[attr-defined]
+        assert door.proc.wait(PROCESS_S) == 0
+        streaming.join(PROCESS_S)
+        assert streaming.status == 200 and streaming.content.endswith(b"data: [DONE]\n\n")
 
 
 def test_the_stats_file_is_private_and_follows(

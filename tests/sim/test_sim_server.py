@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -99,7 +100,12 @@ def test_streaming_and_plain_completions_produce_tokens(
                 done = True
             elif line.startswith("data: "):
                 chunks.append(line)
-    assert done and len(chunks) >= 2
+    # How many events the 30 tokens come in depends on how the server's steps fall on a busy
+    # machine: what is asserted is the stream's shape, its text and its end.
+    events = [json.loads(line.removeprefix("data: ")) for line in chunks]
+    assert done and events
+    assert "".join(e["choices"][0]["text"] for e in events)
+    assert [e["choices"][0]["finish_reason"] for e in events][-1] == "length"
     plain = http.post(
         s.url + "/v1/chat/completions",
         timeout=30,
@@ -241,7 +247,7 @@ def test_sigterm_shuts_down_and_frees_memory(machine: Any, server_factory: Any) 
     free_before = machine.state()["device"]["free_bytes"]
     engine = engine_of(s)
     s.proc.send_signal(signal.SIGTERM)
-    assert s.proc.wait(3) == 0
-    assert wait_for(lambda: not engine.is_running() or engine.status() == "zombie", 2.0)
-    assert wait_for(lambda: not machine.state()["servers"], 2.0)
+    assert s.proc.wait(PROCESS_S) == 0
+    assert wait_for(lambda: not engine.is_running() or engine.status() == "zombie")
+    assert wait_for(lambda: not machine.state()["servers"])
     assert machine.state()["device"]["free_bytes"] > free_before + 29 * GIB

@@ -8,8 +8,12 @@ from collections.abc import Iterable
 import psutil
 
 from tests.support.ports import free_port
+from tests.support.waiting import PROCESS_S
 from vramtop.config import Profile
+from vramtop.core.json_types import JsonObject
 from vramtop.sim.machine import SimMachine
+from vramtop.supervisor import door
+from vramtop.supervisor.state import ServerRecord
 
 
 def sim_profile(machine: SimMachine, name: str, util: float = 0.93) -> Profile:
@@ -48,3 +52,11 @@ def gone(pids: Iterable[int]) -> bool:
         except psutil.Error:
             continue
     return True
+
+
+def door_report(rec: ServerRecord) -> JsonObject:
+    """The door's own report, given a busy machine's time to answer: vramtop asks with 1 s
+    and takes no answer for none, which a test reading the door's figures must not."""
+    report = door.info(rec, timeout_s=PROCESS_S)
+    assert report is not None, f"the door on {rec.front_door} did not answer"
+    return report

@@ -26,11 +26,11 @@ from tests.support.console import (
     toggle_call,
 )
 from tests.support.fake_backend import FakeBackend
-from tests.support.waiting import wait_until_async
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.model import Sample
 from vramtop.settings import Settings
-from vramtop.tui.app import SETTLE_S
-from vramtop.tui.reader import READER_CHECK_S
+from vramtop.tui import app as app_module
+from vramtop.tui import reader as reader_module
 from vramtop.tui.screens.budget_dialog import BudgetDialog
 from vramtop.tui.screens.headroom_screen import HeadroomScreen
 from vramtop.tui.screens.help_screen import HelpScreen
@@ -540,32 +540,62 @@ async def test_tick_results_reach_the_app_through_the_message() -> None:
         assert app.shown.normal is not None
 
 
-async def test_what_start_up_built_is_set_aside_from_the_collector() -> None:
+class _Settled:
+    """The console's settling (`_set_aside_start_up`, a timer SETTLE_S after the mount)
+    watched: the freeze count it found, and an event once it has run. A busy machine can
+    take longer than SETTLE_S to hand a test its pilot, so the test waits for the settling
+    itself rather than for a time."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.found: list[int] = []
+        self.done = threading.Event()
+        original = app_module._set_aside_start_up
+
+        def watched() -> None:
+            self.found.append(gc.get_freeze_count())
+            original()
+            self.done.set()
+
+        monkeypatch.setattr(app_module, "_set_aside_start_up", watched)
+
+    async def wait(self, pilot: Any) -> None:
+        await wait_until_async(
+            self.done.is_set, deadline_s=PROCESS_S, what="the console settled", pause=pilot.pause
+        )
+
+
+async def test_what_start_up_built_is_set_aside_from_the_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Full collections walk every tracked object: once the console has settled, what start-up
     # built is frozen so they stop walking it (see _set_aside_start_up). The collector, held
     # off through start-up (vramtop/entry.py), runs again from then on.
+    settled = _Settled(monkeypatch)
     gc.unfreeze()
     gc.disable()
     try:
         app = make_app()
         async with app.run_test(size=(100, 30)) as pilot:
-            assert gc.get_freeze_count() == 0
-            await pilot.pause(SETTLE_S + 0.5)
+            await settled.wait(pilot)
             frozen = gc.get_freeze_count()
             assert gc.isenabled()
+        assert settled.found == [0]  # nothing was frozen before
         assert frozen > 10_000  # Textual's and the console's objects, not a handful
     finally:
         gc.enable()
         gc.unfreeze()
 
 
-async def test_a_console_opened_where_the_collector_runs_leaves_it_as_it_was() -> None:
+async def test_a_console_opened_where_the_collector_runs_leaves_it_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A test's process, or a program opening the console: its objects are not frozen.
+    settled = _Settled(monkeypatch)
     gc.unfreeze()
     assert gc.isenabled()
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(SETTLE_S + 0.5)
+        await settled.wait(pilot)
         assert gc.get_freeze_count() == 0
         assert gc.isenabled()
 
@@ -583,7 +613,7 @@ class _HangingBackend(FakeBackend):
     def next_sample(self) -> Sample:
         self.reads += 1
         self.thread = threading.current_thread()
-        self.hang.wait(10)
+        self.hang.wait(PROCESS_S)
         return super().next_sample()
 
 
@@ -595,7 +625,9 @@ async def test_a_hanging_source_neither_piles_up_reads_nor_freezes_keys() -> Non
         before = backend.reads
         backend.hang.clear()
         app.request_tick()  # this read hangs …
-        await pilot.pause(0.1)
+        await wait_until_async(
+            lambda: backend.reads > before, deadline_s=PROCESS_S, what="the read begun"
+        )
         for _ in range(5):  # … and the timer keeps asking
             app.request_tick()
         await pilot.press("question_mark")  # keys still work meanwhile
@@ -609,7 +641,9 @@ async def test_a_hanging_source_neither_piles_up_reads_nor_freezes_keys() -> Non
         assert not app.reads_pending
 
 
-async def test_the_reader_ends_with_the_console() -> None:
+async def test_the_reader_ends_with_the_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its next look an hour away: a reader that returns now was woken by the unmount.
+    monkeypatch.setattr(reader_module, "READER_CHECK_S", 3600.0)
     backend = _HangingBackend()
     app = make_app(backend)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -620,7 +654,7 @@ async def test_the_reader_ends_with_the_console() -> None:
     # console that quits is not kept waiting for its thread.
     await wait_until_async(
         lambda: not _runs_the_reader(thread),
-        deadline_s=READER_CHECK_S / 2,
+        deadline_s=PROCESS_S,
         what="the reader returned before its next look",
         poll_s=0.01,
     )

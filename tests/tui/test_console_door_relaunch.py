@@ -18,6 +18,7 @@ from textual.pilot import Pilot
 from tests.support import console
 from tests.support.console import FAST, running_pid, toggle_call
 from tests.support.http import get
+from tests.support.waiting import PROCESS_S
 from vramtop.core.budget import suggested_relaunch_flags
 from vramtop.core.model import DoorReading
 from vramtop.machines.demo_backend import demo_backend
@@ -145,7 +146,10 @@ async def test_b_during_a_call_behind_the_door_fails_no_request(
         await pilot.press("b")
         # (A door slow to answer on a busy machine is not read for a few ticks: wait for it.)
         await wait_for(
-            pilot, seen, lambda: isinstance(app.screen, BudgetDialog) and door() is not None, 30
+            pilot,
+            seen,
+            lambda: isinstance(app.screen, BudgetDialog) and door() is not None,
+            PROCESS_S,
         )
         before = door_of(app)
         # From here on: the relaunch. (The door's count starts at its own start: a request the
@@ -177,6 +181,7 @@ async def test_b_during_a_call_behind_the_door_fails_no_request(
         status, answer = answered.result()
         # The probe was answered whole (all its tokens), by the new server.
         assert status == 200 and answer["usage"]["completion_tokens"] == PROBE_TOKENS, answer
+        await wait_for(pilot, seen, lambda: door() is not None, PROCESS_S)  # (as at `b`)
         after = door_of(app)
         report = await asyncio.to_thread(door_report, address)
         # The same door throughout (its counts are its own since its start).

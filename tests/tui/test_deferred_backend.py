@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.console import NO_TIMER, settle
 from tests.support.fake_backend import FakeBackend
+from tests.support.waiting import PROCESS_S, wait_event, wait_until_async
 from vramtop.machines.deferred_backend import RETRY_S, BackendUnavailable, DeferredBackend
 from vramtop.supervisor import state
 from vramtop.tui.app import VramtopApp
@@ -54,21 +55,21 @@ def test_closed_while_it_builds_it_closes_what_the_build_made() -> None:
 
     def build() -> FakeBackend:
         building.set()
-        release.wait(5)
+        release.wait(PROCESS_S)
         made.append(FakeBackend())
         return made[-1]
 
     backend = DeferredBackend(build, demo=True, profile_name=None)
     reader = threading.Thread(target=lambda: backend.autostart)
     reader.start()
-    building.wait(5)
+    wait_event(building, deadline_s=PROCESS_S, what="the build begun")
     closer = threading.Thread(target=backend.close, args=(True,))
     closer.start()
     closer.join(0.2)
     assert closer.is_alive(), "close did not wait for the build under way"
     release.set()
-    closer.join(5)
-    reader.join(5)
+    closer.join(PROCESS_S)
+    reader.join(PROCESS_S)
     assert made and made[0].closed_with is True
 
 
@@ -130,7 +131,7 @@ async def test_a_slow_build_holds_neither_the_keys_nor_the_start_it_decides() ->
 
     def build() -> FakeBackend:
         building.set()
-        release.wait(5)  # a slow start of the simulated machine; let go by the test
+        release.wait(PROCESS_S)  # a slow start of the simulated machine; let go by the test
         backend = FakeBackend()
         backend.autostart = True
         made.append(backend)
@@ -138,8 +139,10 @@ async def test_a_slow_build_holds_neither_the_keys_nor_the_start_it_decides() ->
 
     app = VramtopApp(DeferredBackend(build, demo=True, profile_name=None), NO_TIMER)
     async with app.run_test(size=(120, 40)) as pilot:
-        while not building.is_set():  # the first frame is drawn, the build under way
-            await pilot.pause(0.01)
+        # The first frame is drawn, the build under way.
+        await wait_until_async(
+            building.is_set, deadline_s=PROCESS_S, what="the build begun", pause=pilot.pause
+        )
         theme = app.theme
         await pilot.press("t")
         assert app.theme != theme

@@ -78,6 +78,13 @@ async def test_b_at_the_first_offer_relaunches_into_a_server_that_serves(
             lambda: running_pid(app) not in (None, old_pid) and f"budget {util:.2f}" in header(app),
             timeout=90,
         )
+
+        def scraped() -> bool:
+            # The new server's own metrics, not the stale ones a timed-out scrape keeps.
+            server = app.sample.server if app.sample else None
+            return server is not None and not server.stale and server.metrics is not None
+
+        await wait_for(pilot, scraped)
         server = app.sample.server if app.sample else None
         metrics = server.metrics if server else None
         assert metrics is not None and metrics.cache.gpu_memory_utilization == util

@@ -8,6 +8,7 @@ import threading
 from textual.app import App
 from textual.widgets import DataTable, Label
 
+from tests.support.waiting import PROCESS_S, wait_until_async
 from vramtop.core.server_events import Event
 from vramtop.tui.screens.timeline_screen import TimelineScreen
 
@@ -23,7 +24,7 @@ async def test_a_slow_lasting_timeline_does_not_hold_the_screen_back() -> None:
     acted = [Event(2_000.0, "finding", {"kind": "vram_contention", "change": "opened"})]
 
     def slow_read() -> tuple[list[Event], list[Event]]:
-        release.wait(10)
+        release.wait(PROCESS_S)
         return earlier, acted
 
     session = [Event(1.0, "start"), Event(30.0, "ready")]
@@ -39,10 +40,12 @@ async def test_a_slow_lasting_timeline_does_not_hold_the_screen_back() -> None:
         )
         screen.query_one(DataTable).move_cursor(row=1)  # on "ready"
         release.set()
-        for _ in range(500):
-            if screen.lasting_read:
-                break
-            await pilot.pause(0.01)
+        await wait_until_async(
+            lambda: screen.lasting_read,
+            deadline_s=PROCESS_S,
+            what="the lasting timeline read",
+            pause=pilot.pause,
+        )
         await pilot.pause()
         assert rows(screen) == ["relaunch (earlier)", "finding (guard)", "start", "ready"]
         assert screen.query_one(DataTable).cursor_row == 3  # still on "ready"
@@ -54,10 +57,12 @@ async def test_a_timeline_with_nothing_to_show_says_so_once_read() -> None:
     app: App[None] = App()
     async with app.run_test(size=(100, 30)) as pilot:
         await app.push_screen(screen)
-        for _ in range(500):
-            if screen.lasting_read:
-                break
-            await pilot.pause(0.01)
+        await wait_until_async(
+            lambda: screen.lasting_read,
+            deadline_s=PROCESS_S,
+            what="the lasting timeline read",
+            pause=pilot.pause,
+        )
         await pilot.pause()
         label = screen.query_one("#timeline-empty", Label)
         assert str(label.content) == "No events yet in this session."
