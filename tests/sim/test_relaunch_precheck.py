@@ -93,3 +93,36 @@ def test_a_restart_the_call_leaves_no_room_for_is_refused_before_the_stop(
         restarted = backend.restart()
         assert restarted.ok, restarted.message
         assert supervisor.status().pid != pid
+
+
+def test_a_console_opened_during_the_call_still_refuses_the_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's first sample is already the call's: what the desktop held when the
+    server started is read from vLLM's own startup line (the memory free at its check)."""
+    monkeypatch.setenv("VRAMTOP_HOME", str(tmp_path / "home"))
+    with (
+        SimMachine(tmp_path / "sim", speed=4.0, startup_s=0.2) as machine,
+        supervised(machine, "late") as served,  # 0.93; not sampled yet
+    ):
+        backend, supervisor = served.backend, served.supervisor
+        pid = supervisor.status().pid
+        machine.set_call(True)
+        # The whole call's memory taken before the console's first sample.
+        wait_until(
+            lambda: machine.state()["call_level"] >= 1.0,
+            deadline_s=PROCESS_S,
+            what="the call's memory all taken",
+            poll_s=0.2,
+        )
+
+        def in_the_call() -> bool:
+            frame = backend.tick()
+            desktop = desktop_bytes(frame.sample)
+            return frame.headroom_inputs is not None and desktop is not None and desktop > 3 * GIB
+
+        wait_until(in_the_call, deadline_s=PROCESS_S, what="the call seen", poll_s=0.2)
+        refused = backend.restart()
+        assert not refused.ok
+        assert refused.message.startswith("not restarted (the server keeps serving)")
+        assert supervisor.status().pid == pid

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from vramtop.core.budget import free_for_server, is_cpu_server, outside_budget
+from vramtop.core.budget import budget_bytes, free_for_server, is_cpu_server, outside_budget
 from vramtop.core.headroom.calculator import predict, startup_refusal
 from vramtop.core.headroom.flags import RelaunchFlags, relaunch_flags, smallest_serving_util
 from vramtop.core.headroom.live_inputs import live_headroom_inputs
+from vramtop.core.headroom.startup_checks import free_memory_refusal
 from vramtop.core.headroom.terms import HeadroomError, Prediction
-from vramtop.core.model import GpuDevice, Sample, ServerMetrics, ServerState
+from vramtop.core.model import GIB, GpuDevice, Sample, ServerMetrics, ServerState
 from vramtop.core.remedy import FlagChange
 from vramtop.core.snapshot import server_util
 from vramtop.core.vllm import args as vllm_args
@@ -91,7 +92,7 @@ def relaunch_refusal(
     checks, in its own words; None when it would start, or when the server's model or the
     card is not known well enough to say. The free memory is the card less the desktop's
     share and the new server's memory outside its budget (the current server's memory counts
-    as free: it is stopped first). A restart is the relaunch with no change: "not restarted"."""
+    as free: it is stopped first)."""
     inputs = live_headroom_inputs(s, outside_budget_bytes)
     device = primary(s)
     if (
@@ -116,10 +117,54 @@ def relaunch_refusal(
     try:
         refused = startup_refusal(inputs, util, free)
     except HeadroomError as error:
-        # A restart keeps the flags the server started with: what vramtop cannot model of
-        # them says nothing (vLLM checks anyway).
-        return None if change.empty else str(error)
+        return str(error)
+    return (
+        None
+        if refused is None
+        else f"not relaunched (the server keeps serving): vLLM would refuse it: {refused.message}"
+    )
+
+
+def _desktop_when_started(s: Sample, watched: int | None) -> int | None:
+    """What the desktop held when the server started: as watched from the server's first
+    sample, and at most what vLLM's log says was in use at its startup check (0.28+: the card
+    less the memory free then, which also counts vLLM's own CUDA context), for a console
+    opened after a call began; the smaller of the two known."""
+    facts = s.startup
+    logged = None
+    if facts is not None and facts.startup_free_gib is not None and facts.startup_total_gib:
+        logged = round((facts.startup_total_gib - facts.startup_free_gib) * GIB)
+    known = [bytes_ for bytes_ in (watched, logged) if bytes_ is not None]
+    return min(known) if known else None
+
+
+def restart_refusal(
+    s: Sample, outside_budget_bytes: int | None, desktop_at_start: int | None
+) -> str | None:
+    """Why vLLM would refuse a restart of this server now, in its words; None when it would
+    start, or when that cannot be said. The same flags passed vLLM's checks when this server
+    started: only its free-memory check can come out otherwise, and only where the desktop
+    holds more now than it did then (a call's memory; `desktop_at_start`, as watched). The
+    free memory is counted as for a relaunch (`free_for_server`)."""
+    device = primary(s)
+    desktop = desktop_bytes(s)
+    util = server_util(s)
+    then = _desktop_when_started(s, desktop_at_start)
+    if (
+        device is None
+        or desktop is None
+        or util is None
+        or then is None
+        or desktop <= then
+        or is_cpu_server(s.startup.device_kind if s.startup else None)
+    ):
+        return None
+    total = device.total_bytes
+    free = free_for_server(total, desktop, outside_budget(outside_budget_bytes))
+    refused = free_memory_refusal(free, total, util, budget_bytes(total, util))
     if refused is None:
         return None
-    step = "restarted" if change.empty else "relaunched"
-    return f"not {step} (the server keeps serving): vLLM would refuse it: {refused.message}"
+    return (
+        f"not restarted (the server keeps serving): vLLM would refuse it: {refused.message} "
+        "(a stop and a start try it anyway)"
+    )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
-from vramtop.core.sample_facts import relaunch_refusal
+from vramtop.core.sample_facts import relaunch_refusal, restart_refusal
 from vramtop.core.sample_facts import state as sampled_state
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
@@ -159,11 +159,9 @@ class MachineControl:
     ) -> ActionResult:
         if self.supervisor is None:
             return ActionResult(False, NO_PROFILE)
-        # A serving server's restart that vLLM would refuse (a call holds the memory its
-        # budget needs) is refused before the stop: the server keeps serving.
-        refused = self._refusal(FlagChange(), serving=True)
+        refused = self._restart_refusal()
         if refused is not None:
-            return ActionResult(False, refused)
+            return ActionResult(False, refused)  # before the stop: the server keeps serving
         self._told.planned("restart", {"reason": "asked"})
         return self.supervisor.restart(
             progress=progress, requests_lost=requests_lost, asked_by=self.asked_by
@@ -180,18 +178,37 @@ class MachineControl:
         if supervisor is None:
             return ActionResult(False, NO_PROFILE)
 
+        def as_last_sampled(change: FlagChange) -> str | None:
+            latest = self.sampler.timeline.latest
+            if latest is None:
+                return None
+            return relaunch_refusal(latest, change, self._outside_budget)
+
         if order.precheck is None:
-            order = replace(order, precheck=self._refusal)
+            order = replace(order, precheck=as_last_sampled)
         return supervisor.relaunch(order, progress=progress, asked_by=self.asked_by)
 
-    def _refusal(self, change: FlagChange, serving: bool = False) -> str | None:
-        """vLLM's startup checks for a relaunch with `change` (a restart: none) against the
-        machine as last sampled; None where nothing is sampled yet, or (`serving`) where the
-        server was not seen running."""
+    def _restart_refusal(self) -> str | None:
+        """Why vLLM would refuse a restart of the server, serving as last sampled (a call
+        holds the memory its budget needs); None where it would start, or where the server
+        was not seen serving (crashed, hung: a restart is what it needs, and vLLM checks)."""
         latest = self.sampler.timeline.latest
-        if latest is None or (serving and sampled_state(latest) is not ServerState.RUNNING):
+        server = latest.server if latest is not None else None
+        if (
+            latest is None
+            or server is None
+            or not server.reachable
+            or server.stale
+            or sampled_state(latest) is not ServerState.RUNNING
+        ):
             return None
-        return relaunch_refusal(latest, change, self._outside_budget)
+        try:
+            return restart_refusal(
+                latest, self._outside_budget, self._session.diagnoser.desktop_at_start
+            )
+        except Exception:  # a check that breaks refuses nothing: vLLM checks anyway
+            log.exception("the restart's check failed")
+            return None
 
 
 class HousekeepingThread:

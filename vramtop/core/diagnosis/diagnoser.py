@@ -124,6 +124,12 @@ class Diagnoser:
         not measured); the figure every budget's desktop headroom is counted with."""
         return self._desktop.outside_budget
 
+    @property
+    def desktop_at_start(self) -> int | None:
+        """The desktop's share when this server started (its first running sample; None:
+        not seen): what it held when vLLM's checks last passed at these flags."""
+        return self._desktop.at_start
+
     def normal_generation_tps(self) -> float | None:
         """The total generation rate the running requests normally reach (None: no normal
         rate yet); see `normal_rate` for the per-request figure and where it came from."""

@@ -26,7 +26,6 @@ from vramtop.core.diagnosis.thresholds import (
 )
 from vramtop.core.findings import KvCost, RelaunchFigures, Remedy, RemedyAction
 from vramtop.core.model import GIB, GpuDevice, Sample
-from vramtop.core.remedy import FlagChange
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,10 @@ def collapse_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Reme
     lowers = flags is not None and flags.max_model_len is not None
     cost = _kv_cost(s, total, util_now, util)
     words = flags.words() if flags is not None else f"{util:.2f}"
-    action, why = _action(figures, util, s, util_now, desktop.at_start, words)
+    # While the desktop holds more than when the server started and than the budget leaves it
+    # (a call's memory), vLLM's own startup check refuses a restart: only a relaunch helps.
+    restart_fails = read.restart_refusal(s, desktop.outside_budget, desktop.at_start) is not None
+    action, why = _action(figures, util, s, util_now, desktop.at_start, words, restart_fails)
     if action is RemedyAction.RELAUNCH and cost is not None and cost.kv_pool_bytes is not None:
         # The figures the relaunch dialog, the what-if and `calc` print for this budget.
         pool = f"KV pool {(cost.kv_pool_bytes_after or 0) / GIB:.2f} GiB"
@@ -144,9 +146,7 @@ def collapse_remedy(s: Sample, device: GpuDevice, desktop: DesktopShare) -> Reme
         max_model_len=flags.max_model_len if lowers and flags is not None else None,
         current_max_model_len=flags.current_max_model_len if lowers and flags else None,
         why=why,
-        # While the desktop holds more than the budget leaves it (a call's memory), vLLM's
-        # own startup check refuses a restart at the same budget: only the relaunch helps.
-        restart_fails=read.relaunch_refusal(s, FlagChange(), desktop.outside_budget) is not None,
+        restart_fails=restart_fails and action is RemedyAction.RELAUNCH,
         kv_pool_bytes=cost.kv_pool_bytes if cost is not None else None,
         kv_pool_bytes_after=cost.kv_pool_bytes_after if cost is not None else None,
         relaunch=figures,
@@ -178,9 +178,10 @@ def _action(
     util_now: float | None,
     at_start: int | None,
     flag_words: str,
+    restart_fails: bool,
 ) -> tuple[RemedyAction, str]:
     """The action and why, in words (`flag_words`: the relaunch's flags as
-    `RelaunchFlags.words` says them)."""
+    `RelaunchFlags.words` says them; `restart_fails`: vLLM would refuse a restart now)."""
     desktop = read.desktop_bytes(s)
     peak = figures.desktop_peak_bytes
     headroom_gib = figures.desktop_headroom_bytes / GIB
@@ -193,7 +194,8 @@ def _action(
     # The call is over when the desktop grew and is back near where it started: a restart alone
     # restores the rate (the field report's 82.8 tok/s), at no KV cost.
     if (
-        desktop is not None
+        not restart_fails
+        and desktop is not None
         and at_start is not None
         and peak - at_start >= DESKTOP_GROWTH_BYTES
         and desktop - at_start < DESKTOP_GROWTH_BYTES
