@@ -40,6 +40,11 @@ class Streams:
         self.stop = threading.Event()
         self.chunks = 0
         self.errors: list[str] = []  # what ended a request early, for a failure's message
+        # Requests whose answer has begun and not ended, as the clients see them. (vLLM
+        # 0.32's gauge of running requests read 0 at every ask for 120 s of this load on a
+        # busy machine, with 116,764 lines streamed.)
+        self.streaming = 0
+        self._lock = threading.Lock()
         self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
 
     def start(self) -> Streams:
@@ -62,22 +67,36 @@ class Streams:
                     httpx.Client(timeout=30, headers=headers) as client,
                     client.stream("POST", f"{self.url}/v1/completions", json=body) as resp,
                 ):
-                    for _line in resp.iter_lines():
-                        self.chunks += 1
-                        if self.stop.is_set():
-                            return
+                    if resp.status_code != 200:
+                        self.errors.append(f"HTTP {resp.status_code}")
+                    elif self._stream(resp):
+                        return
+                    else:
+                        continue
             except httpx.HTTPError as exc:
                 # Cut by the restart, or, on a loaded machine, a read timed out before it: the
                 # next request goes once a moment has passed, until the load is stopped.
                 self.errors.append(repr(exc))
-                self.stop.wait(0.2)
+            self.stop.wait(0.2)
 
-
-def running_requests(url: str) -> float:
-    for line in http.get(f"{url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("vllm:num_requests_running"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    def _stream(self, resp: httpx.Response) -> bool:
+        """Read one answer, counted as streaming from its first line to its end; whether the
+        load was stopped meanwhile."""
+        begun = False
+        try:
+            for _line in resp.iter_lines():
+                self.chunks += 1
+                if not begun:
+                    begun = True
+                    with self._lock:
+                        self.streaming += 1
+                if self.stop.is_set():
+                    return True
+            return False
+        finally:
+            if begun:
+                with self._lock:
+                    self.streaming -= 1
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +145,9 @@ def test_a_restart_confirmed_under_load_ends_the_tree_and_comes_back_keyed(
     url = profile.url
     load = Streams(url).start()
     try:
-        # Requests in flight, as the server's gauge says once. Asked again, vLLM 0.32's gauge
-        # can read 0 between two steps of a streaming load: the check failed with the load
-        # running.
+        # Requests in flight, as the clients see them (an answer begun and not ended).
         wait_until(
-            lambda: running_requests(url) >= 1,
+            lambda: load.streaming >= 1,
             deadline_s=120,
             what=lambda: f"the load running ({load.chunks} lines read; {load.errors[-3:]})",
         )
