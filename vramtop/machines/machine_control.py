@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from vramtop.core import sample_facts as read
 from vramtop.core.json_types import JsonObject
 from vramtop.core.model import ServerState
 from vramtop.core.remedy import FlagChange, RelaunchOrder
-from vramtop.core.sample_facts import relaunch_refusal, restart_refusal
-from vramtop.core.sample_facts import state as sampled_state
 from vramtop.core.server_events import EventName, ServerAction
 from vramtop.core.vllm import args as vllm_args
 from vramtop.machines.interface import ProfileLaunch
@@ -182,7 +181,7 @@ class MachineControl:
             latest = self.sampler.timeline.latest
             if latest is None:
                 return None
-            return relaunch_refusal(latest, change, self._outside_budget)
+            return read.relaunch_refusal(latest, change, self._outside_budget)
 
         if order.precheck is None:
             order = replace(order, precheck=as_last_sampled)
@@ -193,17 +192,13 @@ class MachineControl:
         holds the memory its budget needs); None where it would start, or where the server
         was not seen serving (crashed, hung: a restart is what it needs, and vLLM checks)."""
         latest = self.sampler.timeline.latest
-        server = latest.server if latest is not None else None
-        if (
-            latest is None
-            or server is None
-            or not server.reachable
-            or server.stale
-            or sampled_state(latest) is not ServerState.RUNNING
-        ):
+        # Serving: running, and its metrics read fresh this sample (`read.metrics`).
+        if latest is None or read.state(latest) is not ServerState.RUNNING:
+            return None
+        if read.metrics(latest) is None:
             return None
         try:
-            return restart_refusal(
+            return read.restart_refusal(
                 latest, self._outside_budget, self._session.diagnoser.desktop_at_start
             )
         except Exception:  # a check that breaks refuses nothing: vLLM checks anyway
